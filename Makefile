@@ -1,0 +1,68 @@
+# chunkd: `make run` and `make test` do all the set-up on a fresh Debian
+# bookworm machine: missing Debian packages, the CMake build (Release, in
+# build/) and the Python virtualenv (.venv/) for the client and the tests.
+# Every step is skipped when nothing it depends on changed.
+
+BUILD_DIR ?= build
+VENV      ?= .venv
+PYTHON    ?= python3
+LISTEN    ?= 127.0.0.1:50051
+METRICS   ?= 127.0.0.1:9464
+INDEX     ?= memory
+
+APT_PACKAGES := build-essential cmake ninja-build pkg-config git \
+  protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev \
+  libabsl-dev libssl-dev libxxhash-dev libhiredis-dev prometheus-cpp-dev \
+  libgtest-dev libgmock-dev libbenchmark-dev redis-server \
+  python3 python3-venv python3-pip
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+DEPS_STAMP := $(BUILD_DIR)/.deps-installed
+VENV_STAMP := $(VENV)/.installed
+PY_SOURCES := $(shell find clients/python -name '*.py' -not -path '*/_proto/*' \
+  -not -path '*/build/*' 2>/dev/null) clients/python/pyproject.toml \
+  proto/chunkd/v1/chunkd.proto
+
+.PHONY: all deps build run test test-cpp test-python clean
+
+all: build
+
+$(DEPS_STAMP): Makefile
+	@missing=$$(for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing Debian packages:" $$missing; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@mkdir -p $(BUILD_DIR) && touch $@
+
+deps: $(DEPS_STAMP)
+
+$(BUILD_DIR)/build.ninja: $(DEPS_STAMP)
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+build: $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR)
+
+$(VENV_STAMP): $(DEPS_STAMP) $(PY_SOURCES)
+	[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e 'clients/python[test]'
+	touch $@
+
+run: build
+	exec $(BUILD_DIR)/server/chunkd --listen $(LISTEN) \
+	  --metrics_listen $(METRICS) --index $(INDEX)
+
+test-cpp: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j 2
+
+test-python: build $(VENV_STAMP)
+	$(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e
+
+test: test-cpp test-python
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,205 @@
+// chunkd chunking library: content-defined chunking of byte streams.
+//
+// A chunker cuts a byte stream into chunks [offset, offset + length) that cover
+// every byte exactly once. Each algorithm (DESIGN.md §2) has a scalar,
+// sequential reference implementation, `ReferenceChunks`, which *is* the
+// specification: every faster path (StreamChunker, any backend, any thread
+// count, any way the stream is split into pieces) must return the identical
+// list of chunks.
+//
+//   fastcdc  FastCDC 2020 (Xia et al., "The Design of Fast Content-Defined
+//            Chunking for Data Deduplication Based Storage Systems", IEEE TPDS
+//            2020), byte-exact with REAPI's FAST_CDC_2020 and the Rust crate
+//            `fastcdc` v2020: Gear hash restarted at each chunk's min offset,
+//            normalized chunking with a stricter mask before avg.
+//   crc32    Rolling CRC-32 over a 256-byte window, as in SS-CDC (Ni et al.,
+//            "SS-CDC: A Two-stage Parallel Content-Defined Chunking for
+//            Deduplicating Backup Storage", SYSTOR 2019).
+//   seqcdc   SeqCDC (Udayashankar et al., Middleware 2024): hashless, cut after
+//            a run of monotonic byte steps, with content-defined skipping.
+//   fixed    Fixed-size chunks of avg_size bytes.
+//
+// Thread safety: free functions are thread-safe. A StreamChunker is not: one
+// stream, one thread at a time.
+#ifndef CHUNKD_CHUNKER_H_
+#define CHUNKD_CHUNKER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace chunkd::chunking {
+
+enum class Algorithm : int {
+  kFastCdc = 1,
+  kCrc32 = 2,
+  kSeqCdc = 3,
+  kFixed = 4,
+};
+
+// Every algorithm, in the order above.
+const std::vector<Algorithm>& AllAlgorithms();
+
+// "fastcdc", "crc32", "seqcdc", "fixed".
+absl::string_view AlgorithmName(Algorithm algorithm);
+
+// Parses a name as returned by AlgorithmName. INVALID_ARGUMENT names the
+// accepted values.
+absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name);
+
+enum class SeqMode : int {
+  kIncreasing = 1,
+  kDecreasing = 2,
+};
+
+// Parameters of a chunking function. Sizes in bytes.
+struct ChunkerOptions {
+  Algorithm algorithm = Algorithm::kFastCdc;
+  // Smallest chunk except the last. Default: per algorithm (DefaultOptions).
+  // fastcdc: as in the crate, the scan starts at min_size rounded down to
+  // even, so with an odd min_size a chunk can be min_size - 1 bytes long.
+  // fixed: ignored (every chunk but the last is avg_size bytes).
+  uint32_t min_size = 0;
+  // Target average chunk size; for fixed, the size of every chunk but the last.
+  // A power of two for crc32. fastcdc uses round(log2(avg_size)) mask bits
+  // like the crate; seqcdc does not use it for cutting.
+  uint32_t avg_size = 0;
+  // Largest chunk. fixed: ignored.
+  uint32_t max_size = 0;
+  // fastcdc: normalization level 0..3. Default 1.
+  uint32_t normalization_level = 1;
+  // fastcdc: XORed into every Gear table entry. Default 0.
+  uint64_t seed = 0;
+  // seqcdc: direction of the run that makes a cut. Default increasing.
+  SeqMode seq_mode = SeqMode::kIncreasing;
+  // seqcdc: monotonic steps that make a cut point. Default 5.
+  uint32_t seq_length = 5;
+  // seqcdc: opposing steps that trigger a jump. Default 50.
+  uint32_t skip_trigger = 50;
+  // seqcdc: bytes skipped by a jump. Default 512.
+  uint32_t skip_size = 512;
+};
+
+// The allowed range of one parameter and its default.
+struct ParamRange {
+  uint64_t min = 0;
+  uint64_t max = 0;
+  uint64_t default_value = 0;
+};
+
+// What an algorithm accepts. Validated in every build: the parameters arrive
+// over the network.
+struct AlgorithmLimits {
+  ParamRange min_size;
+  ParamRange avg_size;
+  ParamRange max_size;
+  bool avg_power_of_two = false;
+  ParamRange normalization_level;  // fastcdc only; {0, 0, 0} elsewhere
+  ParamRange seq_length;           // seqcdc only
+  ParamRange skip_trigger;         // seqcdc only
+  ParamRange skip_size;            // seqcdc only
+};
+
+const AlgorithmLimits& LimitsFor(Algorithm algorithm);
+
+// The algorithm's default parameters (DESIGN.md §2): fastcdc 16 KiB average
+// (min 4 KiB, max 64 KiB, level 1); crc32 2/16/64 KiB; seqcdc the authors'
+// 16 KiB profile (increasing, SeqLength 5, SkipTrigger 50, SkipSize 512,
+// min 8 KiB, max 32 KiB); fixed 16 KiB.
+ChunkerOptions DefaultOptions(Algorithm algorithm);
+
+// Named presets: "seqcdc-8k" and "seqcdc-16k" (the SeqCDC authors'
+// profiles), "fastcdc-reapi" (FAST_CDC_2020 with REAPI's defaults: avg 512 KiB,
+// min avg/4, max avg*4, level 2). NOT_FOUND for an unknown name.
+absl::StatusOr<ChunkerOptions> Preset(absl::string_view name);
+
+// OK when `options` is within LimitsFor(options.algorithm) and consistent
+// (min <= avg <= max, ...). Otherwise INVALID_ARGUMENT whose message names the
+// field as in the proto (`min_size`, `avg_size`, `max_size`,
+// `normalization_level`, ...), its value and the allowed range.
+absl::Status ValidateOptions(const ChunkerOptions& options);
+
+// One chunk: bytes [offset, offset + length) of the stream.
+struct Chunk {
+  uint64_t offset = 0;
+  uint32_t length = 0;
+  // The algorithm's rolling hash at the cut.
+  //   fastcdc: exactly the crate's value, as in the public FastCDC 2020
+  //     vectors: the Gear hash where the chunk was cut, also when it was cut
+  //     by max_size or the end of the stream (the hash after the last byte
+  //     pair examined); 0 only for a chunk no longer than min_size, where no
+  //     hash is computed.
+  //   crc32: the window CRC at the chunk's last byte when that byte is a
+  //     candidate; 0 when the chunk was cut by max_size or the end of the
+  //     stream.
+  //   seqcdc, fixed: 0 (no hash).
+  uint64_t hash = 0;
+
+  friend bool operator==(const Chunk& a, const Chunk& b) {
+    return a.offset == b.offset && a.length == b.length && a.hash == b.hash;
+  }
+  friend bool operator!=(const Chunk& a, const Chunk& b) { return !(a == b); }
+};
+
+// The specification: cuts the whole stream `data` sequentially, byte by byte.
+// REQUIRES: ValidateOptions(options).ok(); invalid options yield no chunks.
+std::vector<Chunk> ReferenceChunks(const ChunkerOptions& options,
+                                   absl::Span<const uint8_t> data);
+
+// Cuts a stream that arrives in pieces of any size, emitting each chunk as
+// soon as it is final. Produces exactly ReferenceChunks() of the concatenated
+// pieces.
+//
+// Memory: the chunker holds the bytes of the chunk in progress plus the bytes
+// of the last Append not yet cut, and a small left context (256 bytes).
+// Bytes already cut are dropped lazily — only once they are at least as many
+// as the bytes kept — so that every byte is moved O(1) times however small the
+// pieces: the buffer is at most about 2 * (max_size + 256) + (size of the
+// largest Append) bytes (fixed: avg_size for max_size).
+//
+// Thread safety: not thread-safe; copy and move disabled.
+class StreamChunker {
+ public:
+  // INVALID_ARGUMENT as ValidateOptions.
+  static absl::StatusOr<std::unique_ptr<StreamChunker>> Create(
+      const ChunkerOptions& options);
+
+  StreamChunker(const StreamChunker&) = delete;
+  StreamChunker& operator=(const StreamChunker&) = delete;
+  ~StreamChunker();
+
+  // Feeds the next piece of the stream and appends the chunks that became
+  // final to *out. Their bytes are readable through ChunkData() until the next
+  // call of Append() or Finish().
+  // REQUIRES: Finish() not yet called.
+  void Append(absl::string_view piece, std::vector<Chunk>* out);
+
+  // Ends the stream: appends the remaining chunks to *out.
+  // REQUIRES: Finish() not yet called (later calls of Append() and Finish()
+  // are ignored).
+  void Finish(std::vector<Chunk>* out);
+
+  // The bytes of a chunk emitted by the last Append() or Finish().
+  absl::string_view ChunkData(const Chunk& chunk) const;
+
+  // Total bytes fed so far.
+  uint64_t bytes_in() const;
+
+  const ChunkerOptions& options() const;
+
+ private:
+  class Impl;
+  explicit StreamChunker(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace chunkd::chunking
+
+#endif  // CHUNKD_CHUNKER_H_
