@@ -1,0 +1,83 @@
+// StreamPipeline: the work of one Chunk or Dedup stream, free of gRPC.
+//
+// Bytes go in piece by piece; out come records of the chunks that became
+// final: cut by the StreamChunker, fingerprinted, and (Dedup only) recorded in
+// the namespace's index in one batched call per piece. Records come out in
+// stream order.
+//
+// Thread safety: not thread-safe; the owner runs one call at a time (the
+// service's reactor runs at most one task per stream on the shared pool).
+#ifndef CHUNKD_PIPELINE_STREAM_PIPELINE_H_
+#define CHUNKD_PIPELINE_STREAM_PIPELINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "chunkd/chunker.h"
+#include "fingerprint/fingerprint.h"
+#include "index/fingerprint_index.h"
+
+namespace chunkd::pipeline {
+
+struct PipelineOptions {
+  chunking::ChunkerOptions chunking;
+  fingerprint::Kind fingerprint = fingerprint::Kind::kSha256;
+  // Dedup only: the index and namespace to record chunks in. nullptr: Chunk.
+  index::FingerprintIndex* index = nullptr;
+  std::string ns;
+};
+
+struct ChunkRecord {
+  uint64_t offset = 0;
+  uint32_t length = 0;
+  std::string fingerprint;
+  bool is_new = false;  // Dedup only
+};
+
+struct StreamTotals {
+  uint64_t bytes = 0;
+  uint64_t chunks = 0;
+  uint64_t unique_bytes = 0;   // Dedup only
+  uint64_t unique_chunks = 0;  // Dedup only
+};
+
+class StreamPipeline {
+ public:
+  // INVALID_ARGUMENT for bad chunking options; FAILED_PRECONDITION for Dedup
+  // without a fingerprint.
+  static absl::StatusOr<std::unique_ptr<StreamPipeline>> Create(
+      PipelineOptions options);
+
+  StreamPipeline(const StreamPipeline&) = delete;
+  StreamPipeline& operator=(const StreamPipeline&) = delete;
+
+  // Consumes the next piece of the stream; appends final records to *out.
+  // An index error (e.g. UNAVAILABLE) is returned as is; the stream must then
+  // be abandoned.
+  absl::Status Process(absl::string_view piece, std::vector<ChunkRecord>* out);
+
+  // Ends the stream; appends the remaining records to *out.
+  absl::Status Finish(std::vector<ChunkRecord>* out);
+
+  const StreamTotals& totals() const { return totals_; }
+
+ private:
+  StreamPipeline(PipelineOptions options,
+                 std::unique_ptr<chunking::StreamChunker> chunker);
+  absl::Status Emit(const std::vector<chunking::Chunk>& chunks,
+                    std::vector<ChunkRecord>* out);
+
+  PipelineOptions options_;
+  std::unique_ptr<chunking::StreamChunker> chunker_;
+  std::vector<chunking::Chunk> scratch_;
+  StreamTotals totals_;
+};
+
+}  // namespace chunkd::pipeline
+
+#endif  // CHUNKD_PIPELINE_STREAM_PIPELINE_H_
