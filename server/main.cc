@@ -1,0 +1,157 @@
+// chunkd: the chunking and deduplication server. Flags, wiring, ServerBuilder.
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "index/fingerprint_index.h"
+#include "metrics/metrics.h"
+#include "pipeline/worker_pool.h"
+#include "service/chunk_service.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "gRPC address to serve on, host:port");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "Prometheus /metrics address, host:port; empty disables it");
+ABSL_FLAG(std::string, index, "memory",
+          "fingerprint index: 'memory' (embedded, lost on restart)");
+ABSL_FLAG(uint64_t, max_message_bytes, uint64_t{4} << 20,
+          "largest data field of one request, in bytes");
+ABSL_FLAG(uint64_t, max_inflight_bytes, uint64_t{16} << 20,
+          "unprocessed bytes of one stream at which chunkd stops reading it");
+ABSL_FLAG(uint32_t, threads, 0,
+          "worker threads shared by all streams; 0 means one per core");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(30),
+          "on SIGINT/SIGTERM, how long running streams may take to finish "
+          "before they are cancelled");
+
+namespace {
+
+constexpr uint64_t kMinMessageBytes = 1024;
+constexpr uint64_t kMaxMessageBytes = uint64_t{256} << 20;
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "chunkd: %s\n", message.c_str());
+  return 2;
+}
+
+int WaitForSignal(const sigset_t& signals) {
+  int sig = 0;
+  sigwait(&signals, &sig);
+  return sig;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "chunkd: content-defined chunking and deduplication over gRPC.\n"
+      "Usage: chunkd [--listen HOST:PORT] [--metrics_listen HOST:PORT] "
+      "[--index memory] ...");
+  absl::ParseCommandLine(argc, argv);
+
+  // Every thread started from here on inherits the blocked signals, so only
+  // the sigwait below sees SIGINT and SIGTERM.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const uint64_t max_message = absl::GetFlag(FLAGS_max_message_bytes);
+  if (max_message < kMinMessageBytes || max_message > kMaxMessageBytes) {
+    return Fail(absl::StrCat("--max_message_bytes ", max_message,
+                             " is out of range [", kMinMessageBytes, ", ",
+                             kMaxMessageBytes, "]"));
+  }
+  const uint64_t max_inflight = absl::GetFlag(FLAGS_max_inflight_bytes);
+  if (max_inflight < max_message) {
+    return Fail(absl::StrCat("--max_inflight_bytes ", max_inflight,
+                             " must be at least --max_message_bytes ",
+                             max_message));
+  }
+  auto index = chunkd::index::CreateIndex(absl::GetFlag(FLAGS_index));
+  if (!index.ok()) return Fail(std::string(index.status().message()));
+
+  size_t threads = absl::GetFlag(FLAGS_threads);
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  chunkd::pipeline::WorkerPool pool(threads);
+
+  const std::string backend = "scalar";
+  chunkd::metrics::Metrics metrics(CHUNKD_VERSION, backend);
+  const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  if (!metrics_listen.empty()) {
+    absl::Status serving = metrics.Serve(metrics_listen);
+    if (!serving.ok()) return Fail(std::string(serving.message()));
+  }
+
+  chunkd::service::ServiceOptions options;
+  options.index = index->get();
+  options.pool = &pool;
+  options.metrics = &metrics;
+  options.max_message_bytes = max_message;
+  options.max_inflight_bytes = max_inflight;
+  options.version = CHUNKD_VERSION;
+  options.chunking_backend = backend;
+  chunkd::service::ChunkServiceImpl service(options);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string listen = absl::GetFlag(FLAGS_listen);
+  int port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  // Leave room above the data limit so that a slightly larger message reaches
+  // the service and gets an error naming the limit; far larger ones are
+  // refused by gRPC itself, also with RESOURCE_EXHAUSTED.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(
+      std::min<uint64_t>(INT_MAX, max_message * 2 + (uint64_t{1} << 20))));
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return Fail(absl::StrCat("cannot listen on --listen ", listen));
+  }
+  std::fprintf(stderr,
+               "chunkd %s serving on %s (metrics on %s, index %s, %zu "
+               "threads)\n",
+               CHUNKD_VERSION, listen.c_str(),
+               metrics_listen.empty() ? "off" : metrics_listen.c_str(),
+               std::string((*index)->backend()).c_str(), threads);
+
+  const int sig = WaitForSignal(signals);
+  const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
+  std::fprintf(stderr,
+               "chunkd: signal %d, draining (%zu streams, grace %s)\n", sig,
+               service.active_streams(), absl::FormatDuration(grace).c_str());
+  server->GetHealthCheckService()->SetServingStatus(false);
+  service.BeginShutdown();
+  if (!service.WaitForStreams(absl::Now() + grace)) {
+    service.AbortAll(grpc::Status(
+        grpc::StatusCode::UNAVAILABLE,
+        absl::StrCat("chunkd is shutting down; the stream did not finish "
+                     "within the ",
+                     absl::FormatDuration(grace),
+                     " grace period and was cancelled")));
+    service.WaitForStreams(absl::Now() + absl::Seconds(5));
+  }
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server->Wait();
+  std::fprintf(stderr, "chunkd: stopped\n");
+  return 0;
+}

@@ -1,0 +1,103 @@
+// ChunkServiceImpl: the gRPC face of chunkd (DESIGN.md §1, §7), on the
+// callback API.
+//
+// Each Chunk or Dedup stream is one reactor. Reactor callbacks never block:
+// they move the request's bytes into the stream's inbox and hand the work to
+// the shared WorkerPool, at most one task per stream at a time, so a stream's
+// records stay in order and no stream owns a thread. Reading stops while the
+// stream's unprocessed bytes reach max_inflight_bytes or its unsent responses
+// pile up, so gRPC flow control slows a client that sends faster than chunkd
+// cuts, or reads slower than chunkd answers.
+//
+// Memory per stream: at most max_inflight_bytes + max_message_bytes of
+// unprocessed input, plus the chunker's window (max_size + one message + 256
+// bytes), plus kMaxQueuedResponses response batches.
+//
+// Thread safety: thread-safe; gRPC calls the handlers from its own threads.
+#ifndef CHUNKD_SERVICE_CHUNK_SERVICE_H_
+#define CHUNKD_SERVICE_CHUNK_SERVICE_H_
+
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/time/time.h"
+#include "chunkd/v1/chunkd.grpc.pb.h"
+#include "index/fingerprint_index.h"
+#include "metrics/metrics.h"
+#include "pipeline/worker_pool.h"
+
+namespace chunkd::service {
+
+struct ServiceOptions {
+  // Required; must outlive the service.
+  index::FingerprintIndex* index = nullptr;
+  pipeline::WorkerPool* pool = nullptr;
+  metrics::Metrics* metrics = nullptr;
+  // Largest `data` field of one request. Default 4 MiB.
+  size_t max_message_bytes = size_t{4} << 20;
+  // Unprocessed bytes of one stream at which reading pauses. Default 16 MiB.
+  size_t max_inflight_bytes = size_t{16} << 20;
+  // Reported by GetServerInfo.
+  std::string version = "0.0.0";
+  std::string chunking_backend = "scalar";
+};
+
+// A running stream that the service can end early (at shutdown).
+class ActiveStream {
+ public:
+  virtual ~ActiveStream() = default;
+  // Ends the stream with `status` as soon as no write is in flight.
+  virtual void Abort(const grpc::Status& status) = 0;
+};
+
+class ChunkServiceImpl final : public v1::ChunkService::CallbackService {
+ public:
+  explicit ChunkServiceImpl(ServiceOptions options);
+  ~ChunkServiceImpl() override;
+  ChunkServiceImpl(const ChunkServiceImpl&) = delete;
+  ChunkServiceImpl& operator=(const ChunkServiceImpl&) = delete;
+
+  grpc::ServerBidiReactor<v1::ChunkRequest, v1::ChunkResponse>* Chunk(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerBidiReactor<v1::DedupRequest, v1::DedupResponse>* Dedup(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* FindMissing(
+      grpc::CallbackServerContext* context,
+      const v1::FindMissingRequest* request,
+      v1::FindMissingResponse* response) override;
+  grpc::ServerUnaryReactor* GetServerInfo(
+      grpc::CallbackServerContext* context,
+      const v1::GetServerInfoRequest* request,
+      v1::GetServerInfoResponse* response) override;
+
+  // Drain: from now on new streams fail with UNAVAILABLE.
+  void BeginShutdown();
+
+  // Waits until no stream is running or `deadline` passes; true if none runs.
+  bool WaitForStreams(absl::Time deadline);
+
+  // Ends every running stream with `status`.
+  void AbortAll(const grpc::Status& status);
+
+  size_t active_streams() const;
+
+  // Used by the reactors.
+  const ServiceOptions& options() const { return options_; }
+  bool shutting_down() const;
+  void Register(ActiveStream* stream);
+  void Unregister(ActiveStream* stream);
+
+ private:
+  ServiceOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable streams_cv_;
+  absl::flat_hash_set<ActiveStream*> streams_;  // guarded by mu_
+  bool shutting_down_ = false;                  // guarded by mu_
+};
+
+}  // namespace chunkd::service
+
+#endif  // CHUNKD_SERVICE_CHUNK_SERVICE_H_

@@ -1,0 +1,93 @@
+#include "service/params.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace chunkd::service {
+
+absl::StatusOr<chunking::ChunkerOptions> ChunkerOptionsFromProto(
+    const v1::ChunkingParams& p) {
+  chunking::Algorithm algorithm;
+  switch (p.algorithm()) {
+    case v1::ALGORITHM_UNSPECIFIED:
+    case v1::ALGORITHM_FASTCDC:
+      algorithm = chunking::Algorithm::kFastCdc;
+      break;
+    case v1::ALGORITHM_CRC32:
+      algorithm = chunking::Algorithm::kCrc32;
+      break;
+    case v1::ALGORITHM_SEQCDC:
+      algorithm = chunking::Algorithm::kSeqCdc;
+      break;
+    case v1::ALGORITHM_FIXED:
+      algorithm = chunking::Algorithm::kFixed;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "algorithm ", static_cast<int>(p.algorithm()),
+          " is unknown; use ALGORITHM_FASTCDC (1), ALGORITHM_CRC32 (2), "
+          "ALGORITHM_SEQCDC (3) or ALGORITHM_FIXED (4)"));
+  }
+  chunking::ChunkerOptions o = chunking::DefaultOptions(algorithm);
+  if (p.has_min_size()) o.min_size = p.min_size();
+  if (p.has_avg_size()) o.avg_size = p.avg_size();
+  if (p.has_max_size()) o.max_size = p.max_size();
+  if (p.has_normalization_level()) {
+    o.normalization_level = p.normalization_level();
+  }
+  o.seed = p.seed();
+  switch (p.seq_mode()) {
+    case v1::SEQ_CDC_MODE_UNSPECIFIED:
+      break;
+    case v1::SEQ_CDC_MODE_INCREASING:
+      o.seq_mode = chunking::SeqMode::kIncreasing;
+      break;
+    case v1::SEQ_CDC_MODE_DECREASING:
+      o.seq_mode = chunking::SeqMode::kDecreasing;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "seq_mode ", static_cast<int>(p.seq_mode()),
+          " is unknown; use SEQ_CDC_MODE_INCREASING (1) or "
+          "SEQ_CDC_MODE_DECREASING (2)"));
+  }
+  if (p.has_seq_length()) o.seq_length = p.seq_length();
+  if (p.has_skip_trigger()) o.skip_trigger = p.skip_trigger();
+  if (p.has_skip_size()) o.skip_size = p.skip_size();
+  absl::Status valid = chunking::ValidateOptions(o);
+  if (!valid.ok()) return valid;
+  return o;
+}
+
+absl::StatusOr<fingerprint::Kind> FingerprintFromProto(
+    v1::FingerprintAlgorithm algorithm) {
+  switch (algorithm) {
+    case v1::FINGERPRINT_ALGORITHM_UNSPECIFIED:
+    case v1::FINGERPRINT_ALGORITHM_SHA256:
+      return fingerprint::Kind::kSha256;
+    case v1::FINGERPRINT_ALGORITHM_XXH128:
+      return fingerprint::Kind::kXxh128;
+    case v1::FINGERPRINT_ALGORITHM_NONE:
+      return fingerprint::Kind::kNone;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fingerprint ", static_cast<int>(algorithm),
+          " is unknown; use FINGERPRINT_ALGORITHM_SHA256 (1), "
+          "FINGERPRINT_ALGORITHM_XXH128 (2) or FINGERPRINT_ALGORITHM_NONE (3)"));
+  }
+}
+
+v1::Algorithm AlgorithmToProto(chunking::Algorithm algorithm) {
+  switch (algorithm) {
+    case chunking::Algorithm::kFastCdc:
+      return v1::ALGORITHM_FASTCDC;
+    case chunking::Algorithm::kCrc32:
+      return v1::ALGORITHM_CRC32;
+    case chunking::Algorithm::kSeqCdc:
+      return v1::ALGORITHM_SEQCDC;
+    case chunking::Algorithm::kFixed:
+      return v1::ALGORITHM_FIXED;
+  }
+  return v1::ALGORITHM_UNSPECIFIED;
+}
+
+}  // namespace chunkd::service

@@ -1,0 +1,24 @@
+// The one place where absl::Status and grpc::Status meet. Codes keep their
+// meaning (the numeric values are the same); long messages are truncated so a
+// status never outgrows a trailer.
+#ifndef CHUNKD_SERVICE_STATUS_UTIL_H_
+#define CHUNKD_SERVICE_STATUS_UTIL_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "grpcpp/support/status.h"
+
+namespace chunkd::service {
+
+// Longest error message sent to a client.
+inline constexpr size_t kMaxErrorMessageBytes = 1024;
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// "OK", "INVALID_ARGUMENT", ...: the label used in metrics.
+std::string CodeName(grpc::StatusCode code);
+
+}  // namespace chunkd::service
+
+#endif  // CHUNKD_SERVICE_STATUS_UTIL_H_
