@@ -136,9 +136,9 @@ struct Chunk {
   //     by max_size or the end of the stream (the hash after the last byte
   //     pair examined); 0 only for a chunk no longer than min_size, where no
   //     hash is computed.
-  //   crc32: the window CRC at the chunk's last byte when that byte is a
-  //     candidate; 0 when the chunk was cut by max_size or the end of the
-  //     stream.
+  //   crc32: the window CRC at the chunk's last byte when the chunk was cut
+  //     there as a candidate (length >= min_size); otherwise — cut by
+  //     max_size or the end of the stream — 0.
   //   seqcdc, fixed: 0 (no hash).
   uint64_t hash = 0;
 

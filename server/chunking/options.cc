@@ -1,0 +1,284 @@
+// Algorithm names, parameter limits, defaults, presets and validation.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "chunkd/chunker.h"
+#include "chunking/limits.h"
+
+namespace chunkd::chunking {
+namespace {
+
+constexpr absl::string_view kPresetFastCdcReapi = "fastcdc-reapi";
+constexpr absl::string_view kPresetSeqCdc8k = "seqcdc-8k";
+constexpr absl::string_view kPresetSeqCdc16k = "seqcdc-16k";
+
+bool IsKnown(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kFastCdc:
+    case Algorithm::kCrc32:
+    case Algorithm::kSeqCdc:
+    case Algorithm::kFixed:
+      return true;
+  }
+  return false;
+}
+
+AlgorithmLimits MakeFastCdcLimits() {
+  AlgorithmLimits limits;
+  limits.min_size = {kFastCdcMinSizeLowerBound, kFastCdcMinSizeUpperBound,
+                     kFastCdcDefaultMinSize};
+  limits.avg_size = {kFastCdcAvgSizeLowerBound, kFastCdcAvgSizeUpperBound,
+                     kFastCdcDefaultAvgSize};
+  limits.max_size = {kFastCdcMaxSizeLowerBound, kFastCdcMaxSizeUpperBound,
+                     kFastCdcDefaultMaxSize};
+  limits.avg_power_of_two = false;
+  limits.normalization_level = {kFastCdcLevelLowerBound,
+                                kFastCdcLevelUpperBound, kFastCdcDefaultLevel};
+  return limits;
+}
+
+AlgorithmLimits MakeCrc32Limits() {
+  AlgorithmLimits limits;
+  limits.min_size = {kCrc32MinSizeLowerBound, kCrc32MinSizeUpperBound,
+                     kCrc32DefaultMinSize};
+  limits.avg_size = {kCrc32AvgSizeLowerBound, kCrc32AvgSizeUpperBound,
+                     kCrc32DefaultAvgSize};
+  limits.max_size = {kCrc32MaxSizeLowerBound, kCrc32MaxSizeUpperBound,
+                     kCrc32DefaultMaxSize};
+  limits.avg_power_of_two = true;
+  return limits;
+}
+
+AlgorithmLimits MakeSeqCdcLimits() {
+  AlgorithmLimits limits;
+  limits.min_size = {kSeqCdcMinSizeLowerBound, kSeqCdcMinSizeUpperBound,
+                     kSeqCdc16kMinSize};
+  limits.avg_size = {kSeqCdcAvgSizeLowerBound, kSeqCdcAvgSizeUpperBound,
+                     kSeqCdc16kAvgSize};
+  limits.max_size = {kSeqCdcMaxSizeLowerBound, kSeqCdcMaxSizeUpperBound,
+                     kSeqCdc16kMaxSize};
+  limits.avg_power_of_two = false;
+  limits.seq_length = {kSeqCdcSeqLengthLowerBound, kSeqCdcSeqLengthUpperBound,
+                       kSeqCdc16kSeqLength};
+  limits.skip_trigger = {kSeqCdcSkipTriggerLowerBound,
+                         kSeqCdcSkipTriggerUpperBound, kSeqCdc16kSkipTrigger};
+  limits.skip_size = {kSeqCdcSkipSizeLowerBound, kSeqCdcSkipSizeUpperBound,
+                      kSeqCdc16kSkipSize};
+  return limits;
+}
+
+// fixed cuts at avg_size only; min_size and max_size are reported with the
+// same range and default because every chunk but the last is exactly
+// avg_size (min = avg = max).
+AlgorithmLimits MakeFixedLimits() {
+  AlgorithmLimits limits;
+  const ParamRange size = {kFixedSizeLowerBound, kFixedSizeUpperBound,
+                           kFixedDefaultSize};
+  limits.min_size = size;
+  limits.avg_size = size;
+  limits.max_size = size;
+  limits.avg_power_of_two = false;
+  return limits;
+}
+
+absl::Status CheckRange(absl::string_view field, uint64_t value,
+                        const ParamRange& range) {
+  if (value < range.min || value > range.max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " ", value, " is out of range [", range.min, ", ",
+                     range.max, "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNotAbove(absl::string_view low_field, uint64_t low,
+                           absl::string_view high_field, uint64_t high) {
+  if (low > high) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        low_field, " ", low, " must not exceed ", high_field, " ", high));
+  }
+  return absl::OkStatus();
+}
+
+// The size checks shared by the content-defined algorithms: each size in its
+// range, the average a power of two where required, min <= avg <= max.
+absl::Status CheckSizes(const ChunkerOptions& options,
+                        const AlgorithmLimits& limits) {
+  if (absl::Status s =
+          CheckRange("min_size", options.min_size, limits.min_size);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          CheckRange("avg_size", options.avg_size, limits.avg_size);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          CheckRange("max_size", options.max_size, limits.max_size);
+      !s.ok()) {
+    return s;
+  }
+  if (limits.avg_power_of_two &&
+      (options.avg_size & (options.avg_size - 1)) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("avg_size ", options.avg_size, " must be a power of two"));
+  }
+  if (absl::Status s = CheckNotAbove("min_size", options.min_size, "avg_size",
+                                     options.avg_size);
+      !s.ok()) {
+    return s;
+  }
+  return CheckNotAbove("avg_size", options.avg_size, "max_size",
+                       options.max_size);
+}
+
+absl::Status CheckSeqParams(const ChunkerOptions& options,
+                            const AlgorithmLimits& limits) {
+  if (options.seq_mode != SeqMode::kIncreasing &&
+      options.seq_mode != SeqMode::kDecreasing) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("seq_mode ", static_cast<int>(options.seq_mode),
+                     " is not one of 1 (increasing), 2 (decreasing)"));
+  }
+  if (absl::Status s =
+          CheckRange("seq_length", options.seq_length, limits.seq_length);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          CheckRange("skip_trigger", options.skip_trigger, limits.skip_trigger);
+      !s.ok()) {
+    return s;
+  }
+  return CheckRange("skip_size", options.skip_size, limits.skip_size);
+}
+
+}  // namespace
+
+const std::vector<Algorithm>& AllAlgorithms() {
+  static const std::vector<Algorithm>* const kAll =
+      new std::vector<Algorithm>{Algorithm::kFastCdc, Algorithm::kCrc32,
+                                 Algorithm::kSeqCdc, Algorithm::kFixed};
+  return *kAll;
+}
+
+absl::string_view AlgorithmName(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kFastCdc:
+      return "fastcdc";
+    case Algorithm::kCrc32:
+      return "crc32";
+    case Algorithm::kSeqCdc:
+      return "seqcdc";
+    case Algorithm::kFixed:
+      return "fixed";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
+  for (Algorithm algorithm : AllAlgorithms()) {
+    if (AlgorithmName(algorithm) == name) return algorithm;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown algorithm \"", name,
+                   "\"; expected one of fastcdc, crc32, seqcdc, fixed"));
+}
+
+const AlgorithmLimits& LimitsFor(Algorithm algorithm) {
+  static const AlgorithmLimits kFastCdc = MakeFastCdcLimits();
+  static const AlgorithmLimits kCrc32 = MakeCrc32Limits();
+  static const AlgorithmLimits kSeqCdc = MakeSeqCdcLimits();
+  static const AlgorithmLimits kFixed = MakeFixedLimits();
+  static const AlgorithmLimits kNone;
+  switch (algorithm) {
+    case Algorithm::kFastCdc:
+      return kFastCdc;
+    case Algorithm::kCrc32:
+      return kCrc32;
+    case Algorithm::kSeqCdc:
+      return kSeqCdc;
+    case Algorithm::kFixed:
+      return kFixed;
+  }
+  return kNone;
+}
+
+ChunkerOptions DefaultOptions(Algorithm algorithm) {
+  ChunkerOptions options;
+  options.algorithm = algorithm;
+  const AlgorithmLimits& limits = LimitsFor(algorithm);
+  options.min_size = static_cast<uint32_t>(limits.min_size.default_value);
+  options.avg_size = static_cast<uint32_t>(limits.avg_size.default_value);
+  options.max_size = static_cast<uint32_t>(limits.max_size.default_value);
+  // The per-algorithm fields keep their documented defaults everywhere, so
+  // that switching the algorithm of a filled-in struct stays valid.
+  options.normalization_level = kFastCdcDefaultLevel;
+  options.seed = 0;
+  options.seq_mode = SeqMode::kIncreasing;
+  options.seq_length = kSeqCdc16kSeqLength;
+  options.skip_trigger = kSeqCdc16kSkipTrigger;
+  options.skip_size = kSeqCdc16kSkipSize;
+  return options;
+}
+
+absl::StatusOr<ChunkerOptions> Preset(absl::string_view name) {
+  if (name == kPresetFastCdcReapi) {
+    ChunkerOptions options = DefaultOptions(Algorithm::kFastCdc);
+    options.avg_size = kFastCdcReapiAvgSize;
+    options.min_size = kFastCdcReapiAvgSize / 4;
+    options.max_size = kFastCdcReapiAvgSize * 4;
+    options.normalization_level = kFastCdcReapiLevel;
+    options.seed = 0;
+    return options;
+  }
+  if (name == kPresetSeqCdc8k || name == kPresetSeqCdc16k) {
+    const bool is_8k = name == kPresetSeqCdc8k;
+    ChunkerOptions options = DefaultOptions(Algorithm::kSeqCdc);
+    options.seq_mode = SeqMode::kIncreasing;
+    options.min_size = is_8k ? kSeqCdc8kMinSize : kSeqCdc16kMinSize;
+    options.avg_size = is_8k ? kSeqCdc8kAvgSize : kSeqCdc16kAvgSize;
+    options.max_size = is_8k ? kSeqCdc8kMaxSize : kSeqCdc16kMaxSize;
+    options.seq_length = is_8k ? kSeqCdc8kSeqLength : kSeqCdc16kSeqLength;
+    options.skip_trigger = is_8k ? kSeqCdc8kSkipTrigger : kSeqCdc16kSkipTrigger;
+    options.skip_size = is_8k ? kSeqCdc8kSkipSize : kSeqCdc16kSkipSize;
+    return options;
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "unknown preset \"", name, "\"; expected one of ", kPresetFastCdcReapi,
+      ", ", kPresetSeqCdc8k, ", ", kPresetSeqCdc16k));
+}
+
+absl::Status ValidateOptions(const ChunkerOptions& options) {
+  if (!IsKnown(options.algorithm)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("algorithm ", static_cast<int>(options.algorithm),
+                     " is not one of 1 (fastcdc), 2 (crc32), 3 (seqcdc), "
+                     "4 (fixed)"));
+  }
+  const AlgorithmLimits& limits = LimitsFor(options.algorithm);
+  switch (options.algorithm) {
+    case Algorithm::kFastCdc:
+      if (absl::Status s = CheckSizes(options, limits); !s.ok()) return s;
+      return CheckRange("normalization_level", options.normalization_level,
+                        limits.normalization_level);
+    case Algorithm::kCrc32:
+      return CheckSizes(options, limits);
+    case Algorithm::kSeqCdc:
+      if (absl::Status s = CheckSizes(options, limits); !s.ok()) return s;
+      return CheckSeqParams(options, limits);
+    case Algorithm::kFixed:
+      // min_size and max_size are ignored: the chunk size is avg_size.
+      return CheckRange("avg_size", options.avg_size, limits.avg_size);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace chunkd::chunking

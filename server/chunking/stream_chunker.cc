@@ -1,0 +1,128 @@
+// StreamChunker: ReferenceChunks over a stream that arrives in pieces.
+//
+// The buffer holds, from index 0: up to kContext bytes of left context, the
+// chunk in progress (from start_), and bytes appended but not yet cut. A cut
+// is decided only when it is final — at least max_size bytes are available
+// from the chunk start, after which no algorithm's answer can change — or at
+// Finish(), when the stream end is known. Both cases call the same Cutter::Cut
+// as ReferenceChunks with the same arguments (the context differs only beyond
+// kContext bytes, which no cut function reads), so the chunks are identical.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "chunkd/chunker.h"
+#include "chunking/cutter.h"
+
+namespace chunkd::chunking {
+
+class StreamChunker::Impl {
+ public:
+  Impl(const ChunkerOptions& options, std::unique_ptr<Cutter> cutter)
+      : options_(options), cutter_(std::move(cutter)) {}
+
+  void Append(absl::string_view piece, std::vector<Chunk>* out) {
+    if (finished_) return;  // REQUIRES violated; ignore rather than abort.
+    // Views handed out by the previous call die here, so this is the one
+    // place where bytes may move.
+    Compact();
+    const auto* bytes = reinterpret_cast<const uint8_t*>(piece.data());
+    buffer_.insert(buffer_.end(), bytes, bytes + piece.size());
+    bytes_in_ += piece.size();
+    CutFinal(/*at_end=*/false, out);
+  }
+
+  void Finish(std::vector<Chunk>* out) {
+    if (finished_) return;
+    finished_ = true;
+    Compact();
+    CutFinal(/*at_end=*/true, out);
+  }
+
+  absl::string_view ChunkData(const Chunk& chunk) const {
+    if (chunk.offset < base_ ||
+        chunk.offset + chunk.length > base_ + buffer_.size()) {
+      return absl::string_view();  // Not a chunk of the last call.
+    }
+    return absl::string_view(
+        reinterpret_cast<const char*>(buffer_.data()) + (chunk.offset - base_),
+        chunk.length);
+  }
+
+  uint64_t bytes_in() const { return bytes_in_; }
+  const ChunkerOptions& options() const { return options_; }
+
+ private:
+  // Cuts every chunk whose end is final and appends it to *out.
+  void CutFinal(bool at_end, std::vector<Chunk>* out) {
+    const size_t final_size = cutter_->max_size();
+    while (start_ < buffer_.size()) {
+      const size_t avail = buffer_.size() - start_;
+      if (!at_end && avail < final_size) break;
+      uint64_t hash = 0;
+      const size_t length =
+          cutter_->Cut(buffer_.data() + start_, avail, start_, &hash);
+      out->push_back(
+          Chunk{base_ + start_, static_cast<uint32_t>(length), hash});
+      start_ += length;
+    }
+  }
+
+  // Drops the bytes before the left context of the chunk in progress, but
+  // only once they are at least as many as the bytes kept: every byte is then
+  // moved O(1) times on average however small the pieces are, at the price of
+  // holding up to twice the live bytes.
+  void Compact() {
+    const size_t keep_from = start_ - std::min(start_, kContext);
+    if (keep_from == 0 || keep_from < buffer_.size() - keep_from) return;
+    buffer_.erase(buffer_.begin(), buffer_.begin() + keep_from);
+    base_ += keep_from;
+    start_ -= keep_from;
+  }
+
+  const ChunkerOptions options_;
+  const std::unique_ptr<Cutter> cutter_;
+  std::vector<uint8_t> buffer_;
+  uint64_t base_ = 0;  // stream offset of buffer_[0]
+  size_t start_ = 0;   // index in buffer_ of the chunk in progress
+  uint64_t bytes_in_ = 0;
+  bool finished_ = false;
+};
+
+absl::StatusOr<std::unique_ptr<StreamChunker>> StreamChunker::Create(
+    const ChunkerOptions& options) {
+  absl::StatusOr<std::unique_ptr<Cutter>> cutter = MakeCutter(options);
+  if (!cutter.ok()) return cutter.status();
+  return std::unique_ptr<StreamChunker>(
+      new StreamChunker(std::make_unique<Impl>(options, *std::move(cutter))));
+}
+
+StreamChunker::StreamChunker(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+StreamChunker::~StreamChunker() = default;
+
+void StreamChunker::Append(absl::string_view piece, std::vector<Chunk>* out) {
+  impl_->Append(piece, out);
+}
+
+void StreamChunker::Finish(std::vector<Chunk>* out) { impl_->Finish(out); }
+
+absl::string_view StreamChunker::ChunkData(const Chunk& chunk) const {
+  return impl_->ChunkData(chunk);
+}
+
+uint64_t StreamChunker::bytes_in() const { return impl_->bytes_in(); }
+
+const ChunkerOptions& StreamChunker::options() const {
+  return impl_->options();
+}
+
+}  // namespace chunkd::chunking
