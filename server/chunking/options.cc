@@ -275,7 +275,18 @@ absl::Status ValidateOptions(const ChunkerOptions& options) {
       if (absl::Status s = CheckSizes(options, limits); !s.ok()) return s;
       return CheckSeqParams(options, limits);
     case Algorithm::kFixed:
-      // min_size and max_size are ignored: the chunk size is avg_size.
+      // The chunk size is avg_size; min_size and max_size do not shape the
+      // chunks, but a value out of range is still a caller's mistake.
+      if (absl::Status s =
+              CheckRange("min_size", options.min_size, limits.min_size);
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s =
+              CheckRange("max_size", options.max_size, limits.max_size);
+          !s.ok()) {
+        return s;
+      }
       return CheckRange("avg_size", options.avg_size, limits.avg_size);
   }
   return absl::OkStatus();

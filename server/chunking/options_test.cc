@@ -310,15 +310,19 @@ TEST(ValidateOptionsTest, IgnoresFieldsOfOtherAlgorithms) {
   EXPECT_TRUE(ValidateOptions(fastcdc).ok());
 }
 
-TEST(ValidateOptionsTest, FixedIgnoresMinAndMax) {
+TEST(ValidateOptionsTest, FixedChecksMinAndMaxOnlyForRange) {
   ChunkerOptions fixed = DefaultOptions(Algorithm::kFixed);
-  fixed.avg_size = 8192;  // as when a client overrides only the size
-  EXPECT_TRUE(ValidateOptions(fixed).ok());
-  fixed.min_size = 0;
-  fixed.max_size = 0;
+  fixed.avg_size = 1 << 20;  // as when a client overrides only the size
   EXPECT_TRUE(ValidateOptions(fixed).ok());
   fixed.min_size = 1u << 31;
-  EXPECT_TRUE(ValidateOptions(fixed).ok());
+  absl::Status status = ValidateOptions(fixed);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("min_size"));
+  fixed.min_size = 64;
+  fixed.max_size = 0;
+  status = ValidateOptions(fixed);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("max_size"));
 }
 
 TEST(ValidateOptionsTest, EveryPresetIsValid) {
