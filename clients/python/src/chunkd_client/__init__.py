@@ -1,0 +1,53 @@
+"""Python client for chunkd, the gRPC content-defined chunking and
+deduplication service.
+
+    from chunkd_client import Client
+
+    with Client("localhost:50051", timeout=60) as client:
+        stream = client.chunk("disk.img", algorithm="fastcdc", avg_size=16384)
+        for record in stream:          # ChunkRecord(offset, length, fingerprint)
+            ...
+        print(stream.summary)          # ChunkSummary, set once exhausted
+
+Errors are raised as ChunkdError(code, message).
+"""
+
+from chunkd_client.client import (
+    ALGORITHMS,
+    FINGERPRINTS,
+    ChunkStream,
+    Client,
+    DedupStream,
+    ResponseStream,
+    chunking_params,
+)
+from chunkd_client.errors import ChunkdError
+from chunkd_client.records import (
+    AlgorithmInfo,
+    ChunkRecord,
+    ChunkSummary,
+    DedupRecord,
+    DedupSummary,
+    ParamRange,
+    ServerInfo,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ALGORITHMS",
+    "FINGERPRINTS",
+    "AlgorithmInfo",
+    "ChunkRecord",
+    "ChunkStream",
+    "ChunkSummary",
+    "ChunkdError",
+    "Client",
+    "DedupRecord",
+    "DedupStream",
+    "DedupSummary",
+    "ParamRange",
+    "ResponseStream",
+    "ServerInfo",
+    "chunking_params",
+]

@@ -1,0 +1,92 @@
+"""Turning the accepted kinds of input into a stream of byte pieces."""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import BinaryIO, Iterable, Iterator, Union
+
+#: What ``Client.chunk`` and ``Client.dedup`` accept as input.
+Source = Union[
+    str,
+    "os.PathLike[str]",
+    "os.PathLike[bytes]",
+    bytes,
+    bytearray,
+    memoryview,
+    BinaryIO,
+    Iterable[bytes],
+]
+
+
+def iter_source(source: Source, message_size: int) -> Iterator[bytes]:
+    """Yields the bytes of ``source`` in pieces of at most ``message_size``.
+
+    * a path (``str`` or ``os.PathLike``): the file is opened and read
+      ``message_size`` bytes at a time, closed at the end;
+    * ``bytes`` / ``bytearray`` / ``memoryview``: sliced into ``message_size``
+      pieces;
+    * a binary file object (anything with ``read``): read ``message_size``
+      bytes at a time until it returns ``b""``; it is not closed;
+    * any other iterable of bytes-like pieces: each piece is passed on as it
+      is, split only when longer than ``message_size`` (small pieces are not
+      merged, so the caller controls the framing); empty pieces are skipped.
+
+    Nothing ever holds more than one piece of a file in memory.
+    """
+    if message_size < 1:
+        raise ValueError(f"message_size must be at least 1, got {message_size}")
+    if isinstance(source, (str, os.PathLike)):
+        return _iter_path(source, message_size)
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return _iter_buffer(source, message_size)
+    if hasattr(source, "read"):
+        return _iter_file(source, message_size)  # type: ignore[arg-type]
+    if isinstance(source, Iterable):
+        return _iter_pieces(source, message_size)
+    raise TypeError(
+        "source must be a path, bytes-like object, binary file or iterable of "
+        f"bytes, not {type(source).__name__}"
+    )
+
+
+def _iter_path(path: "Union[str, os.PathLike]", message_size: int) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        yield from _iter_file(f, message_size)
+
+
+def _iter_file(f: BinaryIO, message_size: int) -> Iterator[bytes]:
+    if isinstance(f, io.TextIOBase):
+        raise TypeError("source file must be opened in binary mode")
+    while True:
+        piece = f.read(message_size)
+        if piece is None:  # non-blocking stream without data: keep trying
+            continue
+        if not isinstance(piece, (bytes, bytearray, memoryview)):
+            raise TypeError(
+                f"source.read() returned {type(piece).__name__}, expected bytes"
+            )
+        if not piece:
+            return
+        yield bytes(piece)
+
+
+def _iter_buffer(
+    buffer: "Union[bytes, bytearray, memoryview]", message_size: int
+) -> Iterator[bytes]:
+    view = memoryview(buffer).cast("B")
+    for start in range(0, len(view), message_size):
+        yield bytes(view[start : start + message_size])
+
+
+def _iter_pieces(pieces: Iterable[bytes], message_size: int) -> Iterator[bytes]:
+    for piece in pieces:
+        if not isinstance(piece, (bytes, bytearray, memoryview)):
+            raise TypeError(
+                f"source yielded {type(piece).__name__}, expected a bytes-like object"
+            )
+        if len(piece) <= message_size and isinstance(piece, bytes):
+            if piece:
+                yield piece
+        else:
+            yield from _iter_buffer(piece, message_size)

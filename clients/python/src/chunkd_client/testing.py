@@ -1,0 +1,244 @@
+"""Running a real chunkd server for tests (no mocks).
+
+``ChunkdServer`` starts the chunkd binary on free loopback ports with the
+in-memory index, waits until the standard gRPC health service reports
+SERVING, and stops it again::
+
+    with ChunkdServer("/path/to/chunkd", max_message_bytes=1 << 20) as server:
+        with Client(server.address, timeout=30) as client:
+            ...
+
+This module needs only grpcio; it has no pytest dependency.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import List, Optional, Sequence, Union
+
+import grpc
+
+_HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+_SERVING = 1
+
+
+class ServerError(RuntimeError):
+    """The server could not be started or died; the message has its log."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def health_status(target: str, *, service: str = "", timeout: float = 2.0) -> int:
+    """Calls grpc.health.v1.Health/Check once and returns the status enum
+    (1 = SERVING). Raises grpc.RpcError when the call fails.
+
+    The two messages are encoded by hand (HealthCheckRequest.service and
+    HealthCheckResponse.status are both field 1), which spares a dependency
+    on grpcio-health-checking.
+    """
+    encoded_service = service.encode()
+    request = (
+        b"\x0a" + _varint(len(encoded_service)) + encoded_service if service else b""
+    )
+    with grpc.insecure_channel(target) as channel:
+        check = channel.unary_unary(
+            _HEALTH_CHECK, request_serializer=None, response_deserializer=None
+        )
+        response = check(request, timeout=timeout)
+    return _status_of(response)
+
+
+def wait_until_serving(
+    target: str,
+    *,
+    timeout: float = 30.0,
+    process: Optional[subprocess.Popen] = None,
+) -> None:
+    """Polls the health service until it reports SERVING.
+
+    Raises TimeoutError after ``timeout`` seconds, ServerError when
+    ``process`` exits first.
+    """
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while True:
+        if process is not None and process.poll() is not None:
+            raise ServerError(f"chunkd exited with {process.returncode} while starting")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"{target} not SERVING after {timeout}s (last: {last})")
+        try:
+            status = health_status(target, timeout=min(1.0, remaining))
+            if status == _SERVING:
+                return
+            last = f"status {status}"
+        except grpc.RpcError as e:
+            last = e
+        time.sleep(0.05)
+
+
+class ChunkdServer:
+    """One chunkd process on free loopback ports.
+
+    Args:
+        binary: path of the chunkd executable.
+        max_message_bytes: passed as ``--max_message_bytes`` when set.
+        index: the index backend (``--index``), "memory" by default.
+        extra_args: more flags.
+        startup_timeout: seconds to wait for SERVING.
+
+    ``address`` and ``metrics_address`` are "127.0.0.1:PORT". The server's
+    output goes to a log file whose text ``log()`` returns.
+    """
+
+    def __init__(
+        self,
+        binary: Union[str, os.PathLike],
+        *,
+        max_message_bytes: Optional[int] = None,
+        index: str = "memory",
+        extra_args: Sequence[str] = (),
+        startup_timeout: float = 30.0,
+    ) -> None:
+        self.binary = Path(binary)
+        self.max_message_bytes = max_message_bytes
+        self.index = index
+        self.extra_args = list(extra_args)
+        self.startup_timeout = startup_timeout
+        self.address = ""
+        self.metrics_address = ""
+        self.process: Optional[subprocess.Popen] = None
+        self._log = tempfile.NamedTemporaryFile(
+            prefix="chunkd-", suffix=".log", delete=False
+        )
+
+    def command(self) -> List[str]:
+        """The command line used to start the server."""
+        args = [
+            str(self.binary),
+            f"--listen={self.address}",
+            f"--metrics_listen={self.metrics_address}",
+            f"--index={self.index}",
+        ]
+        if self.max_message_bytes is not None:
+            args.append(f"--max_message_bytes={self.max_message_bytes}")
+        return args + self.extra_args
+
+    def start(self, attempts: int = 3) -> "ChunkdServer":
+        """Starts the server and waits until it is SERVING.
+
+        Retries with new ports when the process exits during startup (a port
+        taken between choosing and binding it).
+        """
+        if not self.binary.is_file() or not os.access(self.binary, os.X_OK):
+            raise ServerError(f"chunkd binary not found or not executable: {self.binary}")
+        for attempt in range(attempts):
+            self.address = f"127.0.0.1:{free_port()}"
+            self.metrics_address = f"127.0.0.1:{free_port()}"
+            self._log.write(f"$ {' '.join(self.command())}\n".encode())
+            self._log.flush()
+            self.process = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+            )
+            try:
+                wait_until_serving(
+                    self.address, timeout=self.startup_timeout, process=self.process
+                )
+                return self
+            except ServerError:
+                if attempt + 1 == attempts:
+                    raise ServerError(f"chunkd failed to start:\n{self.log()}") from None
+            except TimeoutError as e:
+                self.stop()
+                raise ServerError(f"{e}\n{self.log()}") from None
+        raise AssertionError("unreachable")
+
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> Optional[int]:
+        """SIGTERM, then SIGKILL after ``timeout`` seconds; returns the exit
+        code (None if it was never started)."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout)
+        return self.process.returncode
+
+    def log(self) -> str:
+        """Everything the server printed so far."""
+        self._log.flush()
+        return Path(self._log.name).read_text(errors="replace")
+
+    def __enter__(self) -> "ChunkdServer":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _status_of(response: bytes) -> int:
+    """Field 1 (varint) of a HealthCheckResponse; 0 when absent."""
+    status, i = 0, 0
+    while i < len(response):
+        key, i = _read_varint(response, i)
+        field, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            value, i = _read_varint(response, i)
+            if field == 1:
+                status = value
+        elif wire_type == 2:
+            length, i = _read_varint(response, i)
+            i += length
+        elif wire_type == 1:
+            i += 8
+        elif wire_type == 5:
+            i += 4
+        else:
+            raise ValueError(f"cannot parse HealthCheckResponse {response!r}")
+    return status
+
+
+def _read_varint(data: bytes, i: int) -> "tuple[int, int]":
+    value, shift = 0, 0
+    while True:
+        if i >= len(data):
+            raise ValueError("truncated varint")
+        byte = data[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, i
+        shift += 7
