@@ -1,0 +1,72 @@
+// A small command-line parser for chunkctl's subcommands.
+//
+// absl::flags keeps one global set of flags per binary, which fits a server
+// but not a tool whose commands accept different flags; this parser takes the
+// accepted flags per command instead. Accepted forms: "--name VALUE",
+// "--name=VALUE" and "--name" for switches. "-h" means "--help", a lone "-"
+// is a positional argument (stdin), and "--" ends the flags.
+//
+// Thread safety: ParsedArgs is an immutable value once parsed.
+#ifndef CHUNKD_CLIENTS_CLI_ARGS_H_
+#define CHUNKD_CLIENTS_CLI_ARGS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace chunkd::cli {
+
+// One flag a command accepts.
+struct FlagSpec {
+  // The name without the leading "--".
+  std::string name;
+  // False for a switch ("--local"), true for a flag that takes a value.
+  bool takes_value = true;
+};
+
+// The flags and positional arguments of one command line.
+class ParsedArgs {
+ public:
+  ParsedArgs() = default;
+  ParsedArgs(const ParsedArgs&) = default;
+  ParsedArgs& operator=(const ParsedArgs&) = default;
+  ParsedArgs(ParsedArgs&&) = default;
+  ParsedArgs& operator=(ParsedArgs&&) = default;
+
+  // True when the flag was given.
+  bool Has(absl::string_view name) const;
+  // The value of a flag; nullopt when it was not given (or is a switch).
+  std::optional<std::string> Get(absl::string_view name) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  friend absl::StatusOr<ParsedArgs> ParseArgs(
+      absl::Span<const std::string> args, absl::Span<const FlagSpec> specs);
+
+  std::map<std::string, std::string, std::less<>> flags_;
+  std::vector<std::string> positional_;
+};
+
+// Parses `args` (the words after the command name) against `specs`.
+// INVALID_ARGUMENT names the offending word: an unknown flag, a flag without
+// its value, a value given to a switch, or a flag given twice.
+absl::StatusOr<ParsedArgs> ParseArgs(absl::Span<const std::string> args,
+                                     absl::Span<const FlagSpec> specs);
+
+// True when "--help" or "-h" appears before any "--".
+bool WantsHelp(absl::Span<const std::string> args);
+
+// Parses a decimal integer (or "0x" hexadecimal) in [0, max] given to
+// --`flag`. INVALID_ARGUMENT says which flag and what was expected.
+absl::StatusOr<uint64_t> ParseUint(absl::string_view flag,
+                                   absl::string_view text, uint64_t max);
+
+}  // namespace chunkd::cli
+
+#endif  // CHUNKD_CLIENTS_CLI_ARGS_H_

@@ -1,0 +1,249 @@
+#include "clients/cli/chunk_options.h"
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace chunkd::cli {
+namespace {
+
+constexpr uint64_t kMaxUint32 = std::numeric_limits<uint32_t>::max();
+constexpr uint64_t kMaxUint64 = std::numeric_limits<uint64_t>::max();
+
+absl::Status ParseUint32Flag(const ParsedArgs& args, absl::string_view name,
+                             std::optional<uint32_t>* out) {
+  std::optional<std::string> text = args.Get(name);
+  if (!text.has_value()) return absl::OkStatus();
+  absl::StatusOr<uint64_t> value = ParseUint(name, *text, kMaxUint32);
+  if (!value.ok()) return value.status();
+  *out = static_cast<uint32_t>(*value);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<chunking::SeqMode> ParseSeqMode(absl::string_view text) {
+  if (text == "increasing") return chunking::SeqMode::kIncreasing;
+  if (text == "decreasing") return chunking::SeqMode::kDecreasing;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--seq-mode: expected increasing or decreasing, got \"", text, "\""));
+}
+
+// Fills the fields a preset defines for its algorithm, unless given by a flag.
+void ApplyPreset(const chunking::ChunkerOptions& preset, ChunkFlags* flags) {
+  auto fill = [](auto& field, auto value) {
+    if (!field.has_value()) field = value;
+  };
+  fill(flags->min_size, preset.min_size);
+  fill(flags->avg_size, preset.avg_size);
+  fill(flags->max_size, preset.max_size);
+  if (preset.algorithm == chunking::Algorithm::kFastCdc) {
+    fill(flags->normalization_level, preset.normalization_level);
+    fill(flags->seed, preset.seed);
+  }
+  if (preset.algorithm == chunking::Algorithm::kSeqCdc) {
+    fill(flags->seq_mode, preset.seq_mode);
+    fill(flags->seq_length, preset.seq_length);
+    fill(flags->skip_trigger, preset.skip_trigger);
+    fill(flags->skip_size, preset.skip_size);
+  }
+}
+
+}  // namespace
+
+std::vector<FlagSpec> ChunkFlagSpecs() {
+  return {{"algorithm"},  {"preset"},       {"min"},       {"avg"},
+          {"max"},        {"level"},        {"seed"},      {"seq-mode"},
+          {"seq-length"}, {"skip-trigger"}, {"skip-size"}, {"fingerprint"}};
+}
+
+absl::string_view ChunkFlagsHelp() {
+  return R"(Chunking options (unset ones take the algorithm's defaults; see `chunkctl info`):
+  --algorithm NAME     fastcdc (default), crc32, seqcdc or fixed
+  --preset NAME        fastcdc-reapi, seqcdc-8k or seqcdc-16k; flags given
+                       alongside override the preset's values
+  --min N              smallest chunk in bytes, except the last (not fixed)
+  --avg N              target average chunk size in bytes; fixed: the size
+                       of every chunk but the last
+  --max N              largest chunk in bytes (not fixed)
+  --level L            fastcdc: normalization level 0..3 (default 1)
+  --seed S             fastcdc: XORed into the Gear table (default 0)
+  --seq-mode MODE      seqcdc: increasing (default) or decreasing
+  --seq-length N       seqcdc: monotonic steps that make a cut (default 5)
+  --skip-trigger N     seqcdc: opposing steps that trigger a jump (default 50)
+  --skip-size N        seqcdc: bytes skipped by a jump (default 512)
+  --fingerprint NAME   sha256 (default), xxh128 or none
+)";
+}
+
+absl::StatusOr<ChunkFlags> ChunkFlagsFromArgs(const ParsedArgs& args) {
+  ChunkFlags flags;
+  if (std::optional<std::string> name = args.Get("algorithm")) {
+    absl::StatusOr<chunking::Algorithm> algorithm =
+        chunking::ParseAlgorithm(*name);
+    if (!algorithm.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--algorithm: ", algorithm.status().message()));
+    }
+    flags.algorithm = *algorithm;
+  }
+  for (auto [name, field] :
+       {std::pair{"min", &flags.min_size}, std::pair{"avg", &flags.avg_size},
+        std::pair{"max", &flags.max_size},
+        std::pair{"level", &flags.normalization_level},
+        std::pair{"seq-length", &flags.seq_length},
+        std::pair{"skip-trigger", &flags.skip_trigger},
+        std::pair{"skip-size", &flags.skip_size}}) {
+    if (absl::Status s = ParseUint32Flag(args, name, field); !s.ok()) return s;
+  }
+  if (std::optional<std::string> text = args.Get("seed")) {
+    absl::StatusOr<uint64_t> seed = ParseUint("seed", *text, kMaxUint64);
+    if (!seed.ok()) return seed.status();
+    flags.seed = *seed;
+  }
+  if (std::optional<std::string> text = args.Get("seq-mode")) {
+    absl::StatusOr<chunking::SeqMode> mode = ParseSeqMode(*text);
+    if (!mode.ok()) return mode.status();
+    flags.seq_mode = *mode;
+  }
+  if (std::optional<std::string> text = args.Get("fingerprint")) {
+    absl::StatusOr<fingerprint::Kind> kind = fingerprint::ParseKind(*text);
+    if (!kind.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--fingerprint: ", kind.status().message()));
+    }
+    flags.fingerprint = *kind;
+  }
+
+  // Which flags apply depends on the algorithm in effect: the one given, else
+  // the preset's, else fastcdc. Only flags given explicitly are checked; a
+  // preset fills in only fields of its own algorithm.
+  chunking::Algorithm algorithm =
+      flags.algorithm.value_or(chunking::Algorithm::kFastCdc);
+  std::optional<chunking::ChunkerOptions> preset;
+  if (std::optional<std::string> name = args.Get("preset")) {
+    absl::StatusOr<chunking::ChunkerOptions> options = chunking::Preset(*name);
+    if (!options.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--preset: ", options.status().message()));
+    }
+    if (flags.algorithm.has_value() && *flags.algorithm != options->algorithm) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--preset ", *name, " is a ",
+          chunking::AlgorithmName(options->algorithm),
+          " preset, but --algorithm is ", chunking::AlgorithmName(algorithm)));
+    }
+    flags.preset = *name;
+    algorithm = options->algorithm;
+    preset = *options;
+  }
+  const absl::string_view algorithm_name = chunking::AlgorithmName(algorithm);
+  if (algorithm != chunking::Algorithm::kFastCdc) {
+    for (const char* name : {"level", "seed"}) {
+      if (args.Has(name)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", name, " applies only to fastcdc, not ", algorithm_name));
+      }
+    }
+  }
+  if (algorithm != chunking::Algorithm::kSeqCdc) {
+    for (const char* name :
+         {"seq-mode", "seq-length", "skip-trigger", "skip-size"}) {
+      if (args.Has(name)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", name, " applies only to seqcdc, not ", algorithm_name));
+      }
+    }
+  }
+  if (algorithm == chunking::Algorithm::kFixed) {
+    for (const char* name : {"min", "max"}) {
+      if (args.Has(name)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", name,
+            " does not apply to fixed: every chunk is --avg bytes"));
+      }
+    }
+  }
+  if (preset.has_value()) {
+    flags.algorithm = preset->algorithm;
+    ApplyPreset(*preset, &flags);
+  }
+  return flags;
+}
+
+chunking::Algorithm EffectiveAlgorithm(const ChunkFlags& flags) {
+  return flags.algorithm.value_or(chunking::Algorithm::kFastCdc);
+}
+
+fingerprint::Kind EffectiveFingerprint(const ChunkFlags& flags) {
+  return flags.fingerprint.value_or(fingerprint::Kind::kSha256);
+}
+
+chunking::ChunkerOptions ToChunkerOptions(const ChunkFlags& flags) {
+  chunking::ChunkerOptions options =
+      chunking::DefaultOptions(EffectiveAlgorithm(flags));
+  options.algorithm = EffectiveAlgorithm(flags);
+  if (flags.min_size) options.min_size = *flags.min_size;
+  if (flags.avg_size) options.avg_size = *flags.avg_size;
+  if (flags.max_size) options.max_size = *flags.max_size;
+  if (flags.normalization_level) {
+    options.normalization_level = *flags.normalization_level;
+  }
+  if (flags.seed) options.seed = *flags.seed;
+  if (flags.seq_mode) options.seq_mode = *flags.seq_mode;
+  if (flags.seq_length) options.seq_length = *flags.seq_length;
+  if (flags.skip_trigger) options.skip_trigger = *flags.skip_trigger;
+  if (flags.skip_size) options.skip_size = *flags.skip_size;
+  return options;
+}
+
+absl::Status Validate(const ChunkFlags& flags) {
+  return chunking::ValidateOptions(ToChunkerOptions(flags));
+}
+
+void ToProto(const ChunkFlags& flags, chunkd::v1::ChunkingParams* params) {
+  if (flags.algorithm) {
+    switch (*flags.algorithm) {
+      case chunking::Algorithm::kFastCdc:
+        params->set_algorithm(chunkd::v1::ALGORITHM_FASTCDC);
+        break;
+      case chunking::Algorithm::kCrc32:
+        params->set_algorithm(chunkd::v1::ALGORITHM_CRC32);
+        break;
+      case chunking::Algorithm::kSeqCdc:
+        params->set_algorithm(chunkd::v1::ALGORITHM_SEQCDC);
+        break;
+      case chunking::Algorithm::kFixed:
+        params->set_algorithm(chunkd::v1::ALGORITHM_FIXED);
+        break;
+    }
+  }
+  if (flags.min_size) params->set_min_size(*flags.min_size);
+  if (flags.avg_size) params->set_avg_size(*flags.avg_size);
+  if (flags.max_size) params->set_max_size(*flags.max_size);
+  if (flags.normalization_level) {
+    params->set_normalization_level(*flags.normalization_level);
+  }
+  if (flags.seed) params->set_seed(*flags.seed);
+  if (flags.seq_mode) {
+    params->set_seq_mode(*flags.seq_mode == chunking::SeqMode::kDecreasing
+                             ? chunkd::v1::SEQ_CDC_MODE_DECREASING
+                             : chunkd::v1::SEQ_CDC_MODE_INCREASING);
+  }
+  if (flags.seq_length) params->set_seq_length(*flags.seq_length);
+  if (flags.skip_trigger) params->set_skip_trigger(*flags.skip_trigger);
+  if (flags.skip_size) params->set_skip_size(*flags.skip_size);
+}
+
+chunkd::v1::FingerprintAlgorithm ToProtoFingerprint(const ChunkFlags& flags) {
+  if (!flags.fingerprint) return chunkd::v1::FINGERPRINT_ALGORITHM_UNSPECIFIED;
+  switch (*flags.fingerprint) {
+    case fingerprint::Kind::kSha256:
+      return chunkd::v1::FINGERPRINT_ALGORITHM_SHA256;
+    case fingerprint::Kind::kXxh128:
+      return chunkd::v1::FINGERPRINT_ALGORITHM_XXH128;
+    case fingerprint::Kind::kNone:
+      return chunkd::v1::FINGERPRINT_ALGORITHM_NONE;
+  }
+  return chunkd::v1::FINGERPRINT_ALGORITHM_UNSPECIFIED;
+}
+
+}  // namespace chunkd::cli

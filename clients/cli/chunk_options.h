@@ -1,0 +1,85 @@
+// The chunking and fingerprint options shared by `chunkctl chunk` and
+// `chunkctl dedup`, and their two destinations: the library's ChunkerOptions
+// (--local) and the proto's ChunkingParams (--server).
+//
+// Both destinations must describe the same chunking function, or --local and
+// --server would print different chunks. The rule: a field given on the
+// command line (directly or through --preset) is set in the request; a field
+// not given stays unset, and the server fills it from the algorithm's defaults
+// exactly as chunking::DefaultOptions() fills it for --local.
+//
+// Thread safety: plain values and pure functions.
+#ifndef CHUNKD_CLIENTS_CLI_CHUNK_OPTIONS_H_
+#define CHUNKD_CLIENTS_CLI_CHUNK_OPTIONS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "chunkd/chunker.h"
+#include "chunkd/v1/chunkd.pb.h"
+#include "clients/cli/args.h"
+#include "fingerprint/fingerprint.h"
+
+namespace chunkd::cli {
+
+// Chunking and fingerprint options as given: nullopt means "not given".
+struct ChunkFlags {
+  std::optional<chunking::Algorithm> algorithm;
+  std::optional<std::string> preset;
+  std::optional<uint32_t> min_size;
+  std::optional<uint32_t> avg_size;
+  std::optional<uint32_t> max_size;
+  std::optional<uint32_t> normalization_level;
+  std::optional<uint64_t> seed;
+  std::optional<chunking::SeqMode> seq_mode;
+  std::optional<uint32_t> seq_length;
+  std::optional<uint32_t> skip_trigger;
+  std::optional<uint32_t> skip_size;
+  std::optional<fingerprint::Kind> fingerprint;
+};
+
+// The flags behind ChunkFlags: --algorithm, --preset, --min, --avg, --max,
+// --level, --seed, --seq-mode, --seq-length, --skip-trigger, --skip-size,
+// --fingerprint.
+std::vector<FlagSpec> ChunkFlagSpecs();
+
+// The help text of those flags, for a command's usage.
+absl::string_view ChunkFlagsHelp();
+
+// Reads the flags of ChunkFlagSpecs() from `args` and applies --preset: the
+// preset's algorithm and parameters count as given unless a flag overrides
+// them. INVALID_ARGUMENT for a bad value, an unknown preset, an --algorithm
+// that contradicts the preset, or a flag that does not apply to the
+// algorithm (--level and --seed are fastcdc's, --seq-* and --skip-* seqcdc's,
+// and fixed takes --avg only).
+// Does not check ranges; see Validate().
+absl::StatusOr<ChunkFlags> ChunkFlagsFromArgs(const ParsedArgs& args);
+
+// The algorithm in effect: the one given, else fastcdc (the server's default).
+chunking::Algorithm EffectiveAlgorithm(const ChunkFlags& flags);
+
+// The fingerprint in effect: the one given, else sha256 (the server's default).
+fingerprint::Kind EffectiveFingerprint(const ChunkFlags& flags);
+
+// chunking::DefaultOptions(EffectiveAlgorithm(flags)) with every given field
+// replaced by its value.
+chunking::ChunkerOptions ToChunkerOptions(const ChunkFlags& flags);
+
+// chunking::ValidateOptions(ToChunkerOptions(flags)): INVALID_ARGUMENT names
+// the field and its allowed range.
+absl::Status Validate(const ChunkFlags& flags);
+
+// Sets exactly the given fields of `params` (the algorithm too only when
+// given); leaves the others unset.
+void ToProto(const ChunkFlags& flags, chunkd::v1::ChunkingParams* params);
+
+// The proto's fingerprint algorithm; UNSPECIFIED when not given.
+chunkd::v1::FingerprintAlgorithm ToProtoFingerprint(const ChunkFlags& flags);
+
+}  // namespace chunkd::cli
+
+#endif  // CHUNKD_CLIENTS_CLI_CHUNK_OPTIONS_H_

@@ -1,0 +1,353 @@
+#include "clients/cli/cli.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/types/span.h"
+#include "chunkd/v1/chunkd.grpc.pb.h"
+#include "chunkd/v1/chunkd.pb.h"
+#include "clients/cli/args.h"
+#include "clients/cli/chunk_options.h"
+#include "clients/cli/input_file.h"
+#include "clients/cli/local_chunk.h"
+#include "clients/cli/record_writer.h"
+#include "clients/cli/remote.h"
+
+#ifndef CHUNKD_VERSION
+#define CHUNKD_VERSION "unknown"
+#endif
+
+namespace chunkd::cli {
+namespace {
+
+constexpr uint64_t kDefaultMessageSize = 1 << 20;
+constexpr uint64_t kMaxMessageSize = 64 << 20;
+constexpr size_t kMaxNamespaceLength = 128;
+
+constexpr absl::string_view kMainUsage =
+    R"(Usage: chunkctl COMMAND [options] [ARGS]
+
+chunkctl is the command-line client of chunkd, the content-defined chunking
+and deduplication service. It can also chunk locally, without a server.
+
+Commands:
+  chunk    cut a file into chunks and print one record per chunk
+  dedup    deduplicate files against a namespace of the server's index
+  info     describe a server: version, backends, limits, algorithms
+
+Run 'chunkctl COMMAND --help' for the options of a command.
+'chunkctl --version' prints the version.
+
+Exit status: 0 on success, 1 on an I/O or server error, 2 on a usage error.
+)";
+
+constexpr absl::string_view kChunkUsage =
+    R"(Usage: chunkctl chunk (--server ADDR | --local) [options] FILE|-
+
+Cuts FILE (stdin for "-") into chunks and prints one line per chunk:
+  csv   offset,length,fingerprint_hex   (offset,length with --fingerprint none)
+  json  {"offset":N,"length":N,"fingerprint":"hex"}
+For the same input and options, --local and --server print identical output.
+
+Where to chunk (exactly one):
+  --server ADDR        stream FILE to the chunkd server at ADDR (host:port)
+  --local              run the chunking library in this process
+)";
+
+constexpr absl::string_view kChunkOutputUsage = R"(Output and transfer:
+  --format FMT         csv (default) or json
+  --message-size N     bytes per data message to the server (with --local:
+                       per read), 1..67108864 (default 1048576)
+)";
+
+constexpr absl::string_view kDedupUsage =
+    R"(Usage: chunkctl dedup --server ADDR --namespace NS [options] FILE...
+
+Deduplicates each FILE (stdin for "-") in turn against the namespace NS of
+the server's fingerprint index, one Dedup stream per file, and prints per file
+  FILE bytes=N unique_bytes=M chunks=C unique_chunks=U ratio=R.RR
+where ratio is the running deduplication ratio: bytes / unique bytes of all
+files so far ("inf" while no byte is unique). A last line gives the totals.
+
+  --server ADDR        the chunkd server (host:port)
+  --namespace NS       the tenant's index: 1..128 characters of [A-Za-z0-9._-]
+  --message-size N     bytes per data message, 1..67108864 (default 1048576)
+)";
+
+constexpr absl::string_view kDedupChunkNote =
+    "\nDedup needs a fingerprint: --fingerprint none is not accepted.\n";
+
+constexpr absl::string_view kInfoUsage = R"(Usage: chunkctl info --server ADDR
+
+Prints the server's version, chunking and index backends, limits, and the
+parameter ranges and defaults of every algorithm.
+
+  --server ADDR        the chunkd server (host:port)
+)";
+
+// Where a command prints, and how it reports errors.
+class Io {
+ public:
+  Io(std::FILE* out, std::FILE* err, absl::string_view command)
+      : out_(out), err_(err), command_(command) {}
+
+  int Usage(absl::string_view text) const {
+    std::fputs(std::string(text).c_str(), out_);
+    return kExitOk;
+  }
+  // A bad command line: the message and where to find help.
+  int UsageError(absl::string_view message) const {
+    absl::FPrintF(err_, "chunkctl: %s\nRun 'chunkctl %s--help' for usage.\n",
+                  message, command_.empty() ? "" : absl::StrCat(command_, " "));
+    return kExitUsage;
+  }
+  // Parameters the library rejects: its message names field and range.
+  int InvalidParameters(const absl::Status& status) const {
+    absl::FPrintF(err_, "chunkctl: %s\n", status.message());
+    return kExitUsage;
+  }
+  // Anything that went wrong while running.
+  int Failure(const absl::Status& status) const {
+    absl::FPrintF(err_, "chunkctl: %s\n", status.message());
+    return kExitFailure;
+  }
+
+ private:
+  std::FILE* const out_;
+  std::FILE* const err_;
+  const std::string command_;
+};
+
+std::vector<FlagSpec> WithChunkFlags(std::vector<FlagSpec> specs) {
+  for (FlagSpec& spec : ChunkFlagSpecs()) specs.push_back(std::move(spec));
+  return specs;
+}
+
+absl::StatusOr<size_t> MessageSize(const ParsedArgs& args) {
+  std::optional<std::string> text = args.Get("message-size");
+  if (!text.has_value()) return kDefaultMessageSize;
+  absl::StatusOr<uint64_t> size =
+      ParseUint("message-size", *text, kMaxMessageSize);
+  if (!size.ok()) return size.status();
+  if (*size == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--message-size: expected an integer in 1..",
+                     kMaxMessageSize, ", got \"", *text, "\""));
+  }
+  return static_cast<size_t>(*size);
+}
+
+absl::Status CheckNamespace(absl::string_view ns) {
+  const bool valid_chars = std::all_of(ns.begin(), ns.end(), [](char c) {
+    return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-';
+  });
+  if (ns.empty() || ns.size() > kMaxNamespaceLength || !valid_chars) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--namespace: expected 1..", kMaxNamespaceLength,
+                     " characters of [A-Za-z0-9._-], got \"", ns, "\""));
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<chunkd::v1::ChunkService::Stub> Connect(
+    const std::string& address) {
+  ConnectOptions options;
+  options.address = address;
+  return chunkd::v1::ChunkService::NewStub(MakeChannel(options));
+}
+
+int RunChunk(absl::Span<const std::string> words, std::FILE* out,
+             std::FILE* err) {
+  const Io io(out, err, "chunk");
+  if (WantsHelp(words)) {
+    return io.Usage(absl::StrCat(kChunkUsage, "\n", ChunkFlagsHelp(), "\n",
+                                 kChunkOutputUsage));
+  }
+  absl::StatusOr<ParsedArgs> args =
+      ParseArgs(words, WithChunkFlags({{"server"},
+                                       {"local", false},
+                                       {"format"},
+                                       {"message-size"},
+                                       {"help", false}}));
+  if (!args.ok()) return io.UsageError(args.status().message());
+  if (args->Has("server") == args->Has("local")) {
+    return io.UsageError("give exactly one of --server ADDR and --local");
+  }
+  if (args->positional().size() != 1) {
+    return io.UsageError(args->positional().empty()
+                             ? "missing FILE (\"-\" for stdin)"
+                             : "give exactly one FILE");
+  }
+  absl::StatusOr<ChunkFlags> flags = ChunkFlagsFromArgs(*args);
+  if (!flags.ok()) return io.UsageError(flags.status().message());
+  OutputFormat format = OutputFormat::kCsv;
+  if (std::optional<std::string> name = args->Get("format")) {
+    absl::StatusOr<OutputFormat> parsed = ParseOutputFormat(*name);
+    if (!parsed.ok()) return io.UsageError(parsed.status().message());
+    format = *parsed;
+  }
+  absl::StatusOr<size_t> message_size = MessageSize(*args);
+  if (!message_size.ok()) return io.UsageError(message_size.status().message());
+  if (absl::Status s = Validate(*flags); !s.ok()) {
+    return io.InvalidParameters(s);
+  }
+
+  absl::StatusOr<std::unique_ptr<InputFile>> input =
+      InputFile::Open(args->positional()[0]);
+  if (!input.ok()) return io.Failure(input.status());
+  const fingerprint::Kind kind = EffectiveFingerprint(*flags);
+  RecordWriter writer(out, format, kind != fingerprint::Kind::kNone);
+  absl::Status status;
+  if (args->Has("local")) {
+    status = ChunkLocally(ToChunkerOptions(*flags), kind, *message_size,
+                          input->get(), &writer);
+  } else {
+    chunkd::v1::ChunkParams params;
+    ToProto(*flags, params.mutable_chunking());
+    params.set_fingerprint(ToProtoFingerprint(*flags));
+    status = ChunkRemotely(Connect(*args->Get("server")).get(), params, kind,
+                           *message_size, input->get(), &writer);
+  }
+  if (!status.ok()) return io.Failure(status);
+  return kExitOk;
+}
+
+std::string Ratio(uint64_t bytes, uint64_t unique_bytes) {
+  if (unique_bytes == 0) return "inf";
+  return absl::StrFormat(
+      "%.2f", static_cast<double>(bytes) / static_cast<double>(unique_bytes));
+}
+
+std::string DedupLine(absl::string_view name, const DedupTotals& file,
+                      const DedupTotals& running) {
+  return absl::StrFormat(
+      "%s bytes=%d unique_bytes=%d chunks=%d unique_chunks=%d ratio=%s\n", name,
+      file.bytes, file.unique_bytes, file.chunks, file.unique_chunks,
+      Ratio(running.bytes, running.unique_bytes));
+}
+
+int RunDedup(absl::Span<const std::string> words, std::FILE* out,
+             std::FILE* err) {
+  const Io io(out, err, "dedup");
+  if (WantsHelp(words)) {
+    return io.Usage(
+        absl::StrCat(kDedupUsage, "\n", ChunkFlagsHelp(), kDedupChunkNote));
+  }
+  absl::StatusOr<ParsedArgs> args = ParseArgs(
+      words,
+      WithChunkFlags(
+          {{"server"}, {"namespace"}, {"message-size"}, {"help", false}}));
+  if (!args.ok()) return io.UsageError(args.status().message());
+  if (!args->Has("server")) return io.UsageError("missing --server ADDR");
+  if (!args->Has("namespace")) return io.UsageError("missing --namespace NS");
+  const std::string ns = *args->Get("namespace");
+  if (absl::Status s = CheckNamespace(ns); !s.ok()) {
+    return io.UsageError(s.message());
+  }
+  const std::vector<std::string>& files = args->positional();
+  if (files.empty()) return io.UsageError("missing FILE (\"-\" for stdin)");
+  if (std::count(files.begin(), files.end(), "-") > 1) {
+    return io.UsageError("stdin (\"-\") can be read only once");
+  }
+  absl::StatusOr<ChunkFlags> flags = ChunkFlagsFromArgs(*args);
+  if (!flags.ok()) return io.UsageError(flags.status().message());
+  const fingerprint::Kind kind = EffectiveFingerprint(*flags);
+  if (kind == fingerprint::Kind::kNone) {
+    return io.UsageError(
+        "--fingerprint none: dedup needs a fingerprint (sha256 or xxh128)");
+  }
+  absl::StatusOr<size_t> message_size = MessageSize(*args);
+  if (!message_size.ok()) return io.UsageError(message_size.status().message());
+  if (absl::Status s = Validate(*flags); !s.ok()) {
+    return io.InvalidParameters(s);
+  }
+
+  chunkd::v1::DedupParams params;
+  ToProto(*flags, params.mutable_chunking());
+  params.set_fingerprint(ToProtoFingerprint(*flags));
+  params.set_namespace_(ns);
+  std::unique_ptr<chunkd::v1::ChunkService::Stub> stub =
+      Connect(*args->Get("server"));
+  DedupTotals total;
+  for (const std::string& name : files) {
+    absl::StatusOr<std::unique_ptr<InputFile>> input = InputFile::Open(name);
+    if (!input.ok()) return io.Failure(input.status());
+    absl::StatusOr<DedupTotals> file =
+        DedupRemotely(stub.get(), params, kind, *message_size, input->get());
+    if (!file.ok()) return io.Failure(file.status());
+    total.bytes += file->bytes;
+    total.unique_bytes += file->unique_bytes;
+    total.chunks += file->chunks;
+    total.unique_chunks += file->unique_chunks;
+    if (std::fputs(DedupLine(name, *file, total).c_str(), out) < 0 ||
+        std::fflush(out) != 0) {
+      return io.Failure(absl::UnavailableError("writing output failed"));
+    }
+  }
+  if (std::fputs(DedupLine("total", total, total).c_str(), out) < 0 ||
+      std::fflush(out) != 0) {
+    return io.Failure(absl::UnavailableError("writing output failed"));
+  }
+  return kExitOk;
+}
+
+int RunInfo(absl::Span<const std::string> words, std::FILE* out,
+            std::FILE* err) {
+  const Io io(out, err, "info");
+  if (WantsHelp(words)) return io.Usage(kInfoUsage);
+  absl::StatusOr<ParsedArgs> args =
+      ParseArgs(words, {{"server"}, {"help", false}});
+  if (!args.ok()) return io.UsageError(args.status().message());
+  if (!args->Has("server")) return io.UsageError("missing --server ADDR");
+  if (!args->positional().empty()) {
+    return io.UsageError(
+        absl::StrCat("unexpected argument \"", args->positional()[0], "\""));
+  }
+  absl::StatusOr<chunkd::v1::GetServerInfoResponse> info =
+      GetServerInfo(Connect(*args->Get("server")).get());
+  if (!info.ok()) return io.Failure(info.status());
+  std::fputs(FormatServerInfo(*info).c_str(), out);
+  if (std::fflush(out) != 0) {
+    return io.Failure(absl::UnavailableError("writing output failed"));
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunCli(const std::vector<std::string>& args, std::FILE* out,
+           std::FILE* err) {
+  const Io io(out, err, "");
+  if (args.empty()) {
+    std::fputs(std::string(kMainUsage).c_str(), err);
+    return kExitUsage;
+  }
+  const std::string& command = args[0];
+  const absl::Span<const std::string> rest =
+      absl::MakeConstSpan(args).subspan(1);
+  if (command == "--help" || command == "-h" || command == "help") {
+    if (command == "help" && !rest.empty()) {
+      // "chunkctl help chunk" is "chunkctl chunk --help".
+      return RunCli({rest[0], "--help"}, out, err);
+    }
+    return io.Usage(kMainUsage);
+  }
+  if (command == "--version") {
+    absl::FPrintF(out, "chunkctl %s\n", CHUNKD_VERSION);
+    return kExitOk;
+  }
+  if (command == "chunk") return RunChunk(rest, out, err);
+  if (command == "dedup") return RunDedup(rest, out, err);
+  if (command == "info") return RunInfo(rest, out, err);
+  return io.UsageError(absl::StrCat("unknown command \"", command, "\""));
+}
+
+}  // namespace chunkd::cli

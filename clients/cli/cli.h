@@ -1,0 +1,28 @@
+// chunkctl's commands: `chunk`, `dedup` and `info`, with their usage texts.
+// main() only forwards to RunCli(), so tests can run any command line
+// in-process.
+//
+// Exit status: 0 on success, 1 on an I/O or server error, 2 on a usage error
+// (unknown command or flag, bad value, parameters out of range).
+#ifndef CHUNKD_CLIENTS_CLI_CLI_H_
+#define CHUNKD_CLIENTS_CLI_CLI_H_
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace chunkd::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+// Runs the command line `args` (without the program name), printing results
+// and help to `out` and errors to `err`; returns the exit status. The input
+// "-" is the process's stdin.
+int RunCli(const std::vector<std::string>& args, std::FILE* out,
+           std::FILE* err);
+
+}  // namespace chunkd::cli
+
+#endif  // CHUNKD_CLIENTS_CLI_CLI_H_

@@ -1,0 +1,219 @@
+#include "clients/cli/cli.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "clients/cli/fake_service.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace chunkd::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+const std::string kJpeg =
+    std::string(CHUNKD_TEST_DATA_DIR) + "/SekienAkashita.jpg";
+
+struct CliRun {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadAll(std::FILE* file) {
+  std::rewind(file);
+  std::string contents;
+  char buffer[1 << 16];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
+    contents.append(buffer, n);
+  }
+  return contents;
+}
+
+CliRun Cli(const std::vector<std::string>& args) {
+  std::FILE* out = std::tmpfile();
+  std::FILE* err = std::tmpfile();
+  CliRun run;
+  run.exit_code = RunCli(args, out, err);
+  run.out = ReadAll(out);
+  run.err = ReadAll(err);
+  std::fclose(out);
+  std::fclose(err);
+  return run;
+}
+
+TEST(CliTest, Help) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--help"}, {"-h"}, {"help"}}) {
+    CliRun run = Cli(args);
+    EXPECT_EQ(run.exit_code, kExitOk);
+    EXPECT_THAT(run.out, StartsWith("Usage: chunkctl COMMAND"));
+  }
+  for (const std::string command : {"chunk", "dedup", "info"}) {
+    CliRun run = Cli({command, "--help"});
+    EXPECT_EQ(run.exit_code, kExitOk) << command;
+    EXPECT_THAT(run.out, StartsWith("Usage: chunkctl " + command));
+    EXPECT_EQ(run.err, "");
+    EXPECT_EQ(Cli({"help", command}).out, run.out);
+    // Help wins over any other problem on the line.
+    EXPECT_EQ(Cli({command, "--bogus", "-h"}).out, run.out);
+  }
+  EXPECT_THAT(Cli({"chunk", "--help"}).out, HasSubstr("--seq-length N"));
+  EXPECT_THAT(Cli({"--version"}).out, StartsWith("chunkctl "));
+}
+
+TEST(CliTest, UsageErrorsExitTwo) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{}, "Usage: chunkctl COMMAND"},
+           {{"frobnicate"},
+            "chunkctl: unknown command \"frobnicate\"\n"
+            "Run 'chunkctl --help' for usage.\n"},
+           {{"chunk", kJpeg}, "give exactly one of --server ADDR and --local"},
+           {{"chunk", "--local", "--server", "x:1", kJpeg},
+            "give exactly one of --server ADDR and --local"},
+           {{"chunk", "--local"}, "missing FILE"},
+           {{"chunk", "--local", "a", "b"}, "give exactly one FILE"},
+           {{"chunk", "--local", "--bogus", kJpeg},
+            "chunkctl: unknown flag \"--bogus\"\n"
+            "Run 'chunkctl chunk --help' for usage.\n"},
+           {{"chunk", "--local", "--min", "4k", kJpeg},
+            "--min: expected an integer in 0..4294967295, got \"4k\""},
+           {{"chunk", "--local", "--format", "xml", kJpeg}, "--format"},
+           {{"chunk", "--local", "--message-size", "0", kJpeg},
+            "--message-size: expected an integer in 1..67108864"},
+           {{"chunk", "--local", "--algorithm", "crc32", "--level", "1", kJpeg},
+            "--level applies only to fastcdc"},
+           {{"dedup", "--namespace", "ns", kJpeg}, "missing --server ADDR"},
+           {{"dedup", "--server", "x:1", kJpeg}, "missing --namespace NS"},
+           {{"dedup", "--server", "x:1", "--namespace", "a/b", kJpeg},
+            "--namespace: expected 1..128 characters"},
+           {{"dedup", "--server", "x:1", "--namespace", "ns"}, "missing FILE"},
+           {{"dedup", "--server", "x:1", "--namespace", "ns", "-", "-"},
+            "stdin (\"-\") can be read only once"},
+           {{"dedup", "--server", "x:1", "--namespace", "ns", "--fingerprint",
+             "none", kJpeg},
+            "dedup needs a fingerprint"},
+           {{"dedup", "--server", "x:1", "--namespace", "ns", "--format", "csv",
+             kJpeg},
+            "unknown flag \"--format\""},
+           {{"info"}, "missing --server ADDR"},
+           {{"info", "--server", "x:1", "extra"}, "unexpected argument"},
+       }) {
+    CliRun run = Cli(c.args);
+    EXPECT_EQ(run.exit_code, kExitUsage)
+        << (c.args.empty() ? "" : c.args.back());
+    EXPECT_THAT(run.err, HasSubstr(c.message));
+    EXPECT_EQ(run.out, "");
+  }
+}
+
+TEST(CliTest, InvalidParametersExitTwoWithTheLibrarysMessage) {
+  CliRun run = Cli({"chunk", "--local", "--min", "1", kJpeg});
+  EXPECT_EQ(run.exit_code, kExitUsage);
+  EXPECT_THAT(run.err, StartsWith("chunkctl: "));
+  EXPECT_THAT(run.err, HasSubstr("min_size"));
+  // Also before contacting a server.
+  CliRun remote =
+      Cli({"chunk", "--server", "127.0.0.1:1", "--min", "1", kJpeg});
+  EXPECT_EQ(remote.exit_code, kExitUsage);
+  EXPECT_EQ(remote.err, run.err);
+}
+
+TEST(CliTest, MissingFileExitsOne) {
+  CliRun run = Cli({"chunk", "--local", "/nonexistent/x"});
+  EXPECT_EQ(run.exit_code, kExitFailure);
+  EXPECT_EQ(run.err, "chunkctl: /nonexistent/x: No such file or directory\n");
+}
+
+TEST(CliTest, UnreachableServerExitsOne) {
+  CliRun run = Cli({"chunk", "--server", "127.0.0.1:1", kJpeg});
+  EXPECT_EQ(run.exit_code, kExitFailure);
+  EXPECT_THAT(run.err, StartsWith("chunkctl: UNAVAILABLE: "));
+}
+
+TEST(CliTest, LocalChunkPrintsTheVectors) {
+  CliRun run =
+      Cli({"chunk", "--local", "--algorithm", "fastcdc", "--min", "4096",
+           "--avg", "16384", "--max", "65535", "--level", "2", kJpeg});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_THAT(run.out,
+              StartsWith("0,19186,0f9efa589121d5d9e9e2c4ace91337d77cae866537143"
+                         "f6f15a0ffd525a77c2d\n19186,19279,"));
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(run.out, '\n')).size(), 7u);
+}
+
+TEST(CliTest, LocalAndServerPrintTheSame) {
+  testing::FakeServer server;
+  for (const std::vector<std::string>& options :
+       std::vector<std::vector<std::string>>{
+           {},
+           {"--format", "json", "--fingerprint", "xxh128"},
+           {"--preset", "fastcdc-reapi", "--avg", "8192", "--min", "2048",
+            "--max", "32768"},
+           {"--algorithm", "crc32", "--fingerprint", "none"},
+           {"--preset", "seqcdc-8k", "--message-size", "777"},
+           {"--algorithm", "fixed", "--avg", "10000", "--format", "json"},
+       }) {
+    std::vector<std::string> local = {"chunk", "--local"};
+    std::vector<std::string> remote = {"chunk", "--server", server.address()};
+    for (const std::string& option : options) {
+      local.push_back(option);
+      remote.push_back(option);
+    }
+    local.push_back(kJpeg);
+    remote.push_back(kJpeg);
+    CliRun a = Cli(local);
+    CliRun b = Cli(remote);
+    EXPECT_EQ(a.exit_code, kExitOk) << a.err;
+    EXPECT_EQ(b.exit_code, kExitOk) << b.err;
+    EXPECT_FALSE(a.out.empty());
+    EXPECT_EQ(a.out, b.out);
+  }
+}
+
+TEST(CliTest, DedupLines) {
+  testing::FakeServer server;
+  CliRun run = Cli({"dedup", "--server", server.address(), "--namespace", "t-1",
+                    kJpeg, kJpeg, "/dev/null"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  const std::vector<std::string> lines = absl::StrSplit(run.out, '\n');
+  ASSERT_EQ(lines.size(), 5u) << run.out;
+  EXPECT_THAT(lines[0], StartsWith(kJpeg + " bytes=109466 unique_bytes=109466 "
+                                           "chunks="));
+  EXPECT_THAT(lines[0], HasSubstr(" ratio=1.00"));
+  EXPECT_THAT(lines[1], StartsWith(kJpeg + " bytes=109466 unique_bytes=0 "));
+  EXPECT_THAT(lines[1], HasSubstr(" unique_chunks=0 ratio=2.00"));
+  EXPECT_EQ(lines[2],
+            "/dev/null bytes=0 unique_bytes=0 chunks=0 unique_chunks=0 "
+            "ratio=2.00");
+  EXPECT_THAT(lines[3],
+              StartsWith("total bytes=218932 unique_bytes=109466 chunks="));
+  EXPECT_THAT(lines[3], HasSubstr(" ratio=2.00"));
+  EXPECT_EQ(lines[4], "");
+
+  // A run in which no byte is new has no ratio to speak of: "inf".
+  CliRun again =
+      Cli({"dedup", "--server", server.address(), "--namespace", "t-1", kJpeg});
+  EXPECT_EQ(again.exit_code, kExitOk) << again.err;
+  EXPECT_THAT(again.out, HasSubstr("ratio=inf\ntotal "));
+}
+
+TEST(CliTest, InfoPrintsTheServersAnswer) {
+  testing::FakeServer server;
+  server.service().info.set_version("9.9.9");
+  CliRun run = Cli({"info", "--server", server.address()});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_THAT(run.out, StartsWith("version:             9.9.9\n"));
+}
+
+}  // namespace
+}  // namespace chunkd::cli

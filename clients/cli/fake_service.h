@@ -1,0 +1,206 @@
+// Test only: an in-process ChunkService that chunks with the library's
+// StreamChunker, with switchable faults to exercise chunkctl's protocol
+// checks. Not the real server (server/service/); just enough of one.
+#ifndef CHUNKD_CLIENTS_CLI_FAKE_SERVICE_H_
+#define CHUNKD_CLIENTS_CLI_FAKE_SERVICE_H_
+
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "chunkd/chunker.h"
+#include "chunkd/v1/chunkd.grpc.pb.h"
+#include "fingerprint/fingerprint.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+
+namespace chunkd::cli::testing {
+
+enum class Fault {
+  kNone,
+  kSkipRecord,        // drops the second record
+  kNoSummary,         // never sends the summary
+  kWrongSummary,      // summary one chunk short (Dedup: one unique short)
+  kShortFingerprint,  // fingerprints lose their last byte
+  kReject,            // fails with INVALID_ARGUMENT before any record
+  kEarlyOk,           // ends with OK after the first data message
+};
+
+class FakeChunkService final : public chunkd::v1::ChunkService::Service {
+ public:
+  Fault fault = Fault::kNone;
+  chunkd::v1::GetServerInfoResponse info;
+
+  grpc::Status Chunk(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<chunkd::v1::ChunkResponse,
+                               chunkd::v1::ChunkRequest>* stream) override {
+    return Serve<chunkd::v1::ChunkRequest, chunkd::v1::ChunkResponse>(
+        stream, [](const chunkd::v1::ChunkRequest& r) { return r.params(); },
+        nullptr);
+  }
+
+  grpc::Status Dedup(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<chunkd::v1::DedupResponse,
+                               chunkd::v1::DedupRequest>* stream) override {
+    return Serve<chunkd::v1::DedupRequest, chunkd::v1::DedupResponse>(
+        stream, [](const chunkd::v1::DedupRequest& r) { return r.params(); },
+        &index_);
+  }
+
+  grpc::Status GetServerInfo(
+      grpc::ServerContext* context,
+      const chunkd::v1::GetServerInfoRequest* request,
+      chunkd::v1::GetServerInfoResponse* response) override {
+    *response = info;
+    return grpc::Status::OK;
+  }
+
+ private:
+  static chunking::ChunkerOptions Options(const chunkd::v1::ChunkingParams& p) {
+    chunking::Algorithm algorithm =
+        p.algorithm() == chunkd::v1::ALGORITHM_UNSPECIFIED
+            ? chunking::Algorithm::kFastCdc
+            : static_cast<chunking::Algorithm>(p.algorithm());
+    chunking::ChunkerOptions o = chunking::DefaultOptions(algorithm);
+    o.algorithm = algorithm;
+    if (p.has_min_size()) o.min_size = p.min_size();
+    if (p.has_avg_size()) o.avg_size = p.avg_size();
+    if (p.has_max_size()) o.max_size = p.max_size();
+    if (p.has_normalization_level()) {
+      o.normalization_level = p.normalization_level();
+    }
+    o.seed = p.seed();
+    if (p.seq_mode() == chunkd::v1::SEQ_CDC_MODE_DECREASING) {
+      o.seq_mode = chunking::SeqMode::kDecreasing;
+    }
+    if (p.has_seq_length()) o.seq_length = p.seq_length();
+    if (p.has_skip_trigger()) o.skip_trigger = p.skip_trigger();
+    if (p.has_skip_size()) o.skip_size = p.skip_size();
+    return o;
+  }
+
+  static fingerprint::Kind Kind(chunkd::v1::FingerprintAlgorithm f) {
+    switch (f) {
+      case chunkd::v1::FINGERPRINT_ALGORITHM_XXH128:
+        return fingerprint::Kind::kXxh128;
+      case chunkd::v1::FINGERPRINT_ALGORITHM_NONE:
+        return fingerprint::Kind::kNone;
+      default:
+        return fingerprint::Kind::kSha256;
+    }
+  }
+
+  // Serves Chunk (index == nullptr) or Dedup.
+  template <typename Request, typename Response, typename GetParams>
+  grpc::Status Serve(grpc::ServerReaderWriter<Response, Request>* stream,
+                     GetParams get_params, std::set<std::string>* index) {
+    Request request;
+    if (!stream->Read(&request) || !request.has_params()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "the first message must carry params");
+    }
+    if (fault == Fault::kReject) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "min_size 1 is outside 64..1048576");
+    }
+    const auto params = get_params(request);
+    const fingerprint::Kind kind = Kind(params.fingerprint());
+    auto chunker = chunking::StreamChunker::Create(Options(params.chunking()));
+    if (!chunker.ok()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          std::string(chunker.status().message()));
+    }
+    uint64_t bytes = 0, chunks = 0, unique_bytes = 0, unique_chunks = 0;
+    std::vector<chunking::Chunk> cut;
+    auto send = [&] {
+      Response response;
+      auto* batch = response.mutable_batch();
+      for (const chunking::Chunk& chunk : cut) {
+        ++chunks;
+        if (fault == Fault::kSkipRecord && chunks == 2) continue;
+        auto* record = batch->add_chunks();
+        record->set_offset(chunk.offset);
+        record->set_length(chunk.length);
+        std::string digest =
+            fingerprint::Digest(kind, (*chunker)->ChunkData(chunk));
+        if (fault == Fault::kShortFingerprint) digest.pop_back();
+        if constexpr (std::is_same_v<Response, chunkd::v1::DedupResponse>) {
+          std::lock_guard<std::mutex> lock(mu_);
+          const bool is_new = index->insert(digest).second;
+          record->set_is_new(is_new);
+          if (is_new) {
+            unique_bytes += chunk.length;
+            ++unique_chunks;
+          }
+        }
+        record->set_fingerprint(std::move(digest));
+      }
+      cut.clear();
+      stream->Write(response);
+    };
+    bool first = true;
+    do {
+      if (!first && request.has_params()) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "params only in the first message");
+      }
+      first = false;
+      bytes += request.data().size();
+      (*chunker)->Append(request.data(), &cut);
+      send();
+      if (fault == Fault::kEarlyOk && bytes > 0) break;
+    } while (stream->Read(&request));
+    if (fault != Fault::kEarlyOk) {
+      (*chunker)->Finish(&cut);
+      send();
+    }
+    if (fault == Fault::kNoSummary) return grpc::Status::OK;
+    Response response;
+    auto* summary = response.mutable_summary();
+    summary->set_total_bytes(bytes);
+    summary->set_total_chunks(fault == Fault::kWrongSummary && index == nullptr
+                                  ? chunks - 1
+                                  : chunks);
+    if constexpr (std::is_same_v<Response, chunkd::v1::DedupResponse>) {
+      summary->set_unique_bytes(unique_bytes);
+      summary->set_unique_chunks(
+          fault == Fault::kWrongSummary ? unique_chunks - 1 : unique_chunks);
+    }
+    stream->Write(response);
+    return grpc::Status::OK;
+  }
+
+  std::mutex mu_;
+  std::set<std::string> index_;
+};
+
+// A FakeChunkService listening on a local port.
+class FakeServer {
+ public:
+  FakeServer() {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port_);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+  }
+  ~FakeServer() { server_->Shutdown(); }
+
+  FakeChunkService& service() { return service_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  FakeChunkService service_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+}  // namespace chunkd::cli::testing
+
+#endif  // CHUNKD_CLIENTS_CLI_FAKE_SERVICE_H_

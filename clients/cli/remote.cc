@@ -1,0 +1,359 @@
+#include "clients/cli/remote.h"
+
+#include <thread>
+#include <utility>
+
+#include "absl/functional/function_ref.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/sync_stream.h"
+
+namespace chunkd::cli {
+namespace {
+
+absl::Status ProtocolError(absl::string_view what) {
+  return absl::InternalError(absl::StrCat("protocol error: ", what));
+}
+
+// What the writer thread of a stream did.
+struct Upload {
+  // Bytes of data the server accepted.
+  uint64_t bytes_sent = 0;
+  // True once the whole input was sent and the stream half-closed.
+  bool complete = false;
+  // A failure to read the input (the RPC was then cancelled).
+  absl::Status read_status;
+};
+
+// Sends `first`, then the input in data messages, then WritesDone. Stops
+// early when a Write fails: the server ended the stream, and Finish() on the
+// reading side tells why.
+template <typename Request, typename Response>
+Upload SendInput(grpc::ClientContext* context,
+                 grpc::ClientReaderWriterInterface<Request, Response>* stream,
+                 const Request& first, size_t message_size, InputFile* input) {
+  Upload upload;
+  if (!stream->Write(first)) return upload;
+  Request request;
+  std::string* data = request.mutable_data();
+  while (true) {
+    data->resize(message_size);
+    absl::StatusOr<size_t> n = input->Read(data->data(), message_size);
+    if (!n.ok()) {
+      upload.read_status = n.status();
+      context->TryCancel();
+      return upload;
+    }
+    if (*n == 0) break;
+    data->resize(*n);
+    if (!stream->Write(request)) return upload;
+    upload.bytes_sent += *n;
+  }
+  upload.complete = stream->WritesDone();
+  return upload;
+}
+
+// Runs one bidirectional stream: a writer thread sends `first` and the
+// input while this thread passes every response to `on_response`. When
+// `on_response` fails, the RPC is cancelled and its error returned. On
+// success *bytes_sent is the input's size.
+//
+// A known limit: if the server fails the RPC while the writer thread is
+// blocked reading an interactive stdin, the error is reported once that
+// read returns.
+template <typename Request, typename Response>
+absl::Status Exchange(
+    grpc::ClientContext* context,
+    grpc::ClientReaderWriterInterface<Request, Response>* stream,
+    const Request& first, size_t message_size, InputFile* input,
+    absl::FunctionRef<absl::Status(const Response&)> on_response,
+    uint64_t* bytes_sent) {
+  Upload upload;
+  std::thread writer(
+      [&] { upload = SendInput(context, stream, first, message_size, input); });
+  Response response;
+  absl::Status handled;
+  while (stream->Read(&response)) {
+    if (!handled.ok()) continue;  // cancelled; drain what is in flight
+    handled = on_response(response);
+    if (!handled.ok()) context->TryCancel();
+  }
+  writer.join();
+  const grpc::Status status = stream->Finish();
+  if (!upload.read_status.ok()) return upload.read_status;
+  if (!handled.ok()) return handled;
+  if (!status.ok()) return FromGrpcStatus(status);
+  if (!upload.complete) {
+    return ProtocolError(
+        "the server ended the stream with OK before receiving all data");
+  }
+  *bytes_sent = upload.bytes_sent;
+  return absl::OkStatus();
+}
+
+// Checks one record against the stream so far; advances *next_offset.
+absl::Status CheckRecord(uint64_t offset, uint32_t length,
+                         const std::string& fingerprint, size_t digest_size,
+                         uint64_t* next_offset) {
+  if (offset != *next_offset) {
+    return ProtocolError(absl::StrCat("chunk at offset ", offset,
+                                      ", expected offset ", *next_offset));
+  }
+  if (length == 0) {
+    return ProtocolError(absl::StrCat("empty chunk at offset ", offset));
+  }
+  if (fingerprint.size() != digest_size) {
+    return ProtocolError(
+        absl::StrCat("chunk at offset ", offset, " has a ", fingerprint.size(),
+                     "-byte fingerprint, expected ", digest_size));
+  }
+  *next_offset += length;
+  return absl::OkStatus();
+}
+
+// Checks a summary against the records and the bytes sent.
+absl::Status CheckTotals(bool summary_seen, uint64_t summary_bytes,
+                         uint64_t summary_chunks, uint64_t record_bytes,
+                         uint64_t record_chunks, uint64_t bytes_sent) {
+  if (!summary_seen) return ProtocolError("the stream ended without a summary");
+  if (record_bytes != bytes_sent) {
+    return ProtocolError(absl::StrCat("the chunks cover ", record_bytes,
+                                      " bytes, but ", bytes_sent,
+                                      " were sent"));
+  }
+  if (summary_bytes != bytes_sent || summary_chunks != record_chunks) {
+    return ProtocolError(absl::StrCat("the summary says ", summary_bytes,
+                                      " bytes in ", summary_chunks,
+                                      " chunks; the records say ", record_bytes,
+                                      " bytes in ", record_chunks, " chunks"));
+  }
+  return absl::OkStatus();
+}
+
+std::string FingerprintName(int value) {
+  switch (value) {
+    case chunkd::v1::FINGERPRINT_ALGORITHM_SHA256:
+      return "sha256";
+    case chunkd::v1::FINGERPRINT_ALGORITHM_XXH128:
+      return "xxh128";
+    case chunkd::v1::FINGERPRINT_ALGORITHM_NONE:
+      return "none";
+    default:
+      return absl::StrCat("unknown(", value, ")");
+  }
+}
+
+std::string AlgorithmName(const chunkd::v1::AlgorithmInfo& info) {
+  if (!info.name().empty()) return info.name();
+  switch (info.algorithm()) {
+    case chunkd::v1::ALGORITHM_FASTCDC:
+      return "fastcdc";
+    case chunkd::v1::ALGORITHM_CRC32:
+      return "crc32";
+    case chunkd::v1::ALGORITHM_SEQCDC:
+      return "seqcdc";
+    case chunkd::v1::ALGORITHM_FIXED:
+      return "fixed";
+    default:
+      return absl::StrCat("unknown(", static_cast<int>(info.algorithm()), ")");
+  }
+}
+
+std::string FormatRange(const chunkd::v1::ParamRange& range) {
+  return absl::StrCat(range.min(), "..", range.max(), " (default ",
+                      range.default_value(), ")");
+}
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> MakeChannel(const ConnectOptions& options) {
+  grpc::ChannelArguments args;
+  // Responses are batches of records; never refuse one for its size.
+  args.SetMaxReceiveMessageSize(-1);
+  return grpc::CreateCustomChannel(options.address,
+                                   grpc::InsecureChannelCredentials(), args);
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  const auto code = static_cast<absl::StatusCode>(status.error_code());
+  return absl::Status(code, absl::StrCat(absl::StatusCodeToString(code), ": ",
+                                         status.error_message()));
+}
+
+absl::Status ChunkRemotely(chunkd::v1::ChunkService::StubInterface* stub,
+                           const chunkd::v1::ChunkParams& params,
+                           fingerprint::Kind kind, size_t message_size,
+                           InputFile* input, RecordWriter* out) {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriterInterface<chunkd::v1::ChunkRequest,
+                                                    chunkd::v1::ChunkResponse>>
+      stream = stub->Chunk(&context);
+  chunkd::v1::ChunkRequest first;
+  *first.mutable_params() = params;
+
+  const size_t digest_size = fingerprint::DigestSize(kind);
+  uint64_t next_offset = 0;
+  uint64_t chunks = 0;
+  bool summary_seen = false;
+  chunkd::v1::ChunkSummary summary;
+  auto on_response =
+      [&](const chunkd::v1::ChunkResponse& response) -> absl::Status {
+    switch (response.body_case()) {
+      case chunkd::v1::ChunkResponse::kBatch:
+        if (summary_seen) return ProtocolError("a batch after the summary");
+        for (const chunkd::v1::ChunkRecord& record :
+             response.batch().chunks()) {
+          if (absl::Status s =
+                  CheckRecord(record.offset(), record.length(),
+                              record.fingerprint(), digest_size, &next_offset);
+              !s.ok()) {
+            return s;
+          }
+          out->Add(record.offset(), record.length(), record.fingerprint());
+          ++chunks;
+        }
+        return out->Flush();
+      case chunkd::v1::ChunkResponse::kSummary:
+        if (summary_seen) return ProtocolError("a second summary");
+        summary_seen = true;
+        summary = response.summary();
+        return absl::OkStatus();
+      default:
+        return ProtocolError("a response with neither batch nor summary");
+    }
+  };
+  uint64_t bytes_sent = 0;
+  if (absl::Status s =
+          Exchange<chunkd::v1::ChunkRequest, chunkd::v1::ChunkResponse>(
+              &context, stream.get(), first, message_size, input, on_response,
+              &bytes_sent);
+      !s.ok()) {
+    return s;
+  }
+  return CheckTotals(summary_seen, summary.total_bytes(),
+                     summary.total_chunks(), next_offset, chunks, bytes_sent);
+}
+
+absl::StatusOr<DedupTotals> DedupRemotely(
+    chunkd::v1::ChunkService::StubInterface* stub,
+    const chunkd::v1::DedupParams& params, fingerprint::Kind kind,
+    size_t message_size, InputFile* input) {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriterInterface<chunkd::v1::DedupRequest,
+                                                    chunkd::v1::DedupResponse>>
+      stream = stub->Dedup(&context);
+  chunkd::v1::DedupRequest first;
+  *first.mutable_params() = params;
+
+  const size_t digest_size = fingerprint::DigestSize(kind);
+  uint64_t next_offset = 0;
+  DedupTotals records;  // what the records add up to
+  bool summary_seen = false;
+  chunkd::v1::DedupSummary summary;
+  auto on_response =
+      [&](const chunkd::v1::DedupResponse& response) -> absl::Status {
+    switch (response.body_case()) {
+      case chunkd::v1::DedupResponse::kBatch:
+        if (summary_seen) return ProtocolError("a batch after the summary");
+        for (const chunkd::v1::DedupRecord& record :
+             response.batch().chunks()) {
+          if (absl::Status s =
+                  CheckRecord(record.offset(), record.length(),
+                              record.fingerprint(), digest_size, &next_offset);
+              !s.ok()) {
+            return s;
+          }
+          records.bytes += record.length();
+          ++records.chunks;
+          if (record.is_new()) {
+            records.unique_bytes += record.length();
+            ++records.unique_chunks;
+          }
+        }
+        return absl::OkStatus();
+      case chunkd::v1::DedupResponse::kSummary:
+        if (summary_seen) return ProtocolError("a second summary");
+        summary_seen = true;
+        summary = response.summary();
+        return absl::OkStatus();
+      default:
+        return ProtocolError("a response with neither batch nor summary");
+    }
+  };
+  uint64_t bytes_sent = 0;
+  if (absl::Status s =
+          Exchange<chunkd::v1::DedupRequest, chunkd::v1::DedupResponse>(
+              &context, stream.get(), first, message_size, input, on_response,
+              &bytes_sent);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckTotals(summary_seen, summary.total_bytes(),
+                                   summary.total_chunks(), records.bytes,
+                                   records.chunks, bytes_sent);
+      !s.ok()) {
+    return s;
+  }
+  if (summary.unique_bytes() != records.unique_bytes ||
+      summary.unique_chunks() != records.unique_chunks) {
+    return ProtocolError(absl::StrCat(
+        "the summary says ", summary.unique_bytes(), " unique bytes in ",
+        summary.unique_chunks(), " chunks; the records say ",
+        records.unique_bytes, " in ", records.unique_chunks));
+  }
+  return records;
+}
+
+absl::StatusOr<chunkd::v1::GetServerInfoResponse> GetServerInfo(
+    chunkd::v1::ChunkService::StubInterface* stub) {
+  grpc::ClientContext context;
+  chunkd::v1::GetServerInfoResponse response;
+  grpc::Status status = stub->GetServerInfo(
+      &context, chunkd::v1::GetServerInfoRequest(), &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+std::string FormatServerInfo(const chunkd::v1::GetServerInfoResponse& info) {
+  std::string out;
+  auto line = [&out](absl::string_view key, absl::string_view value) {
+    absl::StrAppend(&out, absl::StrFormat("%-20s %s\n", key, value));
+  };
+  line("version:", info.version());
+  line("chunking backend:", info.chunking_backend());
+  line("index backend:", info.index_backend());
+  line("max message bytes:", absl::StrCat(info.max_message_bytes()));
+  line("max in-flight bytes:", absl::StrCat(info.max_inflight_bytes()));
+  std::vector<std::string> fingerprints;
+  for (int value : info.fingerprints()) {
+    fingerprints.push_back(FingerprintName(value));
+  }
+  line("fingerprints:", absl::StrJoin(fingerprints, ", "));
+  out += "algorithms:\n";
+  for (const chunkd::v1::AlgorithmInfo& algorithm : info.algorithms()) {
+    absl::StrAppend(&out, "  ", AlgorithmName(algorithm), "\n");
+    auto param = [&out](absl::string_view name, const std::string& value) {
+      absl::StrAppend(&out, absl::StrFormat("    %-20s %s\n", name, value));
+    };
+    param("min_size", FormatRange(algorithm.min_size()));
+    param("avg_size",
+          absl::StrCat(
+              FormatRange(algorithm.avg_size()),
+              algorithm.avg_size_power_of_two() ? ", a power of two" : ""));
+    param("max_size", FormatRange(algorithm.max_size()));
+    if (algorithm.has_normalization_level() &&
+        algorithm.normalization_level().max() != 0) {
+      param("normalization_level",
+            FormatRange(algorithm.normalization_level()));
+    }
+  }
+  return out;
+}
+
+}  // namespace chunkd::cli

@@ -1,0 +1,83 @@
+// chunkctl's side of the ChunkService RPCs: Chunk and Dedup over the sync
+// ClientReaderWriter (a writer thread streams the input while the calling
+// thread reads and handles the responses), and GetServerInfo.
+//
+// Every response stream is checked against the protocol of chunkd.proto:
+// records contiguous from offset 0, non-empty, fingerprints of the requested
+// size, exactly one summary, last, whose totals match the records and the
+// bytes sent. A violation is an INTERNAL error "protocol error: ...", so a
+// wrong server cannot pass silently.
+//
+// Thread safety: each function uses its own ClientContext; a stub may be
+// shared between threads.
+#ifndef CHUNKD_CLIENTS_CLI_REMOTE_H_
+#define CHUNKD_CLIENTS_CLI_REMOTE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "chunkd/v1/chunkd.grpc.pb.h"
+#include "chunkd/v1/chunkd.pb.h"
+#include "clients/cli/input_file.h"
+#include "clients/cli/record_writer.h"
+#include "fingerprint/fingerprint.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/support/status.h"
+
+namespace chunkd::cli {
+
+// How chunkctl reaches a server. Only insecure channel credentials for now;
+// TLS (CA bundle, client certificate) and bearer-token options belong here,
+// so that every command picks them up through MakeChannel().
+struct ConnectOptions {
+  // host:port, or any gRPC target URI ("unix:/path", "dns:///host:port").
+  std::string address;
+};
+
+// Creates a channel to options.address. Connecting happens on the first RPC.
+std::shared_ptr<grpc::Channel> MakeChannel(const ConnectOptions& options);
+
+// A gRPC error as chunkctl reports it: the same code, and the message
+// "<CODE_NAME>: <server's message>".
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// Streams `input` to the Chunk RPC in data messages of `message_size` bytes
+// after a first message carrying `params`, adding each returned record to
+// `out` as its batch arrives. `kind` is the fingerprint in effect (for the
+// protocol check).
+// REQUIRES: message_size > 0.
+absl::Status ChunkRemotely(chunkd::v1::ChunkService::StubInterface* stub,
+                           const chunkd::v1::ChunkParams& params,
+                           fingerprint::Kind kind, size_t message_size,
+                           InputFile* input, RecordWriter* out);
+
+// The summary of one Dedup stream.
+struct DedupTotals {
+  uint64_t bytes = 0;
+  uint64_t unique_bytes = 0;
+  uint64_t chunks = 0;
+  uint64_t unique_chunks = 0;
+};
+
+// Streams `input` to the Dedup RPC like ChunkRemotely and returns the
+// stream's summary.
+// REQUIRES: message_size > 0.
+absl::StatusOr<DedupTotals> DedupRemotely(
+    chunkd::v1::ChunkService::StubInterface* stub,
+    const chunkd::v1::DedupParams& params, fingerprint::Kind kind,
+    size_t message_size, InputFile* input);
+
+// Calls GetServerInfo.
+absl::StatusOr<chunkd::v1::GetServerInfoResponse> GetServerInfo(
+    chunkd::v1::ChunkService::StubInterface* stub);
+
+// The readable form `chunkctl info` prints, ending in a newline.
+std::string FormatServerInfo(const chunkd::v1::GetServerInfoResponse& info);
+
+}  // namespace chunkd::cli
+
+#endif  // CHUNKD_CLIENTS_CLI_REMOTE_H_

@@ -1,0 +1,234 @@
+#include "clients/cli/remote.h"
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "clients/cli/fake_service.h"
+#include "clients/cli/local_chunk.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace chunkd::cli {
+namespace {
+
+using ::chunkd::cli::testing::FakeServer;
+using ::chunkd::cli::testing::Fault;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+const std::string kJpeg =
+    std::string(CHUNKD_TEST_DATA_DIR) + "/SekienAkashita.jpg";
+
+std::string ReadAll(std::FILE* file) {
+  std::rewind(file);
+  std::string contents;
+  char buffer[1 << 16];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
+    contents.append(buffer, n);
+  }
+  return contents;
+}
+
+class RemoteTest : public ::testing::Test {
+ protected:
+  RemoteTest()
+      : stub_(chunkd::v1::ChunkService::NewStub(
+            MakeChannel(ConnectOptions{server_.address()}))) {}
+
+  // ChunkRemotely on `path`; *printed receives the output.
+  absl::Status Chunk(const chunkd::v1::ChunkParams& params,
+                     fingerprint::Kind kind, size_t message_size,
+                     const std::string& path, std::string* printed,
+                     OutputFormat format = OutputFormat::kCsv) {
+    absl::StatusOr<std::unique_ptr<InputFile>> input = InputFile::Open(path);
+    if (!input.ok()) return input.status();
+    std::FILE* out = std::tmpfile();
+    RecordWriter writer(out, format, kind != fingerprint::Kind::kNone);
+    absl::Status status = ChunkRemotely(stub_.get(), params, kind, message_size,
+                                        input->get(), &writer);
+    *printed = ReadAll(out);
+    std::fclose(out);
+    return status;
+  }
+
+  absl::StatusOr<DedupTotals> Dedup(const std::string& ns,
+                                    const std::string& path) {
+    absl::StatusOr<std::unique_ptr<InputFile>> input = InputFile::Open(path);
+    if (!input.ok()) return input.status();
+    chunkd::v1::DedupParams params;
+    params.set_namespace_(ns);
+    return DedupRemotely(stub_.get(), params, fingerprint::Kind::kSha256, 4096,
+                         input->get());
+  }
+
+  FakeServer server_;
+  std::unique_ptr<chunkd::v1::ChunkService::Stub> stub_;
+};
+
+TEST_F(RemoteTest, PrintsWhatLocalPrints) {
+  chunkd::v1::ChunkParams params;
+  params.mutable_chunking()->set_min_size(4096);
+  params.mutable_chunking()->set_avg_size(16384);
+  params.mutable_chunking()->set_max_size(65535);
+  params.mutable_chunking()->set_normalization_level(2);
+  params.mutable_chunking()->set_seed(666);
+  chunking::ChunkerOptions options =
+      chunking::DefaultOptions(chunking::Algorithm::kFastCdc);
+  options.min_size = 4096;
+  options.avg_size = 16384;
+  options.max_size = 65535;
+  options.normalization_level = 2;
+  options.seed = 666;
+  for (fingerprint::Kind kind :
+       {fingerprint::Kind::kSha256, fingerprint::Kind::kXxh128,
+        fingerprint::Kind::kNone}) {
+    params.set_fingerprint(kind == fingerprint::Kind::kSha256
+                               ? chunkd::v1::FINGERPRINT_ALGORITHM_SHA256
+                           : kind == fingerprint::Kind::kXxh128
+                               ? chunkd::v1::FINGERPRINT_ALGORITHM_XXH128
+                               : chunkd::v1::FINGERPRINT_ALGORITHM_NONE);
+    for (OutputFormat format : {OutputFormat::kCsv, OutputFormat::kJson}) {
+      std::FILE* out = std::tmpfile();
+      {
+        RecordWriter writer(out, format, kind != fingerprint::Kind::kNone);
+        absl::StatusOr<std::unique_ptr<InputFile>> input =
+            InputFile::Open(kJpeg);
+        ASSERT_TRUE(input.ok());
+        ASSERT_TRUE(
+            ChunkLocally(options, kind, 1 << 20, input->get(), &writer).ok());
+      }
+      const std::string local = ReadAll(out);
+      std::fclose(out);
+      ASSERT_FALSE(local.empty());
+      for (size_t message_size : {size_t{1000}, size_t{1} << 20}) {
+        std::string remote;
+        absl::Status status =
+            Chunk(params, kind, message_size, kJpeg, &remote, format);
+        ASSERT_TRUE(status.ok()) << status;
+        EXPECT_EQ(remote, local) << "message size " << message_size;
+      }
+    }
+  }
+}
+
+TEST_F(RemoteTest, EmptyInput) {
+  std::string printed;
+  absl::Status status =
+      Chunk(chunkd::v1::ChunkParams(), fingerprint::Kind::kSha256, 1 << 20,
+            "/dev/null", &printed);
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(printed, "");
+}
+
+TEST_F(RemoteTest, ServerErrorKeepsCodeAndNamesIt) {
+  server_.service().fault = Fault::kReject;
+  std::string printed;
+  absl::Status status =
+      Chunk(chunkd::v1::ChunkParams(), fingerprint::Kind::kSha256, 4096, kJpeg,
+            &printed);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "INVALID_ARGUMENT: min_size 1 is outside 64..1048576");
+}
+
+TEST_F(RemoteTest, UnreachableServerIsUnavailable) {
+  auto stub = chunkd::v1::ChunkService::NewStub(
+      MakeChannel(ConnectOptions{"127.0.0.1:1"}));
+  absl::StatusOr<chunkd::v1::GetServerInfoResponse> info =
+      GetServerInfo(stub.get());
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(info.status().message()),
+              StartsWith("UNAVAILABLE: "));
+}
+
+TEST_F(RemoteTest, DetectsProtocolViolations) {
+  struct Case {
+    Fault fault;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {Fault::kSkipRecord, "expected offset"},
+           {Fault::kNoSummary, "the stream ended without a summary"},
+           {Fault::kWrongSummary, "the summary says"},
+           {Fault::kShortFingerprint, "31-byte fingerprint, expected 32"},
+           {Fault::kEarlyOk, "protocol error: "},
+       }) {
+    server_.service().fault = c.fault;
+    std::string printed;
+    absl::Status status =
+        Chunk(chunkd::v1::ChunkParams(), fingerprint::Kind::kSha256, 4096,
+              kJpeg, &printed);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInternal)
+        << static_cast<int>(c.fault) << ": " << status;
+    EXPECT_THAT(std::string(status.message()), StartsWith("protocol error: "));
+    EXPECT_THAT(std::string(status.message()), HasSubstr(c.message));
+  }
+}
+
+TEST_F(RemoteTest, DedupTotals) {
+  absl::StatusOr<DedupTotals> first = Dedup("ns", kJpeg);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->bytes, 109466u);
+  EXPECT_EQ(first->unique_bytes, 109466u);
+  EXPECT_GT(first->chunks, 1u);
+  EXPECT_EQ(first->unique_chunks, first->chunks);
+  absl::StatusOr<DedupTotals> second = Dedup("ns", kJpeg);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->bytes, 109466u);
+  EXPECT_EQ(second->unique_bytes, 0u);
+  EXPECT_EQ(second->chunks, first->chunks);
+  EXPECT_EQ(second->unique_chunks, 0u);
+}
+
+TEST_F(RemoteTest, DedupChecksUniqueTotals) {
+  server_.service().fault = Fault::kWrongSummary;
+  absl::StatusOr<DedupTotals> totals = Dedup("ns", kJpeg);
+  EXPECT_EQ(totals.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(totals.status().message()),
+              HasSubstr("unique bytes"));
+}
+
+TEST(FormatServerInfoTest, Readable) {
+  chunkd::v1::GetServerInfoResponse info;
+  info.set_version("0.1.0");
+  info.set_chunking_backend("avx2");
+  info.set_index_backend("memory");
+  info.set_max_message_bytes(4194304);
+  info.set_max_inflight_bytes(67108864);
+  info.add_fingerprints(chunkd::v1::FINGERPRINT_ALGORITHM_SHA256);
+  info.add_fingerprints(chunkd::v1::FINGERPRINT_ALGORITHM_XXH128);
+  info.add_fingerprints(chunkd::v1::FINGERPRINT_ALGORITHM_NONE);
+  auto* fastcdc = info.add_algorithms();
+  fastcdc->set_algorithm(chunkd::v1::ALGORITHM_FASTCDC);
+  fastcdc->set_name("fastcdc");
+  fastcdc->mutable_min_size()->set_min(64);
+  fastcdc->mutable_min_size()->set_max(1048576);
+  fastcdc->mutable_min_size()->set_default_value(4096);
+  fastcdc->mutable_normalization_level()->set_max(3);
+  fastcdc->mutable_normalization_level()->set_default_value(1);
+  auto* crc32 = info.add_algorithms();
+  crc32->set_algorithm(chunkd::v1::ALGORITHM_CRC32);
+  crc32->set_avg_size_power_of_two(true);
+  EXPECT_EQ(FormatServerInfo(info),
+            "version:             0.1.0\n"
+            "chunking backend:    avx2\n"
+            "index backend:       memory\n"
+            "max message bytes:   4194304\n"
+            "max in-flight bytes: 67108864\n"
+            "fingerprints:        sha256, xxh128, none\n"
+            "algorithms:\n"
+            "  fastcdc\n"
+            "    min_size             64..1048576 (default 4096)\n"
+            "    avg_size             0..0 (default 0)\n"
+            "    max_size             0..0 (default 0)\n"
+            "    normalization_level  0..3 (default 1)\n"
+            "  crc32\n"
+            "    min_size             0..0 (default 0)\n"
+            "    avg_size             0..0 (default 0), a power of two\n"
+            "    max_size             0..0 (default 0)\n");
+}
+
+}  // namespace
+}  // namespace chunkd::cli
