@@ -119,9 +119,8 @@ class ChunkdServer:
         self.address = ""
         self.metrics_address = ""
         self.process: Optional[subprocess.Popen] = None
-        self._log = tempfile.NamedTemporaryFile(
-            prefix="chunkd-", suffix=".log", delete=False
-        )
+        # Removed when this object goes away; readable by name until then.
+        self._log = tempfile.NamedTemporaryFile(prefix="chunkd-", suffix=".log")
 
     def command(self) -> List[str]:
         """The command line used to start the server."""
