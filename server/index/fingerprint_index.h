@@ -4,7 +4,17 @@
 // Every call is batched: one call carries many fingerprints and returns one
 // result per fingerprint, in order. Entries live in a namespace (one tenant's
 // index); namespaces never share entries. Per fingerprint the index keeps the
-// chunk size and a reference count.
+// chunk size, a reference count and, per set of chunking parameters, a short
+// most-recently-used list of the sizes of the chunk that followed it
+// (RapidCDC next-chunk size hints).
+//
+// Failures. A remote backend that cannot reach its server returns
+// UNAVAILABLE with a message naming the server ("redis at 127.0.0.1:6379 is
+// unreachable: Connection refused") and reconnects by itself on a later call.
+// Every fingerprint of a write batch is applied atomically (count and entry
+// together), but a failed batch may have been applied for some of its
+// fingerprints and not for others: a caller that retries a failed write must
+// pass the same WriteToken so that nothing is counted twice.
 //
 // Thread safety: implementations are thread-safe; any number of streams call
 // one index concurrently.
@@ -19,12 +29,19 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 
 namespace chunkd::index {
 
 // Longest namespace name.
 inline constexpr size_t kMaxNamespaceLength = 128;
+// Longest WriteToken::stream_id.
+inline constexpr size_t kMaxStreamIdLength = 64;
+// Longest chunking-parameter key of the next-size hints.
+inline constexpr size_t kMaxParamsKeyLength = 64;
+// Bounds of IndexOptions::next_sizes_length.
+inline constexpr int kMaxNextSizesLength = 8;
 
 // OK when `ns` is 1..kMaxNamespaceLength characters of [A-Za-z0-9._-];
 // otherwise INVALID_ARGUMENT naming the `namespace` field and the rule.
@@ -44,12 +61,55 @@ struct InsertResult {
   uint64_t ref_count = 0;
 };
 
+// Makes a write batch idempotent per stream position. Entry i of a batch
+// written with token {stream_id, first_position} has the position
+// first_position + i; the index remembers, per (namespace, stream_id,
+// position), that the write was applied and what it returned, for
+// IndexOptions::token_ttl. Writing a position again (a client retrying a
+// failed batch, or a whole stream) applies nothing and returns the result
+// recorded the first time, so a retry after any failure counts every
+// reference exactly once.
+//
+// REQUIRES: a position is written with the same fingerprint every time (the
+// chunk at a stream offset never changes). Chunk ordinals within a stream
+// are natural positions: a retried stream chunks the same bytes into the
+// same chunks, whatever the batching. Insert and Release positions are
+// separate: one stream id may be used for both.
+struct WriteToken {
+  // 1..kMaxStreamIdLength characters of [A-Za-z0-9._-], unique per logical
+  // stream across retries (e.g. a client-chosen UUID).
+  std::string stream_id;
+  // Position of the batch's first entry. Default 0.
+  uint64_t first_position = 0;
+};
+
+// OK for a well-formed token; otherwise INVALID_ARGUMENT naming stream_id.
+absl::Status ValidateWriteToken(const WriteToken& token);
+
+// OK when `params_key` is 1..kMaxParamsKeyLength printable ASCII characters
+// other than space; otherwise INVALID_ARGUMENT naming params_key.
+absl::Status ValidateParamsKey(absl::string_view params_key);
+
+// A next-chunk size observation: the chunk after `fingerprint` in some
+// stream was `next_size` bytes long.
+struct NextSize {
+  std::string fingerprint;
+  uint32_t next_size = 0;
+};
+
 class FingerprintIndex {
  public:
   virtual ~FingerprintIndex() = default;
 
-  // Backend name as used by flags and metrics: "memory", "redis", ...
+  // Backend name as used by flags and metrics: "memory", "redis",
+  // "redis-cluster".
   virtual absl::string_view backend() const = 0;
+
+  // OK when the index can serve now. Remote backends make one round trip
+  // to every server they need (bounded by the command timeout) and return
+  // UNAVAILABLE naming the first server that does not answer. Cheap enough
+  // for a readiness check every second. The embedded index is always OK.
+  virtual absl::Status Health() { return absl::OkStatus(); }
 
   // For each fingerprint, whether the namespace has it.
   virtual absl::StatusOr<std::vector<bool>> Lookup(
@@ -57,19 +117,111 @@ class FingerprintIndex {
 
   // Insert-if-absent and count a reference, atomically per fingerprint. A
   // fingerprint present twice in one batch is new at most once.
+  absl::StatusOr<std::vector<InsertResult>> Insert(
+      absl::string_view ns, absl::Span<const InsertEntry> entries) {
+    return Insert(ns, entries, nullptr);
+  }
+  // The same, idempotent per position of `*token` when token is not null.
   virtual absl::StatusOr<std::vector<InsertResult>> Insert(
-      absl::string_view ns, absl::Span<const InsertEntry> entries) = 0;
+      absl::string_view ns, absl::Span<const InsertEntry> entries,
+      const WriteToken* token) = 0;
 
   // Drops one reference per fingerprint; an entry whose count reaches zero is
-  // removed. Returns the count left (0 for removed or absent entries).
+  // removed (with its hints). Returns the count left (0 for removed or absent
+  // entries).
+  absl::StatusOr<std::vector<uint64_t>> Release(
+      absl::string_view ns, absl::Span<const std::string> fingerprints) {
+    return Release(ns, fingerprints, nullptr);
+  }
+  // The same, idempotent per position of `*token` when token is not null.
   virtual absl::StatusOr<std::vector<uint64_t>> Release(
-      absl::string_view ns, absl::Span<const std::string> fingerprints) = 0;
+      absl::string_view ns, absl::Span<const std::string> fingerprints,
+      const WriteToken* token) = 0;
+
+  // Records next-chunk sizes under the chunking parameters `params_key`
+  // (e.g. "fastcdc:4096:16384:65536:2:0"; hints learned under other
+  // parameters are never returned): `next_size` moves to the front of its
+  // fingerprint's most-recently-used list, which keeps at most
+  // IndexOptions::next_sizes_length distinct sizes. Observations for
+  // fingerprints the namespace does not have are dropped: hints live and die
+  // with their entry. Idempotent by nature: recording twice changes nothing.
+  virtual absl::Status RecordNextSizes(absl::string_view ns,
+                                       absl::string_view params_key,
+                                       absl::Span<const NextSize> hints) = 0;
+
+  // For each fingerprint, its next-chunk sizes under `params_key`, most
+  // recent first; empty when there are none or the entry is absent.
+  virtual absl::StatusOr<std::vector<std::vector<uint32_t>>> NextSizes(
+      absl::string_view ns, absl::string_view params_key,
+      absl::Span<const std::string> fingerprints) = 0;
 };
 
-// Creates the index named by a --index flag value: "memory" (the embedded
-// default). INVALID_ARGUMENT for an unknown scheme.
+// Settings of CreateIndex. Fields a backend does not use are ignored.
+struct IndexOptions {
+  // Redis credentials when the spec carries none: `redis_password` if not
+  // empty, else the contents of `redis_password_file` (trailing whitespace
+  // trimmed) if not empty, else the environment variable
+  // CHUNKD_REDIS_PASSWORD if set. Default: empty (no AUTH).
+  std::string redis_password;
+  std::string redis_password_file;
+
+  // Bound on establishing a TCP connection (and its AUTH/SELECT/SCRIPT LOAD
+  // handshake). Default 1 s.
+  absl::Duration connect_timeout = absl::Seconds(1);
+  // Bound on each blocking read or write of a command pipeline; a server
+  // that takes longer is treated as unreachable. Default 2 s.
+  absl::Duration command_timeout = absl::Seconds(2);
+  // Connections per Redis server, opened on demand. A batch holds one
+  // connection per server for its round trip. Default 16.
+  int pool_size = 16;
+  // After a connection fails, new connections to that server are attempted
+  // no sooner than this, doubling per consecutive failure up to
+  // reconnect_backoff_max; calls in between fail fast with UNAVAILABLE.
+  // Defaults 50 ms and 1 s.
+  absl::Duration reconnect_backoff_min = absl::Milliseconds(50);
+  absl::Duration reconnect_backoff_max = absl::Seconds(1);
+
+  // redis-cluster: each node's pipeline of writes ends with
+  // WAIT min(cluster_wait_replicas, healthy replicas of that master), so
+  // that a batch reported applied survives the failover of its master. 0
+  // turns it off. Default 1.
+  int cluster_wait_replicas = 1;
+  // Longest a WAIT blocks. Fewer acknowledgements in time fail the batch
+  // with UNAVAILABLE: it was applied on the master only, so its outcome is
+  // unknown (retry with the same WriteToken). Default 500 ms.
+  absl::Duration cluster_wait_timeout = absl::Milliseconds(500);
+
+  // Length of the next-chunk size lists (1..kMaxNextSizesLength). Default 2.
+  int next_sizes_length = 2;
+  // How long the index remembers the positions written with a WriteToken.
+  // Default 10 minutes.
+  absl::Duration token_ttl = absl::Minutes(10);
+};
+
+// Creates the index named by a --index flag value:
+//   memory
+//       the embedded default, lost on restart;
+//   redis://[[user]:password@]host:port[/db][?query]
+//       one Redis server (db 0..15, default 0);
+//   redis-cluster://[[user]:password@]host:port[,host:port...][?query]
+//       a Redis Cluster, reached through any of the given seed nodes.
+// The query sets options in the URL, overriding `options`:
+//   password_file=/path, connect_timeout_ms=N, command_timeout_ms=N,
+//   pool_size=N. A password in the URL wins over every other source.
+// Never connects: a Redis backend starts even while its server is down and
+// connects on first use (see Health()). INVALID_ARGUMENT, with a message that
+// names --index, for an unknown scheme or a malformed spec; also when a
+// password file cannot be read.
+absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateIndex(
+    absl::string_view spec, const IndexOptions& options);
 absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateIndex(
     absl::string_view spec);
+
+// `spec` with any password replaced by "***", for logs and messages.
+std::string RedactIndexSpec(absl::string_view spec);
+
+// Whether this build has the Redis backends (CMake CHUNKD_WITH_REDIS).
+bool RedisSupported();
 
 }  // namespace chunkd::index
 

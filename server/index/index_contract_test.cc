@@ -1,6 +1,9 @@
-// The FingerprintIndex contract, run against every backend (DESIGN.md §5).
-// Backends that need a server (Redis) join this suite by adding a factory to
-// kBackends when they are built.
+// The FingerprintIndex contract, run against every backend (DESIGN.md §5):
+// memory, and — when built with Redis — redis and redis_cluster against real
+// servers this process starts on free 127.0.0.1 ports (one redis-server; a
+// 3-master + 3-replica cluster). Each backend is its own ctest entry, so a
+// process starts only the servers it needs, once; every test starts from an
+// empty database (FLUSHALL). The servers die with the process.
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -12,36 +15,163 @@
 #include "index/fingerprint_index.h"
 #include "index/memory_index.h"
 
+#ifdef CHUNKD_WITH_REDIS
+#include "index/redis_process.h"
+#endif
+
 namespace chunkd::index {
 namespace {
 
 struct Backend {
   std::string name;
-  std::function<std::unique_ptr<FingerprintIndex>()> make;
+  // A fresh, empty index. FAILED_PRECONDITION: cannot run here (skip).
+  std::function<absl::StatusOr<std::unique_ptr<FingerprintIndex>>()> make;
 };
+
+#ifdef CHUNKD_WITH_REDIS
+// Servers shared by every test of this process; stopped at exit.
+struct Servers {
+  std::unique_ptr<testing::RedisProcess> single;
+  std::unique_ptr<testing::RedisClusterProcesses> cluster;
+  absl::Status single_status = absl::OkStatus();
+  absl::Status cluster_status = absl::OkStatus();
+  bool single_started = false;
+  bool cluster_started = false;
+};
+
+Servers& TheServers() {
+  static auto* servers = new Servers();
+  return *servers;
+}
+
+class ServersEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    TheServers().single.reset();
+    TheServers().cluster.reset();
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kServersEnvironment =
+    ::testing::AddGlobalTestEnvironment(new ServersEnvironment());
+
+absl::Status Flush(int port) {
+  auto direct = testing::DirectRedis::Connect("127.0.0.1", port);
+  if (!direct.ok()) return direct.status();
+  auto flushed = (*direct)->Command({"FLUSHALL"});
+  return flushed.ok() ? absl::OkStatus() : flushed.status();
+}
+
+absl::StatusOr<std::unique_ptr<FingerprintIndex>> MakeRedis() {
+  if (absl::Status tools = testing::RedisToolsAvailable(); !tools.ok()) {
+    return tools;
+  }
+  Servers& s = TheServers();
+  if (!s.single_started) {
+    s.single_started = true;
+    auto started = testing::RedisProcess::Start({});
+    if (started.ok()) {
+      s.single = *std::move(started);
+    } else {
+      s.single_status = started.status();
+    }
+  }
+  if (!s.single_status.ok()) return s.single_status;
+  if (absl::Status f = Flush(s.single->port()); !f.ok()) return f;
+  return CreateIndex(absl::StrCat("redis://", s.single->address()));
+}
+
+absl::StatusOr<std::unique_ptr<FingerprintIndex>> MakeRedisCluster() {
+  if (absl::Status tools = testing::RedisToolsAvailable(); !tools.ok()) {
+    return tools;
+  }
+  Servers& s = TheServers();
+  if (!s.cluster_started) {
+    s.cluster_started = true;
+    auto started = testing::RedisClusterProcesses::Start(3, 1);
+    if (started.ok()) {
+      s.cluster = *std::move(started);
+    } else {
+      s.cluster_status = started.status();
+    }
+  }
+  if (!s.cluster_status.ok()) return s.cluster_status;
+  auto masters = s.cluster->MasterPorts();
+  if (!masters.ok()) return masters.status();
+  for (int port : *masters) {
+    if (absl::Status f = Flush(port); !f.ok()) return f;
+  }
+  return CreateIndex(s.cluster->Spec());
+}
+#endif
 
 const std::vector<Backend>& Backends() {
   static const auto* backends = new std::vector<Backend>{
-      {"memory", [] { return std::make_unique<MemoryIndex>(); }},
+      {"memory",
+       []() -> absl::StatusOr<std::unique_ptr<FingerprintIndex>> {
+         return std::make_unique<MemoryIndex>();
+       }},
+#ifdef CHUNKD_WITH_REDIS
+      {"redis", MakeRedis},
+      {"redis_cluster", MakeRedisCluster},
+#endif
   };
   return *backends;
 }
 
 class IndexContractTest : public ::testing::TestWithParam<Backend> {
  protected:
-  void SetUp() override { index_ = GetParam().make(); }
+  void SetUp() override {
+    auto made = GetParam().make();
+    if (made.status().code() == absl::StatusCode::kFailedPrecondition) {
+      GTEST_SKIP() << made.status().message();
+    }
+    ASSERT_TRUE(made.ok()) << made.status();
+    index_ = *std::move(made);
+  }
+
+  // The reference count of fp, read by counting one more reference and
+  // dropping it again.
+  uint64_t RefCount(absl::string_view ns, const std::string& fp) {
+    auto found = index_->Lookup(ns, {fp});
+    EXPECT_TRUE(found.ok()) << found.status();
+    if (!found.ok() || !(*found)[0]) return 0;
+    auto ins = index_->Insert(ns, {{fp, 1}});
+    EXPECT_TRUE(ins.ok()) << ins.status();
+    auto rel = index_->Release(ns, {fp});
+    EXPECT_TRUE(rel.ok()) << rel.status();
+    return ins.ok() ? (*ins)[0].ref_count - 1 : 0;
+  }
+
   std::unique_ptr<FingerprintIndex> index_;
 };
 
 std::string Fp(int i) { return std::string(32, static_cast<char>(i)); }
+// A realistic fingerprint: 32 bytes that differ everywhere, braces included.
+std::string Sha(int i) {
+  std::string fp(32, '\0');
+  uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1);
+  for (char& c : fp) {
+    x ^= x >> 29;
+    x *= 0xbf58476d1ce4e5b9ull;
+    c = static_cast<char>(x >> 56);
+  }
+  return fp;
+}
+
+TEST_P(IndexContractTest, NamesItsBackendAndIsHealthy) {
+  EXPECT_EQ(index_->backend(), GetParam().name == "redis_cluster"
+                                   ? "redis-cluster"
+                                   : GetParam().name);
+  EXPECT_TRUE(index_->Health().ok()) << index_->Health();
+}
 
 TEST_P(IndexContractTest, InsertThenLookup) {
   auto missing = index_->Lookup("ns", {Fp(1), Fp(2)});
-  ASSERT_TRUE(missing.ok());
+  ASSERT_TRUE(missing.ok()) << missing.status();
   EXPECT_EQ(*missing, (std::vector<bool>{false, false}));
 
   auto ins = index_->Insert("ns", {{Fp(1), 100}});
-  ASSERT_TRUE(ins.ok());
+  ASSERT_TRUE(ins.ok()) << ins.status();
   ASSERT_EQ(ins->size(), 1u);
   EXPECT_TRUE((*ins)[0].is_new);
   EXPECT_EQ((*ins)[0].ref_count, 1u);
@@ -49,6 +179,18 @@ TEST_P(IndexContractTest, InsertThenLookup) {
   auto found = index_->Lookup("ns", {Fp(1), Fp(2)});
   ASSERT_TRUE(found.ok());
   EXPECT_EQ(*found, (std::vector<bool>{true, false}));
+}
+
+TEST_P(IndexContractTest, EmptyBatchesAreEmpty) {
+  auto found = index_->Lookup("ns", {});
+  ASSERT_TRUE(found.ok());
+  EXPECT_TRUE(found->empty());
+  auto ins = index_->Insert("ns", {});
+  ASSERT_TRUE(ins.ok());
+  EXPECT_TRUE(ins->empty());
+  auto rel = index_->Release("ns", {});
+  ASSERT_TRUE(rel.ok());
+  EXPECT_TRUE(rel->empty());
 }
 
 TEST_P(IndexContractTest, SecondInsertIsDuplicateAndCounts) {
@@ -78,6 +220,15 @@ TEST_P(IndexContractTest, NamespacesDoNotShareEntries) {
   EXPECT_TRUE((*ins)[0].is_new);
 }
 
+TEST_P(IndexContractTest, RejectsBadNamespace) {
+  for (absl::string_view ns : {"", "a:b", "a{b}"}) {
+    auto found = index_->Lookup(ns, {Fp(1)});
+    EXPECT_EQ(found.status().code(), absl::StatusCode::kInvalidArgument) << ns;
+    auto ins = index_->Insert(ns, {{Fp(1), 1}});
+    EXPECT_EQ(ins.status().code(), absl::StatusCode::kInvalidArgument) << ns;
+  }
+}
+
 TEST_P(IndexContractTest, ReleaseDecrementsAndRemovesAtZero) {
   ASSERT_TRUE(index_->Insert("ns", {{Fp(4), 1}, {Fp(4), 1}}).ok());
   auto left = index_->Release("ns", {Fp(4)});
@@ -94,6 +245,39 @@ TEST_P(IndexContractTest, ReleaseDecrementsAndRemovesAtZero) {
   EXPECT_TRUE((*ins)[0].is_new);
 }
 
+TEST_P(IndexContractTest, BinaryFingerprintsWithAnyBytes) {
+  // Braces, colons, NULs: the key is binary and must route like Redis does.
+  const std::vector<std::string> fps = {
+      std::string("a{b}c", 5), std::string("{}", 2), std::string("\0:\0", 3),
+      std::string("x}{y", 4), Sha(1)};
+  std::vector<InsertEntry> entries;
+  for (const std::string& fp : fps) entries.push_back({fp, 7});
+  auto ins = index_->Insert("bin", entries);
+  ASSERT_TRUE(ins.ok()) << ins.status();
+  for (const InsertResult& r : *ins) EXPECT_TRUE(r.is_new);
+  auto found = index_->Lookup("bin", fps);
+  ASSERT_TRUE(found.ok());
+  for (bool f : *found) EXPECT_TRUE(f);
+  auto other = index_->Lookup("bin", {std::string("a{b}d", 5)});
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE((*other)[0]);
+}
+
+TEST_P(IndexContractTest, LargeBatch) {
+  std::vector<InsertEntry> entries;
+  std::vector<std::string> fps;
+  for (int i = 0; i < 5000; ++i) {
+    fps.push_back(Sha(i));
+    entries.push_back({fps.back(), static_cast<uint32_t>(i)});
+  }
+  auto ins = index_->Insert("big", entries);
+  ASSERT_TRUE(ins.ok()) << ins.status();
+  for (const InsertResult& r : *ins) ASSERT_TRUE(r.is_new);
+  auto found = index_->Lookup("big", fps);
+  ASSERT_TRUE(found.ok());
+  for (bool f : *found) ASSERT_TRUE(f);
+}
+
 TEST_P(IndexContractTest, RacingInsertsSeeExactlyOneNew) {
   constexpr int kThreads = 8;
   constexpr int kFingerprints = 2000;
@@ -106,7 +290,7 @@ TEST_P(IndexContractTest, RacingInsertsSeeExactlyOneNew) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
       auto r = index_->Insert("race", batch);
-      ASSERT_TRUE(r.ok());
+      ASSERT_TRUE(r.ok()) << r.status();
       for (int i = 0; i < kFingerprints; ++i) {
         if ((*r)[i].is_new) news[i].fetch_add(1);
       }
@@ -121,6 +305,172 @@ TEST_P(IndexContractTest, RacingInsertsSeeExactlyOneNew) {
   EXPECT_EQ((*again)[0].ref_count, kThreads + 1u);
 }
 
+TEST_P(IndexContractTest, ConcurrentInsertsAndReleasesLeaveExactCounts) {
+  // Thread t inserts fingerprint i (t + i % 3) times in small batches and
+  // releases it (i % 2) times; counts must add up exactly.
+  constexpr int kThreads = 8;
+  constexpr int kFingerprints = 300;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < t + 2; ++round) {
+        std::vector<InsertEntry> batch;
+        for (int i = 0; i < kFingerprints; ++i) {
+          if (round < t + i % 3) batch.push_back({Sha(i), 100});
+        }
+        auto r = index_->Insert("counts", batch);
+        ASSERT_TRUE(r.ok()) << r.status();
+      }
+      std::vector<std::string> release;
+      for (int i = 0; i < kFingerprints; ++i) {
+        if (i % 2 == 1 && t + i % 3 > 0) release.push_back(Sha(i));
+      }
+      auto r = index_->Release("counts", release);
+      ASSERT_TRUE(r.ok()) << r.status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kFingerprints; ++i) {
+    uint64_t expected = 0;
+    for (int t = 0; t < kThreads; ++t) {
+      const int inserts = t + i % 3;
+      expected += inserts - (i % 2 == 1 && inserts > 0 ? 1 : 0);
+    }
+    ASSERT_EQ(RefCount("counts", Sha(i)), expected) << "fingerprint " << i;
+  }
+}
+
+TEST_P(IndexContractTest, TokenMakesARetriedInsertCountOnce) {
+  const WriteToken token{"stream-1", 0};
+  const std::vector<InsertEntry> batch = {
+      {Fp(1), 10}, {Fp(2), 20}, {Fp(1), 10}};
+  auto first = index_->Insert("tok", batch, &token);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE((*first)[0].is_new);
+  EXPECT_TRUE((*first)[1].is_new);
+  EXPECT_FALSE((*first)[2].is_new);
+  EXPECT_EQ((*first)[2].ref_count, 2u);
+
+  // The same batch again (a client retrying after a failure): nothing is
+  // applied, and the answers are those of the first time.
+  auto retry = index_->Insert("tok", batch, &token);
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    EXPECT_EQ((*retry)[i].is_new, (*first)[i].is_new) << i;
+    EXPECT_EQ((*retry)[i].ref_count, (*first)[i].ref_count) << i;
+  }
+  EXPECT_EQ(RefCount("tok", Fp(1)), 2u);
+  EXPECT_EQ(RefCount("tok", Fp(2)), 1u);
+
+  // A retry that goes further than the first attempt: the known positions
+  // replay, the new ones apply.
+  const std::vector<InsertEntry> longer = {
+      {Fp(1), 10}, {Fp(2), 20}, {Fp(1), 10}, {Fp(3), 30}};
+  auto further = index_->Insert("tok", longer, &token);
+  ASSERT_TRUE(further.ok());
+  EXPECT_TRUE((*further)[3].is_new);
+  EXPECT_EQ(RefCount("tok", Fp(1)), 2u);
+  EXPECT_EQ(RefCount("tok", Fp(3)), 1u);
+
+  // A later batch of the same stream continues at its position.
+  const WriteToken next{"stream-1", 4};
+  auto later = index_->Insert("tok", {{Fp(1), 10}}, &next);
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ((*later)[0].ref_count, 3u);
+
+  // Another stream counts on its own.
+  const WriteToken other{"stream-2", 0};
+  auto counted = index_->Insert("tok", batch, &other);
+  ASSERT_TRUE(counted.ok());
+  EXPECT_EQ((*counted)[0].ref_count, 4u);
+  EXPECT_EQ((*counted)[2].ref_count, 5u);
+
+  // Tokens belong to a namespace.
+  auto elsewhere = index_->Insert("tok2", batch, &token);
+  ASSERT_TRUE(elsewhere.ok());
+  EXPECT_TRUE((*elsewhere)[0].is_new);
+}
+
+TEST_P(IndexContractTest, TokenMakesARetriedReleaseCountOnce) {
+  ASSERT_TRUE(index_->Insert("tok", {{Fp(1), 1}, {Fp(1), 1}, {Fp(1), 1}}).ok());
+  // Insert and release positions are separate: the same stream id and
+  // position 0 is used for both.
+  const WriteToken token{"stream-1", 0};
+  ASSERT_TRUE(index_->Insert("tok", {{Fp(9), 1}}, &token).ok());
+  auto first = index_->Release("tok", {Fp(1), Fp(1)}, &token);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, (std::vector<uint64_t>{2, 1}));
+  auto retry = index_->Release("tok", {Fp(1), Fp(1)}, &token);
+  ASSERT_TRUE(retry.ok());
+  EXPECT_EQ(*retry, (std::vector<uint64_t>{2, 1}));
+  EXPECT_EQ(RefCount("tok", Fp(1)), 1u);
+  EXPECT_EQ(RefCount("tok", Fp(9)), 1u);
+}
+
+TEST_P(IndexContractTest, RejectsBadStreamId) {
+  const WriteToken bad{"a:b", 0};
+  auto ins = index_->Insert("ns", {{Fp(1), 1}}, &bad);
+  EXPECT_EQ(ins.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(ins.status().message().find("stream_id"), std::string::npos);
+  const WriteToken empty{"", 0};
+  auto rel = index_->Release("ns", {Fp(1)}, &empty);
+  EXPECT_EQ(rel.status().code(), absl::StatusCode::kInvalidArgument);
+  auto found = index_->Lookup("ns", {Fp(1)});
+  ASSERT_TRUE(found.ok());
+  EXPECT_FALSE((*found)[0]) << "a rejected batch must not apply anything";
+}
+
+TEST_P(IndexContractTest, NextSizesAreAShortMostRecentlyUsedList) {
+  constexpr absl::string_view kParams = "fastcdc:4096:16384:65536:1:0";
+  ASSERT_TRUE(index_->Insert("hint", {{Fp(1), 100}, {Fp(2), 100}}).ok());
+  auto none = index_->NextSizes("hint", kParams, {Fp(1), Fp(3)});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(*none, (std::vector<std::vector<uint32_t>>{{}, {}}));
+
+  ASSERT_TRUE(index_->RecordNextSizes("hint", kParams, {{Fp(1), 100}}).ok());
+  ASSERT_TRUE(index_
+                  ->RecordNextSizes("hint", kParams,
+                                    {{Fp(1), 200}, {Fp(2), 7}, {Fp(3), 9}})
+                  .ok());
+  auto two = index_->NextSizes("hint", kParams, {Fp(1), Fp(2), Fp(3)});
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(*two, (std::vector<std::vector<uint32_t>>{{200, 100}, {7}, {}}))
+      << "an absent fingerprint learns nothing";
+
+  // Default length 2: the oldest falls off; a known size moves to the front.
+  ASSERT_TRUE(index_->RecordNextSizes("hint", kParams, {{Fp(1), 300}}).ok());
+  auto three = index_->NextSizes("hint", kParams, {Fp(1)});
+  ASSERT_TRUE(three.ok());
+  EXPECT_EQ((*three)[0], (std::vector<uint32_t>{300, 200}));
+  ASSERT_TRUE(index_->RecordNextSizes("hint", kParams, {{Fp(1), 200}}).ok());
+  ASSERT_TRUE(index_->RecordNextSizes("hint", kParams, {{Fp(1), 200}}).ok());
+  auto moved = index_->NextSizes("hint", kParams, {Fp(1)});
+  ASSERT_TRUE(moved.ok());
+  EXPECT_EQ((*moved)[0], (std::vector<uint32_t>{200, 300}));
+
+  // Hints are per chunking parameters and per namespace.
+  auto other_params =
+      index_->NextSizes("hint", "seqcdc:8192:16384:32768", {Fp(1)});
+  ASSERT_TRUE(other_params.ok());
+  EXPECT_TRUE((*other_params)[0].empty());
+  ASSERT_TRUE(index_->Insert("hint2", {{Fp(1), 100}}).ok());
+  auto other_ns = index_->NextSizes("hint2", kParams, {Fp(1)});
+  ASSERT_TRUE(other_ns.ok());
+  EXPECT_TRUE((*other_ns)[0].empty());
+
+  // Hints die with their entry.
+  ASSERT_TRUE(index_->Release("hint", {Fp(1)}).ok());
+  ASSERT_TRUE(index_->Insert("hint", {{Fp(1), 100}}).ok());
+  auto reborn = index_->NextSizes("hint", kParams, {Fp(1)});
+  ASSERT_TRUE(reborn.ok());
+  EXPECT_TRUE((*reborn)[0].empty());
+
+  auto bad = index_->NextSizes("hint", "has space", {Fp(1)});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(index_->RecordNextSizes("hint", "", {{Fp(1), 1}}).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllBackends, IndexContractTest,
                          ::testing::ValuesIn(Backends()),
                          [](const auto& info) { return info.param.name; });
@@ -128,20 +478,51 @@ INSTANTIATE_TEST_SUITE_P(AllBackends, IndexContractTest,
 TEST(NamespaceTest, AcceptsAndRejects) {
   EXPECT_TRUE(ValidateNamespace("backup-2024.v1_a").ok());
   EXPECT_FALSE(ValidateNamespace("").ok());
-  EXPECT_FALSE(ValidateNamespace(std::string(kMaxNamespaceLength + 1, 'a')).ok());
+  EXPECT_FALSE(
+      ValidateNamespace(std::string(kMaxNamespaceLength + 1, 'a')).ok());
   auto colon = ValidateNamespace("a:b");
   EXPECT_EQ(colon.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(colon.message().find("namespace"), std::string::npos);
   EXPECT_FALSE(ValidateNamespace("a{b}").ok());
 }
 
-TEST(CreateIndexTest, KnowsMemoryOnly) {
+TEST(MemoryIndexTest, NextSizesLengthIsAnOption) {
+  IndexOptions options;
+  options.next_sizes_length = 3;
+  auto index = CreateIndex("memory", options);
+  ASSERT_TRUE(index.ok());
+  ASSERT_TRUE((*index)->Insert("ns", {{Fp(1), 1}}).ok());
+  for (uint32_t size : {1u, 2u, 3u, 4u}) {
+    ASSERT_TRUE((*index)->RecordNextSizes("ns", "p", {{Fp(1), size}}).ok());
+  }
+  auto sizes = (*index)->NextSizes("ns", "p", {Fp(1)});
+  ASSERT_TRUE(sizes.ok());
+  EXPECT_EQ((*sizes)[0], (std::vector<uint32_t>{4, 3, 2}));
+  options.next_sizes_length = 0;
+  EXPECT_FALSE(CreateIndex("memory", options).ok());
+}
+
+TEST(CreateIndexTest, KnowsMemoryAndRedisSchemes) {
   auto mem = CreateIndex("memory");
   ASSERT_TRUE(mem.ok());
   EXPECT_EQ((*mem)->backend(), "memory");
   auto bad = CreateIndex("cassandra://x");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("--index"), std::string::npos);
+  auto redis = CreateIndex("redis://127.0.0.1:1");
+  EXPECT_EQ(redis.ok(), RedisSupported()) << redis.status();
+}
+
+TEST(CreateIndexTest, RedactsPasswords) {
+  EXPECT_EQ(RedactIndexSpec("redis://:s3cret@h:1/2"), "redis://:***@h:1/2");
+  EXPECT_EQ(RedactIndexSpec("redis://u:s3cret@h:1?pool_size=2"),
+            "redis://u:***@h:1?pool_size=2");
+  EXPECT_EQ(RedactIndexSpec("redis-cluster://a:1,b:2"),
+            "redis-cluster://a:1,b:2");
+  EXPECT_EQ(RedactIndexSpec("memory"), "memory");
+  auto bad = CreateIndex("redis://:s3cret@h");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().find("s3cret"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,289 @@
+// index_bench: fingerprint index operations per second through chunkd's
+// redis backend, side by side with redis-benchmark's pipelined SET on the
+// same server in the same run (STYLE: speed claims are ratios measured side
+// by side). Issue 5's target: index operations >= 50% of
+// `redis-benchmark -P 64 -t set`, which overwrites one key again and again;
+// `-r` (a new key per SET, as an insert of a new chunk creates one) is shown
+// as the like-for-like baseline.
+//
+//   index_bench                         # starts its own redis-server
+//   index_bench --redis=127.0.0.1:6379  # an existing server (FLUSHDB'd!)
+//
+// Each operation is one fingerprint, in batches of --batch from --threads
+// threads, each batch one pipelined round trip: insert of a new
+// fingerprint, insert of a known one, insert of a known one with a
+// WriteToken (as Dedup streams write), lookup. The run checks its output:
+// every first insert is new with count 1, the second a duplicate with count
+// 2, the tokened one count 3, every lookup a hit. Measurements are repeated
+// (--repetitions, interleaved with redis-benchmark) and medians reported:
+// on a shared machine single runs vary by 2x.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "index/fingerprint_index.h"
+#include "index/redis_process.h"
+
+ABSL_FLAG(std::string, redis, "",
+          "host:port of a Redis to measure (its database 0 is flushed); "
+          "empty: start a private redis-server on a free loopback port");
+ABSL_FLAG(std::string, batch, "64,256", "batch sizes, comma-separated");
+ABSL_FLAG(int, threads, 4, "client threads (each one batch in flight)");
+ABSL_FLAG(int, fingerprints, 400000,
+          "distinct fingerprints per measurement (inserted, then inserted "
+          "again and looked up)");
+ABSL_FLAG(int, benchmark_requests, 2000000, "redis-benchmark -n");
+ABSL_FLAG(int, repetitions, 3,
+          "measurements of everything, interleaved; medians are reported");
+
+namespace chunkd::index {
+namespace {
+
+std::string Fingerprint(uint64_t run, uint64_t i) {
+  std::string fp(32, '\0');
+  uint64_t x = (run << 40) ^ (i + 1) * 0x9e3779b97f4a7c15ull;
+  for (size_t k = 0; k < fp.size(); k += 8) {
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 29;
+    for (size_t b = 0; b < 8; ++b) fp[k + b] = static_cast<char>(x >> (8 * b));
+  }
+  return fp;
+}
+
+// redis-benchmark's requests per second for pipelined SET, or -1. With
+// `random_keys` (-r) every SET creates a key, as an index insert does;
+// without, every SET overwrites one key.
+double RedisBenchmarkSet(const std::string& host, int port, int requests,
+                         bool random_keys) {
+  const std::string command = absl::StrCat(
+      "redis-benchmark -h ", host, " -p ", port, " -P 64 -t set -n ", requests,
+      random_keys ? " -r 1000000000" : "", " --csv 2>/dev/null");
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char line[512];
+  double rps = -1;
+  while (fgets(line, sizeof(line), pipe) != nullptr) {
+    // "SET","431034.47",... (Redis 7: a header line first).
+    std::vector<std::string> fields = absl::StrSplit(line, ',');
+    if (fields.size() >= 2 && fields[0] == "\"SET\"") {
+      std::string value = fields[1];
+      value.erase(std::remove(value.begin(), value.end(), '"'), value.end());
+      if (!absl::SimpleAtod(value, &rps)) rps = -1;
+    }
+  }
+  pclose(pipe);
+  return rps;
+}
+
+enum class Op { kInsertNew, kInsertDuplicate, kInsertTokened, kLookup };
+
+// Runs `op` over fingerprints [0, n) of `run` split over threads; returns
+// operations per second, or -1 after printing what went wrong.
+double Measure(FingerprintIndex& index, Op op, uint64_t run, int n, int batch,
+               int threads) {
+  std::atomic<int> next{0};
+  std::atomic<bool> wrong{false};
+  std::atomic<bool> failed{false};
+  std::string failure;
+  std::mutex failure_mu;
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      std::vector<InsertEntry> entries;
+      std::vector<std::string> fps;
+      while (!failed.load()) {
+        const int first = next.fetch_add(batch);
+        if (first >= n) return;
+        const int last = std::min(n, first + batch);
+        entries.clear();
+        fps.clear();
+        for (int i = first; i < last; ++i) {
+          fps.push_back(Fingerprint(run, static_cast<uint64_t>(i)));
+          entries.push_back({fps.back(), 16384});
+        }
+        absl::Status status;
+        if (op == Op::kLookup) {
+          auto found = index.Lookup("bench", fps);
+          status = found.status();
+          if (found.ok()) {
+            for (bool f : *found) wrong = wrong || !f;
+          }
+        } else {
+          // kInsertTokened: a third reference, idempotent per position
+          // (WriteToken), as Dedup streams write.
+          const WriteToken token{"bench", static_cast<uint64_t>(first)};
+          auto inserted = index.Insert(
+              "bench", entries, op == Op::kInsertTokened ? &token : nullptr);
+          status = inserted.status();
+          if (inserted.ok()) {
+            for (const InsertResult& r : *inserted) {
+              const bool expect_new = op == Op::kInsertNew;
+              const uint64_t expect_count = op == Op::kInsertNew         ? 1
+                                            : op == Op::kInsertDuplicate ? 2
+                                                                         : 3;
+              wrong = wrong || r.is_new != expect_new ||
+                      r.ref_count != expect_count;
+            }
+          }
+        }
+        if (!status.ok()) {
+          std::lock_guard<std::mutex> lock(failure_mu);
+          failure = std::string(status.message());
+          failed = true;
+        }
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (failed) {
+    std::fprintf(stderr, "index_bench: %s\n", failure.c_str());
+    return -1;
+  }
+  if (wrong) {
+    std::fprintf(stderr, "index_bench: wrong answers from the index\n");
+    return -1;
+  }
+  return n / seconds;
+}
+
+int Main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  std::unique_ptr<testing::RedisProcess> own;
+  std::string host = "127.0.0.1";
+  int port = 0;
+  const std::string redis = absl::GetFlag(FLAGS_redis);
+  if (redis.empty()) {
+    auto started = testing::RedisProcess::Start({});
+    if (!started.ok()) {
+      std::fprintf(stderr, "index_bench: %s\n",
+                   std::string(started.status().message()).c_str());
+      return 1;
+    }
+    own = *std::move(started);
+    port = own->port();
+  } else {
+    std::vector<std::string> parts = absl::StrSplit(redis, ':');
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &port)) {
+      std::fprintf(stderr, "index_bench: --redis must be host:port\n");
+      return 1;
+    }
+    host = parts[0];
+  }
+  auto direct = testing::DirectRedis::Connect(host, port);
+  if (!direct.ok()) {
+    std::fprintf(stderr, "index_bench: %s\n",
+                 std::string(direct.status().message()).c_str());
+    return 1;
+  }
+
+  const int threads = absl::GetFlag(FLAGS_threads);
+  const int n = absl::GetFlag(FLAGS_fingerprints);
+  IndexOptions options;
+  options.pool_size = std::max(threads, 1);
+  auto index = CreateIndex(absl::StrCat("redis://", host, ":", port), options);
+  if (!index.ok()) {
+    std::fprintf(stderr, "index_bench: %s\n",
+                 std::string(index.status().message()).c_str());
+    return 1;
+  }
+
+  std::vector<int> batches;
+  for (absl::string_view b : absl::StrSplit(absl::GetFlag(FLAGS_batch), ',')) {
+    int batch = 0;
+    if (!absl::SimpleAtoi(b, &batch) || batch < 1) {
+      std::fprintf(stderr, "index_bench: bad --batch entry '%s'\n",
+                   std::string(b).c_str());
+      return 1;
+    }
+    batches.push_back(batch);
+  }
+  const struct {
+    Op op;
+    const char* name;
+  } kOps[] = {{Op::kInsertNew, "insert (new)"},
+              {Op::kInsertDuplicate, "insert (duplicate)"},
+              {Op::kInsertTokened, "insert (dup, token)"},
+              {Op::kLookup, "lookup"}};
+  constexpr int kNumOps = 4;
+
+  std::printf(
+      "redis at %s:%d, %d client threads, %d fingerprints per measurement, "
+      "%d repetitions\n",
+      host.c_str(), port, threads, n, absl::GetFlag(FLAGS_repetitions));
+  const int requests = absl::GetFlag(FLAGS_benchmark_requests);
+  std::vector<double> set_rps, set_r_rps;
+  // [batch][op] -> measurements
+  std::vector<std::vector<std::vector<double>>> rps(
+      batches.size(), std::vector<std::vector<double>>(kNumOps));
+  std::vector<std::vector<std::vector<double>>> ratio = rps, ratio_r = rps;
+  uint64_t run = 0;
+  bool all_ok = true;
+  for (int rep = 0; rep < absl::GetFlag(FLAGS_repetitions); ++rep) {
+    (void)(*direct)->Command({"FLUSHDB"});
+    const double set = RedisBenchmarkSet(host, port, requests, false);
+    (void)(*direct)->Command({"FLUSHDB"});
+    const double set_r = RedisBenchmarkSet(host, port, requests, true);
+    if (set <= 0 || set_r <= 0) {
+      std::fprintf(stderr, "index_bench: redis-benchmark did not run\n");
+      return 1;
+    }
+    set_rps.push_back(set);
+    set_r_rps.push_back(set_r);
+    std::printf("rep %d: SET -P64 %.0f/s, SET -P64 -r %.0f/s\n", rep + 1, set,
+                set_r);
+    for (size_t b = 0; b < batches.size(); ++b) {
+      ++run;
+      (void)(*direct)->Command({"FLUSHDB"});
+      for (int o = 0; o < kNumOps; ++o) {
+        const double r =
+            Measure(**index, kOps[o].op, run, n, batches[b], threads);
+        if (r < 0) {
+          all_ok = false;
+          continue;
+        }
+        rps[b][o].push_back(r);
+        ratio[b][o].push_back(r / set);
+        ratio_r[b][o].push_back(r / set_r);
+      }
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf(
+      "\nmedians: SET -P64 %.0f/s (one key overwritten), "
+      "SET -P64 -r %.0f/s (new keys)\n",
+      median(set_rps), median(set_r_rps));
+  std::printf("%-6s %-19s %10s %12s %15s\n", "batch", "operation", "ops/s",
+              "vs SET -P64", "vs SET -P64 -r");
+  for (size_t b = 0; b < batches.size(); ++b) {
+    for (int o = 0; o < kNumOps; ++o) {
+      std::printf("%-6d %-19s %10.0f %11.0f%% %14.0f%%\n", batches[b],
+                  kOps[o].name, median(rps[b][o]), 100 * median(ratio[b][o]),
+                  100 * median(ratio_r[b][o]));
+    }
+  }
+  (void)(*direct)->Command({"FLUSHDB"});
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace chunkd::index
+
+int main(int argc, char** argv) { return chunkd::index::Main(argc, argv); }

@@ -1,0 +1,272 @@
+#include "index/redis_config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace chunkd::index {
+namespace {
+
+constexpr absl::string_view kRedisScheme = "redis://";
+constexpr absl::string_view kClusterScheme = "redis-cluster://";
+constexpr int64_t kMaxTimeoutMs = 3600 * 1000;
+
+absl::Status Bad(absl::string_view spec, absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("--index '", RedactIndexSpec(spec), "': ", why));
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  c = absl::ascii_tolower(static_cast<unsigned char>(c));
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// RFC 3986 percent-decoding, so that a password may hold ':', '@' or '/'.
+bool PercentDecode(absl::string_view in, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out->push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    const int hi = HexValue(in[i + 1]);
+    const int lo = HexValue(in[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return true;
+}
+
+absl::Status ReadPasswordFile(absl::string_view spec, const std::string& path,
+                              std::string* password) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Bad(spec, absl::StrCat("cannot read the Redis password file ", path,
+                                  ": ", std::strerror(errno)));
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  *password = std::string(absl::StripTrailingAsciiWhitespace(buffer.str()));
+  return absl::OkStatus();
+}
+
+absl::Status ParseMillis(absl::string_view spec, absl::string_view name,
+                         absl::string_view value, absl::Duration* out) {
+  int64_t ms = 0;
+  if (!absl::SimpleAtoi(value, &ms) || ms < 1 || ms > kMaxTimeoutMs) {
+    return Bad(spec, absl::StrCat(name, " must be 1..", kMaxTimeoutMs,
+                                  " milliseconds"));
+  }
+  *out = absl::Milliseconds(ms);
+  return absl::OkStatus();
+}
+
+absl::Status ValidateOptions(absl::string_view spec, const IndexOptions& o,
+                             bool cluster) {
+  auto positive = [](absl::Duration d) {
+    return d > absl::ZeroDuration() && d <= absl::Hours(1);
+  };
+  if (!positive(o.connect_timeout)) {
+    return Bad(spec, "the connect timeout must be in (0, 1h]");
+  }
+  if (!positive(o.command_timeout)) {
+    return Bad(spec, "the command timeout must be in (0, 1h]");
+  }
+  if (o.pool_size < 1 || o.pool_size > kMaxPoolSize) {
+    return Bad(spec, absl::StrCat("pool_size must be 1..", kMaxPoolSize));
+  }
+  if (!positive(o.reconnect_backoff_min) ||
+      o.reconnect_backoff_max < o.reconnect_backoff_min ||
+      o.reconnect_backoff_max > absl::Hours(1)) {
+    return Bad(spec, "the reconnect backoff must satisfy 0 < min <= max <= 1h");
+  }
+  if (o.cluster_wait_replicas < 0 || o.cluster_wait_replicas > 16) {
+    return Bad(spec, "cluster_wait_replicas must be 0..16");
+  }
+  if (cluster && o.cluster_wait_replicas > 0 &&
+      (!positive(o.cluster_wait_timeout) ||
+       o.cluster_wait_timeout >= o.command_timeout)) {
+    return Bad(spec,
+               "the cluster WAIT timeout must be positive and shorter than "
+               "the command timeout");
+  }
+  if (o.next_sizes_length < 1 || o.next_sizes_length > kMaxNextSizesLength) {
+    return Bad(spec, absl::StrCat("next_sizes_length must be 1..",
+                                  kMaxNextSizesLength));
+  }
+  if (o.token_ttl < absl::Seconds(1) || o.token_ttl > absl::Hours(24 * 7)) {
+    return Bad(spec, "token_ttl must be 1 s..7 days");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string RedisAddress::ToString() const {
+  if (absl::StrContains(host, ':')) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<RedisAddress> ParseRedisAddress(absl::string_view text) {
+  RedisAddress address;
+  absl::string_view port;
+  if (absl::ConsumePrefix(&text, "[")) {
+    const size_t close = text.find(']');
+    if (close == absl::string_view::npos || close + 1 >= text.size() ||
+        text[close + 1] != ':') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'[", text, "' is not [address]:port"));
+    }
+    address.host = std::string(text.substr(0, close));
+    port = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", text, "' is not host:port"));
+    }
+    address.host = std::string(text.substr(0, colon));
+    port = text.substr(colon + 1);
+  }
+  if (!absl::SimpleAtoi(port, &address.port) || address.port < 1 ||
+      address.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' has no port in 1..65535"));
+  }
+  for (char c : address.host) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' &&
+        c != '-' && c != '_' && c != ':') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "host '", address.host, "' has a character 0x",
+          absl::Hex(static_cast<unsigned char>(c)), " that is not allowed"));
+    }
+  }
+  return address;
+}
+
+absl::StatusOr<RedisConfig> ParseRedisSpec(absl::string_view spec,
+                                           const IndexOptions& options) {
+  RedisConfig config;
+  config.options = options;
+  absl::string_view rest = spec;
+  if (absl::ConsumePrefix(&rest, kClusterScheme)) {
+    config.cluster = true;
+  } else if (!absl::ConsumePrefix(&rest, kRedisScheme)) {
+    return Bad(spec, "expected redis:// or redis-cluster://");
+  }
+
+  absl::string_view query;
+  if (const size_t q = rest.find('?'); q != absl::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+
+  std::string url_password;
+  if (const size_t at = rest.rfind('@'); at != absl::string_view::npos) {
+    absl::string_view userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const size_t colon = userinfo.find(':');
+    if (colon == absl::string_view::npos) {
+      return Bad(spec, "credentials must be written [user]:password@");
+    }
+    if (!PercentDecode(userinfo.substr(0, colon), &config.username) ||
+        !PercentDecode(userinfo.substr(colon + 1), &url_password)) {
+      return Bad(spec, "credentials have a malformed %-escape");
+    }
+  }
+
+  absl::string_view hosts = rest;
+  if (const size_t slash = rest.find('/'); slash != absl::string_view::npos) {
+    hosts = rest.substr(0, slash);
+    absl::string_view db = rest.substr(slash + 1);
+    if (!db.empty()) {
+      if (config.cluster && db != "0") {
+        return Bad(spec, "a Redis Cluster has only database 0");
+      }
+      if (!absl::SimpleAtoi(db, &config.db) || config.db < 0 ||
+          config.db > 15) {
+        return Bad(spec, "the database must be a number 0..15");
+      }
+    }
+  }
+  if (hosts.empty()) return Bad(spec, "no host:port");
+  for (absl::string_view host : absl::StrSplit(hosts, ',')) {
+    auto address = ParseRedisAddress(host);
+    if (!address.ok()) return Bad(spec, address.status().message());
+    config.servers.push_back(*std::move(address));
+  }
+  if (!config.cluster && config.servers.size() != 1) {
+    return Bad(
+        spec, "redis:// takes one host:port; use redis-cluster:// for several");
+  }
+
+  std::string url_password_file;
+  if (!query.empty()) {
+    for (absl::string_view pair : absl::StrSplit(query, '&')) {
+      std::pair<absl::string_view, absl::string_view> kv =
+          absl::StrSplit(pair, absl::MaxSplits('=', 1));
+      std::string value;
+      if (!PercentDecode(kv.second, &value)) {
+        return Bad(spec, absl::StrCat(kv.first, " has a malformed %-escape"));
+      }
+      if (kv.first == "password_file") {
+        url_password_file = value;
+      } else if (kv.first == "connect_timeout_ms") {
+        absl::Status s =
+            ParseMillis(spec, kv.first, value, &config.options.connect_timeout);
+        if (!s.ok()) return s;
+      } else if (kv.first == "command_timeout_ms") {
+        absl::Status s =
+            ParseMillis(spec, kv.first, value, &config.options.command_timeout);
+        if (!s.ok()) return s;
+      } else if (kv.first == "pool_size") {
+        if (!absl::SimpleAtoi(value, &config.options.pool_size)) {
+          return Bad(spec, absl::StrCat("pool_size must be 1..", kMaxPoolSize));
+        }
+      } else {
+        return Bad(spec,
+                   absl::StrCat("unknown option '", kv.first,
+                                "'; known: password_file, connect_timeout_ms, "
+                                "command_timeout_ms, pool_size"));
+      }
+    }
+  }
+  absl::Status valid = ValidateOptions(spec, config.options, config.cluster);
+  if (!valid.ok()) return valid;
+
+  // The first source that is set wins.
+  if (!url_password.empty()) {
+    config.password = std::move(url_password);
+  } else if (!url_password_file.empty()) {
+    absl::Status s =
+        ReadPasswordFile(spec, url_password_file, &config.password);
+    if (!s.ok()) return s;
+  } else if (!options.redis_password.empty()) {
+    config.password = options.redis_password;
+  } else if (!options.redis_password_file.empty()) {
+    absl::Status s =
+        ReadPasswordFile(spec, options.redis_password_file, &config.password);
+    if (!s.ok()) return s;
+  } else if (const char* env = std::getenv(kRedisPasswordEnv); env != nullptr) {
+    config.password = env;
+  }
+  if (!config.username.empty() && config.password.empty()) {
+    return Bad(spec, "a user name needs a password");
+  }
+  return config;
+}
+
+}  // namespace chunkd::index

@@ -1,0 +1,259 @@
+#include "index/redis_connection.h"
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "index/redis_flush.h"
+
+namespace chunkd::index {
+namespace {
+
+// `timeout` names the timeout in force: "command" or "connect".
+std::string ContextErrorText(const redisContext* context,
+                             absl::string_view timeout,
+                             absl::Duration duration) {
+  if (context->err == REDIS_ERR_IO &&
+      (std::strcmp(context->errstr, std::strerror(EAGAIN)) == 0 ||
+       std::strcmp(context->errstr, std::strerror(EWOULDBLOCK)) == 0)) {
+    return absl::StrCat("no answer within the ", timeout, " timeout of ",
+                        absl::FormatDuration(duration));
+  }
+  if (context->errstr[0] == '\0') return "connection failed";
+  return context->errstr;
+}
+
+}  // namespace
+
+RedisEndpoint::Lease::Lease(Lease&& other) noexcept
+    : endpoint_(other.endpoint_),
+      context_(std::exchange(other.context_, nullptr)),
+      generation_(other.generation_),
+      broken_(other.broken_) {}
+
+RedisEndpoint::Lease::~Lease() {
+  if (context_ != nullptr) endpoint_->Return(context_, generation_, broken_);
+}
+
+RedisEndpoint::RedisEndpoint(RedisAddress address,
+                             const ConnectionSettings* settings)
+    : address_(std::move(address)),
+      name_(address_.ToString()),
+      settings_(settings) {}
+
+RedisEndpoint::~RedisEndpoint() {
+  // Every lease is back by now (the index outlives its calls).
+  for (redisContext* context : idle_) redisFree(context);
+}
+
+absl::Status RedisEndpoint::Unreachable(absl::string_view why) const {
+  return absl::UnavailableError(
+      absl::StrCat("redis at ", name_, " is unreachable: ", why));
+}
+
+absl::Status RedisEndpoint::ContextError(const redisContext* context) const {
+  return Unreachable(
+      ContextErrorText(context, "command", settings_->command_timeout));
+}
+
+absl::Status RedisEndpoint::ReplyError(absl::string_view what) const {
+  return absl::UnavailableError(
+      absl::StrCat("redis at ", name_, " refused the command: ", what));
+}
+
+redisContext* RedisEndpoint::Connect(std::string* error) const {
+  redisContext* context =
+      redisConnectWithTimeout(address_.host.c_str(), address_.port,
+                              absl::ToTimeval(settings_->connect_timeout));
+  if (context == nullptr) {
+    *error = "cannot allocate a connection";
+    return nullptr;
+  }
+  if (context->err != 0) {
+    *error = ContextErrorText(context, "connect", settings_->connect_timeout);
+    redisFree(context);
+    return nullptr;
+  }
+  // The handshake is part of connecting: bound it by the connect timeout.
+  redisSetTimeout(context, absl::ToTimeval(settings_->connect_timeout));
+  redisEnableKeepAlive(context);
+
+  std::vector<std::vector<std::string>> handshake;
+  if (!settings_->password.empty()) {
+    if (settings_->username.empty()) {
+      handshake.push_back({"AUTH", settings_->password});
+    } else {
+      handshake.push_back({"AUTH", settings_->username, settings_->password});
+    }
+  }
+  if (settings_->db != 0) {
+    handshake.push_back({"SELECT", std::to_string(settings_->db)});
+  }
+  for (const std::string& script : settings_->scripts) {
+    handshake.push_back({"SCRIPT", "LOAD", script});
+  }
+  for (const auto& args : handshake) {
+    std::vector<const char*> argv;
+    std::vector<size_t> argv_len;
+    for (const std::string& a : args) {
+      argv.push_back(a.data());
+      argv_len.push_back(a.size());
+    }
+    RedisAppend(context, static_cast<int>(argv.size()), argv.data(),
+                argv_len.data());
+  }
+  std::string failure;
+  for (const auto& args : handshake) {
+    ReplyPtr reply = RedisReadReply(context);
+    if (reply == nullptr) {
+      *error = ContextErrorText(context, "connect", settings_->connect_timeout);
+      redisFree(context);
+      return nullptr;
+    }
+    if (reply->type == REDIS_REPLY_ERROR && failure.empty()) {
+      failure = absl::StrCat(
+          args[0], " failed: ", absl::string_view(reply->str, reply->len));
+    }
+  }
+  if (!failure.empty()) {
+    *error = std::move(failure);
+    redisFree(context);
+    return nullptr;
+  }
+  redisSetTimeout(context, absl::ToTimeval(settings_->command_timeout));
+  return context;
+}
+
+void RedisEndpoint::RecordConnectFailureLocked(const std::string& error) {
+  ++connect_failures_;
+  absl::Duration backoff = settings_->reconnect_backoff_min;
+  for (int i = 1;
+       i < connect_failures_ && backoff < settings_->reconnect_backoff_max;
+       ++i) {
+    backoff *= 2;
+  }
+  if (backoff > settings_->reconnect_backoff_max) {
+    backoff = settings_->reconnect_backoff_max;
+  }
+  retry_at_ = absl::Now() + backoff;
+  last_error_ = error;
+}
+
+absl::StatusOr<RedisEndpoint::Lease> RedisEndpoint::Acquire() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const absl::Time deadline = absl::Now() + settings_->command_timeout;
+  while (true) {
+    if (!idle_.empty()) {
+      redisContext* context = idle_.back();
+      idle_.pop_back();
+      return Lease(this, context, generation_);
+    }
+    if (connect_failures_ > 0) {
+      const absl::Time now = absl::Now();
+      if (now < retry_at_ || probing_) {
+        const absl::Duration wait =
+            probing_ ? absl::ZeroDuration() : retry_at_ - now;
+        return Unreachable(absl::StrCat(
+            last_error_, " (next connection attempt in ",
+            absl::FormatDuration(absl::Trunc(wait, absl::Milliseconds(1))),
+            ")"));
+      }
+    }
+    if (open_ < settings_->pool_size) {
+      ++open_;
+      const bool probe = connect_failures_ > 0;
+      if (probe) probing_ = true;
+      const uint64_t generation = generation_;
+      lock.unlock();
+      std::string error;
+      redisContext* context = Connect(&error);
+      lock.lock();
+      if (probe) probing_ = false;
+      if (context == nullptr) {
+        --open_;
+        RecordConnectFailureLocked(error);
+        cv_.notify_all();
+        return Unreachable(error);
+      }
+      connect_failures_ = 0;
+      cv_.notify_all();
+      return Lease(this, context, generation);
+    }
+    // Every context is leased: wait for one to come back.
+    if (cv_.wait_until(lock, absl::ToChronoTime(deadline)) ==
+            std::cv_status::timeout &&
+        idle_.empty() && open_ >= settings_->pool_size) {
+      return absl::UnavailableError(
+          absl::StrCat("redis at ", name_, ": all ", settings_->pool_size,
+                       " connections stayed busy for ",
+                       absl::FormatDuration(settings_->command_timeout)));
+    }
+  }
+}
+
+void RedisEndpoint::Return(redisContext* context, uint64_t generation,
+                           bool broken) {
+  std::vector<redisContext*> stale;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken || generation != generation_) {
+      --open_;
+      if (broken && generation == generation_) {
+        // Connections opened before this failure likely failed too.
+        ++generation_;
+        stale.swap(idle_);
+        open_ -= static_cast<int>(stale.size());
+      }
+      stale.push_back(context);
+    } else {
+      idle_.push_back(context);
+    }
+  }
+  cv_.notify_all();
+  for (redisContext* c : stale) redisFree(c);
+}
+
+absl::Status RedisEndpoint::LoadScripts(redisContext* context) const {
+  for (const std::string& script : settings_->scripts) {
+    ReplyPtr reply = RedisCommand(context, {"SCRIPT", "LOAD", script});
+    if (reply == nullptr) return ContextError(context);
+    if (reply->type == REDIS_REPLY_ERROR) {
+      return ReplyError(absl::string_view(reply->str, reply->len));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void RedisAppend(redisContext* context, int argc, const char** argv,
+                 const size_t* argv_len) {
+  // Fails only when out of memory, which the next read reports as an I/O
+  // error of the context.
+  (void)redisAppendCommandArgv(context, argc, argv, argv_len);
+}
+
+bool RedisFlush(redisContext* context) {
+  return chunkd_redis_flush(context) == 0;
+}
+
+ReplyPtr RedisReadReply(redisContext* context) {
+  if (!RedisFlush(context)) return nullptr;
+  void* reply = nullptr;
+  if (redisGetReply(context, &reply) != REDIS_OK) return nullptr;
+  return ReplyPtr(static_cast<redisReply*>(reply));
+}
+
+ReplyPtr RedisCommand(redisContext* context,
+                      const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  std::vector<size_t> argv_len;
+  for (const std::string& a : args) {
+    argv.push_back(a.data());
+    argv_len.push_back(a.size());
+  }
+  RedisAppend(context, static_cast<int>(argv.size()), argv.data(),
+              argv_len.data());
+  return RedisReadReply(context);
+}
+
+}  // namespace chunkd::index

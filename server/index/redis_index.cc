@@ -1,0 +1,903 @@
+#include "index/redis_index.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "index/redis_cluster.h"
+
+namespace chunkd::index {
+namespace {
+
+// The scripts take many entry keys, so that one call amortizes the cost of
+// running a script (about 2 us of server time, ten SETs' worth) over a whole
+// batch. In a cluster one call carries the keys of one slot only (mostly
+// one key); on one server, up to kMaxKeysPerCall. A call is atomic as a
+// whole.
+//
+// KEYS: [record] entry...    record: the idempotency record, when ARGV[1]=1
+// Positions of a record are hash fields; their values are what the call
+// returned for them then.
+
+// Insert-if-absent and count a reference.
+//   ARGV[1] 0|1 (record given), ARGV[2] record TTL in ms,
+//   ARGV[2+j] size of entry j, ARGV[2+n+j] position of entry j (record only)
+// Returns, per entry, 2 * count + (1 if this call created the entry).
+constexpr char kInsertScript[] = R"lua(-- chunkd insert v2
+local m = tonumber(ARGV[1])
+local n = #KEYS - m
+local prev
+if m == 1 then
+  prev = redis.call('HMGET', KEYS[1], unpack(ARGV, 3 + n, 2 + 2 * n))
+end
+local out = {}
+local rec = {}
+for j = 1, n do
+  if prev and prev[j] then
+    out[j] = tonumber(prev[j])
+  else
+    local key = KEYS[m + j]
+    local c = redis.call('HINCRBY', key, 'r', 1)
+    local res = c * 2
+    if c == 1 then
+      redis.call('HSET', key, 's', ARGV[2 + j])
+      res = res + 1
+    end
+    out[j] = res
+    if m == 1 then
+      rec[#rec + 1] = ARGV[2 + n + j]
+      rec[#rec + 1] = res
+    end
+  end
+end
+if #rec > 0 then
+  redis.call('HSET', KEYS[1], unpack(rec))
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return out
+)lua";
+
+// Drop a reference; delete the entry at zero.
+//   ARGV[1] 0|1 (record given), ARGV[2] record TTL in ms,
+//   ARGV[2+j] position of entry j (record only)
+// Returns, per entry, the count left (0 for a removed or absent entry).
+constexpr char kReleaseScript[] = R"lua(-- chunkd release v2
+local m = tonumber(ARGV[1])
+local n = #KEYS - m
+local prev
+if m == 1 then
+  prev = redis.call('HMGET', KEYS[1], unpack(ARGV, 3, 2 + n))
+end
+local out = {}
+local rec = {}
+for j = 1, n do
+  if prev and prev[j] then
+    out[j] = tonumber(prev[j])
+  else
+    local key = KEYS[m + j]
+    local left = 0
+    if redis.call('EXISTS', key) == 1 then
+      left = redis.call('HINCRBY', key, 'r', -1)
+      if left <= 0 then
+        redis.call('DEL', key)
+        left = 0
+      end
+    end
+    out[j] = left
+    if m == 1 then
+      rec[#rec + 1] = ARGV[2 + j]
+      rec[#rec + 1] = left
+    end
+  end
+end
+if #rec > 0 then
+  redis.call('HSET', KEYS[1], unpack(rec))
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return out
+)lua";
+
+// Move a next-chunk size to the front of each entry's MRU list.
+//   ARGV[1] field "h:<params>", ARGV[2] list length,
+//   ARGV[2+j] size for entry j (canonical decimal)
+// Absent entries are skipped. Returns the number recorded.
+constexpr char kRecordNextScript[] = R"lua(-- chunkd next size v2
+local max = tonumber(ARGV[2])
+local done = 0
+for j = 1, #KEYS do
+  local size = ARGV[2 + j]
+  local cur = redis.call('HGET', KEYS[j], ARGV[1])
+  if cur or redis.call('EXISTS', KEYS[j]) == 1 then
+    local out = {size}
+    if cur then
+      for s in string.gmatch(cur, '%d+') do
+        if #out >= max then break end
+        if s ~= size then out[#out + 1] = s end
+      end
+    end
+    redis.call('HSET', KEYS[j], ARGV[1], table.concat(out, ','))
+    done = done + 1
+  end
+end
+return done
+)lua";
+
+enum ScriptId { kInsert = 0, kRelease = 1, kRecordNext = 2 };
+
+std::string Sha1Hex(absl::string_view text) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(text.data(), text.size(), digest, &length, EVP_sha1(), nullptr);
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(digest), length));
+}
+
+const std::vector<std::string>& ScriptShas() {
+  static const auto* shas = [] {
+    auto* s = new std::vector<std::string>();
+    for (const std::string& script : RedisIndex::Scripts()) {
+      s->push_back(Sha1Hex(script));
+    }
+    return s;
+  }();
+  return *shas;
+}
+
+// Up to this many rounds per batch: redirections and one retry after a
+// failure each take one.
+constexpr int kMaxRounds = 8;
+// A call whose outcome is unknown (connection failed after sending) is
+// re-sent this often when that is safe.
+constexpr int kMaxFailureRetries = 1;
+// Entry keys per script call on one server: bounds how long one call keeps
+// Redis busy (about 0.5 ms).
+constexpr size_t kMaxKeysPerCall = 256;
+
+std::string TokenRecordKey(absl::string_view ns, char op,
+                           absl::string_view stream_id, int slot) {
+  if (slot < 0) {
+    return absl::StrCat("chunkd-tok:", ns, ":", std::string(1, op), ":",
+                        stream_id);
+  }
+  return absl::StrCat("chunkd-tok:", ns, ":", std::string(1, op), ":",
+                      stream_id, ":{", SlotTag(slot), "}");
+}
+
+// An argv for redisAppendCommandArgv; the strings must outlive Append().
+class Args {
+ public:
+  void Add(absl::string_view a) {
+    argv_.push_back(a.data());
+    len_.push_back(a.size());
+  }
+  void Append(redisContext* context) {
+    RedisAppend(context, static_cast<int>(argv_.size()), argv_.data(),
+                len_.data());
+  }
+
+ private:
+  std::vector<const char*> argv_;
+  std::vector<size_t> len_;
+};
+
+// Standalone: every key goes to one server.
+class SingleTopology final : public RedisTopology {
+ public:
+  SingleTopology(const RedisAddress& address,
+                 const ConnectionSettings* settings)
+      : endpoint_(address, settings) {}
+
+  bool cluster() const override { return false; }
+  void Refresh() override {}
+  RedisRoute Route(int) override { return {&endpoint_, 0}; }
+  absl::Status NoRoute(int) override {
+    return endpoint_.Unreachable("no route");
+  }
+  RedisEndpoint* Redirect(int, absl::string_view, bool,
+                          RedisEndpoint*) override {
+    return nullptr;
+  }
+  void NodeFailed(RedisEndpoint*) override {}
+  absl::Status Health() override {
+    auto lease = endpoint_.Acquire();
+    if (!lease.ok()) return lease.status();
+    ReplyPtr reply = RedisCommand(lease->context(), {"PING"});
+    if (reply == nullptr) {
+      lease->MarkBroken();
+      return endpoint_.ContextError(lease->context());
+    }
+    if (reply->type == REDIS_REPLY_ERROR) {
+      return endpoint_.ReplyError(absl::string_view(reply->str, reply->len));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  RedisEndpoint endpoint_;
+};
+
+}  // namespace
+
+// One batched operation: items (fingerprints) grouped into calls, a call
+// being one command over items of one slot, and a parser for its reply.
+class RedisIndex::BatchOp {
+ public:
+  BatchOp(bool writes, bool idempotent, size_t max_keys_per_call)
+      : writes_(writes),
+        idempotent_(idempotent),
+        max_keys_per_call_(max_keys_per_call) {}
+  virtual ~BatchOp() = default;
+
+  bool writes() const { return writes_; }
+  // Whether re-sending a call whose outcome is unknown is harmless.
+  bool idempotent() const { return idempotent_; }
+  size_t max_keys_per_call() const { return max_keys_per_call_; }
+  size_t size() const { return keys_.size(); }
+  const std::string& key(size_t i) const { return keys_[i]; }
+
+  // Appends one command over `items` (all in `slot`, -1 outside a cluster).
+  virtual void Append(redisContext* context, absl::Span<const size_t> items,
+                      int slot) const = 0;
+  // Takes the (non-error) reply of that command; false if it has an
+  // unexpected shape.
+  virtual bool Accept(absl::Span<const size_t> items,
+                      const redisReply& reply) = 0;
+
+ protected:
+  std::vector<std::string> keys_;
+
+ private:
+  const bool writes_;
+  const bool idempotent_;
+  const size_t max_keys_per_call_;
+};
+
+namespace {
+
+// Per-item integers from a script's array reply.
+template <typename F>
+bool AcceptIntegers(absl::Span<const size_t> items, const redisReply& reply,
+                    F&& take) {
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != items.size()) {
+    return false;
+  }
+  for (size_t j = 0; j < items.size(); ++j) {
+    const redisReply* r = reply.element[j];
+    if (r->type != REDIS_REPLY_INTEGER || !take(items[j], r->integer)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+class LookupOp final : public RedisIndex::BatchOp {
+ public:
+  LookupOp(absl::string_view ns, absl::Span<const std::string> fingerprints)
+      : BatchOp(/*writes=*/false, /*idempotent=*/true, 1),
+        found(fingerprints.size(), false) {
+    keys_.reserve(fingerprints.size());
+    for (const std::string& fp : fingerprints) {
+      keys_.push_back(RedisEntryKey(ns, fp));
+    }
+  }
+  void Append(redisContext* context, absl::Span<const size_t> items,
+              int) const override {
+    Args args;
+    args.Add("EXISTS");
+    args.Add(keys_[items[0]]);
+    args.Append(context);
+  }
+  bool Accept(absl::Span<const size_t> items,
+              const redisReply& reply) override {
+    if (reply.type != REDIS_REPLY_INTEGER) return false;
+    found[items[0]] = reply.integer != 0;
+    return true;
+  }
+
+  std::vector<bool> found;
+};
+
+// What insert and release share: the optional idempotency record.
+struct TokenArgs {
+  TokenArgs(absl::string_view ns, char op, const WriteToken* token,
+            absl::Duration ttl)
+      : ns(ns),
+        op(op),
+        token(token),
+        ttl_ms(std::to_string(absl::ToInt64Milliseconds(ttl))) {}
+
+  absl::string_view ns;
+  char op;
+  const WriteToken* token;
+  std::string ttl_ms;
+};
+
+// EVALSHA <script> <keys> [record] entry... <0|1> <ttl> per-entry args...
+class ScriptCall {
+ public:
+  ScriptCall(ScriptId script, const TokenArgs& token,
+             const std::vector<std::string>& keys,
+             absl::Span<const size_t> items, int slot) {
+    const bool with_record = token.token != nullptr;
+    if (with_record) {
+      record_ =
+          TokenRecordKey(token.ns, token.op, token.token->stream_id, slot);
+    }
+    num_keys_ = std::to_string(items.size() + (with_record ? 1 : 0));
+    args_.Add("EVALSHA");
+    args_.Add(ScriptShas()[script]);
+    args_.Add(num_keys_);
+    if (with_record) args_.Add(record_);
+    for (size_t i : items) args_.Add(keys[i]);
+    args_.Add(with_record ? "1" : "0");
+    args_.Add(token.ttl_ms);
+  }
+  Args& args() { return args_; }
+
+ private:
+  std::string record_;
+  std::string num_keys_;
+  Args args_;
+};
+
+class InsertOp final : public RedisIndex::BatchOp {
+ public:
+  InsertOp(absl::string_view ns, absl::Span<const InsertEntry> entries,
+           TokenArgs token, size_t max_keys_per_call)
+      : BatchOp(/*writes=*/true, /*idempotent=*/token.token != nullptr,
+                max_keys_per_call),
+        results(entries.size()),
+        token_(std::move(token)) {
+    keys_.reserve(entries.size());
+    sizes_.reserve(entries.size());
+    for (const InsertEntry& e : entries) {
+      keys_.push_back(RedisEntryKey(ns, e.fingerprint));
+      sizes_.push_back(std::to_string(e.size));
+    }
+  }
+  void Append(redisContext* context, absl::Span<const size_t> items,
+              int slot) const override {
+    ScriptCall call(kInsert, token_, keys_, items, slot);
+    for (size_t i : items) call.args().Add(sizes_[i]);
+    std::vector<std::string> positions;
+    if (token_.token != nullptr) {
+      positions.reserve(items.size());
+      for (size_t i : items) {
+        positions.push_back(std::to_string(token_.token->first_position + i));
+      }
+      for (const std::string& p : positions) call.args().Add(p);
+    }
+    call.args().Append(context);
+  }
+  bool Accept(absl::Span<const size_t> items,
+              const redisReply& reply) override {
+    return AcceptIntegers(items, reply, [&](size_t i, long long v) {
+      if (v < 2) return false;
+      results[i].is_new = (v & 1) != 0;
+      results[i].ref_count = static_cast<uint64_t>(v) >> 1;
+      return true;
+    });
+  }
+
+  std::vector<InsertResult> results;
+
+ private:
+  std::vector<std::string> sizes_;
+  TokenArgs token_;
+};
+
+class ReleaseOp final : public RedisIndex::BatchOp {
+ public:
+  ReleaseOp(absl::string_view ns, absl::Span<const std::string> fingerprints,
+            TokenArgs token, size_t max_keys_per_call)
+      : BatchOp(/*writes=*/true, /*idempotent=*/token.token != nullptr,
+                max_keys_per_call),
+        left(fingerprints.size(), 0),
+        token_(std::move(token)) {
+    keys_.reserve(fingerprints.size());
+    for (const std::string& fp : fingerprints) {
+      keys_.push_back(RedisEntryKey(ns, fp));
+    }
+  }
+  void Append(redisContext* context, absl::Span<const size_t> items,
+              int slot) const override {
+    ScriptCall call(kRelease, token_, keys_, items, slot);
+    std::vector<std::string> positions;
+    if (token_.token != nullptr) {
+      positions.reserve(items.size());
+      for (size_t i : items) {
+        positions.push_back(std::to_string(token_.token->first_position + i));
+      }
+      for (const std::string& p : positions) call.args().Add(p);
+    }
+    call.args().Append(context);
+  }
+  bool Accept(absl::Span<const size_t> items,
+              const redisReply& reply) override {
+    return AcceptIntegers(items, reply, [&](size_t i, long long v) {
+      if (v < 0) return false;
+      left[i] = static_cast<uint64_t>(v);
+      return true;
+    });
+  }
+
+  std::vector<uint64_t> left;
+
+ private:
+  TokenArgs token_;
+};
+
+class RecordNextOp final : public RedisIndex::BatchOp {
+ public:
+  RecordNextOp(absl::string_view ns, absl::string_view params_key,
+               absl::Span<const NextSize> hints, int length,
+               size_t max_keys_per_call)
+      : BatchOp(/*writes=*/true, /*idempotent=*/true, max_keys_per_call),
+        field_(absl::StrCat("h:", params_key)),
+        length_(std::to_string(length)) {
+    keys_.reserve(hints.size());
+    sizes_.reserve(hints.size());
+    for (const NextSize& h : hints) {
+      keys_.push_back(RedisEntryKey(ns, h.fingerprint));
+      sizes_.push_back(std::to_string(h.next_size));
+    }
+  }
+  void Append(redisContext* context, absl::Span<const size_t> items,
+              int) const override {
+    Args args;
+    const std::string num_keys = std::to_string(items.size());
+    args.Add("EVALSHA");
+    args.Add(ScriptShas()[kRecordNext]);
+    args.Add(num_keys);
+    for (size_t i : items) args.Add(keys_[i]);
+    args.Add(field_);
+    args.Add(length_);
+    for (size_t i : items) args.Add(sizes_[i]);
+    args.Append(context);
+  }
+  bool Accept(absl::Span<const size_t>, const redisReply& reply) override {
+    return reply.type == REDIS_REPLY_INTEGER;
+  }
+
+ private:
+  const std::string field_;
+  const std::string length_;
+  std::vector<std::string> sizes_;
+};
+
+class NextSizesOp final : public RedisIndex::BatchOp {
+ public:
+  NextSizesOp(absl::string_view ns, absl::string_view params_key,
+              absl::Span<const std::string> fingerprints)
+      : BatchOp(/*writes=*/false, /*idempotent=*/true, 1),
+        sizes(fingerprints.size()),
+        field_(absl::StrCat("h:", params_key)) {
+    keys_.reserve(fingerprints.size());
+    for (const std::string& fp : fingerprints) {
+      keys_.push_back(RedisEntryKey(ns, fp));
+    }
+  }
+  void Append(redisContext* context, absl::Span<const size_t> items,
+              int) const override {
+    Args args;
+    args.Add("HGET");
+    args.Add(keys_[items[0]]);
+    args.Add(field_);
+    args.Append(context);
+  }
+  bool Accept(absl::Span<const size_t> items,
+              const redisReply& reply) override {
+    const size_t i = items[0];
+    sizes[i].clear();
+    if (reply.type == REDIS_REPLY_NIL) return true;
+    if (reply.type != REDIS_REPLY_STRING) return false;
+    for (absl::string_view s : absl::StrSplit(
+             absl::string_view(reply.str, reply.len), ',', absl::SkipEmpty())) {
+      uint32_t size = 0;
+      if (!absl::SimpleAtoi(s, &size)) return false;
+      sizes[i].push_back(size);
+    }
+    return true;
+  }
+
+  std::vector<std::vector<uint32_t>> sizes;
+
+ private:
+  const std::string field_;
+};
+
+// The redirection in an error reply "MOVED 3999 127.0.0.1:6381".
+bool ParseRedirect(absl::string_view error, absl::string_view kind, int* slot,
+                   absl::string_view* address) {
+  if (!absl::ConsumePrefix(&error, kind)) return false;
+  std::vector<absl::string_view> parts =
+      absl::StrSplit(error, ' ', absl::SkipEmpty());
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], slot)) return false;
+  *address = parts[1];
+  return true;
+}
+
+}  // namespace
+
+const std::vector<std::string>& RedisIndex::Scripts() {
+  static const auto* scripts = new std::vector<std::string>{
+      kInsertScript, kReleaseScript, kRecordNextScript};
+  return *scripts;
+}
+
+std::string RedisEntryKey(absl::string_view ns, absl::string_view fingerprint) {
+  return absl::StrCat("chunkd:", ns, ":", fingerprint);
+}
+
+RedisIndex::RedisIndex(RedisConfig config) : config_(std::move(config)) {
+  settings_.username = config_.username;
+  settings_.password = config_.password;
+  settings_.db = config_.db;
+  settings_.connect_timeout = config_.options.connect_timeout;
+  settings_.command_timeout = config_.options.command_timeout;
+  settings_.pool_size = config_.options.pool_size;
+  settings_.reconnect_backoff_min = config_.options.reconnect_backoff_min;
+  settings_.reconnect_backoff_max = config_.options.reconnect_backoff_max;
+  settings_.scripts = Scripts();
+  if (config_.cluster) {
+    topology_ = std::make_unique<ClusterTopology>(config_.servers, &settings_);
+  } else {
+    topology_ =
+        std::make_unique<SingleTopology>(config_.servers.front(), &settings_);
+  }
+}
+
+RedisIndex::~RedisIndex() = default;
+
+absl::string_view RedisIndex::backend() const {
+  return config_.cluster ? "redis-cluster" : "redis";
+}
+
+absl::Status RedisIndex::Health() { return topology_->Health(); }
+
+absl::Status RedisIndex::Run(BatchOp& op) {
+  const size_t n = op.size();
+  if (n == 0) return absl::OkStatus();
+  const bool cluster = topology_->cluster();
+
+  // One command over items of one slot.
+  struct Call {
+    std::vector<size_t> items;
+    int slot = -1;
+    RedisEndpoint* redirect = nullptr;  // MOVED/ASK target for the next round
+    bool asking = false;
+    int failures = 0;
+  };
+  std::vector<Call> calls;
+  {
+    const size_t max_keys = op.max_keys_per_call();
+    if (!cluster) {
+      for (size_t i = 0; i < n; ++i) {
+        if (i % max_keys == 0) calls.emplace_back();
+        calls.back().items.push_back(i);
+      }
+    } else {
+      absl::flat_hash_map<int, size_t> open;  // slot -> call being filled
+      for (size_t i = 0; i < n; ++i) {
+        const int slot = KeySlot(op.key(i));
+        auto [it, added] = open.try_emplace(slot, calls.size());
+        if (added || calls[it->second].items.size() == max_keys) {
+          it->second = calls.size();
+          calls.emplace_back();
+          calls.back().slot = slot;
+        }
+        calls[it->second].items.push_back(i);
+      }
+    }
+  }
+
+  struct Group {
+    RedisEndpoint* endpoint = nullptr;
+    int replicas = 0;
+    std::vector<size_t> calls;
+    std::optional<RedisEndpoint::Lease> lease;
+    int wait = 0;  // replicas the WAIT at the end of the pipeline asks for
+    bool reload_scripts = false;
+  };
+
+  absl::Status failure;
+  std::vector<size_t> pending(calls.size());
+  for (size_t c = 0; c < calls.size(); ++c) pending[c] = c;
+  std::vector<size_t> next;
+  // TRYAGAIN (a multi-key call meets a slot in migration): wait a little,
+  // longer each time (10, 20, 40 ... ms; about 1.3 s over all rounds).
+  bool try_again_later = false;
+  int try_again_wait_ms = 10;
+
+  // Call c failed with `status`; `sent` when the server may have run it.
+  auto retry_or_fail = [&](size_t c, absl::Status status, bool sent) {
+    Call& call = calls[c];
+    call.redirect = nullptr;
+    call.asking = false;
+    if ((!sent || op.idempotent()) && call.failures < kMaxFailureRetries) {
+      ++call.failures;
+      next.push_back(c);
+      return;
+    }
+    if (failure.ok()) failure = std::move(status);
+  };
+
+  for (int round = 0; !pending.empty() && failure.ok(); ++round) {
+    if (round == kMaxRounds) {
+      failure = absl::UnavailableError(absl::StrCat(
+          "redis: ", pending.size(),
+          " commands were still redirected or "
+          "failing after ",
+          kMaxRounds, " attempts (cluster resharding or failing over)"));
+      break;
+    }
+    if (try_again_later) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(try_again_wait_ms));
+      try_again_wait_ms *= 2;
+      try_again_later = false;
+    }
+    topology_->Refresh();
+    next.clear();
+
+    // Group calls by server.
+    std::vector<Group> groups;
+    for (size_t c : pending) {
+      RedisRoute route;
+      if (calls[c].redirect != nullptr) {
+        route.endpoint = calls[c].redirect;
+      } else {
+        route = topology_->Route(calls[c].slot);
+        if (route.endpoint == nullptr) {
+          retry_or_fail(c, topology_->NoRoute(calls[c].slot), /*sent=*/false);
+          continue;
+        }
+      }
+      auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+        return g.endpoint == route.endpoint;
+      });
+      if (g == groups.end()) {
+        groups.emplace_back();
+        g = groups.end() - 1;
+        g->endpoint = route.endpoint;
+      }
+      g->replicas = std::max(g->replicas, route.replicas);
+      g->calls.push_back(c);
+    }
+
+    // Send every group's pipeline before reading any reply, so that the
+    // servers work in parallel. Leases are taken in one global order (by
+    // endpoint) so that batches holding several never wait in a cycle.
+    std::vector<size_t> order(groups.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return std::less<RedisEndpoint*>()(groups[a].endpoint,
+                                         groups[b].endpoint);
+    });
+    for (size_t k : order) {
+      Group& g = groups[k];
+      auto lease = g.endpoint->Acquire();
+      if (!lease.ok()) {
+        topology_->NodeFailed(g.endpoint);
+        for (size_t c : g.calls) retry_or_fail(c, lease.status(), false);
+        continue;
+      }
+      redisContext* context = lease->context();
+      for (size_t c : g.calls) {
+        if (calls[c].asking) {
+          const char* asking = "ASKING";
+          const size_t asking_len = 6;
+          RedisAppend(context, 1, &asking, &asking_len);
+        }
+        op.Append(context, calls[c].items, calls[c].slot);
+      }
+      if (cluster && op.writes() && config_.options.cluster_wait_replicas > 0 &&
+          g.replicas > 0) {
+        g.wait = std::min(config_.options.cluster_wait_replicas, g.replicas);
+        const std::string replicas = std::to_string(g.wait);
+        const std::string timeout = std::to_string(
+            absl::ToInt64Milliseconds(config_.options.cluster_wait_timeout));
+        const char* argv[] = {"WAIT", replicas.c_str(), timeout.c_str()};
+        const size_t argv_len[] = {4, replicas.size(), timeout.size()};
+        RedisAppend(context, 3, argv, argv_len);
+      }
+      if (!RedisFlush(context)) {
+        lease->MarkBroken();
+        topology_->NodeFailed(g.endpoint);
+        const absl::Status status = g.endpoint->ContextError(context);
+        for (size_t c : g.calls) retry_or_fail(c, status, /*sent=*/true);
+        continue;
+      }
+      g.lease.emplace(*std::move(lease));
+    }
+
+    for (Group& g : groups) {
+      if (!g.lease.has_value()) continue;
+      redisContext* context = g.lease->context();
+      absl::Status broken;
+      for (size_t c : g.calls) {
+        Call& call = calls[c];
+        if (!broken.ok()) {
+          retry_or_fail(c, broken, /*sent=*/true);
+          continue;
+        }
+        if (call.asking) {
+          ReplyPtr ok = RedisReadReply(context);
+          if (ok == nullptr) {
+            broken = g.endpoint->ContextError(context);
+            retry_or_fail(c, broken, /*sent=*/true);
+            continue;
+          }
+        }
+        ReplyPtr reply = RedisReadReply(context);
+        if (reply == nullptr) {
+          broken = g.endpoint->ContextError(context);
+          retry_or_fail(c, broken, /*sent=*/true);
+          continue;
+        }
+        if (reply->type != REDIS_REPLY_ERROR) {
+          if (!op.Accept(call.items, *reply) && failure.ok()) {
+            failure = absl::InternalError(absl::StrCat(
+                "redis at ", g.endpoint->name(),
+                " sent an unexpected reply of type ", reply->type));
+          }
+          continue;
+        }
+        const absl::string_view error(reply->str, reply->len);
+        int slot = -1;
+        absl::string_view address;
+        if (ParseRedirect(error, "MOVED ", &slot, &address) ||
+            ParseRedirect(error, "ASK ", &slot, &address)) {
+          const bool moved = absl::StartsWith(error, "MOVED");
+          RedisEndpoint* to =
+              topology_->Redirect(slot, address, moved, g.endpoint);
+          if (to == nullptr) {
+            if (failure.ok()) failure = g.endpoint->ReplyError(error);
+            continue;
+          }
+          call.redirect = to;
+          call.asking = !moved;
+          next.push_back(c);  // nothing ran: safe to re-send
+        } else if (absl::StartsWith(error, "NOSCRIPT")) {
+          g.reload_scripts = true;
+          call.redirect = nullptr;
+          call.asking = false;
+          next.push_back(c);  // nothing ran: safe to re-send
+        } else if (absl::StartsWith(error, "TRYAGAIN")) {
+          // Nothing ran: safe to re-send. Some of the call's keys have
+          // moved and some not: one call per key lets each go where it is.
+          try_again_later = true;
+          call.redirect = nullptr;
+          call.asking = false;
+          next.push_back(c);
+          const std::vector<size_t> rest(call.items.begin() + 1,
+                                         call.items.end());
+          const int call_slot = call.slot;
+          call.items.resize(1);
+          // (push_back may move `call`: it is not used below.)
+          for (size_t item : rest) {
+            next.push_back(calls.size());
+            Call single;
+            single.items = {item};
+            single.slot = call_slot;
+            calls.push_back(std::move(single));
+          }
+        } else {
+          if (absl::StartsWith(error, "CLUSTERDOWN") ||
+              absl::StartsWith(error, "MASTERDOWN") ||
+              absl::StartsWith(error, "READONLY")) {
+            topology_->NodeFailed(g.endpoint);
+          }
+          if (failure.ok()) failure = g.endpoint->ReplyError(error);
+        }
+      }
+      if (broken.ok() && g.wait > 0) {
+        ReplyPtr acks = RedisReadReply(context);
+        if (acks == nullptr) {
+          broken = g.endpoint->ContextError(context);
+          for (size_t c : g.calls) retry_or_fail(c, broken, /*sent=*/true);
+        } else if (acks->type != REDIS_REPLY_INTEGER ||
+                   acks->integer < g.wait) {
+          // Applied on the master only: a failover now (or one under way,
+          // that demoted this master without its knowing yet) would lose
+          // it. The outcome is unknown to the caller, as after a broken
+          // connection.
+          const absl::Status unconfirmed = absl::UnavailableError(absl::StrCat(
+              "redis at ", g.endpoint->name(), ": writes not confirmed by ",
+              g.wait, " replica(s) within ",
+              absl::FormatDuration(config_.options.cluster_wait_timeout),
+              " (failover under way?)"));
+          for (size_t c : g.calls) retry_or_fail(c, unconfirmed, /*sent=*/true);
+        }
+      }
+      if (broken.ok() && g.reload_scripts) {
+        absl::Status loaded = g.endpoint->LoadScripts(context);
+        if (!loaded.ok()) {
+          // Re-sending would meet NOSCRIPT again.
+          if (failure.ok()) failure = loaded;
+          broken = loaded;
+        }
+      }
+      if (!broken.ok()) {
+        g.lease->MarkBroken();
+        topology_->NodeFailed(g.endpoint);
+      }
+    }
+    groups.clear();  // returns the leases before the next round
+    std::sort(next.begin(), next.end());
+    next.erase(std::unique(next.begin(), next.end()), next.end());
+    pending.swap(next);
+  }
+  return failure;
+}
+
+absl::StatusOr<std::vector<bool>> RedisIndex::Lookup(
+    absl::string_view ns, absl::Span<const std::string> fingerprints) {
+  if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
+  LookupOp op(ns, fingerprints);
+  if (absl::Status s = Run(op); !s.ok()) return s;
+  return std::move(op.found);
+}
+
+absl::StatusOr<std::vector<InsertResult>> RedisIndex::Insert(
+    absl::string_view ns, absl::Span<const InsertEntry> entries,
+    const WriteToken* token) {
+  if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
+  if (token != nullptr) {
+    if (absl::Status s = ValidateWriteToken(*token); !s.ok()) return s;
+  }
+  InsertOp op(ns, entries, TokenArgs(ns, 'i', token, config_.options.token_ttl),
+              kMaxKeysPerCall);
+  if (absl::Status s = Run(op); !s.ok()) return s;
+  return std::move(op.results);
+}
+
+absl::StatusOr<std::vector<uint64_t>> RedisIndex::Release(
+    absl::string_view ns, absl::Span<const std::string> fingerprints,
+    const WriteToken* token) {
+  if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
+  if (token != nullptr) {
+    if (absl::Status s = ValidateWriteToken(*token); !s.ok()) return s;
+  }
+  ReleaseOp op(ns, fingerprints,
+               TokenArgs(ns, 'r', token, config_.options.token_ttl),
+               kMaxKeysPerCall);
+  if (absl::Status s = Run(op); !s.ok()) return s;
+  return std::move(op.left);
+}
+
+absl::Status RedisIndex::RecordNextSizes(absl::string_view ns,
+                                         absl::string_view params_key,
+                                         absl::Span<const NextSize> hints) {
+  if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
+  if (absl::Status s = ValidateParamsKey(params_key); !s.ok()) return s;
+  RecordNextOp op(ns, params_key, hints, config_.options.next_sizes_length,
+                  kMaxKeysPerCall);
+  return Run(op);
+}
+
+absl::StatusOr<std::vector<std::vector<uint32_t>>> RedisIndex::NextSizes(
+    absl::string_view ns, absl::string_view params_key,
+    absl::Span<const std::string> fingerprints) {
+  if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
+  if (absl::Status s = ValidateParamsKey(params_key); !s.ok()) return s;
+  NextSizesOp op(ns, params_key, fingerprints);
+  if (absl::Status s = Run(op); !s.ok()) return s;
+  return std::move(op.sizes);
+}
+
+absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateRedisIndex(
+    RedisConfig config) {
+  return std::make_unique<RedisIndex>(std::move(config));
+}
+
+}  // namespace chunkd::index

@@ -1,0 +1,152 @@
+// RedisIndex: the FingerprintIndex in one Redis server ("redis") or in a
+// Redis Cluster ("redis-cluster"). DESIGN.md §5.
+//
+// Data model. One key per entry, exactly `chunkd:<ns>:<fingerprint>` with the
+// fingerprint in binary and no hash tag (a namespace has no braces), so one
+// tenant's index spreads over every master of a cluster. The value is a hash
+// (kept as a listpack by Redis, a few dozen bytes):
+//   r       reference count (decimal); the key is deleted when it reaches 0
+//   s       chunk size in bytes (decimal), set by the insert that created it
+//   h:<p>   next-chunk sizes under chunking parameters <p>, most recent
+//           first, comma-separated decimals ("16384,20480")
+// `HGET chunkd:<ns>:<fp> r` reads a count directly.
+//
+// Writes are Lua scripts, loaded on every new connection (SCRIPT LOAD) and
+// called by EVALSHA; after NOSCRIPT (SCRIPT FLUSH, a failover to a replica
+// without the scripts) they are loaded again and the call is re-sent
+// (NOSCRIPT means nothing ran). A script call takes many entry keys, so that
+// the fixed cost of running a script (about ten SETs' worth of server time)
+// is paid once per call, not per fingerprint: on one server a call carries
+// up to 256 keys of the batch; in a cluster it carries the keys of one slot
+// (Redis Cluster allows no more), i.e. mostly one. A call is atomic as a
+// whole: a count never changes without its entry, and on one server a
+// batch of up to 256 fingerprints is applied all or nothing. (Redis does not
+// roll back a script that fails half-way, which only an out-of-memory error
+// could cause here: run Redis with maxmemory-policy noeviction — eviction
+// would silently drop entries anyway — and leave headroom.)
+//
+// Batches. A batch is one pipelined round trip per server: all commands
+// appended, then all replies read. In a cluster the batch is split by slot
+// owner (CRC16 of the key mod 16384, Redis' hash-tag rule included); every
+// node's pipeline is written before any reply is read, so the nodes work in
+// parallel. MOVED updates the slot map and re-sends to the new owner, ASK
+// re-sends with ASKING first, TRYAGAIN (a multi-key call meeting a slot in
+// migration) re-sends one key per call after a short wait, and the slot map
+// is reloaded (CLUSTER SLOTS + CLUSTER NODES, at most every 100 ms) after
+// MOVED or a node failure. Writes in a cluster end each node's pipeline with
+// WAIT for its replica (IndexOptions::cluster_wait_replicas): a batch is
+// reported applied only once a failover can no longer lose it.
+//
+// Failures. Every error is UNAVAILABLE naming the server; the index never
+// aborts (nor dies of SIGPIPE). A batch whose connection failed after its
+// commands were sent, or whose WAIT fell short, has an unknown outcome per
+// call: reads and token-carrying writes are re-sent once on a fresh
+// connection (that is safe), other writes fail — and may have been applied.
+//
+// Idempotency records (WriteToken): a hash per (namespace, operation,
+// stream id) — in a cluster, per slot as well —
+//   chunkd-tok:<ns>:<i|r>:<stream_id>               (redis)
+//   chunkd-tok:<ns>:<i|r>:<stream_id>:{<slot tag>}  (redis-cluster)
+// mapping position -> the result returned then, written by the same script
+// call that applies the position, with PEXPIRE token_ttl. <slot tag> is a
+// decimal string that hashes to the slot of the entry keys, so the call's
+// keys share a slot. Cost: about 50-100 bytes of Redis memory per position
+// for token_ttl. While a slot migrates, token-carrying writes to it can
+// fail with UNAVAILABLE (TRYAGAIN) until the slot has moved.
+//
+// Thread safety: thread-safe.
+#ifndef CHUNKD_INDEX_REDIS_INDEX_H_
+#define CHUNKD_INDEX_REDIS_INDEX_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "index/fingerprint_index.h"
+#include "index/redis_config.h"
+#include "index/redis_connection.h"
+
+namespace chunkd::index {
+
+// Where the commands for one slot go.
+struct RedisRoute {
+  RedisEndpoint* endpoint = nullptr;  // nullptr: nobody serves the slot
+  int replicas = 0;                   // replicas of that master (cluster)
+};
+
+// How keys map to servers: one server, or a cluster's slot map.
+// Thread safety: implementations are thread-safe.
+class RedisTopology {
+ public:
+  virtual ~RedisTopology() = default;
+
+  virtual bool cluster() const = 0;
+  // Reloads the routing if it is known to be stale (cheap otherwise).
+  virtual void Refresh() = 0;
+  // The server for `slot` (-1 outside a cluster).
+  virtual RedisRoute Route(int slot) = 0;
+  // Why Route(slot) has no endpoint, as UNAVAILABLE.
+  virtual absl::Status NoRoute(int slot) = 0;
+  // The server a MOVED (`moved`) or ASK redirection sent by `from` names.
+  virtual RedisEndpoint* Redirect(int slot, absl::string_view address,
+                                  bool moved, RedisEndpoint* from) = 0;
+  // `endpoint` failed: the routing may be stale.
+  virtual void NodeFailed(RedisEndpoint* endpoint) = 0;
+  // OK when every slot has a reachable server (one PING each).
+  virtual absl::Status Health() = 0;
+};
+
+class RedisIndex final : public FingerprintIndex {
+ public:
+  explicit RedisIndex(RedisConfig config);
+  RedisIndex(const RedisIndex&) = delete;
+  RedisIndex& operator=(const RedisIndex&) = delete;
+  ~RedisIndex() override;
+
+  absl::string_view backend() const override;
+  absl::Status Health() override;
+
+  using FingerprintIndex::Insert;
+  using FingerprintIndex::Release;
+
+  absl::StatusOr<std::vector<bool>> Lookup(
+      absl::string_view ns,
+      absl::Span<const std::string> fingerprints) override;
+  absl::StatusOr<std::vector<InsertResult>> Insert(
+      absl::string_view ns, absl::Span<const InsertEntry> entries,
+      const WriteToken* token) override;
+  absl::StatusOr<std::vector<uint64_t>> Release(
+      absl::string_view ns, absl::Span<const std::string> fingerprints,
+      const WriteToken* token) override;
+  absl::Status RecordNextSizes(absl::string_view ns,
+                               absl::string_view params_key,
+                               absl::Span<const NextSize> hints) override;
+  absl::StatusOr<std::vector<std::vector<uint32_t>>> NextSizes(
+      absl::string_view ns, absl::string_view params_key,
+      absl::Span<const std::string> fingerprints) override;
+
+  // The Lua scripts (insert, release, record next size), for tests.
+  static const std::vector<std::string>& Scripts();
+
+  class BatchOp;  // one batched operation; defined in redis_index.cc
+
+ private:
+  absl::Status Run(BatchOp& op);
+
+  const RedisConfig config_;
+  ConnectionSettings settings_;
+  std::unique_ptr<RedisTopology> topology_;
+};
+
+// The entry key of `fingerprint` in namespace `ns`.
+std::string RedisEntryKey(absl::string_view ns, absl::string_view fingerprint);
+
+// REQUIRES: config comes from ParseRedisSpec.
+absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateRedisIndex(
+    RedisConfig config);
+
+}  // namespace chunkd::index
+
+#endif  // CHUNKD_INDEX_REDIS_INDEX_H_

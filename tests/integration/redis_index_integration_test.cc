@@ -1,0 +1,876 @@
+// The redis and redis-cluster index backends against real servers, through
+// failures: servers down at start, kill -9 mid-batch and restart, a cluster
+// master killed during a long series of batches (its replica promoted),
+// NOSCRIPT, MOVED and ASK, commands whose replies are lost. Counts are read
+// back from Redis directly, not through the index.
+//
+// Every server is started by this test on free 127.0.0.1 ports in its own
+// temporary directory and dies with the test (see index/redis_process.h).
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "index/fingerprint_index.h"
+#include "index/redis_cluster.h"
+#include "index/redis_config.h"
+#include "index/redis_index.h"
+#include "index/redis_process.h"
+
+namespace chunkd::index {
+namespace {
+
+using testing::DirectRedis;
+using testing::RedisClusterProcesses;
+using testing::RedisProcess;
+
+#define SKIP_WITHOUT_REDIS()                             \
+  do {                                                   \
+    absl::Status tools = testing::RedisToolsAvailable(); \
+    if (!tools.ok()) GTEST_SKIP() << tools.message();    \
+  } while (0)
+
+// A 32-byte fingerprint, different everywhere (braces and NULs included).
+std::string Fp(uint64_t i) {
+  std::string fp(32, '\0');
+  uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull;
+  for (char& c : fp) {
+    x ^= x >> 29;
+    x *= 0xbf58476d1ce4e5b9ull;
+    c = static_cast<char>(x >> 56);
+  }
+  return fp;
+}
+
+// ---- What the servers hold, read directly -------------------------------
+
+// Reference count per entry key of namespace `ns` on one server (SCAN +
+// HGET r); also checks each entry has its size field.
+absl::Status ReadCounts(int port, absl::string_view ns,
+                        std::map<std::string, uint64_t>* counts) {
+  auto direct = DirectRedis::Connect("127.0.0.1", port);
+  if (!direct.ok()) return direct.status();
+  std::string cursor = "0";
+  do {
+    auto page = (*direct)->Command({"SCAN", cursor, "MATCH",
+                                    absl::StrCat("chunkd:", ns, ":*"), "COUNT",
+                                    "1000"});
+    if (!page.ok()) return page.status();
+    cursor.assign((*page)->element[0]->str, (*page)->element[0]->len);
+    const redisReply* keys = (*page)->element[1];
+    for (size_t k = 0; k < keys->elements; ++k) {
+      std::string key(keys->element[k]->str, keys->element[k]->len);
+      auto fields = (*direct)->Command({"HMGET", key, "r", "s"});
+      if (!fields.ok()) return fields.status();
+      const redisReply* r = (*fields)->element[0];
+      const redisReply* s = (*fields)->element[1];
+      uint64_t count = 0;
+      if (r->type != REDIS_REPLY_STRING ||
+          !absl::SimpleAtoi(absl::string_view(r->str, r->len), &count) ||
+          s->type != REDIS_REPLY_STRING) {
+        return absl::InternalError(absl::StrCat(
+            "entry on port ", port, " lacks its count or size field"));
+      }
+      (*counts)[key] = count;
+    }
+  } while (cursor != "0");
+  return absl::OkStatus();
+}
+
+// Expects the servers on `ports` to hold exactly `expected` (fingerprint
+// index -> count; zero counts must be absent) in namespace `ns`.
+void ExpectCounts(const std::vector<int>& ports, absl::string_view ns,
+                  const std::map<uint64_t, uint64_t>& expected) {
+  std::map<std::string, uint64_t> counts;
+  for (int port : ports) {
+    ASSERT_TRUE(ReadCounts(port, ns, &counts).ok());
+  }
+  size_t live = 0;
+  for (const auto& [i, count] : expected) {
+    const std::string key = RedisEntryKey(ns, Fp(i));
+    auto it = counts.find(key);
+    if (count == 0) {
+      EXPECT_TRUE(it == counts.end())
+          << "fingerprint " << i << " should be gone";
+      continue;
+    }
+    ++live;
+    ASSERT_TRUE(it != counts.end()) << "fingerprint " << i << " is missing";
+    EXPECT_EQ(it->second, count) << "fingerprint " << i;
+  }
+  EXPECT_EQ(counts.size(), live) << "entries nobody inserted";
+}
+
+// ---- A stream of token-carrying batches that retries until it lands -----
+
+struct StreamPlan {
+  std::string stream_id;
+  // Fingerprint indices, in stream order, cut into batches.
+  std::vector<std::vector<uint64_t>> batches;
+};
+
+std::vector<StreamPlan> MakePlans(int streams, int batches, int batch_size,
+                                  uint64_t distinct) {
+  std::vector<StreamPlan> plans(streams);
+  for (int s = 0; s < streams; ++s) {
+    plans[s].stream_id = absl::StrCat("stream-", s);
+    for (int b = 0; b < batches; ++b) {
+      std::vector<uint64_t> batch;
+      for (int j = 0; j < batch_size; ++j) {
+        // Overlaps inside a stream and between streams: dedup happens.
+        batch.push_back((static_cast<uint64_t>(s) * 7919 +
+                         static_cast<uint64_t>(b) * batch_size +
+                         static_cast<uint64_t>(j) * 13) %
+                        distinct);
+      }
+      plans[s].batches.push_back(std::move(batch));
+    }
+  }
+  return plans;
+}
+
+struct StreamOutcome {
+  int failed_attempts = 0;
+  std::vector<std::string> errors;  // distinct messages seen
+  bool gave_up = false;
+  std::map<uint64_t, int> news;  // fingerprint -> times reported new
+};
+
+// Runs a plan: each batch is retried with the same token until it succeeds
+// or `deadline` passes. `batches_done` counts finished batches.
+StreamOutcome RunStream(FingerprintIndex& index, absl::string_view ns,
+                        const StreamPlan& plan, absl::Time deadline,
+                        std::atomic<int>* batches_done) {
+  StreamOutcome out;
+  uint64_t position = 0;
+  for (const auto& batch : plan.batches) {
+    std::vector<InsertEntry> entries;
+    for (uint64_t i : batch) entries.push_back({Fp(i), 4096});
+    const WriteToken token{plan.stream_id, position};
+    while (true) {
+      auto r = index.Insert(ns, entries, &token);
+      if (r.ok()) {
+        for (size_t j = 0; j < batch.size(); ++j) {
+          if ((*r)[j].is_new) ++out.news[batch[j]];
+        }
+        break;
+      }
+      ++out.failed_attempts;
+      const std::string message(r.status().message());
+      if (std::find(out.errors.begin(), out.errors.end(), message) ==
+              out.errors.end() &&
+          out.errors.size() < 20) {
+        out.errors.push_back(absl::StrCat(
+            absl::StatusCodeToString(r.status().code()), ": ", message));
+      }
+      if (absl::Now() > deadline) {
+        out.gave_up = true;
+        return out;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    position += batch.size();
+    batches_done->fetch_add(1);
+  }
+  return out;
+}
+
+// Runs all plans on threads; calls `fault` once `fault_after` batches are
+// done; checks every error was UNAVAILABLE naming a Redis server, that
+// nothing gave up, and returns the merged "new" reports.
+std::map<uint64_t, int> RunStreamsWithFault(
+    FingerprintIndex& index, absl::string_view ns,
+    const std::vector<StreamPlan>& plans, int fault_after,
+    const std::function<void()>& fault, int* failed_attempts,
+    std::vector<std::string>* errors) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  std::atomic<int> done{0};
+  std::vector<StreamOutcome> outcomes(plans.size());
+  std::vector<std::thread> threads;
+  for (size_t s = 0; s < plans.size(); ++s) {
+    threads.emplace_back([&, s] {
+      outcomes[s] = RunStream(index, ns, plans[s], deadline, &done);
+    });
+  }
+  while (done.load() < fault_after) absl::SleepFor(absl::Milliseconds(1));
+  fault();
+  for (auto& t : threads) t.join();
+  std::map<uint64_t, int> news;
+  *failed_attempts = 0;
+  for (const StreamOutcome& o : outcomes) {
+    EXPECT_FALSE(o.gave_up) << "a stream could not finish within 60 s";
+    *failed_attempts += o.failed_attempts;
+    for (const std::string& e : o.errors) {
+      EXPECT_TRUE(absl::StartsWith(e, "UNAVAILABLE: ")) << e;
+      EXPECT_TRUE(absl::StrContains(e, "redis")) << e;
+      errors->push_back(e);
+    }
+    for (const auto& [i, n] : o.news) news[i] += n;
+  }
+  return news;
+}
+
+std::map<uint64_t, uint64_t> ExpectedCounts(
+    const std::vector<StreamPlan>& plans) {
+  std::map<uint64_t, uint64_t> expected;
+  for (const StreamPlan& p : plans) {
+    for (const auto& batch : p.batches) {
+      for (uint64_t i : batch) ++expected[i];
+    }
+  }
+  return expected;
+}
+
+// ============================== redis ======================================
+
+TEST(RedisIndexIntegration, DownAtStartThenRecoversByItself) {
+  SKIP_WITHOUT_REDIS();
+  auto port = testing::PickFreePort();
+  ASSERT_TRUE(port.ok());
+  auto index = CreateIndex(absl::StrCat("redis://127.0.0.1:", *port));
+  ASSERT_TRUE(index.ok()) << index.status();  // starts without its server
+
+  const std::string address = absl::StrCat("redis at 127.0.0.1:", *port);
+  absl::Status health = (*index)->Health();
+  EXPECT_EQ(health.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(health.message(), address)) << health;
+  EXPECT_TRUE(absl::StrContains(health.message(), "unreachable")) << health;
+  EXPECT_TRUE(absl::StrContains(health.message(), "Connection refused"))
+      << health;
+  auto ins = (*index)->Insert("ns", {{Fp(1), 1}});
+  EXPECT_EQ(ins.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(ins.status().message(), address));
+
+  RedisProcess::Options options;
+  options.port = *port;
+  auto server = RedisProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (!(*index)->Health().ok() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE((*index)->Health().ok()) << (*index)->Health();
+  ins = (*index)->Insert("ns", {{Fp(1), 1}});
+  ASSERT_TRUE(ins.ok()) << ins.status();
+  EXPECT_TRUE((*ins)[0].is_new);
+}
+
+TEST(RedisIndexIntegration, KillNineMidBatchThenRestartCountsExactly) {
+  SKIP_WITHOUT_REDIS();
+  RedisProcess::Options options;
+  options.persistent = true;  // nothing acknowledged is lost to kill -9
+  auto server = RedisProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto index = CreateIndex(absl::StrCat("redis://", (*server)->address(),
+                                        "?connect_timeout_ms=300"));
+  ASSERT_TRUE(index.ok());
+
+  const auto plans = MakePlans(/*streams=*/4, /*batches=*/60, /*size=*/64,
+                               /*distinct=*/3000);
+  int failed = 0;
+  std::vector<std::string> errors;
+  absl::Status restarted;
+  auto news = RunStreamsWithFault(
+      **index, "kill", plans, /*fault_after=*/60,
+      [&] {
+        (*server)->Kill();
+        absl::SleepFor(absl::Milliseconds(700));
+        restarted = (*server)->Restart();
+      },
+      &failed, &errors);
+  ASSERT_TRUE(restarted.ok()) << restarted;
+  EXPECT_GT(failed, 0) << "the kill should have failed some batches";
+  bool named = false;
+  for (const std::string& e : errors) {
+    named = named ||
+            absl::StrContains(e, absl::StrCat("redis at ", (*server)->address(),
+                                              " is unreachable: "));
+  }
+  EXPECT_TRUE(named) << "no error named the server; first: "
+                     << (errors.empty() ? "" : errors[0]);
+
+  const auto expected = ExpectedCounts(plans);
+  ExpectCounts({(*server)->port()}, "kill", expected);
+  for (const auto& [i, count] : expected) {
+    EXPECT_EQ(news[i], 1) << "fingerprint " << i << " reported new " << news[i]
+                          << " times";
+  }
+  EXPECT_TRUE((*index)->Health().ok());
+}
+
+// Keeps a server busy for 0.8 s with a script, so that commands sent
+// meanwhile queue up unread: a client's reads time out and the server runs
+// the commands later — the client sees "failed", the truth is "applied".
+class BusyServer {
+ public:
+  explicit BusyServer(int port) {
+    auto direct = DirectRedis::Connect("127.0.0.1", port);
+    EXPECT_TRUE(direct.ok());
+    direct_ = *std::move(direct);
+    thread_ = std::thread([this] {
+      (void)direct_->Command(
+          {"EVAL",
+           "local t = redis.call('TIME') local e = t[1] * 1e6 + t[2] + 800000 "
+           "while true do t = redis.call('TIME') "
+           "if t[1] * 1e6 + t[2] > e then break end end return 1",
+           "0"});
+    });
+    // Wait until the script runs: a PING goes unanswered.
+    for (int i = 0; i < 200; ++i) {
+      redisContext* probe = redisConnectWithTimeout(
+          "127.0.0.1", port, absl::ToTimeval(absl::Milliseconds(100)));
+      if (probe == nullptr || probe->err != 0) {
+        ADD_FAILURE() << "cannot connect to probe the server";
+        if (probe != nullptr) redisFree(probe);
+        return;
+      }
+      redisSetTimeout(probe, absl::ToTimeval(absl::Milliseconds(30)));
+      ReplyPtr pong = RedisCommand(probe, {"PING"});
+      redisFree(probe);
+      if (pong == nullptr) return;  // timed out: busy
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    ADD_FAILURE() << "the server never became busy";
+  }
+  ~BusyServer() { thread_.join(); }
+
+ private:
+  std::unique_ptr<DirectRedis> direct_;
+  std::thread thread_;
+};
+
+std::vector<InsertEntry> FiftyEntries() {
+  std::vector<InsertEntry> entries;
+  for (int i = 0; i < 50; ++i) entries.push_back({Fp(i), 100});
+  return entries;
+}
+
+TEST(RedisIndexIntegration, LostReplyOfATokenBatchIsResentOnce) {
+  SKIP_WITHOUT_REDIS();
+  auto server = RedisProcess::Start({});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto index = CreateIndex(absl::StrCat("redis://", (*server)->address(),
+                                        "?command_timeout_ms=200"));
+  ASSERT_TRUE(index.ok());
+  ASSERT_TRUE((*index)->Health().ok());  // connected before the server stalls
+  const WriteToken token{"lost-once", 0};
+  absl::StatusOr<std::vector<InsertResult>> r;
+  {
+    BusyServer busy((*server)->port());
+    // Times out on the pooled connection; the index re-sends the batch on a
+    // new one (its handshake waits out the stall): both copies run, the
+    // record makes the second a replay.
+    r = (*index)->Insert("lost", FiftyEntries(), &token);
+  }
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const InsertResult& x : *r) {
+    EXPECT_TRUE(x.is_new);
+    EXPECT_EQ(x.ref_count, 1u);
+  }
+  std::map<uint64_t, uint64_t> expected;
+  for (int i = 0; i < 50; ++i) expected[i] = 1;
+  ExpectCounts({(*server)->port()}, "lost", expected);
+}
+
+TEST(RedisIndexIntegration, LostRepliesThenClientRetryCountOnce) {
+  SKIP_WITHOUT_REDIS();
+  auto server = RedisProcess::Start({});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto index = CreateIndex(absl::StrCat("redis://", (*server)->address(),
+                                        "?command_timeout_ms=200"
+                                        "&connect_timeout_ms=100"));
+  ASSERT_TRUE(index.ok());
+  ASSERT_TRUE((*index)->Health().ok());
+  const WriteToken token{"lost-replies", 0};
+  absl::StatusOr<std::vector<InsertResult>> first;
+  {
+    BusyServer busy((*server)->port());
+    first = (*index)->Insert("lost", FiftyEntries(), &token);
+  }
+  ASSERT_FALSE(first.ok()) << "the batch should have timed out";
+  EXPECT_EQ(first.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(first.status().message(), "timeout"))
+      << first.status();
+
+  // The client retries with the same token until the index reconnects:
+  // whatever ran before counts once.
+  absl::StatusOr<std::vector<InsertResult>> retry;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    retry = (*index)->Insert("lost", FiftyEntries(), &token);
+    if (retry.ok()) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  for (const InsertResult& x : *retry) {
+    EXPECT_TRUE(x.is_new);
+    EXPECT_EQ(x.ref_count, 1u);
+  }
+  std::map<uint64_t, uint64_t> expected;
+  for (int i = 0; i < 50; ++i) expected[i] = 1;
+  ExpectCounts({(*server)->port()}, "lost", expected);
+
+  // Without a token the same loss is not repairable: the batch was applied
+  // although the caller saw it fail. (Why Dedup must pass tokens.)
+  {
+    BusyServer busy((*server)->port());
+    auto untokened = (*index)->Insert("lost", FiftyEntries());
+    EXPECT_FALSE(untokened.ok());
+  }
+  absl::SleepFor(absl::Milliseconds(100));
+  auto direct = DirectRedis::Connect("127.0.0.1", (*server)->port());
+  ASSERT_TRUE(direct.ok());
+  auto count = (*direct)->Command({"HGET", RedisEntryKey("lost", Fp(0)), "r"});
+  ASSERT_TRUE(count.ok());
+  EXPECT_EQ(absl::string_view((*count)->str, (*count)->len), "2");
+}
+
+// Writing a large pipeline on a connection whose server died must fail the
+// batch, not raise SIGPIPE (which would kill chunkd).
+TEST(RedisIndexIntegration, DeadServerDoesNotRaiseSigpipe) {
+  SKIP_WITHOUT_REDIS();
+  auto server = RedisProcess::Start({});
+  ASSERT_TRUE(server.ok()) << server.status();
+  IndexOptions options;
+  options.pool_size = 4;
+  auto index =
+      CreateIndex(absl::StrCat("redis://", (*server)->address()), options);
+  ASSERT_TRUE(index.ok());
+  // Four pooled connections, all idle when the server dies.
+  std::vector<std::thread> warm;
+  for (int t = 0; t < 4; ++t) {
+    warm.emplace_back([&] {
+      EXPECT_TRUE((*index)->Insert("w", {{Fp(t), 1}}).ok());
+    });
+  }
+  for (auto& t : warm) t.join();
+  (*server)->Kill();
+  std::vector<InsertEntry> big;
+  for (int i = 0; i < 30000; ++i) big.push_back({Fp(i), 100});  // ~3 MB
+  for (int attempt = 0; attempt < 6; ++attempt) {
+    auto r = (*index)->Insert("w", big);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  }
+}
+
+TEST(RedisIndexIntegration, NoscriptIsRecoveredByReloading) {
+  SKIP_WITHOUT_REDIS();
+  auto server = RedisProcess::Start({});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto index = CreateIndex(absl::StrCat("redis://", (*server)->address()));
+  ASSERT_TRUE(index.ok());
+  auto direct = DirectRedis::Connect("127.0.0.1", (*server)->port());
+  ASSERT_TRUE(direct.ok());
+
+  ASSERT_TRUE((*index)->Insert("ns", {{Fp(1), 10}}).ok());
+  ASSERT_TRUE((*direct)->Command({"SCRIPT", "FLUSH"}).ok());
+  auto ins = (*index)->Insert("ns", {{Fp(1), 10}, {Fp(2), 20}});
+  ASSERT_TRUE(ins.ok()) << ins.status();
+  EXPECT_EQ((*ins)[0].ref_count, 2u);
+  EXPECT_TRUE((*ins)[1].is_new);
+  ASSERT_TRUE((*direct)->Command({"SCRIPT", "FLUSH"}).ok());
+  auto rel = (*index)->Release("ns", {Fp(1)});
+  ASSERT_TRUE(rel.ok()) << rel.status();
+  EXPECT_EQ((*rel)[0], 1u);
+  ASSERT_TRUE((*direct)->Command({"SCRIPT", "FLUSH"}).ok());
+  ASSERT_TRUE((*index)->RecordNextSizes("ns", "p", {{Fp(1), 5}}).ok());
+  ExpectCounts({(*server)->port()}, "ns", {{1, 1}, {2, 1}});
+}
+
+TEST(RedisIndexIntegration, ConcurrentInsertsAndReleasesReadBackExactly) {
+  SKIP_WITHOUT_REDIS();
+  auto server = RedisProcess::Start({});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto index = CreateIndex(absl::StrCat("redis://", (*server)->address()));
+  ASSERT_TRUE(index.ok());
+
+  // Thread t inserts fingerprint i (1 + (t + i) % 4) times and releases it
+  // (t + i) % 3 times (never more than inserted).
+  constexpr int kThreads = 8;
+  constexpr int kFingerprints = 500;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 4; ++round) {
+        std::vector<InsertEntry> batch;
+        for (int i = 0; i < kFingerprints; ++i) {
+          if (round < 1 + (t + i) % 4) batch.push_back({Fp(i), 4096});
+        }
+        ASSERT_TRUE((*index)->Insert("cc", batch).ok());
+        std::vector<std::string> release;
+        for (int i = 0; i < kFingerprints; ++i) {
+          if (round < std::min((t + i) % 3, 1 + (t + i) % 4)) {
+            release.push_back(Fp(i));
+          }
+        }
+        ASSERT_TRUE((*index)->Release("cc", release).ok());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::map<uint64_t, uint64_t> expected;
+  for (int i = 0; i < kFingerprints; ++i) {
+    for (int t = 0; t < kThreads; ++t) {
+      const int inserts = 1 + (t + i) % 4;
+      expected[i] += inserts - std::min((t + i) % 3, inserts);
+    }
+  }
+  ExpectCounts({(*server)->port()}, "cc", expected);
+}
+
+TEST(RedisIndexIntegration, PasswordFromTheEnvironment) {
+  SKIP_WITHOUT_REDIS();
+  RedisProcess::Options options;
+  options.extra_args = {"--requirepass", "s3cret"};
+  auto server = RedisProcess::Start(options);
+  // The helper's PING is refused with NOAUTH, which still proves it is up.
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto no_password =
+      CreateIndex(absl::StrCat("redis://", (*server)->address()));
+  ASSERT_TRUE(no_password.ok());
+  absl::Status health = (*no_password)->Health();
+  EXPECT_EQ(health.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(health.message(), "NOAUTH")) << health;
+
+  setenv(kRedisPasswordEnv, "s3cret", 1);
+  auto with_password =
+      CreateIndex(absl::StrCat("redis://", (*server)->address()));
+  unsetenv(kRedisPasswordEnv);
+  ASSERT_TRUE(with_password.ok());
+  EXPECT_TRUE((*with_password)->Health().ok()) << (*with_password)->Health();
+  EXPECT_TRUE((*with_password)->Insert("ns", {{Fp(1), 1}}).ok());
+}
+
+// ============================ redis-cluster ================================
+
+TEST(RedisClusterDown, StartsWithoutItsClusterAndSaysWhy) {
+  SKIP_WITHOUT_REDIS();
+  auto a = testing::PickFreePort();
+  auto b = testing::PickFreePort();
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto index = CreateIndex(
+      absl::StrCat("redis-cluster://127.0.0.1:", *a, ",127.0.0.1:", *b));
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_EQ((*index)->backend(), "redis-cluster");
+  absl::Status health = (*index)->Health();
+  EXPECT_EQ(health.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(
+      absl::StrContains(health.message(), "redis cluster (seeds 127.0.0.1:"))
+      << health;
+  EXPECT_TRUE(absl::StrContains(health.message(), "Connection refused"))
+      << health;
+  auto found = (*index)->Lookup("ns", {Fp(1)});
+  EXPECT_EQ(found.status().code(), absl::StatusCode::kUnavailable);
+}
+
+class RedisClusterIntegration : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!testing::RedisToolsAvailable().ok()) return;
+    auto started = RedisClusterProcesses::Start(3, 1);
+    start_status_ = new absl::Status(started.status());
+    if (started.ok()) cluster_ = started->release();
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+    delete start_status_;
+    start_status_ = nullptr;
+  }
+  void SetUp() override {
+    absl::Status tools = testing::RedisToolsAvailable();
+    if (!tools.ok()) GTEST_SKIP() << tools.message();
+    ASSERT_TRUE(start_status_->ok()) << *start_status_;
+    auto masters = cluster_->MasterPorts();
+    ASSERT_TRUE(masters.ok());
+    masters_ = *masters;
+    ASSERT_EQ(masters_.size(), 3u);
+    for (int port : masters_) {
+      auto direct = DirectRedis::Connect("127.0.0.1", port);
+      ASSERT_TRUE(direct.ok());
+      ASSERT_TRUE((*direct)->Command({"FLUSHALL"}).ok());
+    }
+    auto index = CreateIndex(cluster_->Spec());
+    ASSERT_TRUE(index.ok());
+    index_ = *std::move(index);
+  }
+
+  static RedisClusterProcesses* cluster_;
+  static absl::Status* start_status_;
+  std::vector<int> masters_;
+  std::unique_ptr<FingerprintIndex> index_;
+};
+RedisClusterProcesses* RedisClusterIntegration::cluster_ = nullptr;
+absl::Status* RedisClusterIntegration::start_status_ = nullptr;
+
+TEST_F(RedisClusterIntegration, OneNamespaceSpreadsOverEveryMaster) {
+  constexpr int kEntries = 6000;
+  std::vector<InsertEntry> entries;
+  for (int i = 0; i < kEntries; ++i) entries.push_back({Fp(i), 4096});
+  for (size_t at = 0; at < entries.size(); at += 256) {
+    auto r = index_->Insert(
+        "tenant", absl::MakeSpan(entries).subspan(
+                      at, std::min<size_t>(256, entries.size() - at)));
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  int total = 0;
+  for (int port : masters_) {
+    auto direct = DirectRedis::Connect("127.0.0.1", port);
+    ASSERT_TRUE(direct.ok());
+    auto keys = (*direct)->Integer({"DBSIZE"});
+    ASSERT_TRUE(keys.ok());
+    // Each master serves a third of the slots: expect 2000 +- a few sigma.
+    EXPECT_GT(*keys, kEntries * 0.28) << "master on port " << port;
+    EXPECT_LT(*keys, kEntries * 0.39) << "master on port " << port;
+    total += static_cast<int>(*keys);
+  }
+  EXPECT_EQ(total, kEntries);
+}
+
+TEST_F(RedisClusterIntegration, ConcurrentInsertsAndReleasesReadBackExactly) {
+  constexpr int kThreads = 8;
+  constexpr int kFingerprints = 400;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 3; ++round) {
+        std::vector<InsertEntry> batch;
+        for (int i = 0; i < kFingerprints; ++i) {
+          if (round < 1 + (t + i) % 3) batch.push_back({Fp(i), 4096});
+        }
+        auto r = index_->Insert("cc", batch);
+        ASSERT_TRUE(r.ok()) << r.status();
+        std::vector<std::string> release;
+        for (int i = 0; i < kFingerprints; ++i) {
+          if (round < std::min((t * i) % 3, 1 + (t + i) % 3)) {
+            release.push_back(Fp(i));
+          }
+        }
+        auto l = index_->Release("cc", release);
+        ASSERT_TRUE(l.ok()) << l.status();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::map<uint64_t, uint64_t> expected;
+  for (int i = 0; i < kFingerprints; ++i) {
+    for (int t = 0; t < kThreads; ++t) {
+      const int inserts = 1 + (t + i) % 3;
+      expected[i] += inserts - std::min((t * i) % 3, inserts);
+    }
+  }
+  ExpectCounts(masters_, "cc", expected);
+}
+
+TEST_F(RedisClusterIntegration, RacingStreamsSeeEachNewChunkOnce) {
+  constexpr int kThreads = 8;
+  std::vector<InsertEntry> batch;
+  for (int i = 0; i < 1000; ++i) batch.push_back({Fp(i), 4096});
+  std::vector<std::atomic<int>> news(batch.size());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      auto r = index_->Insert("race", batch);
+      ASSERT_TRUE(r.ok()) << r.status();
+      for (size_t i = 0; i < batch.size(); ++i) {
+        if ((*r)[i].is_new) news[i].fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::map<uint64_t, uint64_t> expected;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    EXPECT_EQ(news[i].load(), 1) << i;
+    expected[i] = kThreads;
+  }
+  ExpectCounts(masters_, "race", expected);
+}
+
+// Writes end each master's pipeline with WAIT 1, so that a batch reported
+// applied is on the replica too (and survives a failover).
+TEST_F(RedisClusterIntegration, WritesWaitForTheReplica) {
+  auto waits = [&] {
+    long long total = 0;
+    for (int port : masters_) {
+      auto direct = DirectRedis::Connect("127.0.0.1", port);
+      EXPECT_TRUE(direct.ok());
+      auto stats = (*direct)->Command({"INFO", "commandstats"});
+      EXPECT_TRUE(stats.ok());
+      absl::string_view text((*stats)->str, (*stats)->len);
+      const size_t at = text.find("cmdstat_wait:calls=");
+      if (at == absl::string_view::npos) continue;
+      long long calls = 0;
+      absl::string_view rest = text.substr(at + 19);
+      EXPECT_TRUE(absl::SimpleAtoi(rest.substr(0, rest.find(',')), &calls));
+      total += calls;
+    }
+    return total;
+  };
+  const long long before = waits();
+  std::vector<InsertEntry> entries;
+  for (int i = 0; i < 300; ++i) entries.push_back({Fp(i), 4096});
+  ASSERT_TRUE(index_->Insert("wait", entries).ok());
+  EXPECT_EQ(waits() - before, 3) << "one WAIT per master of the batch";
+  ASSERT_TRUE(index_->Lookup("wait", {Fp(1), Fp(2)}).ok());
+  EXPECT_EQ(waits() - before, 3) << "reads do not wait";
+}
+
+TEST_F(RedisClusterIntegration, NoscriptOnEveryMasterIsRecovered) {
+  std::vector<InsertEntry> entries;
+  for (int i = 0; i < 100; ++i) entries.push_back({Fp(i), 4096});
+  ASSERT_TRUE(index_->Insert("ns", entries).ok());
+  for (int port : masters_) {
+    auto direct = DirectRedis::Connect("127.0.0.1", port);
+    ASSERT_TRUE(direct.ok());
+    ASSERT_TRUE((*direct)->Command({"SCRIPT", "FLUSH"}).ok());
+  }
+  auto again = index_->Insert("ns", entries);
+  ASSERT_TRUE(again.ok()) << again.status();
+  for (const InsertResult& r : *again) EXPECT_EQ(r.ref_count, 2u);
+}
+
+// Moves one slot between masters by hand, with keys of that slot on both
+// sides mid-migration: the index follows ASK (with ASKING) while the slot
+// migrates and MOVED after it moved, and counts stay exact.
+TEST_F(RedisClusterIntegration, FollowsAskDuringMigrationAndMovedAfter) {
+  // Two fingerprints whose keys share a slot.
+  const std::string ns = "mig";
+  std::vector<uint64_t> same_slot;
+  const int slot = KeySlot(RedisEntryKey(ns, Fp(0)));
+  same_slot.push_back(0);
+  for (uint64_t i = 1; same_slot.size() < 2; ++i) {
+    if (KeySlot(RedisEntryKey(ns, Fp(i))) == slot) same_slot.push_back(i);
+  }
+  const std::string a = Fp(same_slot[0]);
+  const std::string b = Fp(same_slot[1]);
+  ASSERT_TRUE(index_->Insert(ns, {{a, 1}, {b, 1}}).ok());
+
+  // Which master owns the slot, and another one to move it to.
+  int from_port = 0;
+  std::string from_id, to_id;
+  int to_port = 0;
+  for (int port : masters_) {
+    auto direct = DirectRedis::Connect("127.0.0.1", port);
+    ASSERT_TRUE(direct.ok());
+    auto id = (*direct)->Command({"CLUSTER", "MYID"});
+    ASSERT_TRUE(id.ok());
+    auto owns = (*direct)->Integer(
+        {"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)});
+    ASSERT_TRUE(owns.ok());
+    if (*owns > 0) {
+      from_port = port;
+      from_id.assign((*id)->str, (*id)->len);
+    } else if (to_port == 0) {
+      to_port = port;
+      to_id.assign((*id)->str, (*id)->len);
+    }
+  }
+  ASSERT_NE(from_port, 0);
+  ASSERT_NE(to_port, 0);
+  auto from = DirectRedis::Connect("127.0.0.1", from_port);
+  auto to = DirectRedis::Connect("127.0.0.1", to_port);
+  ASSERT_TRUE(from.ok() && to.ok());
+  const std::string s = std::to_string(slot);
+  ASSERT_TRUE(
+      (*to)->Command({"CLUSTER", "SETSLOT", s, "IMPORTING", from_id}).ok());
+  ASSERT_TRUE(
+      (*from)->Command({"CLUSTER", "SETSLOT", s, "MIGRATING", to_id}).ok());
+  ASSERT_TRUE((*from)
+                  ->Command({"MIGRATE", "127.0.0.1", std::to_string(to_port),
+                             "", "0", "5000", "KEYS", RedisEntryKey(ns, a)})
+                  .ok());
+
+  // Mid-migration: a is on the target (ASK), b still on the source.
+  auto mid = index_->Insert(ns, {{a, 1}, {b, 1}});
+  ASSERT_TRUE(mid.ok()) << mid.status();
+  EXPECT_EQ((*mid)[0].ref_count, 2u);
+  EXPECT_EQ((*mid)[1].ref_count, 2u);
+  auto found = index_->Lookup(ns, {a, b});
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, (std::vector<bool>{true, true}));
+
+  // Finish the move: the index's slot map is now wrong, MOVED corrects it.
+  ASSERT_TRUE((*from)
+                  ->Command({"MIGRATE", "127.0.0.1", std::to_string(to_port),
+                             "", "0", "5000", "KEYS", RedisEntryKey(ns, b)})
+                  .ok());
+  for (int port : masters_) {
+    auto direct = DirectRedis::Connect("127.0.0.1", port);
+    ASSERT_TRUE(direct.ok());
+    ASSERT_TRUE(
+        (*direct)->Command({"CLUSTER", "SETSLOT", s, "NODE", to_id}).ok());
+  }
+  auto after = index_->Insert(ns, {{a, 1}, {b, 1}});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ((*after)[0].ref_count, 3u);
+  EXPECT_EQ((*after)[1].ref_count, 3u);
+  ExpectCounts({to_port}, ns, {{same_slot[0], 3}, {same_slot[1], 3}});
+
+  // Token-carrying writes keep their record in the entry's slot: they move
+  // with it too.
+  const WriteToken token{"mig-stream", 0};
+  auto tokened = index_->Insert(ns, {{a, 1}}, &token);
+  ASSERT_TRUE(tokened.ok()) << tokened.status();
+  auto replay = index_->Insert(ns, {{a, 1}}, &token);
+  ASSERT_TRUE(replay.ok());
+  EXPECT_EQ((*replay)[0].ref_count, 4u);
+}
+
+// A master killed (kill -9) while four streams write long series of
+// batches; its replica is promoted. Every batch completes or fails with
+// UNAVAILABLE, a retry with the same token succeeds, and afterwards the
+// counts read from the masters are exact and every chunk was new once.
+TEST(RedisClusterFailover, MasterKilledDuringLongSeriesOfBatches) {
+  SKIP_WITHOUT_REDIS();
+  auto cluster = RedisClusterProcesses::Start(3, 1, /*node_timeout_ms=*/1000);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  IndexOptions options;
+  // Generous on a loaded machine: a batch is acknowledged only once its
+  // master's replica has it, so the failover cannot lose it.
+  options.cluster_wait_timeout = absl::Seconds(1);
+  options.connect_timeout = absl::Milliseconds(300);
+  auto index = CreateIndex((*cluster)->Spec(), options);
+  ASSERT_TRUE(index.ok());
+  auto masters = (*cluster)->MasterPorts();
+  ASSERT_TRUE(masters.ok());
+  ASSERT_EQ(masters->size(), 3u);
+  RedisProcess* victim = (*cluster)->NodeWithPort(masters->front());
+  ASSERT_NE(victim, nullptr);
+
+  const auto plans = MakePlans(/*streams=*/4, /*batches=*/120, /*size=*/64,
+                               /*distinct=*/5000);
+  int failed = 0;
+  std::vector<std::string> errors;
+  auto news = RunStreamsWithFault(
+      **index, "failover", plans,
+      /*fault_after=*/100, [&] { victim->Kill(); }, &failed, &errors);
+  EXPECT_GT(failed, 0) << "killing a master should have failed some batches";
+
+  absl::Status healthy = (*cluster)->WaitHealthy(absl::Seconds(30), false);
+  ASSERT_TRUE(healthy.ok()) << healthy;
+  auto after = (*cluster)->MasterPorts();
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->size(), 3u);
+  EXPECT_EQ(std::find(after->begin(), after->end(), victim->port()),
+            after->end());
+  const auto expected = ExpectedCounts(plans);
+  ExpectCounts(*after, "failover", expected);
+  for (const auto& [i, count] : expected) {
+    EXPECT_EQ(news[i], 1) << "fingerprint " << i << " reported new " << news[i]
+                          << " times";
+  }
+  EXPECT_TRUE((*index)->Health().ok()) << (*index)->Health();
+}
+
+}  // namespace
+}  // namespace chunkd::index
