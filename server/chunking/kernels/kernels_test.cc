@@ -1,0 +1,786 @@
+// Tests of the stage-1 kernels:
+//   - selection: detection, the table, FindKernel / DefaultKernel errors;
+//   - the scalar kernel against the definitions of kernels.h and against the
+//     reference cutters (label "scalar");
+//   - every other kernel against scalar, bit for bit (labels "avx2",
+//     "avx512"), on inputs placed against PROT_NONE pages so that a read
+//     outside [0, end) crashes. A kernel the CPU lacks is SKIPPED with the
+//     missing features.
+
+#include "chunking/kernels/kernels.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "chunkd/chunker.h"
+#include "chunking/crc32.h"
+#include "chunking/fastcdc.h"
+#include "chunking/kernels/isa.h"
+#include "chunking/limits.h"
+#include "chunking/test_util.h"
+#include "gtest/gtest.h"
+
+namespace chunkd::chunking::kernels {
+namespace {
+
+using ::chunkd::chunking::testing::Bytes;
+using ::chunkd::chunking::testing::ConstantBytes;
+using ::chunkd::chunking::testing::RandomBytes;
+using ::chunkd::chunking::testing::RepeatingBytes;
+using ::chunkd::chunking::testing::TextBytes;
+
+// ------------------------------------------------------------ test inputs --
+
+struct DataSet {
+  std::string name;
+  Bytes bytes;
+};
+
+std::vector<DataSet> DataSets(size_t size) {
+  std::vector<DataSet> sets;
+  sets.push_back({"random", RandomBytes(size, 42)});
+  sets.push_back({"zeros", ConstantBytes(size, 0)});
+  sets.push_back({"ff", ConstantBytes(size, 0xFF)});
+  sets.push_back({"pattern_ab", RepeatingBytes(size, "ab")});
+  sets.push_back({"pattern_7",
+                  RepeatingBytes(size, std::string("\x01\x80\xff\x00q7Z", 7))});
+  sets.push_back({"text", TextBytes(size, 7)});
+  return sets;
+}
+
+// A buffer between two PROT_NONE pages. Place() copies a prefix of an input
+// so that it ends right at the trailing guard (catches reads at or past
+// `end`) or starts right after the leading guard (catches reads before
+// data[0]).
+class GuardedBuffer {
+ public:
+  explicit GuardedBuffer(size_t capacity) {
+    page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    inner_ = (capacity + page_ - 1) / page_ * page_ + page_;
+    void* p = mmap(nullptr, inner_ + 2 * page_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) std::abort();
+    base_ = static_cast<uint8_t*>(p);
+    mprotect(base_, page_, PROT_NONE);
+    mprotect(base_ + page_ + inner_, page_, PROT_NONE);
+  }
+  ~GuardedBuffer() { munmap(base_, inner_ + 2 * page_); }
+  GuardedBuffer(const GuardedBuffer&) = delete;
+  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+
+  enum class Align { kEndAtGuard, kStartAtGuard };
+
+  const uint8_t* Place(const uint8_t* src, size_t size, Align align) {
+    uint8_t* const first = base_ + page_;
+    uint8_t* dst =
+        align == Align::kStartAtGuard ? first : first + inner_ - size;
+    if (size > 0) memcpy(dst, src, size);
+    return dst;
+  }
+
+ private:
+  size_t page_ = 0;
+  size_t inner_ = 0;
+  uint8_t* base_ = nullptr;
+};
+
+// Gear tables: the crate's table with seeds, and an unrelated random table
+// (every byte of every entry random, so that all six planes matter).
+struct GearTable {
+  std::string name;
+  std::vector<uint64_t> gear;
+};
+
+std::vector<GearTable> GearTables() {
+  std::vector<GearTable> tables;
+  const auto& base = FastCdcGearTable();
+  std::mt19937_64 rng(2024);
+  for (uint64_t seed : {uint64_t{0}, uint64_t{666}, uint64_t{rng()}}) {
+    std::vector<uint64_t> g(256);
+    for (int i = 0; i < 256; ++i) g[i] = base[i] ^ seed;
+    tables.push_back({absl::StrCat("seed_", seed), std::move(g)});
+  }
+  std::vector<uint64_t> g(256);
+  for (auto& x : g) x = rng();
+  tables.push_back({"random_table", std::move(g)});
+  return tables;
+}
+
+struct MaskPair {
+  std::string name;
+  uint64_t mask_s;
+  uint64_t mask_l;
+};
+
+// mask_s = MASKS[bits + level], mask_l = MASKS[bits - level] for every
+// average 256 B .. 4 MiB and level 0..3, as FastCdcCutter picks them.
+std::vector<MaskPair> AllFastCdcMasks() {
+  std::vector<MaskPair> masks;
+  for (uint32_t bits = 8; bits <= 22; ++bits) {
+    for (uint32_t level = 0; level <= 3; ++level) {
+      masks.push_back({absl::StrCat("avg_2^", bits, "_level", level),
+                       kFastCdcMasks[bits + level],
+                       kFastCdcMasks[bits - level]});
+    }
+  }
+  return masks;
+}
+
+// A few pairs that reach every code path: sparse and dense output, masks the
+// 48-bit lanes cannot take, all-zero masks.
+std::vector<MaskPair> SomeFastCdcMasks() {
+  return {
+      {"16k_level2", kFastCdcMasks[16], kFastCdcMasks[12]},
+      {"256_level3", kFastCdcMasks[11], kFastCdcMasks[5]},
+      {"4m_level1", kFastCdcMasks[23], kFastCdcMasks[21]},
+      {"top_bit_63", uint64_t{1} << 63 | 0x3000, 0x0000d90003530000},
+      {"bit_48", uint64_t{1} << 48 | 0x1000, uint64_t{1} << 48},
+      {"zero", 0, 0},
+  };
+}
+
+std::vector<uint32_t> AllCrcMasks() {
+  std::vector<uint32_t> masks;
+  for (int k = 8; k <= 22; ++k) masks.push_back((uint32_t{1} << k) - 1);
+  return masks;
+}
+
+std::vector<uint32_t> SomeCrcMasks() {
+  return {0xFF, 0x3FFF, 0x3FFFFF, 0, 0x1, 0xFFFFFFFFu, 0x80000000u};
+}
+
+// ---------------------------------------------------------- kernel calls --
+
+constexpr uint64_t kGarbage = 0x5A5A5A5A5A5A5A5Aull;
+constexpr uint64_t kCanary = 0xC0FFEE00C0FFEE00ull;
+
+// Output words prefilled with garbage (every word must be written) and two
+// canaries after them (no word past BitmapWords(n) may be written).
+class Bitmap {
+ public:
+  explicit Bitmap(size_t n) : words_(BitmapWords(n)), v_(words_ + 2, kGarbage) {
+    v_[words_] = v_[words_ + 1] = kCanary;
+  }
+  uint64_t* data() { return v_.data(); }
+  bool CanariesIntact() const {
+    return v_[words_] == kCanary && v_[words_ + 1] == kCanary;
+  }
+  std::vector<uint64_t> words() const {
+    return std::vector<uint64_t>(v_.begin(), v_.begin() + words_);
+  }
+
+ private:
+  size_t words_;
+  std::vector<uint64_t> v_;
+};
+
+struct Result {
+  std::vector<uint64_t> a, b;
+  bool canaries = true;
+};
+
+Result RunFastCdc(const Kernel& k, const uint8_t* data, size_t begin,
+                  size_t end, const GearParams& params) {
+  Bitmap s(end - begin), l(end - begin);
+  k.fastcdc(data, begin, end, params, s.data(), l.data());
+  return {s.words(), l.words(), s.CanariesIntact() && l.CanariesIntact()};
+}
+
+Result RunCrc32(const Kernel& k, const uint8_t* data, size_t begin, size_t end,
+                uint32_t mask) {
+  Bitmap h(end - begin);
+  k.crc32(data, begin, end, mask, h.data());
+  return {h.words(), {}, h.CanariesIntact()};
+}
+
+Result RunSeqCdc(const Kernel& k, const uint8_t* data, size_t begin,
+                 size_t end) {
+  Bitmap g(end - begin), l(end - begin);
+  k.seqcdc(data, begin, end, g.data(), l.data());
+  return {g.words(), l.words(), g.CanariesIntact() && l.CanariesIntact()};
+}
+
+// The first differing position, or success.
+::testing::AssertionResult SameBits(const std::vector<uint64_t>& want,
+                                    const std::vector<uint64_t>& got,
+                                    size_t begin) {
+  if (want.size() != got.size()) {
+    return ::testing::AssertionFailure()
+           << "word count " << got.size() << ", want " << want.size();
+  }
+  for (size_t w = 0; w < want.size(); ++w) {
+    if (want[w] == got[w]) continue;
+    const int bit = __builtin_ctzll(want[w] ^ got[w]);
+    return ::testing::AssertionFailure()
+           << "first difference at position " << begin + 64 * w + bit
+           << " (word " << w << ": want 0x" << absl::StrCat(absl::Hex(want[w]))
+           << ", got 0x" << absl::StrCat(absl::Hex(got[w])) << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult SameResult(const Result& want, const Result& got,
+                                      size_t begin) {
+  if (!got.canaries) {
+    return ::testing::AssertionFailure() << "wrote past the last bitmap word";
+  }
+  auto a = SameBits(want.a, got.a, begin);
+  if (!a) return a << " [first bitmap]";
+  auto b = SameBits(want.b, got.b, begin);
+  if (!b) return b << " [second bitmap]";
+  return ::testing::AssertionSuccess();
+}
+
+// ------------------------------------------------------------- selection --
+
+TEST(KernelSelectionTest, TableIsBestFirstWithScalarLast) {
+  std::vector<std::string> names;
+  for (const Kernel* k : AllKernels()) names.push_back(k->name);
+#if defined(__x86_64__)
+  EXPECT_EQ(names, (std::vector<std::string>{"avx512", "avx2", "scalar"}));
+#endif
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names.back(), "scalar");
+  EXPECT_STREQ(ScalarKernel().name, "scalar");
+  EXPECT_TRUE(ScalarKernel().supported());
+}
+
+TEST(KernelSelectionTest, BestIsTheFirstSupported) {
+  const Kernel* first = nullptr;
+  for (const Kernel* k : AllKernels()) {
+    if (k->supported()) {
+      first = k;
+      break;
+    }
+  }
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(&BestKernel(), first);
+}
+
+TEST(KernelSelectionTest, FindKernelReturnsSupportedOnes) {
+  for (const Kernel* k : AllKernels()) {
+    absl::StatusOr<const Kernel*> found = FindKernel(k->name);
+    if (k->supported()) {
+      ASSERT_TRUE(found.ok()) << found.status();
+      EXPECT_EQ(*found, k);
+    } else {
+      EXPECT_EQ(found.status().code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_NE(found.status().message().find("missing"), std::string::npos)
+          << found.status();
+    }
+  }
+}
+
+TEST(KernelSelectionTest, UnknownNameIsInvalidArgumentListingNames) {
+  for (const char* name : {"sse", "", "AVX512", "avx512 ", "auto"}) {
+    absl::StatusOr<const Kernel*> found = FindKernel(name);
+    ASSERT_EQ(found.status().code(), absl::StatusCode::kInvalidArgument)
+        << name;
+    for (const Kernel* k : AllKernels()) {
+      EXPECT_NE(found.status().message().find(k->name), std::string::npos)
+          << found.status();
+    }
+  }
+}
+
+TEST(KernelSelectionTest, UnsupportedKernelIsFailedPrecondition) {
+  bool any = false;
+  for (const Kernel* k : AllKernels()) {
+    if (k->supported()) continue;
+    any = true;
+    EXPECT_EQ(FindKernel(k->name).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+  }
+  if (!any) GTEST_SKIP() << "this CPU supports every kernel";
+}
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    if (old != nullptr) old_ = old;
+    had_ = old != nullptr;
+    if (value == nullptr) {
+      unsetenv(name);
+    } else {
+      setenv(name, value, 1);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+TEST(KernelSelectionTest, DefaultKernelHonoursEnvironment) {
+  {
+    ScopedEnv env("CHUNKD_BACKEND", nullptr);
+    auto k = DefaultKernel();
+    ASSERT_TRUE(k.ok()) << k.status();
+    EXPECT_EQ(*k, &BestKernel());
+  }
+  {
+    ScopedEnv env("CHUNKD_BACKEND", "");
+    auto k = DefaultKernel();
+    ASSERT_TRUE(k.ok()) << k.status();
+    EXPECT_EQ(*k, &BestKernel());
+  }
+  {
+    ScopedEnv env("CHUNKD_BACKEND", "scalar");
+    auto k = DefaultKernel();
+    ASSERT_TRUE(k.ok()) << k.status();
+    EXPECT_EQ(*k, &ScalarKernel());
+  }
+  for (const Kernel* kernel : AllKernels()) {
+    ScopedEnv env("CHUNKD_BACKEND", kernel->name);
+    auto k = DefaultKernel();
+    if (kernel->supported()) {
+      ASSERT_TRUE(k.ok()) << k.status();
+      EXPECT_EQ(*k, kernel);
+    } else {
+      EXPECT_EQ(k.status().code(), absl::StatusCode::kFailedPrecondition);
+    }
+  }
+  {
+    ScopedEnv env("CHUNKD_BACKEND", "neon");
+    auto k = DefaultKernel();
+    EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(k.status().message().find("CHUNKD_BACKEND"), std::string::npos)
+        << k.status();
+  }
+}
+
+TEST(IsaTest, XcrZeroWithoutZmmStateDisablesAvx512) {
+  // Every CPU bit, but the OS saves only SSE and AVX state.
+  const uint32_t f = FeaturesFromCpuid(~0u, ~0u, ~0u, true, 0x7);
+  EXPECT_TRUE(f & kOsYmm);
+  EXPECT_FALSE(f & kOsZmm);
+  const auto missing = MissingFeatures(kAvx512F | kOsZmm, f);
+  EXPECT_EQ(missing, (std::vector<std::string>{"os-zmm-state"}));
+  // Without OSXSAVE nothing wider than SSE is usable.
+  const uint32_t g = FeaturesFromCpuid(~0u, ~0u, ~0u, false, 0xe7);
+  EXPECT_FALSE(g & (kOsYmm | kOsZmm));
+  // Full state.
+  const uint32_t h = FeaturesFromCpuid(~0u, ~0u, ~0u, true, 0xe7);
+  EXPECT_TRUE((h & (kOsYmm | kOsZmm)) == (kOsYmm | kOsZmm));
+  EXPECT_TRUE(MissingFeatures(~0u & ((kOsZmm << 1) - 1), h).empty());
+}
+
+TEST(IsaTest, MissingFeaturesNamesEachInOrder) {
+  EXPECT_EQ(MissingFeatures(kAvx2 | kGfni | kAvx512Vbmi, kAvx2),
+            (std::vector<std::string>{"avx512vbmi", "gfni"}));
+  EXPECT_TRUE(MissingFeatures(0, 0).empty());
+}
+
+// /proc/cpuinfo lists what the Linux kernel found and enabled; detection must
+// agree with it on every CPU feature (not the OS-state bits, which cpuinfo
+// expresses by omitting the features).
+TEST(IsaTest, DetectionAgreesWithProcCpuinfo) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  std::set<std::string> flags;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::string w;
+    while (words >> w) flags.insert(w);
+    break;
+  }
+  if (flags.empty()) GTEST_SKIP() << "no /proc/cpuinfo flags";
+  const uint32_t f = CpuFeatures();
+  const std::pair<IsaFeature, const char*> map[] = {
+      {kPopcnt, "popcnt"},
+      {kBmi1, "bmi1"},
+      {kBmi2, "bmi2"},
+      {kAvx, "avx"},
+      {kAvx2, "avx2"},
+      {kAvx512F, "avx512f"},
+      {kAvx512Dq, "avx512dq"},
+      {kAvx512Bw, "avx512bw"},
+      {kAvx512Vl, "avx512vl"},
+      {kAvx512Vbmi, "avx512vbmi"},
+      {kAvx512Ifma, "avx512ifma"},
+      {kGfni, "gfni"},
+  };
+  for (const auto& [feature, flag] : map) {
+    EXPECT_EQ((f & feature) != 0, flags.count(flag) != 0) << flag;
+  }
+  // Linux hides avx512* from cpuinfo unless it saves ZMM state.
+  if (flags.count("avx512f")) {
+    EXPECT_TRUE(f & kOsZmm);
+  }
+  if (flags.count("avx2")) {
+    EXPECT_TRUE(f & kOsYmm);
+  }
+}
+
+// ------------------------------------------ scalar vs. the definitions --
+
+// W(p) of kernels.h, summed term by term.
+uint64_t WindowedGear(const uint8_t* data, size_t p, const uint64_t* gear) {
+  uint64_t w = 0;
+  for (size_t i = 0; i <= (p < 63 ? p : 63); ++i) {
+    w += gear[data[p - i]] << i;
+  }
+  return w;
+}
+
+bool Bit(const std::vector<uint64_t>& words, size_t i) {
+  return (words[i / 64] >> (i % 64)) & 1;
+}
+
+TEST(ScalarKernelTest, FastCdcIsTheWindowedGearDefinition) {
+  const Bytes data = RandomBytes(3000, 1);
+  for (const GearTable& table : GearTables()) {
+    for (const MaskPair& m : SomeFastCdcMasks()) {
+      // Wide masks so that hits of both values occur in 3000 positions.
+      for (const auto& [ms, ml] :
+           {std::pair{m.mask_s, m.mask_l},
+            std::pair{uint64_t{0x0000000000001110}, uint64_t{0x1}}}) {
+        const GearParams params{table.gear.data(), ms, ml};
+        for (size_t begin : {0, 1, 62, 63, 64, 100, 2999}) {
+          const Result r = RunFastCdc(ScalarKernel(), data.data(), begin,
+                                      data.size(), params);
+          ASSERT_TRUE(r.canaries);
+          for (size_t p = begin; p < data.size(); ++p) {
+            const uint64_t w = WindowedGear(data.data(), p, params.gear);
+            ASSERT_EQ(Bit(r.a, p - begin), (w & ms) == 0) << p;
+            ASSERT_EQ(Bit(r.b, p - begin), (w & ml) == 0) << p;
+          }
+          // Bits past `end` in the last word are zero.
+          const size_t n = data.size() - begin;
+          if (n % 64) {
+            EXPECT_EQ(r.a.back() >> (n % 64), 0u);
+            EXPECT_EQ(r.b.back() >> (n % 64), 0u);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Every content-defined cut of the reference FastCDC lies on a kernel bit,
+// and no bit lies between min + 64 (where the restarted hash equals the
+// windowed one) and the cut: the bitmaps carry exactly what stage 2 needs.
+TEST(ScalarKernelTest, FastCdcBitsExplainTheReferenceCuts) {
+  for (uint64_t seed : {uint64_t{0}, uint64_t{666}}) {
+    ChunkerOptions o = DefaultOptions(Algorithm::kFastCdc);
+    o.min_size = 1024;
+    o.avg_size = 4096;
+    o.max_size = 16384;
+    o.normalization_level = 2;
+    o.seed = seed;
+    FastCdcCutter cutter(o.min_size, o.avg_size, o.max_size,
+                         o.normalization_level, o.seed);
+    const Bytes data = RandomBytes(1 << 20, 3 + seed);
+    const GearParams params{cutter.gear().data(), cutter.mask_s(),
+                            cutter.mask_l()};
+    const Result r =
+        RunFastCdc(ScalarKernel(), data.data(), 0, data.size(), params);
+    const std::vector<Chunk> chunks = ReferenceChunks(o, data);
+    int checked = 0;
+    for (size_t i = 0; i + 1 < chunks.size(); ++i) {
+      const Chunk& c = chunks[i];
+      if (c.length >= o.max_size) continue;  // cut by max, not by content
+      const size_t start = c.offset;
+      const size_t cut = c.offset + c.length;  // the byte that matched
+      const size_t scan = start + (o.min_size & ~1u) + 64;
+      if (cut < scan) continue;
+      auto hit = [&](size_t p) {
+        return p - start < o.avg_size ? Bit(r.a, p) : Bit(r.b, p);
+      };
+      ASSERT_TRUE(hit(cut)) << "chunk " << i;
+      for (size_t p = scan; p < cut; ++p) ASSERT_FALSE(hit(p)) << p;
+      ++checked;
+    }
+    EXPECT_GT(checked, 100);
+  }
+}
+
+uint32_t WindowCrc(const uint8_t* data, size_t p) {
+  const size_t first = p >= 255 ? p - 255 : 0;
+  return Crc32Update(0, data + first, p - first + 1);
+}
+
+TEST(ScalarKernelTest, Crc32IsTheDirectWindowCrc) {
+  const Bytes data = RandomBytes(2500, 2);
+  for (uint32_t mask : {0x7u, 0xFFu, 0x3FFFu, 0u, 0xFFFFFFFFu}) {
+    for (size_t begin : {0, 1, 254, 255, 256, 257, 300, 2499}) {
+      const Result r =
+          RunCrc32(ScalarKernel(), data.data(), begin, data.size(), mask);
+      ASSERT_TRUE(r.canaries);
+      for (size_t p = begin; p < data.size(); ++p) {
+        ASSERT_EQ(Bit(r.a, p - begin), (WindowCrc(data.data(), p) & mask) == 0)
+            << "mask " << mask << " begin " << begin << " p " << p;
+      }
+    }
+  }
+}
+
+// A crc32 chunk cut at a candidate ends on a kernel bit whose window CRC is
+// the chunk's hash.
+TEST(ScalarKernelTest, Crc32BitsExplainTheReferenceCuts) {
+  ChunkerOptions o = DefaultOptions(Algorithm::kCrc32);
+  o.min_size = 256;
+  o.avg_size = 1024;
+  o.max_size = 8192;
+  const Bytes data = RandomBytes(1 << 19, 5);
+  const Result r =
+      RunCrc32(ScalarKernel(), data.data(), 0, data.size(), o.avg_size - 1);
+  int checked = 0;
+  for (const Chunk& c : ReferenceChunks(o, data)) {
+    if (c.hash == 0 && c.length >= o.max_size) continue;
+    const size_t last = c.offset + c.length - 1;
+    if (c.offset + c.length == data.size()) continue;
+    ASSERT_TRUE(Bit(r.a, last)) << c.offset;
+    EXPECT_EQ(c.hash, WindowCrc(data.data(), last));
+    for (size_t p = c.offset + o.min_size - 1; p < last; ++p) {
+      ASSERT_FALSE(Bit(r.a, p)) << p;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 100);
+}
+
+TEST(ScalarKernelTest, SeqCdcComparesNeighbours) {
+  for (const DataSet& set : DataSets(700)) {
+    const Bytes& d = set.bytes;
+    for (size_t begin : {0, 1, 63, 64, 65, 699}) {
+      const Result r = RunSeqCdc(ScalarKernel(), d.data(), begin, d.size());
+      ASSERT_TRUE(r.canaries);
+      for (size_t p = begin; p < d.size(); ++p) {
+        ASSERT_EQ(Bit(r.a, p - begin), p > 0 && d[p] > d[p - 1]) << p;
+        ASSERT_EQ(Bit(r.b, p - begin), p > 0 && d[p] < d[p - 1]) << p;
+      }
+    }
+  }
+}
+
+// --------------------------------------------------- differential tests --
+
+class KernelDiffTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<const Kernel*> k = FindKernel(GetParam());
+    if (k.status().code() == absl::StatusCode::kFailedPrecondition) {
+      GTEST_SKIP() << k.status().message();
+    }
+    if (k.status().code() == absl::StatusCode::kInvalidArgument) {
+      GTEST_SKIP() << "kernel not built into this binary: "
+                   << k.status().message();
+    }
+    ASSERT_TRUE(k.ok()) << k.status();
+    kernel_ = *k;
+  }
+
+  // Compares one range of every predicate; `what` names the case.
+  void CheckFastCdc(const uint8_t* data, size_t begin, size_t end,
+                    const GearParams& params, const std::string& what) {
+    const Result want = RunFastCdc(ScalarKernel(), data, begin, end, params);
+    const Result got = RunFastCdc(*kernel_, data, begin, end, params);
+    ASSERT_TRUE(SameResult(want, got, begin))
+        << "fastcdc " << what << " begin " << begin << " end " << end;
+  }
+  void CheckCrc32(const uint8_t* data, size_t begin, size_t end, uint32_t mask,
+                  const std::string& what) {
+    const Result want = RunCrc32(ScalarKernel(), data, begin, end, mask);
+    const Result got = RunCrc32(*kernel_, data, begin, end, mask);
+    ASSERT_TRUE(SameResult(want, got, begin))
+        << "crc32 " << what << " mask 0x" << absl::StrCat(absl::Hex(mask))
+        << " begin " << begin << " end " << end;
+  }
+  void CheckSeqCdc(const uint8_t* data, size_t begin, size_t end,
+                   const std::string& what) {
+    const Result want = RunSeqCdc(ScalarKernel(), data, begin, end);
+    const Result got = RunSeqCdc(*kernel_, data, begin, end);
+    ASSERT_TRUE(SameResult(want, got, begin))
+        << "seqcdc " << what << " begin " << begin << " end " << end;
+  }
+
+  const Kernel* kernel_ = nullptr;
+};
+
+// Every length 0..300 at many begins (at 0, inside the first window, past
+// every window), each buffer ending at a guard page and, separately, starting
+// at one.
+TEST_P(KernelDiffTest, EveryLengthUpTo300) {
+  const std::vector<size_t> begins = {0, 1, 17, 47, 48, 63, 64, 255, 256, 1000};
+  const size_t size = 1000 + 300;
+  GuardedBuffer buffer(size);
+  const GearTable table = GearTables()[1];
+  const std::vector<MaskPair> masks = {SomeFastCdcMasks()[0],
+                                       SomeFastCdcMasks()[1]};
+  for (const DataSet& set : DataSets(size)) {
+    for (size_t begin : begins) {
+      for (size_t len = 0; len <= 300; ++len) {
+        const size_t end = begin + len;
+        for (auto align : {GuardedBuffer::Align::kEndAtGuard,
+                           GuardedBuffer::Align::kStartAtGuard}) {
+          const uint8_t* d = buffer.Place(set.bytes.data(), end, align);
+          for (const MaskPair& m : masks) {
+            CheckFastCdc(d, begin, end, {table.gear.data(), m.mask_s, m.mask_l},
+                         set.name + " " + m.name);
+            if (HasFatalFailure()) return;
+          }
+          for (uint32_t mask : {0xFFu, 0x3FFFu}) {
+            CheckCrc32(d, begin, end, mask, set.name);
+            if (HasFatalFailure()) return;
+          }
+          CheckSeqCdc(d, begin, end, set.name);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// Lengths at vector, word, block and lane edges, and segment-sized ranges.
+TEST_P(KernelDiffTest, EdgeLengths) {
+  std::vector<size_t> lengths;
+  for (size_t edge : {64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}) {
+    for (size_t d = 0; d <= 6; ++d) {
+      lengths.push_back(edge - 3 + d);
+    }
+  }
+  for (size_t len : {size_t{4096 + 1}, size_t{65535}, size_t{65536},
+                     size_t{65537}, size_t{100000}, size_t{(1 << 20) + 1}}) {
+    lengths.push_back(len);
+  }
+  const std::vector<size_t> begins = {0, 1, 48, 255, 256, 4095};
+  const size_t size = 4095 + (1 << 20) + 1;
+  GuardedBuffer buffer(size);
+  const GearTable table = GearTables()[0];
+  const std::vector<DataSet> sets = {DataSets(size)[0], DataSets(size)[1],
+                                     DataSets(size)[5]};
+  for (const DataSet& set : sets) {
+    for (size_t begin : begins) {
+      for (size_t len : lengths) {
+        const size_t end = begin + len;
+        const uint8_t* d = buffer.Place(set.bytes.data(), end,
+                                        GuardedBuffer::Align::kEndAtGuard);
+        for (const MaskPair& m : SomeFastCdcMasks()) {
+          CheckFastCdc(d, begin, end, {table.gear.data(), m.mask_s, m.mask_l},
+                       set.name + " " + m.name);
+          if (HasFatalFailure()) return;
+        }
+        for (uint32_t mask : SomeCrcMasks()) {
+          CheckCrc32(d, begin, end, mask, set.name);
+          if (HasFatalFailure()) return;
+        }
+        CheckSeqCdc(d, begin, end, set.name);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// Every MASKS pair of levels 0..3 for averages 256 B .. 4 MiB, with every
+// Gear table, on ranges that take each code path.
+TEST_P(KernelDiffTest, FastCdcEveryMaskAndSeed) {
+  const size_t size = 300000;
+  GuardedBuffer buffer(size);
+  const std::vector<std::pair<size_t, size_t>> ranges = {
+      {0, 100},    {5, 300},      {0, 2000},   {40, 5000},
+      {100, 4196}, {1000, 70000}, {7, 300000}, {64, 192}};
+  for (const DataSet& set : {DataSets(size)[0], DataSets(size)[5]}) {
+    for (const GearTable& table : GearTables()) {
+      for (const MaskPair& m : AllFastCdcMasks()) {
+        for (const auto& [begin, end] : ranges) {
+          const uint8_t* d = buffer.Place(set.bytes.data(), end,
+                                          GuardedBuffer::Align::kEndAtGuard);
+          CheckFastCdc(d, begin, end, {table.gear.data(), m.mask_s, m.mask_l},
+                       set.name + " " + table.name + " " + m.name);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(KernelDiffTest, Crc32EveryMask) {
+  const size_t size = 300000;
+  GuardedBuffer buffer(size);
+  const std::vector<std::pair<size_t, size_t>> ranges = {
+      {0, 100},    {5, 300},      {255, 2000}, {256, 5000},
+      {100, 4196}, {1000, 70000}, {7, 300000}};
+  for (const DataSet& set : DataSets(size)) {
+    for (uint32_t mask : AllCrcMasks()) {
+      for (const auto& [begin, end] : ranges) {
+        for (auto align : {GuardedBuffer::Align::kEndAtGuard,
+                           GuardedBuffer::Align::kStartAtGuard}) {
+          const uint8_t* d = buffer.Place(set.bytes.data(), end, align);
+          CheckCrc32(d, begin, end, mask, set.name);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// Random ranges of a larger random buffer, and the pure-function property:
+// word-aligned pieces of a range give the bits of the whole.
+TEST_P(KernelDiffTest, RandomRangesAndPieces) {
+  const size_t size = 1 << 22;
+  const Bytes data = RandomBytes(size, 99);
+  const GearTable table = GearTables()[3];
+  std::mt19937_64 rng(5);
+  for (int iter = 0; iter < 40; ++iter) {
+    const size_t begin = rng() % (size / 2);
+    const size_t end = begin + rng() % (size - begin);
+    const MaskPair m = AllFastCdcMasks()[rng() % AllFastCdcMasks().size()];
+    const uint32_t cm = AllCrcMasks()[rng() % AllCrcMasks().size()];
+    const GearParams params{table.gear.data(), m.mask_s, m.mask_l};
+    CheckFastCdc(data.data(), begin, end, params, m.name);
+    CheckCrc32(data.data(), begin, end, cm, "random");
+    CheckSeqCdc(data.data(), begin, end, "random");
+    if (HasFatalFailure()) return;
+    // Pieces.
+    const Result whole = RunFastCdc(*kernel_, data.data(), begin, end, params);
+    const Result whole_crc = RunCrc32(*kernel_, data.data(), begin, end, cm);
+    Result pieces, pieces_crc;
+    for (size_t p = begin; p < end;) {
+      const size_t len = std::min<size_t>(end - p, 64 * (1 + rng() % 3000));
+      const Result r = RunFastCdc(*kernel_, data.data(), p, p + len, params);
+      pieces.a.insert(pieces.a.end(), r.a.begin(), r.a.end());
+      pieces.b.insert(pieces.b.end(), r.b.begin(), r.b.end());
+      const Result c = RunCrc32(*kernel_, data.data(), p, p + len, cm);
+      pieces_crc.a.insert(pieces_crc.a.end(), c.a.begin(), c.a.end());
+      p += len;
+    }
+    ASSERT_TRUE(SameResult(whole, pieces, begin)) << "fastcdc pieces";
+    ASSERT_TRUE(SameResult(whole_crc, pieces_crc, begin)) << "crc32 pieces";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(avx512, KernelDiffTest, ::testing::Values("avx512"),
+                         [](const auto&) { return std::string("vs_scalar"); });
+INSTANTIATE_TEST_SUITE_P(avx2, KernelDiffTest, ::testing::Values("avx2"),
+                         [](const auto&) { return std::string("vs_scalar"); });
+
+}  // namespace
+}  // namespace chunkd::chunking::kernels
