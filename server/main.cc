@@ -15,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "chunkd/chunker.h"
+#include "chunking/kernels/kernels.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -36,7 +38,12 @@ ABSL_FLAG(uint64_t, max_message_bytes, uint64_t{4} << 20,
 ABSL_FLAG(uint64_t, max_inflight_bytes, uint64_t{16} << 20,
           "unprocessed bytes of one stream at which chunkd stops reading it");
 ABSL_FLAG(uint32_t, threads, 0,
-          "worker threads shared by all streams; 0 means one per core");
+          "worker threads shared by all streams, which also cut the segments "
+          "of one large stream in parallel; 0 means one per core");
+ABSL_FLAG(std::string, backend, "",
+          "chunking backend (stage-1 kernel): scalar, avx2 or avx512; empty "
+          "means $CHUNKD_BACKEND when set, else the best this CPU supports. "
+          "An unknown or unsupported backend is an error");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(30),
           "on SIGINT/SIGTERM, how long running streams may take to finish "
           "before they are cancelled");
@@ -93,7 +100,17 @@ int main(int argc, char** argv) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   chunkd::pipeline::WorkerPool pool(threads);
 
-  const std::string backend = "scalar";
+  const std::string backend_flag = absl::GetFlag(FLAGS_backend);
+  absl::StatusOr<const chunkd::chunking::kernels::Kernel*> kernel =
+      backend_flag.empty()
+          ? chunkd::chunking::kernels::DefaultKernel()
+          : chunkd::chunking::kernels::FindKernel(backend_flag);
+  if (!kernel.ok()) {
+    return Fail(
+        absl::StrCat(backend_flag.empty() ? "CHUNKD_BACKEND: " : "--backend: ",
+                     kernel.status().message()));
+  }
+  const std::string backend = (*kernel)->name;
   chunkd::metrics::Metrics metrics(CHUNKD_VERSION, backend);
   const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   if (!metrics_listen.empty()) {
@@ -109,6 +126,8 @@ int main(int argc, char** argv) {
   options.max_inflight_bytes = max_inflight;
   options.version = CHUNKD_VERSION;
   options.chunking_backend = backend;
+  options.engine.kernel = *kernel;
+  options.engine.executor = &pool;
   chunkd::service::ChunkServiceImpl service(options);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -129,10 +148,11 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "chunkd %s serving on %s (metrics on %s, index %s, %zu "
-               "threads)\n",
+               "threads, chunking backend %s)\n",
                CHUNKD_VERSION, listen.c_str(),
                metrics_listen.empty() ? "off" : metrics_listen.c_str(),
-               std::string((*index)->backend()).c_str(), threads);
+               std::string((*index)->backend()).c_str(), threads,
+               backend.c_str());
 
   const int sig = WaitForSignal(signals);
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);

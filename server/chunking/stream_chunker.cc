@@ -1,12 +1,16 @@
-// StreamChunker: ReferenceChunks over a stream that arrives in pieces.
+// StreamChunker: the fast engine (engine.h) over a stream that arrives in
+// pieces.
 //
 // The buffer holds, from index 0: up to kContext bytes of left context, the
-// chunk in progress (from start_), and bytes appended but not yet cut. A cut
-// is decided only when it is final — at least max_size bytes are available
-// from the chunk start, after which no algorithm's answer can change — or at
-// Finish(), when the stream end is known. Both cases call the same Cutter::Cut
-// as ReferenceChunks with the same arguments (the context differs only beyond
-// kContext bytes, which no cut function reads), so the chunks are identical.
+// chunk in progress (from start_), and bytes appended but not yet cut. The
+// engine decides a cut only when it is final — at least max_size bytes are
+// available from the chunk start, after which no algorithm's answer can
+// change — or at Finish(), when the stream end is known; so its answers are
+// those of ReferenceChunks however the stream is split and whenever the
+// engine runs. The engine runs once window_size bytes have arrived since its
+// last run, so that each run has enough input to fan out across threads; the
+// engine's bitmaps refer to stream positions and survive both the runs and
+// the compaction of this buffer.
 
 #include <algorithm>
 #include <cstddef>
@@ -20,13 +24,14 @@
 #include "absl/strings/string_view.h"
 #include "chunkd/chunker.h"
 #include "chunking/cutter.h"
+#include "chunking/engine.h"
 
 namespace chunkd::chunking {
 
 class StreamChunker::Impl {
  public:
-  Impl(const ChunkerOptions& options, std::unique_ptr<Cutter> cutter)
-      : options_(options), cutter_(std::move(cutter)) {}
+  Impl(const ChunkerOptions& options, std::unique_ptr<Engine> engine)
+      : options_(options), engine_(std::move(engine)) {}
 
   void Append(absl::string_view piece, std::vector<Chunk>* out) {
     if (finished_) return;  // REQUIRES violated; ignore rather than abort.
@@ -36,14 +41,18 @@ class StreamChunker::Impl {
     const auto* bytes = reinterpret_cast<const uint8_t*>(piece.data());
     buffer_.insert(buffer_.end(), bytes, bytes + piece.size());
     bytes_in_ += piece.size();
-    CutFinal(/*at_end=*/false, out);
+    pending_ += piece.size();
+    if (pending_ >= engine_->plan().window_size &&
+        buffer_.size() - start_ >= engine_->final_size()) {
+      Run(/*at_end=*/false, out);
+    }
   }
 
   void Finish(std::vector<Chunk>* out) {
     if (finished_) return;
     finished_ = true;
     Compact();
-    CutFinal(/*at_end=*/true, out);
+    Run(/*at_end=*/true, out);
   }
 
   absl::string_view ChunkData(const Chunk& chunk) const {
@@ -58,21 +67,18 @@ class StreamChunker::Impl {
 
   uint64_t bytes_in() const { return bytes_in_; }
   const ChunkerOptions& options() const { return options_; }
+  const EnginePlan& plan() const { return engine_->plan(); }
 
  private:
   // Cuts every chunk whose end is final and appends it to *out.
-  void CutFinal(bool at_end, std::vector<Chunk>* out) {
-    const size_t final_size = cutter_->max_size();
-    while (start_ < buffer_.size()) {
-      const size_t avail = buffer_.size() - start_;
-      if (!at_end && avail < final_size) break;
-      uint64_t hash = 0;
-      const size_t length =
-          cutter_->Cut(buffer_.data() + start_, avail, start_, &hash);
-      out->push_back(
-          Chunk{base_ + start_, static_cast<uint32_t>(length), hash});
-      start_ += length;
-    }
+  void Run(bool at_end, std::vector<Chunk>* out) {
+    Engine::Input input;
+    input.data = buffer_.data();
+    input.size = buffer_.size();
+    input.offset = base_;
+    input.at_end = at_end;
+    start_ = engine_->CutFinal(input, start_, out);
+    pending_ = 0;
   }
 
   // Drops the bytes before the left context of the chunk in progress, but
@@ -88,20 +94,26 @@ class StreamChunker::Impl {
   }
 
   const ChunkerOptions options_;
-  const std::unique_ptr<Cutter> cutter_;
+  const std::unique_ptr<Engine> engine_;
   std::vector<uint8_t> buffer_;
-  uint64_t base_ = 0;  // stream offset of buffer_[0]
-  size_t start_ = 0;   // index in buffer_ of the chunk in progress
+  uint64_t base_ = 0;   // stream offset of buffer_[0]
+  size_t start_ = 0;    // index in buffer_ of the chunk in progress
+  size_t pending_ = 0;  // bytes appended since the engine last ran
   uint64_t bytes_in_ = 0;
   bool finished_ = false;
 };
 
 absl::StatusOr<std::unique_ptr<StreamChunker>> StreamChunker::Create(
     const ChunkerOptions& options) {
-  absl::StatusOr<std::unique_ptr<Cutter>> cutter = MakeCutter(options);
-  if (!cutter.ok()) return cutter.status();
+  return Create(options, EngineOptions());
+}
+
+absl::StatusOr<std::unique_ptr<StreamChunker>> StreamChunker::Create(
+    const ChunkerOptions& options, const EngineOptions& engine) {
+  absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(options, engine);
+  if (!e.ok()) return e.status();
   return std::unique_ptr<StreamChunker>(
-      new StreamChunker(std::make_unique<Impl>(options, *std::move(cutter))));
+      new StreamChunker(std::make_unique<Impl>(options, *std::move(e))));
 }
 
 StreamChunker::StreamChunker(std::unique_ptr<Impl> impl)
@@ -124,5 +136,7 @@ uint64_t StreamChunker::bytes_in() const { return impl_->bytes_in(); }
 const ChunkerOptions& StreamChunker::options() const {
   return impl_->options();
 }
+
+const EnginePlan& StreamChunker::plan() const { return impl_->plan(); }
 
 }  // namespace chunkd::chunking

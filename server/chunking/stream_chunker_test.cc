@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -23,6 +24,14 @@ absl::string_view View(const Bytes& data, size_t pos, size_t n) {
   return absl::string_view(reinterpret_cast<const char*>(data.data()) + pos, n);
 }
 
+// Window 1: the chunker runs its engine on every Append, so each chunk is
+// emitted as soon as it is final.
+EngineOptions EveryAppend() {
+  EngineOptions engine;
+  engine.window_size = 1;
+  return engine;
+}
+
 // Streams `data` in pieces of the sizes `next_size()` returns and checks, after
 // every call, that the chunks emitted so far are exactly the reference chunks
 // that are final — those with at least max bytes after their start, or all at
@@ -32,7 +41,7 @@ void ExpectStreamEqualsReference(const ChunkerOptions& options,
                                  const Bytes& data, NextSize next_size) {
   const std::vector<Chunk> reference = ReferenceChunks(options, data);
   absl::StatusOr<std::unique_ptr<StreamChunker>> chunker =
-      StreamChunker::Create(options);
+      StreamChunker::Create(options, EveryAppend());
   ASSERT_TRUE(chunker.ok()) << chunker.status();
   const uint64_t final_size = testing::BoundsFor(options).max;
   std::vector<Chunk> all;
@@ -169,7 +178,8 @@ TEST(StreamChunkerTest, FastCdcPublicVectorsStreamed) {
 
 TEST(StreamChunkerTest, ChunkDataOfUnknownChunkIsEmpty) {
   absl::StatusOr<std::unique_ptr<StreamChunker>> chunker =
-      StreamChunker::Create(testing::SmallOptions(Algorithm::kFixed));
+      StreamChunker::Create(testing::SmallOptions(Algorithm::kFixed),
+                            EveryAppend());
   ASSERT_TRUE(chunker.ok());
   std::vector<Chunk> out;
   (*chunker)->Append(std::string(300, 'x'), &out);
@@ -177,6 +187,66 @@ TEST(StreamChunkerTest, ChunkDataOfUnknownChunkIsEmpty) {
   EXPECT_EQ((*chunker)->ChunkData(out[0]), std::string(256, 'x'));
   EXPECT_TRUE((*chunker)->ChunkData(Chunk{100000, 10, 0}).empty());
   EXPECT_EQ((*chunker)->options().avg_size, 256u);
+}
+
+// With the default window the chunker batches: nothing comes out before a
+// window's worth of input (so that the engine has enough to fan out), then
+// every final chunk at once; the result is still the reference.
+TEST(StreamChunkerTest, DefaultWindowBatchesThenEmitsEverythingFinal) {
+  const ChunkerOptions options = testing::SmallOptions(Algorithm::kFastCdc);
+  const Bytes data = testing::RandomBytes(3 << 20, 21);
+  const std::vector<Chunk> reference = ReferenceChunks(options, data);
+  absl::StatusOr<std::unique_ptr<StreamChunker>> chunker =
+      StreamChunker::Create(options);
+  ASSERT_TRUE(chunker.ok()) << chunker.status();
+  const size_t window = (*chunker)->plan().window_size;
+  ASSERT_GE(window, size_t{1} << 20);
+  std::vector<Chunk> all;
+  std::vector<Chunk> out;
+  const size_t piece = 10000;
+  for (size_t pos = 0; pos < data.size(); pos += piece) {
+    const size_t n = std::min(piece, data.size() - pos);
+    (*chunker)->Append(View(data, pos, n), &out);
+    if (pos + n < window) {
+      EXPECT_TRUE(out.empty()) << "after " << pos + n << " bytes";
+    }
+    if (!out.empty()) {
+      // A run emits every chunk that is final at that point.
+      size_t final_count = 0;
+      while (final_count < reference.size() &&
+             reference[final_count].offset + options.max_size <= pos + n) {
+        ++final_count;
+      }
+      EXPECT_EQ(all.size() + out.size(), final_count);
+    }
+    all.insert(all.end(), out.begin(), out.end());
+    out.clear();
+  }
+  (*chunker)->Finish(&out);
+  all.insert(all.end(), out.begin(), out.end());
+  EXPECT_EQ(all, reference);
+}
+
+// An unknown CHUNKD_BACKEND makes the default kernel an error, never a silent
+// fallback.
+TEST(StreamChunkerTest, UnknownBackendInEnvironmentIsAnError) {
+  const char* old = std::getenv("CHUNKD_BACKEND");
+  const std::string saved = old == nullptr ? "" : old;
+  setenv("CHUNKD_BACKEND", "sse9", 1);
+  absl::StatusOr<std::unique_ptr<StreamChunker>> chunker =
+      StreamChunker::Create(DefaultOptions(Algorithm::kFastCdc));
+  EXPECT_EQ(chunker.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(chunker.status().message().find("sse9"), absl::string_view::npos)
+      << chunker.status();
+  setenv("CHUNKD_BACKEND", "scalar", 1);
+  chunker = StreamChunker::Create(DefaultOptions(Algorithm::kFastCdc));
+  ASSERT_TRUE(chunker.ok()) << chunker.status();
+  EXPECT_EQ((*chunker)->plan().kernel, "scalar");
+  if (old == nullptr) {
+    unsetenv("CHUNKD_BACKEND");
+  } else {
+    setenv("CHUNKD_BACKEND", saved.c_str(), 1);
+  }
 }
 
 }  // namespace

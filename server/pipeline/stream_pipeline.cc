@@ -11,7 +11,8 @@ absl::StatusOr<std::unique_ptr<StreamPipeline>> StreamPipeline::Create(
     return absl::InvalidArgumentError(
         "fingerprint NONE cannot be used with Dedup: the index needs one");
   }
-  auto chunker = chunking::StreamChunker::Create(options.chunking);
+  auto chunker =
+      chunking::StreamChunker::Create(options.chunking, options.engine);
   if (!chunker.ok()) return chunker.status();
   return std::unique_ptr<StreamPipeline>(
       new StreamPipeline(std::move(options), *std::move(chunker)));

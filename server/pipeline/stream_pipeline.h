@@ -26,6 +26,9 @@ namespace chunkd::pipeline {
 
 struct PipelineOptions {
   chunking::ChunkerOptions chunking;
+  // How the chunks are cut (kernel, executor, segment and window sizes); the
+  // executor must outlive the pipeline. Never changes the chunks.
+  chunking::EngineOptions engine;
   fingerprint::Kind fingerprint = fingerprint::Kind::kSha256;
   // Dedup only: the index and namespace to record chunks in. nullptr: Chunk.
   index::FingerprintIndex* index = nullptr;

@@ -25,8 +25,21 @@ void WorkerPool::Submit(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(task));
+    queued_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_one();
+}
+
+void WorkerPool::ParallelFor(size_t n, absl::FunctionRef<void(size_t)> fn) {
+  size_t helpers = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Workers that will pick a helper up now; queued tasks take the first.
+    helpers = idle_ > queue_.size() ? idle_ - queue_.size() : 0;
+  }
+  chunking::ParallelForWithHelpers(
+      n, helpers, fn,
+      [this](std::function<void()> task) { Submit(std::move(task)); });
 }
 
 size_t WorkerPool::queue_depth() const {
@@ -36,13 +49,24 @@ size_t WorkerPool::queue_depth() const {
 
 void WorkerPool::Run() {
   for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++idle_;
+    }
+    const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+    while (queued_.load(std::memory_order_acquire) == 0 &&
+           std::chrono::steady_clock::now() < spin_until) {
+      chunking::CpuRelax();
+    }
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      --idle_;
       if (queue_.empty()) return;  // stopping, and nothing left to run
       task = std::move(queue_.front());
       queue_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
     }
     task();
   }

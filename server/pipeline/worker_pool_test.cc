@@ -3,6 +3,7 @@
 #include <atomic>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -51,6 +52,28 @@ TEST(WorkerPoolTest, UsesSeveralThreads) {
     }
   }
   EXPECT_EQ(ids.size(), 2u);
+}
+
+// As the chunking engine's Executor: every index once, and a ParallelFor
+// issued from inside a task of a fully busy pool still finishes (the caller
+// claims every index itself rather than waiting for queued helpers).
+TEST(WorkerPoolTest, ParallelForFromInsideEveryWorker) {
+  WorkerPool pool(2);
+  EXPECT_EQ(pool.parallelism(), 2u);
+  std::vector<std::atomic<int>> hits(2 * 100);
+  std::atomic<int> finished{0};
+  for (int task = 0; task < 2; ++task) {
+    pool.Submit([&, task] {
+      pool.ParallelFor(100,
+                       [&](size_t i) { hits[task * 100 + i].fetch_add(1); });
+      finished.fetch_add(1);
+    });
+  }
+  while (finished.load() < 2) std::this_thread::yield();
+  for (const auto& h : hits) EXPECT_EQ(h.load(), 1);
+  std::vector<std::atomic<int>> outside(1000);
+  pool.ParallelFor(outside.size(), [&](size_t i) { outside[i].fetch_add(1); });
+  for (const auto& h : outside) EXPECT_EQ(h.load(), 1);
 }
 
 }  // namespace

@@ -33,8 +33,9 @@ struct ChunkRpc {
   static constexpr const char* kMethod = "Chunk";
 
   static absl::StatusOr<pipeline::PipelineOptions> Options(
-      const Request& request, const ServiceOptions&) {
+      const Request& request, const ServiceOptions& service) {
     pipeline::PipelineOptions o;
+    o.engine = service.engine;
     auto chunking = ChunkerOptionsFromProto(request.params().chunking());
     if (!chunking.ok()) return chunking.status();
     o.chunking = *chunking;
@@ -64,6 +65,7 @@ struct DedupRpc {
   static absl::StatusOr<pipeline::PipelineOptions> Options(
       const Request& request, const ServiceOptions& service) {
     pipeline::PipelineOptions o;
+    o.engine = service.engine;
     absl::Status ns = index::ValidateNamespace(request.params().namespace_());
     if (!ns.ok()) return ns;
     auto chunking = ChunkerOptionsFromProto(request.params().chunking());

@@ -10,8 +10,10 @@
 // cuts, or reads slower than chunkd answers.
 //
 // Memory per stream: at most max_inflight_bytes + max_message_bytes of
-// unprocessed input, plus the chunker's window (max_size + one message + 256
-// bytes), plus kMaxQueuedResponses response batches.
+// unprocessed input, plus the chunker's buffer and bitmaps (chunkd/chunker.h
+// StreamChunker: at most 2 * (window + max_size + 256 bytes) + one message,
+// plus about window + max_size / 2 of bitmaps; the window is 2 to 8 MiB
+// with the pool as executor), plus kMaxQueuedResponses response batches.
 //
 // Thread safety: thread-safe; gRPC calls the handlers from its own threads.
 #ifndef CHUNKD_SERVICE_CHUNK_SERVICE_H_
@@ -24,6 +26,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
+#include "chunkd/chunker.h"
 #include "chunkd/v1/chunkd.grpc.pb.h"
 #include "index/fingerprint_index.h"
 #include "metrics/metrics.h"
@@ -43,6 +46,9 @@ struct ServiceOptions {
   // Reported by GetServerInfo.
   std::string version = "0.0.0";
   std::string chunking_backend = "scalar";
+  // How every stream's chunks are cut: the kernel named chunking_backend and
+  // the pool as executor. Default: the default kernel, one thread per stream.
+  chunking::EngineOptions engine;
 };
 
 // A running stream that the service can end early (at shutdown).

@@ -7,6 +7,14 @@
 // count, any way the stream is split into pieces) must return the identical
 // list of chunks.
 //
+// The fast paths, FastChunks (a whole buffer) and StreamChunker (a stream in
+// pieces), run the engine of DESIGN.md §3 (chunking/engine.h): stage 1
+// computes per-byte candidate bitmaps with a SIMD kernel (scalar, avx2,
+// avx512), in segments spread over an Executor's threads; stage 2 picks the
+// cut points from them with the reference's exact rules. EngineOptions
+// choose the kernel, the executor, the segment and window sizes and the
+// strategy; none of them changes the chunks.
+//
 //   fastcdc  FastCDC 2020 (Xia et al., "The Design of Fast Content-Defined
 //            Chunking for Data Deduplication Based Storage Systems", IEEE TPDS
 //            2020), byte-exact with REAPI's FAST_CDC_2020 and the Rust crate
@@ -36,6 +44,11 @@
 #include "absl/types/span.h"
 
 namespace chunkd::chunking {
+
+namespace kernels {
+struct Kernel;  // chunking/kernels/kernels.h: one instruction set's stage 1
+}  // namespace kernels
+class Executor;  // chunking/executor.h: runs stage-1 segments in parallel
 
 enum class Algorithm : int {
   kFastCdc = 1,
@@ -153,23 +166,120 @@ struct Chunk {
 std::vector<Chunk> ReferenceChunks(const ChunkerOptions& options,
                                    absl::Span<const uint8_t> data);
 
-// Cuts a stream that arrives in pieces of any size, emitting each chunk as
-// soon as it is final. Produces exactly ReferenceChunks() of the concatenated
-// pieces.
+// How the engine finds cut points (DESIGN.md §3). Every strategy returns
+// exactly ReferenceChunks(); they differ only in speed.
+enum class Strategy : int {
+  // The faster of the two for the algorithm, the kernel and the executor's
+  // parallelism (the rule and the measurements behind it: chunking/engine.h).
+  kAuto = 0,
+  // SS-CDC: stage 1 computes the algorithm's candidate bitmaps for a whole
+  // window of input, in segments fanned across the executor; stage 2 selects
+  // the cut points sequentially from the bitmaps.
+  kTwoStage = 1,
+  // One thread: for each chunk, stage 1 runs on short blocks starting at the
+  // chunk's minimum size until stage 2 finds the cut, so the bytes that
+  // FastCDC and SeqCDC skip are never read.
+  kSequentialScan = 2,
+};
+
+// "auto", "two-stage", "sequential".
+absl::string_view StrategyName(Strategy strategy);
+
+// Parses a name as returned by StrategyName. INVALID_ARGUMENT names the
+// accepted values.
+absl::StatusOr<Strategy> ParseStrategy(absl::string_view name);
+
+// Bounds of EngineOptions::segment_size and window_size (when not 0).
+inline constexpr size_t kMinSegmentSize = 64;
+inline constexpr size_t kMaxSegmentSize = size_t{64} << 20;
+inline constexpr size_t kMaxWindowSize = size_t{1} << 30;
+
+// How the fast paths (FastChunks, StreamChunker) run. None of these settings
+// changes the chunks.
+struct EngineOptions {
+  // The stage-1 kernel (kernels::AllKernels(), kernels::FindKernel()); must
+  // be supported by this CPU. Default nullptr: kernels::DefaultKernel(), i.e.
+  // CHUNKD_BACKEND when set, else the best kernel the CPU supports.
+  const kernels::Kernel* kernel = nullptr;
+  // Runs stage-1 segments in parallel; must outlive every chunker created
+  // with it. Default nullptr: the calling thread does everything.
+  Executor* executor = nullptr;
+  // Bytes of input per stage-1 task, in [kMinSegmentSize, kMaxSegmentSize].
+  // Default 0: automatic — each stage-1 round is one segment with one
+  // thread, else four segments per thread, at least 64 KiB each.
+  size_t segment_size = 0;
+  // How many bytes StreamChunker gathers before it runs the engine (1 makes
+  // it cut on every Append), and how many bytes one stage-1 round covers
+  // (at least 64 KiB when the input has them). In [1, kMaxWindowSize].
+  // Default 0: automatic, 1 MiB per thread of the executor, at least 2 MiB
+  // and at most 8 MiB.
+  size_t window_size = 0;
+  // Default kAuto.
+  Strategy strategy = Strategy::kAuto;
+};
+
+// What an engine built from EngineOptions does, defaults resolved.
+struct EnginePlan {
+  std::string kernel;                   // "scalar", "avx2", "avx512"
+  Strategy strategy = Strategy::kAuto;  // never kAuto
+  size_t parallelism = 1;
+  // The segment size of a full round (automatic: the window, or a quarter
+  // of window / parallelism with several threads; at least 64 KiB).
+  size_t segment_size = 0;
+  bool segment_auto = false;  // segment_size was 0: rounds split evenly
+  size_t window_size = 0;
+};
+
+// The plan for `options` and `engine`. INVALID_ARGUMENT as ValidateOptions or
+// for engine settings out of range; the error of kernels::DefaultKernel()
+// (CHUNKD_BACKEND) when no kernel is given; FAILED_PRECONDITION for a kernel
+// this CPU cannot run.
+absl::StatusOr<EnginePlan> PlanEngine(
+    const ChunkerOptions& options,
+    const EngineOptions& engine = EngineOptions());
+
+// The whole buffer at once, with the fast engine: exactly
+// ReferenceChunks(options, data). Errors as PlanEngine.
+absl::StatusOr<std::vector<Chunk>> FastChunks(
+    const ChunkerOptions& options, absl::Span<const uint8_t> data,
+    const EngineOptions& engine = EngineOptions());
+
+// Cuts a stream that arrives in pieces of any size with the fast engine,
+// emitting chunks once they are final. Produces exactly ReferenceChunks() of
+// the concatenated pieces, for any split into pieces and any EngineOptions.
 //
-// Memory: the chunker holds the bytes of the chunk in progress plus the bytes
-// of the last Append not yet cut, and a small left context (256 bytes).
-// Bytes already cut are dropped lazily — only once they are at least as many
-// as the bytes kept — so that every byte is moved O(1) times however small the
-// pieces: the buffer is at most about 2 * (max_size + 256) + (size of the
-// largest Append) bytes (fixed: avg_size for max_size).
+// When chunks come out: a chunk is final once max_size bytes from its start
+// have arrived (no algorithm looks further) or at Finish(). The chunker runs
+// the engine when at least window_size bytes have arrived since its last run
+// (and at Finish()), and then emits every final chunk. So a final chunk is
+// emitted at the latest window_size bytes after it became final, and with
+// window_size 1 at once.
 //
-// Thread safety: not thread-safe; copy and move disabled.
+// Memory: the buffer holds a left context of 256 bytes, the chunk in progress
+// (< max_size bytes), the bytes that arrived since the engine last ran
+// (< window_size, plus the piece being appended). Bytes already cut are
+// dropped lazily — only once they are at least as many as the bytes kept — so
+// that every byte is moved O(1) times however small the pieces: the buffer is
+// at most 2 * (256 + max_size + window_size) + (size of the largest Append)
+// bytes (fixed: avg_size for max_size). The two-stage strategy keeps its
+// bitmaps in a ring of words that holds the chunk in progress and up to two
+// rounds (with an executor, the next round is computed while stage 2 walks
+// the current one), rounded up to a power of two: less than
+// (2 * max(window_size, 64 KiB) + max_size + 448) / 2 bytes (crc32: half of
+// it). The sequential-scan strategy needs 16 KiB of bitmaps instead.
+//
+// Thread safety: not thread-safe; copy and move disabled. Several chunkers may
+// share one Executor.
 class StreamChunker {
  public:
-  // INVALID_ARGUMENT as ValidateOptions.
+  // With EngineOptions(): the default kernel, one thread. INVALID_ARGUMENT
+  // as ValidateOptions; the error of kernels::DefaultKernel() when
+  // CHUNKD_BACKEND names an unknown or unsupported kernel.
   static absl::StatusOr<std::unique_ptr<StreamChunker>> Create(
       const ChunkerOptions& options);
+  // Errors as PlanEngine.
+  static absl::StatusOr<std::unique_ptr<StreamChunker>> Create(
+      const ChunkerOptions& options, const EngineOptions& engine);
 
   StreamChunker(const StreamChunker&) = delete;
   StreamChunker& operator=(const StreamChunker&) = delete;
@@ -193,6 +303,9 @@ class StreamChunker {
   uint64_t bytes_in() const;
 
   const ChunkerOptions& options() const;
+
+  // The engine's settings, defaults resolved.
+  const EnginePlan& plan() const;
 
  private:
   class Impl;
