@@ -64,5 +64,32 @@ test-python: build $(VENV_STAMP)
 
 test: test-cpp test-python
 
+# `make bench`: the chunking benchmarks (server/bench/), then a table and a
+# chart under $(BENCH_DIR). matplotlib goes into the venv through its own
+# stamp, so the test venv does not need it. BENCH_ARGS go to chunking_bench
+# (Google Benchmark flags, or e.g. --threads=1,2,4 --size=BYTES); the best of
+# the repetitions is reported, in random order so that load from other work
+# on the machine spreads over all of them.
+BENCH_DIR   ?= $(BUILD_DIR)/bench
+BENCH_ARGS  ?= --benchmark_repetitions=5 --benchmark_min_time=0.2 \
+  --benchmark_enable_random_interleaving=true
+BENCH_STAMP := $(VENV)/.bench-installed
+
+.PHONY: bench
+
+$(BENCH_STAMP): $(VENV_STAMP)
+	$(VENV)/bin/pip install -q matplotlib
+	touch $@
+
+bench: build $(BENCH_STAMP)
+	@mkdir -p $(BENCH_DIR)
+	$(BUILD_DIR)/server/bench/chunking_bench \
+	  --benchmark_out=$(BENCH_DIR)/results.json --benchmark_out_format=json \
+	  $(BENCH_ARGS)
+	$(VENV)/bin/python server/bench/report.py $(BENCH_DIR)/results.json \
+	  --markdown $(BENCH_DIR)/results.md --png $(BENCH_DIR)/throughput.png
+	@cat $(BENCH_DIR)/results.md
+	@echo "Wrote $(BENCH_DIR)/results.md and $(BENCH_DIR)/throughput.png"
+
 clean:
 	rm -rf $(BUILD_DIR)

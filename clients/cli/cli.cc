@@ -15,6 +15,7 @@
 #include "chunkd/v1/chunkd.grpc.pb.h"
 #include "chunkd/v1/chunkd.pb.h"
 #include "clients/cli/args.h"
+#include "clients/cli/bench.h"
 #include "clients/cli/chunk_options.h"
 #include "clients/cli/input_file.h"
 #include "clients/cli/local_chunk.h"
@@ -42,6 +43,8 @@ Commands:
   chunk    cut a file into chunks and print one record per chunk
   dedup    deduplicate files against a namespace of the server's index
   info     describe a server: version, backends, limits, algorithms
+  bench    measure local chunking throughput of every backend against the
+           reference, checking that every chunk list equals the reference's
 
 Run 'chunkctl COMMAND --help' for the options of a command.
 'chunkctl --version' prints the version.
@@ -91,6 +94,37 @@ Prints the server's version, chunking and index backends, limits, and the
 parameter ranges and defaults of every algorithm.
 
   --server ADDR        the chunkd server (host:port)
+)";
+
+constexpr absl::string_view kBenchUsage =
+    R"(Usage: chunkctl bench [options]
+
+Measures the chunking library in this process, as `make bench` does: for
+each algorithm, the scalar reference (ReferenceChunks) and then every backend
+on every thread count, over the same generated data. Prints one row per
+measurement as it finishes: GB/s (10^9 input bytes per second, the fastest of
+the runs), the ratio to the reference on one thread, the fraction of the
+memory-read ceiling (summing the data's 64-bit words on as many threads), the
+chunk count, and whether the chunks equal the reference's. Any difference
+fails the command (exit status 1).
+
+Parameters are those of the project's speed targets: fastcdc min 4 KiB, avg
+16 KiB, max 64 KiB, level 2; crc32 2/16/64 KiB; seqcdc the seqcdc-16k
+preset; fixed 16 KiB.
+
+  --algorithm A        fastcdc, crc32, seqcdc, fixed, a comma-separated
+                       list of them, or all (default)
+  --backend B          scalar, avx2, avx512, a comma-separated list, or all
+                       (default: every backend this CPU supports; a backend
+                       named here must be supported)
+  --threads N,...      thread counts of the fast paths, each 1..256 (default:
+                       1 and the number of cores)
+  --strategy S         auto (default), two-stage or sequential
+  --dataset D          random (default: seeded random bytes) or versioned (a
+                       base file and 7 edited versions, concatenated)
+  --size BYTES         bytes of data, 1..4294967296 (default 67108864)
+  --seconds S          how long to repeat each measurement, e.g. 0.5; at
+                       least one run (default 1)
 )";
 
 // Where a command prints, and how it reports errors.
@@ -321,6 +355,22 @@ int RunInfo(absl::Span<const std::string> words, std::FILE* out,
   return kExitOk;
 }
 
+int RunBenchCommand(absl::Span<const std::string> words, std::FILE* out,
+                    std::FILE* err) {
+  const Io io(out, err, "bench");
+  if (WantsHelp(words)) return io.Usage(kBenchUsage);
+  absl::StatusOr<ParsedArgs> args = ParseArgs(words, BenchFlagSpecs());
+  if (!args.ok()) return io.UsageError(args.status().message());
+  if (!args->positional().empty()) {
+    return io.UsageError(
+        absl::StrCat("unexpected argument \"", args->positional()[0], "\""));
+  }
+  absl::StatusOr<BenchConfig> config = BenchConfigFromArgs(*args);
+  if (!config.ok()) return io.UsageError(config.status().message());
+  if (absl::Status s = RunBench(*config, out); !s.ok()) return io.Failure(s);
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunCli(const std::vector<std::string>& args, std::FILE* out,
@@ -347,6 +397,7 @@ int RunCli(const std::vector<std::string>& args, std::FILE* out,
   if (command == "chunk") return RunChunk(rest, out, err);
   if (command == "dedup") return RunDedup(rest, out, err);
   if (command == "info") return RunInfo(rest, out, err);
+  if (command == "bench") return RunBenchCommand(rest, out, err);
   return io.UsageError(absl::StrCat("unknown command \"", command, "\""));
 }
 

@@ -1,4 +1,5 @@
-// chunkctl's commands: `chunk`, `dedup` and `info`, with their usage texts.
+// chunkctl's commands: `chunk`, `dedup`, `info` and `bench`, with their usage
+// texts.
 // main() only forwards to RunCli(), so tests can run any command line
 // in-process.
 //

@@ -54,7 +54,7 @@ TEST(CliTest, Help) {
     EXPECT_EQ(run.exit_code, kExitOk);
     EXPECT_THAT(run.out, StartsWith("Usage: chunkctl COMMAND"));
   }
-  for (const std::string command : {"chunk", "dedup", "info"}) {
+  for (const std::string command : {"chunk", "dedup", "info", "bench"}) {
     CliRun run = Cli({command, "--help"});
     EXPECT_EQ(run.exit_code, kExitOk) << command;
     EXPECT_THAT(run.out, StartsWith("Usage: chunkctl " + command));
@@ -107,6 +107,10 @@ TEST(CliTest, UsageErrorsExitTwo) {
             "unknown flag \"--format\""},
            {{"info"}, "missing --server ADDR"},
            {{"info", "--server", "x:1", "extra"}, "unexpected argument"},
+           {{"bench", "extra"}, "unexpected argument \"extra\""},
+           {{"bench", "--threads", "0"}, "--threads: expected thread counts"},
+           {{"bench", "--backend", "neon"}, "--backend: "},
+           {{"bench", "--server", "x:1"}, "unknown flag \"--server\""},
        }) {
     CliRun run = Cli(c.args);
     EXPECT_EQ(run.exit_code, kExitUsage)
@@ -205,6 +209,17 @@ TEST(CliTest, DedupLines) {
       Cli({"dedup", "--server", server.address(), "--namespace", "t-1", kJpeg});
   EXPECT_EQ(again.exit_code, kExitOk) << again.err;
   EXPECT_THAT(again.out, HasSubstr("ratio=inf\ntotal "));
+}
+
+TEST(CliTest, BenchPrintsATable) {
+  CliRun run =
+      Cli({"bench", "--algorithm", "fixed,fastcdc", "--backend", "scalar",
+           "--threads", "1", "--size", "100000", "--seconds", "0.001"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_THAT(run.out, StartsWith("chunkctl bench: 100000 bytes of random "));
+  EXPECT_THAT(run.out, HasSubstr("\nfixed      reference        1  reference"));
+  EXPECT_THAT(run.out, HasSubstr("\nfastcdc    scalar           1  "));
 }
 
 TEST(CliTest, InfoPrintsTheServersAnswer) {

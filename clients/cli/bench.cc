@@ -1,0 +1,334 @@
+#include "clients/cli/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "bench/harness.h"
+#include "chunkd/chunker.h"
+#include "chunking/executor.h"
+#include "chunking/kernels/kernels.h"
+
+namespace chunkd::cli {
+namespace {
+
+using chunking::Algorithm;
+using chunking::Chunk;
+using chunking::kernels::Kernel;
+
+std::vector<std::string> SplitList(absl::string_view text) {
+  return absl::StrSplit(text, ',');
+}
+
+// "12%" of the ceiling; "-" without one.
+std::string OfCeiling(double gbps, double ceiling) {
+  return ceiling > 0 ? absl::StrFormat("%.0f%%", 100 * gbps / ceiling) : "-";
+}
+
+absl::StatusOr<std::vector<Algorithm>> ParseAlgorithms(absl::string_view text) {
+  if (text == "all") return chunking::AllAlgorithms();
+  std::vector<Algorithm> algorithms;
+  for (const std::string& word : SplitList(text)) {
+    absl::StatusOr<Algorithm> algorithm = chunking::ParseAlgorithm(word);
+    if (!algorithm.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--algorithm: ", algorithm.status().message(), ", or all"));
+    }
+    if (std::find(algorithms.begin(), algorithms.end(), *algorithm) ==
+        algorithms.end()) {
+      algorithms.push_back(*algorithm);
+    }
+  }
+  return algorithms;
+}
+
+absl::Status ParseBackends(absl::string_view text, BenchConfig* config) {
+  if (text == "all") {
+    for (const Kernel* kernel : chunking::kernels::AllKernels()) {
+      if (kernel->supported()) {
+        config->kernels.push_back(kernel);
+      } else {
+        config->skipped.push_back(
+            absl::StrCat(kernel->name, " (not supported by this CPU or OS)"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  for (const std::string& word : SplitList(text)) {
+    absl::StatusOr<const Kernel*> kernel = chunking::kernels::FindKernel(word);
+    if (!kernel.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--backend: ", kernel.status().message()));
+    }
+    if (std::find(config->kernels.begin(), config->kernels.end(), *kernel) ==
+        config->kernels.end()) {
+      config->kernels.push_back(*kernel);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<size_t>> ParseThreads(absl::string_view text) {
+  std::vector<size_t> threads;
+  for (const std::string& word : SplitList(text)) {
+    absl::StatusOr<uint64_t> n = ParseUint("threads", word, kMaxBenchThreads);
+    if (!n.ok() || *n == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--threads: expected thread counts in 1..", kMaxBenchThreads,
+          " separated by commas, got \"", text, "\""));
+    }
+    if (std::find(threads.begin(), threads.end(), *n) == threads.end()) {
+      threads.push_back(static_cast<size_t>(*n));
+    }
+  }
+  return threads;
+}
+
+absl::StatusOr<double> ParseSeconds(absl::string_view text) {
+  double seconds = 0;
+  const bool plain =
+      !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+        return absl::ascii_isdigit(c) || c == '.';
+      });
+  if (!plain || !absl::SimpleAtod(text, &seconds) || !std::isfinite(seconds) ||
+      seconds <= 0 || seconds > kMaxBenchSeconds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--seconds: expected a number of seconds in (0, ",
+                     kMaxBenchSeconds, "], got \"", text, "\""));
+  }
+  return seconds;
+}
+
+std::vector<size_t> DefaultThreads() {
+  const size_t cores = std::thread::hardware_concurrency();
+  if (cores <= 1) return {1};
+  return {1, std::min(cores, kMaxBenchThreads)};
+}
+
+// The fastest of repeated runs of `run` within `seconds` (at least one run),
+// in seconds. `run` returns false to stop early.
+double TimeBest(double seconds, absl::FunctionRef<bool()> run) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(seconds));
+  double best = 0;
+  bool first = true;
+  do {
+    const Clock::time_point start = Clock::now();
+    const bool go_on = run();
+    const double elapsed =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    if (first || elapsed < best) best = elapsed;
+    first = false;
+    if (!go_on) break;
+  } while (Clock::now() < deadline);
+  return best;
+}
+
+double GigabytesPerSecond(size_t bytes, double seconds) {
+  return seconds <= 0 ? 0.0 : static_cast<double>(bytes) / seconds / 1e9;
+}
+
+std::string ThreadsLabel(size_t n) {
+  return absl::StrCat(n, n == 1 ? " thread" : " threads");
+}
+
+constexpr absl::string_view kRowFormat =
+    "%-9s  %-9s  %7s  %-10s  %7s  %7s  %10s  %7s  %s\n";
+
+}  // namespace
+
+std::vector<FlagSpec> BenchFlagSpecs() {
+  return {{"algorithm"}, {"backend"}, {"threads"}, {"strategy"},
+          {"dataset"},   {"size"},    {"seconds"}, {"help", false}};
+}
+
+absl::StatusOr<BenchConfig> BenchConfigFromArgs(const ParsedArgs& args) {
+  BenchConfig config;
+  absl::StatusOr<std::vector<Algorithm>> algorithms =
+      ParseAlgorithms(args.Get("algorithm").value_or("all"));
+  if (!algorithms.ok()) return algorithms.status();
+  config.algorithms = *std::move(algorithms);
+  if (absl::Status s =
+          ParseBackends(args.Get("backend").value_or("all"), &config);
+      !s.ok()) {
+    return s;
+  }
+  if (std::optional<std::string> text = args.Get("threads")) {
+    absl::StatusOr<std::vector<size_t>> threads = ParseThreads(*text);
+    if (!threads.ok()) return threads.status();
+    config.threads = *std::move(threads);
+  } else {
+    config.threads = DefaultThreads();
+  }
+  if (std::optional<std::string> text = args.Get("strategy")) {
+    absl::StatusOr<chunking::Strategy> strategy =
+        chunking::ParseStrategy(*text);
+    if (!strategy.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--strategy: ", strategy.status().message()));
+    }
+    config.strategy = *strategy;
+  }
+  if (std::optional<std::string> text = args.Get("dataset")) {
+    absl::StatusOr<bench::Dataset> dataset = bench::ParseDataset(*text);
+    if (!dataset.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--dataset: ", dataset.status().message()));
+    }
+    config.dataset = *dataset;
+  }
+  if (std::optional<std::string> text = args.Get("size")) {
+    absl::StatusOr<uint64_t> size = ParseUint("size", *text, kMaxBenchSize);
+    if (!size.ok() || *size == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--size: expected a byte count in 1..", kMaxBenchSize,
+                       ", got \"", *text, "\""));
+    }
+    config.size = static_cast<size_t>(*size);
+  }
+  if (std::optional<std::string> text = args.Get("seconds")) {
+    absl::StatusOr<double> seconds = ParseSeconds(*text);
+    if (!seconds.ok()) return seconds.status();
+    config.seconds = *seconds;
+  }
+  return config;
+}
+
+absl::Status RunBench(const BenchConfig& config, std::FILE* out) {
+  bool write_ok = true;
+  auto print = [&](const std::string& text) {
+    write_ok =
+        write_ok && std::fputs(text.c_str(), out) >= 0 && std::fflush(out) == 0;
+  };
+
+  const std::vector<uint8_t> data =
+      bench::MakeDataset(config.dataset, config.size);
+  std::vector<std::string> names;
+  for (const Kernel* kernel : config.kernels) names.push_back(kernel->name);
+  print(absl::StrFormat(
+      "chunkctl bench: %d bytes of %s data (seed %d); backends %s; strategy "
+      "%s\n",
+      data.size(), bench::DatasetName(config.dataset), bench::kBenchSeed,
+      names.empty() ? "none" : absl::StrJoin(names, ", "),
+      chunking::StrategyName(config.strategy)));
+  if (!config.skipped.empty()) {
+    print(absl::StrCat("skipped: ", absl::StrJoin(config.skipped, ", "), "\n"));
+  }
+
+  // One pool per thread count, shared by every algorithm; 1: no pool.
+  std::map<size_t, std::unique_ptr<chunking::Executor>> executors;
+  for (size_t n : config.threads) {
+    if (n > 1) executors[n] = std::make_unique<chunking::ThreadPoolExecutor>(n);
+  }
+  auto executor_for = [&](size_t n) -> chunking::Executor* {
+    auto it = executors.find(n);
+    return it == executors.end() ? nullptr : it->second.get();
+  };
+
+  // The memory-read ceiling on every thread count the table uses.
+  std::vector<size_t> ceiling_threads = config.threads;
+  if (std::find(ceiling_threads.begin(), ceiling_threads.end(), 1) ==
+      ceiling_threads.end()) {
+    ceiling_threads.insert(ceiling_threads.begin(), 1);
+  }
+  std::map<size_t, double> ceiling;  // GB/s
+  volatile uint64_t sink = 0;        // keeps the sums from being optimized away
+  std::vector<std::string> ceiling_text;
+  for (size_t n : ceiling_threads) {
+    const double best = TimeBest(config.seconds, [&] {
+      sink = bench::SumWordsParallel(executor_for(n), data.data(), data.size());
+      return true;
+    });
+    ceiling[n] = GigabytesPerSecond(data.size(), best);
+    ceiling_text.push_back(
+        absl::StrFormat("%s %.2f GB/s", ThreadsLabel(n), ceiling[n]));
+  }
+  print(absl::StrCat("memory read (sum of 64-bit words): ",
+                     absl::StrJoin(ceiling_text, ", "), "\n\n"));
+  print(absl::StrFormat(kRowFormat, "algorithm", "backend", "threads",
+                        "strategy", "GB/s", "x ref", "of ceiling", "chunks",
+                        "check"));
+
+  std::vector<std::string> mismatches;
+  for (Algorithm algorithm : config.algorithms) {
+    const chunking::ChunkerOptions options = bench::BenchOptions(algorithm);
+    const std::string alg(chunking::AlgorithmName(algorithm));
+    std::vector<Chunk> want;
+    const double ref_seconds = TimeBest(config.seconds, [&] {
+      want = chunking::ReferenceChunks(options, data);
+      return true;
+    });
+    const double ref_gbps = GigabytesPerSecond(data.size(), ref_seconds);
+    print(absl::StrFormat(kRowFormat, alg, "reference", "1", "reference",
+                          absl::StrFormat("%.2f", ref_gbps), "1.00x",
+                          OfCeiling(ref_gbps, ceiling[1]),
+                          absl::StrCat(want.size()), "(the reference)"));
+
+    for (const Kernel* kernel : config.kernels) {
+      for (size_t n : config.threads) {
+        chunking::EngineOptions engine;
+        engine.kernel = kernel;
+        engine.executor = executor_for(n);
+        engine.strategy = config.strategy;
+        absl::StatusOr<chunking::EnginePlan> plan =
+            chunking::PlanEngine(options, engine);
+        if (!plan.ok()) return plan.status();
+        absl::Status check;
+        absl::Status failure;
+        const double best = TimeBest(config.seconds, [&] {
+          absl::StatusOr<std::vector<Chunk>> got =
+              chunking::FastChunks(options, data, engine);
+          if (!got.ok()) {
+            failure = got.status();
+            return false;
+          }
+          check = bench::CompareChunks(want, *got);
+          return check.ok();
+        });
+        if (!failure.ok()) return failure;
+        const double gbps = GigabytesPerSecond(data.size(), best);
+        std::string verdict = "ok";
+        if (!check.ok()) {
+          verdict = absl::StrCat("MISMATCH: ", check.message());
+          mismatches.push_back(absl::StrCat(alg, " ", kernel->name, " ",
+                                            ThreadsLabel(n), ": ",
+                                            check.message()));
+        }
+        print(absl::StrFormat(
+            kRowFormat, alg, kernel->name, absl::StrCat(n),
+            chunking::StrategyName(plan->strategy),
+            absl::StrFormat("%.2f", gbps),
+            absl::StrFormat("%.2fx", ref_gbps > 0 ? gbps / ref_gbps : 0.0),
+            OfCeiling(gbps, ceiling[n]), absl::StrCat(want.size()), verdict));
+      }
+    }
+  }
+  if (!write_ok) return absl::UnavailableError("writing output failed");
+  if (!mismatches.empty()) {
+    return absl::InternalError(absl::StrCat(
+        "chunks differ from the reference: ", absl::StrJoin(mismatches, "; ")));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace chunkd::cli

@@ -1,0 +1,477 @@
+// chunking_bench: throughput of every chunking path side by side, on the same
+// buffers in one run (issue 3, item 8; STYLE.md "Benchmarks").
+//
+// Registrations, each reporting bytes/s of input (real time, so that
+// multi-threaded runs are measured by the wall clock):
+//
+//   chunk/ALG/DATASET/reference/reference/threads:1
+//       ReferenceChunks, the scalar sequential specification.
+//   chunk/ALG/DATASET/KERNEL/STRATEGY/threads:N
+//       FastChunks with that stage-1 kernel and strategy (auto, two-stage,
+//       sequential; sequential only on one thread, which is all it uses;
+//       fixed, which has no stage 1, only auto) on a
+//       ThreadPoolExecutor of N threads (N = 1: no executor). The label
+//       names the plan's strategy, so "auto" shows what it chose. A kernel
+//       this CPU cannot run is registered anyway and skipped with the reason.
+//   stage1/ALG/DATASET/KERNEL/block:B/threads:1
+//       Stage 1 alone: the kernel's bitmaps for the whole buffer in calls of
+//       B = 256 or 260 KiB, on one thread, checked against the scalar
+//       kernel's bits. Set against the chunk/ rows it shows whether stage 1
+//       or the rest of the engine (stage 2, scheduling) dominates. Not for
+//       fixed.
+//   ceiling/sum64/DATASET/threads:N, ceiling/memcpy/DATASET/threads:N
+//       The memory-read loop (and memcpy) over the same buffer on N threads:
+//       what no chunker reading every byte can beat.
+//
+// ALG is fastcdc, crc32, seqcdc or fixed with BenchOptions() (the parameters
+// of issue 3's targets); DATASET is `random` (64 MiB of seeded random bytes)
+// or `versioned` (an 8 MiB base file and 7 edited versions, concatenated).
+// Every run compares its chunks with ReferenceChunks of the same buffer
+// (computed once, before any timing) and fails with SkipWithError at the
+// first difference, so a fast but wrong kernel cannot report a number.
+//
+// Flags besides Google Benchmark's (--benchmark_filter, --benchmark_out, ...):
+//   --threads=1,2             thread counts of the fast paths and ceilings
+//   --size=BYTES              bytes per dataset (default 67108864)
+//   --datasets=random,versioned
+//   --strategies=auto,two-stage,sequential
+// `make bench` runs this and server/bench/report.py.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "bench/harness.h"
+#include "chunkd/chunker.h"
+#include "chunking/executor.h"
+#include "chunking/fastcdc.h"
+#include "chunking/kernels/kernels.h"
+
+namespace chunkd::bench {
+namespace {
+
+using chunking::Algorithm;
+using chunking::Chunk;
+using chunking::Strategy;
+
+struct Flags {
+  std::vector<size_t> threads = {1, 2};
+  size_t size = kDefaultBenchSize;
+  std::vector<Dataset> datasets = {Dataset::kRandom, Dataset::kVersioned};
+  std::vector<Strategy> strategies = {Strategy::kAuto, Strategy::kTwoStage,
+                                      Strategy::kSequentialScan};
+};
+
+Flags& GetFlags() {
+  static Flags flags;
+  return flags;
+}
+
+// The datasets and their reference chunk lists, built on first use (outside
+// any timed loop) and kept for the whole run.
+class Fixtures {
+ public:
+  static const std::vector<uint8_t>& Data(Dataset dataset) {
+    auto& slot = Instance().data_[dataset];
+    if (slot == nullptr) {
+      slot = std::make_unique<std::vector<uint8_t>>(
+          MakeDataset(dataset, GetFlags().size));
+    }
+    return *slot;
+  }
+
+  static const std::vector<Chunk>& Reference(Algorithm algorithm,
+                                             Dataset dataset) {
+    auto& slot = Instance().reference_[{algorithm, dataset}];
+    if (slot == nullptr) {
+      slot = std::make_unique<std::vector<Chunk>>(
+          chunking::ReferenceChunks(BenchOptions(algorithm), Data(dataset)));
+    }
+    return *slot;
+  }
+
+ private:
+  static Fixtures& Instance() {
+    static Fixtures* fixtures = new Fixtures();
+    return *fixtures;
+  }
+
+  std::map<Dataset, std::unique_ptr<std::vector<uint8_t>>> data_;
+  std::map<std::pair<Algorithm, Dataset>, std::unique_ptr<std::vector<Chunk>>>
+      reference_;
+};
+
+std::unique_ptr<chunking::Executor> MakeExecutor(size_t threads) {
+  if (threads <= 1) return nullptr;
+  return std::make_unique<chunking::ThreadPoolExecutor>(threads);
+}
+
+void Finish(benchmark::State& state, size_t bytes, size_t chunks) {
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(bytes));
+  state.counters["chunks"] = static_cast<double>(chunks);
+  state.counters["avg_chunk"] =
+      chunks == 0 ? 0.0 : static_cast<double>(bytes) / chunks;
+}
+
+void BM_Reference(benchmark::State& state, Algorithm algorithm,
+                  Dataset dataset) {
+  const std::vector<uint8_t>& data = Fixtures::Data(dataset);
+  const std::vector<Chunk>& want = Fixtures::Reference(algorithm, dataset);
+  const chunking::ChunkerOptions options = BenchOptions(algorithm);
+  for (auto _ : state) {
+    std::vector<Chunk> got = chunking::ReferenceChunks(options, data);
+    if (absl::Status s = CompareChunks(want, got); !s.ok()) {
+      state.SkipWithError(std::string(s.message()).c_str());
+      break;
+    }
+  }
+  state.SetLabel("strategy=reference");
+  Finish(state, data.size(), want.size());
+}
+
+void BM_Fast(benchmark::State& state, Algorithm algorithm, Dataset dataset,
+             const chunking::kernels::Kernel* kernel, Strategy strategy,
+             size_t threads) {
+  if (!kernel->supported()) {
+    state.SkipWithError(
+        absl::StrCat(kernel->name, ": not supported by this CPU or OS")
+            .c_str());
+    for (auto _ : state) {
+    }
+    return;
+  }
+  const std::vector<uint8_t>& data = Fixtures::Data(dataset);
+  const std::vector<Chunk>& want = Fixtures::Reference(algorithm, dataset);
+  const chunking::ChunkerOptions options = BenchOptions(algorithm);
+  std::unique_ptr<chunking::Executor> executor = MakeExecutor(threads);
+  chunking::EngineOptions engine;
+  engine.kernel = kernel;
+  engine.executor = executor.get();
+  engine.strategy = strategy;
+  absl::StatusOr<chunking::EnginePlan> plan =
+      chunking::PlanEngine(options, engine);
+  if (!plan.ok()) {
+    state.SkipWithError(std::string(plan.status().message()).c_str());
+    for (auto _ : state) {
+    }
+    return;
+  }
+  for (auto _ : state) {
+    absl::StatusOr<std::vector<Chunk>> got =
+        chunking::FastChunks(options, data, engine);
+    if (!got.ok()) {
+      state.SkipWithError(std::string(got.status().message()).c_str());
+      break;
+    }
+    if (absl::Status s = CompareChunks(want, *got); !s.ok()) {
+      state.SkipWithError(
+          absl::StrCat(kernel->name,
+                       " differs from the reference: ", s.message())
+              .c_str());
+      break;
+    }
+  }
+  state.SetLabel(absl::StrCat(
+      "strategy=", chunking::StrategyName(plan->strategy),
+      " segment=", plan->segment_size, " parallelism=", plan->parallelism));
+  Finish(state, data.size(), want.size());
+}
+
+// Stage 1 over a whole buffer in calls of `block` positions each, each call
+// with the bytes before it as context (so the bits are those of the whole
+// stream), returning a digest of every bitmap word and its position so that
+// two kernels can be compared cheaply. Two call lengths are measured: 256
+// KiB, a power of two like the engine's automatic segments, and 260 KiB. A
+// kernel that interleaves lanes spaced length / L apart can lose much of its
+// speed to cache-set aliasing when that spacing is a power of two; the pair
+// shows it.
+constexpr size_t kStage1Blocks[] = {size_t{256} << 10, size_t{260} << 10};
+
+class Stage1Runner {
+ public:
+  Stage1Runner(Algorithm algorithm, size_t block)
+      : algorithm_(algorithm),
+        block_(block),
+        s_(chunking::kernels::BitmapWords(block)),
+        l_(chunking::kernels::BitmapWords(block)) {
+    const chunking::ChunkerOptions options = BenchOptions(algorithm);
+    if (algorithm == Algorithm::kFastCdc) {
+      const chunking::FastCdcCutter cutter(
+          options.min_size, options.avg_size, options.max_size,
+          options.normalization_level, options.seed);
+      gear_ = cutter.gear();
+      params_.gear = gear_.data();
+      params_.mask_s = cutter.mask_s();
+      params_.mask_l = cutter.mask_l();
+    }
+    crc_mask_ = options.avg_size - 1;
+  }
+
+  uint64_t Run(const chunking::kernels::Kernel& kernel,
+               const std::vector<uint8_t>& data) {
+    // The multiplications are independent of each other; only the additions
+    // chain, so the digest costs far less than the kernel.
+    uint64_t digest = 0;
+    uint64_t index = 1;
+    for (size_t begin = 0; begin < data.size(); begin += block_) {
+      const size_t end = std::min(data.size(), begin + block_);
+      const size_t words = chunking::kernels::BitmapWords(end - begin);
+      bool two = true;
+      switch (algorithm_) {
+        case Algorithm::kFastCdc:
+          kernel.fastcdc(data.data(), begin, end, params_, s_.data(),
+                         l_.data());
+          break;
+        case Algorithm::kCrc32:
+          kernel.crc32(data.data(), begin, end, crc_mask_, s_.data());
+          two = false;
+          break;
+        case Algorithm::kSeqCdc:
+          kernel.seqcdc(data.data(), begin, end, s_.data(), l_.data());
+          break;
+        case Algorithm::kFixed:
+          return 0;
+      }
+      for (size_t i = 0; i < words; ++i, index += 2) {
+        digest += s_[i] * index;
+        if (two) digest += l_[i] * (index + 0x9e3779b97f4a7c15);
+      }
+    }
+    return digest;
+  }
+
+ private:
+  const Algorithm algorithm_;
+  const size_t block_;
+  std::array<uint64_t, 256> gear_{};
+  chunking::kernels::GearParams params_;
+  uint32_t crc_mask_ = 0;
+  std::vector<uint64_t> s_;
+  std::vector<uint64_t> l_;
+};
+
+void BM_Stage1(benchmark::State& state, Algorithm algorithm, Dataset dataset,
+               const chunking::kernels::Kernel* kernel, size_t block) {
+  if (!kernel->supported()) {
+    state.SkipWithError(
+        absl::StrCat(kernel->name, ": not supported by this CPU or OS")
+            .c_str());
+    for (auto _ : state) {
+    }
+    return;
+  }
+  const std::vector<uint8_t>& data = Fixtures::Data(dataset);
+  Stage1Runner runner(algorithm, block);
+  const uint64_t want = runner.Run(chunking::kernels::ScalarKernel(), data);
+  for (auto _ : state) {
+    if (runner.Run(*kernel, data) != want) {
+      state.SkipWithError(absl::StrCat(kernel->name,
+                                       " stage-1 bitmaps differ from the "
+                                       "scalar kernel's")
+                              .c_str());
+      break;
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(data.size()));
+}
+
+void BM_SumWords(benchmark::State& state, Dataset dataset, size_t threads) {
+  const std::vector<uint8_t>& data = Fixtures::Data(dataset);
+  std::unique_ptr<chunking::Executor> executor = MakeExecutor(threads);
+  const uint64_t want = SumWords(data.data(), data.size());
+  for (auto _ : state) {
+    const uint64_t sum =
+        SumWordsParallel(executor.get(), data.data(), data.size());
+    benchmark::DoNotOptimize(sum);
+    if (sum != want) {
+      state.SkipWithError("parallel sum differs from the sequential one");
+      break;
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(data.size()));
+}
+
+void BM_MemCopy(benchmark::State& state, Dataset dataset, size_t threads) {
+  const std::vector<uint8_t>& data = Fixtures::Data(dataset);
+  std::unique_ptr<chunking::Executor> executor = MakeExecutor(threads);
+  std::vector<uint8_t> copy(data.size());
+  for (auto _ : state) {
+    CopyParallel(executor.get(), copy.data(), data.data(), data.size());
+    benchmark::ClobberMemory();
+  }
+  if (std::memcmp(copy.data(), data.data(), data.size()) != 0) {
+    state.SkipWithError("the copy differs from the source");
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(data.size()));
+}
+
+void Configure(benchmark::internal::Benchmark* b) {
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
+void RegisterAll() {
+  const Flags& flags = GetFlags();
+  for (Dataset dataset : flags.datasets) {
+    const std::string ds(DatasetName(dataset));
+    for (size_t threads : flags.threads) {
+      Configure(benchmark::RegisterBenchmark(
+          absl::StrCat("ceiling/sum64/", ds, "/threads:", threads).c_str(),
+          BM_SumWords, dataset, threads));
+      Configure(benchmark::RegisterBenchmark(
+          absl::StrCat("ceiling/memcpy/", ds, "/threads:", threads).c_str(),
+          BM_MemCopy, dataset, threads));
+    }
+  }
+  for (Algorithm algorithm : chunking::AllAlgorithms()) {
+    const std::string alg(chunking::AlgorithmName(algorithm));
+    for (Dataset dataset : flags.datasets) {
+      const std::string ds(DatasetName(dataset));
+      Configure(benchmark::RegisterBenchmark(
+          absl::StrCat("chunk/", alg, "/", ds, "/reference/reference/threads:1")
+              .c_str(),
+          BM_Reference, algorithm, dataset));
+      for (const chunking::kernels::Kernel* kernel :
+           chunking::kernels::AllKernels()) {
+        for (size_t block : kStage1Blocks) {
+          if (algorithm == Algorithm::kFixed) break;
+          Configure(benchmark::RegisterBenchmark(
+              absl::StrCat("stage1/", alg, "/", ds, "/", kernel->name,
+                           "/block:", block, "/threads:1")
+                  .c_str(),
+              BM_Stage1, algorithm, dataset, kernel, block));
+        }
+        for (Strategy strategy : flags.strategies) {
+          for (size_t threads : flags.threads) {
+            // The sequential scan runs on the calling thread only; fixed
+            // has no stage 1, so its strategies are all the same.
+            if (strategy == Strategy::kSequentialScan && threads > 1) continue;
+            if (algorithm == Algorithm::kFixed && strategy != Strategy::kAuto) {
+              continue;
+            }
+            Configure(benchmark::RegisterBenchmark(
+                absl::StrCat("chunk/", alg, "/", ds, "/", kernel->name, "/",
+                             chunking::StrategyName(strategy),
+                             "/threads:", threads)
+                    .c_str(),
+                BM_Fast, algorithm, dataset, kernel, strategy, threads));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Parses "--name=value" flags of our own out of argv, leaving the rest for
+// Google Benchmark. Returns false (after printing why) on a bad value.
+bool ParseOwnFlags(int* argc, char** argv) {
+  Flags& flags = GetFlags();
+  int kept = 1;
+  bool ok = true;
+  for (int i = 1; i < *argc; ++i) {
+    const absl::string_view arg = argv[i];
+    auto value_of = [&](absl::string_view name, absl::string_view* value) {
+      const std::string prefix = absl::StrCat("--", name, "=");
+      if (!absl::StartsWith(arg, prefix)) return false;
+      *value = arg.substr(prefix.size());
+      return true;
+    };
+    absl::string_view value;
+    if (value_of("threads", &value)) {
+      flags.threads.clear();
+      for (absl::string_view word : absl::StrSplit(value, ',')) {
+        size_t n = 0;
+        if (!absl::SimpleAtoi(word, &n) || n == 0 || n > 1024) {
+          std::fprintf(stderr, "--threads: bad thread count \"%s\"\n",
+                       std::string(word).c_str());
+          ok = false;
+        }
+        flags.threads.push_back(n);
+      }
+    } else if (value_of("size", &value)) {
+      if (!absl::SimpleAtoi(value, &flags.size) || flags.size == 0) {
+        std::fprintf(stderr, "--size: expected a positive byte count\n");
+        ok = false;
+      }
+    } else if (value_of("datasets", &value)) {
+      flags.datasets.clear();
+      for (absl::string_view word : absl::StrSplit(value, ',')) {
+        absl::StatusOr<Dataset> d = ParseDataset(word);
+        if (!d.ok()) {
+          std::fprintf(stderr, "--datasets: %s\n",
+                       std::string(d.status().message()).c_str());
+          ok = false;
+        } else {
+          flags.datasets.push_back(*d);
+        }
+      }
+    } else if (value_of("strategies", &value)) {
+      flags.strategies.clear();
+      for (absl::string_view word : absl::StrSplit(value, ',')) {
+        absl::StatusOr<Strategy> s = chunking::ParseStrategy(word);
+        if (!s.ok()) {
+          std::fprintf(stderr, "--strategies: %s\n",
+                       std::string(s.status().message()).c_str());
+          ok = false;
+        } else {
+          flags.strategies.push_back(*s);
+        }
+      }
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  *argc = kept;
+  argv[kept] = nullptr;
+  return ok;
+}
+
+void AddContext() {
+  std::vector<std::string> supported;
+  for (const chunking::kernels::Kernel* kernel :
+       chunking::kernels::AllKernels()) {
+    if (kernel->supported()) supported.push_back(kernel->name);
+  }
+  benchmark::AddCustomContext("chunkd_kernels_supported",
+                              absl::StrJoin(supported, ","));
+  benchmark::AddCustomContext("chunkd_best_kernel",
+                              chunking::kernels::BestKernel().name);
+  benchmark::AddCustomContext("chunkd_bytes_per_dataset",
+                              absl::StrCat(GetFlags().size));
+  benchmark::AddCustomContext("chunkd_seed", absl::StrCat(kBenchSeed));
+}
+
+}  // namespace
+}  // namespace chunkd::bench
+
+int main(int argc, char** argv) {
+  if (!chunkd::bench::ParseOwnFlags(&argc, argv)) return 2;
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  chunkd::bench::AddContext();
+  chunkd::bench::RegisterAll();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
