@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
+#include "chunking/executor.h"
+#include "chunking/kernels/kernels.h"
 #include "chunkd/v1/chunkd.grpc.pb.h"
 #include "chunkd/v1/chunkd.pb.h"
 #include "clients/cli/args.h"
@@ -31,6 +33,8 @@ namespace {
 
 constexpr uint64_t kDefaultMessageSize = 1 << 20;
 constexpr uint64_t kMaxMessageSize = 64 << 20;
+// Most threads `chunk --local` cuts one file with.
+constexpr uint64_t kMaxLocalThreads = 256;
 constexpr size_t kMaxNamespaceLength = 128;
 
 constexpr absl::string_view kMainUsage =
@@ -69,6 +73,11 @@ constexpr absl::string_view kChunkOutputUsage = R"(Output and transfer:
   --format FMT         csv (default) or json
   --message-size N     bytes per data message to the server (with --local:
                        per read), 1..67108864 (default 1048576)
+
+With --local only (the output never depends on them):
+  --backend NAME       stage-1 kernel: scalar, avx2 or avx512 (default:
+                       $CHUNKD_BACKEND when set, else the best this CPU runs)
+  --threads N          threads that cut the file, 1..256 (default 1)
 )";
 
 constexpr absl::string_view kDedupUsage =
@@ -210,6 +219,8 @@ int RunChunk(absl::Span<const std::string> words, std::FILE* out,
                                        {"local", false},
                                        {"format"},
                                        {"message-size"},
+                                       {"backend"},
+                                       {"threads"},
                                        {"help", false}}));
   if (!args.ok()) return io.UsageError(args.status().message());
   if (args->Has("server") == args->Has("local")) {
@@ -234,6 +245,37 @@ int RunChunk(absl::Span<const std::string> words, std::FILE* out,
     return io.InvalidParameters(s);
   }
 
+  if (args->Has("server") && (args->Has("backend") || args->Has("threads"))) {
+    return io.UsageError(
+        "--backend and --threads apply to --local; the server has its own");
+  }
+  chunking::EngineOptions engine;
+  if (std::optional<std::string> name = args->Get("backend")) {
+    absl::StatusOr<const chunking::kernels::Kernel*> kernel =
+        chunking::kernels::FindKernel(*name);
+    if (!kernel.ok()) {
+      return io.UsageError(absl::StrCat("--backend: ", kernel.status().message()));
+    }
+    engine.kernel = *kernel;
+  } else {
+    absl::StatusOr<const chunking::kernels::Kernel*> kernel =
+        chunking::kernels::DefaultKernel();
+    if (!kernel.ok()) return io.UsageError(kernel.status().message());
+    engine.kernel = *kernel;
+  }
+  size_t threads = 1;
+  if (std::optional<std::string> text = args->Get("threads")) {
+    absl::StatusOr<uint64_t> n = ParseUint("threads", *text, kMaxLocalThreads);
+    if (!n.ok() || *n == 0) {
+      return io.UsageError(absl::StrCat("--threads: expected an integer in 1..",
+                                        kMaxLocalThreads, ", got \"", *text,
+                                        "\""));
+    }
+    threads = static_cast<size_t>(*n);
+  }
+  std::optional<chunking::ThreadPoolExecutor> pool;
+  if (threads > 1) engine.executor = &pool.emplace(threads);
+
   absl::StatusOr<std::unique_ptr<InputFile>> input =
       InputFile::Open(args->positional()[0]);
   if (!input.ok()) return io.Failure(input.status());
@@ -242,7 +284,7 @@ int RunChunk(absl::Span<const std::string> words, std::FILE* out,
   absl::Status status;
   if (args->Has("local")) {
     status = ChunkLocally(ToChunkerOptions(*flags), kind, *message_size,
-                          input->get(), &writer);
+                          input->get(), &writer, engine);
   } else {
     chunkd::v1::ChunkParams params;
     ToProto(*flags, params.mutable_chunking());

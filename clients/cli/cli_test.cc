@@ -1,10 +1,12 @@
 #include "clients/cli/cli.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "chunking/kernels/kernels.h"
 #include "clients/cli/fake_service.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -118,6 +120,37 @@ TEST(CliTest, UsageErrorsExitTwo) {
     EXPECT_THAT(run.err, HasSubstr(c.message));
     EXPECT_EQ(run.out, "");
   }
+}
+
+TEST(CliTest, LocalOutputIsTheSameForEveryBackendAndThreadCount) {
+  const CliRun reference = Cli({"chunk", "--local", "--backend", "scalar",
+                                "--avg", "4096", "--min", "1024", "--max",
+                                "16384", kJpeg});
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  ASSERT_GT(std::count(reference.out.begin(), reference.out.end(), '\n'), 10);
+  for (const chunking::kernels::Kernel* kernel :
+       chunking::kernels::AllKernels()) {
+    if (!kernel->supported()) continue;
+    for (const char* threads : {"1", "2", "3"}) {
+      const CliRun run = Cli({"chunk", "--local", "--backend", kernel->name,
+                              "--threads", threads, "--avg", "4096", "--min",
+                              "1024", "--max", "16384", kJpeg});
+      EXPECT_EQ(run.exit_code, 0) << run.err;
+      EXPECT_EQ(run.out, reference.out) << kernel->name << " x" << threads;
+    }
+  }
+}
+
+TEST(CliTest, BadBackendOrThreadsExitTwo) {
+  CliRun run = Cli({"chunk", "--local", "--backend", "avx9", kJpeg});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("--backend: unknown"), std::string::npos) << run.err;
+  run = Cli({"chunk", "--local", "--threads", "0", kJpeg});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("--threads"), std::string::npos) << run.err;
+  run = Cli({"chunk", "--server", "127.0.0.1:1", "--backend", "scalar", kJpeg});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("apply to --local"), std::string::npos) << run.err;
 }
 
 TEST(CliTest, InvalidParametersExitTwoWithTheLibrarysMessage) {

@@ -23,9 +23,10 @@ absl::Status AddChunks(const chunking::StreamChunker& chunker,
 
 absl::Status ChunkLocally(const chunking::ChunkerOptions& options,
                           fingerprint::Kind kind, size_t piece_size,
-                          InputFile* input, RecordWriter* out) {
+                          InputFile* input, RecordWriter* out,
+                          const chunking::EngineOptions& engine) {
   absl::StatusOr<std::unique_ptr<chunking::StreamChunker>> chunker =
-      chunking::StreamChunker::Create(options);
+      chunking::StreamChunker::Create(options, engine);
   if (!chunker.ok()) return chunker.status();
   std::string piece(piece_size, '\0');
   std::vector<chunking::Chunk> chunks;

@@ -21,9 +21,12 @@ namespace chunkd::cli {
 // `out`, flushing after every piece. Memory: one piece plus the chunker's
 // (max_size + piece_size + 256 bytes).
 // REQUIRES: chunking::ValidateOptions(options).ok(), piece_size > 0.
+// `engine` picks the stage-1 backend and the threads; the output is the same
+// whatever it says.
 absl::Status ChunkLocally(const chunking::ChunkerOptions& options,
                           fingerprint::Kind kind, size_t piece_size,
-                          InputFile* input, RecordWriter* out);
+                          InputFile* input, RecordWriter* out,
+                          const chunking::EngineOptions& engine = {});
 
 }  // namespace chunkd::cli
 
