@@ -26,6 +26,21 @@ constexpr size_t kMaxBytesPerTask = size_t{4} << 20;
 // Most fingerprints in one FindMissing request.
 constexpr int kMaxFindMissingFingerprints = 10000;
 
+// The options both streams share: chunking, fingerprint, engine.
+absl::StatusOr<pipeline::PipelineOptions> StreamOptions(
+    const v1::ChunkingParams& chunking_params,
+    v1::FingerprintAlgorithm fingerprint, const ServiceOptions& service) {
+  pipeline::PipelineOptions o;
+  o.engine = service.engine;
+  auto chunking = ChunkerOptionsFromProto(chunking_params);
+  if (!chunking.ok()) return chunking.status();
+  o.chunking = *chunking;
+  auto fp = FingerprintFromProto(fingerprint);
+  if (!fp.ok()) return fp.status();
+  o.fingerprint = *fp;
+  return o;
+}
+
 // What distinguishes Chunk from Dedup; everything else is shared.
 struct ChunkRpc {
   using Request = v1::ChunkRequest;
@@ -34,15 +49,8 @@ struct ChunkRpc {
 
   static absl::StatusOr<pipeline::PipelineOptions> Options(
       const Request& request, const ServiceOptions& service) {
-    pipeline::PipelineOptions o;
-    o.engine = service.engine;
-    auto chunking = ChunkerOptionsFromProto(request.params().chunking());
-    if (!chunking.ok()) return chunking.status();
-    o.chunking = *chunking;
-    auto fp = FingerprintFromProto(request.params().fingerprint());
-    if (!fp.ok()) return fp.status();
-    o.fingerprint = *fp;
-    return o;
+    return StreamOptions(request.params().chunking(),
+                         request.params().fingerprint(), service);
   }
   static void AddRecord(const pipeline::ChunkRecord& r, Response* response) {
     v1::ChunkRecord* out = response->mutable_batch()->add_chunks();
@@ -64,18 +72,13 @@ struct DedupRpc {
 
   static absl::StatusOr<pipeline::PipelineOptions> Options(
       const Request& request, const ServiceOptions& service) {
-    pipeline::PipelineOptions o;
-    o.engine = service.engine;
     absl::Status ns = index::ValidateNamespace(request.params().namespace_());
     if (!ns.ok()) return ns;
-    auto chunking = ChunkerOptionsFromProto(request.params().chunking());
-    if (!chunking.ok()) return chunking.status();
-    o.chunking = *chunking;
-    auto fp = FingerprintFromProto(request.params().fingerprint());
-    if (!fp.ok()) return fp.status();
-    o.fingerprint = *fp;
-    o.index = service.index;
-    o.ns = request.params().namespace_();
+    auto o = StreamOptions(request.params().chunking(),
+                           request.params().fingerprint(), service);
+    if (!o.ok()) return o.status();
+    o->index = service.index;
+    o->ns = request.params().namespace_();
     return o;
   }
   static void AddRecord(const pipeline::ChunkRecord& r, Response* response) {
