@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 import pytest
 
 from chunkd_client import Client
-from chunkd_client.testing import ChunkdServer
+from chunkd_client.testing import ChunkdServer, serving
 
 from e2e_util import REPO, RPC_TIMEOUT, SMALL_LIMIT, SUBPROCESS_TIMEOUT
 
@@ -43,31 +43,16 @@ def chunkctl_bin() -> Path:
     return _binary("CHUNKCTL_BIN", REPO / "build" / "clients" / "cli" / "chunkctl")
 
 
-def _serve(server: ChunkdServer) -> Iterator[ChunkdServer]:
-    server.start()
-    try:
-        yield server
-    finally:
-        died = not server.alive()
-        server.stop()
-        if died:
-            pytest.fail(
-                f"chunkd died during the tests (exit {server.process.returncode}):\n"
-                + server.log()[-4000:],
-                pytrace=False,
-            )
-
-
 @pytest.fixture(scope="session")
 def server(chunkd_bin: Path) -> Iterator[ChunkdServer]:
     """chunkd with default limits (4 MiB messages) and the memory index."""
-    yield from _serve(ChunkdServer(chunkd_bin))
+    yield from serving(ChunkdServer(chunkd_bin))
 
 
 @pytest.fixture(scope="session")
 def small_server(chunkd_bin: Path) -> Iterator[ChunkdServer]:
     """chunkd started with --max_message_bytes=SMALL_LIMIT (1 MiB)."""
-    yield from _serve(ChunkdServer(chunkd_bin, max_message_bytes=SMALL_LIMIT))
+    yield from serving(ChunkdServer(chunkd_bin, max_message_bytes=SMALL_LIMIT))
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from typing import Iterator
 import pytest
 
 from chunkd_client import Client
-from chunkd_client.testing import ChunkdServer
+from chunkd_client.testing import ChunkdServer, serving
 
 REPO = Path(__file__).resolve().parents[3]
 #: Deadline of every RPC a test makes, in seconds.
@@ -37,25 +37,10 @@ def chunkd_bin() -> Path:
     return _binary("CHUNKD_BIN", REPO / "build" / "server" / "chunkd")
 
 
-def _serve(server: ChunkdServer) -> Iterator[ChunkdServer]:
-    server.start()
-    try:
-        yield server
-    finally:
-        died = not server.alive()
-        server.stop()
-        if died:
-            pytest.fail(
-                f"chunkd died during the tests (exit {server.process.returncode}):\n"
-                + server.log()[-4000:],
-                pytrace=False,
-            )
-
-
 @pytest.fixture(scope="session")
 def server(chunkd_bin: Path) -> Iterator[ChunkdServer]:
     """chunkd with the default limits and the memory index."""
-    yield from _serve(ChunkdServer(chunkd_bin))
+    yield from serving(ChunkdServer(chunkd_bin))
 
 
 @pytest.fixture

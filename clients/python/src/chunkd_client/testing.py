@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence, Union
+from typing import Iterator, List, Optional, Sequence, Union
 
 import grpc
 
@@ -194,6 +194,25 @@ class ChunkdServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def serving(server: "ChunkdServer") -> Iterator["ChunkdServer"]:
+    """Starts `server`, yields it, stops it; a generator for test fixtures.
+
+    Raises ServerError after stopping when the server died while in use, with
+    the tail of its log, so a crash never passes as a clean teardown.
+    """
+    server.start()
+    try:
+        yield server
+    finally:
+        died = not server.alive()
+        server.stop()
+        if died:
+            raise ServerError(
+                f"chunkd died during the tests (exit {server.process.returncode}):\n"
+                + server.log()[-4000:]
+            )
 
 
 def _varint(value: int) -> bytes:
