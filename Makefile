@@ -14,7 +14,7 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config git \
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev \
   libabsl-dev libssl-dev libxxhash-dev libhiredis-dev prometheus-cpp-dev \
   libgtest-dev libgmock-dev libbenchmark-dev redis-server \
-  python3 python3-venv python3-pip
+  python3 python3-venv python3-pip openssl
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEPS_STAMP := $(BUILD_DIR)/.deps-installed
