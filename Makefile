@@ -89,7 +89,8 @@ bench: build $(BENCH_STAMP)
 	$(VENV)/bin/python server/bench/report.py $(BENCH_DIR)/results.json \
 	  --markdown $(BENCH_DIR)/results.md --png $(BENCH_DIR)/throughput.png
 	@cat $(BENCH_DIR)/results.md
-	@echo "Wrote $(BENCH_DIR)/results.md and $(BENCH_DIR)/throughput.png"
+	$(BUILD_DIR)/server/bench/service_bench --markdown $(BENCH_DIR)/service.md
+	@echo "Wrote $(BENCH_DIR)/results.md, $(BENCH_DIR)/throughput.png and $(BENCH_DIR)/service.md"
 
 clean:
 	rm -rf $(BUILD_DIR)
