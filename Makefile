@@ -60,7 +60,7 @@ test-cpp: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j 2
 
 test-python: build $(VENV_STAMP)
-	$(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e
+	$(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e tests/integration
 
 test: test-cpp test-python
 
