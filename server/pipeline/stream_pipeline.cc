@@ -1,8 +1,35 @@
 #include "pipeline/stream_pipeline.h"
 
+#include <chrono>
 #include <utility>
 
 namespace chunkd::pipeline {
+namespace {
+
+// Adds the time from its construction to Stop() (or its end) to a stage's
+// counter, if there is one.
+class StageTimer {
+ public:
+  explicit StageTimer(prometheus::Counter* counter)
+      : counter_(counter), start_(std::chrono::steady_clock::now()) {}
+  ~StageTimer() { Stop(); }
+  StageTimer(const StageTimer&) = delete;
+  StageTimer& operator=(const StageTimer&) = delete;
+
+  void Stop() {
+    if (counter_ == nullptr) return;
+    const std::chrono::duration<double> elapsed =
+        std::chrono::steady_clock::now() - start_;
+    counter_->Increment(elapsed.count());
+    counter_ = nullptr;
+  }
+
+ private:
+  prometheus::Counter* counter_;
+  const std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<StreamPipeline>> StreamPipeline::Create(
     PipelineOptions options) {
@@ -26,13 +53,19 @@ absl::Status StreamPipeline::Process(absl::string_view piece,
                                      std::vector<ChunkRecord>* out) {
   totals_.bytes += piece.size();
   scratch_.clear();
-  chunker_->Append(piece, &scratch_);
+  {
+    StageTimer timer(options_.stages ? options_.stages->chunk : nullptr);
+    chunker_->Append(piece, &scratch_);
+  }
   return Emit(scratch_, out);
 }
 
 absl::Status StreamPipeline::Finish(std::vector<ChunkRecord>* out) {
   scratch_.clear();
-  chunker_->Finish(&scratch_);
+  {
+    StageTimer timer(options_.stages ? options_.stages->chunk : nullptr);
+    chunker_->Finish(&scratch_);
+  }
   return Emit(scratch_, out);
 }
 
@@ -40,6 +73,8 @@ absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
                                   std::vector<ChunkRecord>* out) {
   if (chunks.empty()) return absl::OkStatus();
   const size_t first = out->size();
+  StageTimer fingerprint_timer(options_.stages ? options_.stages->fingerprint
+                                               : nullptr);
   for (const chunking::Chunk& c : chunks) {
     ChunkRecord r;
     r.offset = c.offset;
@@ -49,7 +84,9 @@ absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
     out->push_back(std::move(r));
   }
   totals_.chunks += chunks.size();
+  fingerprint_timer.Stop();
   if (options_.index == nullptr) return absl::OkStatus();
+  StageTimer index_timer(options_.stages ? options_.stages->index : nullptr);
 
   std::vector<index::InsertEntry> entries;
   entries.reserve(chunks.size());
