@@ -6,6 +6,7 @@ chunkd whose numbers must equal the traffic sent."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -16,7 +17,10 @@ import pytest
 from chunkd_client import Client, ChunkdError
 from chunkd_client.testing import ChunkdServer, serving
 
-from e2e_util import RPC_TIMEOUT, random_bytes
+from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
+
+from e2e_util import RPC_TIMEOUT, fastcdc_params, random_bytes
+from e2e_util import stub as stub_for
 from metrics_util import (
     PrometheusServer,
     dashboard,
@@ -369,3 +373,103 @@ def test_prometheus_evaluates_every_dashboard_query(scraped: tuple) -> None:
         "rpc", "algorithm")
     assert rates[("Dedup", "seqcdc")] > 0
     assert rates[("Chunk", "fixed")] == 0 and rates[("Dedup", "crc32")] == 0
+
+
+# --- paths that end RPCs early, and a remote index ---------------------------
+
+
+def _wait_for(server: ChunkdServer, predicate, what: str, timeout: float = 20.0):
+    """Scrapes until `predicate(samples)` holds; the interceptor counts an
+    RPC that ends without a status when gRPC lets go of it, shortly after
+    the client saw the end."""
+    deadline = time.monotonic() + timeout
+    while True:
+        samples = parse_samples(scrape(server.metrics_address))
+        if predicate(samples):
+            return samples
+        assert time.monotonic() < deadline, f"{what}: not seen within {timeout}s"
+        time.sleep(0.05)
+
+
+def test_a_cancelled_stream_is_handled_as_canceled(fresh_server: ChunkdServer) -> None:
+    labels = dict(grpc_type="bidi_stream", grpc_service="chunkd.v1.ChunkService",
+                  grpc_method="Chunk")
+    stop = threading.Event()
+
+    piece = random_bytes(seed=1, size=1 << 20)
+
+    def requests():
+        # Endless: the stream ends only by the cancel.
+        yield pb.ChunkRequest(params=pb.ChunkParams(chunking=fastcdc_params()))
+        while not stop.is_set():
+            yield pb.ChunkRequest(data=piece)
+            time.sleep(0.01)
+
+    channel, stub = stub_for(fresh_server.address)
+    with channel:
+        call = stub.Chunk(requests(), timeout=RPC_TIMEOUT)
+        next(call)  # the stream is running: a first batch came back
+        call.cancel()
+        stop.set()
+        with pytest.raises(grpc.RpcError) as error:
+            list(call)
+        assert error.value.code() == grpc.StatusCode.CANCELLED
+
+    samples = _wait_for(
+        fresh_server,
+        lambda s: value(s, "grpc_server_handled_total", **labels, grpc_code="Canceled") == 1,
+        "Chunk handled as Canceled")
+    assert value(samples, "grpc_server_started_total", **labels) == 1
+    assert sum(value(samples, "grpc_server_handled_total", **labels, grpc_code=code)
+               for code in GRPC_CODES) == 1
+    assert value(samples, "grpc_server_handling_seconds_count", **labels) == 1
+    samples = _wait_for(fresh_server, lambda s: value(s, "chunkd_active_streams") == 0,
+                        "chunkd_active_streams back to 0")
+    assert value(samples, "chunkd_ingest_bytes_total", rpc="Chunk", algorithm="fastcdc") > 0
+
+
+def test_redis_index_calls_and_errors_are_counted(chunkd_bin: Path) -> None:
+    from test_redis_index import RedisServer  # a real redis-server
+
+    redis = RedisServer().start()
+    try:
+        spec = f"redis://127.0.0.1:{redis.port}"
+        with ChunkdServer(chunkd_bin, index=spec) as server:
+            samples = parse_samples(scrape(server.metrics_address))
+            for op in INDEX_OPS:
+                for result in ["ok", "error"]:
+                    assert value(samples, "chunkd_index_requests_total", backend="redis",
+                                 op=op, result=result) == 0, (op, result)
+            assert not [l for n, l, _ in samples if n == "chunkd_index_requests_total"
+                        and l["backend"] != "redis"]
+
+            data = random_bytes(seed=11, size=500_000)
+            with Client(server.address, timeout=RPC_TIMEOUT) as client:
+                client.dedup_all(data, namespace="metrics")
+                assert client.find_missing("metrics", [b"\1" * 32]) == [b"\1" * 32]
+                redis.kill()
+                with pytest.raises(ChunkdError) as down:
+                    client.dedup_all(data, namespace="metrics")
+                assert down.value.code == grpc.StatusCode.UNAVAILABLE
+                with pytest.raises(ChunkdError) as down:
+                    client.find_missing("metrics", [b"\1" * 32])
+                assert down.value.code == grpc.StatusCode.UNAVAILABLE
+
+            samples = parse_samples(scrape(server.metrics_address))
+
+            def requests(op: str, result: str) -> float:
+                return value(samples, "chunkd_index_requests_total", backend="redis",
+                             op=op, result=result)
+
+            assert requests("insert", "ok") >= 1
+            assert requests("insert", "error") == 1  # the stream ends at the first
+            assert requests("lookup", "ok") == 1
+            assert requests("lookup", "error") == 1
+            assert value(samples, "chunkd_index_request_duration_seconds_count",
+                         backend="redis", op="lookup") == 2
+            assert value(samples, "grpc_server_handled_total", grpc_type="bidi_stream",
+                         grpc_service="chunkd.v1.ChunkService", grpc_method="Dedup",
+                         grpc_code="Unavailable") == 1
+            _check_promtool(scrape(server.metrics_address))
+    finally:
+        redis.cleanup()
