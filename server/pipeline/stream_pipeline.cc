@@ -1,5 +1,6 @@
 #include "pipeline/stream_pipeline.h"
 
+#include <chrono>
 #include <utility>
 
 #include "chunking/executor.h"
@@ -9,6 +10,29 @@ namespace {
 
 // Bytes of chunks one fingerprinting task hashes (about 0.1 ms of SHA-256).
 constexpr size_t kFingerprintGroupBytes = size_t{256} << 10;
+
+// Adds the time from its construction to Stop() (or its end) to a stage's
+// counter, if there is one.
+class StageTimer {
+ public:
+  explicit StageTimer(prometheus::Counter* counter)
+      : counter_(counter), start_(std::chrono::steady_clock::now()) {}
+  ~StageTimer() { Stop(); }
+  StageTimer(const StageTimer&) = delete;
+  StageTimer& operator=(const StageTimer&) = delete;
+
+  void Stop() {
+    if (counter_ == nullptr) return;
+    const std::chrono::duration<double> elapsed =
+        std::chrono::steady_clock::now() - start_;
+    counter_->Increment(elapsed.count());
+    counter_ = nullptr;
+  }
+
+ private:
+  prometheus::Counter* counter_;
+  const std::chrono::steady_clock::time_point start_;
+};
 
 }  // namespace
 
@@ -34,13 +58,19 @@ absl::Status StreamPipeline::Process(absl::string_view piece,
                                      std::vector<ChunkRecord>* out) {
   totals_.bytes += piece.size();
   scratch_.clear();
-  chunker_->Append(piece, &scratch_);
+  {
+    StageTimer timer(options_.stages ? options_.stages->chunk : nullptr);
+    chunker_->Append(piece, &scratch_);
+  }
   return Emit(scratch_, out);
 }
 
 absl::Status StreamPipeline::Finish(std::vector<ChunkRecord>* out) {
   scratch_.clear();
-  chunker_->Finish(&scratch_);
+  {
+    StageTimer timer(options_.stages ? options_.stages->chunk : nullptr);
+    chunker_->Finish(&scratch_);
+  }
   return Emit(scratch_, out);
 }
 
@@ -48,6 +78,8 @@ absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
                                   std::vector<ChunkRecord>* out) {
   if (chunks.empty()) return absl::OkStatus();
   const size_t first = out->size();
+  StageTimer fingerprint_timer(options_.stages ? options_.stages->fingerprint
+                                               : nullptr);
   out->resize(first + chunks.size());
   for (size_t i = 0; i < chunks.size(); ++i) {
     (*out)[first + i].offset = chunks[i].offset;
@@ -74,7 +106,9 @@ absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
         }
       });
   totals_.chunks += chunks.size();
+  fingerprint_timer.Stop();
   if (options_.index == nullptr) return absl::OkStatus();
+  StageTimer index_timer(options_.stages ? options_.stages->index : nullptr);
 
   std::vector<index::InsertEntry> entries;
   entries.reserve(chunks.size());

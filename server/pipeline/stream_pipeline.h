@@ -21,6 +21,7 @@
 #include "chunkd/chunker.h"
 #include "fingerprint/fingerprint.h"
 #include "index/fingerprint_index.h"
+#include "metrics/metrics.h"
 
 namespace chunkd::pipeline {
 
@@ -33,6 +34,9 @@ struct PipelineOptions {
   // Dedup only: the index and namespace to record chunks in. nullptr: Chunk.
   index::FingerprintIndex* index = nullptr;
   std::string ns;
+  // Where the time of each stage goes (chunkd_stage_seconds_total); null:
+  // not measured. Must outlive the pipeline.
+  const metrics::StageCounters* stages = nullptr;
 };
 
 struct ChunkRecord {

@@ -40,6 +40,7 @@ absl::StatusOr<pipeline::PipelineOptions> StreamOptions(
     v1::FingerprintAlgorithm fingerprint, const ServiceOptions& service) {
   pipeline::PipelineOptions o;
   o.engine = service.engine;
+  o.stages = &service.metrics->stages();
   auto chunking = ChunkerOptionsFromProto(chunking_params);
   if (!chunking.ok()) return chunking.status();
   o.chunking = *chunking;
@@ -200,8 +201,6 @@ class StreamReactor final
     bool destroy;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      options.metrics->RecordRpc(Rpc::kMethod,
-                                 CodeName(final_status_.error_code()));
       on_done_ = true;
       destroy = refs_ == 0;
     }
