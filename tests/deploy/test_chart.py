@@ -189,8 +189,7 @@ def pod_spec(objects: list[dict], kind: str = "Deployment") -> dict:
 def test_default_probes_are_native_grpc(chart: Chart) -> None:
     container = pod_spec(chart.render())["containers"][0]
     assert container["livenessProbe"]["grpc"] == {"port": 50051, "service": ""}
-    assert container["readinessProbe"]["grpc"] == {"port": 50051,
-                                                   "service": "chunkd.v1.ChunkService"}
+    assert container["readinessProbe"]["grpc"] == {"port": 50051, "service": ""}
     assert container["startupProbe"]["grpc"]["port"] == 50051
     assert [p["name"] for p in container["ports"]] == ["grpc", "metrics"]
     assert container["command"] == ["chunkd"]

@@ -1,0 +1,87 @@
+"""The chart's flagfile and health checks against a real chunkd: what the
+ConfigMap renders must start the server, and the helm test pod's commands
+(and the probes' gRPC health services) must see it SERVING."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import CHART, Chart, Process, flagfile, free_port, one, run
+
+
+def local_flagfile(flags: list[str], port: int, metrics: int) -> str:
+    """The rendered flags with the listen addresses moved to loopback ports."""
+    out = []
+    for flag in flags:
+        flag = re.sub(r"^--listen=0\.0\.0\.0:\d+$", f"--listen=127.0.0.1:{port}", flag)
+        flag = re.sub(r"^--metrics_listen=0\.0\.0\.0:\d+$",
+                      f"--metrics_listen=127.0.0.1:{metrics}", flag)
+        out.append(flag)
+    return "\n".join(out) + "\n"
+
+
+def probe_commands(objects: list[dict], health_probe_bin: Path, port: int) -> list[list[str]]:
+    """The helm test pod's containers' commands, aimed at the local server."""
+    pod = one(objects, "Pod")
+    commands = []
+    for container in pod["spec"]["containers"]:
+        command = container["command"]
+        assert command[0] == "grpc_health_probe"
+        commands.append([str(health_probe_bin)] + [
+            re.sub(r"^-addr=.*$", f"-addr=127.0.0.1:{port}", c) for c in command[1:]])
+    return commands
+
+
+def serve_chart(chart: Chart, chunkd_bin: Path, health_probe_bin: Path, processes: list,
+                tmp_path: Path, *args: str) -> None:
+    objects = chart.render(*args)
+    port, metrics = free_port(), free_port()
+    flags = tmp_path / "chunkd.flags"
+    flags.write_text(local_flagfile(flagfile(objects), port, metrics))
+    container = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][0].startswith("--flagfile=")
+    server = Process([chunkd_bin, f"--flagfile={flags}", *container["args"][1:]],
+                     tmp_path / "chunkd.log")
+    processes.append(server)
+    server.wait_for_port(port)
+
+    commands = probe_commands(objects, health_probe_bin, port)
+    assert commands
+    for command in commands:
+        result = run(command, check=False, timeout=30)
+        assert result.returncode == 0, f"{command}: {result.stdout}{result.stderr}"
+        assert "status: SERVING" in result.stdout + result.stderr
+    # The probes ask for the same health services.
+    for kind in ("livenessProbe", "readinessProbe", "startupProbe"):
+        service = container[kind]["grpc"]["service"]
+        command = [str(health_probe_bin), f"-addr=127.0.0.1:{port}", f"-service={service}",
+                   "-connect-timeout=5s", "-rpc-timeout=5s"]
+        assert run(command, check=False, timeout=30).returncode == 0, kind
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10) as response:
+        assert b"chunkd_build_info" in response.read()
+
+
+def test_default_values_serve(chart: Chart, chunkd_bin: Path, health_probe_bin: Path,
+                              processes: list, tmp_path: Path) -> None:
+    serve_chart(chart, chunkd_bin, health_probe_bin, processes, tmp_path)
+
+
+def test_redis_index_serves(chart: Chart, chunkd_bin: Path, health_probe_bin: Path,
+                            processes: list, tmp_path: Path) -> None:
+    """index.type=redis with an external address, against a real Redis."""
+    redis_server = shutil.which("redis-server")
+    if redis_server is None:
+        pytest.fail("redis-server is missing: make deps", pytrace=False)
+    redis_port = free_port()
+    redis = Process([redis_server, "--port", str(redis_port), "--bind", "127.0.0.1",
+                     "--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction",
+                     "--dir", tmp_path], tmp_path / "redis.log")
+    processes.append(redis)
+    redis.wait_for_port(redis_port)
+    serve_chart(chart, chunkd_bin, health_probe_bin, processes, tmp_path,
+                "--set", "index.type=redis", "--set", f"index.redis.address=127.0.0.1:{redis_port}")
