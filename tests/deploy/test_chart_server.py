@@ -85,3 +85,32 @@ def test_redis_index_serves(chart: Chart, chunkd_bin: Path, health_probe_bin: Pa
     redis.wait_for_port(redis_port)
     serve_chart(chart, chunkd_bin, health_probe_bin, processes, tmp_path,
                 "--set", "index.type=redis", "--set", f"index.redis.address=127.0.0.1:{redis_port}")
+
+
+def test_builtin_redis_command(chart: Chart, processes: list, tmp_path: Path) -> None:
+    """The built-in Redis' shell command, run by sh with a real redis-server
+    (its data directory and port moved): the password from the environment
+    is required, and keys are never evicted."""
+    redis_server, redis_cli = shutil.which("redis-server"), shutil.which("redis-cli")
+    if redis_server is None or redis_cli is None:
+        pytest.fail("redis-server is missing: make deps", pytrace=False)
+    objects = chart.render("-f", CHART / "ci" / "builtin-redis-values.yaml")
+    container = one(objects, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["sh", "-c"]
+    port = free_port()
+    script = container["args"][0].replace("--dir /data", f"--dir {tmp_path}")
+    password = "a password with spaces"
+    server = Process(["env", f"REDIS_PASSWORD={password}", "sh", "-c",
+                      f"{script} --port {port} --bind 127.0.0.1"], tmp_path / "redis.log")
+    processes.append(server)
+    server.wait_for_port(port)
+
+    def cli(*args: str, auth: bool = True) -> str:
+        env_auth = ["env", f"REDISCLI_AUTH={password}"] if auth else []
+        return run([*env_auth, redis_cli, "-p", str(port), *args], timeout=30).stdout.strip()
+
+    assert "NOAUTH" in cli("ping", auth=False)
+    assert cli("ping") == "PONG"
+    assert cli("config", "get", "maxmemory-policy").splitlines() == ["maxmemory-policy", "noeviction"]
+    assert cli("config", "get", "appendonly").splitlines() == ["appendonly", "yes"]
+    assert cli("config", "get", "maxmemory").splitlines() == ["maxmemory", str(512 * 1024 * 1024)]
