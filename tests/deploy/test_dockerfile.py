@@ -99,26 +99,32 @@ def test_packages_exist_in_bookworm() -> None:
     os_release = Path("/etc/os-release").read_text()
     if "VERSION_CODENAME=bookworm" not in os_release:
         pytest.skip("apt here is not Debian bookworm's")
-    for package in apt_packages(stage("build")) + apt_packages(runtime()):
-        result = run(["apt-cache", "show", "--no-all-versions", package], check=False)
-        assert result.returncode == 0 and f"Package: {package}" in result.stdout, (
-            f"{package} is not a Debian bookworm package")
+    packages = apt_packages(stage("build")) + apt_packages(runtime())
+    result = run(["apt-cache", "show", "--no-all-versions", *packages], check=False)
+    found = set(re.findall(r"^Package: (\S+)$", result.stdout, re.M))
+    assert set(packages) - found == set(), "not Debian bookworm packages"
 
 
-def package_of(path: str) -> str:
-    """The Debian package owning a file, trying both sides of usrmerge."""
-    real = Path(path).resolve()
-    candidates = {str(real), path}
-    for p in list(candidates):
-        if p.startswith("/usr/lib/"):
-            candidates.add(p.removeprefix("/usr"))
-        elif p.startswith("/lib/"):
-            candidates.add("/usr" + p)
-    for candidate in sorted(candidates):
-        result = run(["dpkg", "-S", candidate], check=False)
-        if result.returncode == 0:
-            return result.stdout.split(":")[0]
-    pytest.fail(f"no Debian package owns {path}", pytrace=False)
+def owners(paths: list[str]) -> dict[str, str]:
+    """The Debian package owning each file (one dpkg -S for all), trying
+    both sides of usrmerge."""
+    candidates: dict[str, str] = {}
+    for path in paths:
+        for c in {path, str(Path(path).resolve())}:
+            candidates[c] = path
+            if c.startswith("/usr/lib/"):
+                candidates[c.removeprefix("/usr")] = path
+            elif c.startswith("/lib/"):
+                candidates["/usr" + c] = path
+    result = run(["dpkg", "-S", *sorted(candidates)], check=False)
+    found: dict[str, str] = {}
+    for line in result.stdout.splitlines():
+        package, _, file = line.partition(": ")
+        if file in candidates:
+            found[candidates[file]] = package.split(":")[0]
+    missing = [p for p in paths if p not in found]
+    assert not missing, f"no Debian package owns {missing}"
+    return found
 
 
 def test_runtime_libraries_are_exactly_what_the_binaries_load() -> None:
@@ -131,7 +137,7 @@ def test_runtime_libraries_are_exactly_what_the_binaries_load() -> None:
         output = run(["ldd", b]).stdout
         assert "not found" not in output
         libraries |= {m.group(1) for m in re.finditer(r"=> (/\S+)", output)}
-    needed = {package_of(lib) for lib in libraries} - BASE_IMAGE
+    needed = set(owners(sorted(libraries)).values()) - BASE_IMAGE
     installed = set(apt_packages(runtime())) - {"ca-certificates"}
     assert needed - installed == set(), "libraries the image would lack"
     assert installed - needed == set(), "packages the binaries do not load"
@@ -165,7 +171,8 @@ def test_cmake_configures_with_only_the_build_packages(tmp_path: Path) -> None:
                    *packages]).stdout
     allowed = {line.strip() for line in closure.splitlines() if not line.startswith(" ")}
     for name, directory in sorted(found.items()):
-        owner = package_of(str(next(Path(directory).glob("*onfig.cmake"))))
+        config = str(next(Path(directory).glob("*onfig.cmake")))
+        owner = owners([config])[config]
         assert owner in allowed, f"{name} ({directory}) comes from {owner}, not a build package"
 
 
