@@ -48,6 +48,9 @@ absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
         fingerprint::Digest(options_.fingerprint, chunker_->ChunkData(c));
     out->push_back(std::move(r));
   }
+  // Positions of a stream's chunks: their ordinals, the same however the
+  // bytes arrive, so that a retried stream writes the same positions.
+  const uint64_t first_position = totals_.chunks;
   totals_.chunks += chunks.size();
   if (options_.index == nullptr) return absl::OkStatus();
 
@@ -56,7 +59,14 @@ absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
   for (size_t i = first; i < out->size(); ++i) {
     entries.push_back({(*out)[i].fingerprint, (*out)[i].length});
   }
-  auto inserted = options_.index->Insert(options_.ns, entries);
+  index::WriteToken token;
+  const index::WriteToken* token_ptr = nullptr;
+  if (!options_.stream_id.empty()) {
+    token.stream_id = options_.stream_id;
+    token.first_position = first_position;
+    token_ptr = &token;
+  }
+  auto inserted = options_.index->Insert(options_.ns, entries, token_ptr);
   if (!inserted.ok()) {
     out->resize(first);
     return inserted.status();

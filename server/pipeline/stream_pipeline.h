@@ -33,6 +33,12 @@ struct PipelineOptions {
   // Dedup only: the index and namespace to record chunks in. nullptr: Chunk.
   index::FingerprintIndex* index = nullptr;
   std::string ns;
+  // Dedup only: when not empty, every index write carries the WriteToken
+  // {stream_id, ordinal of the batch's first chunk in the stream}, so that
+  // a client that retries the whole stream with the same id after a failure
+  // gets every reference counted exactly once and the same answers.
+  // REQUIRES: empty or valid (index::ValidateWriteToken).
+  std::string stream_id;
 };
 
 struct ChunkRecord {
