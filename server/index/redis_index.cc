@@ -549,6 +549,7 @@ RedisIndex::RedisIndex(RedisConfig config) : config_(std::move(config)) {
   settings_.reconnect_backoff_min = config_.options.reconnect_backoff_min;
   settings_.reconnect_backoff_max = config_.options.reconnect_backoff_max;
   settings_.scripts = Scripts();
+  settings_.warn = config_.options.warn;
   if (config_.cluster) {
     topology_ = std::make_unique<ClusterTopology>(config_.servers, &settings_);
   } else {
