@@ -136,6 +136,7 @@ TEST(StreamPipelineTest, RetriedStreamWithStreamIdCountsOnceAndAnswersAlike) {
     absl::Status status;
     for (size_t at = 0; at < data.size() && status.ok(); at += 1 << 20) {
       status = (*p)->Process(absl::string_view(data).substr(at, 1 << 20), &out);
+      if (status.ok()) status = (*p)->Flush(&out);
     }
     if (status.ok()) status = (*p)->Finish(&out);
     ASSERT_EQ(status.code(), absl::StatusCode::kUnavailable);

@@ -401,6 +401,17 @@ class StreamReactor final
       status = pipeline_->Process(piece, &records);
     }
     if (status.ok() && last) status = pipeline_->Finish(&records);
+    // Dedup: one index round trip for the whole task, or for several while
+    // more input is already waiting (the client is ahead: fewer, larger
+    // batches; the pipeline commits by itself at kMaxPendingChunks).
+    if (status.ok() && !last) {
+      bool more_waiting;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        more_waiting = !inbox_.empty();
+      }
+      if (!more_waiting) status = pipeline_->Flush(&records);
+    }
 
     std::deque<Response> responses;
     for (size_t i = 0; i < records.size(); i += kMaxRecordsPerResponse) {
