@@ -43,7 +43,14 @@ def wait_for(predicate, what: str, timeout: float = HEALTH_DEADLINE) -> None:
 
 
 def dedup_health(server: ChunkdServer) -> int:
-    return health_status(server.address, service=DEDUP_HEALTH)
+    """The Dedup health status; 0 in the instant after start before chunkd
+    registered it (NOT_FOUND)."""
+    try:
+        return health_status(server.address, service=DEDUP_HEALTH)
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.NOT_FOUND:
+            return 0
+        raise
 
 
 def retry_dedup(client: Client, data, namespace: str, stream_id: str,
