@@ -84,9 +84,11 @@ class Resp:
         return reply
 
 
-def _ping(port: int) -> bool:
+def _ping(port: int, password: str = "") -> bool:
     try:
         with Resp(port, timeout=1.0) as r:
+            if password:
+                r.call("AUTH", password)
             return r.call("PING") == b"PONG"
     except (OSError, RespError):
         return False
@@ -97,10 +99,12 @@ class RedisServer:
 
     persistent: --appendonly yes --appendfsync always, so that kill -9 loses
     nothing Redis acknowledged, and restart() finds it again.
+    password: --requirepass (client() connections are not authenticated).
     """
 
     def __init__(self, *, persistent: bool = False, cluster: bool = False,
-                 extra_args: Sequence[str] = ()) -> None:
+                 password: str = "", extra_args: Sequence[str] = ()) -> None:
+        self.password = password
         self.port = free_port()
         self.bus_port = free_port() if cluster else 0
         self.persistent = persistent
@@ -123,6 +127,8 @@ class RedisServer:
             args += ["--appendonly", "yes", "--appendfsync", "always"]
         else:
             args += ["--appendonly", "no"]
+        if self.password:
+            args += ["--requirepass", self.password]
         if self.cluster:
             args += ["--cluster-enabled", "yes", "--cluster-port", str(self.bus_port),
                      "--cluster-config-file", "nodes.conf",
@@ -133,7 +139,7 @@ class RedisServer:
         self.process = subprocess.Popen(
             self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + STARTUP_TIMEOUT
-        while not _ping(self.port):
+        while not _ping(self.port, self.password):
             if self.process.poll() is not None:
                 raise RuntimeError(f"redis-server on {self.port} exited "
                                    f"with {self.process.returncode}")

@@ -370,3 +370,52 @@ def test_cluster_master_killed_during_a_long_dedup(chunkd_bin: Path) -> None:
         assert all(n > 0 for n in per_server.values()), per_server
     finally:
         cluster.cleanup()
+
+
+def test_password_file_secret_and_redacted_logs(chunkd_bin: Path, tmp_path: Path) -> None:
+    secret = "s3cret-from-a-k8s-secret"
+    redis = RedisServer(password=secret).start()
+    try:
+        password_file = tmp_path / "redis-password"
+        password_file.write_text(secret + "\n")  # as `echo` writes it
+        with ChunkdServer(chunkd_bin, index=f"redis://{redis.address}",
+                          extra_args=[f"--redis_password_file={password_file}"]) as server:
+            with Client(server.address, timeout=RPC_TIMEOUT) as client:
+                _, summary = client.dedup_all(b"z" * 300_000, namespace="pw")
+                assert summary.total_bytes == 300_000
+            wait_for(lambda: dedup_health(server) == SERVING, "SERVING")
+            assert secret not in server.log()
+            assert f"index redis://{redis.address}" in server.log()
+        # A password in the URL is logged as *** (the log file also holds
+        # the command line that the test ran: skip it).
+        with ChunkdServer(chunkd_bin,
+                          index=f"redis://:{secret}@{redis.address}") as server:
+            wait_for(lambda: dedup_health(server) == SERVING, "SERVING")
+            printed = "\n".join(line for line in server.log().splitlines()
+                                if not line.startswith("$ "))
+            assert secret not in printed
+            assert f"index redis://:***@{redis.address}" in printed
+        # An unreadable password file: chunkd refuses to start and says why.
+        missing = tmp_path / "no-such-file"
+        with pytest.raises(Exception) as refused:
+            ChunkdServer(chunkd_bin, index=f"redis://{redis.address}",
+                         extra_args=[f"--redis_password_file={missing}"]).start(attempts=1)
+        assert (f"--redis_password_file: cannot read the Redis password file "
+                f"{missing}: No such file or directory") in str(refused.value)
+    finally:
+        redis.cleanup()
+
+
+def test_an_evicting_redis_is_a_loud_warning(chunkd_bin: Path) -> None:
+    redis = RedisServer(extra_args=["--maxmemory-policy", "allkeys-lru"]).start()
+    try:
+        with ChunkdServer(chunkd_bin, index=f"redis://{redis.address}") as server:
+            wait_for(lambda: "maxmemory-policy" in server.log(), "the warning")
+            log = server.log()
+            assert (f"WARNING: redis at {redis.address} runs with "
+                    "maxmemory-policy allkeys-lru") in log
+            assert "noeviction" in log
+            # A warning, not a refusal: Dedup serves.
+            wait_for(lambda: dedup_health(server) == SERVING, "SERVING")
+    finally:
+        redis.cleanup()
