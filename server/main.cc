@@ -66,9 +66,9 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(30),
 namespace {
 
 constexpr uint64_t kMinMessageBytes = 1024;
+constexpr uint64_t kMaxMessageBytes = uint64_t{256} << 20;
 // How often the index's reachability is probed for the health service.
 constexpr absl::Duration kIndexHealthInterval = absl::Seconds(1);
-constexpr uint64_t kMaxMessageBytes = uint64_t{256} << 20;
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "chunkd: %s\n", message.c_str());
