@@ -65,25 +65,33 @@ absl::Status StreamPipeline::Process(absl::string_view piece,
   return Emit(scratch_, out);
 }
 
+absl::Status StreamPipeline::Flush(std::vector<ChunkRecord>* out) {
+  return Commit(out);
+}
+
 absl::Status StreamPipeline::Finish(std::vector<ChunkRecord>* out) {
   scratch_.clear();
   {
     StageTimer timer(options_.stages ? options_.stages->chunk : nullptr);
     chunker_->Finish(&scratch_);
   }
-  return Emit(scratch_, out);
+  absl::Status status = Emit(scratch_, out);
+  if (!status.ok()) return status;
+  return Commit(out);
 }
 
 absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
                                   std::vector<ChunkRecord>* out) {
   if (chunks.empty()) return absl::OkStatus();
-  const size_t first = out->size();
+  // Dedup records wait in pending_ for their index batch.
+  std::vector<ChunkRecord>* dest = options_.index == nullptr ? out : &pending_;
+  const size_t first = dest->size();
   StageTimer fingerprint_timer(options_.stages ? options_.stages->fingerprint
                                                : nullptr);
-  out->resize(first + chunks.size());
+  dest->resize(first + chunks.size());
   for (size_t i = 0; i < chunks.size(); ++i) {
-    (*out)[first + i].offset = chunks[i].offset;
-    (*out)[first + i].length = chunks[i].length;
+    (*dest)[first + i].offset = chunks[i].offset;
+    (*dest)[first + i].length = chunks[i].length;
   }
   // Fingerprints in parallel on the engine's executor (the shared pool in
   // the service), in groups of about kFingerprintGroupBytes so a task is
@@ -101,33 +109,50 @@ absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
   chunking::RunParallel(
       options_.engine.executor, group_start.size() - 1, [&](size_t g) {
         for (size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
-          (*out)[first + i].fingerprint = fingerprint::Digest(
+          (*dest)[first + i].fingerprint = fingerprint::Digest(
               options_.fingerprint, chunker_->ChunkData(chunks[i]));
         }
       });
   totals_.chunks += chunks.size();
   fingerprint_timer.Stop();
-  if (options_.index == nullptr) return absl::OkStatus();
-  StageTimer index_timer(options_.stages ? options_.stages->index : nullptr);
+  if (pending_.size() >= kMaxPendingChunks) return Commit(out);
+  return absl::OkStatus();
+}
 
+absl::Status StreamPipeline::Commit(std::vector<ChunkRecord>* out) {
+  if (pending_.empty()) return absl::OkStatus();
+  StageTimer index_timer(options_.stages ? options_.stages->index : nullptr);
   std::vector<index::InsertEntry> entries;
-  entries.reserve(chunks.size());
-  for (size_t i = first; i < out->size(); ++i) {
-    entries.push_back({(*out)[i].fingerprint, (*out)[i].length});
+  entries.reserve(pending_.size());
+  for (const ChunkRecord& r : pending_) {
+    entries.push_back({r.fingerprint, r.length});
   }
-  auto inserted = options_.index->Insert(options_.ns, entries);
+  // Positions of a stream's chunks are their ordinals, the same however
+  // the bytes arrive and the batches fall, so that a retried stream writes
+  // the same positions.
+  index::WriteToken token;
+  const index::WriteToken* token_ptr = nullptr;
+  if (!options_.stream_id.empty()) {
+    token.stream_id = options_.stream_id;
+    token.first_position = committed_chunks_;
+    token_ptr = &token;
+  }
+  auto inserted = options_.index->Insert(options_.ns, entries, token_ptr);
   if (!inserted.ok()) {
-    out->resize(first);
+    pending_.clear();
     return inserted.status();
   }
-  for (size_t i = 0; i < entries.size(); ++i) {
-    ChunkRecord& r = (*out)[first + i];
+  committed_chunks_ += pending_.size();
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    ChunkRecord& r = pending_[i];
     r.is_new = (*inserted)[i].is_new;
     if (r.is_new) {
       ++totals_.unique_chunks;
       totals_.unique_bytes += r.length;
     }
+    out->push_back(std::move(r));
   }
+  pending_.clear();
   return absl::OkStatus();
 }
 
