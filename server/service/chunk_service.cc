@@ -92,6 +92,10 @@ struct DedupRpc {
     if (!o.ok()) return o.status();
     o->index = service.index;
     o->ns = request.params().namespace_();
+    auto hints = HintTestFromProto(request.params().hints(),
+                                   o->chunking.algorithm);
+    if (!hints.ok()) return hints.status();
+    o->hints = *hints;
     return o;
   }
   static void AddRecord(const pipeline::ChunkRecord& r, Response* response) {
@@ -107,6 +111,10 @@ struct DedupRpc {
     s->set_total_chunks(t.chunks);
     s->set_unique_bytes(t.unique_bytes);
     s->set_unique_chunks(t.unique_chunks);
+    s->set_hints_tried(t.hints_tried);
+    s->set_hints_accepted(t.hints_accepted);
+    s->set_hints_rejected(t.hints_rejected);
+    s->set_hint_skipped_bytes(t.hint_skipped_bytes);
   }
 };
 
