@@ -13,12 +13,6 @@ namespace {
 // Bytes of chunks one fingerprinting task hashes (about 0.1 ms of SHA-256).
 constexpr size_t kFingerprintGroupBytes = size_t{256} << 10;
 
-// Window of the chunker when hints are on: it hands over to the hints only
-// between windows.
-size_t InitialHintWindow(const chunking::ChunkerOptions& options) {
-  return std::max<size_t>(size_t{8} * options.max_size, size_t{512} << 10);
-}
-
 // Adds the seconds from construction to destruction to *total.
 class Stopwatch {
  public:
@@ -57,13 +51,8 @@ absl::StatusOr<std::unique_ptr<StreamPipeline>> StreamPipeline::Create(
           "; set hints to HINT_TEST_OFF or leave it unset"));
     }
   }
-  chunking::EngineOptions engine = options.engine;
-  if (options.hints != HintTest::kOff && engine.window_size == 0) {
-    // Hints can take over only between the chunker's batches: keep them
-    // small enough that a backup's first duplicate is noticed early.
-    engine.window_size = InitialHintWindow(options.chunking);
-  }
-  auto chunker = chunking::StreamChunker::Create(options.chunking, engine);
+  auto chunker =
+      chunking::StreamChunker::Create(options.chunking, options.engine);
   if (!chunker.ok()) return chunker.status();
   std::unique_ptr<StreamPipeline> pipeline(
       new StreamPipeline(std::move(options), *std::move(chunker)));
@@ -71,8 +60,6 @@ absl::StatusOr<std::unique_ptr<StreamPipeline>> StreamPipeline::Create(
     const chunking::ChunkerOptions& c = pipeline->options_.chunking;
     pipeline->params_key_ = HintParamsKey(c);
     pipeline->boundary_ = std::make_unique<FastCdcBoundary>(c);
-    pipeline->restart_engine_ = pipeline->options_.engine;
-    pipeline->restart_engine_.window_size = InitialHintWindow(c);
     auto cutter = chunking::MakeCutter(c);
     if (!cutter.ok()) return cutter.status();
     pipeline->cutter_ = *std::move(cutter);
@@ -111,19 +98,24 @@ absl::Status StreamPipeline::Advance(absl::string_view piece, bool at_end,
       bool fall_back = false;
       status = FollowHints(at_end, out, &fall_back);
       if (!status.ok() || !fall_back) break;  // error, more bytes, or done
-      mode_ = Mode::kSequential;
+      // After a run of accepted hints the data most likely changed a little
+      // (an edit): cut chunk by chunk until the hints resume. A duplicate
+      // that leads nowhere sends the stream back to the fast chunker.
+      mode_ = run_accepted_ ? Mode::kSequential : Mode::kChunker;
       sequential_misses_ = 0;
     }
-    status = CutSequential(at_end, out);
-    if (!status.ok()) break;
-    if (mode_ == Mode::kHints) continue;
-    if (mode_ == Mode::kSequential) break;  // more bytes, or done
+    if (mode_ == Mode::kSequential) {
+      status = CutSequential(at_end, out);
+      if (!status.ok()) break;
+      if (mode_ == Mode::kHints) continue;
+      if (mode_ == Mode::kSequential) break;  // more bytes, or done
+    }
     // Many chunks in a row without hints: new data, so the fast chunker
     // takes the held bytes over.
     status = Flush(out);
     if (!status.ok()) return status;
     auto chunker =
-        chunking::StreamChunker::Create(options_.chunking, restart_engine_);
+        chunking::StreamChunker::Create(options_.chunking, options_.engine);
     if (!chunker.ok()) return chunker.status();
     chunker_ = *std::move(chunker);
     chunker_base_ = held_start_;
@@ -172,6 +164,7 @@ absl::Status StreamPipeline::FeedChunker(absl::string_view piece, bool at_end,
       held_start_ = out->back().offset + out->back().length;
       hint_fp_ = out->back().fingerprint;
       candidates_known_ = false;
+      run_accepted_ = false;
       chunker_.reset();
       mode_ = Mode::kHints;
       *rest = piece;
@@ -221,7 +214,7 @@ absl::Status StreamPipeline::Flush(std::vector<ChunkRecord>* out) {
 absl::Status StreamPipeline::CutSequential(bool at_end,
                                            std::vector<ChunkRecord>* out) {
   // After this many chunks in a row without hints the data is new.
-  constexpr size_t kMaxMisses = 64;
+  constexpr size_t kMaxMisses = 16;
   for (;;) {
     const size_t avail = held_.size() - held_skip_;
     if (avail == 0) return absl::OkStatus();
@@ -422,6 +415,7 @@ absl::Status StreamPipeline::FollowHints(bool at_end,
     }
     ++totals_.hints_accepted;
     totals_.hint_skipped_bytes += size;
+    run_accepted_ = true;
     AddHeldRecord(size, fp, /*learnable=*/false, out);
     hint_fp_ = std::move(fp);
     candidates_ = std::move(next);

@@ -147,6 +147,7 @@ class StreamPipeline {
   uint64_t chunker_base_ = 0;
   std::unique_ptr<chunking::Cutter> cutter_;
   size_t sequential_misses_ = 0;
+  bool run_accepted_ = false;  // a hint was accepted since the chunker left
   size_t pending_from_ = SIZE_MAX;
   std::vector<index::NextSize> pending_learned_;
   std::string held_;
@@ -161,7 +162,6 @@ class StreamPipeline {
   bool last_learnable_ = false;
   std::string params_key_;
   std::unique_ptr<FastCdcBoundary> boundary_;
-  chunking::EngineOptions restart_engine_;
 };
 
 }  // namespace chunkd::pipeline
