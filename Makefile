@@ -13,7 +13,7 @@ INDEX     ?= memory
 APT_PACKAGES := build-essential cmake ninja-build pkg-config git \
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev \
   libabsl-dev libssl-dev libxxhash-dev libhiredis-dev prometheus-cpp-dev \
-  libgtest-dev libgmock-dev libbenchmark-dev redis-server \
+  libgtest-dev libgmock-dev libbenchmark-dev redis-server prometheus \
   python3 python3-venv python3-pip openssl
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -23,7 +23,7 @@ PY_SOURCES := $(shell find clients/python -name '*.py' -not -path '*/_proto/*' \
   -not -path '*/build/*' 2>/dev/null) clients/python/pyproject.toml \
   proto/chunkd/v1/chunkd.proto
 
-.PHONY: all deps build run test test-cpp test-python clean
+.PHONY: all deps build run test test-cpp test-python test-chart test-deploy clean
 
 all: build
 
@@ -62,7 +62,7 @@ test-cpp: build
 test-python: build $(VENV_STAMP)
 	$(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e tests/integration
 
-test: test-cpp test-python
+test: test-cpp test-python test-chart test-deploy
 
 # `make bench`: the chunking benchmarks (server/bench/), then a table and a
 # chart under $(BENCH_DIR). matplotlib goes into the venv through its own
@@ -92,6 +92,70 @@ bench: build $(BENCH_STAMP)
 	$(BUILD_DIR)/server/bench/service_bench --markdown $(BENCH_DIR)/service.md
 	$(BUILD_DIR)/server/bench/rapid_bench --markdown $(BENCH_DIR)/rapid.md
 	@echo "Wrote $(BENCH_DIR)/results.md, $(BENCH_DIR)/throughput.png, service.md and rapid.md"
+
+# `make test-chart`: helm lint and helm template of helm/chunkd for the default
+# values and every helm/chunkd/ci/*.yaml, each manifest validated strictly and
+# offline by kubeconform against the Kubernetes $(KUBE_VERSION) schemas of the
+# kubernetes-validate PyPI package plus the ServiceMonitor CRD of the
+# prometheus-operator Go module; values that break values.schema.json must
+# fail. `make test-deploy`: the Dockerfile (packages, CMake configuration,
+# runtime libraries, HEALTHCHECK against a real chunkd), the compose stack
+# (promtool) and the chart's flagfile and health probes against a real chunkd.
+# The tools are built once with `go install` at pinned versions into
+# $(TOOLS_BIN) (a stamp per version); Go >= 1.24 must be on PATH.
+GO                          ?= $(shell command -v go || echo /usr/local/go/bin/go)
+TOOLS_BIN                   := $(abspath $(BUILD_DIR))/tools/bin
+HELM_VERSION                := v3.19.5
+KUBECONFORM_VERSION         := v0.7.0
+PROMETHEUS_OPERATOR_VERSION := v0.85.0
+KUBERNETES_VALIDATE_VERSION := 1.37.0
+KUBE_VERSION                := 1.30.0
+HELM_STAMP        := $(TOOLS_BIN)/.helm-$(HELM_VERSION)
+KUBECONFORM_STAMP := $(TOOLS_BIN)/.kubeconform-$(KUBECONFORM_VERSION)
+HEALTH_PROBE      := $(TOOLS_BIN)/grpc_health_probe
+SCHEMA_DIR        := $(abspath $(BUILD_DIR))/kubeconform-schemas
+SCHEMA_STAMP      := $(SCHEMA_DIR)/.v$(KUBE_VERSION)-$(PROMETHEUS_OPERATOR_VERSION)
+DEPLOY_VENV_STAMP := $(VENV)/.deploy-installed
+DEPLOY_TEST_ENV   := HELM=$(TOOLS_BIN)/helm KUBECONFORM=$(TOOLS_BIN)/kubeconform \
+  KUBECONFORM_SCHEMAS=$(SCHEMA_DIR) KUBE_VERSION=$(KUBE_VERSION) \
+  GRPC_HEALTH_PROBE=$(HEALTH_PROBE)
+
+$(HELM_STAMP):
+	@mkdir -p $(TOOLS_BIN)
+	GOBIN=$(TOOLS_BIN) GOFLAGS=-buildvcs=false $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	rm -f $(TOOLS_BIN)/.helm-* && touch $@
+
+$(KUBECONFORM_STAMP):
+	@mkdir -p $(TOOLS_BIN)
+	GOBIN=$(TOOLS_BIN) GOFLAGS=-buildvcs=false $(GO) install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
+	rm -f $(TOOLS_BIN)/.kubeconform-* && touch $@
+
+# The same pinned build (go.mod, go.sum) as the image's.
+$(HEALTH_PROBE): deploy/probe/go.mod deploy/probe/go.sum
+	@mkdir -p $(TOOLS_BIN)
+	cd deploy/probe && CGO_ENABLED=0 GOFLAGS=-buildvcs=false $(GO) build -trimpath \
+	  -ldflags=-s -o $@ github.com/grpc-ecosystem/grpc-health-probe
+
+$(DEPLOY_VENV_STAMP): $(VENV_STAMP)
+	$(VENV)/bin/pip install -q kubernetes-validate==$(KUBERNETES_VALIDATE_VERSION) PyYAML
+	touch $@
+
+$(SCHEMA_STAMP): $(DEPLOY_VENV_STAMP) tests/deploy/kubeconform_schemas.py
+	rm -rf $(SCHEMA_DIR)
+	operator=$$($(GO) mod download -json \
+	  github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION) \
+	  | $(VENV)/bin/python -c 'import json, sys; print(json.load(sys.stdin)["Dir"])') && \
+	$(VENV)/bin/python tests/deploy/kubeconform_schemas.py \
+	  --kubernetes-version $(KUBE_VERSION) --out $(SCHEMA_DIR) \
+	  --crd $$operator/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml
+	touch $@
+
+test-chart: $(HELM_STAMP) $(KUBECONFORM_STAMP) $(SCHEMA_STAMP) $(DEPLOY_VENV_STAMP)
+	$(DEPLOY_TEST_ENV) $(VENV)/bin/python -m pytest -q tests/deploy/test_chart.py
+
+test-deploy: build $(HELM_STAMP) $(HEALTH_PROBE) $(DEPLOY_VENV_STAMP)
+	$(DEPLOY_TEST_ENV) $(VENV)/bin/python -m pytest -q tests/deploy \
+	  --ignore tests/deploy/test_chart.py
 
 clean:
 	rm -rf $(BUILD_DIR)

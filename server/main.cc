@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -25,6 +26,8 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "index/fingerprint_index.h"
+#include "metrics/grpc_metrics.h"
+#include "metrics/instrumented_index.h"
 #include "metrics/metrics.h"
 #include "pipeline/worker_pool.h"
 #include "service/chunk_service.h"
@@ -184,10 +187,6 @@ int main(int argc, char** argv) {
   auto index = chunkd::index::CreateIndex(absl::GetFlag(FLAGS_index));
   if (!index.ok()) return Fail(std::string(index.status().message()));
 
-  size_t threads = absl::GetFlag(FLAGS_threads);
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  chunkd::pipeline::WorkerPool pool(threads);
-
   const std::string backend_flag = absl::GetFlag(FLAGS_backend);
   absl::StatusOr<const chunkd::chunking::kernels::Kernel*> kernel =
       backend_flag.empty()
@@ -200,11 +199,27 @@ int main(int argc, char** argv) {
   }
   const std::string backend = (*kernel)->name;
   chunkd::metrics::Metrics metrics(CHUNKD_VERSION, backend);
+  *index = std::make_unique<chunkd::metrics::InstrumentedIndex>(
+      *std::move(index), &metrics);
+  auto grpc_metrics = chunkd::metrics::GrpcMetricsInterceptorFactory::Create(
+      &metrics, {chunkd::v1::ChunkService::service_full_name(),
+                 "grpc.health.v1.Health",
+                 "grpc.reflection.v1alpha.ServerReflection"});
+  if (!grpc_metrics.ok()) {
+    return Fail(std::string(grpc_metrics.status().message()));
+  }
   const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   if (!metrics_listen.empty()) {
     absl::Status serving = metrics.Serve(metrics_listen);
     if (!serving.ok()) return Fail(std::string(serving.message()));
   }
+
+  // Declared after metrics, so its tasks finish while the metrics they
+  // update still exist.
+  size_t threads = absl::GetFlag(FLAGS_threads);
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  chunkd::pipeline::WorkerPool pool(threads);
+  metrics.WatchQueueDepth([&pool] { return pool.queue_depth(); });
 
   chunkd::service::ServiceOptions options;
   options.index = index->get();
@@ -234,6 +249,11 @@ int main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(static_cast<int>(
       std::min<uint64_t>(INT_MAX, max_message * 2 + (uint64_t{1} << 20))));
   builder.RegisterService(&service);
+  std::vector<std::unique_ptr<
+      grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(*std::move(grpc_metrics));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     return Fail(absl::StrCat("cannot listen on --listen ", listen));
@@ -269,6 +289,7 @@ int main(int argc, char** argv) {
   }
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->Wait();
+  metrics.WatchQueueDepth(nullptr);  // the pool goes first
   std::fprintf(stderr, "chunkd: stopped\n");
   return 0;
 }

@@ -13,21 +13,27 @@ namespace {
 // Bytes of chunks one fingerprinting task hashes (about 0.1 ms of SHA-256).
 constexpr size_t kFingerprintGroupBytes = size_t{256} << 10;
 
-// Adds the seconds from construction to destruction to *total.
+// Adds the seconds from construction to destruction to *total and to the
+// stage's counter (chunkd_stage_seconds_total), each when not null.
 class Stopwatch {
  public:
-  explicit Stopwatch(double* total)
-      : total_(total), start_(std::chrono::steady_clock::now()) {}
+  Stopwatch(double* total, prometheus::Counter* counter)
+      : total_(total),
+        counter_(counter),
+        start_(std::chrono::steady_clock::now()) {}
   ~Stopwatch() {
-    *total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                             start_)
-                   .count();
+    const double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - start_)
+                               .count();
+    if (total_ != nullptr) *total_ += seconds;
+    if (counter_ != nullptr) counter_->Increment(seconds);
   }
   Stopwatch(const Stopwatch&) = delete;
   Stopwatch& operator=(const Stopwatch&) = delete;
 
  private:
   double* total_;
+  prometheus::Counter* counter_;
   std::chrono::steady_clock::time_point start_;
 };
 
@@ -152,7 +158,7 @@ absl::Status StreamPipeline::FeedChunker(absl::string_view piece, bool at_end,
     const size_t before = out->size();
     scratch_.clear();
     if (!part.empty()) {
-      Stopwatch watch(&totals_.chunk_seconds);
+      Stopwatch watch(&totals_.chunk_seconds, Stage(&metrics::StageCounters::chunk));
       chunker_->Append(part, &scratch_);
     }
     absl::Status status = Emit(scratch_, /*last_call=*/false, out);
@@ -174,7 +180,7 @@ absl::Status StreamPipeline::FeedChunker(absl::string_view piece, bool at_end,
   if (!at_end) return absl::OkStatus();
   scratch_.clear();
   {
-    Stopwatch watch(&totals_.chunk_seconds);
+    Stopwatch watch(&totals_.chunk_seconds, Stage(&metrics::StageCounters::chunk));
     chunker_->Finish(&scratch_);
   }
   return Emit(scratch_, /*last_call=*/true, out);
@@ -208,7 +214,17 @@ absl::Status StreamPipeline::Flush(std::vector<ChunkRecord>* out) {
   std::vector<index::NextSize> learned;
   learned.swap(pending_learned_);
   if (!status.ok() || learned.empty()) return status;
+  Stopwatch watch(nullptr, Stage(&metrics::StageCounters::index));
   return options_.index->RecordNextSizes(options_.ns, params_key_, learned);
+}
+
+absl::StatusOr<std::vector<uint32_t>> StreamPipeline::HintsOf(
+    const std::string& fingerprint) {
+  Stopwatch watch(nullptr, Stage(&metrics::StageCounters::index));
+  auto sizes = options_.index->NextSizes(options_.ns, params_key_,
+                                         absl::MakeConstSpan(&fingerprint, 1));
+  if (!sizes.ok()) return sizes.status();
+  return std::move((*sizes)[0]);
 }
 
 absl::Status StreamPipeline::CutSequential(bool at_end,
@@ -222,21 +238,24 @@ absl::Status StreamPipeline::CutSequential(bool at_end,
     const auto* data = reinterpret_cast<const uint8_t*>(held_.data()) + held_skip_;
     size_t size;
     {
-      Stopwatch watch(&totals_.chunk_seconds);
+      Stopwatch watch(&totals_.chunk_seconds, Stage(&metrics::StageCounters::chunk));
       uint64_t hash = 0;
       size = cutter_->Cut(data, avail, 0, &hash);
     }
     // A chunk the stream's end cut says nothing about what follows.
     const bool end_cut = at_end && size == avail;
-    std::string fp = fingerprint::Digest(
-        options_.fingerprint,
-        absl::string_view(reinterpret_cast<const char*>(data), size));
+    std::string fp;
+    {
+      Stopwatch watch(nullptr, Stage(&metrics::StageCounters::fingerprint));
+      fp = fingerprint::Digest(
+          options_.fingerprint,
+          absl::string_view(reinterpret_cast<const char*>(data), size));
+    }
     std::vector<uint32_t> next;
     if (!end_cut) {
-      auto sizes = options_.index->NextSizes(options_.ns, params_key_,
-                                             absl::MakeConstSpan(&fp, 1));
+      auto sizes = HintsOf(fp);
       if (!sizes.ok()) return sizes.status();
-      next = std::move((*sizes)[0]);
+      next = *std::move(sizes);
     }
     hint_fp_ = fp;
     AddHeldRecord(size, std::move(fp), !end_cut, out);
@@ -277,13 +296,16 @@ absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
     }
   }
   group_start.push_back(chunks.size());
-  chunking::RunParallel(
-      options_.engine.executor, group_start.size() - 1, [&](size_t g) {
-        for (size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
-          (*out)[first + i].fingerprint = fingerprint::Digest(
-              options_.fingerprint, chunker_->ChunkData(chunks[i]));
-        }
-      });
+  {
+    Stopwatch watch(nullptr, Stage(&metrics::StageCounters::fingerprint));
+    chunking::RunParallel(
+        options_.engine.executor, group_start.size() - 1, [&](size_t g) {
+          for (size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
+            (*out)[first + i].fingerprint = fingerprint::Digest(
+                options_.fingerprint, chunker_->ChunkData(chunks[i]));
+          }
+        });
+  }
   totals_.chunks += chunks.size();
   if (options_.index == nullptr) return absl::OkStatus();
   absl::Status status = IndexRecords(first, out);
@@ -303,12 +325,14 @@ absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
     last_learnable_ = true;
   }
   if (learned.empty()) return absl::OkStatus();
+  Stopwatch watch(nullptr, Stage(&metrics::StageCounters::index));
   return options_.index->RecordNextSizes(options_.ns, params_key_, learned);
 }
 
 absl::Status StreamPipeline::IndexRecords(size_t first,
                                           std::vector<ChunkRecord>* out) {
   if (first == out->size()) return absl::OkStatus();
+  Stopwatch watch(nullptr, Stage(&metrics::StageCounters::index));
   std::vector<index::InsertEntry> entries;
   entries.reserve(out->size() - first);
   for (size_t i = first; i < out->size(); ++i) {
@@ -338,7 +362,7 @@ bool StreamPipeline::Accept(uint32_t candidate, absl::string_view bytes,
   if (size > bytes.size() || size > boundary_->max_size()) return false;
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   {
-    Stopwatch watch(&totals_.chunk_seconds);
+    Stopwatch watch(&totals_.chunk_seconds, Stage(&metrics::StageCounters::chunk));
     bool pass = false;
     switch (options_.hints) {
       case HintTest::kOff:
@@ -356,19 +380,22 @@ bool StreamPipeline::Accept(uint32_t candidate, absl::string_view bytes,
     }
     if (!pass) return false;
   }
-  *fingerprint = fingerprint::Digest(options_.fingerprint, bytes.substr(0, size));
+  {
+    Stopwatch watch(nullptr, Stage(&metrics::StageCounters::fingerprint));
+    *fingerprint =
+        fingerprint::Digest(options_.fingerprint, bytes.substr(0, size));
+  }
   *next_known = false;
   if (options_.hints != HintTest::kFFRWTFPT) return true;
   // FPT: the suggested chunk's own hints under these parameters exist only
   // if these very bytes were cut as a chunk under them (see rapid_cdc.h);
   // they are also the candidates for the chunk after it.
-  auto sizes = options_.index->NextSizes(options_.ns, params_key_,
-                                         absl::MakeConstSpan(fingerprint, 1));
+  auto sizes = HintsOf(*fingerprint);
   if (!sizes.ok()) {
     *status = sizes.status();
     return false;
   }
-  *next = std::move((*sizes)[0]);
+  *next = *std::move(sizes);
   *next_known = true;
   return !next->empty();
 }
@@ -382,13 +409,12 @@ absl::Status StreamPipeline::FollowHints(bool at_end,
         absl::string_view(held_).substr(held_skip_);
     if (bytes.empty() && at_end) break;
     if (!candidates_known_) {
-      auto sizes = options_.index->NextSizes(
-          options_.ns, params_key_, absl::MakeConstSpan(&hint_fp_, 1));
+      auto sizes = HintsOf(hint_fp_);
       if (!sizes.ok()) {
         status = sizes.status();
         break;
       }
-      candidates_ = std::move((*sizes)[0]);
+      candidates_ = *std::move(sizes);
       candidates_known_ = true;
       next_candidate_ = 0;
     }

@@ -34,6 +34,7 @@
 #include "chunking/cutter.h"
 #include "fingerprint/fingerprint.h"
 #include "index/fingerprint_index.h"
+#include "metrics/metrics.h"
 #include "pipeline/rapid_cdc.h"
 
 namespace chunkd::pipeline {
@@ -49,6 +50,9 @@ struct PipelineOptions {
   std::string ns;
   // Dedup with fastcdc only: RapidCDC's acceptance test; kOff for none.
   HintTest hints = HintTest::kOff;
+  // Where the time of each stage goes (chunkd_stage_seconds_total); null:
+  // not measured. Must outlive the pipeline.
+  const metrics::StageCounters* stages = nullptr;
 };
 
 struct ChunkRecord {
@@ -97,6 +101,11 @@ class StreamPipeline {
   StreamPipeline(PipelineOptions options,
                  std::unique_ptr<chunking::StreamChunker> chunker);
   bool hints_on() const { return options_.hints != HintTest::kOff; }
+  // The counter of one stage, or null when stages are not measured.
+  prometheus::Counter* Stage(
+      prometheus::Counter* metrics::StageCounters::*stage) const {
+    return options_.stages == nullptr ? nullptr : options_.stages->*stage;
+  }
   enum class Mode { kChunker, kHints, kSequential };
   // Moves the stream on by `piece` (and to its end when `at_end`), switching
   // between the modes as often as the data calls for.
@@ -115,6 +124,8 @@ class StreamPipeline {
   // held_start_, and advances held_start_.
   void AddHeldRecord(size_t size, std::string fingerprint, bool learnable,
                      std::vector<ChunkRecord>* out);
+  // The next-chunk sizes the index holds for `fingerprint`.
+  absl::StatusOr<std::vector<uint32_t>> HintsOf(const std::string& fingerprint);
   // Indexes the records from pending_from_ on and records what was learned.
   absl::Status Flush(std::vector<ChunkRecord>* out);
   // Records, fingerprints and indexes the chunker's chunks (offsets relative

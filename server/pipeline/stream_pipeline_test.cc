@@ -5,6 +5,7 @@
 #include "chunking/executor.h"
 #include "gtest/gtest.h"
 #include "index/memory_index.h"
+#include "metrics/metrics.h"
 
 namespace chunkd::pipeline {
 namespace {
@@ -93,6 +94,28 @@ TEST(StreamPipelineTest, SecondDedupIsAllDuplicate) {
   StreamTotals third;
   RunStream(opt, data, 1 << 20, &third);
   EXPECT_EQ(third.unique_bytes, data.size());
+}
+
+TEST(StreamPipelineTest, StageTimeGoesToItsCounters) {
+  metrics::Metrics m("0.0.0", "scalar");
+  index::MemoryIndex idx;
+  const std::string data = RandomBytes(2 << 20, 3);
+  PipelineOptions opt;
+  opt.chunking = chunking::DefaultOptions(chunking::Algorithm::kFastCdc);
+  opt.stages = &m.stages();
+  RunStream(opt, data, 1 << 20);
+  const double chunk = m.stages().chunk->Value();
+  const double fingerprint = m.stages().fingerprint->Value();
+  EXPECT_GT(chunk, 0);
+  EXPECT_GT(fingerprint, 0);
+  EXPECT_EQ(m.stages().index->Value(), 0) << "Chunk has no index stage";
+
+  opt.index = &idx;
+  opt.ns = "t";
+  RunStream(opt, data, 1 << 20);
+  EXPECT_GT(m.stages().chunk->Value(), chunk);
+  EXPECT_GT(m.stages().fingerprint->Value(), fingerprint);
+  EXPECT_GT(m.stages().index->Value(), 0);
 }
 
 TEST(StreamPipelineTest, DedupNeedsAFingerprint) {

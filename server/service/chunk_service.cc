@@ -40,6 +40,7 @@ absl::StatusOr<pipeline::PipelineOptions> StreamOptions(
     v1::FingerprintAlgorithm fingerprint, const ServiceOptions& service) {
   pipeline::PipelineOptions o;
   o.engine = service.engine;
+  o.stages = &service.metrics->stages();
   auto chunking = ChunkerOptionsFromProto(chunking_params);
   if (!chunking.ok()) return chunking.status();
   o.chunking = *chunking;
@@ -208,8 +209,6 @@ class StreamReactor final
     bool destroy;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      options.metrics->RecordRpc(Rpc::kMethod,
-                                 CodeName(final_status_.error_code()));
       on_done_ = true;
       destroy = refs_ == 0;
     }
@@ -265,6 +264,10 @@ class StreamReactor final
       counters_ = options.metrics->ForStream(
           Rpc::kMethod,
           chunking::AlgorithmName(pipeline_options->chunking.algorithm));
+      if (pipeline_options->hints != pipeline::HintTest::kOff) {
+        options.metrics->ForHints(
+            pipeline::HintTestName(pipeline_options->hints), &counters_);
+      }
     } else if (request_.has_params()) {
       FailLocked(grpc::Status(
           grpc::StatusCode::INVALID_ARGUMENT,
@@ -460,6 +463,7 @@ class StreamReactor final
     const uint64_t chunks_before = pipeline_->totals().chunks;
     const uint64_t unique_before = pipeline_->totals().unique_bytes;
     const uint64_t unique_chunks_before = pipeline_->totals().unique_chunks;
+    const pipeline::StreamTotals hints_before = pipeline_->totals();
     for (const std::string& piece : pieces) {
       if (!status.ok()) break;
       status = pipeline_->Process(piece, &records);
@@ -488,6 +492,14 @@ class StreamReactor final
           static_cast<double>(bytes - (totals.unique_bytes - unique_before)));
       counters_.duplicate_chunks->Increment(
           static_cast<double>(records.size() - new_chunks));
+    }
+    if (counters_.hints_accepted != nullptr) {
+      counters_.hints_accepted->Increment(static_cast<double>(
+          totals.hints_accepted - hints_before.hints_accepted));
+      counters_.hints_rejected->Increment(static_cast<double>(
+          totals.hints_rejected - hints_before.hints_rejected));
+      counters_.hint_skipped_bytes->Increment(static_cast<double>(
+          totals.hint_skipped_bytes - hints_before.hint_skipped_bytes));
     }
 
     {
