@@ -64,8 +64,8 @@ test-python: build $(VENV_STAMP)
 
 test: test-cpp test-python test-chart test-deploy
 
-# `make bench`: the chunking benchmarks (server/bench/), then a table and a
-# chart under $(BENCH_DIR). matplotlib goes into the venv through its own
+# `make bench` runs the three below. bench-chunking: the chunking benchmarks
+# (server/bench/), then a table and a chart under $(BENCH_DIR). matplotlib goes into the venv through its own
 # stamp, so the test venv does not need it. BENCH_ARGS go to chunking_bench
 # (Google Benchmark flags, or e.g. --threads=1,2,4 --size=BYTES); the best of
 # the repetitions is reported, in random order so that load from other work
@@ -75,13 +75,35 @@ BENCH_ARGS  ?= --benchmark_repetitions=5 --benchmark_min_time=0.2 \
   --benchmark_enable_random_interleaving=true
 BENCH_STAMP := $(VENV)/.bench-installed
 
-.PHONY: bench
+# bench-index: index operations per second through chunkd's redis backend
+# vs redis-benchmark -P 64 on the same private redis-server, same run.
+# bench-dedup: Dedup end to end (chunkctl over loopback gRPC) with the redis
+# index vs the memory index, same run. Both print ratios and write them
+# under $(BENCH_DIR).
+INDEX_BENCH_ARGS ?=
+DEDUP_BENCH_ARGS ?= --size 268435456 --repetitions 5
+
+.PHONY: bench bench-chunking bench-index bench-dedup
+
+bench: bench-chunking bench-index bench-dedup
+
+bench-index: build
+	@mkdir -p $(BENCH_DIR)
+	$(BUILD_DIR)/server/index/index_bench $(INDEX_BENCH_ARGS) \
+	  | tee $(BENCH_DIR)/index.txt
+
+bench-dedup: build $(VENV_STAMP)
+	@mkdir -p $(BENCH_DIR)
+	$(VENV)/bin/python server/bench/dedup_bench.py \
+	  --chunkd $(BUILD_DIR)/server/chunkd \
+	  --chunkctl $(BUILD_DIR)/clients/cli/chunkctl \
+	  --markdown $(BENCH_DIR)/dedup.md $(DEDUP_BENCH_ARGS)
 
 $(BENCH_STAMP): $(VENV_STAMP)
 	$(VENV)/bin/pip install -q matplotlib
 	touch $@
 
-bench: build $(BENCH_STAMP)
+bench-chunking: build $(BENCH_STAMP)
 	@mkdir -p $(BENCH_DIR)
 	$(BUILD_DIR)/server/bench/chunking_bench \
 	  --benchmark_out=$(BENCH_DIR)/results.json --benchmark_out_format=json \

@@ -31,13 +31,28 @@
 #include "metrics/metrics.h"
 #include "pipeline/worker_pool.h"
 #include "service/chunk_service.h"
+#include "service/index_health.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "gRPC address to serve on, host:port");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Prometheus /metrics address, host:port; empty disables it");
 ABSL_FLAG(std::string, index, "memory",
-          "fingerprint index: 'memory' (embedded, lost on restart)");
+          "fingerprint index: 'memory' (embedded, lost on restart), "
+          "'redis://[[user]:password@]host:port[/db]' or "
+          "'redis-cluster://host:port[,host:port...]', both optionally "
+          "followed by ?password_file=PATH&connect_timeout_ms=N&"
+          "command_timeout_ms=N&pool_size=N (overriding the --redis_ flags)");
+ABSL_FLAG(std::string, redis_password_file, "",
+          "file holding the Redis password (e.g. a mounted Kubernetes "
+          "secret; trailing newline stripped), used when the --index URL "
+          "carries no password; else $CHUNKD_REDIS_PASSWORD is used");
+ABSL_FLAG(int, redis_pool_size, 16,
+          "connections per Redis server (1..1024)");
+ABSL_FLAG(absl::Duration, redis_connect_timeout, absl::Seconds(1),
+          "bound on connecting to Redis, handshake included");
+ABSL_FLAG(absl::Duration, redis_command_timeout, absl::Seconds(2),
+          "bound on each Redis round trip; a slower server counts as down");
 ABSL_FLAG(uint64_t, max_message_bytes, uint64_t{4} << 20,
           "largest data field of one request, in bytes");
 ABSL_FLAG(uint64_t, max_inflight_bytes, uint64_t{16} << 20,
@@ -76,6 +91,8 @@ namespace {
 
 constexpr uint64_t kMinMessageBytes = 1024;
 constexpr uint64_t kMaxMessageBytes = uint64_t{256} << 20;
+// How often the index's reachability is probed for the health service.
+constexpr absl::Duration kIndexHealthInterval = absl::Seconds(1);
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "chunkd: %s\n", message.c_str());
@@ -184,8 +201,19 @@ int main(int argc, char** argv) {
     if (!table.ok()) return Fail(std::string(table.status().message()));
     tokens = std::make_unique<chunkd::service::TokenTable>(*std::move(table));
   }
-  auto index = chunkd::index::CreateIndex(absl::GetFlag(FLAGS_index));
+  const std::string index_spec = absl::GetFlag(FLAGS_index);
+  chunkd::index::IndexOptions index_options;
+  index_options.redis_password_file = absl::GetFlag(FLAGS_redis_password_file);
+  index_options.pool_size = absl::GetFlag(FLAGS_redis_pool_size);
+  index_options.connect_timeout = absl::GetFlag(FLAGS_redis_connect_timeout);
+  index_options.command_timeout = absl::GetFlag(FLAGS_redis_command_timeout);
+  index_options.warn = [](const std::string& warning) {
+    std::fprintf(stderr, "chunkd: %s\n", warning.c_str());
+  };
+  auto index = chunkd::index::CreateIndex(index_spec, index_options);
   if (!index.ok()) return Fail(std::string(index.status().message()));
+  std::fprintf(stderr, "chunkd: index %s\n",
+               chunkd::index::RedactIndexSpec(index_spec).c_str());
 
   const std::string backend_flag = absl::GetFlag(FLAGS_backend);
   absl::StatusOr<const chunkd::chunking::kernels::Kernel*> kernel =
@@ -258,6 +286,27 @@ int main(int argc, char** argv) {
   if (server == nullptr || port == 0) {
     return Fail(absl::StrCat("cannot listen on --listen ", listen));
   }
+  // Dedup needs the index, Chunk does not: the index's reachability has a
+  // health status of its own, probed off the serving threads.
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus("chunkd.v1.ChunkService", true);
+  health->SetServingStatus(chunkd::service::kDedupHealthService, false);
+  chunkd::service::IndexHealthMonitor index_health(
+      index->get(), kIndexHealthInterval, [health](const absl::Status& status) {
+        health->SetServingStatus(chunkd::service::kDedupHealthService,
+                                 status.ok());
+        if (status.ok()) {
+          std::fprintf(stderr, "chunkd: index reachable; %s SERVING\n",
+                       chunkd::service::kDedupHealthService);
+        } else {
+          std::fprintf(stderr,
+                       "chunkd: %s; %s NOT_SERVING until the index is back "
+                       "(Chunk keeps serving)\n",
+                       std::string(status.message()).c_str(),
+                       chunkd::service::kDedupHealthService);
+        }
+      });
+  index_health.Start();
   std::fprintf(stderr,
                "chunkd %s serving on %s%s%s (metrics on %s, index %s, %zu "
                "threads, chunking backend %s)\n",
@@ -276,7 +325,11 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "chunkd: signal %d, draining (%zu streams, grace %s)\n", sig,
                service.active_streams(), absl::FormatDuration(grace).c_str());
-  server->GetHealthCheckService()->SetServingStatus(false);
+  // Draining wins over the index monitor: stopped first, and Shutdown()
+  // makes the health service ignore any later update.
+  index_health.Stop();
+  health->SetServingStatus(false);
+  health->Shutdown();
   service.BeginShutdown();
   if (!service.WaitForStreams(absl::Now() + grace)) {
     service.AbortAll(grpc::Status(

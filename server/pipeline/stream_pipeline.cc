@@ -84,7 +84,9 @@ absl::Status StreamPipeline::Process(absl::string_view piece,
 }
 
 absl::Status StreamPipeline::Finish(std::vector<ChunkRecord>* out) {
-  return Advance(absl::string_view(), /*at_end=*/true, out);
+  absl::Status status = Advance(absl::string_view(), /*at_end=*/true, out);
+  if (!status.ok()) return status;
+  return Commit(out);
 }
 
 absl::Status StreamPipeline::Advance(absl::string_view piece, bool at_end,
@@ -118,7 +120,7 @@ absl::Status StreamPipeline::Advance(absl::string_view piece, bool at_end,
     }
     // Many chunks in a row without hints: new data, so the fast chunker
     // takes the held bytes over.
-    status = Flush(out);
+    status = Commit(out);
     if (!status.ok()) return status;
     auto chunker =
         chunking::StreamChunker::Create(options_.chunking, options_.engine);
@@ -136,13 +138,12 @@ absl::Status StreamPipeline::Advance(absl::string_view piece, bool at_end,
     held_skip_ = 0;
   }
   if (!status.ok()) {
-    // The stream fails: nothing cut in this call is indexed or reported.
-    if (pending_from_ != SIZE_MAX) out->resize(pending_from_);
-    pending_from_ = SIZE_MAX;
+    // The stream fails: nothing cut but not yet indexed is reported.
+    pending_.clear();
     pending_learned_.clear();
     return status;
   }
-  return Flush(out);
+  return Commit(out);
 }
 
 absl::Status StreamPipeline::FeedChunker(absl::string_view piece, bool at_end,
@@ -187,15 +188,13 @@ absl::Status StreamPipeline::FeedChunker(absl::string_view piece, bool at_end,
 }
 
 void StreamPipeline::AddHeldRecord(size_t size, std::string fingerprint,
-                                   bool learnable,
-                                   std::vector<ChunkRecord>* out) {
-  if (pending_from_ == SIZE_MAX) pending_from_ = out->size();
+                                   bool learnable) {
   if (learnable && last_learnable_) {
     const uint8_t last = static_cast<uint8_t>(held_[held_skip_ + size - 1]);
     pending_learned_.push_back(
         {last_fp_, EncodeHint(static_cast<uint32_t>(size), last)});
   }
-  ChunkRecord& r = out->emplace_back();
+  ChunkRecord& r = pending_.emplace_back();
   r.offset = held_start_;
   r.length = static_cast<uint32_t>(size);
   r.fingerprint = std::move(fingerprint);
@@ -207,14 +206,49 @@ void StreamPipeline::AddHeldRecord(size_t size, std::string fingerprint,
 }
 
 absl::Status StreamPipeline::Flush(std::vector<ChunkRecord>* out) {
-  if (pending_from_ == SIZE_MAX) return absl::OkStatus();
-  const size_t first = pending_from_;
-  pending_from_ = SIZE_MAX;
-  absl::Status status = IndexRecords(first, out);
+  return Commit(out);
+}
+
+absl::Status StreamPipeline::Commit(std::vector<ChunkRecord>* out) {
+  if (pending_.empty()) return absl::OkStatus();
+  Stopwatch watch(nullptr, Stage(&metrics::StageCounters::index));
+  std::vector<index::InsertEntry> entries;
+  entries.reserve(pending_.size());
+  for (const ChunkRecord& r : pending_) {
+    entries.push_back({r.fingerprint, r.length});
+  }
+  // Positions of a stream's chunks are their ordinals, the same however
+  // the bytes arrive and the batches fall, so that a retried stream writes
+  // the same positions.
+  index::WriteToken token;
+  const index::WriteToken* token_ptr = nullptr;
+  if (!options_.stream_id.empty()) {
+    token.stream_id = options_.stream_id;
+    token.first_position = committed_chunks_;
+    token_ptr = &token;
+  }
+  auto inserted = options_.index->Insert(options_.ns, entries, token_ptr);
+  if (!inserted.ok()) {
+    pending_.clear();
+    pending_learned_.clear();
+    return inserted.status();
+  }
+  committed_chunks_ += pending_.size();
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    ChunkRecord& r = pending_[i];
+    r.is_new = (*inserted)[i].is_new;
+    if (r.is_new) {
+      ++totals_.unique_chunks;
+      totals_.unique_bytes += r.length;
+    }
+    out->push_back(std::move(r));
+  }
+  pending_.clear();
+  // Hints only after their fingerprints are in: the index drops hints of
+  // fingerprints it does not have.
   std::vector<index::NextSize> learned;
   learned.swap(pending_learned_);
-  if (!status.ok() || learned.empty()) return status;
-  Stopwatch watch(nullptr, Stage(&metrics::StageCounters::index));
+  if (learned.empty()) return absl::OkStatus();
   return options_.index->RecordNextSizes(options_.ns, params_key_, learned);
 }
 
@@ -258,7 +292,7 @@ absl::Status StreamPipeline::CutSequential(bool at_end,
       next = *std::move(sizes);
     }
     hint_fp_ = fp;
-    AddHeldRecord(size, std::move(fp), !end_cut, out);
+    AddHeldRecord(size, std::move(fp), !end_cut);
     if (!next.empty()) {
       candidates_ = std::move(next);
       candidates_known_ = true;
@@ -277,11 +311,13 @@ absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
                                   bool last_call,
                                   std::vector<ChunkRecord>* out) {
   if (chunks.empty()) return absl::OkStatus();
-  const size_t first = out->size();
-  out->resize(first + chunks.size());
+  // Dedup records wait in pending_ for their index batch.
+  std::vector<ChunkRecord>* dest = options_.index == nullptr ? out : &pending_;
+  const size_t first = dest->size();
+  dest->resize(first + chunks.size());
   for (size_t i = 0; i < chunks.size(); ++i) {
-    (*out)[first + i].offset = chunker_base_ + chunks[i].offset;
-    (*out)[first + i].length = chunks[i].length;
+    (*dest)[first + i].offset = chunker_base_ + chunks[i].offset;
+    (*dest)[first + i].length = chunks[i].length;
   }
   // Fingerprints in parallel on the engine's executor (the shared pool in
   // the service), in groups of about kFingerprintGroupBytes so a task is
@@ -301,57 +337,31 @@ absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
     chunking::RunParallel(
         options_.engine.executor, group_start.size() - 1, [&](size_t g) {
           for (size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
-            (*out)[first + i].fingerprint = fingerprint::Digest(
+            (*dest)[first + i].fingerprint = fingerprint::Digest(
                 options_.fingerprint, chunker_->ChunkData(chunks[i]));
           }
         });
   }
   totals_.chunks += chunks.size();
   if (options_.index == nullptr) return absl::OkStatus();
-  absl::Status status = IndexRecords(first, out);
-  if (!status.ok() || !hints_on()) return status;
-
+  if (!hints_on()) {
+    return pending_.size() >= kMaxPendingChunks ? Commit(out)
+                                                : absl::OkStatus();
+  }
   // Learn what followed what. The stream's end may have cut the last chunk
   // of Finish(): its size says nothing about this content.
-  std::vector<index::NextSize> learned;
   for (size_t i = 0; i < chunks.size(); ++i) {
-    const ChunkRecord& r = (*out)[first + i];
+    const ChunkRecord& r = pending_[first + i];
     if (last_learnable_ && !(last_call && i + 1 == chunks.size())) {
       const absl::string_view bytes = chunker_->ChunkData(chunks[i]);
-      learned.push_back(
+      pending_learned_.push_back(
           {last_fp_, EncodeHint(r.length, static_cast<uint8_t>(bytes.back()))});
     }
     last_fp_ = r.fingerprint;
     last_learnable_ = true;
   }
-  if (learned.empty()) return absl::OkStatus();
-  Stopwatch watch(nullptr, Stage(&metrics::StageCounters::index));
-  return options_.index->RecordNextSizes(options_.ns, params_key_, learned);
-}
-
-absl::Status StreamPipeline::IndexRecords(size_t first,
-                                          std::vector<ChunkRecord>* out) {
-  if (first == out->size()) return absl::OkStatus();
-  Stopwatch watch(nullptr, Stage(&metrics::StageCounters::index));
-  std::vector<index::InsertEntry> entries;
-  entries.reserve(out->size() - first);
-  for (size_t i = first; i < out->size(); ++i) {
-    entries.push_back({(*out)[i].fingerprint, (*out)[i].length});
-  }
-  auto inserted = options_.index->Insert(options_.ns, entries);
-  if (!inserted.ok()) {
-    out->resize(first);
-    return inserted.status();
-  }
-  for (size_t i = 0; i < entries.size(); ++i) {
-    ChunkRecord& r = (*out)[first + i];
-    r.is_new = (*inserted)[i].is_new;
-    if (r.is_new) {
-      ++totals_.unique_chunks;
-      totals_.unique_bytes += r.length;
-    }
-  }
-  return absl::OkStatus();
+  // Whether the last chunk is a duplicate decides what comes next.
+  return Commit(out);
 }
 
 bool StreamPipeline::Accept(uint32_t candidate, absl::string_view bytes,
@@ -442,7 +452,7 @@ absl::Status StreamPipeline::FollowHints(bool at_end,
     ++totals_.hints_accepted;
     totals_.hint_skipped_bytes += size;
     run_accepted_ = true;
-    AddHeldRecord(size, fp, /*learnable=*/false, out);
+    AddHeldRecord(size, fp, /*learnable=*/false);
     hint_fp_ = std::move(fp);
     candidates_ = std::move(next);
     candidates_known_ = next_known;

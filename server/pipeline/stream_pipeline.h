@@ -2,8 +2,12 @@
 //
 // Bytes go in piece by piece; out come records of the chunks that became
 // final: cut by the StreamChunker, fingerprinted, and (Dedup only) recorded in
-// the namespace's index in one batched call per piece. Records come out in
-// stream order.
+// the namespace's index. Dedup records wait for their index batch: one
+// batched call (one round trip) per Flush(), or per kMaxPendingChunks
+// chunks, or at Finish(), so that the owner decides how much work shares a
+// round trip (with hints, each call of Process commits its own records, since
+// whether the last chunk was a duplicate decides what comes next). Records
+// come out in stream order.
 //
 // Dedup with RapidCDC hints (PipelineOptions::hints, fastcdc only; see
 // rapid_cdc.h): every pair of consecutive chunks teaches the index which size
@@ -53,6 +57,12 @@ struct PipelineOptions {
   // Where the time of each stage goes (chunkd_stage_seconds_total); null:
   // not measured. Must outlive the pipeline.
   const metrics::StageCounters* stages = nullptr;
+  // Dedup only: when not empty, every index write carries the WriteToken
+  // {stream_id, ordinal of the batch's first chunk in the stream}, so that
+  // a client that retries the whole stream with the same id after a failure
+  // gets every reference counted exactly once and the same answers.
+  // REQUIRES: empty or valid (index::ValidateWriteToken).
+  std::string stream_id;
 };
 
 struct ChunkRecord {
@@ -92,8 +102,16 @@ class StreamPipeline {
   // be abandoned.
   absl::Status Process(absl::string_view piece, std::vector<ChunkRecord>* out);
 
+  // Dedup: records the chunks that wait for the index in one batch and
+  // appends their records to *out. Chunk: nothing to do. An index error is
+  // returned as by Process.
+  absl::Status Flush(std::vector<ChunkRecord>* out);
+
   // Ends the stream; appends the remaining records to *out.
   absl::Status Finish(std::vector<ChunkRecord>* out);
+
+  // Dedup chunks that trigger an index batch without waiting for Flush().
+  static constexpr size_t kMaxPendingChunks = 1024;
 
   const StreamTotals& totals() const { return totals_; }
 
@@ -121,20 +139,19 @@ class StreamPipeline {
   // bytes are needed.
   absl::Status CutSequential(bool at_end, std::vector<ChunkRecord>* out);
   // Adds a record cut outside the chunker (hints or sequential) at
-  // held_start_, and advances held_start_.
-  void AddHeldRecord(size_t size, std::string fingerprint, bool learnable,
-                     std::vector<ChunkRecord>* out);
+  // held_start_ to pending_, and advances held_start_.
+  void AddHeldRecord(size_t size, std::string fingerprint, bool learnable);
   // The next-chunk sizes the index holds for `fingerprint`.
   absl::StatusOr<std::vector<uint32_t>> HintsOf(const std::string& fingerprint);
-  // Indexes the records from pending_from_ on and records what was learned.
-  absl::Status Flush(std::vector<ChunkRecord>* out);
   // Records, fingerprints and indexes the chunker's chunks (offsets relative
   // to chunker_base_), and learns what followed what; `last_call` when they
   // come from Finish() (the stream's end may have cut the last one).
   absl::Status Emit(const std::vector<chunking::Chunk>& chunks, bool last_call,
                     std::vector<ChunkRecord>* out);
-  // Inserts out[first..] into the index, sets is_new and the totals.
-  absl::Status IndexRecords(size_t first, std::vector<ChunkRecord>* out);
+  // Inserts pending_ into the index (with the stream's WriteToken), sets
+  // is_new and the totals, records the hints learned meanwhile, and moves
+  // the records to *out.
+  absl::Status Commit(std::vector<ChunkRecord>* out);
   // Takes chunks from hints while a test accepts one. Sets *fall_back when
   // no candidate passed (a chunker must take over at held_start_); returns
   // with it false when more bytes are needed or the stream is done.
@@ -147,19 +164,20 @@ class StreamPipeline {
   PipelineOptions options_;
   std::unique_ptr<chunking::StreamChunker> chunker_;
   std::vector<chunking::Chunk> scratch_;
+  std::vector<ChunkRecord> pending_;  // Dedup: not yet in the index
+  uint64_t committed_chunks_ = 0;     // Dedup: chunks in the index so far
   StreamTotals totals_;
 
   // RapidCDC state. In kChunker mode chunker_ cuts (from stream offset
   // chunker_base_); otherwise the pipeline cuts from held_start_ the bytes
   // held_ (from held_skip_ on), following the candidates of the chunk before
-  // (hint_fp_) or with cutter_. Records cut outside the chunker are indexed
-  // from pending_from_ on at Flush(), with the hints learned meanwhile.
+  // (hint_fp_) or with cutter_. What was learned waits in pending_learned_
+  // for the records' Commit.
   Mode mode_ = Mode::kChunker;
   uint64_t chunker_base_ = 0;
   std::unique_ptr<chunking::Cutter> cutter_;
   size_t sequential_misses_ = 0;
   bool run_accepted_ = false;  // a hint was accepted since the chunker left
-  size_t pending_from_ = SIZE_MAX;
   std::vector<index::NextSize> pending_learned_;
   std::string held_;
   size_t held_skip_ = 0;

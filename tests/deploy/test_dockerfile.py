@@ -21,7 +21,7 @@ DOCKERFILE = DEPLOY / "Dockerfile"
 # Makefile packages the image does not build with: tests, benchmarks and
 # the developer's tools.
 TEST_ONLY = {"git", "libgtest-dev", "libgmock-dev", "libbenchmark-dev", "redis-server",
-             "prometheus", "python3", "python3-venv", "python3-pip"}
+             "prometheus", "python3", "python3-venv", "python3-pip", "openssl"}
 # In every debian:bookworm-slim image already.
 BASE_IMAGE = {"libc6", "libgcc-s1", "libstdc++6", "zlib1g"}
 BUILD_TOOLS = re.compile(r"(-dev$|^build-essential$|^cmake$|^ninja-build$|^pkg-config$|^gcc|^g\+\+"

@@ -54,6 +54,8 @@ SEQ_MODES = {
 }
 #: Most fingerprints FindMissing accepts in one request.
 FIND_MISSING_BATCH = 10000
+#: Most fingerprints Release accepts in one request.
+RELEASE_BATCH = 10000
 #: Default size of the data field of one request (the server's default limit
 #: is 4 MiB).
 DEFAULT_MESSAGE_SIZE = 1 << 20
@@ -408,6 +410,7 @@ class Client:
         skip_trigger: Optional[int] = None,
         skip_size: Optional[int] = None,
         fingerprint: Union[str, int] = "sha256",
+        stream_id: str = "",
         message_size: int = DEFAULT_MESSAGE_SIZE,
         timeout: Optional[float] = None,
     ) -> DedupStream:
@@ -417,6 +420,12 @@ class Client:
         the summary a ``DedupSummary`` (total and unique bytes and chunks).
         ``namespace`` is 1..128 characters of ``[A-Za-z0-9._-]``; namespaces
         never share entries. ``fingerprint`` "none" is rejected by the server.
+
+        ``stream_id`` (1..64 characters of ``[A-Za-z0-9._-]``, unique per
+        logical stream, e.g. a UUID) makes the stream safe to retry: after a
+        failure, sending the same bytes again with the same ``stream_id``
+        (within 10 minutes) counts every reference exactly once and answers
+        as a first successful run would have.
         """
         pieces = iter_source(source, message_size)
         params = pb.DedupParams(
@@ -434,6 +443,7 @@ class Client:
             ),
             fingerprint=_enum_value("fingerprint", fingerprint, FINGERPRINTS),
             namespace=namespace,
+            stream_id=stream_id,
         )
         requests = _Requests(
             lambda data: pb.DedupRequest(params=params, data=data),
@@ -482,6 +492,47 @@ class Client:
                 raise ChunkdError.from_rpc_error(e) from None
             missing.extend(response.missing_fingerprints)
         return missing
+
+    def release(
+        self,
+        namespace: str,
+        fingerprints: Iterable[bytes],
+        *,
+        fingerprint: Union[str, int] = "sha256",
+        request_id: str = "",
+        timeout: Optional[float] = None,
+    ) -> List[int]:
+        """Drops one reference per fingerprint from ``namespace``'s index
+        (an entry whose count reaches zero is removed) and returns the count
+        left per fingerprint, in order (0: removed or absent).
+
+        ``fingerprint`` names the algorithm the fingerprints come from. With
+        ``request_id`` (1..64 characters of ``[A-Za-z0-9._-]``) a request that
+        is sent again after a failure is applied once; longer lists are sent
+        in requests of RELEASE_BATCH fingerprints, each with its own id
+        derived from ``request_id``.
+        """
+        deadline = self._deadline(timeout)
+        fingerprints = [bytes(f) for f in fingerprints]
+        kind = _enum_value("fingerprint", fingerprint, FINGERPRINTS)
+        counts: List[int] = []
+        starts = range(0, max(len(fingerprints), 1), RELEASE_BATCH)
+        for n, start in enumerate(starts):
+            rid = request_id if not request_id or n == 0 else f"{request_id}.{n}"
+            request = pb.ReleaseRequest(
+                namespace=namespace,
+                fingerprints=fingerprints[start : start + RELEASE_BATCH],
+                fingerprint=kind,
+                request_id=rid,
+            )
+            try:
+                response = self._stub.Release(
+                    request, timeout=deadline, metadata=self._metadata
+                )
+            except grpc.RpcError as e:
+                raise ChunkdError.from_rpc_error(e) from None
+            counts.extend(response.ref_counts)
+        return counts
 
     def server_info(self, *, timeout: Optional[float] = None) -> ServerInfo:
         """The server's version, algorithms with their limits, and limits."""
