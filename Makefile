@@ -112,7 +112,8 @@ bench-chunking: build $(BENCH_STAMP)
 	  --markdown $(BENCH_DIR)/results.md --png $(BENCH_DIR)/throughput.png
 	@cat $(BENCH_DIR)/results.md
 	$(BUILD_DIR)/server/bench/service_bench --markdown $(BENCH_DIR)/service.md
-	@echo "Wrote $(BENCH_DIR)/results.md, $(BENCH_DIR)/throughput.png and $(BENCH_DIR)/service.md"
+	$(BUILD_DIR)/server/bench/rapid_bench --markdown $(BENCH_DIR)/rapid.md
+	@echo "Wrote $(BENCH_DIR)/results.md, $(BENCH_DIR)/throughput.png, service.md and rapid.md"
 
 # `make test-chart`: helm lint and helm template of helm/chunkd for the default
 # values and every helm/chunkd/ci/*.yaml, each manifest validated strictly and

@@ -65,6 +65,12 @@ class StreamChunker::Impl {
         chunk.length);
   }
 
+  absl::string_view Pending() const {
+    return absl::string_view(
+        reinterpret_cast<const char*>(buffer_.data()) + start_,
+        buffer_.size() - start_);
+  }
+
   uint64_t bytes_in() const { return bytes_in_; }
   const ChunkerOptions& options() const { return options_; }
   const EnginePlan& plan() const { return engine_->plan(); }
@@ -130,6 +136,8 @@ void StreamChunker::Finish(std::vector<Chunk>* out) { impl_->Finish(out); }
 absl::string_view StreamChunker::ChunkData(const Chunk& chunk) const {
   return impl_->ChunkData(chunk);
 }
+
+absl::string_view StreamChunker::Pending() const { return impl_->Pending(); }
 
 uint64_t StreamChunker::bytes_in() const { return impl_->bytes_in(); }
 

@@ -299,6 +299,11 @@ class StreamChunker {
   // The bytes of a chunk emitted by the last Append() or Finish().
   absl::string_view ChunkData(const Chunk& chunk) const;
 
+  // The bytes fed but not yet part of an emitted chunk: from the end of the
+  // last emitted chunk to the end of the input. Valid until the next call of
+  // Append() or Finish(). (RapidCDC takes them over when it stops cutting.)
+  absl::string_view Pending() const;
+
   // Total bytes fed so far.
   uint64_t bytes_in() const;
 
