@@ -35,6 +35,7 @@ from metrics_util import (
 ALGORITHMS = ["fastcdc", "crc32", "seqcdc", "fixed"]
 RPCS = ["Chunk", "Dedup"]
 STAGES = ["chunk", "fingerprint", "index"]
+HINT_TESTS = ["ff", "ff_mt", "ff_rwt", "ff_rwt_fpt"]
 INDEX_OPS = ["lookup", "insert", "release", "hints", "health"]
 GRPC_CODES = [
     "OK", "Canceled", "Unknown", "InvalidArgument", "DeadlineExceeded",
@@ -66,6 +67,8 @@ FAMILIES = {
     "chunkd_worker_queue_depth": "gauge",
     "chunkd_index_requests_total": "counter",
     "chunkd_index_request_duration_seconds": "histogram",
+    "chunkd_hints_total": "counter",
+    "chunkd_hint_skipped_bytes_total": "counter",
     "chunkd_build_info": "gauge",
 }
 
@@ -111,6 +114,10 @@ def test_fresh_server_exports_every_series_at_zero(fresh_server: ChunkdServer) -
         assert value(samples, "chunkd_stage_seconds_total", stage=stage) == 0
     assert value(samples, "chunkd_active_streams") == 0
     assert value(samples, "chunkd_worker_queue_depth") == 0
+    for test in HINT_TESTS:
+        for result in ["accepted", "rejected"]:
+            assert value(samples, "chunkd_hints_total", test=test, result=result) == 0
+        assert value(samples, "chunkd_hint_skipped_bytes_total", test=test) == 0
     # The index health monitor probes the index from the start (once a
     # second): its series counts; every other one is still at zero.
     for op in INDEX_OPS:

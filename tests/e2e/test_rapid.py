@@ -6,6 +6,8 @@ summary reports the hints; a hint test with another algorithm is refused."""
 from __future__ import annotations
 
 import random
+import re
+import urllib.request
 
 import grpc
 import pytest
@@ -55,7 +57,22 @@ def dedup(stub, data: bytes, namespace: str, hints: int):
     return records, summary
 
 
+def hint_metrics(server) -> dict:
+    url = f"http://{server.metrics_address}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    out = {}
+    for m in re.finditer(r'^chunkd_hints_total\{(.*?)\} (\S+)$', text, re.M):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        out[(labels["test"], labels["result"])] = float(m.group(2))
+    for m in re.finditer(r'^chunkd_hint_skipped_bytes_total\{test="(\w+)"\} (\S+)$', text, re.M):
+        out[(m.group(1), "skipped")] = float(m.group(2))
+    return out
+
+
 def test_hints_reproduce_dedup_without_hints(server) -> None:
+    before = hint_metrics(server)
+    accepted = rejected = 0
     with grpc.insecure_channel(server.address) as channel:
         stub = pb_grpc.ChunkServiceStub(channel)
         skipped = 0
@@ -67,10 +84,19 @@ def test_hints_reproduce_dedup_without_hints(server) -> None:
             assert plain_summary.hints_tried == 0
             assert (with_summary.hints_accepted + with_summary.hints_rejected
                     == with_summary.hints_tried)
+            accepted += with_summary.hints_accepted
+            rejected += with_summary.hints_rejected
+            skipped += with_summary.hint_skipped_bytes
             if i > 0:
                 assert with_summary.hints_accepted > 0
-                skipped += with_summary.hint_skipped_bytes
         assert skipped > 0
+    # The metrics count exactly what the summaries reported.
+    after = hint_metrics(server)
+    delta = {k: after[k] - before.get(k, 0) for k in after}
+    assert delta[("ff_rwt_fpt", "accepted")] == accepted
+    assert delta[("ff_rwt_fpt", "rejected")] == rejected
+    assert delta[("ff_rwt_fpt", "skipped")] == skipped
+    assert delta[("ff", "accepted")] == 0
 
 
 @pytest.mark.parametrize("algorithm", [pb.ALGORITHM_CRC32, pb.ALGORITHM_SEQCDC])
