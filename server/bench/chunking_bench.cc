@@ -6,10 +6,12 @@
 //
 //   chunk/ALG/DATASET/reference/reference/threads:1
 //       ReferenceChunks, the scalar sequential specification.
+//   chunk/ALG/DATASET/reference/reference/threads:N (N > 1)
+//       FastChunks with the reference strategy: the reference cutter in
+//       speculative parallel segments (chunking/engine.h).
 //   chunk/ALG/DATASET/KERNEL/STRATEGY/threads:N
 //       FastChunks with that stage-1 kernel and strategy (auto, two-stage,
-//       sequential; sequential only on one thread, which is all it uses;
-//       fixed, which has no stage 1, only auto) on a
+//       sequential; fixed, which has no stage 1, only auto) on a
 //       ThreadPoolExecutor of N threads (N = 1: no executor). The label
 //       names the plan's strategy, so "auto" shows what it chose. A kernel
 //       this CPU cannot run is registered anyway and skipped with the reason.
@@ -34,7 +36,7 @@
 //   --threads=1,2             thread counts of the fast paths and ceilings
 //   --size=BYTES              bytes per dataset (default 67108864)
 //   --datasets=random,versioned
-//   --strategies=auto,two-stage,sequential
+//   --strategies=auto,two-stage,sequential,reference
 // `make bench` runs this and server/bench/report.py.
 #include <benchmark/benchmark.h>
 
@@ -77,7 +79,8 @@ struct Flags {
   size_t size = kDefaultBenchSize;
   std::vector<Dataset> datasets = {Dataset::kRandom, Dataset::kVersioned};
   std::vector<Strategy> strategies = {Strategy::kAuto, Strategy::kTwoStage,
-                                      Strategy::kSequentialScan};
+                                      Strategy::kSequentialScan,
+                                      Strategy::kReference};
 };
 
 Flags& GetFlags() {
@@ -352,6 +355,20 @@ void RegisterAll() {
           absl::StrCat("chunk/", alg, "/", ds, "/reference/reference/threads:1")
               .c_str(),
           BM_Reference, algorithm, dataset));
+      // The engine's reference strategy (no kernel) in speculative segments.
+      for (size_t threads : flags.threads) {
+        if (threads <= 1 || algorithm == Algorithm::kFixed) continue;
+        if (std::find(flags.strategies.begin(), flags.strategies.end(),
+                      Strategy::kReference) == flags.strategies.end()) {
+          continue;
+        }
+        Configure(benchmark::RegisterBenchmark(
+            absl::StrCat("chunk/", alg, "/", ds,
+                         "/reference/reference/threads:", threads)
+                .c_str(),
+            BM_Fast, algorithm, dataset, &chunking::kernels::ScalarKernel(),
+            Strategy::kReference, threads));
+      }
       for (const chunking::kernels::Kernel* kernel :
            chunking::kernels::AllKernels()) {
         for (size_t block : kStage1Blocks) {
@@ -364,9 +381,9 @@ void RegisterAll() {
         }
         for (Strategy strategy : flags.strategies) {
           for (size_t threads : flags.threads) {
-            // The sequential scan runs on the calling thread only; fixed
-            // has no stage 1, so its strategies are all the same.
-            if (strategy == Strategy::kSequentialScan && threads > 1) continue;
+            // The reference strategy uses no kernel (registered above);
+            // fixed has no stage 1, so its strategies are all the same.
+            if (strategy == Strategy::kReference) continue;
             if (algorithm == Algorithm::kFixed && strategy != Strategy::kAuto) {
               continue;
             }

@@ -98,6 +98,11 @@ constexpr size_t kAutoSegmentFloor = size_t{64} << 10;
 // with a smaller window: kernel calls have a fixed cost (crc32's warm-up is
 // 256 steps of all lanes), so rounds of a few bytes would be mostly warm-up.
 constexpr size_t kMinRoundBytes = size_t{64} << 10;
+// Speculative segments (engine.h) are at most this long: a round of them
+// is short enough for the guessed chunks of each segment to stay small, long
+// enough that the chunks re-cut where a guess meets the true chunks (one or
+// two per segment) cost little.
+constexpr size_t kSpeculativeSegmentCap = size_t{4} << 20;
 
 size_t RoundUp64(size_t n) { return (n + 63) / 64 * 64; }
 
@@ -205,11 +210,12 @@ absl::Status CheckEngineOptions(const EngineOptions& engine) {
     case Strategy::kAuto:
     case Strategy::kTwoStage:
     case Strategy::kSequentialScan:
+    case Strategy::kReference:
       return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("strategy ", static_cast<int>(engine.strategy),
-                   " is not one of 0 (auto), 1 (two-stage), 2 (sequential)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "strategy ", static_cast<int>(engine.strategy),
+      " is not one of 0 (auto), 1 (two-stage), 2 (sequential), 3 (reference)"));
 }
 
 absl::StatusOr<const kernels::Kernel*> ResolveKernel(
@@ -233,19 +239,21 @@ absl::string_view StrategyName(Strategy strategy) {
       return "two-stage";
     case Strategy::kSequentialScan:
       return "sequential";
+    case Strategy::kReference:
+      return "reference";
   }
   return "unknown";
 }
 
 absl::StatusOr<Strategy> ParseStrategy(absl::string_view name) {
-  for (Strategy s :
-       {Strategy::kAuto, Strategy::kTwoStage, Strategy::kSequentialScan}) {
+  for (Strategy s : {Strategy::kAuto, Strategy::kTwoStage,
+                     Strategy::kSequentialScan, Strategy::kReference}) {
     if (StrategyName(s) == name) return s;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown strategy \"", name,
                    "\"; expected one of auto, two-stage, "
-                   "sequential"));
+                   "sequential, reference"));
 }
 
 absl::StatusOr<EnginePlan> PlanEngine(const ChunkerOptions& options,
@@ -335,6 +343,11 @@ Engine::Engine(const ChunkerOptions& options, EnginePlan plan,
     block_sizes_ = BlockSizesFor(options);
     const size_t words = kernels::BitmapWords(kMaxBlock) + 1;
     for (int k = 0; k < bitmaps_; ++k) block_[k].assign(words, 0);
+  }
+  if (plan_.strategy == Strategy::kReference) {
+    // The options were validated by PlanEngine.
+    absl::StatusOr<std::unique_ptr<Cutter>> cutter = MakeCutter(options);
+    if (cutter.ok()) cutter_ = *std::move(cutter);
   }
 }
 
@@ -579,6 +592,14 @@ stage2::Cut Engine::Select(const Input& input, size_t start, size_t avail,
   if (options_.algorithm == Algorithm::kFixed) {
     return {std::min(avail, final_size_), 0};
   }
+  if (cutter_ != nullptr) {
+    // The caller keeps kContext bytes before every chunk start unless the
+    // input starts with the stream.
+    stage2::Cut cut;
+    cut.length = cutter_->Cut(chunk, avail, std::min(start, kContext),
+                              &cut.hash);
+    return cut;
+  }
   if (plan_.strategy == Strategy::kTwoStage) {
     WindowSource source(*this);
     switch (options_.algorithm) {
@@ -662,11 +683,88 @@ size_t Engine::CutFinalTwoStage(const Input& input, size_t start,
   }
 }
 
+size_t Engine::CutRange(const Input& input, size_t start, size_t stop,
+                        std::vector<Chunk>* out) {
+  while (start < stop) {
+    const size_t avail = input.size - start;
+    const uint64_t pos = input.offset + start;
+    const stage2::Cut cut =
+        Select(input, start, avail, pos + std::min(avail, final_size_));
+    out->push_back(Chunk{pos, static_cast<uint32_t>(cut.length), cut.hash});
+    start += cut.length;
+  }
+  return start;
+}
+
+size_t Engine::CutFinalSpeculative(const Input& input, size_t start,
+                                   std::vector<Chunk>* out) {
+  const size_t parallelism = plan_.parallelism;
+  // Chunks starting before `stop` are final.
+  size_t stop = input.size;
+  if (!input.at_end) {
+    stop = input.size >= final_size_ ? input.size - final_size_ + 1 : 0;
+  }
+  while (helpers_.size() < parallelism) {
+    EnginePlan plan = plan_;
+    plan.parallelism = 1;
+    helpers_.push_back(
+        std::unique_ptr<Engine>(new Engine(options_, plan, kernel_, nullptr)));
+  }
+  speculated_.resize(parallelism);
+  while (start < stop) {
+    // One round: up to `parallelism` segments of `segment` bytes.
+    const size_t left = stop - start;
+    const size_t segment =
+        plan_.segment_auto
+            ? std::max(kAutoSegmentFloor,
+                       RoundUp64((std::min(left, parallelism *
+                                                     kSpeculativeSegmentCap) +
+                                  parallelism - 1) /
+                                 parallelism))
+            : plan_.segment_size;
+    const size_t segments =
+        std::min(parallelism, (left + segment - 1) / segment);
+    if (segments <= 1) return CutRange(input, start, stop, out);
+    const auto seg_begin = [&](size_t i) { return start + i * segment; };
+    const auto seg_end = [&](size_t i) {
+      return std::min(stop, start + (i + 1) * segment);
+    };
+    RunParallel(executor_, segments, [&](size_t i) {
+      speculated_[i].clear();
+      helpers_[i]->CutRange(input, seg_begin(i), seg_end(i), &speculated_[i]);
+    });
+    // Segment 0 started at a true boundary; segment i > 0 at a guess. Follow
+    // the true chunks into segment i until one starts where one of its
+    // guessed chunks starts: from there on they are the same chunks, since a
+    // chunk is a function of its start (and the stream's bytes).
+    size_t at = start;
+    for (size_t i = 0; i < segments; ++i) {
+      const std::vector<Chunk>& guess = speculated_[i];
+      size_t j = 0;
+      while (at < seg_end(i)) {
+        const uint64_t pos = input.offset + at;
+        while (j < guess.size() && guess[j].offset < pos) ++j;
+        if (j < guess.size() && guess[j].offset == pos) {
+          out->insert(out->end(), guess.begin() + static_cast<ptrdiff_t>(j),
+                      guess.end());
+          at = static_cast<size_t>(guess.back().offset + guess.back().length -
+                                   input.offset);
+          break;
+        }
+        at = CutRange(input, at, at + 1, out);
+      }
+    }
+    start = at;
+  }
+  return start;
+}
+
 size_t Engine::CutFinal(const Input& input, size_t start,
                         std::vector<Chunk>* out) {
   if (plan_.strategy == Strategy::kTwoStage && bitmaps_ > 0) {
     return CutFinalTwoStage(input, start, out);
   }
+  if (executor_ != nullptr) return CutFinalSpeculative(input, start, out);
   return SelectUpTo(input, start, ~uint64_t{0}, out);
 }
 

@@ -77,6 +77,7 @@
 
 #include "absl/status/statusor.h"
 #include "chunkd/chunker.h"
+#include "chunking/cutter.h"
 #include "chunking/executor.h"
 #include "chunking/kernels/kernels.h"
 #include "chunking/stage2.h"
@@ -156,6 +157,12 @@ class Engine {
                      uint64_t hard_end);
   size_t CutFinalTwoStage(const Input& input, size_t start,
                           std::vector<Chunk>* out);
+  size_t CutFinalSpeculative(const Input& input, size_t start,
+                             std::vector<Chunk>* out);
+  // Cuts the chunks that start in data[start, stop), all of them final, and
+  // returns the end of the last one.
+  size_t CutRange(const Input& input, size_t start, size_t stop,
+                  std::vector<Chunk>* out);
   // Runs the kernel over data[begin, end) into out[0], out[1] (bitmaps
   // relative to begin; crc32 uses out[0] only).
   void Stage1(const uint8_t* data, size_t begin, size_t end, uint64_t* out0,
@@ -200,6 +207,13 @@ class Engine {
 
   // Sequential scan: the current block, stream positions
   // [block_begin_, block_end_) (empty while begin > end).
+  // Reference strategy: the reference cutter.
+  std::unique_ptr<Cutter> cutter_;
+  // Speculative segments: one single-threaded engine per task, and the
+  // chunks each found.
+  std::vector<std::unique_ptr<Engine>> helpers_;
+  std::vector<std::vector<Chunk>> speculated_;
+
   std::array<std::vector<uint64_t>, 2> block_;
   uint64_t block_begin_ = 1;
   uint64_t block_end_ = 0;

@@ -39,7 +39,8 @@ using testing::Bytes;
 constexpr size_t kThreadCounts[] = {1, 2, 3, 8};
 constexpr size_t kSegmentSizes[] = {4097, size_t{64} << 10, size_t{1} << 20};
 constexpr Strategy kStrategies[] = {Strategy::kTwoStage,
-                                    Strategy::kSequentialScan};
+                                    Strategy::kSequentialScan,
+                                    Strategy::kReference};
 
 enum class Split { kOneByte, k4093, kOneMiB, kRandom };
 constexpr Split kSplits[] = {Split::kOneByte, Split::k4093, Split::kOneMiB,
@@ -529,8 +530,8 @@ TEST(EnginePlanTest, AutomaticStrategyFollowsTheMeasuredRule) {
 }
 
 TEST(EnginePlanTest, StrategyNames) {
-  for (Strategy s :
-       {Strategy::kAuto, Strategy::kTwoStage, Strategy::kSequentialScan}) {
+  for (Strategy s : {Strategy::kAuto, Strategy::kTwoStage,
+                     Strategy::kSequentialScan, Strategy::kReference}) {
     absl::StatusOr<Strategy> parsed = ParseStrategy(StrategyName(s));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, s);

@@ -169,20 +169,25 @@ std::vector<Chunk> ReferenceChunks(const ChunkerOptions& options,
 // How the engine finds cut points (DESIGN.md §3). Every strategy returns
 // exactly ReferenceChunks(); they differ only in speed.
 enum class Strategy : int {
-  // The faster of the two for the algorithm, the kernel and the executor's
-  // parallelism (the rule and the measurements behind it: chunking/engine.h).
+  // The fastest of the others for the algorithm, the kernel and the
+  // executor's parallelism (the rule and the measurements behind it:
+  // chunking/engine.h).
   kAuto = 0,
   // SS-CDC: stage 1 computes the algorithm's candidate bitmaps for a whole
   // window of input, in segments fanned across the executor; stage 2 selects
   // the cut points sequentially from the bitmaps.
   kTwoStage = 1,
-  // One thread: for each chunk, stage 1 runs on short blocks starting at the
-  // chunk's minimum size until stage 2 finds the cut, so the bytes that
-  // FastCDC and SeqCDC skip are never read.
+  // For each chunk, stage 1 runs on short blocks starting at the chunk's
+  // minimum size until stage 2 finds the cut, so the bytes that FastCDC and
+  // SeqCDC skip are never read. With several threads, segments of the input
+  // are cut speculatively in parallel (engine.h: "speculative segments").
   kSequentialScan = 2,
+  // The reference cutter itself (no stage-1 kernel), with several threads in
+  // speculative segments like kSequentialScan.
+  kReference = 3,
 };
 
-// "auto", "two-stage", "sequential".
+// "auto", "two-stage", "sequential", "reference".
 absl::string_view StrategyName(Strategy strategy);
 
 // Parses a name as returned by StrategyName. INVALID_ARGUMENT names the
