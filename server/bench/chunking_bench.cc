@@ -15,6 +15,8 @@
 //       ThreadPoolExecutor of N threads (N = 1: no executor). The label
 //       names the plan's strategy, so "auto" shows what it chose. A kernel
 //       this CPU cannot run is registered anyway and skipped with the reason.
+//   chunk/ALG/DATASET/KERNEL/stream/threads:N
+//       StreamChunker (automatic strategy) fed the buffer in 1 MiB pieces.
 //   stage1/ALG/DATASET/KERNEL/block:B/threads:1
 //       Stage 1 alone: the kernel's bitmaps for the whole buffer in calls of
 //       B = 256 or 260 KiB, on one thread, checked against the scalar
@@ -199,6 +201,60 @@ void BM_Fast(benchmark::State& state, Algorithm algorithm, Dataset dataset,
   Finish(state, data.size(), want.size());
 }
 
+// StreamChunker over the same buffer in pieces of kStreamPiece bytes (as
+// chunkctl and a gRPC stream feed it), automatic strategy: what streaming
+// costs over FastChunks on the whole buffer.
+constexpr size_t kStreamPiece = size_t{1} << 20;
+
+void BM_Stream(benchmark::State& state, Algorithm algorithm, Dataset dataset,
+               const chunking::kernels::Kernel* kernel, size_t threads) {
+  if (!kernel->supported()) {
+    state.SkipWithError(
+        absl::StrCat(kernel->name, ": not supported by this CPU or OS")
+            .c_str());
+    for (auto _ : state) {
+    }
+    return;
+  }
+  const std::vector<uint8_t>& data = Fixtures::Data(dataset);
+  const std::vector<Chunk>& want = Fixtures::Reference(algorithm, dataset);
+  const chunking::ChunkerOptions options = BenchOptions(algorithm);
+  std::unique_ptr<chunking::Executor> executor = MakeExecutor(threads);
+  chunking::EngineOptions engine;
+  engine.kernel = kernel;
+  engine.executor = executor.get();
+  std::string strategy;
+  std::vector<Chunk> got;
+  got.reserve(want.size());
+  for (auto _ : state) {
+    absl::StatusOr<std::unique_ptr<chunking::StreamChunker>> chunker =
+        chunking::StreamChunker::Create(options, engine);
+    if (!chunker.ok()) {
+      state.SkipWithError(std::string(chunker.status().message()).c_str());
+      break;
+    }
+    strategy = std::string(chunking::StrategyName((*chunker)->plan().strategy));
+    got.clear();
+    for (size_t pos = 0; pos < data.size(); pos += kStreamPiece) {
+      const size_t n = std::min(kStreamPiece, data.size() - pos);
+      (*chunker)->Append(
+          absl::string_view(reinterpret_cast<const char*>(data.data()) + pos,
+                            n),
+          &got);
+    }
+    (*chunker)->Finish(&got);
+    if (absl::Status s = CompareChunks(want, got); !s.ok()) {
+      state.SkipWithError(absl::StrCat(kernel->name,
+                                       " stream differs from the reference: ",
+                                       s.message())
+                              .c_str());
+      break;
+    }
+  }
+  state.SetLabel(absl::StrCat("strategy=", strategy));
+  Finish(state, data.size(), want.size());
+}
+
 // Stage 1 over a whole buffer in calls of `block` positions each, each call
 // with the bytes before it as context (so the bits are those of the whole
 // stream), returning a digest of every bitmap word and its position so that
@@ -378,6 +434,14 @@ void RegisterAll() {
                            "/block:", block, "/threads:1")
                   .c_str(),
               BM_Stage1, algorithm, dataset, kernel, block));
+        }
+        for (size_t threads : flags.threads) {
+          if (algorithm == Algorithm::kFixed) break;
+          Configure(benchmark::RegisterBenchmark(
+              absl::StrCat("chunk/", alg, "/", ds, "/", kernel->name,
+                           "/stream/threads:", threads)
+                  .c_str(),
+              BM_Stream, algorithm, dataset, kernel, threads));
         }
         for (Strategy strategy : flags.strategies) {
           for (size_t threads : flags.threads) {

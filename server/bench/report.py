@@ -418,6 +418,27 @@ def markdown(context, t):
                         auto.chosen if auto else ""))
         w("")
 
+    streams = [k for k in t.chunk if k[4] == "stream"]
+    if streams:
+        w("## StreamChunker (1 MiB pieces) against FastChunks (whole buffer)")
+        w("")
+        w("| dataset | algorithm | backend | threads | stream GB/s | "
+          "FastChunks auto GB/s | stream ÷ FastChunks |")
+        w("|---|---|---|---:|---:|---:|---:|")
+        for key in sorted(streams, key=lambda k: (
+                order(k[2], DATASET_ORDER), order(k[1], ALGORITHM_ORDER),
+                order(k[3], BACKEND_ORDER), k[5])):
+            _, algorithm, dataset, backend, _, threads = key
+            st = t.get(algorithm, dataset, backend, "stream", threads)
+            fa = t.get(algorithm, dataset, backend, "auto", threads)
+            if st is None:
+                continue
+            w("| %s | %s | %s | %d | %s | %s | %s |" % (
+                dataset, algorithm, backend, threads, fmt_rate(st),
+                fmt_rate(fa) if fa else "—",
+                "%.2f" % (st.best / fa.best) if fa else "—"))
+        w("")
+
     if errors:
         w("## Errors and skipped backends")
         w("")

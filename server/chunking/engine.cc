@@ -165,31 +165,30 @@ Engine::BlockSizes Engine::BlockSizesFor(const ChunkerOptions& options) {
 
 namespace {
 
-// The automatic strategy: the faster one per algorithm, kernel and thread
-// count, from the measurements in engine.h.
-//   seqcdc   sequential: its skipping leaves about a fifth of the bytes to
-//            examine. Faster than two-stage on one thread with every kernel
-//            and, on the stream path, also with two threads — and it leaves
-//            the other cores to other streams.
-//   fastcdc  two-stage with a SIMD kernel: the sequential scan skips only
-//            min_size of each chunk (a fifth) and pays for every kernel call
-//            (lookup planes, lane warm-up) and for the block it overshoots;
-//            with the scalar kernel the skip wins on one thread.
-//   crc32    two-stage: the stream-global window skips only min_size - 1
-//            bytes and every kernel call warms 256 bytes up per lane.
-//   fixed    no stage 1 at all.
-Strategy ChooseStrategy(Algorithm algorithm, const kernels::Kernel& kernel,
-                        size_t parallelism) {
-  const bool scalar = absl::string_view(kernel.name) == "scalar";
+// The automatic strategy: the fastest per algorithm, kernel and thread
+// count, the reference cutter included (measurements: engine.h).
+//   seqcdc   sequential with every kernel: its skipping leaves about a fifth
+//            of the bytes to examine; two-stage must read them all.
+//   fastcdc  sequential with avx512; otherwise the reference cutter, which
+//            skips min_size per chunk and rolls two bytes per step, beats
+//            both strategies of the avx2 and scalar kernels.
+//   crc32    two-stage with a SIMD kernel (the stream-global window skips
+//            only min_size - 1 bytes; every kernel call warms 256 bytes up
+//            per lane); with the scalar kernel the reference cutter.
+//   fixed    no stage 1 at all (sequential: cuts by length).
+// With several threads, sequential and reference run in speculative
+// segments, which scale the same single-thread ranking by the thread count.
+Strategy ChooseStrategy(Algorithm algorithm, const kernels::Kernel& kernel) {
+  const absl::string_view name = kernel.name;
   switch (algorithm) {
     case Algorithm::kSeqCdc:
     case Algorithm::kFixed:
       return Strategy::kSequentialScan;
     case Algorithm::kFastCdc:
-      return scalar && parallelism <= 1 ? Strategy::kSequentialScan
-                                        : Strategy::kTwoStage;
+      return name == "avx512" ? Strategy::kSequentialScan
+                              : Strategy::kReference;
     case Algorithm::kCrc32:
-      return Strategy::kTwoStage;
+      return name == "scalar" ? Strategy::kReference : Strategy::kTwoStage;
   }
   return Strategy::kTwoStage;
 }
@@ -278,7 +277,7 @@ absl::StatusOr<EnginePlan> PlanEngine(const ChunkerOptions& options,
   plan.strategy =
       engine.strategy != Strategy::kAuto
           ? engine.strategy
-          : ChooseStrategy(options.algorithm, **kernel, plan.parallelism);
+          : ChooseStrategy(options.algorithm, **kernel);
   return plan;
 }
 
@@ -764,7 +763,9 @@ size_t Engine::CutFinal(const Input& input, size_t start,
   if (plan_.strategy == Strategy::kTwoStage && bitmaps_ > 0) {
     return CutFinalTwoStage(input, start, out);
   }
-  if (executor_ != nullptr) return CutFinalSpeculative(input, start, out);
+  if (executor_ != nullptr && bitmaps_ > 0) {
+    return CutFinalSpeculative(input, start, out);
+  }
   return SelectUpTo(input, start, ~uint64_t{0}, out);
 }
 

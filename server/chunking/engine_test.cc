@@ -490,7 +490,7 @@ TEST(EnginePlanTest, ValidatesEngineOptions) {
   EXPECT_FALSE(plan->segment_auto);
   EXPECT_EQ(plan->segment_size, size_t{1} << 20);
   EXPECT_EQ(plan->window_size, size_t{4} << 20);
-  EXPECT_EQ(plan->strategy, Strategy::kTwoStage);
+  EXPECT_EQ(plan->strategy, Strategy::kReference);
 
   // The automatic window stops growing at 8 MiB (a stream buffers one).
   ThreadPoolExecutor sixteen(16);
@@ -513,18 +513,18 @@ TEST(EnginePlanTest, AutomaticStrategyFollowsTheMeasuredRule) {
   for (const kernels::Kernel* kernel : kernels::AllKernels()) {
     if (!kernel->supported()) continue;
     SCOPED_TRACE(kernel->name);
-    const bool scalar = absl::string_view(kernel->name) == "scalar";
+    const absl::string_view name = kernel->name;
     for (Executor* executor :
          {static_cast<Executor*>(nullptr), static_cast<Executor*>(&two)}) {
       EXPECT_EQ(chosen(Algorithm::kSeqCdc, kernel, executor),
                 Strategy::kSequentialScan);
       EXPECT_EQ(chosen(Algorithm::kCrc32, kernel, executor),
-                Strategy::kTwoStage);
+                name == "scalar" ? Strategy::kReference : Strategy::kTwoStage);
       EXPECT_EQ(chosen(Algorithm::kFixed, kernel, executor),
                 Strategy::kSequentialScan);
       EXPECT_EQ(chosen(Algorithm::kFastCdc, kernel, executor),
-                scalar && executor == nullptr ? Strategy::kSequentialScan
-                                              : Strategy::kTwoStage);
+                name == "avx512" ? Strategy::kSequentialScan
+                                 : Strategy::kReference);
     }
   }
 }

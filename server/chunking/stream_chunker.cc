@@ -11,8 +11,8 @@
 // last run, so that each run has enough input to fan out across threads; the
 // engine's bitmaps refer to stream positions and survive both the runs and
 // the compaction of this buffer. A piece of at least 4 * (final size +
-// kContext) bytes that makes the engine run is not copied but cut where it
-// lies (AppendInPlace).
+// kContext) bytes is not copied but cut where it lies (AppendInPlace) — on one
+// thread always, with several when it makes the engine run anyway.
 
 #include <algorithm>
 #include <cstddef>
@@ -46,9 +46,11 @@ class StreamChunker::Impl {
     Compact();
     const auto* bytes = reinterpret_cast<const uint8_t*>(piece.data());
     bytes_in_ += piece.size();
-    // In place when the engine would run now anyway (see Append below).
+    // In place when the engine would run now anyway (see below), and on one
+    // thread always: batching pieces only serves to fan a run out.
     if (piece.size() >= in_place_min_ &&
-        pending_ + piece.size() >= engine_->plan().window_size) {
+        (engine_->plan().parallelism == 1 ||
+         pending_ + piece.size() >= engine_->plan().window_size)) {
       AppendInPlace(bytes, piece.size(), out);
       return;
     }
