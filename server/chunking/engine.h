@@ -1,8 +1,9 @@
 // Engine: the fast chunking engine behind FastChunks and StreamChunker — the
 // two-stage parallel design of SS-CDC (Ni et al., SYSTOR 2019; DESIGN.md §3)
-// plus a vectorized sequential scan for where skipping wins (issue 3 item 5).
+// plus a vectorized sequential scan for where skipping wins (issue 3 item 5)
+// and the reference cutter itself, both parallelized by speculative segments.
 //
-// Two strategies, one answer. Both return exactly ReferenceChunks(): stage 1
+// Three strategies, one answer. All return exactly ReferenceChunks(): stage 1
 // is a kernel (kernels/kernels.h) that turns bytes into per-position
 // predicate bitmaps, stage 2 (stage2.h) turns bitmaps into cut points with the
 // reference cutter's rules.
@@ -21,47 +22,58 @@
 //               — so the threads are not idle while stage 2 runs. The bits
 //               live in a ring of words indexed by stream position: the
 //               window slides without moving data.
-//   sequential  One thread. For each chunk, stage 1 runs on blocks starting
-//               at the first position the algorithm examines — the chunk's
-//               min offset, or where a SeqCDC jump lands — sized to where the
-//               cut is likely (engine.cc), prefetched together with the bytes
-//               that follow, until stage 2 finds the cut. Bytes that FastCDC
-//               (min_size per chunk) and SeqCDC (min_size, and every jump)
-//               skip are never read, which a full stage-1 scan cannot avoid.
+//   sequential  For each chunk, stage 1 runs on blocks starting at the first
+//               position the algorithm examines — the chunk's min offset, or
+//               where a SeqCDC jump lands — sized to where the cut is likely
+//               (engine.cc), prefetched together with the bytes that follow,
+//               until stage 2 finds the cut. Bytes that FastCDC (min_size
+//               per chunk) and SeqCDC (min_size, and every jump) skip are
+//               never read, which a full stage-1 scan cannot avoid.
+//   reference   The reference cutter (cutter.h), chunk after chunk: no
+//               kernel. FastCDC's reference skips min_size and rolls two
+//               bytes per step, which the avx2 and scalar kernels do not beat.
 //
-// The automatic choice (Strategy::kAuto; ChooseStrategy in engine.cc):
-// seqcdc sequential, crc32 two-stage, fastcdc two-stage except with the
-// scalar kernel on one thread, fixed without stage 1. Measured side by side
-// in one run on the 2-core AMD EPYC (Zen 4) development VM, seeded random
-// data, default parameters (fastcdc 4/16/64 KiB level 1, "L2" level 2;
-// crc32 2/16/64 KiB; seqcdc the 16 KiB profile), GB/s, best of 7:
+// Speculative segments (sequential and reference with an executor). Every
+// algorithm's next boundary is a function of the previous boundary and the
+// stream's bytes alone (the cutter sees nothing else: FastCDC's hash and
+// SeqCDC's counters restart at each chunk, crc32's window is stream-global).
+// So a round of the final part of the input is cut into one segment per
+// thread; segment 0 is cut from the true boundary, segment i > 0 from its
+// own first byte as if it were a boundary — in parallel, each task on its own
+// single-threaded helper engine. Then, sequentially, the true chunks are
+// followed into segment i (cut one at a time on the calling thread) until one
+// starts where a guessed chunk of segment i starts; from that chunk on the
+// two sequences are the same, and segment i's guesses are taken as they are.
+// On varied data the true chunks meet a guess within a chunk or two; where
+// they never do (e.g. zeros, cut every max_size, when the segment start is
+// not on that grid) the calling thread re-cuts the whole segment: slower, not
+// different. Fixed-size chunking needs no guesses and runs sequentially.
 //
-//   FastChunks, 64 MiB     reference  1 thread:    sequential  two-stage
-//                                                  2 threads:  two-stage
-//   fastcdc     avx512          4.38   5.45 5.52   8.01
-//   fastcdc L2  avx512          4.41   5.20 5.24   7.76
-//   fastcdc L2  avx2                   3.03 2.94   4.94
-//   fastcdc L2  scalar                 1.00 0.94   1.56
-//   crc32       avx512          0.53   5.58 8.42   9.05
-//   crc32       avx2                   3.39 4.31   6.37
-//   crc32       scalar                 0.42 0.42   0.83
-//   seqcdc      avx512          3.25  15.95 15.57  18.08
-//   seqcdc      avx2                  17.16 13.45  17.20
-//   seqcdc      scalar                 5.51 1.25   2.13
+// The automatic choice (Strategy::kAuto; ChooseStrategy in engine.cc), the
+// fastest per algorithm and kernel, on one thread and in speculative
+// segments alike:
 //
-//   StreamChunker, 1 MiB pieces        1 thread    2 threads
-//   fastcdc L2  avx512                 3.73 3.94   5.04
-//   fastcdc L2  scalar                 0.92 0.87   1.52
-//   crc32       avx512                 4.00 5.31   5.93
-//   seqcdc      avx512                 9.65 9.45   9.02 (sequential: 10.29)
-//   seqcdc      avx2                  10.08 8.70   8.45 (sequential: 9.99)
+//              scalar       avx2         avx512
+//   fastcdc    reference    reference    sequential
+//   crc32      reference    two-stage    two-stage
+//   seqcdc     sequential   sequential   sequential
+//   fixed      sequential (cut by length, no stage 1)
 //
-// The sequential scan does not use more threads; where two-stage on two
-// threads beats it (FastChunks over seqcdc, by up to 15 %), the sequential
-// scan still wins on the stream path that chunkd and chunkctl use, and it
-// leaves the other core to other streams. Two-stage scaling is bounded here
-// by the kernels sharing the VM's memory bandwidth (the crc32 kernel alone
-// reaches 13.5 GB/s on two threads) and by stage 2 being sequential.
+// Measured side by side in one run (chunking_bench, 64 MiB of seeded random
+// data, the parameters of issue 3; best of 3 repetitions; the 2-core
+// AMD EPYC (Zen 4) development VM shared with other builds, so the ratios,
+// not the absolute figures, are the result), one thread:
+//
+//                 reference   scalar seq / 2-st   avx2 seq / 2-st   avx512 seq / 2-st
+//   fastcdc L2         1.00        0.24 / 0.28       0.61 / 0.50       1.16 / 0.94
+//   crc32              1.00        0.79 / 0.81       7.25 / 10.6       10.8 / 17.6
+//   seqcdc             1.00        1.88 / 0.50       6.21 / 4.55       5.60 / 4.54
+//
+// (ratios to the reference cutter). On fastcdc avx512 the two strategies
+// were level on a quiet machine earlier (5.20 / 5.24 GB/s); sequential is
+// chosen because it reads a fifth fewer bytes and so suffers less from a
+// busy memory system, and because its speculative segments scale. The
+// figures of the README come from one `make bench` run.
 //
 // Thread safety: an Engine is not thread-safe (it keeps the bitmap window of
 // one stream); it calls the Executor, which may run stage-1 segments on other
