@@ -169,24 +169,27 @@ namespace {
 // count, the reference cutter included (measurements: engine.h).
 //   seqcdc   sequential with every kernel: its skipping leaves about a fifth
 //            of the bytes to examine; two-stage must read them all.
-//   fastcdc  sequential with avx512; otherwise the reference cutter, which
-//            skips min_size per chunk and rolls two bytes per step, beats
-//            both strategies of the avx2 and scalar kernels.
+//   fastcdc  with avx512 two-stage on one thread, sequential (speculative
+//            segments) on several, which scale where two-stage's stage 2
+//            stays sequential; otherwise the reference cutter, which skips
+//            min_size per chunk and rolls two bytes per step, beats both
+//            strategies of the avx2 and scalar kernels.
 //   crc32    two-stage with a SIMD kernel (the stream-global window skips
 //            only min_size - 1 bytes; every kernel call warms 256 bytes up
 //            per lane); with the scalar kernel the reference cutter.
 //   fixed    no stage 1 at all (sequential: cuts by length).
 // With several threads, sequential and reference run in speculative
-// segments, which scale the same single-thread ranking by the thread count.
-Strategy ChooseStrategy(Algorithm algorithm, const kernels::Kernel& kernel) {
+// segments, which scale the single-thread ranking by the thread count.
+Strategy ChooseStrategy(Algorithm algorithm, const kernels::Kernel& kernel,
+                        size_t parallelism) {
   const absl::string_view name = kernel.name;
   switch (algorithm) {
     case Algorithm::kSeqCdc:
     case Algorithm::kFixed:
       return Strategy::kSequentialScan;
     case Algorithm::kFastCdc:
-      return name == "avx512" ? Strategy::kSequentialScan
-                              : Strategy::kReference;
+      if (name != "avx512") return Strategy::kReference;
+      return parallelism <= 1 ? Strategy::kTwoStage : Strategy::kSequentialScan;
     case Algorithm::kCrc32:
       return name == "scalar" ? Strategy::kReference : Strategy::kTwoStage;
   }
@@ -277,7 +280,7 @@ absl::StatusOr<EnginePlan> PlanEngine(const ChunkerOptions& options,
   plan.strategy =
       engine.strategy != Strategy::kAuto
           ? engine.strategy
-          : ChooseStrategy(options.algorithm, **kernel);
+          : ChooseStrategy(options.algorithm, **kernel, plan.parallelism);
   return plan;
 }
 
