@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
   options.pool = &pool;
   options.metrics = &metrics;
   options.max_message_bytes = message_bytes;
-  options.max_inflight_bytes = 4 * message_bytes;
+  options.max_inflight_bytes = std::max<uint64_t>(16 * message_bytes, uint64_t{16} << 20);
   options.engine.kernel = *kernel;
   options.engine.executor = &pool;
   chunkd::service::ChunkServiceImpl service(options);
@@ -219,7 +219,8 @@ int main(int argc, char** argv) {
   const std::vector<uint8_t> random =
       chunkd::bench::RandomBytes(stream_bytes * max_streams, 7);
   const std::string data(random.begin(), random.end());
-  auto build = [&](bool dedup, uint64_t round) {
+  auto build = [&](bool dedup, uint64_t round,
+                   chunkd::v1::FingerprintAlgorithm fingerprint) {
     std::vector<std::vector<grpc::ByteBuffer>> all(max_streams);
     for (size_t s = 0; s < max_streams; ++s) {
       chunkd::v1::ChunkingParams chunking;
@@ -230,8 +231,7 @@ int main(int argc, char** argv) {
       if (dedup) {
         chunkd::v1::DedupRequest first;
         *first.mutable_params()->mutable_chunking() = chunking;
-        first.mutable_params()->set_fingerprint(
-            chunkd::v1::FINGERPRINT_ALGORITHM_SHA256);
+        first.mutable_params()->set_fingerprint(fingerprint);
         // A fresh namespace per round keeps every chunk new.
         first.mutable_params()->set_namespace_(
             absl::StrFormat("bench-%d-%d", round, s));
@@ -239,8 +239,7 @@ int main(int argc, char** argv) {
       } else {
         chunkd::v1::ChunkRequest first;
         *first.mutable_params()->mutable_chunking() = chunking;
-        first.mutable_params()->set_fingerprint(
-            chunkd::v1::FINGERPRINT_ALGORITHM_SHA256);
+        first.mutable_params()->set_fingerprint(fingerprint);
         all[s].push_back(Serialize(first));
       }
       for (uint64_t at = 0; at < stream_bytes; at += message_bytes) {
@@ -252,26 +251,35 @@ int main(int argc, char** argv) {
     }
     return all;
   };
-  const auto chunk_messages = build(false, 0);
+  const auto chunk_messages =
+      build(false, 0, chunkd::v1::FINGERPRINT_ALGORITHM_SHA256);
+  // Chunk without fingerprints: what cutting alone costs on top of gRPC.
+  const auto cut_messages =
+      build(false, 0, chunkd::v1::FINGERPRINT_ALGORITHM_NONE);
 
   struct Config {
     const char* name;
     const char* method;
   };
-  const Config configs[] = {{"sink", kSinkMethod},
-                            {"chunk", kChunkMethod},
-                            {"dedup", kDedupMethod}};
+  constexpr int kConfigs = 4;
+  const Config configs[kConfigs] = {{"sink", kSinkMethod},
+                                    {"chunk (no fingerprint)", kChunkMethod},
+                                    {"chunk", kChunkMethod},
+                                    {"dedup", kDedupMethod}};
   const size_t stream_counts[] = {1, max_streams};
-  Run best[3][2];
+  Run best[kConfigs][2];
   const uint32_t repetitions = std::max(1u, absl::GetFlag(FLAGS_repetitions));
   for (uint32_t rep = 0; rep < repetitions; ++rep) {
-    for (int c = 0; c < 3; ++c) {
+    for (int c = 0; c < kConfigs; ++c) {
       for (int n = 0; n < 2; ++n) {
         const auto dedup_messages =
-            c == 2 ? build(true, rep * 2 + n) : decltype(chunk_messages){};
-        Run run = RunStreams(&stub, configs[c].method,
-                             c == 2 ? dedup_messages : chunk_messages,
-                             stream_counts[n], stream_bytes);
+            c == 3 ? build(true, rep * 2 + n,
+                           chunkd::v1::FINGERPRINT_ALGORITHM_SHA256)
+                   : decltype(chunk_messages){};
+        Run run = RunStreams(
+            &stub, configs[c].method,
+            c == 3 ? dedup_messages : (c == 1 ? cut_messages : chunk_messages),
+            stream_counts[n], stream_bytes);
         if (run.gbps > best[c][n].gbps) best[c][n] = run;
       }
     }
@@ -279,13 +287,13 @@ int main(int argc, char** argv) {
 
   std::string table = absl::StrFormat(
       "End-to-end over loopback gRPC (%s backend, %zu worker threads, "
-      "%d MiB per stream, %d KiB messages, fastcdc 4/16/64 KiB, sha256, "
-      "memory index; best of %d)\n\n"
+      "%d MiB per stream, %d KiB messages, fastcdc 4/16/64 KiB, sha256 "
+      "unless noted, memory index; best of %d)\n\n"
       "| rpc | 1 stream GB/s | %zu streams GB/s | vs sink (1) | vs sink (%zu) "
       "| %zu streams ÷ 1 | first record ms (1) |\n|---|---|---|---|---|---|---|\n",
       (*kernel)->name, threads, stream_bytes >> 20, message_bytes >> 10,
       repetitions, max_streams, max_streams, max_streams);
-  for (int c = 0; c < 3; ++c) {
+  for (int c = 0; c < kConfigs; ++c) {
     table += absl::StrFormat(
         "| %s | %.2f | %.2f | %.0f%% | %.0f%% | %.2f× | %s |\n", configs[c].name,
         best[c][0].gbps, best[c][1].gbps,
