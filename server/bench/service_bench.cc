@@ -41,6 +41,7 @@ ABSL_FLAG(uint64_t, message_bytes, uint64_t{1} << 20,
 ABSL_FLAG(uint32_t, streams, 8, "concurrent streams of the parallel runs");
 ABSL_FLAG(uint32_t, repetitions, 3, "runs per configuration (best is kept)");
 ABSL_FLAG(std::string, markdown, "", "also write the table to this file");
+ABSL_FLAG(uint32_t, threads, 0, "server worker threads (0: one per core)");
 
 namespace {
 
@@ -179,7 +180,10 @@ int main(int argc, char** argv) {
   const uint64_t stream_bytes = absl::GetFlag(FLAGS_stream_bytes);
   const uint64_t message_bytes = absl::GetFlag(FLAGS_message_bytes);
   const size_t max_streams = std::max<uint32_t>(1, absl::GetFlag(FLAGS_streams));
-  const size_t threads = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads =
+      absl::GetFlag(FLAGS_threads) != 0
+          ? absl::GetFlag(FLAGS_threads)
+          : std::max(1u, std::thread::hardware_concurrency());
 
   auto index = chunkd::index::CreateIndex("memory");
   if (!index.ok()) return 1;
