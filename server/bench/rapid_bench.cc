@@ -22,8 +22,11 @@
 #include "index/fingerprint_index.h"
 #include "pipeline/stream_pipeline.h"
 
-ABSL_FLAG(uint64_t, base_bytes, uint64_t{64} << 20, "bytes of the base file");
-ABSL_FLAG(uint32_t, versions, 10, "versions after the base");
+ABSL_FLAG(uint64_t, base_bytes, uint64_t{32} << 20, "bytes of the base file");
+ABSL_FLAG(uint32_t, versions, 20, "versions after the base");
+ABSL_FLAG(uint32_t, edits, 40,
+          "modifications per version of the high-duplication dataset (the "
+          "low-duplication one has one per 2 KiB)");
 ABSL_FLAG(uint32_t, repetitions, 3, "runs per configuration (best is kept)");
 ABSL_FLAG(uint32_t, threads, 0, "executor threads (0: one per core)");
 ABSL_FLAG(std::string, markdown, "", "also write the table to this file");
@@ -96,7 +99,8 @@ int main(int argc, char** argv) {
     std::vector<std::vector<uint8_t>> streams;
   };
   std::vector<Dataset> datasets;
-  for (size_t modifications : {size_t{100}, size_t{base / 2048}}) {
+  for (size_t modifications :
+       {size_t{absl::GetFlag(FLAGS_edits)}, size_t{base / 2048}}) {
     chunkd::bench::VersionedOptions v;
     v.base_size = base;
     v.versions = absl::GetFlag(FLAGS_versions);
