@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -20,6 +21,13 @@ namespace chunkd::bench {
 using chunking::Algorithm;
 using chunking::Chunk;
 using chunking::ChunkerOptions;
+
+bool WriteTextFile(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return false;
+  const bool written = std::fputs(text.c_str(), f) >= 0;
+  return std::fclose(f) == 0 && written;
+}
 
 absl::string_view DatasetName(Dataset dataset) {
   switch (dataset) {

@@ -42,6 +42,9 @@ enum class Dataset : int {
 // "random", "versioned".
 absl::string_view DatasetName(Dataset dataset);
 
+// Writes `text` to `path` (for --markdown tables); false if it cannot.
+bool WriteTextFile(const std::string& path, const std::string& text);
+
 // INVALID_ARGUMENT names the accepted values.
 absl::StatusOr<Dataset> ParseDataset(absl::string_view name);
 

@@ -18,6 +18,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "bench/datagen.h"
+#include "bench/harness.h"
 #include "chunking/executor.h"
 #include "index/fingerprint_index.h"
 #include "pipeline/stream_pipeline.h"
@@ -153,11 +154,9 @@ int main(int argc, char** argv) {
   }
   std::fputs(table.c_str(), stdout);
   const std::string markdown = absl::GetFlag(FLAGS_markdown);
-  if (!markdown.empty()) {
-    FILE* f = std::fopen(markdown.c_str(), "w");
-    if (f == nullptr) return 1;
-    std::fputs(table.c_str(), f);
-    std::fclose(f);
+  if (!markdown.empty() && !chunkd::bench::WriteTextFile(markdown, table)) {
+    std::fprintf(stderr, "cannot write %s\n", markdown.c_str());
+    return 1;
   }
   return 0;
 }

@@ -24,6 +24,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "bench/datagen.h"
+#include "bench/harness.h"
 #include "chunking/kernels/kernels.h"
 #include "chunkd/v1/chunkd.grpc.pb.h"
 #include "grpcpp/generic/async_generic_service.h"
@@ -308,11 +309,9 @@ int main(int argc, char** argv) {
   }
   std::fputs(table.c_str(), stdout);
   const std::string markdown = absl::GetFlag(FLAGS_markdown);
-  if (!markdown.empty()) {
-    FILE* f = std::fopen(markdown.c_str(), "w");
-    if (f == nullptr) return 1;
-    std::fputs(table.c_str(), f);
-    std::fclose(f);
+  if (!markdown.empty() && !chunkd::bench::WriteTextFile(markdown, table)) {
+    std::fprintf(stderr, "cannot write %s\n", markdown.c_str());
+    return 1;
   }
   server->Shutdown();
   return 0;

@@ -612,16 +612,20 @@ ChunkServiceImpl::Dedup(grpc::CallbackServerContext* context) {
   return new StreamReactor<DedupRpc>(this, AuthorizationOf(context));
 }
 
+absl::Status ChunkServiceImpl::CheckNamespace(
+    const grpc::CallbackServerContext* context, const std::string& ns) const {
+  if (options_.auth != nullptr) {
+    absl::Status allowed = options_.auth->Authorize(AuthorizationOf(context), ns);
+    if (!allowed.ok()) return allowed;
+  }
+  return index::ValidateNamespace(ns);
+}
+
 grpc::ServerUnaryReactor* ChunkServiceImpl::FindMissing(
     grpc::CallbackServerContext* context, const v1::FindMissingRequest* request,
     v1::FindMissingResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::Status valid =
-      options_.auth == nullptr
-          ? absl::OkStatus()
-          : options_.auth->Authorize(AuthorizationOf(context),
-                                     request->namespace_());
-  if (valid.ok()) valid = index::ValidateNamespace(request->namespace_());
+  absl::Status valid = CheckNamespace(context, request->namespace_());
   if (valid.ok()) {
     valid = ValidateFingerprintList(request->fingerprints(),
                                     kMaxFindMissingFingerprints, 0);
@@ -651,12 +655,7 @@ grpc::ServerUnaryReactor* ChunkServiceImpl::Release(
     grpc::CallbackServerContext* context, const v1::ReleaseRequest* request,
     v1::ReleaseResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::Status valid =
-      options_.auth == nullptr
-          ? absl::OkStatus()
-          : options_.auth->Authorize(AuthorizationOf(context),
-                                     request->namespace_());
-  if (valid.ok()) valid = index::ValidateNamespace(request->namespace_());
+  absl::Status valid = CheckNamespace(context, request->namespace_());
   size_t digest_size = 0;
   if (valid.ok()) {
     auto kind = FingerprintFromProto(request->fingerprint());

@@ -114,6 +114,10 @@ class ChunkServiceImpl final : public v1::ChunkService::CallbackService {
   void Unregister(ActiveStream* stream);
 
  private:
+  // The caller's token may use `ns` (when auth is on), and `ns` is valid.
+  absl::Status CheckNamespace(const grpc::CallbackServerContext* context,
+                              const std::string& ns) const;
+
   ServiceOptions options_;
   mutable std::mutex mu_;
   std::condition_variable streams_cv_;

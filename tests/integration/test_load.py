@@ -189,9 +189,11 @@ def test_rounds_of_64_mixed_streams(server: ChunkdServer) -> None:
     assert outcomes["oversized"] == {"RESOURCE_EXHAUSTED": 4 * ROUNDS}
     assert outcomes["chunk"] == {"ok": 24 * ROUNDS}
     assert outcomes["dedup"] == {"ok": 16 * ROUNDS}
-    # Memory returns to the first round's level (allocator slack allowed) ...
+    # Memory returns to the first round's level (the allocator keeps some
+    # freed memory, so allow slack; a leak of a round's buffers grows by
+    # hundreds of MiB over the rounds) ...
     baseline = rss_after[0]
-    assert rss_after[-1] <= baseline * 1.25 + 32 * 1024, rss_after
+    assert rss_after[-1] <= baseline * 1.5 + 64 * 1024, rss_after
     # ... and the peak stays under the README's bound: base + memory_budget +
     # max_streams x (2 x window + 2 x max_size + 1 MiB), window = 2 MiB here.
     peak_kib = vm_kib(pid, "VmHWM")
