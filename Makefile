@@ -14,7 +14,7 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config git \
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev \
   libabsl-dev libssl-dev libxxhash-dev libhiredis-dev prometheus-cpp-dev \
   libgtest-dev libgmock-dev libbenchmark-dev redis-server \
-  python3 python3-venv python3-pip
+  python3 python3-venv python3-pip openssl
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEPS_STAMP := $(BUILD_DIR)/.deps-installed
@@ -60,7 +60,7 @@ test-cpp: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j 2
 
 test-python: build $(VENV_STAMP)
-	$(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e
+	$(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e tests/integration
 
 test: test-cpp test-python
 
@@ -89,7 +89,8 @@ bench: build $(BENCH_STAMP)
 	$(VENV)/bin/python server/bench/report.py $(BENCH_DIR)/results.json \
 	  --markdown $(BENCH_DIR)/results.md --png $(BENCH_DIR)/throughput.png
 	@cat $(BENCH_DIR)/results.md
-	@echo "Wrote $(BENCH_DIR)/results.md and $(BENCH_DIR)/throughput.png"
+	$(BUILD_DIR)/server/bench/service_bench --markdown $(BENCH_DIR)/service.md
+	@echo "Wrote $(BENCH_DIR)/results.md, $(BENCH_DIR)/throughput.png and $(BENCH_DIR)/service.md"
 
 clean:
 	rm -rf $(BUILD_DIR)

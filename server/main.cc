@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -44,6 +46,25 @@ ABSL_FLAG(std::string, backend, "",
           "chunking backend (stage-1 kernel): scalar, avx2 or avx512; empty "
           "means $CHUNKD_BACKEND when set, else the best this CPU supports. "
           "An unknown or unsupported backend is an error");
+ABSL_FLAG(uint32_t, max_streams, 128,
+          "Chunk and Dedup streams served at once; one more is refused with "
+          "RESOURCE_EXHAUSTED");
+ABSL_FLAG(uint64_t, memory_budget, uint64_t{1} << 30,
+          "request bytes all streams together may hold (received and not yet "
+          "processed, plus one max_message_bytes reservation per pending "
+          "read); at the budget streams stop reading. Must be at least "
+          "--max_streams x --max_message_bytes, so an idle stream never "
+          "blocks the others");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain for TLS; with --tls_key turns TLS on");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle; when set, clients must present a certificate it "
+          "signed (mutual TLS)");
+ABSL_FLAG(std::string, auth_tokens, "",
+          "file of bearer tokens, one per line: 'TOKEN ns1,ns2' or 'TOKEN *'; "
+          "when set, ChunkService RPCs need 'authorization: Bearer TOKEN' "
+          "(health and reflection stay open)");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(30),
           "on SIGINT/SIGTERM, how long running streams may take to finish "
           "before they are cancelled");
@@ -56,6 +77,54 @@ constexpr uint64_t kMaxMessageBytes = uint64_t{256} << 20;
 int Fail(const std::string& message) {
   std::fprintf(stderr, "chunkd: %s\n", message.c_str());
   return 2;
+}
+
+// The whole file, or an error naming the flag.
+absl::StatusOr<std::string> ReadFlagFile(const char* flag,
+                                         const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (in) text << in.rdbuf();
+  if (!in || text.str().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, " ", path, ": cannot read the file, or it is empty"));
+  }
+  return text.str();
+}
+
+// Insecure, TLS or mutual TLS, from the --tls_* flags.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials() {
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert);
+  const std::string key = absl::GetFlag(FLAGS_tls_key);
+  const std::string client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  if (cert.empty() && key.empty()) {
+    if (!client_ca.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls_client_ca needs --tls_cert and --tls_key");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  if (cert.empty() || key.empty()) {
+    return absl::InvalidArgumentError(
+        "TLS needs both --tls_cert and --tls_key");
+  }
+  grpc::SslServerCredentialsOptions options;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  auto cert_pem = ReadFlagFile("tls_cert", cert);
+  if (!cert_pem.ok()) return cert_pem.status();
+  auto key_pem = ReadFlagFile("tls_key", key);
+  if (!key_pem.ok()) return key_pem.status();
+  pair.cert_chain = *std::move(cert_pem);
+  pair.private_key = *std::move(key_pem);
+  options.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!client_ca.empty()) {
+    auto ca_pem = ReadFlagFile("tls_client_ca", client_ca);
+    if (!ca_pem.ok()) return ca_pem.status();
+    options.pem_root_certs = *std::move(ca_pem);
+    options.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(options);
 }
 
 int WaitForSignal(const sigset_t& signals) {
@@ -93,6 +162,25 @@ int main(int argc, char** argv) {
                              " must be at least --max_message_bytes ",
                              max_message));
   }
+  const uint32_t max_streams = absl::GetFlag(FLAGS_max_streams);
+  if (max_streams == 0) return Fail("--max_streams must be at least 1");
+  const uint64_t memory_budget = absl::GetFlag(FLAGS_memory_budget);
+  if (memory_budget / max_streams < max_message) {
+    return Fail(absl::StrCat(
+        "--memory_budget ", memory_budget, " must be at least --max_streams (",
+        max_streams, ") x --max_message_bytes (", max_message, ") = ",
+        uint64_t{max_streams} * max_message,
+        "; raise it, or lower one of the others"));
+  }
+  auto credentials = ServerCredentials();
+  if (!credentials.ok()) return Fail(std::string(credentials.status().message()));
+  std::unique_ptr<chunkd::service::TokenTable> tokens;
+  const std::string tokens_path = absl::GetFlag(FLAGS_auth_tokens);
+  if (!tokens_path.empty()) {
+    auto table = chunkd::service::TokenTable::Load(tokens_path);
+    if (!table.ok()) return Fail(std::string(table.status().message()));
+    tokens = std::make_unique<chunkd::service::TokenTable>(*std::move(table));
+  }
   auto index = chunkd::index::CreateIndex(absl::GetFlag(FLAGS_index));
   if (!index.ok()) return Fail(std::string(index.status().message()));
 
@@ -124,6 +212,10 @@ int main(int argc, char** argv) {
   options.metrics = &metrics;
   options.max_message_bytes = max_message;
   options.max_inflight_bytes = max_inflight;
+  options.max_streams = max_streams;
+  chunkd::service::MemoryBudget budget(memory_budget);
+  options.memory = &budget;
+  options.auth = tokens.get();
   options.version = CHUNKD_VERSION;
   options.chunking_backend = backend;
   options.engine.kernel = *kernel;
@@ -135,7 +227,7 @@ int main(int argc, char** argv) {
   grpc::ServerBuilder builder;
   const std::string listen = absl::GetFlag(FLAGS_listen);
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, *credentials, &port);
   // Leave room above the data limit so that a slightly larger message reaches
   // the service and gets an error naming the limit; far larger ones are
   // refused by gRPC itself, also with RESOURCE_EXHAUSTED.
@@ -147,9 +239,14 @@ int main(int argc, char** argv) {
     return Fail(absl::StrCat("cannot listen on --listen ", listen));
   }
   std::fprintf(stderr,
-               "chunkd %s serving on %s (metrics on %s, index %s, %zu "
+               "chunkd %s serving on %s%s%s (metrics on %s, index %s, %zu "
                "threads, chunking backend %s)\n",
                CHUNKD_VERSION, listen.c_str(),
+               absl::GetFlag(FLAGS_tls_cert).empty()
+                   ? ""
+                   : (absl::GetFlag(FLAGS_tls_client_ca).empty() ? " with TLS"
+                                                                  : " with mutual TLS"),
+               tokens == nullptr ? "" : ", bearer tokens required",
                metrics_listen.empty() ? "off" : metrics_listen.c_str(),
                std::string((*index)->backend()).c_str(), threads,
                backend.c_str());

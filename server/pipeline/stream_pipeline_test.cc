@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "chunking/executor.h"
 #include "gtest/gtest.h"
 #include "index/memory_index.h"
 
@@ -47,6 +48,28 @@ TEST(StreamPipelineTest, ChunkRecordsMatchReferenceAndDigests) {
                                   absl::string_view(data).substr(
                                       ref[i].offset, ref[i].length)));
   }
+}
+
+// Fingerprinting spread over an executor keeps every record in its place.
+TEST(StreamPipelineTest, ParallelFingerprintsKeepOrder) {
+  const std::string data = RandomBytes(6 << 20, 3);
+  PipelineOptions opt;
+  opt.chunking = chunking::DefaultOptions(chunking::Algorithm::kFastCdc);
+  opt.chunking.min_size = 256;
+  opt.chunking.avg_size = 1024;
+  opt.chunking.max_size = 4096;
+  const auto sequential = RunStream(opt, data, 3 << 20);
+  chunking::ThreadPoolExecutor pool(3);
+  opt.engine.executor = &pool;
+  for (size_t piece : {size_t{3} << 20, size_t{1} << 20, size_t{4093}}) {
+    const auto parallel = RunStream(opt, data, piece);
+    ASSERT_EQ(parallel.size(), sequential.size()) << piece;
+    for (size_t i = 0; i < parallel.size(); ++i) {
+      ASSERT_EQ(parallel[i].offset, sequential[i].offset) << i;
+      ASSERT_EQ(parallel[i].fingerprint, sequential[i].fingerprint) << i;
+    }
+  }
+  ASSERT_GT(sequential.size(), 3000u);
 }
 
 TEST(StreamPipelineTest, SecondDedupIsAllDuplicate) {

@@ -26,6 +26,14 @@ constexpr size_t kMaxBytesPerTask = size_t{4} << 20;
 // Most fingerprints in one FindMissing request.
 constexpr int kMaxFindMissingFingerprints = 10000;
 
+// The client's `authorization` metadata, empty when absent.
+std::string AuthorizationOf(const grpc::CallbackServerContext* context) {
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) return "";
+  return std::string(it->second.data(), it->second.size());
+}
+
 // The options both streams share: chunking, fingerprint, engine.
 absl::StatusOr<pipeline::PipelineOptions> StreamOptions(
     const v1::ChunkingParams& chunking_params,
@@ -46,6 +54,8 @@ struct ChunkRpc {
   using Request = v1::ChunkRequest;
   using Response = v1::ChunkResponse;
   static constexpr const char* kMethod = "Chunk";
+  // The namespace the stream writes to, checked against the caller's token.
+  static const std::string* Namespace(const Request&) { return nullptr; }
 
   static absl::StatusOr<pipeline::PipelineOptions> Options(
       const Request& request, const ServiceOptions& service) {
@@ -69,6 +79,9 @@ struct DedupRpc {
   using Request = v1::DedupRequest;
   using Response = v1::DedupResponse;
   static constexpr const char* kMethod = "Dedup";
+  static const std::string* Namespace(const Request& request) {
+    return &request.params().namespace_();
+  }
 
   static absl::StatusOr<pipeline::PipelineOptions> Options(
       const Request& request, const ServiceOptions& service) {
@@ -113,16 +126,28 @@ class StreamReactor final
   using Request = typename Rpc::Request;
   using Response = typename Rpc::Response;
 
-  explicit StreamReactor(ChunkServiceImpl* service) : service_(service) {
-    service_->Register(this);
+  StreamReactor(ChunkServiceImpl* service, std::string authorization)
+      : service_(service), authorization_(std::move(authorization)) {
+    const grpc::Status admitted = service_->Register(this);
     service_->options().metrics->active_streams().Increment();
-    if (service_->shutting_down()) {
+    {
       std::lock_guard<std::mutex> lock(mu_);
-      FailLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                              "chunkd is shutting down and accepts no new "
-                              "streams; retry on another replica"));
+      const TokenTable* auth = service_->options().auth;
+      if (!admitted.ok()) {
+        FailLocked(admitted);
+      } else if (auth != nullptr) {
+        absl::Status allowed = auth->Authenticate(authorization_);
+        if (!allowed.ok()) FailLocked(ToGrpcStatus(allowed));
+      }
     }
     Drive();
+  }
+
+  ~StreamReactor() override {
+    // Normally zero by now: every read completed and every task ran.
+    if (MemoryBudget* memory = service_->options().memory) {
+      memory->Release(reserved_ + charged_);
+    }
   }
 
   void OnReadDone(bool ok) override {
@@ -136,9 +161,12 @@ class StreamReactor final
               grpc::StatusCode::INVALID_ARGUMENT,
               "the stream ended before a request with params arrived"));
         }
-      } else {
+      } else if (!failed_) {
         AcceptLocked();
       }
+      request_.Clear();
+      // Whatever AcceptLocked did not charge goes back to the budget.
+      SettleReservationLocked(0);
     }
     Drive();
   }
@@ -207,6 +235,14 @@ class StreamReactor final
             "the first request of a stream must carry params"));
         return;
       }
+      const std::string* ns = Rpc::Namespace(request_);
+      if (options.auth != nullptr && ns != nullptr) {
+        absl::Status allowed = options.auth->Authorize(authorization_, *ns);
+        if (!allowed.ok()) {
+          FailLocked(ToGrpcStatus(allowed));
+          return;
+        }
+      }
       auto pipeline_options = Rpc::Options(request_, options);
       if (!pipeline_options.ok()) {
         FailLocked(ToGrpcStatus(pipeline_options.status()));
@@ -238,8 +274,63 @@ class StreamReactor final
     }
     if (size == 0) return;
     inbox_bytes_ += size;
+    if (options.memory != nullptr) {
+      // The reservation of this read becomes the charge for its bytes.
+      charged_ += size;
+      reserved_ -= size;
+    }
     inbox_.push_back(std::move(*request_.mutable_data()));
     request_.Clear();
+  }
+
+  // Returns the reservation the last read did not turn into charged bytes.
+  // REQUIRES: mu_ held.
+  void SettleReservationLocked(size_t kept) {
+    MemoryBudget* memory = service_->options().memory;
+    if (memory == nullptr || reserved_ <= kept) return;
+    const size_t unused = reserved_ - kept;
+    reserved_ = kept;
+    memory->Release(unused);
+  }
+
+  // Returns `bytes` of processed or dropped input to the budget.
+  // REQUIRES: mu_ held.
+  void UnchargeLocked(size_t bytes) {
+    MemoryBudget* memory = service_->options().memory;
+    if (memory == nullptr) return;
+    charged_ -= bytes;
+    memory->Release(bytes);
+  }
+
+  // True when a read may start: its reservation is in the budget, or, if the
+  // budget is full, the stream waits for a release to wake it.
+  // REQUIRES: mu_ held.
+  bool ReserveForReadLocked() {
+    const ServiceOptions& options = service_->options();
+    if (options.memory == nullptr) return true;
+    if (budget_waiting_) return false;
+    const size_t bytes = options.max_message_bytes;
+    ++refs_;  // kept by the wake-up until it runs
+    if (options.memory->ReserveOrWait(bytes, [this] { WakeFromBudget(); })) {
+      --refs_;
+      reserved_ += bytes;
+      return true;
+    }
+    budget_waiting_ = true;
+    return false;
+  }
+
+  // The budget has room again: try reading on the pool (never inline, as the
+  // releasing thread may hold another stream's lock).
+  void WakeFromBudget() {
+    service_->options().pool->Submit([this] {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        budget_waiting_ = false;
+      }
+      Drive();
+      Unref();
+    });
   }
 
   // Records the first failure; the stream finishes with it as soon as no
@@ -249,7 +340,11 @@ class StreamReactor final
     failed_ = true;
     final_status_ = status;
     while (outbox_.size() > (write_pending_ ? 1 : 0)) outbox_.pop_back();
+    size_t dropped = 0;
+    for (const std::string& piece : inbox_) dropped += piece.size();
     inbox_.clear();
+    inbox_bytes_ -= dropped;
+    UnchargeLocked(dropped);
   }
 
   // Decides the next gRPC operation or task. REQUIRES: mu_ held.
@@ -271,7 +366,7 @@ class StreamReactor final
     }
     const size_t limit = service_->options().max_inflight_bytes;
     if (!read_pending_ && !read_eof_ && inbox_bytes_ < limit &&
-        outbox_.size() < kMaxQueuedResponses) {
+        outbox_.size() < kMaxQueuedResponses && ReserveForReadLocked()) {
       read_pending_ = true;
       return Op::kRead;
     }
@@ -390,6 +485,7 @@ class StreamReactor final
     {
       std::lock_guard<std::mutex> lock(mu_);
       inbox_bytes_ -= taken;
+      UnchargeLocked(taken);
       task_running_ = false;
       if (!status.ok()) {
         FailLocked(ToGrpcStatus(status));
@@ -403,6 +499,7 @@ class StreamReactor final
   }
 
   ChunkServiceImpl* const service_;
+  const std::string authorization_;  // the client's metadata, for Dedup's ns
   Request request_;  // written by gRPC while read_pending_
   std::unique_ptr<pipeline::StreamPipeline> pipeline_;  // used by the task
   metrics::StreamCounters counters_;
@@ -421,7 +518,10 @@ class StreamReactor final
   bool on_done_ = false;
   bool driving_ = false;
   bool redrive_ = false;
-  int refs_ = 0;  // Drive() calls and tasks in progress
+  bool budget_waiting_ = false;  // a wake-up from the budget is pending
+  size_t reserved_ = 0;  // budget reserved for the pending read
+  size_t charged_ = 0;   // budget charged for bytes in inbox_ and the task
+  int refs_ = 0;  // Drive() calls, tasks and wake-ups in progress
   grpc::Status final_status_;
 };
 
@@ -433,20 +533,25 @@ ChunkServiceImpl::ChunkServiceImpl(ServiceOptions options)
 ChunkServiceImpl::~ChunkServiceImpl() = default;
 
 grpc::ServerBidiReactor<v1::ChunkRequest, v1::ChunkResponse>*
-ChunkServiceImpl::Chunk(grpc::CallbackServerContext*) {
-  return new StreamReactor<ChunkRpc>(this);
+ChunkServiceImpl::Chunk(grpc::CallbackServerContext* context) {
+  return new StreamReactor<ChunkRpc>(this, AuthorizationOf(context));
 }
 
 grpc::ServerBidiReactor<v1::DedupRequest, v1::DedupResponse>*
-ChunkServiceImpl::Dedup(grpc::CallbackServerContext*) {
-  return new StreamReactor<DedupRpc>(this);
+ChunkServiceImpl::Dedup(grpc::CallbackServerContext* context) {
+  return new StreamReactor<DedupRpc>(this, AuthorizationOf(context));
 }
 
 grpc::ServerUnaryReactor* ChunkServiceImpl::FindMissing(
     grpc::CallbackServerContext* context, const v1::FindMissingRequest* request,
     v1::FindMissingResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::Status valid = index::ValidateNamespace(request->namespace_());
+  absl::Status valid =
+      options_.auth == nullptr
+          ? absl::OkStatus()
+          : options_.auth->Authorize(AuthorizationOf(context),
+                                     request->namespace_());
+  if (valid.ok()) valid = index::ValidateNamespace(request->namespace_());
   if (valid.ok() && request->fingerprints_size() > kMaxFindMissingFingerprints) {
     valid = absl::InvalidArgumentError(
         absl::StrCat("fingerprints has ", request->fingerprints_size(),
@@ -485,6 +590,15 @@ grpc::ServerUnaryReactor* ChunkServiceImpl::FindMissing(
 grpc::ServerUnaryReactor* ChunkServiceImpl::GetServerInfo(
     grpc::CallbackServerContext* context, const v1::GetServerInfoRequest*,
     v1::GetServerInfoResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (options_.auth != nullptr) {
+    absl::Status allowed =
+        options_.auth->Authenticate(AuthorizationOf(context));
+    if (!allowed.ok()) {
+      reactor->Finish(ToGrpcStatus(allowed));
+      return reactor;
+    }
+  }
   response->set_version(options_.version);
   for (chunking::Algorithm algorithm : chunking::AllAlgorithms()) {
     const chunking::AlgorithmLimits& limits = chunking::LimitsFor(algorithm);
@@ -509,7 +623,6 @@ grpc::ServerUnaryReactor* ChunkServiceImpl::GetServerInfo(
   response->set_index_backend(std::string(options_.index->backend()));
   response->set_max_message_bytes(options_.max_message_bytes);
   response->set_max_inflight_bytes(options_.max_inflight_bytes);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -540,9 +653,22 @@ size_t ChunkServiceImpl::active_streams() const {
   return streams_.size();
 }
 
-void ChunkServiceImpl::Register(ActiveStream* stream) {
+grpc::Status ChunkServiceImpl::Register(ActiveStream* stream) {
   std::lock_guard<std::mutex> lock(mu_);
   streams_.insert(stream);
+  if (shutting_down_) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "chunkd is shutting down and accepts no new streams; "
+                        "retry on another replica");
+  }
+  if (options_.max_streams != 0 && streams_.size() > options_.max_streams) {
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("chunkd is serving its limit of ", options_.max_streams,
+                     " streams (--max_streams); retry later with backoff, "
+                     "or on another replica"));
+  }
+  return grpc::Status::OK;
 }
 
 void ChunkServiceImpl::Unregister(ActiveStream* stream) {

@@ -9,7 +9,9 @@
 // pile up, so gRPC flow control slows a client that sends faster than chunkd
 // cuts, or reads slower than chunkd answers.
 //
-// Memory per stream: at most max_inflight_bytes + max_message_bytes of
+// Memory: the request bytes of all streams together stay within
+// ServiceOptions::memory (reservations of max_message_bytes per pending read
+// included). Per stream: at most max_inflight_bytes + max_message_bytes of
 // unprocessed input, plus the chunker's buffer and bitmaps (chunkd/chunker.h
 // StreamChunker: at most 2 * (window + max_size + 256 bytes) + one message,
 // plus about window + max_size / 2 of bitmaps; the window is 2 to 8 MiB
@@ -31,6 +33,8 @@
 #include "index/fingerprint_index.h"
 #include "metrics/metrics.h"
 #include "pipeline/worker_pool.h"
+#include "service/auth.h"
+#include "service/memory_budget.h"
 
 namespace chunkd::service {
 
@@ -43,6 +47,14 @@ struct ServiceOptions {
   size_t max_message_bytes = size_t{4} << 20;
   // Unprocessed bytes of one stream at which reading pauses. Default 16 MiB.
   size_t max_inflight_bytes = size_t{16} << 20;
+  // Streams (Chunk and Dedup together) served at once; one more gets
+  // RESOURCE_EXHAUSTED. 0: no limit.
+  size_t max_streams = 0;
+  // Request bytes held by all streams together (see MemoryBudget). Null: no
+  // global bound beyond the per-stream one.
+  MemoryBudget* memory = nullptr;
+  // Bearer tokens; null: no authorization (every caller is trusted).
+  const TokenTable* auth = nullptr;
   // Reported by GetServerInfo.
   std::string version = "0.0.0";
   std::string chunking_backend = "scalar";
@@ -93,7 +105,9 @@ class ChunkServiceImpl final : public v1::ChunkService::CallbackService {
   // Used by the reactors.
   const ServiceOptions& options() const { return options_; }
   bool shutting_down() const;
-  void Register(ActiveStream* stream);
+  // Adds a stream; returns a status the stream must end with when the
+  // service is draining or at max_streams (the stream is registered anyway).
+  grpc::Status Register(ActiveStream* stream);
   void Unregister(ActiveStream* stream);
 
  private:

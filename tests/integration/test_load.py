@@ -1,0 +1,201 @@
+"""Load and fault test of a real chunkd (issue 4 item 8), loopback only.
+
+Rounds of 64 concurrent streams of mixed sizes: Chunk and Dedup streams that
+must come out exact, streams the client cancels midway, malformed streams
+(data before params), oversized messages, and clients that stop reading until
+their deadline passes. After every round: the server is alive, every stream
+ended with its expected code and nothing else, `chunkd_active_streams` is back
+to 0, and resident memory is back near the level of the first round. The
+peak resident memory stays under the bound the README documents.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import re
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional
+
+import grpc
+import pytest
+
+from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
+from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
+from chunkd_client.testing import ChunkdServer
+
+REPO = Path(__file__).resolve().parents[2]
+MiB = 1 << 20
+STREAMS = 64
+ROUNDS = 4
+MAX_MESSAGE = MiB
+MEMORY_BUDGET = 128 * MiB
+DEADLINE = 60.0
+STALL_DEADLINE = 3.0
+KINDS = ["chunk"] * 24 + ["dedup"] * 16 + ["cancel"] * 8 + ["malformed"] * 4 + \
+    ["oversized"] * 4 + ["stalled"] * 8
+assert len(KINDS) == STREAMS
+
+
+def params() -> "pb.ChunkingParams":
+    return pb.ChunkingParams(algorithm=pb.ALGORITHM_FASTCDC, min_size=2048,
+                             avg_size=8192, max_size=32768)
+
+
+def vm_kib(pid: int, field: str) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(rf"^{field}:\s+(\d+) kB", status, re.MULTILINE).group(1))
+
+
+def active_streams(server: ChunkdServer) -> float:
+    with urllib.request.urlopen(f"http://{server.metrics_address}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return float(re.search(r"^chunkd_active_streams (\S+)$", text, re.MULTILINE).group(1))
+
+
+def pieces(data: bytes, rng: random.Random) -> Iterator[bytes]:
+    at = 0
+    while at < len(data):
+        n = rng.choice([1, 4093, 65536, 300_000, MAX_MESSAGE])
+        yield data[at : at + n]
+        at += n
+
+
+def run_stream(stub: pb_grpc.ChunkServiceStub, kind: str, seed: int) -> str:
+    """Runs one stream; returns the outcome ('ok' or a status code name),
+    raising AssertionError when the outcome is not what `kind` expects."""
+    rng = random.Random(seed)
+    size = rng.choice([0, 1, 5000, 200_000, MiB, 3 * MiB, 6 * MiB + 17])
+    data = os.urandom(size)
+
+    def chunk_requests(first) -> Iterator[object]:
+        yield first
+        for p in pieces(data, rng):
+            yield type(first)(data=p)
+
+    try:
+        if kind in ("chunk", "stalled"):
+            first = pb.ChunkRequest(params=pb.ChunkParams(chunking=params()))
+            if kind == "stalled":
+                data = os.urandom(24 * MiB)
+            call = stub.Chunk(chunk_requests(first),
+                              timeout=STALL_DEADLINE if kind == "stalled" else DEADLINE)
+            if kind == "stalled":
+                time.sleep(STALL_DEADLINE + 0.5)  # a client that stops reading
+        elif kind == "dedup":
+            first = pb.DedupRequest(params=pb.DedupParams(chunking=params(), namespace="load"))
+            call = stub.Dedup(chunk_requests(first), timeout=DEADLINE)
+        elif kind == "cancel":
+            first = pb.ChunkRequest(params=pb.ChunkParams(chunking=params()))
+            data = os.urandom(16 * MiB)
+            call = stub.Chunk(chunk_requests(first), timeout=DEADLINE)
+            timer = threading.Timer(rng.uniform(0.0, 0.5), call.cancel)
+            timer.start()
+        elif kind == "malformed":
+            call = stub.Chunk(iter([pb.ChunkRequest(data=b"no params first")]), timeout=DEADLINE)
+        elif kind == "oversized":
+            first = pb.ChunkRequest(params=pb.ChunkParams(chunking=params()),
+                                    data=b"\0" * (MAX_MESSAGE + 1))
+            call = stub.Chunk(iter([first]), timeout=DEADLINE)
+        else:
+            raise AssertionError(kind)
+        responses = list(call)
+    except grpc.RpcError as e:
+        code = e.code()
+        expected = {
+            "cancel": {grpc.StatusCode.CANCELLED},
+            "malformed": {grpc.StatusCode.INVALID_ARGUMENT},
+            "oversized": {grpc.StatusCode.RESOURCE_EXHAUSTED},
+            "stalled": {grpc.StatusCode.DEADLINE_EXCEEDED},
+        }.get(kind, set())
+        assert code in expected, f"{kind} stream ended {code}: {e.details()}"
+        if kind in ("malformed", "oversized"):
+            assert e.details(), "an error must carry a message"
+        return code.name
+    assert kind in ("chunk", "dedup", "cancel", "stalled"), f"{kind} stream succeeded"
+    records = [r for resp in responses for r in resp.batch.chunks]
+    summary = responses[-1].summary
+    assert summary.total_bytes == len(data), kind
+    offset = 0
+    for r in records:
+        assert r.offset == offset and 0 < r.length <= 32768
+        offset += r.length
+    assert offset == len(data)
+    if records and kind != "stalled":
+        r = rng.choice(records)
+        assert r.fingerprint == hashlib.sha256(data[r.offset : r.offset + r.length]).digest()
+    return "ok"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ChunkdServer]:
+    binary = Path(os.environ.get("CHUNKD_BIN") or REPO / "build" / "server" / "chunkd")
+    with ChunkdServer(
+        binary,
+        max_message_bytes=MAX_MESSAGE,
+        extra_args=[f"--max_streams={STREAMS}", f"--memory_budget={MEMORY_BUDGET}",
+                    f"--max_inflight_bytes={4 * MAX_MESSAGE}"],
+    ) as s:
+        yield s
+
+
+def wait_for_no_streams(server: ChunkdServer) -> None:
+    deadline = time.monotonic() + 30
+    while active_streams(server) != 0:
+        assert time.monotonic() < deadline, "chunkd_active_streams never returned to 0"
+        time.sleep(0.1)
+
+
+def test_rounds_of_64_mixed_streams(server: ChunkdServer) -> None:
+    pid = server.process.pid
+    rss_after: List[int] = []
+    outcomes: Dict[str, Dict[str, int]] = {}
+    with grpc.insecure_channel(
+        server.address, options=[("grpc.max_send_message_length", 4 * MAX_MESSAGE)]
+    ) as channel:
+        stub = pb_grpc.ChunkServiceStub(channel)
+        for round_ in range(ROUNDS):
+            errors: List[str] = []
+            results: List[Optional[str]] = [None] * STREAMS
+
+            def worker(i: int) -> None:
+                try:
+                    results[i] = run_stream(stub, KINDS[i], round_ * 1000 + i)
+                except BaseException as e:  # collected and reported below
+                    errors.append(f"stream {i} ({KINDS[i]}): {e!r}")
+
+            order = list(range(STREAMS))
+            random.Random(round_).shuffle(order)
+            threads = [threading.Thread(target=worker, args=(i,)) for i in order]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(2 * DEADLINE)
+            assert not any(t.is_alive() for t in threads), "a stream never ended"
+            assert not errors, "\n".join(errors)
+            assert server.alive(), server.log()
+            wait_for_no_streams(server)
+            rss_after.append(vm_kib(pid, "VmRSS"))
+            for kind, result in zip(KINDS, results):
+                outcomes.setdefault(kind, {}).setdefault(result, 0)
+                outcomes[kind][result] += 1
+
+    # Every kind happened, and the failure kinds really failed as planned.
+    assert outcomes["malformed"] == {"INVALID_ARGUMENT": 4 * ROUNDS}
+    assert outcomes["oversized"] == {"RESOURCE_EXHAUSTED": 4 * ROUNDS}
+    assert outcomes["chunk"] == {"ok": 24 * ROUNDS}
+    assert outcomes["dedup"] == {"ok": 16 * ROUNDS}
+    # Memory returns to the first round's level (allocator slack allowed) ...
+    baseline = rss_after[0]
+    assert rss_after[-1] <= baseline * 1.25 + 32 * 1024, rss_after
+    # ... and the peak stays under the README's bound: base + memory_budget +
+    # max_streams x (2 x window + 2 x max_size + 1 MiB), window = 2 MiB here.
+    peak_kib = vm_kib(pid, "VmHWM")
+    bound_kib = (64 * MiB + MEMORY_BUDGET + STREAMS * (2 * 2 * MiB + 2 * 32768 + MiB)) // 1024
+    print(f"\nRSS after each round (KiB): {rss_after}; peak {peak_kib} KiB; "
+          f"bound {bound_kib} KiB; outcomes {outcomes}")
+    assert peak_kib <= bound_kib
