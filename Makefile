@@ -23,7 +23,8 @@ PY_SOURCES := $(shell find clients/python -name '*.py' -not -path '*/_proto/*' \
   -not -path '*/build/*' 2>/dev/null) clients/python/pyproject.toml \
   proto/chunkd/v1/chunkd.proto
 
-.PHONY: all deps build run test test-cpp test-python clean
+.PHONY: all deps build run test test-cpp test-python test-go go-tools \
+  go-generate go-stubs-check clean
 
 all: build
 
@@ -59,10 +60,54 @@ run: build
 test-cpp: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j 2
 
-test-python: build $(VENV_STAMP)
-	$(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e tests/integration
+# Go: the client module (clients/go), its example command, and grpcurl. The
+# tools are installed once, at pinned versions, into $(TOOLS_BIN) (a stamp
+# per version set); clients/go/ensure-go.sh finds or fetches a Go toolchain.
+TOOLS_BIN      := $(abspath $(BUILD_DIR)/tools/bin)
+PROTOC_GEN_GO_VERSION      := v1.36.11
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.1
+GRPCURL_VERSION            := v1.9.3
+GO_TOOLS_STAMP := $(BUILD_DIR)/tools/.installed-$(PROTOC_GEN_GO_VERSION)-$(PROTOC_GEN_GO_GRPC_VERSION)-$(GRPCURL_VERSION)
+GO_STAMP       := $(BUILD_DIR)/tools/.go
+GO_SOURCES     := $(shell find clients/go -name '*.go' 2>/dev/null) clients/go/go.mod clients/go/go.sum
+CHUNKD_GO_BIN  := $(TOOLS_BIN)/chunkd-go
+GO              = $(shell cat $(GO_STAMP))
 
-test: test-cpp test-python
+$(GO_STAMP): clients/go/ensure-go.sh clients/go/go.mod
+	@mkdir -p $(dir $@)
+	clients/go/ensure-go.sh $(abspath $(BUILD_DIR)/tools/go) > $@.tmp && mv $@.tmp $@
+
+$(GO_TOOLS_STAMP): $(GO_STAMP)
+	@mkdir -p $(TOOLS_BIN)
+	GOBIN=$(TOOLS_BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	GOBIN=$(TOOLS_BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	GOBIN=$(TOOLS_BIN) $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+	touch $@
+
+go-tools: $(GO_TOOLS_STAMP)
+
+$(CHUNKD_GO_BIN): $(GO_STAMP) $(GO_SOURCES)
+	cd clients/go && $(GO) build -o $(CHUNKD_GO_BIN) ./cmd/chunkd-go
+
+# Regenerates clients/go/chunkdpb after a proto change (commit the result).
+go-generate: $(GO_TOOLS_STAMP) $(DEPS_STAMP)
+	PATH=$(TOOLS_BIN):$$PATH clients/go/generate.sh
+
+# The committed stubs must be what protoc and the pinned plugins make now.
+go-stubs-check: $(GO_TOOLS_STAMP) $(DEPS_STAMP)
+	@tmp=$$(mktemp -d) && PATH=$(TOOLS_BIN):$$PATH clients/go/generate.sh $$tmp && \
+	  diff -r $$tmp/chunkdpb clients/go/chunkdpb; rc=$$?; rm -rf $$tmp; \
+	  if [ $$rc != 0 ]; then echo "clients/go/chunkdpb is stale: run make go-generate" >&2; exit 1; fi
+
+test-go: build go-stubs-check
+	cd clients/go && CHUNKD_BIN=$(abspath $(BUILD_DIR)/server/chunkd) $(GO) vet ./... && \
+	  CHUNKD_BIN=$(abspath $(BUILD_DIR)/server/chunkd) $(GO) test -count=1 ./...
+
+test-python: build $(VENV_STAMP) $(CHUNKD_GO_BIN) $(GO_TOOLS_STAMP)
+	CHUNKD_GO_BIN=$(CHUNKD_GO_BIN) GRPCURL_BIN=$(TOOLS_BIN)/grpcurl \
+	  $(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e tests/integration
+
+test: test-cpp test-python test-go
 
 # `make bench`: the chunking benchmarks (server/bench/), then a table and a
 # chart under $(BENCH_DIR). matplotlib goes into the venv through its own
