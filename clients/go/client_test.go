@@ -63,6 +63,12 @@ func freePort(t *testing.T) string {
 // service reports SERVING; the server stops when the test ends.
 func startServer(t *testing.T, extra ...string) *testServer {
 	t.Helper()
+	return startServerWith(t, grpc.WithTransportCredentials(insecure.NewCredentials()), extra...)
+}
+
+// startServerWith is startServer with the credentials of the health checks.
+func startServerWith(t *testing.T, healthCreds grpc.DialOption, extra ...string) *testServer {
+	t.Helper()
 	bin := chunkdBinary(t)
 	s := &testServer{addr: freePort(t), log: &bytes.Buffer{}}
 	args := append([]string{"--listen=" + s.addr, "--metrics_listen=", "--index=memory"}, extra...)
@@ -82,7 +88,7 @@ func startServer(t *testing.T, extra ...string) *testServer {
 			<-exited
 		}
 	})
-	conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(s.addr, healthCreds)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,12 +147,12 @@ def _parser() -> argparse.ArgumentParser:
         help="host:port of chunkd (default: $CHUNKD_SERVER or %(default)s)",
     )
     group.add_argument("--tls", action="store_true", help="use TLS (system roots unless --tls-ca)")
-    group.add_argument("--tls-ca", metavar="PEM", help="CA certificates of the server (implies --tls)")
-    group.add_argument("--tls-cert", metavar="PEM", help="client certificate for mutual TLS (implies --tls)")
-    group.add_argument("--tls-key", metavar="PEM", help="the client certificate's private key")
-    group.add_argument("--tls-server-name", metavar="NAME", help="name to verify in the server's certificate")
+    group.add_argument("--tls-ca", "--tls_ca", metavar="PEM", help="CA certificates of the server (implies --tls)")
+    group.add_argument("--tls-cert", "--tls_cert", metavar="PEM", help="client certificate for mutual TLS (implies --tls)")
+    group.add_argument("--tls-key", "--tls_key", metavar="PEM", help="the client certificate's private key")
+    group.add_argument("--tls-server-name", "--tls_server_name", metavar="NAME", help="name to verify in the server's certificate")
     group.add_argument("--token", help="bearer token (default: $CHUNKD_TOKEN)")
-    group.add_argument("--token-file", metavar="FILE", help="read the bearer token from FILE")
+    group.add_argument("--token-file", "--token_file", metavar="FILE", help="read the bearer token from FILE")
     group.add_argument("--timeout", type=float, metavar="SECONDS", help="deadline of each call")
     group.add_argument("--json", action="store_true", help="print JSON")
 
