@@ -262,17 +262,36 @@ class AsyncClient:
         self,
         source: AsyncSource,
         *,
+        algorithm: Union[str, int] = "fastcdc",
+        min_size: Optional[int] = None,
+        avg_size: Optional[int] = None,
+        max_size: Optional[int] = None,
+        normalization_level: Optional[int] = None,
+        seed: int = 0,
+        seq_mode: Union[str, int, None] = None,
+        seq_length: Optional[int] = None,
+        skip_trigger: Optional[int] = None,
+        skip_size: Optional[int] = None,
         fingerprint: Union[str, int] = "sha256",
         message_size: int = DEFAULT_MESSAGE_SIZE,
         timeout: Optional[float] = None,
-        **chunking: Any,
     ) -> AsyncChunkStream:
-        """As ``Client.chunk``: ``chunking`` takes algorithm, min_size,
-        avg_size, max_size, normalization_level, seed, seq_mode, seq_length,
-        skip_trigger and skip_size."""
+        """As ``Client.chunk``; ``async for`` the returned stream."""
         if message_size < 1:
             raise ValueError(f"message_size must be at least 1, got {message_size}")
-        params = convert.chunk_params(fingerprint, **chunking)
+        params = convert.chunk_params(
+            fingerprint,
+            algorithm=algorithm,
+            min_size=min_size,
+            avg_size=avg_size,
+            max_size=max_size,
+            normalization_level=normalization_level,
+            seed=seed,
+            seq_mode=seq_mode,
+            seq_length=seq_length,
+            skip_trigger=skip_trigger,
+            skip_size=skip_size,
+        )
         requests = _AsyncRequests(
             lambda data: pb.ChunkRequest(params=params, data=data),
             lambda data: pb.ChunkRequest(data=data),
@@ -297,15 +316,37 @@ class AsyncClient:
         source: AsyncSource,
         *,
         namespace: str,
+        algorithm: Union[str, int] = "fastcdc",
+        min_size: Optional[int] = None,
+        avg_size: Optional[int] = None,
+        max_size: Optional[int] = None,
+        normalization_level: Optional[int] = None,
+        seed: int = 0,
+        seq_mode: Union[str, int, None] = None,
+        seq_length: Optional[int] = None,
+        skip_trigger: Optional[int] = None,
+        skip_size: Optional[int] = None,
         fingerprint: Union[str, int] = "sha256",
         message_size: int = DEFAULT_MESSAGE_SIZE,
         timeout: Optional[float] = None,
-        **chunking: Any,
     ) -> AsyncDedupStream:
-        """As ``Client.dedup``."""
+        """As ``Client.dedup``; ``async for`` the returned stream."""
         if message_size < 1:
             raise ValueError(f"message_size must be at least 1, got {message_size}")
-        params = convert.dedup_params(namespace, fingerprint, **chunking)
+        params = convert.dedup_params(
+            namespace,
+            fingerprint,
+            algorithm=algorithm,
+            min_size=min_size,
+            avg_size=avg_size,
+            max_size=max_size,
+            normalization_level=normalization_level,
+            seed=seed,
+            seq_mode=seq_mode,
+            seq_length=seq_length,
+            skip_trigger=skip_trigger,
+            skip_size=skip_size,
+        )
         requests = _AsyncRequests(
             lambda data: pb.DedupRequest(params=params, data=data),
             lambda data: pb.DedupRequest(data=data),
