@@ -3,7 +3,7 @@ shared by Client and AsyncClient."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Union
+from typing import Any, Mapping, Optional, Union
 
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client.records import (
@@ -43,7 +43,7 @@ DEFAULT_MESSAGE_SIZE = 1 << 20
 _NAMES_OF_FINGERPRINTS = {v: k for k, v in FINGERPRINTS.items()}
 
 
-def enum_value(kind: str, value: Union[str, int], names: Dict[str, int]) -> Any:
+def enum_value(kind: str, value: Union[str, int], names: Mapping[str, int]) -> Any:
     """The enum value for a name (case-insensitive) or a raw int, unchecked."""
     if isinstance(value, bool):
         raise TypeError(f"{kind} must be a name or an int, not bool")

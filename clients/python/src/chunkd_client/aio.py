@@ -20,10 +20,12 @@ import asyncio
 from typing import (
     Any,
     AsyncIterable,
+    AsyncGenerator,
     AsyncIterator,
     Callable,
     Generic,
     Iterable,
+    Iterator,
     List,
     Optional,
     Sequence,
@@ -69,18 +71,21 @@ async def _aiter_source(source: AsyncSource, message_size: int) -> AsyncIterator
     """``iter_source`` for the event loop: blocking reads run in the default
     executor; async iterables are split like sync ones."""
     if isinstance(source, AsyncIterable):
-        async for piece in source:
-            for part in iter_source([piece], message_size):
+        async for item in source:
+            for part in iter_source([item], message_size):
                 yield part
         return
     pieces = iter_source(source, message_size)  # type: ignore[arg-type]
     loop = asyncio.get_running_loop()
-    sentinel = object()
     while True:
-        piece = await loop.run_in_executor(None, next, pieces, sentinel)
-        if piece is sentinel:
+        piece: Optional[bytes] = await loop.run_in_executor(None, _next_or_none, pieces)
+        if piece is None:
             return
-        yield piece  # type: ignore[misc]
+        yield piece
+
+
+def _next_or_none(pieces: Iterator[bytes]) -> Optional[bytes]:
+    return next(pieces, None)
 
 
 class _AsyncRequests:
@@ -132,7 +137,7 @@ class AsyncResponseStream(Generic[R, S]):
         self._make_record = record
         self._make_summary = summary
         self._summary: Optional[S] = None
-        self._records = self._generate()
+        self._records: AsyncGenerator[R, None] = self._generate()
 
     def __aiter__(self) -> "AsyncResponseStream[R, S]":
         return self
@@ -169,7 +174,7 @@ class AsyncResponseStream(Generic[R, S]):
             self._call.cancel()
         await self._records.aclose()
 
-    async def _generate(self) -> AsyncIterator[R]:
+    async def _generate(self) -> AsyncGenerator[R, None]:
         try:
             async for response in self._call:
                 body = response.WhichOneof("body")
@@ -246,7 +251,7 @@ class AsyncClient:
         """Closes the channel; running calls are cancelled. Idempotent."""
         if not self._closed:
             self._closed = True
-            await self._channel.close()
+            await self._channel.close(None)
 
     @property
     def stub(self) -> pb_grpc.ChunkServiceStub:

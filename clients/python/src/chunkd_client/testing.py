@@ -228,10 +228,10 @@ def serving(server: "ChunkdServer") -> Iterator["ChunkdServer"]:
         yield server
     finally:
         died = not server.alive()
-        server.stop()
+        code = server.stop()
         if died:
             raise ServerError(
-                f"chunkd died during the tests (exit {server.process.returncode}):\n"
+                f"chunkd died during the tests (exit {code}):\n"
                 + server.log()[-4000:]
             )
 
