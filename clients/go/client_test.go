@@ -271,9 +271,20 @@ func TestDedupFindMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sum2, err := second.Collect()
-	if err != nil {
+	defer second.Close()
+	duplicates := 0
+	for r := range second.All() {
+		if r.IsNew {
+			t.Fatalf("second pass: new chunk %+v", r)
+		}
+		duplicates++
+	}
+	if err := second.Err(); err != nil {
 		t.Fatal(err)
+	}
+	sum2 := second.Summary()
+	if duplicates != len(records) {
+		t.Fatalf("second pass: %d records, want %d", duplicates, len(records))
 	}
 	if sum2.UniqueBytes != 0 || sum2.TotalChunks != sum1.TotalChunks {
 		t.Fatalf("second pass %+v", sum2)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -111,6 +112,22 @@ func (it *Iterator[R, S]) Summary() S {
 		return zero
 	}
 	return *it.summary
+}
+
+// All ranges over the remaining records:
+//
+//	for ch := range it.All() { ... }
+//	if err := it.Err(); err != nil { ... }
+//
+// Breaking out of the loop leaves the call running until Close.
+func (it *Iterator[R, S]) All() iter.Seq[R] {
+	return func(yield func(R) bool) {
+		for it.Next() {
+			if !yield(it.Record()) {
+				return
+			}
+		}
+	}
 }
 
 // Collect reads the remaining records and returns them with the summary.
