@@ -14,10 +14,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/types/span.h"
-#include "chunking/executor.h"
-#include "chunking/kernels/kernels.h"
 #include "chunkd/v1/chunkd.grpc.pb.h"
 #include "chunkd/v1/chunkd.pb.h"
+#include "chunking/executor.h"
+#include "chunking/kernels/kernels.h"
 #include "clients/cli/args.h"
 #include "clients/cli/bench.h"
 #include "clients/cli/chunk_options.h"
@@ -233,8 +233,9 @@ absl::StatusOr<std::string> ReadWholeFile(absl::string_view flag,
                                           const std::string& path) {
   absl::StatusOr<std::unique_ptr<InputFile>> file = InputFile::Open(path);
   if (!file.ok()) {
-    return absl::Status(file.status().code(), absl::StrCat("--", flag, ": ",
-                                                           file.status().message()));
+    return absl::Status(
+        file.status().code(),
+        absl::StrCat("--", flag, ": ", file.status().message()));
   }
   std::string text;
   char buffer[4096];
@@ -264,10 +265,9 @@ absl::StatusOr<ConnectOptions> ConnectOptionsFromArgs(const ParsedArgs& args) {
     return absl::InvalidArgumentError(
         "--tls_cert and --tls_key go together: give both or neither");
   }
-  for (auto [flag, field] :
-       {std::pair{"tls_ca", &options.tls_root_certs},
-        std::pair{"tls_cert", &options.tls_cert_chain},
-        std::pair{"tls_key", &options.tls_private_key}}) {
+  for (auto [flag, field] : {std::pair{"tls_ca", &options.tls_root_certs},
+                             std::pair{"tls_cert", &options.tls_cert_chain},
+                             std::pair{"tls_key", &options.tls_private_key}}) {
     if (std::optional<std::string> path = args.Get(flag)) {
       absl::StatusOr<std::string> text = ReadWholeFile(flag, *path);
       if (!text.ok()) return text.status();
@@ -327,14 +327,14 @@ int RunChunk(absl::Span<const std::string> words, std::FILE* out,
                                  kChunkOutputUsage, "\n", kConnectionUsage,
                                  kProgressNote));
   }
-  absl::StatusOr<ParsedArgs> args = ParseArgs(
-      words, WithConnectionFlags(WithChunkFlags({{"server"},
-                                                 {"local", false},
-                                                 {"format"},
-                                                 {"message-size"},
-                                                 {"backend"},
-                                                 {"threads"},
-                                                 {"help", false}})));
+  absl::StatusOr<ParsedArgs> args =
+      ParseArgs(words, WithConnectionFlags(WithChunkFlags({{"server"},
+                                                           {"local", false},
+                                                           {"format"},
+                                                           {"message-size"},
+                                                           {"backend"},
+                                                           {"threads"},
+                                                           {"help", false}})));
   if (!args.ok()) return io.UsageError(args.status().message());
   if (args->Has("server") == args->Has("local")) {
     return io.UsageError("give exactly one of --server ADDR and --local");
@@ -411,8 +411,8 @@ int RunChunk(absl::Span<const std::string> words, std::FILE* out,
     chunkd::v1::ChunkParams params;
     ToProto(*flags, params.mutable_chunking());
     params.set_fingerprint(ToProtoFingerprint(*flags));
-    status = ChunkRemotely(Connect(*connect).get(), params, kind,
-                           *message_size, input->get(), &writer);
+    status = ChunkRemotely(Connect(*connect).get(), params, kind, *message_size,
+                           input->get(), &writer);
   }
   progress->Finish();
   if (!status.ok()) return io.Failure(status);
@@ -442,8 +442,9 @@ int RunDedup(absl::Span<const std::string> words, std::FILE* out,
                                  kProgressNote));
   }
   absl::StatusOr<ParsedArgs> args = ParseArgs(
-      words, WithConnectionFlags(WithChunkFlags(
-                 {{"server"}, {"namespace"}, {"message-size"}, {"help", false}})));
+      words,
+      WithConnectionFlags(WithChunkFlags(
+          {{"server"}, {"namespace"}, {"message-size"}, {"help", false}})));
   if (!args.ok()) return io.UsageError(args.status().message());
   if (!args->Has("server")) return io.UsageError("missing --server ADDR");
   if (!args->Has("namespace")) return io.UsageError("missing --namespace NS");

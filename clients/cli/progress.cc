@@ -49,10 +49,11 @@ void Progress::Finish() {
 }
 
 void Progress::Draw() {
-  const double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start_)
-                             .count();
-  std::fprintf(tty_, "\r\x1b[K%s", Line(label_, done_, total_, seconds).c_str());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
+          .count();
+  std::fprintf(tty_, "\r\x1b[K%s",
+               Line(label_, done_, total_, seconds).c_str());
   std::fflush(tty_);
 }
 

@@ -180,7 +180,8 @@ class BearerTokenInterceptor : public grpc::experimental::Interceptor {
   explicit BearerTokenInterceptor(std::string value)
       : value_(std::move(value)) {}
 
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+  void Intercept(
+      grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::
                 PRE_SEND_INITIAL_METADATA)) {

@@ -140,8 +140,8 @@ TEST_F(RemoteTest, ServerErrorKeepsCodeAndNamesIt) {
 }
 
 TEST_F(RemoteTest, UnreachableServerIsUnavailable) {
-  auto stub = chunkd::v1::ChunkService::NewStub(
-      MakeChannel(Plaintext("127.0.0.1:1")));
+  auto stub =
+      chunkd::v1::ChunkService::NewStub(MakeChannel(Plaintext("127.0.0.1:1")));
   absl::StatusOr<chunkd::v1::GetServerInfoResponse> info =
       GetServerInfo(stub.get());
   EXPECT_EQ(info.status().code(), absl::StatusCode::kUnavailable);
