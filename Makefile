@@ -13,7 +13,7 @@ INDEX     ?= memory
 APT_PACKAGES := build-essential cmake ninja-build pkg-config git \
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev \
   libabsl-dev libssl-dev libxxhash-dev libhiredis-dev prometheus-cpp-dev \
-  libgtest-dev libgmock-dev libbenchmark-dev redis-server \
+  libgtest-dev libgmock-dev libbenchmark-dev redis-server prometheus \
   python3 python3-venv python3-pip openssl
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -23,8 +23,8 @@ PY_SOURCES := $(shell find clients/python -name '*.py' -not -path '*/_proto/*' \
   -not -path '*/build/*' 2>/dev/null) clients/python/pyproject.toml \
   proto/chunkd/v1/chunkd.proto
 
-.PHONY: all deps build run test test-cpp test-python test-go go-tools \
-  go-generate go-stubs-check clean
+.PHONY: all deps build run test test-cpp test-python test-chart test-deploy \
+  test-go go-tools go-generate go-stubs-check clean
 
 all: build
 
@@ -60,57 +60,15 @@ run: build
 test-cpp: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j 2
 
-# Go: the client module (clients/go), its example command, and grpcurl. The
-# tools are installed once, at pinned versions, into $(TOOLS_BIN) (a stamp
-# per version set); clients/go/ensure-go.sh finds or fetches a Go toolchain.
-TOOLS_BIN      := $(abspath $(BUILD_DIR)/tools/bin)
-PROTOC_GEN_GO_VERSION      := v1.36.11
-PROTOC_GEN_GO_GRPC_VERSION := v1.6.1
-GRPCURL_VERSION            := v1.9.3
-GO_TOOLS_STAMP := $(BUILD_DIR)/tools/.installed-$(PROTOC_GEN_GO_VERSION)-$(PROTOC_GEN_GO_GRPC_VERSION)-$(GRPCURL_VERSION)
-GO_STAMP       := $(BUILD_DIR)/tools/.go
-GO_SOURCES     := $(shell find clients/go -name '*.go' 2>/dev/null) clients/go/go.mod clients/go/go.sum
-CHUNKD_GO_BIN  := $(TOOLS_BIN)/chunkd-go
-GO              = $(shell cat $(GO_STAMP))
-
-$(GO_STAMP): clients/go/ensure-go.sh clients/go/go.mod
-	@mkdir -p $(dir $@)
-	clients/go/ensure-go.sh $(abspath $(BUILD_DIR)/tools/go) > $@.tmp && mv $@.tmp $@
-
-$(GO_TOOLS_STAMP): $(GO_STAMP)
-	@mkdir -p $(TOOLS_BIN)
-	GOBIN=$(TOOLS_BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
-	GOBIN=$(TOOLS_BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
-	GOBIN=$(TOOLS_BIN) $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
-	touch $@
-
-go-tools: $(GO_TOOLS_STAMP)
-
-$(CHUNKD_GO_BIN): $(GO_STAMP) $(GO_SOURCES)
-	cd clients/go && $(GO) build -o $(CHUNKD_GO_BIN) ./cmd/chunkd-go
-
-# Regenerates clients/go/chunkdpb after a proto change (commit the result).
-go-generate: $(GO_TOOLS_STAMP) $(DEPS_STAMP)
-	PATH=$(TOOLS_BIN):$$PATH clients/go/generate.sh
-
-# The committed stubs must be what protoc and the pinned plugins make now.
-go-stubs-check: $(GO_TOOLS_STAMP) $(DEPS_STAMP)
-	@tmp=$$(mktemp -d) && PATH=$(TOOLS_BIN):$$PATH clients/go/generate.sh $$tmp && \
-	  diff -r $$tmp/chunkdpb clients/go/chunkdpb; rc=$$?; rm -rf $$tmp; \
-	  if [ $$rc != 0 ]; then echo "clients/go/chunkdpb is stale: run make go-generate" >&2; exit 1; fi
-
-test-go: build go-stubs-check
-	cd clients/go && CHUNKD_BIN=$(abspath $(BUILD_DIR)/server/chunkd) $(GO) vet ./... && \
-	  CHUNKD_BIN=$(abspath $(BUILD_DIR)/server/chunkd) $(GO) test -count=1 ./...
-
-test-python: build $(VENV_STAMP) $(CHUNKD_GO_BIN) $(GO_TOOLS_STAMP)
+# (More prerequisites of test-python in the Go clients section below.)
+test-python: build $(VENV_STAMP)
 	CHUNKD_GO_BIN=$(CHUNKD_GO_BIN) GRPCURL_BIN=$(TOOLS_BIN)/grpcurl \
 	  $(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e tests/integration
 
-test: test-cpp test-python test-go
+test: test-cpp test-python test-chart test-deploy test-go
 
-# `make bench`: the chunking benchmarks (server/bench/), then a table and a
-# chart under $(BENCH_DIR). matplotlib goes into the venv through its own
+# `make bench` runs the three below. bench-chunking: the chunking benchmarks
+# (server/bench/), then a table and a chart under $(BENCH_DIR). matplotlib goes into the venv through its own
 # stamp, so the test venv does not need it. BENCH_ARGS go to chunking_bench
 # (Google Benchmark flags, or e.g. --threads=1,2,4 --size=BYTES); the best of
 # the repetitions is reported, in random order so that load from other work
@@ -120,13 +78,35 @@ BENCH_ARGS  ?= --benchmark_repetitions=5 --benchmark_min_time=0.2 \
   --benchmark_enable_random_interleaving=true
 BENCH_STAMP := $(VENV)/.bench-installed
 
-.PHONY: bench
+# bench-index: index operations per second through chunkd's redis backend
+# vs redis-benchmark -P 64 on the same private redis-server, same run.
+# bench-dedup: Dedup end to end (chunkctl over loopback gRPC) with the redis
+# index vs the memory index, same run. Both print ratios and write them
+# under $(BENCH_DIR).
+INDEX_BENCH_ARGS ?=
+DEDUP_BENCH_ARGS ?= --size 268435456 --repetitions 5
+
+.PHONY: bench bench-chunking bench-index bench-dedup
+
+bench: bench-chunking bench-index bench-dedup
+
+bench-index: build
+	@mkdir -p $(BENCH_DIR)
+	$(BUILD_DIR)/server/index/index_bench $(INDEX_BENCH_ARGS) \
+	  | tee $(BENCH_DIR)/index.txt
+
+bench-dedup: build $(VENV_STAMP)
+	@mkdir -p $(BENCH_DIR)
+	$(VENV)/bin/python server/bench/dedup_bench.py \
+	  --chunkd $(BUILD_DIR)/server/chunkd \
+	  --chunkctl $(BUILD_DIR)/clients/cli/chunkctl \
+	  --markdown $(BENCH_DIR)/dedup.md $(DEDUP_BENCH_ARGS)
 
 $(BENCH_STAMP): $(VENV_STAMP)
 	$(VENV)/bin/pip install -q matplotlib
 	touch $@
 
-bench: build $(BENCH_STAMP)
+bench-chunking: build $(BENCH_STAMP)
 	@mkdir -p $(BENCH_DIR)
 	$(BUILD_DIR)/server/bench/chunking_bench \
 	  --benchmark_out=$(BENCH_DIR)/results.json --benchmark_out_format=json \
@@ -136,6 +116,116 @@ bench: build $(BENCH_STAMP)
 	@cat $(BENCH_DIR)/results.md
 	$(BUILD_DIR)/server/bench/service_bench --markdown $(BENCH_DIR)/service.md
 	@echo "Wrote $(BENCH_DIR)/results.md, $(BENCH_DIR)/throughput.png and $(BENCH_DIR)/service.md"
+
+# `make test-chart`: helm lint and helm template of helm/chunkd for the default
+# values and every helm/chunkd/ci/*.yaml, each manifest validated strictly and
+# offline by kubeconform against the Kubernetes $(KUBE_VERSION) schemas of the
+# kubernetes-validate PyPI package plus the ServiceMonitor CRD of the
+# prometheus-operator Go module; values that break values.schema.json must
+# fail. `make test-deploy`: the Dockerfile (packages, CMake configuration,
+# runtime libraries, HEALTHCHECK against a real chunkd), the compose stack
+# (promtool) and the chart's flagfile and health probes against a real chunkd.
+# The tools are built once with `go install` at pinned versions into
+# $(TOOLS_BIN) (a stamp per version); Go >= 1.24 must be on PATH.
+GO                          ?= $(shell command -v go || echo /usr/local/go/bin/go)
+TOOLS_BIN                   := $(abspath $(BUILD_DIR))/tools/bin
+HELM_VERSION                := v3.19.5
+KUBECONFORM_VERSION         := v0.7.0
+PROMETHEUS_OPERATOR_VERSION := v0.85.0
+KUBERNETES_VALIDATE_VERSION := 1.37.0
+KUBE_VERSION                := 1.30.0
+HELM_STAMP        := $(TOOLS_BIN)/.helm-$(HELM_VERSION)
+KUBECONFORM_STAMP := $(TOOLS_BIN)/.kubeconform-$(KUBECONFORM_VERSION)
+HEALTH_PROBE      := $(TOOLS_BIN)/grpc_health_probe
+SCHEMA_DIR        := $(abspath $(BUILD_DIR))/kubeconform-schemas
+SCHEMA_STAMP      := $(SCHEMA_DIR)/.v$(KUBE_VERSION)-$(PROMETHEUS_OPERATOR_VERSION)
+DEPLOY_VENV_STAMP := $(VENV)/.deploy-installed
+DEPLOY_TEST_ENV   := HELM=$(TOOLS_BIN)/helm KUBECONFORM=$(TOOLS_BIN)/kubeconform \
+  KUBECONFORM_SCHEMAS=$(SCHEMA_DIR) KUBE_VERSION=$(KUBE_VERSION) \
+  GRPC_HEALTH_PROBE=$(HEALTH_PROBE)
+
+$(HELM_STAMP):
+	@mkdir -p $(TOOLS_BIN)
+	GOBIN=$(TOOLS_BIN) GOFLAGS=-buildvcs=false $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	rm -f $(TOOLS_BIN)/.helm-* && touch $@
+
+$(KUBECONFORM_STAMP):
+	@mkdir -p $(TOOLS_BIN)
+	GOBIN=$(TOOLS_BIN) GOFLAGS=-buildvcs=false $(GO) install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
+	rm -f $(TOOLS_BIN)/.kubeconform-* && touch $@
+
+# The same pinned build (go.mod, go.sum) as the image's.
+$(HEALTH_PROBE): deploy/probe/go.mod deploy/probe/go.sum
+	@mkdir -p $(TOOLS_BIN)
+	cd deploy/probe && CGO_ENABLED=0 GOFLAGS=-buildvcs=false $(GO) build -trimpath \
+	  -ldflags=-s -o $@ github.com/grpc-ecosystem/grpc-health-probe
+
+$(DEPLOY_VENV_STAMP): $(VENV_STAMP)
+	$(VENV)/bin/pip install -q kubernetes-validate==$(KUBERNETES_VALIDATE_VERSION) PyYAML
+	touch $@
+
+$(SCHEMA_STAMP): $(DEPLOY_VENV_STAMP) tests/deploy/kubeconform_schemas.py
+	rm -rf $(SCHEMA_DIR)
+	operator=$$($(GO) mod download -json \
+	  github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION) \
+	  | $(VENV)/bin/python -c 'import json, sys; print(json.load(sys.stdin)["Dir"])') && \
+	$(VENV)/bin/python tests/deploy/kubeconform_schemas.py \
+	  --kubernetes-version $(KUBE_VERSION) --out $(SCHEMA_DIR) \
+	  --crd $$operator/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml
+	touch $@
+
+test-chart: $(HELM_STAMP) $(KUBECONFORM_STAMP) $(SCHEMA_STAMP) $(DEPLOY_VENV_STAMP)
+	$(DEPLOY_TEST_ENV) $(VENV)/bin/python -m pytest -q tests/deploy/test_chart.py
+
+test-deploy: build $(HELM_STAMP) $(HEALTH_PROBE) $(DEPLOY_VENV_STAMP)
+	$(DEPLOY_TEST_ENV) $(VENV)/bin/python -m pytest -q tests/deploy \
+	  --ignore tests/deploy/test_chart.py
+
+# Go clients: the module clients/go, its example command chunkd-go, and
+# grpcurl for the interop tests, built with `go install` at pinned versions
+# into $(TOOLS_BIN) (a stamp per version). `make test-go` runs the module's
+# tests against build/server/chunkd and fails when the committed stubs
+# (clients/go/chunkdpb) differ from what protoc and the pinned plugins make.
+PROTOC_GEN_GO_VERSION      := v1.36.11
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.1
+GRPCURL_VERSION            := v1.9.3
+PROTOC_GEN_GO_STAMP := $(TOOLS_BIN)/.protoc-gen-go-$(PROTOC_GEN_GO_VERSION)-$(PROTOC_GEN_GO_GRPC_VERSION)
+GRPCURL_STAMP       := $(TOOLS_BIN)/.grpcurl-$(GRPCURL_VERSION)
+CHUNKD_GO_BIN       := $(TOOLS_BIN)/chunkd-go
+GO_CLIENT_SOURCES   := $(shell find clients/go -name '*.go' 2>/dev/null) \
+  clients/go/go.mod clients/go/go.sum
+
+$(PROTOC_GEN_GO_STAMP):
+	@mkdir -p $(TOOLS_BIN)
+	GOBIN=$(TOOLS_BIN) GOFLAGS=-buildvcs=false $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	GOBIN=$(TOOLS_BIN) GOFLAGS=-buildvcs=false $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	rm -f $(TOOLS_BIN)/.protoc-gen-go-* && touch $@
+
+$(GRPCURL_STAMP):
+	@mkdir -p $(TOOLS_BIN)
+	GOBIN=$(TOOLS_BIN) GOFLAGS=-buildvcs=false $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+	rm -f $(TOOLS_BIN)/.grpcurl-* && touch $@
+
+go-tools: $(PROTOC_GEN_GO_STAMP) $(GRPCURL_STAMP)
+
+$(CHUNKD_GO_BIN): $(GO_CLIENT_SOURCES)
+	@mkdir -p $(TOOLS_BIN)
+	cd clients/go && GOFLAGS=-buildvcs=false $(GO) build -o $@ ./cmd/chunkd-go
+
+# Regenerates clients/go/chunkdpb after a proto change (commit the result).
+go-generate: $(PROTOC_GEN_GO_STAMP) $(DEPS_STAMP)
+	PATH=$(TOOLS_BIN):$$PATH clients/go/generate.sh
+
+go-stubs-check: $(PROTOC_GEN_GO_STAMP) $(DEPS_STAMP)
+	@tmp=$$(mktemp -d) && PATH=$(TOOLS_BIN):$$PATH clients/go/generate.sh $$tmp && \
+	  diff -r $$tmp/chunkdpb clients/go/chunkdpb; rc=$$?; rm -rf $$tmp; \
+	  if [ $$rc != 0 ]; then echo "clients/go/chunkdpb is stale: run make go-generate" >&2; exit 1; fi
+
+test-go: build go-stubs-check
+	cd clients/go && $(GO) vet ./... && \
+	  CHUNKD_BIN=$(abspath $(BUILD_DIR))/server/chunkd $(GO) test -count=1 ./...
+
+test-python: $(CHUNKD_GO_BIN) $(GRPCURL_STAMP)
 
 clean:
 	rm -rf $(BUILD_DIR)

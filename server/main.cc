@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -25,16 +26,33 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "index/fingerprint_index.h"
+#include "metrics/grpc_metrics.h"
+#include "metrics/instrumented_index.h"
 #include "metrics/metrics.h"
 #include "pipeline/worker_pool.h"
 #include "service/chunk_service.h"
+#include "service/index_health.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "gRPC address to serve on, host:port");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Prometheus /metrics address, host:port; empty disables it");
 ABSL_FLAG(std::string, index, "memory",
-          "fingerprint index: 'memory' (embedded, lost on restart)");
+          "fingerprint index: 'memory' (embedded, lost on restart), "
+          "'redis://[[user]:password@]host:port[/db]' or "
+          "'redis-cluster://host:port[,host:port...]', both optionally "
+          "followed by ?password_file=PATH&connect_timeout_ms=N&"
+          "command_timeout_ms=N&pool_size=N (overriding the --redis_ flags)");
+ABSL_FLAG(std::string, redis_password_file, "",
+          "file holding the Redis password (e.g. a mounted Kubernetes "
+          "secret; trailing newline stripped), used when the --index URL "
+          "carries no password; else $CHUNKD_REDIS_PASSWORD is used");
+ABSL_FLAG(int, redis_pool_size, 16,
+          "connections per Redis server (1..1024)");
+ABSL_FLAG(absl::Duration, redis_connect_timeout, absl::Seconds(1),
+          "bound on connecting to Redis, handshake included");
+ABSL_FLAG(absl::Duration, redis_command_timeout, absl::Seconds(2),
+          "bound on each Redis round trip; a slower server counts as down");
 ABSL_FLAG(uint64_t, max_message_bytes, uint64_t{4} << 20,
           "largest data field of one request, in bytes");
 ABSL_FLAG(uint64_t, max_inflight_bytes, uint64_t{16} << 20,
@@ -73,6 +91,8 @@ namespace {
 
 constexpr uint64_t kMinMessageBytes = 1024;
 constexpr uint64_t kMaxMessageBytes = uint64_t{256} << 20;
+// How often the index's reachability is probed for the health service.
+constexpr absl::Duration kIndexHealthInterval = absl::Seconds(1);
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "chunkd: %s\n", message.c_str());
@@ -181,12 +201,19 @@ int main(int argc, char** argv) {
     if (!table.ok()) return Fail(std::string(table.status().message()));
     tokens = std::make_unique<chunkd::service::TokenTable>(*std::move(table));
   }
-  auto index = chunkd::index::CreateIndex(absl::GetFlag(FLAGS_index));
+  const std::string index_spec = absl::GetFlag(FLAGS_index);
+  chunkd::index::IndexOptions index_options;
+  index_options.redis_password_file = absl::GetFlag(FLAGS_redis_password_file);
+  index_options.pool_size = absl::GetFlag(FLAGS_redis_pool_size);
+  index_options.connect_timeout = absl::GetFlag(FLAGS_redis_connect_timeout);
+  index_options.command_timeout = absl::GetFlag(FLAGS_redis_command_timeout);
+  index_options.warn = [](const std::string& warning) {
+    std::fprintf(stderr, "chunkd: %s\n", warning.c_str());
+  };
+  auto index = chunkd::index::CreateIndex(index_spec, index_options);
   if (!index.ok()) return Fail(std::string(index.status().message()));
-
-  size_t threads = absl::GetFlag(FLAGS_threads);
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  chunkd::pipeline::WorkerPool pool(threads);
+  std::fprintf(stderr, "chunkd: index %s\n",
+               chunkd::index::RedactIndexSpec(index_spec).c_str());
 
   const std::string backend_flag = absl::GetFlag(FLAGS_backend);
   absl::StatusOr<const chunkd::chunking::kernels::Kernel*> kernel =
@@ -200,11 +227,27 @@ int main(int argc, char** argv) {
   }
   const std::string backend = (*kernel)->name;
   chunkd::metrics::Metrics metrics(CHUNKD_VERSION, backend);
+  *index = std::make_unique<chunkd::metrics::InstrumentedIndex>(
+      *std::move(index), &metrics);
+  auto grpc_metrics = chunkd::metrics::GrpcMetricsInterceptorFactory::Create(
+      &metrics, {chunkd::v1::ChunkService::service_full_name(),
+                 "grpc.health.v1.Health",
+                 "grpc.reflection.v1alpha.ServerReflection"});
+  if (!grpc_metrics.ok()) {
+    return Fail(std::string(grpc_metrics.status().message()));
+  }
   const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   if (!metrics_listen.empty()) {
     absl::Status serving = metrics.Serve(metrics_listen);
     if (!serving.ok()) return Fail(std::string(serving.message()));
   }
+
+  // Declared after metrics, so its tasks finish while the metrics they
+  // update still exist.
+  size_t threads = absl::GetFlag(FLAGS_threads);
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  chunkd::pipeline::WorkerPool pool(threads);
+  metrics.WatchQueueDepth([&pool] { return pool.queue_depth(); });
 
   chunkd::service::ServiceOptions options;
   options.index = index->get();
@@ -234,10 +277,36 @@ int main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(static_cast<int>(
       std::min<uint64_t>(INT_MAX, max_message * 2 + (uint64_t{1} << 20))));
   builder.RegisterService(&service);
+  std::vector<std::unique_ptr<
+      grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(*std::move(grpc_metrics));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     return Fail(absl::StrCat("cannot listen on --listen ", listen));
   }
+  // Dedup needs the index, Chunk does not: the index's reachability has a
+  // health status of its own, probed off the serving threads.
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus("chunkd.v1.ChunkService", true);
+  health->SetServingStatus(chunkd::service::kDedupHealthService, false);
+  chunkd::service::IndexHealthMonitor index_health(
+      index->get(), kIndexHealthInterval, [health](const absl::Status& status) {
+        health->SetServingStatus(chunkd::service::kDedupHealthService,
+                                 status.ok());
+        if (status.ok()) {
+          std::fprintf(stderr, "chunkd: index reachable; %s SERVING\n",
+                       chunkd::service::kDedupHealthService);
+        } else {
+          std::fprintf(stderr,
+                       "chunkd: %s; %s NOT_SERVING until the index is back "
+                       "(Chunk keeps serving)\n",
+                       std::string(status.message()).c_str(),
+                       chunkd::service::kDedupHealthService);
+        }
+      });
+  index_health.Start();
   std::fprintf(stderr,
                "chunkd %s serving on %s%s%s (metrics on %s, index %s, %zu "
                "threads, chunking backend %s)\n",
@@ -256,7 +325,11 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "chunkd: signal %d, draining (%zu streams, grace %s)\n", sig,
                service.active_streams(), absl::FormatDuration(grace).c_str());
-  server->GetHealthCheckService()->SetServingStatus(false);
+  // Draining wins over the index monitor: stopped first, and Shutdown()
+  // makes the health service ignore any later update.
+  index_health.Stop();
+  health->SetServingStatus(false);
+  health->Shutdown();
   service.BeginShutdown();
   if (!service.WaitForStreams(absl::Now() + grace)) {
     service.AbortAll(grpc::Status(
@@ -269,6 +342,7 @@ int main(int argc, char** argv) {
   }
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->Wait();
+  metrics.WatchQueueDepth(nullptr);  // the pool goes first
   std::fprintf(stderr, "chunkd: stopped\n");
   return 0;
 }

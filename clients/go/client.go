@@ -190,6 +190,44 @@ func (c *Client) FindMissing(ctx context.Context, namespace string, fingerprints
 	return missing, nil
 }
 
+// ReleaseOptions are the optional fields of Client.Release.
+type ReleaseOptions struct {
+	// Fingerprint is the algorithm the fingerprints were made with: "sha256"
+	// (also for ""), "xxh128".
+	Fingerprint string
+	// RequestID (1..64 characters of [A-Za-z0-9._-]) makes a retried request
+	// apply once. Lists longer than FindMissingBatch are sent in several
+	// requests with the ids RequestID.0, RequestID.1, ...
+	RequestID string
+}
+
+// Release drops one reference per fingerprint from namespace's index (an
+// entry whose count reaches zero is removed) and returns, in order, the count
+// left per fingerprint (0: removed or absent). After a timeout or UNAVAILABLE
+// retry with the same RequestID.
+func (c *Client) Release(ctx context.Context, namespace string, fingerprints [][]byte, opts ReleaseOptions) ([]uint64, error) {
+	fp, ok := fingerprintNames[opts.Fingerprint]
+	if !ok {
+		return nil, fmt.Errorf("chunkd: unknown Fingerprint %q (sha256, xxh128)", opts.Fingerprint)
+	}
+	batches := max((len(fingerprints)+FindMissingBatch-1)/FindMissingBatch, 1)
+	var counts []uint64
+	for n := 0; n < batches; n++ {
+		end := min((n+1)*FindMissingBatch, len(fingerprints))
+		req := &pb.ReleaseRequest{Namespace: namespace, Fingerprints: fingerprints[n*FindMissingBatch : end],
+			Fingerprint: fp, RequestId: opts.RequestID}
+		if opts.RequestID != "" && batches > 1 {
+			req.RequestId = fmt.Sprintf("%s.%d", opts.RequestID, n)
+		}
+		resp, err := c.stub.Release(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		counts = append(counts, resp.GetRefCounts()...)
+	}
+	return counts, nil
+}
+
 // ServerInfo returns the server's version, algorithms with their parameter
 // ranges and defaults, backends and limits.
 func (c *Client) ServerInfo(ctx context.Context) (*pb.GetServerInfoResponse, error) {

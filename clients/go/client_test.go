@@ -367,3 +367,97 @@ func TestServerInfo(t *testing.T) {
 		t.Errorf("info %v", info)
 	}
 }
+
+func TestReleaseDropsReferences(t *testing.T) {
+	s := startServer(t)
+	c := dial(t, s.addr)
+	ctx := testContext(t)
+	data := randomBytes(23, 200_000)
+	ns := fmt.Sprintf("go-release-%d", time.Now().UnixNano())
+	var fps [][]byte
+	for pass := 0; pass < 2; pass++ { // every chunk referenced twice
+		it, err := c.Dedup(ctx, ns, bytes.NewReader(data), Params{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		records, _, err := it.Collect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pass == 0 {
+			for _, r := range records {
+				fps = append(fps, r.Fingerprint)
+			}
+		}
+	}
+	want := func(counts []uint64, n uint64) {
+		t.Helper()
+		if len(counts) != len(fps) {
+			t.Fatalf("%d counts for %d fingerprints", len(counts), len(fps))
+		}
+		for i, got := range counts {
+			if got != n {
+				t.Fatalf("count %d = %d, want %d", i, got, n)
+			}
+		}
+	}
+	counts, err := c.Release(ctx, ns, fps, ReleaseOptions{RequestID: "go-release-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(counts, 1)
+	// A retry with the same id is applied once.
+	counts, err = c.Release(ctx, ns, fps, ReleaseOptions{RequestID: "go-release-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(counts, 1)
+	counts, err = c.Release(ctx, ns, fps, ReleaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(counts, 0)
+	missing, err := c.FindMissing(ctx, ns, fps)
+	if err != nil || len(missing) != len(fps) {
+		t.Fatalf("after the last release FindMissing = %d of %d (%v)", len(missing), len(fps), err)
+	}
+	if _, err := c.Release(ctx, ns, fps, ReleaseOptions{Fingerprint: "none"}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("fingerprint none: %v", err)
+	}
+}
+
+func TestDedupRetriedWithAStreamIDCountsOnce(t *testing.T) {
+	s := startServer(t)
+	c := dial(t, s.addr)
+	ctx := testContext(t)
+	data := randomBytes(29, 150_000)
+	ns := fmt.Sprintf("go-stream-id-%d", time.Now().UnixNano())
+	var runs [][]DedupChunk
+	for _, size := range []int{0, 7777} {
+		it, err := c.Dedup(ctx, ns, bytes.NewReader(data), Params{StreamID: "go-s-1", MessageSize: size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		records, _, err := it.Collect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, records)
+	}
+	if fmt.Sprint(runs[0]) != fmt.Sprint(runs[1]) {
+		t.Fatal("the retried stream answered differently")
+	}
+	fps := make([][]byte, len(runs[0]))
+	for i, r := range runs[0] {
+		fps[i] = r.Fingerprint
+	}
+	counts, err := c.Release(ctx, ns, fps, ReleaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range counts {
+		if n != 0 {
+			t.Fatalf("fingerprint %d still has %d references: the retry counted twice", i, n)
+		}
+	}
+}

@@ -31,6 +31,10 @@ type Params struct {
 	// MessageSize is the number of input bytes per data message; 0:
 	// DefaultMessageSize.
 	MessageSize int
+	// StreamID (Dedup only; 1..64 characters of [A-Za-z0-9._-], unique per
+	// logical stream) makes a Dedup safe to retry: the same bytes sent again
+	// with the same StreamID within 10 minutes count every reference once.
+	StreamID string
 }
 
 // Level returns a pointer to level, for Params.NormalizationLevel.
@@ -44,7 +48,7 @@ var algorithms = map[string]pb.Algorithm{
 	"fixed":   pb.Algorithm_ALGORITHM_FIXED,
 }
 
-var fingerprints = map[string]pb.FingerprintAlgorithm{
+var fingerprintNames = map[string]pb.FingerprintAlgorithm{
 	"":       pb.FingerprintAlgorithm_FINGERPRINT_ALGORITHM_SHA256,
 	"sha256": pb.FingerprintAlgorithm_FINGERPRINT_ALGORITHM_SHA256,
 	"xxh128": pb.FingerprintAlgorithm_FINGERPRINT_ALGORITHM_XXH128,
@@ -70,7 +74,7 @@ func (p Params) proto() (*pb.ChunkingParams, pb.FingerprintAlgorithm, int, error
 	if !ok {
 		return nil, 0, 0, fmt.Errorf("chunkd: unknown Algorithm %q (fastcdc, crc32, seqcdc, fixed)", p.Algorithm)
 	}
-	fingerprint, ok := fingerprints[p.Fingerprint]
+	fingerprint, ok := fingerprintNames[p.Fingerprint]
 	if !ok {
 		return nil, 0, 0, fmt.Errorf("chunkd: unknown Fingerprint %q (sha256, xxh128, none)", p.Fingerprint)
 	}

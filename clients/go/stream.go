@@ -261,7 +261,7 @@ func (c *Client) Dedup(ctx context.Context, namespace string, r io.Reader, p Par
 		return nil, err
 	}
 	s := &sender{}
-	params := &pb.DedupParams{Chunking: chunking, Fingerprint: fp, Namespace: namespace}
+	params := &pb.DedupParams{Chunking: chunking, Fingerprint: fp, Namespace: namespace, StreamId: p.StreamID}
 	go s.run(r, size, func(data []byte, first bool) error {
 		req := &pb.DedupRequest{Data: data}
 		if first {

@@ -22,6 +22,7 @@
 #define CHUNKD_INDEX_FINGERPRINT_INDEX_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -159,7 +160,7 @@ class FingerprintIndex {
 // Settings of CreateIndex. Fields a backend does not use are ignored.
 struct IndexOptions {
   // Redis credentials when the spec carries none: `redis_password` if not
-  // empty, else the contents of `redis_password_file` (trailing whitespace
+  // empty, else the contents of `redis_password_file` (a trailing newline
   // trimmed) if not empty, else the environment variable
   // CHUNKD_REDIS_PASSWORD if set. Default: empty (no AUTH).
   std::string redis_password;
@@ -196,6 +197,15 @@ struct IndexOptions {
   // How long the index remembers the positions written with a WriteToken.
   // Default 10 minutes.
   absl::Duration token_ttl = absl::Minutes(10);
+
+  // Where the index reports what an operator must know but no call fails
+  // for, one line per call (the library itself never prints). The Redis
+  // backends report a server whose maxmemory-policy is not noeviction (an
+  // evicting Redis silently drops index entries) or that refuses to say,
+  // once per server and again after it was unreachable (it may have
+  // restarted with another configuration). Called from any thread, without
+  // locks held. Default: empty (dropped).
+  std::function<void(const std::string& message)> warn;
 };
 
 // Creates the index named by a --index flag value:

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -50,16 +51,33 @@ bool PercentDecode(absl::string_view in, std::string* out) {
   return true;
 }
 
-absl::Status ReadPasswordFile(absl::string_view spec, const std::string& path,
-                              std::string* password) {
+// `source` names where the path came from, for the error message.
+absl::Status ReadPasswordFile(absl::string_view source,
+                              const std::string& path, std::string* password) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return Bad(spec, absl::StrCat("cannot read the Redis password file ", path,
-                                  ": ", std::strerror(errno)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": cannot read the Redis password file ", path,
+                     ": ", std::strerror(errno)));
   }
   std::stringstream buffer;
   buffer << in.rdbuf();
-  *password = std::string(absl::StripTrailingAsciiWhitespace(buffer.str()));
+  if (in.bad()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": cannot read the Redis password file ", path,
+                     ": ", std::strerror(errno)));
+  }
+  // The newline that editors and `echo` add (and a CR before it) is not
+  // part of the password; anything else is.
+  std::string text = buffer.str();
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) {
+    text.pop_back();
+  }
+  if (text.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": the Redis password file ", path, " is empty"));
+  }
+  *password = std::move(text);
   return absl::OkStatus();
 }
 
@@ -251,14 +269,16 @@ absl::StatusOr<RedisConfig> ParseRedisSpec(absl::string_view spec,
   if (!url_password.empty()) {
     config.password = std::move(url_password);
   } else if (!url_password_file.empty()) {
-    absl::Status s =
-        ReadPasswordFile(spec, url_password_file, &config.password);
+    absl::Status s = ReadPasswordFile(
+        absl::StrCat("--index '", RedactIndexSpec(spec), "'"),
+        url_password_file, &config.password);
     if (!s.ok()) return s;
   } else if (!options.redis_password.empty()) {
     config.password = options.redis_password;
   } else if (!options.redis_password_file.empty()) {
-    absl::Status s =
-        ReadPasswordFile(spec, options.redis_password_file, &config.password);
+    absl::Status s = ReadPasswordFile("--redis_password_file",
+                                      options.redis_password_file,
+                                      &config.password);
     if (!s.ok()) return s;
   } else if (const char* env = std::getenv(kRedisPasswordEnv); env != nullptr) {
     config.password = env;

@@ -88,6 +88,34 @@ TEST(RedisSpecTest, PasswordSourcesInOrder) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(missing.status().message().find("/nonexistent/pw"),
             std::string::npos);
+
+  IndexOptions flag;
+  flag.redis_password_file = "/nonexistent/flag-pw";
+  auto unreadable = ParseRedisSpec("redis://h:1", flag);
+  EXPECT_EQ(unreadable.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(unreadable.status().message().find(
+                "--redis_password_file: cannot read the Redis password file "
+                "/nonexistent/flag-pw: No such file or directory"),
+            std::string::npos)
+      << unreadable.status();
+}
+
+TEST(RedisSpecTest, PasswordFileLosesOnlyItsTrailingNewline) {
+  const std::string file = ::testing::TempDir() + "/redis-password-2";
+  IndexOptions options;
+  options.redis_password_file = file;
+  { std::ofstream(file) << " two words \r\n"; }
+  EXPECT_EQ(ParseRedisSpec("redis://h:1", options)->password, " two words ");
+  const std::string long_secret(100, 'k');
+  { std::ofstream(file) << long_secret << "\n"; }
+  EXPECT_EQ(ParseRedisSpec("redis://h:1", options)->password, long_secret);
+  { std::ofstream(file) << "no-newline"; }
+  EXPECT_EQ(ParseRedisSpec("redis://h:1", options)->password, "no-newline");
+  { std::ofstream(file) << "\n"; }
+  auto empty = ParseRedisSpec("redis://h:1", options);
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find("is empty"), std::string::npos)
+      << empty.status();
 }
 
 TEST(RedisSpecTest, RejectsMalformedSpecsWithoutLeakingPasswords) {

@@ -24,6 +24,34 @@ std::string ContextErrorText(const redisContext* context,
   return context->errstr;
 }
 
+// What to tell an operator about the reply to CONFIG GET maxmemory-policy;
+// empty when the policy is noeviction.
+std::string PolicyWarning(absl::string_view server, const redisReply& reply) {
+  const absl::string_view why =
+      "an evicting Redis silently drops index entries, so that chunks count "
+      "as new again and reference counts are lost; set maxmemory-policy "
+      "noeviction (Redis then refuses writes when full, and Dedup fails "
+      "with UNAVAILABLE instead)";
+  if (reply.type == REDIS_REPLY_ERROR) {
+    return absl::StrCat("WARNING: redis at ", server,
+                        " does not tell its maxmemory-policy (CONFIG GET: ",
+                        absl::string_view(reply.str, reply.len),
+                        "); make sure it is noeviction: ", why);
+  }
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 2 ||
+      reply.element[1]->type != REDIS_REPLY_STRING) {
+    return absl::StrCat("WARNING: redis at ", server,
+                        " gave no maxmemory-policy; make sure it is "
+                        "noeviction: ",
+                        why);
+  }
+  const absl::string_view policy(reply.element[1]->str,
+                                 reply.element[1]->len);
+  if (policy == "noeviction") return "";
+  return absl::StrCat("WARNING: redis at ", server, " runs with maxmemory-policy ",
+                      policy, ": ", why);
+}
+
 }  // namespace
 
 RedisEndpoint::Lease::Lease(Lease&& other) noexcept
@@ -62,7 +90,8 @@ absl::Status RedisEndpoint::ReplyError(absl::string_view what) const {
       absl::StrCat("redis at ", name_, " refused the command: ", what));
 }
 
-redisContext* RedisEndpoint::Connect(std::string* error) const {
+redisContext* RedisEndpoint::Connect(bool check_policy, std::string* error,
+                                     std::string* warning) const {
   redisContext* context =
       redisConnectWithTimeout(address_.host.c_str(), address_.port,
                               absl::ToTimeval(settings_->connect_timeout));
@@ -93,6 +122,7 @@ redisContext* RedisEndpoint::Connect(std::string* error) const {
   for (const std::string& script : settings_->scripts) {
     handshake.push_back({"SCRIPT", "LOAD", script});
   }
+  if (check_policy) handshake.push_back({"CONFIG", "GET", "maxmemory-policy"});
   for (const auto& args : handshake) {
     std::vector<const char*> argv;
     std::vector<size_t> argv_len;
@@ -110,6 +140,10 @@ redisContext* RedisEndpoint::Connect(std::string* error) const {
       *error = ContextErrorText(context, "connect", settings_->connect_timeout);
       redisFree(context);
       return nullptr;
+    }
+    if (args[0] == "CONFIG") {
+      *warning = PolicyWarning(name_, *reply);
+      continue;
     }
     if (reply->type == REDIS_REPLY_ERROR && failure.empty()) {
       failure = absl::StrCat(
@@ -138,6 +172,8 @@ void RedisEndpoint::RecordConnectFailureLocked(const std::string& error) {
   }
   retry_at_ = absl::Now() + backoff;
   last_error_ = error;
+  // The server may come back with another configuration.
+  policy_checked_ = false;
 }
 
 absl::StatusOr<RedisEndpoint::Lease> RedisEndpoint::Acquire() {
@@ -165,9 +201,12 @@ absl::StatusOr<RedisEndpoint::Lease> RedisEndpoint::Acquire() {
       const bool probe = connect_failures_ > 0;
       if (probe) probing_ = true;
       const uint64_t generation = generation_;
+      // Racing first connections may each check; that is harmless.
+      const bool check_policy = !policy_checked_;
       lock.unlock();
       std::string error;
-      redisContext* context = Connect(&error);
+      std::string warning;
+      redisContext* context = Connect(check_policy, &error, &warning);
       lock.lock();
       if (probe) probing_ = false;
       if (context == nullptr) {
@@ -177,7 +216,13 @@ absl::StatusOr<RedisEndpoint::Lease> RedisEndpoint::Acquire() {
         return Unreachable(error);
       }
       connect_failures_ = 0;
+      if (check_policy) policy_checked_ = true;
       cv_.notify_all();
+      if (!warning.empty() && settings_->warn) {
+        lock.unlock();
+        settings_->warn(warning);
+        lock.lock();
+      }
       return Lease(this, context, generation);
     }
     // Every context is leased: wait for one to come back.
@@ -202,6 +247,7 @@ void RedisEndpoint::Return(redisContext* context, uint64_t generation,
       if (broken && generation == generation_) {
         // Connections opened before this failure likely failed too.
         ++generation_;
+        policy_checked_ = false;
         stale.swap(idle_);
         open_ -= static_cast<int>(stale.size());
       }

@@ -7,6 +7,9 @@
 // demand, up to pool_size. Every new context runs a handshake in one round
 // trip: AUTH (when a password is set), SELECT (db != 0) and SCRIPT LOAD of
 // every script in ConnectionSettings::scripts, so that EVALSHA finds them.
+// The first connection (and the first after a failure) also reads
+// maxmemory-policy: anything but noeviction is reported through
+// ConnectionSettings::warn.
 //
 // Failure handling: a lease whose context broke (I/O error, timeout,
 // protocol error) is returned with MarkBroken(); that drops the context and
@@ -25,6 +28,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,6 +59,8 @@ struct ConnectionSettings {
   absl::Duration reconnect_backoff_max = absl::Seconds(1);
   // Lua bodies loaded on every new connection.
   std::vector<std::string> scripts;
+  // IndexOptions::warn.
+  std::function<void(const std::string&)> warn;
 };
 
 class RedisEndpoint {
@@ -111,8 +117,11 @@ class RedisEndpoint {
 
  private:
   void Return(redisContext* context, uint64_t generation, bool broken);
-  // A connected, handshaken context, or nullptr with *error set.
-  redisContext* Connect(std::string* error) const;
+  // A connected, handshaken context, or nullptr with *error set. With
+  // `check_policy` the handshake also asks for maxmemory-policy and sets
+  // *warning when it is not noeviction (or cannot be read).
+  redisContext* Connect(bool check_policy, std::string* error,
+                        std::string* warning) const;
   // Requires mu_ held.
   void RecordConnectFailureLocked(const std::string& error);
 
@@ -129,6 +138,7 @@ class RedisEndpoint {
   absl::Time retry_at_;              // guarded by mu_
   bool probing_ = false;             // guarded by mu_
   std::string last_error_;           // guarded by mu_
+  bool policy_checked_ = false;      // guarded by mu_: since the last failure
 };
 
 // Sends one command (binary-safe arguments) and reads its reply. nullptr on

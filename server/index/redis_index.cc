@@ -33,36 +33,46 @@ namespace {
 //   ARGV[1] 0|1 (record given), ARGV[2] record TTL in ms,
 //   ARGV[2+j] size of entry j, ARGV[2+n+j] position of entry j (record only)
 // Returns, per entry, 2 * count + (1 if this call created the entry).
-constexpr char kInsertScript[] = R"lua(-- chunkd insert v2
+constexpr char kInsertScript[] = R"lua(-- chunkd insert v3
+local call = redis.call
 local m = tonumber(ARGV[1])
 local n = #KEYS - m
-local prev
-if m == 1 then
-  prev = redis.call('HMGET', KEYS[1], unpack(ARGV, 3 + n, 2 + 2 * n))
-end
 local out = {}
+if m == 0 then
+  -- The common path, kept lean: per entry one HINCRBY, and one HSET when
+  -- the entry is new.
+  for j = 1, n do
+    local c = call('HINCRBY', KEYS[j], 'r', 1)
+    if c == 1 then
+      call('HSET', KEYS[j], 's', ARGV[2 + j])
+      out[j] = 3
+    else
+      out[j] = c * 2
+    end
+  end
+  return out
+end
+local prev = call('HMGET', KEYS[1], unpack(ARGV, 3 + n, 2 + 2 * n))
 local rec = {}
 for j = 1, n do
-  if prev and prev[j] then
+  if prev[j] then
     out[j] = tonumber(prev[j])
   else
-    local key = KEYS[m + j]
-    local c = redis.call('HINCRBY', key, 'r', 1)
+    local key = KEYS[1 + j]
+    local c = call('HINCRBY', key, 'r', 1)
     local res = c * 2
     if c == 1 then
-      redis.call('HSET', key, 's', ARGV[2 + j])
+      call('HSET', key, 's', ARGV[2 + j])
       res = res + 1
     end
     out[j] = res
-    if m == 1 then
-      rec[#rec + 1] = ARGV[2 + n + j]
-      rec[#rec + 1] = res
-    end
+    rec[#rec + 1] = ARGV[2 + n + j]
+    rec[#rec + 1] = res
   end
 end
 if #rec > 0 then
-  redis.call('HSET', KEYS[1], unpack(rec))
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  call('HSET', KEYS[1], unpack(rec))
+  call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return out
 )lua";
@@ -549,6 +559,7 @@ RedisIndex::RedisIndex(RedisConfig config) : config_(std::move(config)) {
   settings_.reconnect_backoff_min = config_.options.reconnect_backoff_min;
   settings_.reconnect_backoff_max = config_.options.reconnect_backoff_max;
   settings_.scripts = Scripts();
+  settings_.warn = config_.options.warn;
   if (config_.cluster) {
     topology_ = std::make_unique<ClusterTopology>(config_.servers, &settings_);
   } else {

@@ -2,11 +2,76 @@
 
 #include <exception>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "prometheus/collectable.h"
 #include "prometheus/exposer.h"
+#include "prometheus/metric_family.h"
 
 namespace chunkd::metrics {
+namespace {
+
+// gRPC handling time: from microsecond unary calls to streams of many
+// gigabytes.
+const prometheus::Histogram::BucketBoundaries& GrpcBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+      0.5,    1,     2.5,    5,     10,   30,    60,   300};
+  return *buckets;
+}
+
+// Index calls: microseconds in memory, a round trip or more for Redis, up to
+// the command timeout when Redis does not answer.
+const prometheus::Histogram::BucketBoundaries& IndexBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+      0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+      0.01,    0.025,    0.05,    0.1,    0.25,    0.5,    1,     2.5};
+  return *buckets;
+}
+
+constexpr const char* kAlgorithms[] = {"fastcdc", "crc32", "seqcdc", "fixed"};
+constexpr const char* kRpcs[] = {"Chunk", "Dedup"};
+
+// grpc-go's codes.Code.String(), which go-grpc-prometheus puts in grpc_code.
+constexpr const char* kGrpcCodes[17] = {"OK",
+                                        "Canceled",
+                                        "Unknown",
+                                        "InvalidArgument",
+                                        "DeadlineExceeded",
+                                        "NotFound",
+                                        "AlreadyExists",
+                                        "PermissionDenied",
+                                        "ResourceExhausted",
+                                        "FailedPrecondition",
+                                        "Aborted",
+                                        "OutOfRange",
+                                        "Unimplemented",
+                                        "Internal",
+                                        "Unavailable",
+                                        "DataLoss",
+                                        "Unauthenticated"};
+
+}  // namespace
+
+absl::string_view GrpcCodeLabel(int code) {
+  if (code < 0 || code >= 17) return "Unknown";
+  return kGrpcCodes[code];
+}
+
+// What the exposer scrapes: the registry, after the sampled gauges are set.
+class Metrics::Collector final : public prometheus::Collectable {
+ public:
+  explicit Collector(const Metrics* metrics) : metrics_(metrics) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    metrics_->Refresh();
+    return metrics_->registry_->Collect();
+  }
+
+ private:
+  const Metrics* const metrics_;
+};
 
 Metrics::Metrics(absl::string_view version, absl::string_view backend)
     : registry_(std::make_shared<prometheus::Registry>()) {
@@ -26,27 +91,67 @@ Metrics::Metrics(absl::string_view version, absl::string_view backend)
                            .Name("chunkd_duplicate_chunks_total")
                            .Help("Dedup chunks already in the index.")
                            .Register(*registry_);
-  rpcs_handled_ = &prometheus::BuildCounter()
-                       .Name("grpc_server_handled_total")
-                       .Help("RPCs completed on the server, by method and code.")
-                       .Register(*registry_);
+  auto& stage = prometheus::BuildCounter()
+                    .Name("chunkd_stage_seconds_total")
+                    .Help(
+                        "Worker time spent per pipeline stage (chunk, "
+                        "fingerprint, index), summed over streams.")
+                    .Register(*registry_);
+  stages_.chunk = &stage.Add({{"stage", "chunk"}});
+  stages_.fingerprint = &stage.Add({{"stage", "fingerprint"}});
+  stages_.index = &stage.Add({{"stage", "index"}});
   active_streams_ = &prometheus::BuildGauge()
                          .Name("chunkd_active_streams")
                          .Help("Chunk and Dedup streams in progress.")
                          .Register(*registry_)
                          .Add({});
+  queue_depth_ = &prometheus::BuildGauge()
+                      .Name("chunkd_worker_queue_depth")
+                      .Help(
+                          "Tasks waiting for a thread of the shared worker "
+                          "pool.")
+                      .Register(*registry_)
+                      .Add({});
+  index_requests_ = &prometheus::BuildCounter()
+                         .Name("chunkd_index_requests_total")
+                         .Help(
+                             "Fingerprint index calls, by backend, "
+                             "operation and result (ok or error).")
+                         .Register(*registry_);
+  index_duration_ = &prometheus::BuildHistogram()
+                         .Name("chunkd_index_request_duration_seconds")
+                         .Help(
+                             "Duration of fingerprint index calls, by "
+                             "backend and operation.")
+                         .Register(*registry_);
+  grpc_started_ = &prometheus::BuildCounter()
+                       .Name("grpc_server_started_total")
+                       .Help("RPCs started on the server.")
+                       .Register(*registry_);
+  grpc_handled_ = &prometheus::BuildCounter()
+                       .Name("grpc_server_handled_total")
+                       .Help(
+                           "RPCs completed on the server, regardless of "
+                           "success or failure.")
+                       .Register(*registry_);
+  grpc_handling_ = &prometheus::BuildHistogram()
+                        .Name("grpc_server_handling_seconds")
+                        .Help(
+                            "Response latency (seconds) of gRPC calls "
+                            "handled by the server.")
+                        .Register(*registry_);
   prometheus::BuildGauge()
       .Name("chunkd_build_info")
       .Help("Constant 1, labelled with the version and chunking backend.")
       .Register(*registry_)
-      .Add({{"version", std::string(version)}, {"backend", std::string(backend)}})
+      .Add({{"version", std::string(version)},
+            {"backend", std::string(backend)}})
       .Set(1);
   // Fixed label sets exist from the start, at zero.
-  for (const char* rpc : {"Chunk", "Dedup"}) {
-    for (const char* algorithm : {"fastcdc", "crc32", "seqcdc", "fixed"}) {
-      ForStream(rpc, algorithm);
-    }
+  for (const char* rpc : kRpcs) {
+    for (const char* algorithm : kAlgorithms) ForStream(rpc, algorithm);
   }
+  collector_ = std::make_shared<Collector>(this);
 }
 
 Metrics::~Metrics() = default;
@@ -58,7 +163,7 @@ absl::Status Metrics::Serve(const std::string& listen) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot serve metrics on --metrics_listen ", listen, ": ", e.what()));
   }
-  exposer_->RegisterCollectable(registry_);
+  exposer_->RegisterCollectable(collector_);
   return absl::OkStatus();
 }
 
@@ -77,12 +182,45 @@ StreamCounters Metrics::ForStream(absl::string_view rpc,
   return c;
 }
 
-void Metrics::RecordRpc(absl::string_view method, absl::string_view code) {
-  rpcs_handled_
-      ->Add({{"grpc_service", "chunkd.v1.ChunkService"},
-             {"grpc_method", std::string(method)},
-             {"grpc_code", std::string(code)}})
-      .Increment();
+void Metrics::WatchQueueDepth(std::function<size_t()> depth) {
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_depth_source_ = std::move(depth);
+}
+
+void Metrics::Refresh() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (queue_depth_source_) {
+    queue_depth_->Set(static_cast<double>(queue_depth_source_()));
+  }
+}
+
+IndexOpMetrics Metrics::ForIndexOp(absl::string_view backend,
+                                   absl::string_view op) {
+  const std::string b(backend);
+  const std::string o(op);
+  IndexOpMetrics m;
+  m.ok = &index_requests_->Add({{"backend", b}, {"op", o}, {"result", "ok"}});
+  m.error =
+      &index_requests_->Add({{"backend", b}, {"op", o}, {"result", "error"}});
+  m.duration =
+      &index_duration_->Add({{"backend", b}, {"op", o}}, IndexBuckets());
+  return m;
+}
+
+GrpcMethodMetrics Metrics::ForGrpcMethod(absl::string_view type,
+                                         absl::string_view service,
+                                         absl::string_view method) {
+  prometheus::Labels labels{{"grpc_type", std::string(type)},
+                            {"grpc_service", std::string(service)},
+                            {"grpc_method", std::string(method)}};
+  GrpcMethodMetrics m;
+  m.started = &grpc_started_->Add(labels);
+  m.handling_seconds = &grpc_handling_->Add(labels, GrpcBuckets());
+  for (int code = 0; code < 17; ++code) {
+    labels["grpc_code"] = kGrpcCodes[code];
+    m.handled[code] = &grpc_handled_->Add(labels);
+  }
+  return m;
 }
 
 }  // namespace chunkd::metrics

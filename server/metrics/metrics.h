@@ -1,12 +1,34 @@
 // Metrics: every Prometheus metric chunkd exports is defined here and nowhere
 // else (DESIGN.md §8). Served by prometheus-cpp on its own port at /metrics.
 //
-// Thread safety: thread-safe. Counter and gauge handles returned by the
-// accessors stay valid for the lifetime of the Metrics object.
+// The families, each registered once by the constructor:
+//   chunkd_ingest_bytes_total{rpc,algorithm}       counter
+//   chunkd_chunks_total{rpc,algorithm}             counter
+//   chunkd_duplicate_bytes_total{algorithm}        counter (Dedup)
+//   chunkd_duplicate_chunks_total{algorithm}       counter (Dedup)
+//   chunkd_stage_seconds_total{stage}              counter: chunk, fingerprint,
+//                                                  index
+//   chunkd_active_streams                          gauge
+//   chunkd_worker_queue_depth                      gauge, sampled at scrape
+//   chunkd_index_requests_total{backend,op,result} counter (InstrumentedIndex)
+//   chunkd_index_request_duration_seconds{backend,op}   histogram
+//   grpc_server_started_total{grpc_type,grpc_service,grpc_method}  counter
+//   grpc_server_handled_total{...,grpc_code}       counter (GrpcMetrics-
+//   grpc_server_handling_seconds{grpc_type,grpc_service,grpc_method}
+//                                                  histogram  Interceptor)
+//   chunkd_build_info{version,backend}             gauge, constant 1
+// Every series with a fixed label set exists from the start, at zero: all
+// rpc x algorithm pairs, all algorithms, all stages here; the index and gRPC
+// series when their decorator or interceptor factory is created.
+//
+// Thread safety: thread-safe. Every handle returned stays valid for the
+// lifetime of the Metrics object.
 #ifndef CHUNKD_METRICS_METRICS_H_
 #define CHUNKD_METRICS_METRICS_H_
 
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
@@ -14,6 +36,7 @@
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 
 namespace prometheus {
@@ -21,6 +44,9 @@ class Exposer;
 }
 
 namespace chunkd::metrics {
+
+// The label values of chunkd_stage_seconds_total{stage}.
+inline constexpr const char* kStages[] = {"chunk", "fingerprint", "index"};
 
 // Counters of one stream's traffic, looked up once at the stream's start.
 struct StreamCounters {
@@ -30,9 +56,33 @@ struct StreamCounters {
   prometheus::Counter* duplicate_chunks = nullptr;  // Dedup only
 };
 
+// chunkd_stage_seconds_total: time a stream's task spends in each stage of
+// the pipeline (wall time of the worker running it), summed over streams.
+struct StageCounters {
+  prometheus::Counter* chunk = nullptr;
+  prometheus::Counter* fingerprint = nullptr;
+  prometheus::Counter* index = nullptr;
+};
+
+// The series of one index operation of one backend.
+struct IndexOpMetrics {
+  prometheus::Counter* ok = nullptr;
+  prometheus::Counter* error = nullptr;
+  prometheus::Histogram* duration = nullptr;
+};
+
+// The series of one gRPC method.
+struct GrpcMethodMetrics {
+  prometheus::Counter* started = nullptr;
+  prometheus::Histogram* handling_seconds = nullptr;
+  // grpc_server_handled_total by status code, indexed by grpc::StatusCode
+  // (0..16).
+  prometheus::Counter* handled[17] = {};
+};
+
 class Metrics {
  public:
-  // `version` and `backend` label chunkd_build_info.
+  // `version` and `backend` (the chunking backend) label chunkd_build_info.
   Metrics(absl::string_view version, absl::string_view backend);
   ~Metrics();
   Metrics(const Metrics&) = delete;
@@ -45,24 +95,59 @@ class Metrics {
   // The counters of a stream of `rpc` ("Chunk" or "Dedup") with `algorithm`.
   StreamCounters ForStream(absl::string_view rpc, absl::string_view algorithm);
 
+  // The chunkd_stage_seconds_total counters.
+  const StageCounters& stages() const { return stages_; }
+
   // Streams in progress.
   prometheus::Gauge& active_streams() { return *active_streams_; }
 
-  // Counts one finished RPC by method and status code name.
-  void RecordRpc(absl::string_view method, absl::string_view code);
+  // chunkd_worker_queue_depth is read from `depth` at every scrape (0 until
+  // this is called). `depth` must be thread-safe and outlive this object.
+  void WatchQueueDepth(std::function<size_t()> depth);
+
+  // The series of index operation `op` of `backend`, created at zero.
+  IndexOpMetrics ForIndexOp(absl::string_view backend, absl::string_view op);
+
+  // The series of one gRPC method, created at zero for every code.
+  // `type` is "unary", "client_stream", "server_stream" or "bidi_stream".
+  GrpcMethodMetrics ForGrpcMethod(absl::string_view type,
+                                  absl::string_view service,
+                                  absl::string_view method);
 
   std::shared_ptr<prometheus::Registry> registry() { return registry_; }
 
+  // Sets the sampled gauges; called before every scrape.
+  void Refresh() const;
+
  private:
+  class Collector;
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>* ingest_bytes_;
   prometheus::Family<prometheus::Counter>* chunks_;
   prometheus::Family<prometheus::Counter>* duplicate_bytes_;
   prometheus::Family<prometheus::Counter>* duplicate_chunks_;
-  prometheus::Family<prometheus::Counter>* rpcs_handled_;
+  prometheus::Family<prometheus::Counter>* index_requests_;
+  prometheus::Family<prometheus::Histogram>* index_duration_;
+  prometheus::Family<prometheus::Counter>* grpc_started_;
+  prometheus::Family<prometheus::Counter>* grpc_handled_;
+  prometheus::Family<prometheus::Histogram>* grpc_handling_;
+  StageCounters stages_;
   prometheus::Gauge* active_streams_;
+  prometheus::Gauge* queue_depth_;
+
+  mutable std::mutex mu_;
+  std::function<size_t()> queue_depth_source_;  // guarded by mu_
+
+  std::shared_ptr<Collector> collector_;
   std::unique_ptr<prometheus::Exposer> exposer_;
 };
+
+// The grpc_code label of a status code: the names go-grpc-prometheus uses
+// ("OK", "InvalidArgument", "Unavailable", ...), so that dashboards and
+// alerts written for Go and Java gRPC servers work unchanged.
+// "Unknown" for a value outside 0..16.
+absl::string_view GrpcCodeLabel(int code);
 
 }  // namespace chunkd::metrics
 

@@ -2,8 +2,10 @@
 //
 // Bytes go in piece by piece; out come records of the chunks that became
 // final: cut by the StreamChunker, fingerprinted, and (Dedup only) recorded in
-// the namespace's index in one batched call per piece. Records come out in
-// stream order.
+// the namespace's index. Dedup records wait for their index batch: one
+// batched call (one round trip) per Flush(), or per kMaxPendingChunks
+// chunks, or at Finish(), so that the owner decides how much work shares a
+// round trip. Records come out in stream order.
 //
 // Thread safety: not thread-safe; the owner runs one call at a time (the
 // service's reactor runs at most one task per stream on the shared pool).
@@ -21,6 +23,7 @@
 #include "chunkd/chunker.h"
 #include "fingerprint/fingerprint.h"
 #include "index/fingerprint_index.h"
+#include "metrics/metrics.h"
 
 namespace chunkd::pipeline {
 
@@ -33,6 +36,15 @@ struct PipelineOptions {
   // Dedup only: the index and namespace to record chunks in. nullptr: Chunk.
   index::FingerprintIndex* index = nullptr;
   std::string ns;
+  // Where the time of each stage goes (chunkd_stage_seconds_total); null:
+  // not measured. Must outlive the pipeline.
+  const metrics::StageCounters* stages = nullptr;
+  // Dedup only: when not empty, every index write carries the WriteToken
+  // {stream_id, ordinal of the batch's first chunk in the stream}, so that
+  // a client that retries the whole stream with the same id after a failure
+  // gets every reference counted exactly once and the same answers.
+  // REQUIRES: empty or valid (index::ValidateWriteToken).
+  std::string stream_id;
 };
 
 struct ChunkRecord {
@@ -64,8 +76,16 @@ class StreamPipeline {
   // be abandoned.
   absl::Status Process(absl::string_view piece, std::vector<ChunkRecord>* out);
 
+  // Dedup: records the chunks that wait for the index in one batch and
+  // appends their records to *out. Chunk: nothing to do. An index error is
+  // returned as by Process.
+  absl::Status Flush(std::vector<ChunkRecord>* out);
+
   // Ends the stream; appends the remaining records to *out.
   absl::Status Finish(std::vector<ChunkRecord>* out);
+
+  // Dedup chunks that trigger an index batch without waiting for Flush().
+  static constexpr size_t kMaxPendingChunks = 1024;
 
   const StreamTotals& totals() const { return totals_; }
 
@@ -74,10 +94,13 @@ class StreamPipeline {
                  std::unique_ptr<chunking::StreamChunker> chunker);
   absl::Status Emit(const std::vector<chunking::Chunk>& chunks,
                     std::vector<ChunkRecord>* out);
+  absl::Status Commit(std::vector<ChunkRecord>* out);
 
   PipelineOptions options_;
   std::unique_ptr<chunking::StreamChunker> chunker_;
   std::vector<chunking::Chunk> scratch_;
+  std::vector<ChunkRecord> pending_;  // Dedup: not yet in the index
+  uint64_t committed_chunks_ = 0;     // Dedup: chunks in the index so far
   StreamTotals totals_;
 };
 

@@ -5,6 +5,7 @@
 #include "chunking/executor.h"
 #include "gtest/gtest.h"
 #include "index/memory_index.h"
+#include "metrics/metrics.h"
 
 namespace chunkd::pipeline {
 namespace {
@@ -93,6 +94,122 @@ TEST(StreamPipelineTest, SecondDedupIsAllDuplicate) {
   StreamTotals third;
   RunStream(opt, data, 1 << 20, &third);
   EXPECT_EQ(third.unique_bytes, data.size());
+}
+
+TEST(StreamPipelineTest, StageTimeGoesToItsCounters) {
+  metrics::Metrics m("0.0.0", "scalar");
+  index::MemoryIndex idx;
+  const std::string data = RandomBytes(2 << 20, 3);
+  PipelineOptions opt;
+  opt.chunking = chunking::DefaultOptions(chunking::Algorithm::kFastCdc);
+  opt.stages = &m.stages();
+  RunStream(opt, data, 1 << 20);
+  const double chunk = m.stages().chunk->Value();
+  const double fingerprint = m.stages().fingerprint->Value();
+  EXPECT_GT(chunk, 0);
+  EXPECT_GT(fingerprint, 0);
+  EXPECT_EQ(m.stages().index->Value(), 0) << "Chunk has no index stage";
+
+  opt.index = &idx;
+  opt.ns = "t";
+  RunStream(opt, data, 1 << 20);
+  EXPECT_GT(m.stages().chunk->Value(), chunk);
+  EXPECT_GT(m.stages().fingerprint->Value(), fingerprint);
+  EXPECT_GT(m.stages().index->Value(), 0);
+}
+
+// Forwards to a MemoryIndex; the `fail_at`-th Insert (from 1) is applied
+// but answered UNAVAILABLE, as when Redis dies before its reply arrives.
+class LosesAReply final : public index::FingerprintIndex {
+ public:
+  explicit LosesAReply(int fail_at) : fail_at_(fail_at) {}
+  absl::string_view backend() const override { return "test"; }
+  absl::StatusOr<std::vector<bool>> Lookup(
+      absl::string_view ns, absl::Span<const std::string> fps) override {
+    return inner_.Lookup(ns, fps);
+  }
+  using FingerprintIndex::Insert;
+  using FingerprintIndex::Release;
+  absl::StatusOr<std::vector<index::InsertResult>> Insert(
+      absl::string_view ns, absl::Span<const index::InsertEntry> entries,
+      const index::WriteToken* token) override {
+    auto result = inner_.Insert(ns, entries, token);
+    if (++calls_ == fail_at_) return absl::UnavailableError("reply lost");
+    return result;
+  }
+  absl::StatusOr<std::vector<uint64_t>> Release(
+      absl::string_view ns, absl::Span<const std::string> fps,
+      const index::WriteToken* token) override {
+    return inner_.Release(ns, fps, token);
+  }
+  absl::Status RecordNextSizes(absl::string_view ns, absl::string_view key,
+                               absl::Span<const index::NextSize> h) override {
+    return inner_.RecordNextSizes(ns, key, h);
+  }
+  absl::StatusOr<std::vector<std::vector<uint32_t>>> NextSizes(
+      absl::string_view ns, absl::string_view key,
+      absl::Span<const std::string> fps) override {
+    return inner_.NextSizes(ns, key, fps);
+  }
+
+ private:
+  index::MemoryIndex inner_;
+  const int fail_at_;
+  int calls_ = 0;
+};
+
+TEST(StreamPipelineTest, RetriedStreamWithStreamIdCountsOnceAndAnswersAlike) {
+  // Half of the data occurs twice, so the first run has duplicates too.
+  const std::string half = RandomBytes(2 << 20, 3);
+  const std::string data = half + RandomBytes(1 << 20, 4) + half;
+  PipelineOptions opt;
+  opt.chunking = chunking::DefaultOptions(chunking::Algorithm::kFastCdc);
+  opt.ns = "t";
+
+  // What one successful run answers.
+  index::MemoryIndex clean;
+  opt.index = &clean;
+  const std::vector<ChunkRecord> want = RunStream(opt, data, 1 << 20);
+
+  // The first attempt dies on its third batch, which was applied.
+  LosesAReply idx(3);
+  opt.index = &idx;
+  opt.stream_id = "backup-1.file-7";
+  {
+    auto p = StreamPipeline::Create(opt);
+    ASSERT_TRUE(p.ok());
+    std::vector<ChunkRecord> out;
+    absl::Status status;
+    for (size_t at = 0; at < data.size() && status.ok(); at += 1 << 20) {
+      status = (*p)->Process(absl::string_view(data).substr(at, 1 << 20), &out);
+      if (status.ok()) status = (*p)->Flush(&out);
+    }
+    if (status.ok()) status = (*p)->Finish(&out);
+    ASSERT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  }
+  // The retry, split differently, answers as the clean run did.
+  StreamTotals totals;
+  const std::vector<ChunkRecord> got = RunStream(opt, data, 300001, &totals);
+  ASSERT_EQ(got.size(), want.size());
+  uint64_t unique = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].fingerprint, want[i].fingerprint) << i;
+    EXPECT_EQ(got[i].is_new, want[i].is_new) << i;
+    unique += want[i].is_new;
+  }
+  EXPECT_EQ(totals.unique_chunks, unique);
+  EXPECT_LT(unique, want.size());
+  // Every reference was counted exactly as often as the clean run did: one
+  // more reference (without token) gives the same counts in both.
+  std::vector<index::InsertEntry> entries;
+  for (const ChunkRecord& r : want) entries.push_back({r.fingerprint, r.length});
+  auto after_clean = clean.Insert("t", entries);
+  auto after_retry = idx.Insert("t", entries);
+  ASSERT_TRUE(after_clean.ok());
+  ASSERT_TRUE(after_retry.ok());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    EXPECT_EQ((*after_retry)[i].ref_count, (*after_clean)[i].ref_count) << i;
+  }
 }
 
 TEST(StreamPipelineTest, DedupNeedsAFingerprint) {

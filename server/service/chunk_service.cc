@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "chunkd/chunker.h"
 #include "pipeline/stream_pipeline.h"
 #include "service/params.h"
@@ -25,6 +26,35 @@ constexpr size_t kMaxQueuedResponses = 16;
 constexpr size_t kMaxBytesPerTask = size_t{4} << 20;
 // Most fingerprints in one FindMissing request.
 constexpr int kMaxFindMissingFingerprints = 10000;
+// Most fingerprints in one Release request.
+constexpr int kMaxReleaseFingerprints = 10000;
+
+// At most `max` fingerprints of `digest_size` bytes each (0: 32 or 16);
+// INVALID_ARGUMENT naming the first bad entry otherwise.
+absl::Status ValidateFingerprintList(
+    const google::protobuf::RepeatedPtrField<std::string>& fingerprints,
+    int max, size_t digest_size) {
+  if (fingerprints.size() > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fingerprints has ", fingerprints.size(),
+                     " entries; at most ", max, " per request"));
+  }
+  for (int i = 0; i < fingerprints.size(); ++i) {
+    const size_t size = fingerprints.Get(i).size();
+    if (digest_size == 0 && size != 16 && size != 32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fingerprints[", i, "] has ", size,
+          " bytes; a fingerprint has 32 (sha256) or 16 (xxh128) bytes"));
+    }
+    if (digest_size != 0 && size != digest_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fingerprints[", i, "] has ", size, " bytes; fingerprints of ",
+          digest_size == 32 ? "sha256" : "xxh128", " have ", digest_size,
+          " bytes"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 // The client's `authorization` metadata, empty when absent.
 std::string AuthorizationOf(const grpc::CallbackServerContext* context) {
@@ -40,6 +70,7 @@ absl::StatusOr<pipeline::PipelineOptions> StreamOptions(
     v1::FingerprintAlgorithm fingerprint, const ServiceOptions& service) {
   pipeline::PipelineOptions o;
   o.engine = service.engine;
+  o.stages = &service.metrics->stages();
   auto chunking = ChunkerOptionsFromProto(chunking_params);
   if (!chunking.ok()) return chunking.status();
   o.chunking = *chunking;
@@ -90,8 +121,17 @@ struct DedupRpc {
     auto o = StreamOptions(request.params().chunking(),
                            request.params().fingerprint(), service);
     if (!o.ok()) return o.status();
+    const std::string& stream_id = request.params().stream_id();
+    if (!stream_id.empty()) {
+      absl::Status valid = index::ValidateWriteToken({stream_id, 0});
+      if (!valid.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("params.", valid.message()));
+      }
+    }
     o->index = service.index;
     o->ns = request.params().namespace_();
+    o->stream_id = stream_id;
     return o;
   }
   static void AddRecord(const pipeline::ChunkRecord& r, Response* response) {
@@ -200,8 +240,6 @@ class StreamReactor final
     bool destroy;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      options.metrics->RecordRpc(Rpc::kMethod,
-                                 CodeName(final_status_.error_code()));
       on_done_ = true;
       destroy = refs_ == 0;
     }
@@ -457,6 +495,17 @@ class StreamReactor final
       status = pipeline_->Process(piece, &records);
     }
     if (status.ok() && last) status = pipeline_->Finish(&records);
+    // Dedup: one index round trip for the whole task, or for several while
+    // more input is already waiting (the client is ahead: fewer, larger
+    // batches; the pipeline commits by itself at kMaxPendingChunks).
+    if (status.ok() && !last) {
+      bool more_waiting;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        more_waiting = !inbox_.empty();
+      }
+      if (!more_waiting) status = pipeline_->Flush(&records);
+    }
 
     std::deque<Response> responses;
     for (size_t i = 0; i < records.size(); i += kMaxRecordsPerResponse) {
@@ -552,19 +601,9 @@ grpc::ServerUnaryReactor* ChunkServiceImpl::FindMissing(
           : options_.auth->Authorize(AuthorizationOf(context),
                                      request->namespace_());
   if (valid.ok()) valid = index::ValidateNamespace(request->namespace_());
-  if (valid.ok() && request->fingerprints_size() > kMaxFindMissingFingerprints) {
-    valid = absl::InvalidArgumentError(
-        absl::StrCat("fingerprints has ", request->fingerprints_size(),
-                     " entries; at most ", kMaxFindMissingFingerprints,
-                     " per request"));
-  }
-  for (int i = 0; valid.ok() && i < request->fingerprints_size(); ++i) {
-    const size_t size = request->fingerprints(i).size();
-    if (size != 16 && size != 32) {
-      valid = absl::InvalidArgumentError(absl::StrCat(
-          "fingerprints[", i, "] has ", size,
-          " bytes; a fingerprint has 32 (sha256) or 16 (xxh128) bytes"));
-    }
+  if (valid.ok()) {
+    valid = ValidateFingerprintList(request->fingerprints(),
+                                    kMaxFindMissingFingerprints, 0);
   }
   if (!valid.ok()) {
     reactor->Finish(ToGrpcStatus(valid));
@@ -582,6 +621,65 @@ grpc::ServerUnaryReactor* ChunkServiceImpl::FindMissing(
     for (size_t i = 0; i < fps.size(); ++i) {
       if (!(*found)[i]) response->add_missing_fingerprints(fps[i]);
     }
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ChunkServiceImpl::Release(
+    grpc::CallbackServerContext* context, const v1::ReleaseRequest* request,
+    v1::ReleaseResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status valid =
+      options_.auth == nullptr
+          ? absl::OkStatus()
+          : options_.auth->Authorize(AuthorizationOf(context),
+                                     request->namespace_());
+  if (valid.ok()) valid = index::ValidateNamespace(request->namespace_());
+  size_t digest_size = 0;
+  if (valid.ok()) {
+    auto kind = FingerprintFromProto(request->fingerprint());
+    if (!kind.ok()) {
+      valid = kind.status();
+    } else if (*kind == fingerprint::Kind::kNone) {
+      valid = absl::InvalidArgumentError(
+          "fingerprint NONE cannot be used with Release: name the algorithm "
+          "the fingerprints were computed with");
+    } else {
+      digest_size = fingerprint::DigestSize(*kind);
+    }
+  }
+  if (valid.ok()) {
+    valid = ValidateFingerprintList(request->fingerprints(),
+                                    kMaxReleaseFingerprints, digest_size);
+  }
+  if (valid.ok() && !request->request_id().empty()) {
+    absl::Status token = index::ValidateWriteToken({request->request_id(), 0});
+    if (!token.ok()) {
+      // The index calls it stream_id; the API calls it request_id.
+      valid = absl::InvalidArgumentError(
+          absl::StrCat("request_id",
+                       absl::StripPrefix(token.message(), "stream_id")));
+    }
+  }
+  if (!valid.ok()) {
+    reactor->Finish(ToGrpcStatus(valid));
+    return reactor;
+  }
+  // The index may be remote: release on the pool, not on gRPC's thread.
+  options_.pool->Submit([this, reactor, request, response] {
+    std::vector<std::string> fps(request->fingerprints().begin(),
+                                 request->fingerprints().end());
+    const index::WriteToken token{request->request_id(), 0};
+    auto left = options_.index->Release(
+        request->namespace_(), fps,
+        request->request_id().empty() ? nullptr : &token);
+    if (!left.ok()) {
+      reactor->Finish(ToGrpcStatus(left.status()));
+      return;
+    }
+    response->mutable_ref_counts()->Reserve(static_cast<int>(left->size()));
+    for (uint64_t count : *left) response->add_ref_counts(count);
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;

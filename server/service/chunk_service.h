@@ -86,6 +86,9 @@ class ChunkServiceImpl final : public v1::ChunkService::CallbackService {
       grpc::CallbackServerContext* context,
       const v1::FindMissingRequest* request,
       v1::FindMissingResponse* response) override;
+  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* context,
+                                    const v1::ReleaseRequest* request,
+                                    v1::ReleaseResponse* response) override;
   grpc::ServerUnaryReactor* GetServerInfo(
       grpc::CallbackServerContext* context,
       const v1::GetServerInfoRequest* request,

@@ -1,90 +1,117 @@
-"""chunkd with the shared Redis index (DESIGN §5): a real redis-server on a
-free loopback port, started and stopped by the test."""
+"""chunkd with the shared Redis index (DESIGN §5, issue 5) through failures:
+real redis-server processes and a 3-master + 3-replica Redis Cluster on free
+loopback ports, started and killed by the tests. Reference counts are read
+back from Redis directly (redis_util.read_counts), never through chunkd."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tempfile
+import random
+import signal
+import threading
 import time
+import urllib.request
+import uuid
+from collections import Counter
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, List
 
+import grpc
 import pytest
 
 from chunkd_client import ChunkdError, Client
-from chunkd_client.testing import ChunkdServer, free_port
+from chunkd_client.testing import ChunkdServer, health_status
 
 from e2e_util import RPC_TIMEOUT, random_bytes
+from redis_util import RedisCluster, RedisServer, read_counts
 
-import grpc
+SERVING, NOT_SERVING = 1, 2
+DEDUP_HEALTH = "chunkd.v1.ChunkService.Dedup"
+#: Seconds within which chunkd must notice Redis coming or going (the probe
+#: runs every second; generous for a loaded machine).
+HEALTH_DEADLINE = 30.0
 
 
-class RedisServer:
-    """One redis-server on 127.0.0.1, persistence off, in a temp dir."""
+def ns() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
 
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.dir = tempfile.mkdtemp(prefix="chunkd-redis-")
-        self.process = None
 
-    def start(self) -> "RedisServer":
-        binary = shutil.which("redis-server")
-        if binary is None:
-            pytest.fail("redis-server is not installed (make deps installs it)")
-        self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", self.dir],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while self.cli("PING").strip() != "PONG":
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-        return self
+def wait_for(predicate, what: str, timeout: float = HEALTH_DEADLINE) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
 
-    def cli(self, *args: str) -> str:
-        result = subprocess.run(
-            ["redis-cli", "-p", str(self.port), *args],
-            capture_output=True, text=True, timeout=10)
-        return result.stdout
 
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
+def dedup_health(server: ChunkdServer) -> int:
+    """The Dedup health status; 0 in the instant after start before chunkd
+    registered it (NOT_FOUND)."""
+    try:
+        return health_status(server.address, service=DEDUP_HEALTH)
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.NOT_FOUND:
+            return 0
+        raise
 
-    def cleanup(self) -> None:
-        self.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
+
+def retry_dedup(client: Client, data, namespace: str, stream_id: str,
+                timeout: float = 60.0, **kwargs):
+    """Dedup until it succeeds; only UNAVAILABLE may happen meanwhile."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return client.dedup_all(data, namespace=namespace,
+                                    stream_id=stream_id, **kwargs)
+        except ChunkdError as e:
+            assert e.code == grpc.StatusCode.UNAVAILABLE, e
+            assert time.monotonic() < deadline, f"no recovery: {e}"
+            time.sleep(0.2)
 
 
 @pytest.fixture
 def redis() -> Iterator[RedisServer]:
-    server = RedisServer().start()
+    server = RedisServer(persistent=True).start()
     try:
         yield server
     finally:
         server.cleanup()
 
 
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RedisCluster]:
+    c = RedisCluster(3).start()
+    try:
+        yield c
+    finally:
+        c.cleanup()
+
+
+@pytest.fixture(params=["redis", "redis-cluster"])
+def shared_index(request, chunkd_bin: Path):
+    """(chunkd, ports of the servers that hold entries) for either backend."""
+    if request.param == "redis":
+        server = RedisServer().start()
+        try:
+            with ChunkdServer(chunkd_bin, index=f"redis://{server.address}") as chunkd:
+                yield chunkd, [server.port]
+        finally:
+            server.cleanup()
+    else:
+        c = request.getfixturevalue("cluster")
+        with ChunkdServer(chunkd_bin, index=c.spec) as chunkd:
+            yield chunkd, c.master_ports()
+
+
 def test_dedup_through_redis_survives_a_redis_outage(
         chunkd_bin: Path, redis: RedisServer) -> None:
     data = random_bytes(seed=5, size=2_000_000)
-    spec = f"redis://127.0.0.1:{redis.port}"
-    with ChunkdServer(chunkd_bin, index=spec) as server:
+    with ChunkdServer(chunkd_bin, index=f"redis://{redis.address}") as server:
         with Client(server.address, timeout=RPC_TIMEOUT) as client:
-            info = client.server_info()
-            assert info.index_backend == "redis"
-
+            assert client.server_info().index_backend == "redis"
             records, first = client.dedup_all(data, namespace="tenant")
             assert first.unique_bytes == len(data)
             # One key per chunk, namespaced, binary fingerprint, no hash tag.
-            assert int(redis.cli("DBSIZE")) == len(records)
-            key = b"chunkd:tenant:" + records[0].fingerprint
-            got = subprocess.run(
-                ["redis-cli", "-p", str(redis.port), "-x", "EXISTS"],
-                input=key, capture_output=True, timeout=10).stdout
-            assert got.strip() == b"1"
+            counts, _ = read_counts([redis.port], "tenant")
+            assert counts == {r.fingerprint: 1 for r in records}
             _, second = client.dedup_all(data, namespace="tenant")
             assert second.unique_bytes == 0
 
@@ -92,22 +119,303 @@ def test_dedup_through_redis_survives_a_redis_outage(
             with pytest.raises(ChunkdError) as down:
                 client.dedup_all(data, namespace="tenant")
             assert down.value.code == grpc.StatusCode.UNAVAILABLE
-            assert f"127.0.0.1:{redis.port}" in down.value.message
-            # Everything but Dedup keeps serving.
+            assert f"redis at {redis.address}" in down.value.message
             chunks, _ = client.chunk_all(data)
             assert len(chunks) == len(records)
 
-            # Redis back (empty: persistence was off): chunkd reconnects by
-            # itself, without a restart.
-            redis.start()
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    _, third = client.dedup_all(data, namespace="tenant")
-                    break
-                except ChunkdError as e:
-                    assert e.code == grpc.StatusCode.UNAVAILABLE
-                    assert time.monotonic() < deadline, "no recovery"
-                    time.sleep(0.2)
-            assert third.unique_bytes == len(data)
-            assert int(redis.cli("DBSIZE")) == len(records)
+            # Redis back (from its AOF): chunkd reconnects by itself.
+            redis.restart()
+            _, third = retry_dedup(client, data, "tenant", stream_id="")
+            assert third.unique_bytes == 0
+            counts, _ = read_counts([redis.port], "tenant")
+            assert counts == {r.fingerprint: 3 for r in records}
+
+
+def test_health_follows_redis_and_draining_wins(chunkd_bin: Path) -> None:
+    redis = RedisServer()  # not started: chunkd must start without it
+    try:
+        with ChunkdServer(chunkd_bin, index=f"redis://{redis.address}",
+                          extra_args=["--shutdown_grace=60s"]) as server:
+            # Up and serving overall; Dedup is not, and says why in the log.
+            assert health_status(server.address) == SERVING
+            wait_for(lambda: dedup_health(server) == NOT_SERVING, "NOT_SERVING")
+            wait_for(lambda: "Connection refused" in server.log(), "log")
+            assert f"redis at {redis.address}" in server.log()
+            with Client(server.address, timeout=RPC_TIMEOUT) as client:
+                chunks, _ = client.chunk_all(b"x" * 100_000)
+                assert chunks
+                with pytest.raises(ChunkdError) as down:
+                    client.dedup_all(b"x" * 100_000, namespace="n")
+                assert down.value.code == grpc.StatusCode.UNAVAILABLE
+
+                redis.start()
+                wait_for(lambda: dedup_health(server) == SERVING, "SERVING")
+                client.dedup_all(b"x" * 100_000, namespace="n")
+                redis.kill()
+                wait_for(lambda: dedup_health(server) == NOT_SERVING, "down again")
+                redis.restart()
+                wait_for(lambda: dedup_health(server) == SERVING, "back again")
+
+                # Drain with a stream open: everything turns NOT_SERVING and
+                # stays so across several probes of the (healthy) index.
+                release = threading.Event()
+
+                def pieces():
+                    yield b"y" * 10_000
+                    release.wait(60)
+
+                stream = client.dedup(pieces(), namespace="n")
+                wait_for(lambda: _active_streams(server) == 1, "stream open")
+                server.process.send_signal(signal.SIGTERM)
+                wait_for(lambda: health_status(server.address) == NOT_SERVING,
+                         "draining")
+                for _ in range(4):
+                    assert dedup_health(server) == NOT_SERVING
+                    assert health_status(server.address) == NOT_SERVING
+                    time.sleep(0.7)
+                release.set()
+                records, summary = stream.collect()
+                assert summary.total_bytes == 10_000
+                assert server.process.wait(30) == 0
+    finally:
+        redis.cleanup()
+
+
+def _active_streams(server: ChunkdServer) -> int:
+    text = urllib.request.urlopen(
+        f"http://{server.metrics_address}/metrics", timeout=5).read().decode()
+    for line in text.splitlines():
+        if line.startswith("chunkd_active_streams"):
+            return int(float(line.split()[-1]))
+    return -1
+
+
+def test_racing_streams_count_each_new_chunk_once(shared_index) -> None:
+    server, ports = shared_index
+    data = random_bytes(seed=11, size=3_000_000)
+    namespace = ns()
+    results: List[list] = [None] * 8
+    errors: List[BaseException] = []
+    start = threading.Barrier(8)
+
+    def run(i: int) -> None:
+        try:
+            with Client(server.address, timeout=RPC_TIMEOUT) as client:
+                start.wait(30)
+                results[i], _ = client.dedup_all(data, namespace=namespace,
+                                                 message_size=64 * 1024)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    fingerprints = [r.fingerprint for r in results[0]]
+    assert len(set(fingerprints)) == len(fingerprints) > 100
+    new = Counter(r.fingerprint for rs in results for r in rs if r.is_new)
+    assert new == Counter({fp: 1 for fp in fingerprints})
+    counts, _ = read_counts(ports, namespace)
+    assert counts == {fp: 8 for fp in fingerprints}
+
+
+def versions() -> List[bytes]:
+    """A small versioned dataset: edits, an insertion, an append."""
+    rng = random.Random(21)
+    v1 = rng.randbytes(1_500_000)
+    v2 = v1[:500_000] + rng.randbytes(40_000) + v1[540_000:]
+    v3 = v2[:900_000] + rng.randbytes(5_000) + v2[900_000:] + rng.randbytes(200_000)
+    return [v1, v2, v3]
+
+
+def test_exact_counts_after_concurrent_dedups_and_releases(shared_index) -> None:
+    server, ports = shared_index
+    data = versions()
+    namespace = ns()
+    kept: List[Counter] = [None] * 6
+    errors: List[BaseException] = []
+
+    def run(i: int) -> None:
+        # Deduplicate a version twice, then release the first run's
+        # references (the release request sent twice with one request_id:
+        # applied once).
+        try:
+            with Client(server.address, timeout=RPC_TIMEOUT) as client:
+                version = data[i % 3]
+                first, _ = client.dedup_all(version, namespace=namespace,
+                                            avg_size=8192, min_size=2048,
+                                            max_size=32768)
+                second, _ = client.dedup_all(version, namespace=namespace,
+                                             avg_size=8192, min_size=2048,
+                                             max_size=32768)
+                fps = [r.fingerprint for r in first]
+                rid = f"release-{namespace}-{i}"
+                left = client.release(namespace, fps, request_id=rid)
+                again = client.release(namespace, fps, request_id=rid)
+                assert again == left
+                assert all(n >= 1 for n in left)  # our second run holds one
+                kept[i] = Counter(r.fingerprint for r in second)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    assert not errors, errors
+    expected: Counter = Counter()
+    for c in kept:
+        expected.update(c)
+    counts, _ = read_counts(ports, namespace)
+    assert counts == dict(expected)
+
+    # Releasing everything that is left empties the namespace.
+    with Client(server.address, timeout=RPC_TIMEOUT) as client:
+        fps = list(expected.elements())
+        client.release(namespace, fps)
+        assert client.find_missing(namespace, list(expected)) == list(expected)
+    counts, per_server = read_counts(ports, namespace)
+    assert counts == {} and sum(per_server.values()) == 0
+
+
+def test_kill9_mid_stream_then_a_retry_with_the_stream_id_counts_exactly(
+        chunkd_bin: Path, redis: RedisServer) -> None:
+    data = random_bytes(seed=31, size=16 << 20)
+    namespace = ns()
+    piece = 1 << 20
+    with ChunkdServer(chunkd_bin, index=f"redis://{redis.address}") as server, \
+            Client(server.address, timeout=RPC_TIMEOUT) as client:
+        # Some of the stream is already indexed: the retry must still call
+        # those chunks duplicates, and the rest new.
+        earlier, _ = client.dedup_all(data[:3 << 20], namespace=namespace)
+        earlier_fps = {r.fingerprint for r in earlier}
+
+        def killing_pieces():
+            for i in range(0, len(data), piece):
+                if i == 6 * piece:
+                    redis.kill()
+                yield data[i:i + piece]
+
+        with pytest.raises(ChunkdError) as failed:
+            client.dedup_all(killing_pieces(), namespace=namespace,
+                             stream_id="stream-31")
+        assert failed.value.code == grpc.StatusCode.UNAVAILABLE
+        assert f"redis at {redis.address} is unreachable" in failed.value.message
+
+        # Meanwhile Chunk and GetServerInfo serve; the index RPCs say why not.
+        chunks, _ = client.chunk_all(data[:2 << 20])
+        assert chunks
+        assert client.server_info().index_backend == "redis"
+        for call in (lambda: client.find_missing(namespace, [b"a" * 32]),
+                     lambda: client.release(namespace, [b"a" * 32])):
+            with pytest.raises(ChunkdError) as down:
+                call()
+            assert down.value.code == grpc.StatusCode.UNAVAILABLE
+            assert redis.address in down.value.message
+
+        redis.restart()  # from its AOF: nothing acknowledged is lost
+        records, summary = retry_dedup(client, data, namespace, "stream-31",
+                                       message_size=300_000)
+    # What a first successful run would have said.
+    assert [r.is_new for r in records] == [
+        r.fingerprint not in earlier_fps for r in records]
+    assert summary.unique_chunks == sum(r.is_new for r in records) > 0
+    assert summary.total_bytes == len(data)
+    expected = Counter(r.fingerprint for r in earlier)
+    expected.update(r.fingerprint for r in records)
+    counts, _ = read_counts([redis.port], namespace)
+    assert counts == dict(expected)
+    assert max(counts.values()) == 2
+
+
+def test_cluster_master_killed_during_a_long_dedup(chunkd_bin: Path) -> None:
+    cluster = RedisCluster(3).start()  # its own: this test breaks one master
+    try:
+        data = random_bytes(seed=41, size=24 << 20)
+        namespace = ns()
+        piece = 1 << 20
+        victim = cluster.master_ports()[1]
+        with ChunkdServer(chunkd_bin, index=cluster.spec) as server, \
+                Client(server.address, timeout=RPC_TIMEOUT) as client:
+            assert client.server_info().index_backend == "redis-cluster"
+
+            def slow_pieces():
+                for i in range(0, len(data), piece):
+                    if i == 4 * piece:
+                        cluster.node(victim).kill()
+                    time.sleep(0.15)  # long enough to span the failover
+                    yield data[i:i + piece]
+
+            outcome = "completed"
+            try:
+                records, _ = client.dedup_all(slow_pieces(), namespace=namespace,
+                                              stream_id="long-41")
+            except ChunkdError as e:
+                # A clean failure: UNAVAILABLE naming Redis.
+                assert e.code == grpc.StatusCode.UNAVAILABLE, e
+                assert "redis" in e.message, e
+                outcome = "failed"
+            records, summary = retry_dedup(client, data, namespace, "long-41",
+                                           timeout=90.0)
+            assert all(r.is_new for r in records), outcome
+            assert summary.total_bytes == len(data)
+        cluster.wait_healthy()
+        masters = cluster.master_ports()
+        assert victim not in masters and len(masters) == 3
+        counts, per_server = read_counts(masters, namespace)
+        assert counts == {r.fingerprint: 1 for r in records}, outcome
+        assert all(n > 0 for n in per_server.values()), per_server
+    finally:
+        cluster.cleanup()
+
+
+def test_password_file_secret_and_redacted_logs(chunkd_bin: Path, tmp_path: Path) -> None:
+    secret = "s3cret-from-a-k8s-secret"
+    redis = RedisServer(password=secret).start()
+    try:
+        password_file = tmp_path / "redis-password"
+        password_file.write_text(secret + "\n")  # as `echo` writes it
+        with ChunkdServer(chunkd_bin, index=f"redis://{redis.address}",
+                          extra_args=[f"--redis_password_file={password_file}"]) as server:
+            with Client(server.address, timeout=RPC_TIMEOUT) as client:
+                _, summary = client.dedup_all(b"z" * 300_000, namespace="pw")
+                assert summary.total_bytes == 300_000
+            wait_for(lambda: dedup_health(server) == SERVING, "SERVING")
+            assert secret not in server.log()
+            assert f"index redis://{redis.address}" in server.log()
+        # A password in the URL is logged as *** (the log file also holds
+        # the command line that the test ran: skip it).
+        with ChunkdServer(chunkd_bin,
+                          index=f"redis://:{secret}@{redis.address}") as server:
+            wait_for(lambda: dedup_health(server) == SERVING, "SERVING")
+            printed = "\n".join(line for line in server.log().splitlines()
+                                if not line.startswith("$ "))
+            assert secret not in printed
+            assert f"index redis://:***@{redis.address}" in printed
+        # An unreadable password file: chunkd refuses to start and says why.
+        missing = tmp_path / "no-such-file"
+        with pytest.raises(Exception) as refused:
+            ChunkdServer(chunkd_bin, index=f"redis://{redis.address}",
+                         extra_args=[f"--redis_password_file={missing}"]).start(attempts=1)
+        assert (f"--redis_password_file: cannot read the Redis password file "
+                f"{missing}: No such file or directory") in str(refused.value)
+    finally:
+        redis.cleanup()
+
+
+def test_an_evicting_redis_is_a_loud_warning(chunkd_bin: Path) -> None:
+    redis = RedisServer(extra_args=["--maxmemory-policy", "allkeys-lru"]).start()
+    try:
+        with ChunkdServer(chunkd_bin, index=f"redis://{redis.address}") as server:
+            wait_for(lambda: "maxmemory-policy" in server.log(), "the warning")
+            log = server.log()
+            assert (f"WARNING: redis at {redis.address} runs with "
+                    "maxmemory-policy allkeys-lru") in log
+            assert "noeviction" in log
+            # A warning, not a refusal: Dedup serves.
+            wait_for(lambda: dedup_health(server) == SERVING, "SERVING")
+    finally:
+        redis.cleanup()

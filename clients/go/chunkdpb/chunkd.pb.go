@@ -704,7 +704,19 @@ type DedupParams struct {
 	Fingerprint FingerprintAlgorithm `protobuf:"varint,2,opt,name=fingerprint,proto3,enum=chunkd.v1.FingerprintAlgorithm" json:"fingerprint,omitempty"`
 	// The tenant's index: 1..128 characters of [A-Za-z0-9._-]. Namespaces never
 	// share entries.
-	Namespace     string `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Namespace string `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Makes the stream's index writes idempotent: 1..64 characters of
+	// [A-Za-z0-9._-], chosen by the client and unique per logical stream (a
+	// UUID, or "<backup id>.<file>"); empty (the default) means not
+	// idempotent. The index remembers, for 10 minutes, which chunk positions
+	// of the stream it counted and what it answered. A client whose Dedup
+	// failed (UNAVAILABLE, a deadline, a lost connection) may send the whole
+	// stream again with the same stream_id, namespace, parameters and bytes:
+	// no reference is counted twice or half, and the retried stream's records
+	// say what a first successful run would have said (`is_new` included).
+	// Reusing a stream_id for different bytes within those 10 minutes is a
+	// client error: chunks at positions already recorded are not counted.
+	StreamId      string `protobuf:"bytes,4,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -756,6 +768,13 @@ func (x *DedupParams) GetFingerprint() FingerprintAlgorithm {
 func (x *DedupParams) GetNamespace() string {
 	if x != nil {
 		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DedupParams) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
 	}
 	return ""
 }
@@ -1092,11 +1111,13 @@ func (*DedupResponse_Batch) isDedupResponse_Body() {}
 
 func (*DedupResponse_Summary) isDedupResponse_Body() {}
 
+// Which fingerprints a namespace lacks.
 type FindMissingRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The namespace to look in (same rules as DedupParams.namespace).
 	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	// Fingerprints to look up (each 16 or 32 bytes); at most 10000.
+	// Fingerprints to look up, each 32 (sha256) or 16 (xxh128) bytes; at most
+	// 10000.
 	Fingerprints  [][]byte `protobuf:"bytes,2,rep,name=fingerprints,proto3" json:"fingerprints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1191,6 +1212,130 @@ func (x *FindMissingResponse) GetMissingFingerprints() [][]byte {
 	return nil
 }
 
+// References to drop.
+type ReleaseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The namespace (same rules as DedupParams.namespace).
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// One reference is dropped per entry; a fingerprint listed twice drops
+	// two. Each has the length of `fingerprint`'s digests; at most 10000.
+	Fingerprints [][]byte `protobuf:"bytes,2,rep,name=fingerprints,proto3" json:"fingerprints,omitempty"`
+	// The algorithm the fingerprints were computed with, as in the Dedup
+	// streams that added them; unset means sha256. NONE is rejected.
+	Fingerprint FingerprintAlgorithm `protobuf:"varint,3,opt,name=fingerprint,proto3,enum=chunkd.v1.FingerprintAlgorithm" json:"fingerprint,omitempty"`
+	// Optional: 1..64 characters of [A-Za-z0-9._-], unique per logical
+	// request. A request sent again with the same namespace, request_id and
+	// fingerprints within 10 minutes is applied once and answered as the
+	// first time. Empty: every request is applied.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRequest) Reset() {
+	*x = ReleaseRequest{}
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRequest) ProtoMessage() {}
+
+func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseRequest) Descriptor() ([]byte, []int) {
+	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ReleaseRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ReleaseRequest) GetFingerprints() [][]byte {
+	if x != nil {
+		return x.Fingerprints
+	}
+	return nil
+}
+
+func (x *ReleaseRequest) GetFingerprint() FingerprintAlgorithm {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return FingerprintAlgorithm_FINGERPRINT_ALGORITHM_UNSPECIFIED
+}
+
+func (x *ReleaseRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type ReleaseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Per requested fingerprint, in request order, the reference count left
+	// after the release: 0 when the entry was removed or was not there.
+	RefCounts     []uint64 `protobuf:"varint,1,rep,packed,name=ref_counts,json=refCounts,proto3" json:"ref_counts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseResponse) Reset() {
+	*x = ReleaseResponse{}
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseResponse) ProtoMessage() {}
+
+func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseResponse) Descriptor() ([]byte, []int) {
+	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ReleaseResponse) GetRefCounts() []uint64 {
+	if x != nil {
+		return x.RefCounts
+	}
+	return nil
+}
+
 type GetServerInfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1199,7 +1344,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_chunkd_v1_chunkd_proto_msgTypes[15]
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1356,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_chunkd_v1_chunkd_proto_msgTypes[15]
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1369,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{15}
+	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{17}
 }
 
 // Allowed range and default of one parameter.
@@ -1242,7 +1387,7 @@ type ParamRange struct {
 
 func (x *ParamRange) Reset() {
 	*x = ParamRange{}
-	mi := &file_chunkd_v1_chunkd_proto_msgTypes[16]
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1399,7 @@ func (x *ParamRange) String() string {
 func (*ParamRange) ProtoMessage() {}
 
 func (x *ParamRange) ProtoReflect() protoreflect.Message {
-	mi := &file_chunkd_v1_chunkd_proto_msgTypes[16]
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1412,7 @@ func (x *ParamRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParamRange.ProtoReflect.Descriptor instead.
 func (*ParamRange) Descriptor() ([]byte, []int) {
-	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{16}
+	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ParamRange) GetMin() uint64 {
@@ -1312,7 +1457,7 @@ type AlgorithmInfo struct {
 
 func (x *AlgorithmInfo) Reset() {
 	*x = AlgorithmInfo{}
-	mi := &file_chunkd_v1_chunkd_proto_msgTypes[17]
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1469,7 @@ func (x *AlgorithmInfo) String() string {
 func (*AlgorithmInfo) ProtoMessage() {}
 
 func (x *AlgorithmInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_chunkd_v1_chunkd_proto_msgTypes[17]
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1482,7 @@ func (x *AlgorithmInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlgorithmInfo.ProtoReflect.Descriptor instead.
 func (*AlgorithmInfo) Descriptor() ([]byte, []int) {
-	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{17}
+	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AlgorithmInfo) GetAlgorithm() Algorithm {
@@ -1411,7 +1556,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_chunkd_v1_chunkd_proto_msgTypes[18]
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1568,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_chunkd_v1_chunkd_proto_msgTypes[18]
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1581,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{18}
+	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -1534,11 +1679,12 @@ const file_chunkd_v1_chunkd_proto_rawDesc = "" +
 	"\rChunkResponse\x12-\n" +
 	"\x05batch\x18\x01 \x01(\v2\x15.chunkd.v1.ChunkBatchH\x00R\x05batch\x123\n" +
 	"\asummary\x18\x02 \x01(\v2\x17.chunkd.v1.ChunkSummaryH\x00R\asummaryB\x06\n" +
-	"\x04body\"\xa5\x01\n" +
+	"\x04body\"\xc2\x01\n" +
 	"\vDedupParams\x125\n" +
 	"\bchunking\x18\x01 \x01(\v2\x19.chunkd.v1.ChunkingParamsR\bchunking\x12A\n" +
 	"\vfingerprint\x18\x02 \x01(\x0e2\x1f.chunkd.v1.FingerprintAlgorithmR\vfingerprint\x12\x1c\n" +
-	"\tnamespace\x18\x03 \x01(\tR\tnamespace\"R\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x1b\n" +
+	"\tstream_id\x18\x04 \x01(\tR\bstreamId\"R\n" +
 	"\fDedupRequest\x12.\n" +
 	"\x06params\x18\x01 \x01(\v2\x16.chunkd.v1.DedupParamsR\x06params\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\"v\n" +
@@ -1564,7 +1710,16 @@ const file_chunkd_v1_chunkd_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\"\n" +
 	"\ffingerprints\x18\x02 \x03(\fR\ffingerprints\"H\n" +
 	"\x13FindMissingResponse\x121\n" +
-	"\x14missing_fingerprints\x18\x01 \x03(\fR\x13missingFingerprints\"\x16\n" +
+	"\x14missing_fingerprints\x18\x01 \x03(\fR\x13missingFingerprints\"\xb4\x01\n" +
+	"\x0eReleaseRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\"\n" +
+	"\ffingerprints\x18\x02 \x03(\fR\ffingerprints\x12A\n" +
+	"\vfingerprint\x18\x03 \x01(\x0e2\x1f.chunkd.v1.FingerprintAlgorithmR\vfingerprint\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"0\n" +
+	"\x0fReleaseResponse\x12\x1d\n" +
+	"\n" +
+	"ref_counts\x18\x01 \x03(\x04R\trefCounts\"\x16\n" +
 	"\x14GetServerInfoRequest\"U\n" +
 	"\n" +
 	"ParamRange\x12\x10\n" +
@@ -1604,11 +1759,12 @@ const file_chunkd_v1_chunkd_proto_rawDesc = "" +
 	"SeqCdcMode\x12\x1c\n" +
 	"\x18SEQ_CDC_MODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SEQ_CDC_MODE_INCREASING\x10\x01\x12\x1b\n" +
-	"\x17SEQ_CDC_MODE_DECREASING\x10\x022\xb0\x02\n" +
+	"\x17SEQ_CDC_MODE_DECREASING\x10\x022\xf2\x02\n" +
 	"\fChunkService\x12>\n" +
 	"\x05Chunk\x12\x17.chunkd.v1.ChunkRequest\x1a\x18.chunkd.v1.ChunkResponse(\x010\x01\x12>\n" +
 	"\x05Dedup\x12\x17.chunkd.v1.DedupRequest\x1a\x18.chunkd.v1.DedupResponse(\x010\x01\x12L\n" +
-	"\vFindMissing\x12\x1d.chunkd.v1.FindMissingRequest\x1a\x1e.chunkd.v1.FindMissingResponse\x12R\n" +
+	"\vFindMissing\x12\x1d.chunkd.v1.FindMissingRequest\x1a\x1e.chunkd.v1.FindMissingResponse\x12@\n" +
+	"\aRelease\x12\x19.chunkd.v1.ReleaseRequest\x1a\x1a.chunkd.v1.ReleaseResponse\x12R\n" +
 	"\rGetServerInfo\x12\x1f.chunkd.v1.GetServerInfoRequest\x1a .chunkd.v1.GetServerInfoResponseB7Z5github.com/chunkd/chunkd/clients/go/chunkdpb;chunkdpbb\x06proto3"
 
 var (
@@ -1624,7 +1780,7 @@ func file_chunkd_v1_chunkd_proto_rawDescGZIP() []byte {
 }
 
 var file_chunkd_v1_chunkd_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_chunkd_v1_chunkd_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_chunkd_v1_chunkd_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_chunkd_v1_chunkd_proto_goTypes = []any{
 	(Algorithm)(0),                // 0: chunkd.v1.Algorithm
 	(FingerprintAlgorithm)(0),     // 1: chunkd.v1.FingerprintAlgorithm
@@ -1644,10 +1800,12 @@ var file_chunkd_v1_chunkd_proto_goTypes = []any{
 	(*DedupResponse)(nil),         // 15: chunkd.v1.DedupResponse
 	(*FindMissingRequest)(nil),    // 16: chunkd.v1.FindMissingRequest
 	(*FindMissingResponse)(nil),   // 17: chunkd.v1.FindMissingResponse
-	(*GetServerInfoRequest)(nil),  // 18: chunkd.v1.GetServerInfoRequest
-	(*ParamRange)(nil),            // 19: chunkd.v1.ParamRange
-	(*AlgorithmInfo)(nil),         // 20: chunkd.v1.AlgorithmInfo
-	(*GetServerInfoResponse)(nil), // 21: chunkd.v1.GetServerInfoResponse
+	(*ReleaseRequest)(nil),        // 18: chunkd.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 19: chunkd.v1.ReleaseResponse
+	(*GetServerInfoRequest)(nil),  // 20: chunkd.v1.GetServerInfoRequest
+	(*ParamRange)(nil),            // 21: chunkd.v1.ParamRange
+	(*AlgorithmInfo)(nil),         // 22: chunkd.v1.AlgorithmInfo
+	(*GetServerInfoResponse)(nil), // 23: chunkd.v1.GetServerInfoResponse
 }
 var file_chunkd_v1_chunkd_proto_depIdxs = []int32{
 	0,  // 0: chunkd.v1.ChunkingParams.algorithm:type_name -> chunkd.v1.Algorithm
@@ -1664,26 +1822,29 @@ var file_chunkd_v1_chunkd_proto_depIdxs = []int32{
 	12, // 11: chunkd.v1.DedupBatch.chunks:type_name -> chunkd.v1.DedupRecord
 	13, // 12: chunkd.v1.DedupResponse.batch:type_name -> chunkd.v1.DedupBatch
 	14, // 13: chunkd.v1.DedupResponse.summary:type_name -> chunkd.v1.DedupSummary
-	0,  // 14: chunkd.v1.AlgorithmInfo.algorithm:type_name -> chunkd.v1.Algorithm
-	19, // 15: chunkd.v1.AlgorithmInfo.min_size:type_name -> chunkd.v1.ParamRange
-	19, // 16: chunkd.v1.AlgorithmInfo.avg_size:type_name -> chunkd.v1.ParamRange
-	19, // 17: chunkd.v1.AlgorithmInfo.max_size:type_name -> chunkd.v1.ParamRange
-	19, // 18: chunkd.v1.AlgorithmInfo.normalization_level:type_name -> chunkd.v1.ParamRange
-	20, // 19: chunkd.v1.GetServerInfoResponse.algorithms:type_name -> chunkd.v1.AlgorithmInfo
-	1,  // 20: chunkd.v1.GetServerInfoResponse.fingerprints:type_name -> chunkd.v1.FingerprintAlgorithm
-	6,  // 21: chunkd.v1.ChunkService.Chunk:input_type -> chunkd.v1.ChunkRequest
-	11, // 22: chunkd.v1.ChunkService.Dedup:input_type -> chunkd.v1.DedupRequest
-	16, // 23: chunkd.v1.ChunkService.FindMissing:input_type -> chunkd.v1.FindMissingRequest
-	18, // 24: chunkd.v1.ChunkService.GetServerInfo:input_type -> chunkd.v1.GetServerInfoRequest
-	9,  // 25: chunkd.v1.ChunkService.Chunk:output_type -> chunkd.v1.ChunkResponse
-	15, // 26: chunkd.v1.ChunkService.Dedup:output_type -> chunkd.v1.DedupResponse
-	17, // 27: chunkd.v1.ChunkService.FindMissing:output_type -> chunkd.v1.FindMissingResponse
-	21, // 28: chunkd.v1.ChunkService.GetServerInfo:output_type -> chunkd.v1.GetServerInfoResponse
-	25, // [25:29] is the sub-list for method output_type
-	21, // [21:25] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	1,  // 14: chunkd.v1.ReleaseRequest.fingerprint:type_name -> chunkd.v1.FingerprintAlgorithm
+	0,  // 15: chunkd.v1.AlgorithmInfo.algorithm:type_name -> chunkd.v1.Algorithm
+	21, // 16: chunkd.v1.AlgorithmInfo.min_size:type_name -> chunkd.v1.ParamRange
+	21, // 17: chunkd.v1.AlgorithmInfo.avg_size:type_name -> chunkd.v1.ParamRange
+	21, // 18: chunkd.v1.AlgorithmInfo.max_size:type_name -> chunkd.v1.ParamRange
+	21, // 19: chunkd.v1.AlgorithmInfo.normalization_level:type_name -> chunkd.v1.ParamRange
+	22, // 20: chunkd.v1.GetServerInfoResponse.algorithms:type_name -> chunkd.v1.AlgorithmInfo
+	1,  // 21: chunkd.v1.GetServerInfoResponse.fingerprints:type_name -> chunkd.v1.FingerprintAlgorithm
+	6,  // 22: chunkd.v1.ChunkService.Chunk:input_type -> chunkd.v1.ChunkRequest
+	11, // 23: chunkd.v1.ChunkService.Dedup:input_type -> chunkd.v1.DedupRequest
+	16, // 24: chunkd.v1.ChunkService.FindMissing:input_type -> chunkd.v1.FindMissingRequest
+	18, // 25: chunkd.v1.ChunkService.Release:input_type -> chunkd.v1.ReleaseRequest
+	20, // 26: chunkd.v1.ChunkService.GetServerInfo:input_type -> chunkd.v1.GetServerInfoRequest
+	9,  // 27: chunkd.v1.ChunkService.Chunk:output_type -> chunkd.v1.ChunkResponse
+	15, // 28: chunkd.v1.ChunkService.Dedup:output_type -> chunkd.v1.DedupResponse
+	17, // 29: chunkd.v1.ChunkService.FindMissing:output_type -> chunkd.v1.FindMissingResponse
+	19, // 30: chunkd.v1.ChunkService.Release:output_type -> chunkd.v1.ReleaseResponse
+	23, // 31: chunkd.v1.ChunkService.GetServerInfo:output_type -> chunkd.v1.GetServerInfoResponse
+	27, // [27:32] is the sub-list for method output_type
+	22, // [22:27] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_chunkd_v1_chunkd_proto_init() }
@@ -1706,7 +1867,7 @@ func file_chunkd_v1_chunkd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chunkd_v1_chunkd_proto_rawDesc), len(file_chunkd_v1_chunkd_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

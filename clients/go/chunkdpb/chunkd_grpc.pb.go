@@ -34,6 +34,7 @@ const (
 	ChunkService_Chunk_FullMethodName         = "/chunkd.v1.ChunkService/Chunk"
 	ChunkService_Dedup_FullMethodName         = "/chunkd.v1.ChunkService/Dedup"
 	ChunkService_FindMissing_FullMethodName   = "/chunkd.v1.ChunkService/FindMissing"
+	ChunkService_Release_FullMethodName       = "/chunkd.v1.ChunkService/Release"
 	ChunkService_GetServerInfo_FullMethodName = "/chunkd.v1.ChunkService/GetServerInfo"
 )
 
@@ -55,8 +56,20 @@ type ChunkServiceClient interface {
 	// UNAVAILABLE while the index cannot be reached.
 	Dedup(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DedupRequest, DedupResponse], error)
 	// Tells which of the given fingerprints a namespace does not have (the idea
-	// of REAPI's FindMissingBlobs).
+	// of REAPI's FindMissingBlobs), as the index answers now: read only.
+	// Errors: INVALID_ARGUMENT for a bad namespace or fingerprint (the message
+	// names the entry), UNAVAILABLE while the index cannot be reached.
 	FindMissing(ctx context.Context, in *FindMissingRequest, opts ...grpc.CallOption) (*FindMissingResponse, error)
+	// Drops one reference per given fingerprint from a namespace's index, e.g.
+	// when a client deletes the backup that referenced the chunks; an entry
+	// whose count reaches zero is removed. Releasing an absent fingerprint
+	// changes nothing. With `request_id` a retried request (after a timeout or
+	// UNAVAILABLE, when the client cannot know whether it was applied) is
+	// applied once. Errors: INVALID_ARGUMENT for a bad namespace, request_id
+	// or fingerprint (the message names the entry), UNAVAILABLE while the
+	// index cannot be reached (then the request may have been applied in part:
+	// retry it with the same request_id).
+	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
 	// Describes this server: version, algorithms with their parameter limits,
 	// the active chunking backend, the index backend and the server's limits.
 	GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error)
@@ -106,6 +119,16 @@ func (c *chunkServiceClient) FindMissing(ctx context.Context, in *FindMissingReq
 	return out, nil
 }
 
+func (c *chunkServiceClient) Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseResponse)
+	err := c.cc.Invoke(ctx, ChunkService_Release_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *chunkServiceClient) GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetServerInfoResponse)
@@ -134,8 +157,20 @@ type ChunkServiceServer interface {
 	// UNAVAILABLE while the index cannot be reached.
 	Dedup(grpc.BidiStreamingServer[DedupRequest, DedupResponse]) error
 	// Tells which of the given fingerprints a namespace does not have (the idea
-	// of REAPI's FindMissingBlobs).
+	// of REAPI's FindMissingBlobs), as the index answers now: read only.
+	// Errors: INVALID_ARGUMENT for a bad namespace or fingerprint (the message
+	// names the entry), UNAVAILABLE while the index cannot be reached.
 	FindMissing(context.Context, *FindMissingRequest) (*FindMissingResponse, error)
+	// Drops one reference per given fingerprint from a namespace's index, e.g.
+	// when a client deletes the backup that referenced the chunks; an entry
+	// whose count reaches zero is removed. Releasing an absent fingerprint
+	// changes nothing. With `request_id` a retried request (after a timeout or
+	// UNAVAILABLE, when the client cannot know whether it was applied) is
+	// applied once. Errors: INVALID_ARGUMENT for a bad namespace, request_id
+	// or fingerprint (the message names the entry), UNAVAILABLE while the
+	// index cannot be reached (then the request may have been applied in part:
+	// retry it with the same request_id).
+	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
 	// Describes this server: version, algorithms with their parameter limits,
 	// the active chunking backend, the index backend and the server's limits.
 	GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error)
@@ -157,6 +192,9 @@ func (UnimplementedChunkServiceServer) Dedup(grpc.BidiStreamingServer[DedupReque
 }
 func (UnimplementedChunkServiceServer) FindMissing(context.Context, *FindMissingRequest) (*FindMissingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FindMissing not implemented")
+}
+func (UnimplementedChunkServiceServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
 }
 func (UnimplementedChunkServiceServer) GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetServerInfo not implemented")
@@ -214,6 +252,24 @@ func _ChunkService_FindMissing_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ChunkService_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChunkServiceServer).Release(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ChunkService_Release_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChunkServiceServer).Release(ctx, req.(*ReleaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ChunkService_GetServerInfo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetServerInfoRequest)
 	if err := dec(in); err != nil {
@@ -242,6 +298,10 @@ var ChunkService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FindMissing",
 			Handler:    _ChunkService_FindMissing_Handler,
+		},
+		{
+			MethodName: "Release",
+			Handler:    _ChunkService_Release_Handler,
 		},
 		{
 			MethodName: "GetServerInfo",

@@ -200,6 +200,67 @@ def test_dedup_and_find_missing(client: Client) -> None:
     assert client.find_missing(namespace(), stored) == stored
 
 
+def test_release_drops_references_and_removes_at_zero(client: Client) -> None:
+    ns = namespace()
+    records, _ = client.dedup_all(DATA, namespace=ns, **PARAMS)
+    client.dedup_all(DATA, namespace=ns, **PARAMS)
+    stored = [r.fingerprint for r in records]
+    absent = hashlib.sha256(b"never stored").digest()
+    assert client.release(ns, stored + [absent]) == [1] * len(stored) + [0]
+    assert client.find_missing(ns, stored) == []
+    # A retried request with the same id is applied once.
+    assert client.release(ns, stored[:2], request_id="rel-1") == [0, 0]
+    assert client.release(ns, stored[:2], request_id="rel-1") == [0, 0]
+    assert client.find_missing(ns, stored) == stored[:2]
+    assert client.release(ns, stored[2:]) == [0] * (len(stored) - 2)
+    assert client.find_missing(ns, stored) == stored
+
+
+def test_release_errors_name_the_bad_entry(client: Client) -> None:
+    good = hashlib.sha256(b"x").digest()
+    with pytest.raises(ChunkdError) as caught:
+        client.release(namespace(), [good, good, b"short"])
+    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "fingerprints[2] has 5 bytes" in caught.value.message
+    assert "sha256" in caught.value.message
+    with pytest.raises(ChunkdError) as caught:
+        client.release(namespace(), [good], fingerprint="xxh128")
+    assert "fingerprints[0] has 32 bytes" in caught.value.message
+    with pytest.raises(ChunkdError) as caught:
+        client.release(namespace(), [good], fingerprint="none")
+    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(ChunkdError) as caught:
+        client.release(namespace(), [good], request_id="no spaces")
+    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.message.startswith("request_id")
+    with pytest.raises(ChunkdError) as caught:
+        client.release("bad namespace", [good])
+    assert "namespace" in caught.value.message
+
+
+def test_dedup_retried_with_a_stream_id_counts_once(client: Client) -> None:
+    ns = namespace()
+    data = DATA + DATA[:100_000]  # duplicates within the stream, too
+    first, s1 = client.dedup_all(data, namespace=ns, stream_id="s-1", **PARAMS)
+    again, s2 = client.dedup_all(
+        data, namespace=ns, stream_id="s-1", message_size=7777, **PARAMS
+    )
+    assert again == first and s2 == s1
+    assert any(r.is_new for r in first) and not all(r.is_new for r in first)
+    # Each fingerprint was counted as often as it occurs in the stream: that
+    # many releases remove it.
+    occurrences: dict = {}
+    for r in first:
+        occurrences[r.fingerprint] = occurrences.get(r.fingerprint, 0) + 1
+    fps = list(occurrences)
+    left = client.release(ns, fps)
+    assert left == [occurrences[f] - 1 for f in fps]
+    with pytest.raises(ChunkdError) as caught:
+        client.dedup_all(data, namespace=ns, stream_id="x" * 65, **PARAMS)
+    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "params.stream_id" in caught.value.message
+
+
 def test_find_missing_splits_long_lists(client: Client) -> None:
     rng = random.Random(3)
     many = [rng.randbytes(32) for _ in range(25_000)]

@@ -3,7 +3,7 @@ shared by Client and AsyncClient."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Iterator, List, Mapping, Optional, Union
 
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client.records import (
@@ -34,8 +34,10 @@ SEQ_MODES = {
     "increasing": pb.SEQ_CDC_MODE_INCREASING,
     "decreasing": pb.SEQ_CDC_MODE_DECREASING,
 }
-#: Most fingerprints FindMissing (and Release) accept in one request.
+#: Most fingerprints FindMissing accepts in one request.
 FIND_MISSING_BATCH = 10000
+#: Most fingerprints Release accepts in one request.
+RELEASE_BATCH = 10000
 #: Default size of the data field of one request (the server's default limit
 #: is 4 MiB).
 DEFAULT_MESSAGE_SIZE = 1 << 20
@@ -106,13 +108,14 @@ def chunk_params(fingerprint: Union[str, int], **chunking: Any) -> pb.ChunkParam
 
 
 def dedup_params(
-    namespace: str, fingerprint: Union[str, int], **chunking: Any
+    namespace: str, fingerprint: Union[str, int], stream_id: str = "", **chunking: Any
 ) -> pb.DedupParams:
     """The first Dedup request's params."""
     return pb.DedupParams(
         chunking=chunking_params(**chunking),
         fingerprint=enum_value("fingerprint", fingerprint, FINGERPRINTS),
         namespace=namespace,
+        stream_id=stream_id,
     )
 
 
@@ -169,7 +172,26 @@ def server_info(r: "pb.GetServerInfoResponse") -> ServerInfo:
     )
 
 
-def batches(items: list, size: int = FIND_MISSING_BATCH):
+def release_requests(
+    namespace: str,
+    fingerprints: List[bytes],
+    fingerprint: Union[str, int],
+    request_id: str,
+) -> Iterator["pb.ReleaseRequest"]:
+    """The Release requests for ``fingerprints``, RELEASE_BATCH at a time;
+    the first carries ``request_id``, request N > 0 ``request_id.N``."""
+    algorithm = enum_value("fingerprint", fingerprint, FINGERPRINTS)
+    for number, part in enumerate(batches(fingerprints, RELEASE_BATCH)):
+        yield pb.ReleaseRequest(
+            namespace=namespace,
+            fingerprints=part,
+            fingerprint=algorithm,
+            request_id=request_id if not request_id or number == 0
+            else f"{request_id}.{number}",
+        )
+
+
+def batches(items: List[bytes], size: int = FIND_MISSING_BATCH) -> Iterator[List[bytes]]:
     """``items`` in slices of ``size``; one empty slice for an empty list, so
     that the namespace is still checked by the server."""
     for start in range(0, max(len(items), 1), size):

@@ -332,6 +332,7 @@ class AsyncClient:
         skip_trigger: Optional[int] = None,
         skip_size: Optional[int] = None,
         fingerprint: Union[str, int] = "sha256",
+        stream_id: str = "",
         message_size: int = DEFAULT_MESSAGE_SIZE,
         timeout: Optional[float] = None,
     ) -> AsyncDedupStream:
@@ -341,6 +342,7 @@ class AsyncClient:
         params = convert.dedup_params(
             namespace,
             fingerprint,
+            stream_id,
             algorithm=algorithm,
             min_size=min_size,
             avg_size=avg_size,
@@ -391,6 +393,30 @@ class AsyncClient:
                 raise ChunkdError.from_rpc_error(e) from None
             missing.extend(response.missing_fingerprints)
         return missing
+
+    async def release(
+        self,
+        namespace: str,
+        fingerprints: Iterable[bytes],
+        *,
+        fingerprint: Union[str, int] = "sha256",
+        request_id: str = "",
+        timeout: Optional[float] = None,
+    ) -> List[int]:
+        """As ``Client.release``."""
+        deadline = self._deadline(timeout)
+        counts: List[int] = []
+        for request in convert.release_requests(
+            namespace, [bytes(f) for f in fingerprints], fingerprint, request_id
+        ):
+            try:
+                response = await self._stub.Release(
+                    request, timeout=deadline, metadata=self._metadata
+                )
+            except grpc.RpcError as e:
+                raise ChunkdError.from_rpc_error(e) from None
+            counts.extend(response.ref_counts)
+        return counts
 
     async def server_info(self, *, timeout: Optional[float] = None) -> ServerInfo:
         """As ``Client.server_info``."""

@@ -35,6 +35,7 @@ from chunkd_client._convert import (
     DEFAULT_MESSAGE_SIZE,
     FIND_MISSING_BATCH,
     FINGERPRINTS,
+    RELEASE_BATCH,
     SEQ_MODES,
     chunking_params,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "DEFAULT_MESSAGE_SIZE",
     "FIND_MISSING_BATCH",
     "FINGERPRINTS",
+    "RELEASE_BATCH",
     "SEQ_MODES",
     "ChunkStream",
     "Client",
@@ -360,6 +362,7 @@ class Client:
         skip_trigger: Optional[int] = None,
         skip_size: Optional[int] = None,
         fingerprint: Union[str, int] = "sha256",
+        stream_id: str = "",
         message_size: int = DEFAULT_MESSAGE_SIZE,
         timeout: Optional[float] = None,
     ) -> DedupStream:
@@ -369,11 +372,18 @@ class Client:
         the summary a ``DedupSummary`` (total and unique bytes and chunks).
         ``namespace`` is 1..128 characters of ``[A-Za-z0-9._-]``; namespaces
         never share entries. ``fingerprint`` "none" is rejected by the server.
+
+        ``stream_id`` (1..64 characters of ``[A-Za-z0-9._-]``, unique per
+        logical stream, e.g. a UUID) makes the stream safe to retry: after a
+        failure, sending the same bytes again with the same ``stream_id``
+        (within 10 minutes) counts every reference exactly once and answers
+        as a first successful run would have.
         """
         pieces = iter_source(source, message_size)
         params = convert.dedup_params(
             namespace,
             fingerprint,
+            stream_id,
             algorithm=algorithm,
             min_size=min_size,
             avg_size=avg_size,
@@ -426,6 +436,40 @@ class Client:
                 raise ChunkdError.from_rpc_error(e) from None
             missing.extend(response.missing_fingerprints)
         return missing
+
+    def release(
+        self,
+        namespace: str,
+        fingerprints: Iterable[bytes],
+        *,
+        fingerprint: Union[str, int] = "sha256",
+        request_id: str = "",
+        timeout: Optional[float] = None,
+    ) -> List[int]:
+        """Drops one reference per listed fingerprint from ``namespace``
+        (e.g. when a backup that referenced the chunks is deleted); an entry
+        whose count reaches zero is removed. Returns, in order, the count left
+        per fingerprint (0: removed or absent).
+
+        ``fingerprint`` names the algorithm the fingerprints were made with.
+        ``request_id`` (1..64 characters of ``[A-Za-z0-9._-]``) makes a retry
+        after a timeout or UNAVAILABLE apply once; longer lists are sent in
+        requests of RELEASE_BATCH fingerprints, request N > 0 with the id
+        ``request_id.N``.
+        """
+        deadline = self._deadline(timeout)
+        counts: List[int] = []
+        for request in convert.release_requests(
+            namespace, [bytes(f) for f in fingerprints], fingerprint, request_id
+        ):
+            try:
+                response = self._stub.Release(
+                    request, timeout=deadline, metadata=self._metadata
+                )
+            except grpc.RpcError as e:
+                raise ChunkdError.from_rpc_error(e) from None
+            counts.extend(response.ref_counts)
+        return counts
 
     def server_info(self, *, timeout: Optional[float] = None) -> ServerInfo:
         """The server's version, algorithms with their limits, and limits."""

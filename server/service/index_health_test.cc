@@ -1,0 +1,121 @@
+#include "service/index_health.h"
+
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "index/memory_index.h"
+
+namespace chunkd::service {
+namespace {
+
+// A memory index whose Health() answers what the test says.
+class SwitchableIndex final : public index::FingerprintIndex {
+ public:
+  void set_up(bool up) { up_ = up; }
+  int probes() const { return probes_; }
+
+  absl::Status Health() override {
+    ++probes_;
+    if (up_) return absl::OkStatus();
+    return absl::UnavailableError("redis at 127.0.0.1:1 is unreachable");
+  }
+  absl::string_view backend() const override { return "test"; }
+  absl::StatusOr<std::vector<bool>> Lookup(
+      absl::string_view ns, absl::Span<const std::string> fps) override {
+    return inner_.Lookup(ns, fps);
+  }
+  using FingerprintIndex::Insert;
+  using FingerprintIndex::Release;
+  absl::StatusOr<std::vector<index::InsertResult>> Insert(
+      absl::string_view ns, absl::Span<const index::InsertEntry> entries,
+      const index::WriteToken* token) override {
+    return inner_.Insert(ns, entries, token);
+  }
+  absl::StatusOr<std::vector<uint64_t>> Release(
+      absl::string_view ns, absl::Span<const std::string> fps,
+      const index::WriteToken* token) override {
+    return inner_.Release(ns, fps, token);
+  }
+  absl::Status RecordNextSizes(absl::string_view ns, absl::string_view key,
+                               absl::Span<const index::NextSize> h) override {
+    return inner_.RecordNextSizes(ns, key, h);
+  }
+  absl::StatusOr<std::vector<std::vector<uint32_t>>> NextSizes(
+      absl::string_view ns, absl::string_view key,
+      absl::Span<const std::string> fps) override {
+    return inner_.NextSizes(ns, key, fps);
+  }
+
+ private:
+  index::MemoryIndex inner_;
+  std::atomic<bool> up_{false};
+  std::atomic<int> probes_{0};
+};
+
+class Recorder {
+ public:
+  void Add(const absl::Status& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_.push_back(s.ok());
+  }
+  std::vector<bool> seen() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seen_;
+  }
+  // Waits (bounded) until `n` changes were reported.
+  bool WaitFor(size_t n) {
+    for (int i = 0; i < 2000; ++i) {
+      if (seen().size() >= n) return true;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return false;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<bool> seen_;
+};
+
+TEST(IndexHealthMonitorTest, ReportsTheFirstStateAndEveryChangeOnly) {
+  SwitchableIndex idx;
+  Recorder recorder;
+  IndexHealthMonitor monitor(&idx, absl::Milliseconds(2),
+                             [&](const absl::Status& s) { recorder.Add(s); });
+  monitor.Start();
+  ASSERT_TRUE(recorder.WaitFor(1));
+  // Many probes while down: still one report.
+  const int probes = idx.probes();
+  while (idx.probes() < probes + 5) absl::SleepFor(absl::Milliseconds(2));
+  EXPECT_EQ(recorder.seen(), std::vector<bool>({false}));
+
+  idx.set_up(true);
+  ASSERT_TRUE(recorder.WaitFor(2));
+  idx.set_up(false);
+  ASSERT_TRUE(recorder.WaitFor(3));
+  monitor.Stop();
+  EXPECT_EQ(recorder.seen(), std::vector<bool>({false, true, false}));
+
+  // Nothing is reported after Stop().
+  idx.set_up(true);
+  absl::SleepFor(absl::Milliseconds(30));
+  EXPECT_EQ(recorder.seen().size(), 3u);
+}
+
+TEST(IndexHealthMonitorTest, StopEndsAWaitAtOnce) {
+  SwitchableIndex idx;
+  idx.set_up(true);
+  Recorder recorder;
+  IndexHealthMonitor monitor(&idx, absl::Hours(1),
+                             [&](const absl::Status& s) { recorder.Add(s); });
+  monitor.Start();
+  ASSERT_TRUE(recorder.WaitFor(1));
+  monitor.Stop();  // would hang for an hour if the wait ignored it
+  monitor.Stop();  // idempotent
+  EXPECT_EQ(recorder.seen(), std::vector<bool>({true}));
+}
+
+}  // namespace
+}  // namespace chunkd::service

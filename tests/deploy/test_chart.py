@@ -1,0 +1,408 @@
+"""helm/chunkd: lint, render with every value set, validate strictly and
+offline with kubeconform, and check what the manifests must say."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import (CHART, DEPLOY, KUBE_VERSION, NAMESPACE, RELEASE, REPO, Chart, find,
+                      flagfile, one, run, secret_data)
+
+CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
+BAD_VALUES = sorted((Path(__file__).parent / "bad-values").glob("*.yaml"))
+VALUE_SETS = [None, *CI_VALUES]
+
+
+def ids(path: Path | None) -> str:
+    return "default" if path is None else path.stem
+
+
+def values_args(path: Path | None) -> list[str]:
+    return [] if path is None else ["-f", str(path)]
+
+
+def kubeconform(kubeconform_bin: Path, schema_dir: Path, manifest: Path,
+                check: bool = True):
+    """kubeconform -strict against the prepared schemas only: no default
+    (remote) location, and proxies that lead nowhere, so a schema it would
+    have to download makes it fail instead."""
+    env = dict(os.environ)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        env[name] = "http://127.0.0.1:9"
+    env["NO_PROXY"] = env["no_proxy"] = ""
+    command = [
+        kubeconform_bin, "-strict", "-summary", "-output", "json",
+        "-kubernetes-version", KUBE_VERSION,
+        "-schema-location",
+        f"{schema_dir}/kubernetes/{{{{ .NormalizedKubernetesVersion }}}}-local"
+        "{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}.json",
+        "-schema-location",
+        f"{schema_dir}/crds/{{{{ .Group }}}}/{{{{ .ResourceKind }}}}_{{{{ .ResourceAPIVersion }}}}.json",
+        manifest,
+    ]
+    result = run(command, env=env, check=False)
+    if check and result.returncode != 0:
+        pytest.fail(f"kubeconform rejected {manifest.name}:\n{result.stdout}\n{result.stderr}",
+                    pytrace=False)
+    return result
+
+
+def summary(result) -> dict:
+    return json.loads(result.stdout)["summary"]
+
+
+# What each value set must produce (kind -> count); a gate that renders too
+# much or too little shows here.
+BASE = {"ServiceAccount": 1, "ConfigMap": 2, "Service": 1, "Deployment": 1, "Pod": 1}
+EXPECTED_KINDS = {
+    "default": BASE,
+    "redis-external-values": {**BASE, "Secret": 1},
+    "redis-cluster-values": {**BASE, "Service": 2, "NetworkPolicy": 1},
+    "builtin-redis-values": {**BASE, "Secret": 1, "Service": 2, "StatefulSet": 1,
+                             "NetworkPolicy": 2},
+    "builtin-redis-ephemeral-values": {**BASE, "ConfigMap": 1, "Pod": 0, "Service": 2,
+                                       "StatefulSet": 1},
+    "tls-tokens-existing-secret-values": BASE,
+    "tokens-inline-values": {**BASE, "Secret": 1},
+    "production-values": {**BASE, "HorizontalPodAutoscaler": 1, "PodDisruptionBudget": 1,
+                          "NetworkPolicy": 1, "ServiceMonitor": 1},
+    "metrics-off-values": {"ConfigMap": 1, "Service": 1, "Deployment": 1, "Pod": 1},
+}
+
+
+def test_every_ci_values_file_has_expectations() -> None:
+    assert CI_VALUES, "helm/chunkd/ci/ holds no values files"
+    assert {p.stem for p in CI_VALUES} == set(EXPECTED_KINDS) - {"default"}
+
+
+@pytest.mark.parametrize("values", VALUE_SETS, ids=ids)
+def test_helm_lint(chart: Chart, values: Path | None) -> None:
+    result = run([chart.helm, "lint", "--strict", CHART, "--kube-version", KUBE_VERSION,
+                  *values_args(values)], env=chart.env)
+    assert "0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize("values", VALUE_SETS, ids=ids)
+def test_renders_valid_manifests(chart: Chart, kubeconform_bin: Path, schema_dir: Path,
+                                 values: Path | None, tmp_path: Path) -> None:
+    text = chart.template(*values_args(values)).stdout
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(text)
+    objects = [d for d in yaml.safe_load_all(text) if d]
+
+    kinds: dict[str, int] = {}
+    for o in objects:
+        kinds[o["kind"]] = kinds.get(o["kind"], 0) + 1
+    expected = {k: n for k, n in EXPECTED_KINDS[ids(values)].items() if n}
+    assert kinds == expected
+
+    result = kubeconform(kubeconform_bin, schema_dir, manifest)
+    counts = summary(result)
+    assert counts == {"valid": len(objects), "invalid": 0, "errors": 0, "skipped": 0}
+
+
+def test_kubeconform_rejects_unknown_fields(chart: Chart, kubeconform_bin: Path,
+                                            schema_dir: Path, tmp_path: Path) -> None:
+    """The validation bites: a misspelt field in a built-in kind and in the
+    ServiceMonitor (the converted CRD schema) are both errors."""
+    objects = chart.render("-f", CHART / "ci" / "production-values.yaml")
+    deployment = copy.deepcopy(one(objects, "Deployment"))
+    deployment["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["grpc"]["servce"] = "x"
+    monitor = copy.deepcopy(one(objects, "ServiceMonitor"))
+    monitor["spec"]["endpoints"][0]["intervall"] = "5s"
+    typed = copy.deepcopy(one(objects, "HorizontalPodAutoscaler"))
+    typed["spec"]["maxReplicas"] = "ten"
+    for broken, needle in ((deployment, "servce"), (monitor, "intervall"), (typed, "maxReplicas")):
+        manifest = tmp_path / f"{broken['kind']}.yaml"
+        manifest.write_text(yaml.safe_dump(broken))
+        result = kubeconform(kubeconform_bin, schema_dir, manifest, check=False)
+        assert result.returncode != 0, broken["kind"]
+        assert summary(result)["invalid"] == 1
+        assert needle in result.stdout
+
+
+def test_servicemonitor_schema_is_the_operator_crd(schema_dir: Path) -> None:
+    schema = json.loads((schema_dir / "crds" / "monitoring.coreos.com" /
+                         "servicemonitor_v1.json").read_text())
+    endpoint = schema["properties"]["spec"]["properties"]["endpoints"]["items"]
+    assert endpoint["additionalProperties"] is False
+    assert "metricRelabelings" in endpoint["properties"]
+    # x-kubernetes-int-or-string became integer-or-string.
+    target_port = endpoint["properties"]["targetPort"]
+    assert {"type": "integer"} in target_port["anyOf"] and {"type": "string"} in target_port["anyOf"]
+
+
+@pytest.mark.parametrize("bad", BAD_VALUES, ids=lambda p: p.stem)
+def test_schema_rejects_bad_values(chart: Chart, bad: Path) -> None:
+    """Each file under bad-values/ breaks values.schema.json; its first line
+    names what the error must mention."""
+    expected = bad.read_text().splitlines()[0].removeprefix("# expect:").strip()
+    result = chart.template("-f", bad, check=False)
+    assert result.returncode != 0, f"{bad.name} rendered"
+    assert "values don't meet the specifications of the schema" in result.stderr
+    assert expected in result.stderr, result.stderr
+
+
+def test_bad_values_exist() -> None:
+    assert len(BAD_VALUES) >= 5
+
+
+def test_validate_values_reports_every_problem_at_once(chart: Chart) -> None:
+    result = chart.template("--set", "replicaCount=3", "--set", "tls.enabled=true",
+                            "--set", "terminationGracePeriodSeconds=20", check=False)
+    assert result.returncode != 0
+    assert "index.type=memory keeps one index per pod" in result.stderr
+    assert "tls.enabled needs tls.existingSecret" in result.stderr
+    assert "terminationGracePeriodSeconds (20) must exceed" in result.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--set", "index.type=redis"], "index.type=redis needs index.redis.address"),
+    (["--set", "builtinRedis.enabled=true"], "builtinRedis.enabled needs index.type=redis"),
+    (["--set", "index.type=redis-cluster"], "needs at least one seed node"),
+    (["--set", "auth.enabled=true"], "auth.enabled needs auth.tokens or auth.existingSecret"),
+    (["--set", "server.maxInflightBytes=2048"], "must be at least server.maxMessageBytes"),
+    (["--set", "autoscaling.enabled=true", "--set", "index.type=redis",
+      "--set", "index.redis.address=r:6379", "--set", "autoscaling.minReplicas=5",
+      "--set", "autoscaling.maxReplicas=2"], "minReplicas must not exceed"),
+    (["--set", "podDisruptionBudget.enabled=true", "--set", "podDisruptionBudget.minAvailable=1"],
+     "exactly one of minAvailable and maxUnavailable"),
+])
+def test_validate_values(chart: Chart, args: list[str], message: str) -> None:
+    result = chart.template(*args, check=False)
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def pod_spec(objects: list[dict], kind: str = "Deployment") -> dict:
+    return one(objects, kind)["spec"]["template"]["spec"]
+
+
+def test_default_probes_are_native_grpc(chart: Chart) -> None:
+    container = pod_spec(chart.render())["containers"][0]
+    assert container["livenessProbe"]["grpc"] == {"port": 50051, "service": ""}
+    assert container["readinessProbe"]["grpc"] == {"port": 50051, "service": ""}
+    assert container["startupProbe"]["grpc"]["port"] == 50051
+    assert [p["name"] for p in container["ports"]] == ["grpc", "metrics"]
+    assert container["command"] == ["chunkd"]
+    assert container["args"] == ["--flagfile=/etc/chunkd/config/chunkd.flags"]
+
+
+def test_tls_probes_use_grpc_health_probe(chart: Chart) -> None:
+    objects = chart.render("-f", CHART / "ci" / "tls-tokens-existing-secret-values.yaml")
+    container = pod_spec(objects)["containers"][0]
+    command = container["readinessProbe"]["exec"]["command"]
+    assert command[0] == "grpc_health_probe"
+    assert "-tls" in command and "-service=chunkd.v1.ChunkService" in command
+    assert "-tls-client-cert=/etc/chunkd/tls/tls.crt" in command
+    assert "grpc" not in container["livenessProbe"]
+    flags = flagfile(objects)
+    assert "--tls_cert=/etc/chunkd/tls/tls.crt" in flags
+    assert "--tls_client_ca=/etc/chunkd/tls/ca.crt" in flags
+    assert "--auth_tokens=/etc/chunkd/secrets/auth-tokens" in flags
+    assert "--redis_password_file=/etc/chunkd/secrets/redis-password" in flags
+    volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}
+    sources = volumes["secrets"]["projected"]["sources"]
+    assert {"name": "chunkd-redis", "items": [{"key": "redis-password",
+                                              "path": "redis-password"}]} in [s["secret"] for s in sources]
+    assert {"name": "chunkd-tokens", "items": [{"key": "tokens.txt",
+                                               "path": "auth-tokens"}]} in [s["secret"] for s in sources]
+    assert volumes["tls"]["secret"]["secretName"] == "chunkd-tls"
+    assert one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "registry.example.com/chunkd@sha256:" + "0123456789abcdef" * 4)
+    assert not find(objects, "Secret"), "existing Secrets only: the chart must not render one"
+
+
+def test_flagfile_carries_the_values(chart: Chart) -> None:
+    objects = chart.render("-f", CHART / "ci" / "redis-external-values.yaml")
+    flags = flagfile(objects)
+    assert flags == [
+        "--listen=0.0.0.0:50051",
+        "--metrics_listen=0.0.0.0:9464",
+        "--index=redis://redis-master.data.svc.cluster.local:6379/2",
+        "--redis_password_file=/etc/chunkd/secrets/redis-password",
+        "--max_message_bytes=4194304",
+        "--max_inflight_bytes=16777216",
+        "--threads=4",
+        "--max_streams=256",
+        "--memory_budget=2147483648",
+        "--shutdown_grace=30s",
+    ]
+    assert secret_data(one(objects, "Secret")) == {"redis-password": "not-a-real-password"}
+    # The password is in the Secret only.
+    for o in objects:
+        if o["kind"] != "Secret":
+            assert "not-a-real-password" not in yaml.safe_dump(o)
+
+
+def test_redis_cluster_index_and_egress(chart: Chart) -> None:
+    objects = chart.render("-f", CHART / "ci" / "redis-cluster-values.yaml")
+    assert ("--index=redis-cluster://redis-cluster-0.redis-cluster.data.svc:6379,"
+            "redis-cluster-1.redis-cluster.data.svc:6379,"
+            "redis-cluster-2.redis-cluster.data.svc:6380") in flagfile(objects)
+    policy = one(objects, "NetworkPolicy")
+    egress_ports = [p["port"] for rule in policy["spec"]["egress"] for p in rule["ports"]]
+    assert egress_ports == [53, 53, 6379, 6380]
+    headless = one(objects, "Service", "-headless")
+    assert headless["spec"]["clusterIP"] == "None"
+
+
+def test_builtin_redis(chart: Chart) -> None:
+    objects = chart.render("-f", CHART / "ci" / "builtin-redis-values.yaml")
+    assert f"--index=redis://{RELEASE}-chunkd-redis:6379/0" in flagfile(objects)
+    redis = one(objects, "StatefulSet")
+    container = redis["spec"]["template"]["spec"]["containers"][0]
+    command = " ".join(container["args"])
+    assert "--maxmemory-policy noeviction" in command and "--appendonly yes" in command
+    assert "--maxmemory 512mb" in command
+    assert {e["name"] for e in container["env"]} == {"REDIS_PASSWORD", "REDISCLI_AUTH"}
+    claim = redis["spec"]["volumeClaimTemplates"][0]["spec"]
+    assert claim["resources"]["requests"]["storage"] == "2Gi"
+    assert claim["storageClassName"] == "standard"
+    # Only chunkd may reach Redis; only labelled clients may reach chunkd.
+    redis_policy = one(objects, "NetworkPolicy", "-redis")
+    peer = redis_policy["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"]
+    assert peer["app.kubernetes.io/component"] == "server"
+    chunkd_policy = one(objects, "NetworkPolicy", f"{RELEASE}-chunkd")
+    grpc_rule = chunkd_policy["spec"]["ingress"][0]
+    assert grpc_rule["from"] == [{"podSelector": {"matchLabels": {f"{RELEASE}-chunkd-client": "true"}}}]
+    test_pod = one(objects, "Pod")
+    assert test_pod["metadata"]["labels"][f"{RELEASE}-chunkd-client"] == "true"
+
+
+def test_tokens_file_format(chart: Chart) -> None:
+    objects = chart.render("-f", CHART / "ci" / "tokens-inline-values.yaml")
+    tokens = secret_data(one(objects, "Secret"))["auth-tokens"]
+    lines = [line for line in tokens.splitlines() if line and not line.startswith("#")]
+    assert lines == ["backup-team-0123456789abcdef backups,backups-staging",
+                     "admin-0123456789abcdef0123 *"]
+    for line in lines:
+        assert re.fullmatch(r"[^\s#]+ (\*|[A-Za-z0-9._-]{1,128}(,[A-Za-z0-9._-]{1,128})*)", line)
+    spec = pod_spec(objects)
+    assert spec["terminationGracePeriodSeconds"] == 90
+    container = spec["containers"][0]
+    assert container["args"][1:] == ["--threads=2"]
+    assert container["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "10"]
+    assert "--backend=avx2" in flagfile(objects)
+
+
+@pytest.mark.parametrize("values", VALUE_SETS, ids=ids)
+def test_pods_are_locked_down(chart: Chart, values: Path | None) -> None:
+    objects = chart.render(*values_args(values))
+    pods = [o["spec"]["template"]["spec"] for o in objects
+            if o["kind"] in ("Deployment", "StatefulSet")]
+    pods += [o["spec"] for o in objects if o["kind"] == "Pod"]
+    assert pods
+    for spec in pods:
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert spec["automountServiceAccountToken"] is False
+        for container in spec["containers"]:
+            sc = container["securityContext"]
+            assert sc["readOnlyRootFilesystem"] is True
+            assert sc["allowPrivilegeEscalation"] is False
+            assert sc["capabilities"] == {"drop": ["ALL"]}
+            assert container["resources"]["limits"]["memory"]
+
+
+@pytest.mark.parametrize("values", VALUE_SETS, ids=ids)
+def test_grace_period_outlasts_shutdown_grace(chart: Chart, values: Path | None) -> None:
+    objects = chart.render(*values_args(values))
+    grace = next(int(f.split("=")[1].removesuffix("s")) for f in flagfile(objects)
+                 if f.startswith("--shutdown_grace="))
+    spec = pod_spec(objects)
+    pre_stop = spec["containers"][0].get("lifecycle", {}).get("preStop", {})
+    sleep = int(pre_stop["exec"]["command"][1]) if pre_stop else 0
+    assert spec["terminationGracePeriodSeconds"] > grace + sleep
+
+
+def test_config_checksum_rolls_pods(chart: Chart) -> None:
+    def checksums(*args: str) -> dict:
+        annotations = one(chart.render(*args), "Deployment")["spec"]["template"]["metadata"]["annotations"]
+        return {k: v for k, v in annotations.items() if k.startswith("checksum/")}
+
+    base = checksums()
+    assert base == checksums(), "the checksum must be deterministic"
+    assert checksums("--set", "server.threads=3")["checksum/config"] != base["checksum/config"]
+    assert checksums("--set", "server.threads=3")["checksum/secret"] == base["checksum/secret"]
+    tokens = ["--set", "auth.enabled=true", "--set", "auth.tokens[0].token=0123456789abcdefXYZ",
+              "--set", "auth.tokens[0].namespaces[0]=a"]
+    other = ["--set", "auth.enabled=true", "--set", "auth.tokens[0].token=0123456789abcdefABC",
+             "--set", "auth.tokens[0].namespaces[0]=a"]
+    assert checksums(*tokens)["checksum/secret"] != checksums(*other)["checksum/secret"]
+
+
+def test_dashboard_configmap_is_the_dashboard(chart: Chart) -> None:
+    objects = chart.render()
+    config = one(objects, "ConfigMap", "-dashboard")
+    assert config["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = (CHART / "dashboards" / "chunkd.json").read_text()
+    assert config["data"]["chunkd.json"] == shipped
+    json.loads(config["data"]["chunkd.json"])
+
+
+def test_dashboard_copies_are_identical() -> None:
+    """Helm reads files only inside the chart, so the chart carries a copy of
+    deploy/grafana/dashboards/chunkd.json; after editing one: cp it over."""
+    source = DEPLOY / "grafana" / "dashboards" / "chunkd.json"
+    copy_ = CHART / "dashboards" / "chunkd.json"
+    assert source.read_bytes() == copy_.read_bytes(), (
+        f"{copy_.relative_to(REPO)} differs from {source.relative_to(REPO)}: cp {source.relative_to(REPO)} "
+        f"{copy_.relative_to(REPO)}")
+    dashboard = json.loads(source.read_text())
+    assert dashboard["uid"] and dashboard["title"] and isinstance(dashboard["panels"], list)
+
+
+def test_service_monitor_scrapes_the_metrics_port(chart: Chart) -> None:
+    objects = chart.render("-f", CHART / "ci" / "production-values.yaml")
+    monitor = one(objects, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    endpoint = monitor["spec"]["endpoints"][0]
+    assert (endpoint["port"], endpoint["path"], endpoint["interval"]) == ("metrics", "/metrics", "15s")
+    service = one(objects, "Service")
+    assert "metrics" in [p["name"] for p in service["spec"]["ports"]]
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    hpa = one(objects, "HorizontalPodAutoscaler")
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (3, 12)
+    assert "replicas" not in one(objects, "Deployment")["spec"]
+    assert one(objects, "PodDisruptionBudget")["spec"] == {
+        "selector": {"matchLabels": one(objects, "Deployment")["spec"]["selector"]["matchLabels"]},
+        "minAvailable": 2}
+    assert one(objects, "ConfigMap", "-dashboard")["metadata"]["namespace"] == "monitoring"
+
+
+def test_metrics_off(chart: Chart) -> None:
+    objects = chart.render("-f", CHART / "ci" / "metrics-off-values.yaml")
+    assert "--metrics_listen=" in flagfile(objects)
+    service = one(objects, "Service")
+    assert [p["name"] for p in service["spec"]["ports"]] == ["grpc"]
+    assert pod_spec(objects)["serviceAccountName"] == "default"
+
+
+def test_notes_render(chart: Chart, tmp_path: Path) -> None:
+    """NOTES.txt renders (helm template skips it, helm install --dry-run
+    needs a cluster): a copy of the chart renders it through tpl into a
+    ConfigMap."""
+    copy_ = tmp_path / "chunkd"
+    shutil.copytree(CHART, copy_)
+    shutil.copy(copy_ / "templates" / "NOTES.txt", copy_ / "notes.txt")
+    (copy_ / "templates" / "zz-notes.yaml").write_text(
+        'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\n'
+        'data:\n  notes: {{ tpl (.Files.Get "notes.txt") . | toJson }}\n')
+    objects = [d for d in yaml.safe_load_all(run(
+        [chart.helm, "template", RELEASE, copy_, "--namespace", NAMESPACE, "--kube-version",
+         KUBE_VERSION, "-f", CHART / "ci" / "builtin-redis-values.yaml"], env=chart.env).stdout) if d]
+    notes = one(objects, "ConfigMap", "notes")["data"]["notes"]
+    assert f"{RELEASE}-chunkd.{NAMESPACE}.svc:50051" in notes
+    assert "built-in single Redis" in notes
+    assert f"helm test {RELEASE}" in notes
+    assert f"{RELEASE}-chunkd-client=true" in notes
