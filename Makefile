@@ -67,9 +67,9 @@ test-python: build $(VENV_STAMP)
 
 test: test-cpp test-python test-chart test-deploy test-go
 
-# `make bench` runs the three below. bench-chunking: the chunking benchmarks
-# (server/bench/), then a table and a chart under $(BENCH_DIR). matplotlib goes into the venv through its own
-# stamp, so the test venv does not need it. BENCH_ARGS go to chunking_bench
+# `make bench` runs the five below. bench-chunking: the chunking benchmarks
+# (server/bench/), then a table and a chart under $(BENCH_DIR). matplotlib
+# goes into the venv through its own stamp, so the test venv does not need it. BENCH_ARGS go to chunking_bench
 # (Google Benchmark flags, or e.g. --threads=1,2,4 --size=BYTES); the best of
 # the repetitions is reported, in random order so that load from other work
 # on the machine spreads over all of them.
@@ -86,9 +86,19 @@ BENCH_STAMP := $(VENV)/.bench-installed
 INDEX_BENCH_ARGS ?=
 DEDUP_BENCH_ARGS ?= --size 268435456 --repetitions 5
 
-.PHONY: bench bench-chunking bench-index bench-dedup
+# bench-service: Chunk and Dedup over loopback gRPC vs a raw gRPC byte sink,
+# 1 and 8 streams. bench-rapid: Dedup with RapidCDC hints vs without.
+.PHONY: bench bench-chunking bench-index bench-dedup bench-service bench-rapid
 
-bench: bench-chunking bench-index bench-dedup
+bench: bench-chunking bench-index bench-dedup bench-service bench-rapid
+
+bench-service: build
+	@mkdir -p $(BENCH_DIR)
+	$(BUILD_DIR)/server/bench/service_bench --markdown $(BENCH_DIR)/service.md
+
+bench-rapid: build
+	@mkdir -p $(BENCH_DIR)
+	$(BUILD_DIR)/server/bench/rapid_bench --markdown $(BENCH_DIR)/rapid.md
 
 bench-index: build
 	@mkdir -p $(BENCH_DIR)
@@ -114,8 +124,7 @@ bench-chunking: build $(BENCH_STAMP)
 	$(VENV)/bin/python server/bench/report.py $(BENCH_DIR)/results.json \
 	  --markdown $(BENCH_DIR)/results.md --png $(BENCH_DIR)/throughput.png
 	@cat $(BENCH_DIR)/results.md
-	$(BUILD_DIR)/server/bench/service_bench --markdown $(BENCH_DIR)/service.md
-	@echo "Wrote $(BENCH_DIR)/results.md, $(BENCH_DIR)/throughput.png and $(BENCH_DIR)/service.md"
+	@echo "Wrote $(BENCH_DIR)/results.md and $(BENCH_DIR)/throughput.png"
 
 # `make test-chart`: helm lint and helm template of helm/chunkd for the default
 # values and every helm/chunkd/ci/*.yaml, each manifest validated strictly and

@@ -148,7 +148,7 @@ preset; fixed 16 KiB.
                        named here must be supported)
   --threads N,...      thread counts of the fast paths, each 1..256 (default:
                        1 and the number of cores)
-  --strategy S         auto (default), two-stage or sequential
+  --strategy S         auto (default), two-stage, sequential or reference
   --dataset D          random (default: seeded random bytes) or versioned (a
                        base file and 7 edited versions, concatenated)
   --size BYTES         bytes of data, 1..4294967296 (default 67108864)

@@ -6,13 +6,17 @@
 //
 //   chunk/ALG/DATASET/reference/reference/threads:1
 //       ReferenceChunks, the scalar sequential specification.
+//   chunk/ALG/DATASET/reference/reference/threads:N (N > 1)
+//       FastChunks with the reference strategy: the reference cutter in
+//       speculative parallel segments (chunking/engine.h).
 //   chunk/ALG/DATASET/KERNEL/STRATEGY/threads:N
 //       FastChunks with that stage-1 kernel and strategy (auto, two-stage,
-//       sequential; sequential only on one thread, which is all it uses;
-//       fixed, which has no stage 1, only auto) on a
+//       sequential; fixed, which has no stage 1, only auto) on a
 //       ThreadPoolExecutor of N threads (N = 1: no executor). The label
 //       names the plan's strategy, so "auto" shows what it chose. A kernel
 //       this CPU cannot run is registered anyway and skipped with the reason.
+//   chunk/ALG/DATASET/KERNEL/stream/threads:N
+//       StreamChunker (automatic strategy) fed the buffer in 1 MiB pieces.
 //   stage1/ALG/DATASET/KERNEL/block:B/threads:1
 //       Stage 1 alone: the kernel's bitmaps for the whole buffer in calls of
 //       B = 256 or 260 KiB, on one thread, checked against the scalar
@@ -34,7 +38,7 @@
 //   --threads=1,2             thread counts of the fast paths and ceilings
 //   --size=BYTES              bytes per dataset (default 67108864)
 //   --datasets=random,versioned
-//   --strategies=auto,two-stage,sequential
+//   --strategies=auto,two-stage,sequential,reference
 // `make bench` runs this and server/bench/report.py.
 #include <benchmark/benchmark.h>
 
@@ -77,7 +81,8 @@ struct Flags {
   size_t size = kDefaultBenchSize;
   std::vector<Dataset> datasets = {Dataset::kRandom, Dataset::kVersioned};
   std::vector<Strategy> strategies = {Strategy::kAuto, Strategy::kTwoStage,
-                                      Strategy::kSequentialScan};
+                                      Strategy::kSequentialScan,
+                                      Strategy::kReference};
 };
 
 Flags& GetFlags() {
@@ -193,6 +198,60 @@ void BM_Fast(benchmark::State& state, Algorithm algorithm, Dataset dataset,
   state.SetLabel(absl::StrCat(
       "strategy=", chunking::StrategyName(plan->strategy),
       " segment=", plan->segment_size, " parallelism=", plan->parallelism));
+  Finish(state, data.size(), want.size());
+}
+
+// StreamChunker over the same buffer in pieces of kStreamPiece bytes (as
+// chunkctl and a gRPC stream feed it), automatic strategy: what streaming
+// costs over FastChunks on the whole buffer.
+constexpr size_t kStreamPiece = size_t{1} << 20;
+
+void BM_Stream(benchmark::State& state, Algorithm algorithm, Dataset dataset,
+               const chunking::kernels::Kernel* kernel, size_t threads) {
+  if (!kernel->supported()) {
+    state.SkipWithError(
+        absl::StrCat(kernel->name, ": not supported by this CPU or OS")
+            .c_str());
+    for (auto _ : state) {
+    }
+    return;
+  }
+  const std::vector<uint8_t>& data = Fixtures::Data(dataset);
+  const std::vector<Chunk>& want = Fixtures::Reference(algorithm, dataset);
+  const chunking::ChunkerOptions options = BenchOptions(algorithm);
+  std::unique_ptr<chunking::Executor> executor = MakeExecutor(threads);
+  chunking::EngineOptions engine;
+  engine.kernel = kernel;
+  engine.executor = executor.get();
+  std::string strategy;
+  std::vector<Chunk> got;
+  got.reserve(want.size());
+  for (auto _ : state) {
+    absl::StatusOr<std::unique_ptr<chunking::StreamChunker>> chunker =
+        chunking::StreamChunker::Create(options, engine);
+    if (!chunker.ok()) {
+      state.SkipWithError(std::string(chunker.status().message()).c_str());
+      break;
+    }
+    strategy = std::string(chunking::StrategyName((*chunker)->plan().strategy));
+    got.clear();
+    for (size_t pos = 0; pos < data.size(); pos += kStreamPiece) {
+      const size_t n = std::min(kStreamPiece, data.size() - pos);
+      (*chunker)->Append(
+          absl::string_view(reinterpret_cast<const char*>(data.data()) + pos,
+                            n),
+          &got);
+    }
+    (*chunker)->Finish(&got);
+    if (absl::Status s = CompareChunks(want, got); !s.ok()) {
+      state.SkipWithError(absl::StrCat(kernel->name,
+                                       " stream differs from the reference: ",
+                                       s.message())
+                              .c_str());
+      break;
+    }
+  }
+  state.SetLabel(absl::StrCat("strategy=", strategy));
   Finish(state, data.size(), want.size());
 }
 
@@ -352,6 +411,20 @@ void RegisterAll() {
           absl::StrCat("chunk/", alg, "/", ds, "/reference/reference/threads:1")
               .c_str(),
           BM_Reference, algorithm, dataset));
+      // The engine's reference strategy (no kernel) in speculative segments.
+      for (size_t threads : flags.threads) {
+        if (threads <= 1 || algorithm == Algorithm::kFixed) continue;
+        if (std::find(flags.strategies.begin(), flags.strategies.end(),
+                      Strategy::kReference) == flags.strategies.end()) {
+          continue;
+        }
+        Configure(benchmark::RegisterBenchmark(
+            absl::StrCat("chunk/", alg, "/", ds,
+                         "/reference/reference/threads:", threads)
+                .c_str(),
+            BM_Fast, algorithm, dataset, &chunking::kernels::ScalarKernel(),
+            Strategy::kReference, threads));
+      }
       for (const chunking::kernels::Kernel* kernel :
            chunking::kernels::AllKernels()) {
         for (size_t block : kStage1Blocks) {
@@ -362,11 +435,19 @@ void RegisterAll() {
                   .c_str(),
               BM_Stage1, algorithm, dataset, kernel, block));
         }
+        for (size_t threads : flags.threads) {
+          if (algorithm == Algorithm::kFixed) break;
+          Configure(benchmark::RegisterBenchmark(
+              absl::StrCat("chunk/", alg, "/", ds, "/", kernel->name,
+                           "/stream/threads:", threads)
+                  .c_str(),
+              BM_Stream, algorithm, dataset, kernel, threads));
+        }
         for (Strategy strategy : flags.strategies) {
           for (size_t threads : flags.threads) {
-            // The sequential scan runs on the calling thread only; fixed
-            // has no stage 1, so its strategies are all the same.
-            if (strategy == Strategy::kSequentialScan && threads > 1) continue;
+            // The reference strategy uses no kernel (registered above);
+            // fixed has no stage 1, so its strategies are all the same.
+            if (strategy == Strategy::kReference) continue;
             if (algorithm == Algorithm::kFixed && strategy != Strategy::kAuto) {
               continue;
             }

@@ -131,7 +131,7 @@ class ReportTest(unittest.TestCase):
                       "4.50× | 28 % | 4096 |", text)
         self.assertIn("| fastcdc | reference | reference | 1 | 1.00 | 1.00× | "
                       "10 % | 4096 |", text)
-        self.assertIn("| random | fastcdc | avx512 | 1 | 3.00 | 3.50 | "
+        self.assertIn("| random | fastcdc | avx512 | 1 | 3.00 | 3.50 | 1.00 | "
                       "sequential |", text)
         self.assertIn("Load average when the run started: 0.50, 0.25, 0.10.",
                       text)

@@ -98,6 +98,11 @@ constexpr size_t kAutoSegmentFloor = size_t{64} << 10;
 // with a smaller window: kernel calls have a fixed cost (crc32's warm-up is
 // 256 steps of all lanes), so rounds of a few bytes would be mostly warm-up.
 constexpr size_t kMinRoundBytes = size_t{64} << 10;
+// Speculative segments (engine.h) are at most this long: a round of them
+// is short enough for the guessed chunks of each segment to stay small, long
+// enough that the chunks re-cut where a guess meets the true chunks (one or
+// two per segment) cost little.
+constexpr size_t kSpeculativeSegmentCap = size_t{4} << 20;
 
 size_t RoundUp64(size_t n) { return (n + 63) / 64 * 64; }
 
@@ -160,31 +165,33 @@ Engine::BlockSizes Engine::BlockSizesFor(const ChunkerOptions& options) {
 
 namespace {
 
-// The automatic strategy: the faster one per algorithm, kernel and thread
-// count, from the measurements in engine.h.
-//   seqcdc   sequential: its skipping leaves about a fifth of the bytes to
-//            examine. Faster than two-stage on one thread with every kernel
-//            and, on the stream path, also with two threads — and it leaves
-//            the other cores to other streams.
-//   fastcdc  two-stage with a SIMD kernel: the sequential scan skips only
-//            min_size of each chunk (a fifth) and pays for every kernel call
-//            (lookup planes, lane warm-up) and for the block it overshoots;
-//            with the scalar kernel the skip wins on one thread.
-//   crc32    two-stage: the stream-global window skips only min_size - 1
-//            bytes and every kernel call warms 256 bytes up per lane.
-//   fixed    no stage 1 at all.
+// The automatic strategy: the fastest per algorithm, kernel and thread
+// count, the reference cutter included (measurements: engine.h).
+//   seqcdc   sequential with every kernel: its skipping leaves about a fifth
+//            of the bytes to examine; two-stage must read them all.
+//   fastcdc  with avx512 two-stage on one thread, sequential (speculative
+//            segments) on several, which scale where two-stage's stage 2
+//            stays sequential; otherwise the reference cutter, which skips
+//            min_size per chunk and rolls two bytes per step, beats both
+//            strategies of the avx2 and scalar kernels.
+//   crc32    two-stage with a SIMD kernel (the stream-global window skips
+//            only min_size - 1 bytes; every kernel call warms 256 bytes up
+//            per lane); with the scalar kernel the reference cutter.
+//   fixed    no stage 1 at all (sequential: cuts by length).
+// With several threads, sequential and reference run in speculative
+// segments, which scale the single-thread ranking by the thread count.
 Strategy ChooseStrategy(Algorithm algorithm, const kernels::Kernel& kernel,
                         size_t parallelism) {
-  const bool scalar = absl::string_view(kernel.name) == "scalar";
+  const absl::string_view name = kernel.name;
   switch (algorithm) {
     case Algorithm::kSeqCdc:
     case Algorithm::kFixed:
       return Strategy::kSequentialScan;
     case Algorithm::kFastCdc:
-      return scalar && parallelism <= 1 ? Strategy::kSequentialScan
-                                        : Strategy::kTwoStage;
+      if (name != "avx512") return Strategy::kReference;
+      return parallelism <= 1 ? Strategy::kTwoStage : Strategy::kSequentialScan;
     case Algorithm::kCrc32:
-      return Strategy::kTwoStage;
+      return name == "scalar" ? Strategy::kReference : Strategy::kTwoStage;
   }
   return Strategy::kTwoStage;
 }
@@ -205,11 +212,12 @@ absl::Status CheckEngineOptions(const EngineOptions& engine) {
     case Strategy::kAuto:
     case Strategy::kTwoStage:
     case Strategy::kSequentialScan:
+    case Strategy::kReference:
       return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("strategy ", static_cast<int>(engine.strategy),
-                   " is not one of 0 (auto), 1 (two-stage), 2 (sequential)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "strategy ", static_cast<int>(engine.strategy),
+      " is not one of 0 (auto), 1 (two-stage), 2 (sequential), 3 (reference)"));
 }
 
 absl::StatusOr<const kernels::Kernel*> ResolveKernel(
@@ -233,19 +241,21 @@ absl::string_view StrategyName(Strategy strategy) {
       return "two-stage";
     case Strategy::kSequentialScan:
       return "sequential";
+    case Strategy::kReference:
+      return "reference";
   }
   return "unknown";
 }
 
 absl::StatusOr<Strategy> ParseStrategy(absl::string_view name) {
-  for (Strategy s :
-       {Strategy::kAuto, Strategy::kTwoStage, Strategy::kSequentialScan}) {
+  for (Strategy s : {Strategy::kAuto, Strategy::kTwoStage,
+                     Strategy::kSequentialScan, Strategy::kReference}) {
     if (StrategyName(s) == name) return s;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown strategy \"", name,
                    "\"; expected one of auto, two-stage, "
-                   "sequential"));
+                   "sequential, reference"));
 }
 
 absl::StatusOr<EnginePlan> PlanEngine(const ChunkerOptions& options,
@@ -335,6 +345,11 @@ Engine::Engine(const ChunkerOptions& options, EnginePlan plan,
     block_sizes_ = BlockSizesFor(options);
     const size_t words = kernels::BitmapWords(kMaxBlock) + 1;
     for (int k = 0; k < bitmaps_; ++k) block_[k].assign(words, 0);
+  }
+  if (plan_.strategy == Strategy::kReference) {
+    // The options were validated by PlanEngine.
+    absl::StatusOr<std::unique_ptr<Cutter>> cutter = MakeCutter(options);
+    if (cutter.ok()) cutter_ = *std::move(cutter);
   }
 }
 
@@ -579,6 +594,14 @@ stage2::Cut Engine::Select(const Input& input, size_t start, size_t avail,
   if (options_.algorithm == Algorithm::kFixed) {
     return {std::min(avail, final_size_), 0};
   }
+  if (cutter_ != nullptr) {
+    // The caller keeps kContext bytes before every chunk start unless the
+    // input starts with the stream.
+    stage2::Cut cut;
+    cut.length = cutter_->Cut(chunk, avail, std::min(start, kContext),
+                              &cut.hash);
+    return cut;
+  }
   if (plan_.strategy == Strategy::kTwoStage) {
     WindowSource source(*this);
     switch (options_.algorithm) {
@@ -662,10 +685,89 @@ size_t Engine::CutFinalTwoStage(const Input& input, size_t start,
   }
 }
 
+size_t Engine::CutRange(const Input& input, size_t start, size_t stop,
+                        std::vector<Chunk>* out) {
+  while (start < stop) {
+    const size_t avail = input.size - start;
+    const uint64_t pos = input.offset + start;
+    const stage2::Cut cut =
+        Select(input, start, avail, pos + std::min(avail, final_size_));
+    out->push_back(Chunk{pos, static_cast<uint32_t>(cut.length), cut.hash});
+    start += cut.length;
+  }
+  return start;
+}
+
+size_t Engine::CutFinalSpeculative(const Input& input, size_t start,
+                                   std::vector<Chunk>* out) {
+  const size_t parallelism = plan_.parallelism;
+  // Chunks starting before `stop` are final.
+  size_t stop = input.size;
+  if (!input.at_end) {
+    stop = input.size >= final_size_ ? input.size - final_size_ + 1 : 0;
+  }
+  while (helpers_.size() < parallelism) {
+    EnginePlan plan = plan_;
+    plan.parallelism = 1;
+    helpers_.push_back(
+        std::unique_ptr<Engine>(new Engine(options_, plan, kernel_, nullptr)));
+  }
+  speculated_.resize(parallelism);
+  while (start < stop) {
+    // One round: up to `parallelism` segments of `segment` bytes.
+    const size_t left = stop - start;
+    const size_t segment =
+        plan_.segment_auto
+            ? std::max(kAutoSegmentFloor,
+                       RoundUp64((std::min(left, parallelism *
+                                                     kSpeculativeSegmentCap) +
+                                  parallelism - 1) /
+                                 parallelism))
+            : plan_.segment_size;
+    const size_t segments =
+        std::min(parallelism, (left + segment - 1) / segment);
+    if (segments <= 1) return CutRange(input, start, stop, out);
+    const auto seg_begin = [&](size_t i) { return start + i * segment; };
+    const auto seg_end = [&](size_t i) {
+      return std::min(stop, start + (i + 1) * segment);
+    };
+    RunParallel(executor_, segments, [&](size_t i) {
+      speculated_[i].clear();
+      helpers_[i]->CutRange(input, seg_begin(i), seg_end(i), &speculated_[i]);
+    });
+    // Segment 0 started at a true boundary; segment i > 0 at a guess. Follow
+    // the true chunks into segment i until one starts where one of its
+    // guessed chunks starts: from there on they are the same chunks, since a
+    // chunk is a function of its start (and the stream's bytes).
+    size_t at = start;
+    for (size_t i = 0; i < segments; ++i) {
+      const std::vector<Chunk>& guess = speculated_[i];
+      size_t j = 0;
+      while (at < seg_end(i)) {
+        const uint64_t pos = input.offset + at;
+        while (j < guess.size() && guess[j].offset < pos) ++j;
+        if (j < guess.size() && guess[j].offset == pos) {
+          out->insert(out->end(), guess.begin() + static_cast<ptrdiff_t>(j),
+                      guess.end());
+          at = static_cast<size_t>(guess.back().offset + guess.back().length -
+                                   input.offset);
+          break;
+        }
+        at = CutRange(input, at, at + 1, out);
+      }
+    }
+    start = at;
+  }
+  return start;
+}
+
 size_t Engine::CutFinal(const Input& input, size_t start,
                         std::vector<Chunk>* out) {
   if (plan_.strategy == Strategy::kTwoStage && bitmaps_ > 0) {
     return CutFinalTwoStage(input, start, out);
+  }
+  if (executor_ != nullptr && bitmaps_ > 0) {
+    return CutFinalSpeculative(input, start, out);
   }
   return SelectUpTo(input, start, ~uint64_t{0}, out);
 }

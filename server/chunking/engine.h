@@ -1,8 +1,9 @@
 // Engine: the fast chunking engine behind FastChunks and StreamChunker — the
 // two-stage parallel design of SS-CDC (Ni et al., SYSTOR 2019; DESIGN.md §3)
-// plus a vectorized sequential scan for where skipping wins (issue 3 item 5).
+// plus a vectorized sequential scan for where skipping wins (issue 3 item 5)
+// and the reference cutter itself, both parallelized by speculative segments.
 //
-// Two strategies, one answer. Both return exactly ReferenceChunks(): stage 1
+// Three strategies, one answer. All return exactly ReferenceChunks(): stage 1
 // is a kernel (kernels/kernels.h) that turns bytes into per-position
 // predicate bitmaps, stage 2 (stage2.h) turns bitmaps into cut points with the
 // reference cutter's rules.
@@ -21,47 +22,65 @@
 //               — so the threads are not idle while stage 2 runs. The bits
 //               live in a ring of words indexed by stream position: the
 //               window slides without moving data.
-//   sequential  One thread. For each chunk, stage 1 runs on blocks starting
-//               at the first position the algorithm examines — the chunk's
-//               min offset, or where a SeqCDC jump lands — sized to where the
-//               cut is likely (engine.cc), prefetched together with the bytes
-//               that follow, until stage 2 finds the cut. Bytes that FastCDC
-//               (min_size per chunk) and SeqCDC (min_size, and every jump)
-//               skip are never read, which a full stage-1 scan cannot avoid.
+//   sequential  For each chunk, stage 1 runs on blocks starting at the first
+//               position the algorithm examines — the chunk's min offset, or
+//               where a SeqCDC jump lands — sized to where the cut is likely
+//               (engine.cc), prefetched together with the bytes that follow,
+//               until stage 2 finds the cut. Bytes that FastCDC (min_size
+//               per chunk) and SeqCDC (min_size, and every jump) skip are
+//               never read, which a full stage-1 scan cannot avoid.
+//   reference   The reference cutter (cutter.h), chunk after chunk: no
+//               kernel. FastCDC's reference skips min_size and rolls two
+//               bytes per step, which the avx2 and scalar kernels do not beat.
 //
-// The automatic choice (Strategy::kAuto; ChooseStrategy in engine.cc):
-// seqcdc sequential, crc32 two-stage, fastcdc two-stage except with the
-// scalar kernel on one thread, fixed without stage 1. Measured side by side
-// in one run on the 2-core AMD EPYC (Zen 4) development VM, seeded random
-// data, default parameters (fastcdc 4/16/64 KiB level 1, "L2" level 2;
-// crc32 2/16/64 KiB; seqcdc the 16 KiB profile), GB/s, best of 7:
+// Speculative segments (sequential and reference with an executor). Every
+// algorithm's next boundary is a function of the previous boundary and the
+// stream's bytes alone (the cutter sees nothing else: FastCDC's hash and
+// SeqCDC's counters restart at each chunk, crc32's window is stream-global).
+// So a round of the final part of the input is cut into one segment per
+// thread; segment 0 is cut from the true boundary, segment i > 0 from its
+// own first byte as if it were a boundary — in parallel, each task on its own
+// single-threaded helper engine. Then, sequentially, the true chunks are
+// followed into segment i (cut one at a time on the calling thread) until one
+// starts where a guessed chunk of segment i starts; from that chunk on the
+// two sequences are the same, and segment i's guesses are taken as they are.
+// On varied data the true chunks meet a guess within a chunk or two; where
+// they never do (e.g. zeros, cut every max_size, when the segment start is
+// not on that grid) the calling thread re-cuts the whole segment: slower, not
+// different. Fixed-size chunking needs no guesses and runs sequentially.
 //
-//   FastChunks, 64 MiB     reference  1 thread:    sequential  two-stage
-//                                                  2 threads:  two-stage
-//   fastcdc     avx512          4.38   5.45 5.52   8.01
-//   fastcdc L2  avx512          4.41   5.20 5.24   7.76
-//   fastcdc L2  avx2                   3.03 2.94   4.94
-//   fastcdc L2  scalar                 1.00 0.94   1.56
-//   crc32       avx512          0.53   5.58 8.42   9.05
-//   crc32       avx2                   3.39 4.31   6.37
-//   crc32       scalar                 0.42 0.42   0.83
-//   seqcdc      avx512          3.25  15.95 15.57  18.08
-//   seqcdc      avx2                  17.16 13.45  17.20
-//   seqcdc      scalar                 5.51 1.25   2.13
+// The automatic choice (Strategy::kAuto; ChooseStrategy in engine.cc), the
+// fastest per algorithm, kernel and thread count:
 //
-//   StreamChunker, 1 MiB pieces        1 thread    2 threads
-//   fastcdc L2  avx512                 3.73 3.94   5.04
-//   fastcdc L2  scalar                 0.92 0.87   1.52
-//   crc32       avx512                 4.00 5.31   5.93
-//   seqcdc      avx512                 9.65 9.45   9.02 (sequential: 10.29)
-//   seqcdc      avx2                  10.08 8.70   8.45 (sequential: 9.99)
+//              scalar       avx2         avx512
+//   fastcdc    reference    reference    two-stage (1 thread),
+//                                        sequential (2 or more)
+//   crc32      reference    two-stage    two-stage
+//   seqcdc     sequential   sequential   sequential
+//   fixed      sequential (cut by length, no stage 1)
 //
-// The sequential scan does not use more threads; where two-stage on two
-// threads beats it (FastChunks over seqcdc, by up to 15 %), the sequential
-// scan still wins on the stream path that chunkd and chunkctl use, and it
-// leaves the other core to other streams. Two-stage scaling is bounded here
-// by the kernels sharing the VM's memory bandwidth (the crc32 kernel alone
-// reaches 13.5 GB/s on two threads) and by stage 2 being sequential.
+// Measured side by side in one run (`make bench` with 15 repetitions, best
+// of them, random data only: chunking_bench over 64 MiB of seeded random
+// bytes, the parameters of issue 3) on the 2-core AMD EPYC (Zen 4) VM shared
+// with other builds; GB/s, two-stage / sequential / reference:
+//
+//                        1 thread                 2 threads
+//   fastcdc L2 scalar    1.13 / 1.23 / 4.40       2.01 / 2.36 / 7.62
+//              avx2      2.47 / 2.36 / 4.40       4.13 / 4.62 / 7.62
+//              avx512    5.62 / 4.98 / 4.40       8.43 / 8.84 / 7.62
+//   crc32      scalar    0.43 / 0.43 / 0.54       0.84 / 0.73 / 1.04
+//              avx2      4.42 / 3.17 / 0.54       7.45 / 5.01 / 1.04
+//              avx512    9.21 / 5.43 / 0.54      12.04 / 8.46 / 1.04
+//   seqcdc     scalar    1.48 / 6.26 / 3.31       2.18 / 10.99 / 6.23
+//              avx2     13.49 / 14.80 / 3.31     17.36 / 27.98 / 6.23
+//              avx512   14.73 / 16.61 / 3.31     18.61 / 23.25 / 6.23
+//
+// Two threads are noisy on this shared VM (another process on one core
+// halves a two-thread run); the rule follows the orderings that held in
+// every run. Speculative segments scale 1.9x on a quiet moment (crc32:
+// sequential 5.33 -> 10.17 GB/s, reference 0.56 -> 1.08), two-stage crc32
+// 1.3-1.4x (8.9 -> 12.8 GB/s) although its stage 1 alone scales 1.8-1.9x
+// (10.2 -> 18.9 GB/s in 260 KiB calls): stage 2 and the round barriers.
 //
 // Thread safety: an Engine is not thread-safe (it keeps the bitmap window of
 // one stream); it calls the Executor, which may run stage-1 segments on other
@@ -77,6 +96,7 @@
 
 #include "absl/status/statusor.h"
 #include "chunkd/chunker.h"
+#include "chunking/cutter.h"
 #include "chunking/executor.h"
 #include "chunking/kernels/kernels.h"
 #include "chunking/stage2.h"
@@ -156,6 +176,12 @@ class Engine {
                      uint64_t hard_end);
   size_t CutFinalTwoStage(const Input& input, size_t start,
                           std::vector<Chunk>* out);
+  size_t CutFinalSpeculative(const Input& input, size_t start,
+                             std::vector<Chunk>* out);
+  // Cuts the chunks that start in data[start, stop), all of them final, and
+  // returns the end of the last one.
+  size_t CutRange(const Input& input, size_t start, size_t stop,
+                  std::vector<Chunk>* out);
   // Runs the kernel over data[begin, end) into out[0], out[1] (bitmaps
   // relative to begin; crc32 uses out[0] only).
   void Stage1(const uint8_t* data, size_t begin, size_t end, uint64_t* out0,
@@ -200,6 +226,13 @@ class Engine {
 
   // Sequential scan: the current block, stream positions
   // [block_begin_, block_end_) (empty while begin > end).
+  // Reference strategy: the reference cutter.
+  std::unique_ptr<Cutter> cutter_;
+  // Speculative segments: one single-threaded engine per task, and the
+  // chunks each found.
+  std::vector<std::unique_ptr<Engine>> helpers_;
+  std::vector<std::vector<Chunk>> speculated_;
+
   std::array<std::vector<uint64_t>, 2> block_;
   uint64_t block_begin_ = 1;
   uint64_t block_end_ = 0;

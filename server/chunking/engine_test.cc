@@ -39,7 +39,8 @@ using testing::Bytes;
 constexpr size_t kThreadCounts[] = {1, 2, 3, 8};
 constexpr size_t kSegmentSizes[] = {4097, size_t{64} << 10, size_t{1} << 20};
 constexpr Strategy kStrategies[] = {Strategy::kTwoStage,
-                                    Strategy::kSequentialScan};
+                                    Strategy::kSequentialScan,
+                                    Strategy::kReference};
 
 enum class Split { kOneByte, k4093, kOneMiB, kRandom };
 constexpr Split kSplits[] = {Split::kOneByte, Split::k4093, Split::kOneMiB,
@@ -489,7 +490,7 @@ TEST(EnginePlanTest, ValidatesEngineOptions) {
   EXPECT_FALSE(plan->segment_auto);
   EXPECT_EQ(plan->segment_size, size_t{1} << 20);
   EXPECT_EQ(plan->window_size, size_t{4} << 20);
-  EXPECT_EQ(plan->strategy, Strategy::kTwoStage);
+  EXPECT_EQ(plan->strategy, Strategy::kReference);
 
   // The automatic window stops growing at 8 MiB (a stream buffers one).
   ThreadPoolExecutor sixteen(16);
@@ -512,25 +513,28 @@ TEST(EnginePlanTest, AutomaticStrategyFollowsTheMeasuredRule) {
   for (const kernels::Kernel* kernel : kernels::AllKernels()) {
     if (!kernel->supported()) continue;
     SCOPED_TRACE(kernel->name);
-    const bool scalar = absl::string_view(kernel->name) == "scalar";
+    const absl::string_view name = kernel->name;
     for (Executor* executor :
          {static_cast<Executor*>(nullptr), static_cast<Executor*>(&two)}) {
       EXPECT_EQ(chosen(Algorithm::kSeqCdc, kernel, executor),
                 Strategy::kSequentialScan);
       EXPECT_EQ(chosen(Algorithm::kCrc32, kernel, executor),
-                Strategy::kTwoStage);
+                name == "scalar" ? Strategy::kReference : Strategy::kTwoStage);
       EXPECT_EQ(chosen(Algorithm::kFixed, kernel, executor),
                 Strategy::kSequentialScan);
-      EXPECT_EQ(chosen(Algorithm::kFastCdc, kernel, executor),
-                scalar && executor == nullptr ? Strategy::kSequentialScan
-                                              : Strategy::kTwoStage);
+      Strategy fastcdc = Strategy::kReference;
+      if (name == "avx512") {
+        fastcdc = executor == nullptr ? Strategy::kTwoStage
+                                      : Strategy::kSequentialScan;
+      }
+      EXPECT_EQ(chosen(Algorithm::kFastCdc, kernel, executor), fastcdc);
     }
   }
 }
 
 TEST(EnginePlanTest, StrategyNames) {
-  for (Strategy s :
-       {Strategy::kAuto, Strategy::kTwoStage, Strategy::kSequentialScan}) {
+  for (Strategy s : {Strategy::kAuto, Strategy::kTwoStage,
+                     Strategy::kSequentialScan, Strategy::kReference}) {
     absl::StatusOr<Strategy> parsed = ParseStrategy(StrategyName(s));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, s);

@@ -10,7 +10,9 @@
 // engine runs. The engine runs once window_size bytes have arrived since its
 // last run, so that each run has enough input to fan out across threads; the
 // engine's bitmaps refer to stream positions and survive both the runs and
-// the compaction of this buffer.
+// the compaction of this buffer. A piece of at least 4 * (final size +
+// kContext) bytes is not copied but cut where it lies (AppendInPlace) — on one
+// thread always, with several when it makes the engine run anyway.
 
 #include <algorithm>
 #include <cstddef>
@@ -31,16 +33,28 @@ namespace chunkd::chunking {
 class StreamChunker::Impl {
  public:
   Impl(const ChunkerOptions& options, std::unique_ptr<Engine> engine)
-      : options_(options), engine_(std::move(engine)) {}
+      : options_(options),
+        engine_(std::move(engine)),
+        bridge_(engine_->final_size() + kContext),
+        in_place_min_(4 * bridge_) {}
 
   void Append(absl::string_view piece, std::vector<Chunk>* out) {
     if (finished_) return;  // REQUIRES violated; ignore rather than abort.
     // Views handed out by the previous call die here, so this is the one
     // place where bytes may move.
+    Forget();
     Compact();
     const auto* bytes = reinterpret_cast<const uint8_t*>(piece.data());
-    buffer_.insert(buffer_.end(), bytes, bytes + piece.size());
     bytes_in_ += piece.size();
+    // In place when the engine would run now anyway (see below), and on one
+    // thread always: batching pieces only serves to fan a run out.
+    if (piece.size() >= in_place_min_ &&
+        (engine_->plan().parallelism == 1 ||
+         pending_ + piece.size() >= engine_->plan().window_size)) {
+      AppendInPlace(bytes, piece.size(), out);
+      return;
+    }
+    buffer_.insert(buffer_.end(), bytes, bytes + piece.size());
     pending_ += piece.size();
     if (pending_ >= engine_->plan().window_size &&
         buffer_.size() - start_ >= engine_->final_size()) {
@@ -51,18 +65,29 @@ class StreamChunker::Impl {
   void Finish(std::vector<Chunk>* out) {
     if (finished_) return;
     finished_ = true;
+    Forget();
     Compact();
     Run(/*at_end=*/true, out);
   }
 
   absl::string_view ChunkData(const Chunk& chunk) const {
-    if (chunk.offset < base_ ||
-        chunk.offset + chunk.length > base_ + buffer_.size()) {
-      return absl::string_view();  // Not a chunk of the last call.
+    for (const View& v : {View{piece_, piece_size_, piece_base_},
+                          View{buffer_.data(), buffer_.size(), base_},
+                          View{spare_.data(), spare_.size(), spare_base_}}) {
+      if (v.data != nullptr && chunk.offset >= v.base &&
+          chunk.offset + chunk.length <= v.base + v.size) {
+        return absl::string_view(
+            reinterpret_cast<const char*>(v.data) + (chunk.offset - v.base),
+            chunk.length);
+      }
     }
+    return absl::string_view();  // Not a chunk of the last call.
+  }
+
+  absl::string_view Pending() const {
     return absl::string_view(
-        reinterpret_cast<const char*>(buffer_.data()) + (chunk.offset - base_),
-        chunk.length);
+        reinterpret_cast<const char*>(buffer_.data()) + start_,
+        buffer_.size() - start_);
   }
 
   uint64_t bytes_in() const { return bytes_in_; }
@@ -70,6 +95,12 @@ class StreamChunker::Impl {
   const EnginePlan& plan() const { return engine_->plan(); }
 
  private:
+  struct View {
+    const uint8_t* data;
+    size_t size;
+    uint64_t base;
+  };
+
   // Cuts every chunk whose end is final and appends it to *out.
   void Run(bool at_end, std::vector<Chunk>* out) {
     Engine::Input input;
@@ -79,6 +110,45 @@ class StreamChunker::Impl {
     input.at_end = at_end;
     start_ = engine_->CutFinal(input, start_, out);
     pending_ = 0;
+  }
+
+  // A large piece is cut where it lies. Its first bridge_ bytes are copied
+  // behind the buffer, which finishes the chunks that started before the
+  // piece and leaves the chunk in progress more than kContext bytes into the
+  // piece; the engine then runs on the piece itself; the bytes from the
+  // left context of the new chunk in progress on (fewer than bridge_) become
+  // the buffer. The old buffer stays as spare_ until the next call, since
+  // chunks emitted here may lie in it.
+  void AppendInPlace(const uint8_t* bytes, size_t size,
+                     std::vector<Chunk>* out) {
+    const uint64_t piece_base = base_ + buffer_.size();
+    buffer_.insert(buffer_.end(), bytes, bytes + bridge_);
+    Run(/*at_end=*/false, out);
+    // All chunks starting at or before buffer_.size() - final_size were cut.
+    const size_t from = static_cast<size_t>(base_ + start_ - piece_base);
+    Engine::Input input;
+    input.data = bytes;
+    input.size = size;
+    input.offset = piece_base;
+    input.at_end = false;
+    const size_t next = engine_->CutFinal(input, from, out);
+    piece_ = bytes;
+    piece_size_ = size;
+    piece_base_ = piece_base;
+    std::swap(buffer_, spare_);
+    spare_base_ = base_;
+    const size_t keep_from = next - std::min(next, kContext);
+    buffer_.assign(bytes + keep_from, bytes + size);
+    base_ = piece_base + keep_from;
+    start_ = next - keep_from;
+  }
+
+  // Drops the views of the last call: the piece cut in place and the spare
+  // buffer.
+  void Forget() {
+    piece_ = nullptr;
+    piece_size_ = 0;
+    spare_.clear();
   }
 
   // Drops the bytes before the left context of the chunk in progress, but
@@ -95,10 +165,21 @@ class StreamChunker::Impl {
 
   const ChunkerOptions options_;
   const std::unique_ptr<Engine> engine_;
+  // Bytes of a large piece copied behind the buffer: enough to finish every
+  // chunk that started before the piece, plus a left context.
+  const size_t bridge_;
+  // Pieces at least this long are cut in place.
+  const size_t in_place_min_;
   std::vector<uint8_t> buffer_;
   uint64_t base_ = 0;   // stream offset of buffer_[0]
   size_t start_ = 0;    // index in buffer_ of the chunk in progress
   size_t pending_ = 0;  // bytes appended since the engine last ran
+  // The last call's piece when it was cut in place, and the buffer before it.
+  const uint8_t* piece_ = nullptr;
+  size_t piece_size_ = 0;
+  uint64_t piece_base_ = 0;
+  std::vector<uint8_t> spare_;
+  uint64_t spare_base_ = 0;
   uint64_t bytes_in_ = 0;
   bool finished_ = false;
 };
@@ -130,6 +211,8 @@ void StreamChunker::Finish(std::vector<Chunk>* out) { impl_->Finish(out); }
 absl::string_view StreamChunker::ChunkData(const Chunk& chunk) const {
   return impl_->ChunkData(chunk);
 }
+
+absl::string_view StreamChunker::Pending() const { return impl_->Pending(); }
 
 uint64_t StreamChunker::bytes_in() const { return impl_->bytes_in(); }
 

@@ -189,6 +189,27 @@ TEST(StreamChunkerTest, ChunkDataOfUnknownChunkIsEmpty) {
   EXPECT_EQ((*chunker)->options().avg_size, 256u);
 }
 
+// Pending() is exactly the input after the last emitted chunk.
+TEST(StreamChunkerTest, PendingIsTheInputAfterTheLastChunk) {
+  absl::StatusOr<std::unique_ptr<StreamChunker>> chunker =
+      StreamChunker::Create(testing::SmallOptions(Algorithm::kFixed),
+                            EveryAppend());
+  ASSERT_TRUE(chunker.ok());
+  std::vector<Chunk> out;
+  EXPECT_TRUE((*chunker)->Pending().empty());
+  (*chunker)->Append(std::string(300, 'a'), &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ((*chunker)->Pending(), std::string(44, 'a'));
+  (*chunker)->Append(std::string(100, 'b'), &out);
+  EXPECT_EQ(out.size(), 1u);
+  EXPECT_EQ((*chunker)->Pending(), std::string(44, 'a') + std::string(100, 'b'));
+  (*chunker)->Append(std::string(600, 'c'), &out);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ((*chunker)->Pending(), std::string(1000 - 3 * 256, 'c'));
+  (*chunker)->Finish(&out);
+  EXPECT_TRUE((*chunker)->Pending().empty());
+}
+
 // With the default window the chunker batches: nothing comes out before a
 // window's worth of input (so that the engine has enough to fan out), then
 // every final chunk at once; the result is still the reference.
@@ -203,7 +224,8 @@ TEST(StreamChunkerTest, DefaultWindowBatchesThenEmitsEverythingFinal) {
   ASSERT_GE(window, size_t{1} << 20);
   std::vector<Chunk> all;
   std::vector<Chunk> out;
-  const size_t piece = 10000;
+  // Below 4 * (max_size + 256): a larger piece is cut in place at once.
+  const size_t piece = 4000;
   for (size_t pos = 0; pos < data.size(); pos += piece) {
     const size_t n = std::min(piece, data.size() - pos);
     (*chunker)->Append(View(data, pos, n), &out);

@@ -91,6 +91,23 @@ Metrics::Metrics(absl::string_view version, absl::string_view backend)
                            .Name("chunkd_duplicate_chunks_total")
                            .Help("Dedup chunks already in the index.")
                            .Register(*registry_);
+  hints_ = &prometheus::BuildCounter()
+                .Name("chunkd_hints_total")
+                .Help(
+                    "RapidCDC next-chunk sizes tested in Dedup, by acceptance "
+                    "test and result (accepted or rejected).")
+                .Register(*registry_);
+  hint_skipped_bytes_ = &prometheus::BuildCounter()
+                             .Name("chunkd_hint_skipped_bytes_total")
+                             .Help(
+                                 "Bytes of chunks taken from accepted RapidCDC "
+                                 "hints: not scanned for boundaries.")
+                             .Register(*registry_);
+  for (const char* test : kHintTests) {
+    hints_->Add({{"test", test}, {"result", "accepted"}});
+    hints_->Add({{"test", test}, {"result", "rejected"}});
+    hint_skipped_bytes_->Add({{"test", test}});
+  }
   auto& stage = prometheus::BuildCounter()
                     .Name("chunkd_stage_seconds_total")
                     .Help(
@@ -165,6 +182,15 @@ absl::Status Metrics::Serve(const std::string& listen) {
   }
   exposer_->RegisterCollectable(collector_);
   return absl::OkStatus();
+}
+
+void Metrics::ForHints(absl::string_view test, StreamCounters* counters) {
+  const std::string name(test);
+  counters->hints_accepted =
+      &hints_->Add({{"test", name}, {"result", "accepted"}});
+  counters->hints_rejected =
+      &hints_->Add({{"test", name}, {"result", "rejected"}});
+  counters->hint_skipped_bytes = &hint_skipped_bytes_->Add({{"test", name}});
 }
 
 StreamCounters Metrics::ForStream(absl::string_view rpc,

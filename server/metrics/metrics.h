@@ -16,6 +16,10 @@
 //   grpc_server_handled_total{...,grpc_code}       counter (GrpcMetrics-
 //   grpc_server_handling_seconds{grpc_type,grpc_service,grpc_method}
 //                                                  histogram  Interceptor)
+//   chunkd_hints_total{test,result}                counter: RapidCDC hints
+//                                                  accepted or rejected
+//   chunkd_hint_skipped_bytes_total{test}          counter: bytes of accepted
+//                                                  hints (not scanned)
 //   chunkd_build_info{version,backend}             gauge, constant 1
 // Every series with a fixed label set exists from the start, at zero: all
 // rpc x algorithm pairs, all algorithms, all stages here; the index and gRPC
@@ -54,7 +58,15 @@ struct StreamCounters {
   prometheus::Counter* chunks = nullptr;
   prometheus::Counter* duplicate_bytes = nullptr;   // Dedup only
   prometheus::Counter* duplicate_chunks = nullptr;  // Dedup only
+  // Dedup with RapidCDC hints only (set by ForHints).
+  prometheus::Counter* hints_accepted = nullptr;
+  prometheus::Counter* hints_rejected = nullptr;
+  prometheus::Counter* hint_skipped_bytes = nullptr;
 };
+
+// The label values of chunkd_hints_total{test} (pipeline::HintTestName).
+inline constexpr const char* kHintTests[] = {"ff", "ff_mt", "ff_rwt",
+                                             "ff_rwt_fpt"};
 
 // chunkd_stage_seconds_total: time a stream's task spends in each stage of
 // the pipeline (wall time of the worker running it), summed over streams.
@@ -94,6 +106,8 @@ class Metrics {
 
   // The counters of a stream of `rpc` ("Chunk" or "Dedup") with `algorithm`.
   StreamCounters ForStream(absl::string_view rpc, absl::string_view algorithm);
+  // Fills the hint counters of *counters for the acceptance test `test`.
+  void ForHints(absl::string_view test, StreamCounters* counters);
 
   // The chunkd_stage_seconds_total counters.
   const StageCounters& stages() const { return stages_; }
@@ -127,6 +141,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* chunks_;
   prometheus::Family<prometheus::Counter>* duplicate_bytes_;
   prometheus::Family<prometheus::Counter>* duplicate_chunks_;
+  prometheus::Family<prometheus::Counter>* hints_;
+  prometheus::Family<prometheus::Counter>* hint_skipped_bytes_;
   prometheus::Family<prometheus::Counter>* index_requests_;
   prometheus::Family<prometheus::Histogram>* index_duration_;
   prometheus::Family<prometheus::Counter>* grpc_started_;

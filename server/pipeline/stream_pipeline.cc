@@ -1,8 +1,10 @@
 #include "pipeline/stream_pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "chunking/executor.h"
 
 namespace chunkd::pipeline {
@@ -11,27 +13,28 @@ namespace {
 // Bytes of chunks one fingerprinting task hashes (about 0.1 ms of SHA-256).
 constexpr size_t kFingerprintGroupBytes = size_t{256} << 10;
 
-// Adds the time from its construction to Stop() (or its end) to a stage's
-// counter, if there is one.
-class StageTimer {
+// Adds the seconds from construction to destruction to *total and to the
+// stage's counter (chunkd_stage_seconds_total), each when not null.
+class Stopwatch {
  public:
-  explicit StageTimer(prometheus::Counter* counter)
-      : counter_(counter), start_(std::chrono::steady_clock::now()) {}
-  ~StageTimer() { Stop(); }
-  StageTimer(const StageTimer&) = delete;
-  StageTimer& operator=(const StageTimer&) = delete;
-
-  void Stop() {
-    if (counter_ == nullptr) return;
-    const std::chrono::duration<double> elapsed =
-        std::chrono::steady_clock::now() - start_;
-    counter_->Increment(elapsed.count());
-    counter_ = nullptr;
+  Stopwatch(double* total, prometheus::Counter* counter)
+      : total_(total),
+        counter_(counter),
+        start_(std::chrono::steady_clock::now()) {}
+  ~Stopwatch() {
+    const double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - start_)
+                               .count();
+    if (total_ != nullptr) *total_ += seconds;
+    if (counter_ != nullptr) counter_->Increment(seconds);
   }
+  Stopwatch(const Stopwatch&) = delete;
+  Stopwatch& operator=(const Stopwatch&) = delete;
 
  private:
+  double* total_;
   prometheus::Counter* counter_;
-  const std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point start_;
 };
 
 }  // namespace
@@ -43,11 +46,31 @@ absl::StatusOr<std::unique_ptr<StreamPipeline>> StreamPipeline::Create(
     return absl::InvalidArgumentError(
         "fingerprint NONE cannot be used with Dedup: the index needs one");
   }
+  if (options.hints != HintTest::kOff) {
+    if (options.index == nullptr) {
+      return absl::InvalidArgumentError("hints apply to Dedup only");
+    }
+    if (options.chunking.algorithm != chunking::Algorithm::kFastCdc) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "hints (RapidCDC) need algorithm fastcdc, not ",
+          chunking::AlgorithmName(options.chunking.algorithm),
+          "; set hints to HINT_TEST_OFF or leave it unset"));
+    }
+  }
   auto chunker =
       chunking::StreamChunker::Create(options.chunking, options.engine);
   if (!chunker.ok()) return chunker.status();
-  return std::unique_ptr<StreamPipeline>(
+  std::unique_ptr<StreamPipeline> pipeline(
       new StreamPipeline(std::move(options), *std::move(chunker)));
+  if (pipeline->hints_on()) {
+    const chunking::ChunkerOptions& c = pipeline->options_.chunking;
+    pipeline->params_key_ = HintParamsKey(c);
+    pipeline->boundary_ = std::make_unique<FastCdcBoundary>(c);
+    auto cutter = chunking::MakeCutter(c);
+    if (!cutter.ok()) return cutter.status();
+    pipeline->cutter_ = *std::move(cutter);
+  }
+  return pipeline;
 }
 
 StreamPipeline::StreamPipeline(PipelineOptions options,
@@ -57,71 +80,138 @@ StreamPipeline::StreamPipeline(PipelineOptions options,
 absl::Status StreamPipeline::Process(absl::string_view piece,
                                      std::vector<ChunkRecord>* out) {
   totals_.bytes += piece.size();
+  return Advance(piece, /*at_end=*/false, out);
+}
+
+absl::Status StreamPipeline::Finish(std::vector<ChunkRecord>* out) {
+  absl::Status status = Advance(absl::string_view(), /*at_end=*/true, out);
+  if (!status.ok()) return status;
+  return Commit(out);
+}
+
+absl::Status StreamPipeline::Advance(absl::string_view piece, bool at_end,
+                                     std::vector<ChunkRecord>* out) {
+  std::string carried;  // held bytes handed back to a new chunker
+  absl::Status status;
+  for (;;) {
+    if (mode_ == Mode::kChunker) {
+      absl::string_view rest;
+      status = FeedChunker(piece, at_end, out, &rest);
+      if (!status.ok() || mode_ == Mode::kChunker) return status;
+      piece = rest;
+    }
+    held_.append(piece.data(), piece.size());
+    piece = absl::string_view();
+    if (mode_ == Mode::kHints) {
+      bool fall_back = false;
+      status = FollowHints(at_end, out, &fall_back);
+      if (!status.ok() || !fall_back) break;  // error, more bytes, or done
+      // After a run of accepted hints the data most likely changed a little
+      // (an edit): cut chunk by chunk until the hints resume. A duplicate
+      // that leads nowhere sends the stream back to the fast chunker.
+      mode_ = run_accepted_ ? Mode::kSequential : Mode::kChunker;
+      sequential_misses_ = 0;
+    }
+    if (mode_ == Mode::kSequential) {
+      status = CutSequential(at_end, out);
+      if (!status.ok()) break;
+      if (mode_ == Mode::kHints) continue;
+      if (mode_ == Mode::kSequential) break;  // more bytes, or done
+    }
+    // Many chunks in a row without hints: new data, so the fast chunker
+    // takes the held bytes over.
+    status = Commit(out);
+    if (!status.ok()) return status;
+    auto chunker =
+        chunking::StreamChunker::Create(options_.chunking, options_.engine);
+    if (!chunker.ok()) return chunker.status();
+    chunker_ = *std::move(chunker);
+    chunker_base_ = held_start_;
+    carried = held_.substr(held_skip_);
+    held_.clear();
+    held_skip_ = 0;
+    piece = carried;
+  }
+  // Drop the bytes behind once they outnumber the bytes kept.
+  if (held_skip_ > 0 && held_skip_ >= held_.size() - held_skip_) {
+    held_.erase(0, held_skip_);
+    held_skip_ = 0;
+  }
+  if (!status.ok()) {
+    // The stream fails: nothing cut but not yet indexed is reported.
+    pending_.clear();
+    pending_learned_.clear();
+    return status;
+  }
+  return Commit(out);
+}
+
+absl::Status StreamPipeline::FeedChunker(absl::string_view piece, bool at_end,
+                                         std::vector<ChunkRecord>* out,
+                                         absl::string_view* rest) {
+  // With hints, in slices of the window: a duplicate at the end of a slice's
+  // chunks hands the rest of the piece to the hints.
+  const size_t slice =
+      hints_on() ? std::max<size_t>(chunker_->plan().window_size, 1) : piece.size();
+  do {
+    const absl::string_view part = piece.substr(0, slice);
+    piece.remove_prefix(part.size());
+    const size_t before = out->size();
+    scratch_.clear();
+    if (!part.empty()) {
+      Stopwatch watch(&totals_.chunk_seconds, Stage(&metrics::StageCounters::chunk));
+      chunker_->Append(part, &scratch_);
+    }
+    absl::Status status = Emit(scratch_, /*last_call=*/false, out);
+    if (!status.ok()) return status;
+    if (hints_on() && out->size() > before && !out->back().is_new) {
+      // The last chunk is a duplicate: follow the hints from its end.
+      held_.assign(chunker_->Pending().data(), chunker_->Pending().size());
+      held_skip_ = 0;
+      held_start_ = out->back().offset + out->back().length;
+      hint_fp_ = out->back().fingerprint;
+      candidates_known_ = false;
+      run_accepted_ = false;
+      chunker_.reset();
+      mode_ = Mode::kHints;
+      *rest = piece;
+      return absl::OkStatus();
+    }
+  } while (!piece.empty());
+  if (!at_end) return absl::OkStatus();
   scratch_.clear();
   {
-    StageTimer timer(options_.stages ? options_.stages->chunk : nullptr);
-    chunker_->Append(piece, &scratch_);
+    Stopwatch watch(&totals_.chunk_seconds, Stage(&metrics::StageCounters::chunk));
+    chunker_->Finish(&scratch_);
   }
-  return Emit(scratch_, out);
+  return Emit(scratch_, /*last_call=*/true, out);
+}
+
+void StreamPipeline::AddHeldRecord(size_t size, std::string fingerprint,
+                                   bool learnable) {
+  if (learnable && last_learnable_) {
+    const uint8_t last = static_cast<uint8_t>(held_[held_skip_ + size - 1]);
+    pending_learned_.push_back(
+        {last_fp_, EncodeHint(static_cast<uint32_t>(size), last)});
+  }
+  ChunkRecord& r = pending_.emplace_back();
+  r.offset = held_start_;
+  r.length = static_cast<uint32_t>(size);
+  r.fingerprint = std::move(fingerprint);
+  last_fp_ = r.fingerprint;
+  last_learnable_ = true;
+  held_start_ += size;
+  held_skip_ += size;
+  ++totals_.chunks;
 }
 
 absl::Status StreamPipeline::Flush(std::vector<ChunkRecord>* out) {
   return Commit(out);
 }
 
-absl::Status StreamPipeline::Finish(std::vector<ChunkRecord>* out) {
-  scratch_.clear();
-  {
-    StageTimer timer(options_.stages ? options_.stages->chunk : nullptr);
-    chunker_->Finish(&scratch_);
-  }
-  absl::Status status = Emit(scratch_, out);
-  if (!status.ok()) return status;
-  return Commit(out);
-}
-
-absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
-                                  std::vector<ChunkRecord>* out) {
-  if (chunks.empty()) return absl::OkStatus();
-  // Dedup records wait in pending_ for their index batch.
-  std::vector<ChunkRecord>* dest = options_.index == nullptr ? out : &pending_;
-  const size_t first = dest->size();
-  StageTimer fingerprint_timer(options_.stages ? options_.stages->fingerprint
-                                               : nullptr);
-  dest->resize(first + chunks.size());
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    (*dest)[first + i].offset = chunks[i].offset;
-    (*dest)[first + i].length = chunks[i].length;
-  }
-  // Fingerprints in parallel on the engine's executor (the shared pool in
-  // the service), in groups of about kFingerprintGroupBytes so a task is
-  // worth its hand-off; each record keeps its place, so order is kept.
-  std::vector<size_t> group_start = {0};
-  size_t group_bytes = 0;
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    group_bytes += chunks[i].length;
-    if (group_bytes >= kFingerprintGroupBytes && i + 1 < chunks.size()) {
-      group_start.push_back(i + 1);
-      group_bytes = 0;
-    }
-  }
-  group_start.push_back(chunks.size());
-  chunking::RunParallel(
-      options_.engine.executor, group_start.size() - 1, [&](size_t g) {
-        for (size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
-          (*dest)[first + i].fingerprint = fingerprint::Digest(
-              options_.fingerprint, chunker_->ChunkData(chunks[i]));
-        }
-      });
-  totals_.chunks += chunks.size();
-  fingerprint_timer.Stop();
-  if (pending_.size() >= kMaxPendingChunks) return Commit(out);
-  return absl::OkStatus();
-}
-
 absl::Status StreamPipeline::Commit(std::vector<ChunkRecord>* out) {
   if (pending_.empty()) return absl::OkStatus();
-  StageTimer index_timer(options_.stages ? options_.stages->index : nullptr);
+  Stopwatch watch(nullptr, Stage(&metrics::StageCounters::index));
   std::vector<index::InsertEntry> entries;
   entries.reserve(pending_.size());
   for (const ChunkRecord& r : pending_) {
@@ -140,6 +230,7 @@ absl::Status StreamPipeline::Commit(std::vector<ChunkRecord>* out) {
   auto inserted = options_.index->Insert(options_.ns, entries, token_ptr);
   if (!inserted.ok()) {
     pending_.clear();
+    pending_learned_.clear();
     return inserted.status();
   }
   committed_chunks_ += pending_.size();
@@ -153,7 +244,221 @@ absl::Status StreamPipeline::Commit(std::vector<ChunkRecord>* out) {
     out->push_back(std::move(r));
   }
   pending_.clear();
-  return absl::OkStatus();
+  // Hints only after their fingerprints are in: the index drops hints of
+  // fingerprints it does not have.
+  std::vector<index::NextSize> learned;
+  learned.swap(pending_learned_);
+  if (learned.empty()) return absl::OkStatus();
+  return options_.index->RecordNextSizes(options_.ns, params_key_, learned);
+}
+
+absl::StatusOr<std::vector<uint32_t>> StreamPipeline::HintsOf(
+    const std::string& fingerprint) {
+  Stopwatch watch(nullptr, Stage(&metrics::StageCounters::index));
+  auto sizes = options_.index->NextSizes(options_.ns, params_key_,
+                                         absl::MakeConstSpan(&fingerprint, 1));
+  if (!sizes.ok()) return sizes.status();
+  return std::move((*sizes)[0]);
+}
+
+absl::Status StreamPipeline::CutSequential(bool at_end,
+                                           std::vector<ChunkRecord>* out) {
+  // After this many chunks in a row without hints the data is new.
+  constexpr size_t kMaxMisses = 16;
+  for (;;) {
+    const size_t avail = held_.size() - held_skip_;
+    if (avail == 0) return absl::OkStatus();
+    if (!at_end && avail < cutter_->max_size()) return absl::OkStatus();
+    const auto* data = reinterpret_cast<const uint8_t*>(held_.data()) + held_skip_;
+    size_t size;
+    {
+      Stopwatch watch(&totals_.chunk_seconds, Stage(&metrics::StageCounters::chunk));
+      uint64_t hash = 0;
+      size = cutter_->Cut(data, avail, 0, &hash);
+    }
+    // A chunk the stream's end cut says nothing about what follows.
+    const bool end_cut = at_end && size == avail;
+    std::string fp;
+    {
+      Stopwatch watch(nullptr, Stage(&metrics::StageCounters::fingerprint));
+      fp = fingerprint::Digest(
+          options_.fingerprint,
+          absl::string_view(reinterpret_cast<const char*>(data), size));
+    }
+    std::vector<uint32_t> next;
+    if (!end_cut) {
+      auto sizes = HintsOf(fp);
+      if (!sizes.ok()) return sizes.status();
+      next = *std::move(sizes);
+    }
+    hint_fp_ = fp;
+    AddHeldRecord(size, std::move(fp), !end_cut);
+    if (!next.empty()) {
+      candidates_ = std::move(next);
+      candidates_known_ = true;
+      next_candidate_ = 0;
+      mode_ = Mode::kHints;
+      return absl::OkStatus();
+    }
+    if (++sequential_misses_ >= kMaxMisses && !at_end) {
+      mode_ = Mode::kChunker;
+      return absl::OkStatus();
+    }
+  }
+}
+
+absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
+                                  bool last_call,
+                                  std::vector<ChunkRecord>* out) {
+  if (chunks.empty()) return absl::OkStatus();
+  // Dedup records wait in pending_ for their index batch.
+  std::vector<ChunkRecord>* dest = options_.index == nullptr ? out : &pending_;
+  const size_t first = dest->size();
+  dest->resize(first + chunks.size());
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    (*dest)[first + i].offset = chunker_base_ + chunks[i].offset;
+    (*dest)[first + i].length = chunks[i].length;
+  }
+  // Fingerprints in parallel on the engine's executor (the shared pool in
+  // the service), in groups of about kFingerprintGroupBytes so a task is
+  // worth its hand-off; each record keeps its place, so order is kept.
+  std::vector<size_t> group_start = {0};
+  size_t group_bytes = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    group_bytes += chunks[i].length;
+    if (group_bytes >= kFingerprintGroupBytes && i + 1 < chunks.size()) {
+      group_start.push_back(i + 1);
+      group_bytes = 0;
+    }
+  }
+  group_start.push_back(chunks.size());
+  {
+    Stopwatch watch(nullptr, Stage(&metrics::StageCounters::fingerprint));
+    chunking::RunParallel(
+        options_.engine.executor, group_start.size() - 1, [&](size_t g) {
+          for (size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
+            (*dest)[first + i].fingerprint = fingerprint::Digest(
+                options_.fingerprint, chunker_->ChunkData(chunks[i]));
+          }
+        });
+  }
+  totals_.chunks += chunks.size();
+  if (options_.index == nullptr) return absl::OkStatus();
+  if (!hints_on()) {
+    return pending_.size() >= kMaxPendingChunks ? Commit(out)
+                                                : absl::OkStatus();
+  }
+  // Learn what followed what. The stream's end may have cut the last chunk
+  // of Finish(): its size says nothing about this content.
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const ChunkRecord& r = pending_[first + i];
+    if (last_learnable_ && !(last_call && i + 1 == chunks.size())) {
+      const absl::string_view bytes = chunker_->ChunkData(chunks[i]);
+      pending_learned_.push_back(
+          {last_fp_, EncodeHint(r.length, static_cast<uint8_t>(bytes.back()))});
+    }
+    last_fp_ = r.fingerprint;
+    last_learnable_ = true;
+  }
+  // Whether the last chunk is a duplicate decides what comes next.
+  return Commit(out);
+}
+
+bool StreamPipeline::Accept(uint32_t candidate, absl::string_view bytes,
+                            bool at_end, std::string* fingerprint,
+                            std::vector<uint32_t>* next, bool* next_known,
+                            absl::Status* status) {
+  const size_t size = HintSize(candidate);
+  if (size > bytes.size() || size > boundary_->max_size()) return false;
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  {
+    Stopwatch watch(&totals_.chunk_seconds, Stage(&metrics::StageCounters::chunk));
+    bool pass = false;
+    switch (options_.hints) {
+      case HintTest::kOff:
+        break;
+      case HintTest::kFF:
+        pass = true;
+        break;
+      case HintTest::kFFMT:
+        pass = data[size - 1] == HintMarker(candidate);
+        break;
+      case HintTest::kFFRWT:
+      case HintTest::kFFRWTFPT:
+        pass = boundary_->Holds(data, bytes.size(), at_end, size);
+        break;
+    }
+    if (!pass) return false;
+  }
+  {
+    Stopwatch watch(nullptr, Stage(&metrics::StageCounters::fingerprint));
+    *fingerprint =
+        fingerprint::Digest(options_.fingerprint, bytes.substr(0, size));
+  }
+  *next_known = false;
+  if (options_.hints != HintTest::kFFRWTFPT) return true;
+  // FPT: the suggested chunk's own hints under these parameters exist only
+  // if these very bytes were cut as a chunk under them (see rapid_cdc.h);
+  // they are also the candidates for the chunk after it.
+  auto sizes = HintsOf(*fingerprint);
+  if (!sizes.ok()) {
+    *status = sizes.status();
+    return false;
+  }
+  *next = *std::move(sizes);
+  *next_known = true;
+  return !next->empty();
+}
+
+absl::Status StreamPipeline::FollowHints(bool at_end,
+                                         std::vector<ChunkRecord>* out,
+                                         bool* fall_back) {
+  absl::Status status;
+  for (;;) {
+    const absl::string_view bytes =
+        absl::string_view(held_).substr(held_skip_);
+    if (bytes.empty() && at_end) break;
+    if (!candidates_known_) {
+      auto sizes = HintsOf(hint_fp_);
+      if (!sizes.ok()) {
+        status = sizes.status();
+        break;
+      }
+      candidates_ = *std::move(sizes);
+      candidates_known_ = true;
+      next_candidate_ = 0;
+    }
+    if (next_candidate_ >= candidates_.size()) {
+      *fall_back = true;
+      break;
+    }
+    const uint32_t candidate = candidates_[next_candidate_];
+    const size_t size = HintSize(candidate);
+    const size_t needed = options_.hints == HintTest::kFFRWT ||
+                                  options_.hints == HintTest::kFFRWTFPT
+                              ? boundary_->Needed(size)
+                              : size;
+    if (!at_end && bytes.size() < needed) break;  // wait for more bytes
+    ++totals_.hints_tried;
+    std::string fp;
+    std::vector<uint32_t> next;
+    bool next_known = false;
+    if (!Accept(candidate, bytes, at_end, &fp, &next, &next_known, &status)) {
+      if (!status.ok()) break;
+      ++totals_.hints_rejected;
+      ++next_candidate_;
+      continue;
+    }
+    ++totals_.hints_accepted;
+    totals_.hint_skipped_bytes += size;
+    run_accepted_ = true;
+    AddHeldRecord(size, fp, /*learnable=*/false);
+    hint_fp_ = std::move(fp);
+    candidates_ = std::move(next);
+    candidates_known_ = next_known;
+    next_candidate_ = 0;
+  }
+  return status;
 }
 
 }  // namespace chunkd::pipeline

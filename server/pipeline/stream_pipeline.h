@@ -5,7 +5,21 @@
 // the namespace's index. Dedup records wait for their index batch: one
 // batched call (one round trip) per Flush(), or per kMaxPendingChunks
 // chunks, or at Finish(), so that the owner decides how much work shares a
-// round trip. Records come out in stream order.
+// round trip (with hints, each call of Process commits its own records, since
+// whether the last chunk was a duplicate decides what comes next). Records
+// come out in stream order.
+//
+// Dedup with RapidCDC hints (PipelineOptions::hints, fastcdc only; see
+// rapid_cdc.h): every pair of consecutive chunks teaches the index which size
+// followed the first. When the chunker emits a duplicate as its last chunk
+// (it is fed in slices of its window, so this is checked often), the pipeline
+// stops cutting and tries the sizes that followed that chunk before, with the
+// chosen acceptance test; each accepted size is a chunk nobody had to scan.
+// When no size passes, the reference cutter cuts one chunk at a time from the
+// last boundary, scanning only that chunk, and asks the index for the hints
+// of each, until one has hints (back to following them) or many in a row had
+// none (new data: back to the fast chunker). With FF+RWT+FPT the records are
+// exactly those without hints.
 //
 // Thread safety: not thread-safe; the owner runs one call at a time (the
 // service's reactor runs at most one task per stream on the shared pool).
@@ -21,9 +35,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "chunkd/chunker.h"
+#include "chunking/cutter.h"
 #include "fingerprint/fingerprint.h"
 #include "index/fingerprint_index.h"
 #include "metrics/metrics.h"
+#include "pipeline/rapid_cdc.h"
 
 namespace chunkd::pipeline {
 
@@ -36,6 +52,8 @@ struct PipelineOptions {
   // Dedup only: the index and namespace to record chunks in. nullptr: Chunk.
   index::FingerprintIndex* index = nullptr;
   std::string ns;
+  // Dedup with fastcdc only: RapidCDC's acceptance test; kOff for none.
+  HintTest hints = HintTest::kOff;
   // Where the time of each stage goes (chunkd_stage_seconds_total); null:
   // not measured. Must outlive the pipeline.
   const metrics::StageCounters* stages = nullptr;
@@ -59,12 +77,20 @@ struct StreamTotals {
   uint64_t chunks = 0;
   uint64_t unique_bytes = 0;   // Dedup only
   uint64_t unique_chunks = 0;  // Dedup only
+  // RapidCDC: sizes tested, chunks accepted, tests failed, accepted bytes.
+  uint64_t hints_tried = 0;
+  uint64_t hints_accepted = 0;
+  uint64_t hints_rejected = 0;
+  uint64_t hint_skipped_bytes = 0;
+  // Time spent finding boundaries: in the chunker, and (hints) in the
+  // acceptance tests without their fingerprints and index calls.
+  double chunk_seconds = 0;
 };
 
 class StreamPipeline {
  public:
-  // INVALID_ARGUMENT for bad chunking options; FAILED_PRECONDITION for Dedup
-  // without a fingerprint.
+  // INVALID_ARGUMENT for bad chunking options, for Dedup without a
+  // fingerprint, and for hints with another algorithm than fastcdc.
   static absl::StatusOr<std::unique_ptr<StreamPipeline>> Create(
       PipelineOptions options);
 
@@ -92,9 +118,48 @@ class StreamPipeline {
  private:
   StreamPipeline(PipelineOptions options,
                  std::unique_ptr<chunking::StreamChunker> chunker);
-  absl::Status Emit(const std::vector<chunking::Chunk>& chunks,
+  bool hints_on() const { return options_.hints != HintTest::kOff; }
+  // The counter of one stage, or null when stages are not measured.
+  prometheus::Counter* Stage(
+      prometheus::Counter* metrics::StageCounters::*stage) const {
+    return options_.stages == nullptr ? nullptr : options_.stages->*stage;
+  }
+  enum class Mode { kChunker, kHints, kSequential };
+  // Moves the stream on by `piece` (and to its end when `at_end`), switching
+  // between the modes as often as the data calls for.
+  absl::Status Advance(absl::string_view piece, bool at_end,
+                       std::vector<ChunkRecord>* out);
+  // Chunker mode: feeds `piece`; may switch to hints (then *rest holds the
+  // part of `piece` the chunker did not take).
+  absl::Status FeedChunker(absl::string_view piece, bool at_end,
+                           std::vector<ChunkRecord>* out,
+                           absl::string_view* rest);
+  // Sequential mode: cuts chunks one by one from held_start_ until one has
+  // hints (mode becomes kHints), many in a row had none (kChunker), or more
+  // bytes are needed.
+  absl::Status CutSequential(bool at_end, std::vector<ChunkRecord>* out);
+  // Adds a record cut outside the chunker (hints or sequential) at
+  // held_start_ to pending_, and advances held_start_.
+  void AddHeldRecord(size_t size, std::string fingerprint, bool learnable);
+  // The next-chunk sizes the index holds for `fingerprint`.
+  absl::StatusOr<std::vector<uint32_t>> HintsOf(const std::string& fingerprint);
+  // Records, fingerprints and indexes the chunker's chunks (offsets relative
+  // to chunker_base_), and learns what followed what; `last_call` when they
+  // come from Finish() (the stream's end may have cut the last one).
+  absl::Status Emit(const std::vector<chunking::Chunk>& chunks, bool last_call,
                     std::vector<ChunkRecord>* out);
+  // Inserts pending_ into the index (with the stream's WriteToken), sets
+  // is_new and the totals, records the hints learned meanwhile, and moves
+  // the records to *out.
   absl::Status Commit(std::vector<ChunkRecord>* out);
+  // Takes chunks from hints while a test accepts one. Sets *fall_back when
+  // no candidate passed (a chunker must take over at held_start_); returns
+  // with it false when more bytes are needed or the stream is done.
+  absl::Status FollowHints(bool at_end, std::vector<ChunkRecord>* out,
+                           bool* fall_back);
+  bool Accept(uint32_t candidate, absl::string_view bytes, bool at_end,
+              std::string* fingerprint, std::vector<uint32_t>* next,
+              bool* next_known, absl::Status* status);
 
   PipelineOptions options_;
   std::unique_ptr<chunking::StreamChunker> chunker_;
@@ -102,6 +167,30 @@ class StreamPipeline {
   std::vector<ChunkRecord> pending_;  // Dedup: not yet in the index
   uint64_t committed_chunks_ = 0;     // Dedup: chunks in the index so far
   StreamTotals totals_;
+
+  // RapidCDC state. In kChunker mode chunker_ cuts (from stream offset
+  // chunker_base_); otherwise the pipeline cuts from held_start_ the bytes
+  // held_ (from held_skip_ on), following the candidates of the chunk before
+  // (hint_fp_) or with cutter_. What was learned waits in pending_learned_
+  // for the records' Commit.
+  Mode mode_ = Mode::kChunker;
+  uint64_t chunker_base_ = 0;
+  std::unique_ptr<chunking::Cutter> cutter_;
+  size_t sequential_misses_ = 0;
+  bool run_accepted_ = false;  // a hint was accepted since the chunker left
+  std::vector<index::NextSize> pending_learned_;
+  std::string held_;
+  size_t held_skip_ = 0;
+  uint64_t held_start_ = 0;
+  std::string hint_fp_;
+  std::vector<uint32_t> candidates_;
+  bool candidates_known_ = false;
+  size_t next_candidate_ = 0;
+  // The last record and whether a chunk after it may be learned.
+  std::string last_fp_;
+  bool last_learnable_ = false;
+  std::string params_key_;
+  std::unique_ptr<FastCdcBoundary> boundary_;
 };
 
 }  // namespace chunkd::pipeline

@@ -131,6 +131,10 @@ struct DedupRpc {
     }
     o->index = service.index;
     o->ns = request.params().namespace_();
+    auto hints = HintTestFromProto(request.params().hints(),
+                                   o->chunking.algorithm);
+    if (!hints.ok()) return hints.status();
+    o->hints = *hints;
     o->stream_id = stream_id;
     return o;
   }
@@ -147,6 +151,10 @@ struct DedupRpc {
     s->set_total_chunks(t.chunks);
     s->set_unique_bytes(t.unique_bytes);
     s->set_unique_chunks(t.unique_chunks);
+    s->set_hints_tried(t.hints_tried);
+    s->set_hints_accepted(t.hints_accepted);
+    s->set_hints_rejected(t.hints_rejected);
+    s->set_hint_skipped_bytes(t.hint_skipped_bytes);
   }
 };
 
@@ -295,6 +303,10 @@ class StreamReactor final
       counters_ = options.metrics->ForStream(
           Rpc::kMethod,
           chunking::AlgorithmName(pipeline_options->chunking.algorithm));
+      if (pipeline_options->hints != pipeline::HintTest::kOff) {
+        options.metrics->ForHints(
+            pipeline::HintTestName(pipeline_options->hints), &counters_);
+      }
     } else if (request_.has_params()) {
       FailLocked(grpc::Status(
           grpc::StatusCode::INVALID_ARGUMENT,
@@ -490,6 +502,7 @@ class StreamReactor final
     const uint64_t chunks_before = pipeline_->totals().chunks;
     const uint64_t unique_before = pipeline_->totals().unique_bytes;
     const uint64_t unique_chunks_before = pipeline_->totals().unique_chunks;
+    const pipeline::StreamTotals hints_before = pipeline_->totals();
     for (const std::string& piece : pieces) {
       if (!status.ok()) break;
       status = pipeline_->Process(piece, &records);
@@ -529,6 +542,14 @@ class StreamReactor final
           static_cast<double>(bytes - (totals.unique_bytes - unique_before)));
       counters_.duplicate_chunks->Increment(
           static_cast<double>(records.size() - new_chunks));
+    }
+    if (counters_.hints_accepted != nullptr) {
+      counters_.hints_accepted->Increment(static_cast<double>(
+          totals.hints_accepted - hints_before.hints_accepted));
+      counters_.hints_rejected->Increment(static_cast<double>(
+          totals.hints_rejected - hints_before.hints_rejected));
+      counters_.hint_skipped_bytes->Increment(static_cast<double>(
+          totals.hint_skipped_bytes - hints_before.hint_skipped_bytes));
     }
 
     {

@@ -76,6 +76,43 @@ absl::StatusOr<fingerprint::Kind> FingerprintFromProto(
   }
 }
 
+absl::StatusOr<pipeline::HintTest> HintTestFromProto(
+    v1::HintTest hints, chunking::Algorithm algorithm) {
+  const bool fastcdc = algorithm == chunking::Algorithm::kFastCdc;
+  pipeline::HintTest test;
+  switch (hints) {
+    case v1::HINT_TEST_UNSPECIFIED:
+      return fastcdc ? pipeline::HintTest::kFFRWTFPT : pipeline::HintTest::kOff;
+    case v1::HINT_TEST_OFF:
+      return pipeline::HintTest::kOff;
+    case v1::HINT_TEST_FF:
+      test = pipeline::HintTest::kFF;
+      break;
+    case v1::HINT_TEST_FF_MT:
+      test = pipeline::HintTest::kFFMT;
+      break;
+    case v1::HINT_TEST_FF_RWT:
+      test = pipeline::HintTest::kFFRWT;
+      break;
+    case v1::HINT_TEST_FF_RWT_FPT:
+      test = pipeline::HintTest::kFFRWTFPT;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "hints ", static_cast<int>(hints),
+          " is unknown; use HINT_TEST_OFF (1), HINT_TEST_FF (2), "
+          "HINT_TEST_FF_MT (3), HINT_TEST_FF_RWT (4) or HINT_TEST_FF_RWT_FPT "
+          "(5)"));
+  }
+  if (!fastcdc) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hints ", v1::HintTest_Name(hints), " needs algorithm ALGORITHM_FASTCDC, "
+        "not ", chunking::AlgorithmName(algorithm),
+        "; use HINT_TEST_OFF or leave hints unset"));
+  }
+  return test;
+}
+
 v1::Algorithm AlgorithmToProto(chunking::Algorithm algorithm) {
   switch (algorithm) {
     case chunking::Algorithm::kFastCdc:

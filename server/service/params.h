@@ -8,6 +8,7 @@
 #include "chunkd/chunker.h"
 #include "chunkd/v1/chunkd.pb.h"
 #include "fingerprint/fingerprint.h"
+#include "pipeline/rapid_cdc.h"
 
 namespace chunkd::service {
 
@@ -20,6 +21,11 @@ absl::StatusOr<fingerprint::Kind> FingerprintFromProto(
     v1::FingerprintAlgorithm algorithm);
 
 v1::Algorithm AlgorithmToProto(chunking::Algorithm algorithm);
+
+// Dedup's hints: unset means FF+RWT+FPT for fastcdc and off otherwise; a
+// test other than OFF with another algorithm is INVALID_ARGUMENT.
+absl::StatusOr<pipeline::HintTest> HintTestFromProto(
+    v1::HintTest hints, chunking::Algorithm algorithm);
 
 }  // namespace chunkd::service
 

@@ -35,6 +35,7 @@ from metrics_util import (
 ALGORITHMS = ["fastcdc", "crc32", "seqcdc", "fixed"]
 RPCS = ["Chunk", "Dedup"]
 STAGES = ["chunk", "fingerprint", "index"]
+HINT_TESTS = ["ff", "ff_mt", "ff_rwt", "ff_rwt_fpt"]
 INDEX_OPS = ["lookup", "insert", "release", "hints", "health"]
 GRPC_CODES = [
     "OK", "Canceled", "Unknown", "InvalidArgument", "DeadlineExceeded",
@@ -66,6 +67,8 @@ FAMILIES = {
     "chunkd_worker_queue_depth": "gauge",
     "chunkd_index_requests_total": "counter",
     "chunkd_index_request_duration_seconds": "histogram",
+    "chunkd_hints_total": "counter",
+    "chunkd_hint_skipped_bytes_total": "counter",
     "chunkd_build_info": "gauge",
 }
 
@@ -111,14 +114,25 @@ def test_fresh_server_exports_every_series_at_zero(fresh_server: ChunkdServer) -
         assert value(samples, "chunkd_stage_seconds_total", stage=stage) == 0
     assert value(samples, "chunkd_active_streams") == 0
     assert value(samples, "chunkd_worker_queue_depth") == 0
+    for test in HINT_TESTS:
+        for result in ["accepted", "rejected"]:
+            assert value(samples, "chunkd_hints_total", test=test, result=result) == 0
+        assert value(samples, "chunkd_hint_skipped_bytes_total", test=test) == 0
+    # The index health monitor probes the index from the start (once a
+    # second): its series counts; every other one is still at zero.
     for op in INDEX_OPS:
         for result in ["ok", "error"]:
-            assert value(samples, "chunkd_index_requests_total",
-                         backend="memory", op=op, result=result) == 0, (op, result)
-        assert value(samples, "chunkd_index_request_duration_seconds_count",
-                     backend="memory", op=op) == 0
-        assert value(samples, "chunkd_index_request_duration_seconds_bucket",
-                     backend="memory", op=op, le="+Inf") == 0
+            count = value(samples, "chunkd_index_requests_total",
+                          backend="memory", op=op, result=result)
+            if op == "health" and result == "ok":
+                assert count >= 1
+            else:
+                assert count == 0, (op, result)
+        if op != "health":
+            assert value(samples, "chunkd_index_request_duration_seconds_count",
+                         backend="memory", op=op) == 0
+            assert value(samples, "chunkd_index_request_duration_seconds_bucket",
+                         backend="memory", op=op, le="+Inf") == 0
     assert value(samples, "chunkd_build_info", version="0.1.0",
                  backend=_backend(fresh_server)) == 1
 
@@ -347,7 +361,7 @@ def test_prometheus_sees_the_traffic_sent(scraped: tuple) -> None:
         'sum by (grpc_method) (grpc_server_handling_seconds_count'
         '{grpc_service="chunkd.v1.ChunkService"})'), "grpc_method")
     assert latency_count == {("Chunk",): 3, ("Dedup",): 2, ("FindMissing",): 1,
-                             ("GetServerInfo",): 0}
+                             ("GetServerInfo",): 0, ("Release",): 0}
     lookups = _by(prometheus.query(
         'chunkd_index_requests_total{op="lookup"}'), "backend", "result")
     assert lookups == {("memory", "ok"): 1, ("memory", "error"): 0}
@@ -438,6 +452,8 @@ def test_redis_index_calls_and_errors_are_counted(chunkd_bin: Path) -> None:
             samples = parse_samples(scrape(server.metrics_address))
             for op in INDEX_OPS:
                 for result in ["ok", "error"]:
+                    if op == "health":
+                        continue  # probed once a second from the start
                     assert value(samples, "chunkd_index_requests_total", backend="redis",
                                  op=op, result=result) == 0, (op, result)
             assert not [l for n, l, _ in samples if n == "chunkd_index_requests_total"

@@ -169,20 +169,25 @@ std::vector<Chunk> ReferenceChunks(const ChunkerOptions& options,
 // How the engine finds cut points (DESIGN.md §3). Every strategy returns
 // exactly ReferenceChunks(); they differ only in speed.
 enum class Strategy : int {
-  // The faster of the two for the algorithm, the kernel and the executor's
-  // parallelism (the rule and the measurements behind it: chunking/engine.h).
+  // The fastest of the others for the algorithm, the kernel and the
+  // executor's parallelism (the rule and the measurements behind it:
+  // chunking/engine.h).
   kAuto = 0,
   // SS-CDC: stage 1 computes the algorithm's candidate bitmaps for a whole
   // window of input, in segments fanned across the executor; stage 2 selects
   // the cut points sequentially from the bitmaps.
   kTwoStage = 1,
-  // One thread: for each chunk, stage 1 runs on short blocks starting at the
-  // chunk's minimum size until stage 2 finds the cut, so the bytes that
-  // FastCDC and SeqCDC skip are never read.
+  // For each chunk, stage 1 runs on short blocks starting at the chunk's
+  // minimum size until stage 2 finds the cut, so the bytes that FastCDC and
+  // SeqCDC skip are never read. With several threads, segments of the input
+  // are cut speculatively in parallel (engine.h: "speculative segments").
   kSequentialScan = 2,
+  // The reference cutter itself (no stage-1 kernel), with several threads in
+  // speculative segments like kSequentialScan.
+  kReference = 3,
 };
 
-// "auto", "two-stage", "sequential".
+// "auto", "two-stage", "sequential", "reference".
 absl::string_view StrategyName(Strategy strategy);
 
 // Parses a name as returned by StrategyName. INVALID_ARGUMENT names the
@@ -250,23 +255,34 @@ absl::StatusOr<std::vector<Chunk>> FastChunks(
 //
 // When chunks come out: a chunk is final once max_size bytes from its start
 // have arrived (no algorithm looks further) or at Finish(). The chunker runs
-// the engine when at least window_size bytes have arrived since its last run
-// (and at Finish()), and then emits every final chunk. So a final chunk is
+// the engine when at least window_size bytes have arrived since its last run,
+// on one thread also for every piece of at least 4 * (256 + max_size) bytes,
+// and at Finish(); each run emits every final chunk. So a final chunk is
 // emitted at the latest window_size bytes after it became final, and with
 // window_size 1 at once.
+//
+// Copies: a piece of at least 4 * (256 + max_size) bytes that the engine runs
+// on is cut where it lies; only its first and last 256 + max_size bytes (at
+// most) are copied. Smaller pieces, and with an executor large ones that
+// arrive before window_size bytes have gathered, are copied into the buffer.
 //
 // Memory: the buffer holds a left context of 256 bytes, the chunk in progress
 // (< max_size bytes), the bytes that arrived since the engine last ran
 // (< window_size, plus the piece being appended). Bytes already cut are
 // dropped lazily — only once they are at least as many as the bytes kept — so
-// that every byte is moved O(1) times however small the pieces: the buffer is
-// at most 2 * (256 + max_size + window_size) + (size of the largest Append)
-// bytes (fixed: avg_size for max_size). The two-stage strategy keeps its
-// bitmaps in a ring of words that holds the chunk in progress and up to two
-// rounds (with an executor, the next round is computed while stage 2 walks
-// the current one), rounded up to a power of two: less than
-// (2 * max(window_size, 64 KiB) + max_size + 448) / 2 bytes (crc32: half of
-// it). The sequential-scan strategy needs 16 KiB of bitmaps instead.
+// that every byte is moved O(1) times however small the pieces. The chunker's
+// own byte buffers (the buffer, and the one kept for ChunkData over a piece
+// cut in place) total at most
+//   2 * (256 + max_size + window_size) + 4 * (256 + max_size) + window_size
+// bytes whatever the size of the pieces (fixed: avg_size for max_size). The
+// two-stage strategy keeps its bitmaps in a ring of words that holds the
+// chunk in progress and up to two rounds (with an executor, the next round is
+// computed while stage 2 walks the current one), rounded up to a power of
+// two: less than (2 * max(window_size, 64 KiB) + max_size + 448) / 2 bytes
+// (crc32: half of it). The sequential-scan strategy needs 16 KiB of bitmaps
+// per thread instead, the reference strategy none; with an executor, both
+// keep the chunks found in one round of speculative segments (at most 4 MiB
+// per thread, one Chunk per min_size bytes).
 //
 // Thread safety: not thread-safe; copy and move disabled. Several chunkers may
 // share one Executor.
@@ -287,7 +303,8 @@ class StreamChunker {
 
   // Feeds the next piece of the stream and appends the chunks that became
   // final to *out. Their bytes are readable through ChunkData() until the next
-  // call of Append() or Finish().
+  // call of Append() or Finish(); ChunkData() may point into `piece` itself,
+  // so the caller keeps the piece's bytes unchanged until then.
   // REQUIRES: Finish() not yet called.
   void Append(absl::string_view piece, std::vector<Chunk>* out);
 
@@ -298,6 +315,11 @@ class StreamChunker {
 
   // The bytes of a chunk emitted by the last Append() or Finish().
   absl::string_view ChunkData(const Chunk& chunk) const;
+
+  // The bytes fed but not yet part of an emitted chunk: from the end of the
+  // last emitted chunk to the end of the input. Valid until the next call of
+  // Append() or Finish(). (RapidCDC takes them over when it stops cutting.)
+  absl::string_view Pending() const;
 
   // Total bytes fed so far.
   uint64_t bytes_in() const;

@@ -1,0 +1,84 @@
+// RapidCDC next-chunk hints for Dedup (DESIGN.md §6): the pieces that do not
+// depend on the stream's state — the acceptance tests, the hint encoding and
+// the key hints are stored under. StreamPipeline drives them.
+//
+// A hint is the size of the chunk that followed a chunk in an earlier stream,
+// stored in the index under that chunk's fingerprint and the chunking
+// parameters (HintParamsKey). Its value also carries the suggested chunk's
+// last byte, for FF+MT.
+//
+// Why FF+RWT+FPT is exact. FastCDC's decision to end a chunk of s bytes that
+// starts at p depends only on the bytes p+min .. p+s (the byte after the
+// chunk included) and on whether the stream ends before p+max. Here FPT asks
+// the index for the suggested chunk's own hints under the same parameters:
+// they exist only if a chunk with exactly these bytes was cut under these
+// parameters and was not the last of its stream, so no position before p+s
+// ends a chunk. RWT then checks the position p+s itself with this stream's
+// bytes: FastCDC's boundary condition holds there, or s is max_size, or the
+// stream ends exactly at p+s. Near the end of the stream (FastCDC only tests
+// positions below the largest even number <= min(remaining, max)) a hash cut
+// is accepted only when that bound is known to lie beyond p+s.
+//
+// Thread safety: the functions are pure; FastCdcBoundary is immutable.
+#ifndef CHUNKD_PIPELINE_RAPID_CDC_H_
+#define CHUNKD_PIPELINE_RAPID_CDC_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "chunkd/chunker.h"
+
+namespace chunkd::pipeline {
+
+enum class HintTest { kOff, kFF, kFFMT, kFFRWT, kFFRWTFPT };
+
+// "off", "ff", "ff_mt", "ff_rwt", "ff_rwt_fpt": metric labels and docs.
+absl::string_view HintTestName(HintTest test);
+
+// The parameters that decide FastCDC's cuts, e.g.
+// "fastcdc:4096:16384:65536:2:0" (algorithm, min, avg, max, level, seed).
+std::string HintParamsKey(const chunking::ChunkerOptions& options);
+
+// A hint value: the chunk's size (1..2^24) and its last byte.
+uint32_t EncodeHint(uint32_t size, uint8_t last_byte);
+inline uint32_t HintSize(uint32_t hint) { return (hint & 0xffffffu) + 1; }
+inline uint8_t HintMarker(uint32_t hint) {
+  return static_cast<uint8_t>(hint >> 24);
+}
+
+// FastCDC's boundary condition at a suggested chunk end (the RWT test).
+class FastCdcBoundary {
+ public:
+  // REQUIRES: options are valid fastcdc options with defaults resolved.
+  explicit FastCdcBoundary(const chunking::ChunkerOptions& options);
+
+  // `chunk` holds `avail` bytes from a chunk start; `at_end` when the stream
+  // ends after them. True when the reference, cutting from that start, may
+  // end the chunk at exactly `size` bytes: the boundary condition holds at
+  // byte `size` (and FastCDC tests that position), or size is max_size, or
+  // the stream ends at `size`. False also when more bytes are needed to know
+  // (Needed() says how many).
+  bool Holds(const uint8_t* chunk, size_t avail, bool at_end,
+             size_t size) const;
+
+  // Bytes from the chunk start Holds() needs to decide on `size` before the
+  // stream end is known.
+  size_t Needed(size_t size) const;
+
+  uint32_t max_size() const { return max_size_; }
+
+ private:
+  uint32_t min_size_;
+  uint32_t avg_size_;
+  uint32_t max_size_;
+  uint64_t mask_s_;
+  uint64_t mask_l_;
+  std::array<uint64_t, 256> gear_;
+};
+
+}  // namespace chunkd::pipeline
+
+#endif  // CHUNKD_PIPELINE_RAPID_CDC_H_
