@@ -206,6 +206,79 @@ func (SeqCdcMode) EnumDescriptor() ([]byte, []int) {
 	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{2}
 }
 
+// RapidCDC (DESIGN.md §6): after a duplicate chunk, Dedup tries the sizes of
+// the chunks that followed it before (most recent first) and accepts one
+// with this test instead of cutting. Hints apply to FastCDC only.
+type HintTest int32
+
+const (
+	// Not set: HINT_TEST_FF_RWT_FPT for fastcdc, HINT_TEST_OFF otherwise.
+	HintTest_HINT_TEST_UNSPECIFIED HintTest = 0
+	// No hints: every byte is cut normally.
+	HintTest_HINT_TEST_OFF HintTest = 1
+	// Accept the first suggested size blindly. Fastest; boundaries can differ
+	// from normal chunking (DedupSummary.hints_accepted says how often it
+	// guessed).
+	HintTest_HINT_TEST_FF HintTest = 2
+	// Accept a size whose last byte equals the byte the suggested chunk ended
+	// with. Boundaries can differ from normal chunking.
+	HintTest_HINT_TEST_FF_MT HintTest = 3
+	// Accept a size where FastCDC's boundary condition holds (the rolling
+	// window test). Boundaries can differ from normal chunking.
+	HintTest_HINT_TEST_FF_RWT HintTest = 4
+	// The window test, and the suggested chunk must be one this namespace
+	// already indexed under the same chunking parameters: exactly the chunks
+	// normal chunking produces. The default.
+	HintTest_HINT_TEST_FF_RWT_FPT HintTest = 5
+)
+
+// Enum value maps for HintTest.
+var (
+	HintTest_name = map[int32]string{
+		0: "HINT_TEST_UNSPECIFIED",
+		1: "HINT_TEST_OFF",
+		2: "HINT_TEST_FF",
+		3: "HINT_TEST_FF_MT",
+		4: "HINT_TEST_FF_RWT",
+		5: "HINT_TEST_FF_RWT_FPT",
+	}
+	HintTest_value = map[string]int32{
+		"HINT_TEST_UNSPECIFIED": 0,
+		"HINT_TEST_OFF":         1,
+		"HINT_TEST_FF":          2,
+		"HINT_TEST_FF_MT":       3,
+		"HINT_TEST_FF_RWT":      4,
+		"HINT_TEST_FF_RWT_FPT":  5,
+	}
+)
+
+func (x HintTest) Enum() *HintTest {
+	p := new(HintTest)
+	*p = x
+	return p
+}
+
+func (x HintTest) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HintTest) Descriptor() protoreflect.EnumDescriptor {
+	return file_chunkd_v1_chunkd_proto_enumTypes[3].Descriptor()
+}
+
+func (HintTest) Type() protoreflect.EnumType {
+	return &file_chunkd_v1_chunkd_proto_enumTypes[3]
+}
+
+func (x HintTest) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HintTest.Descriptor instead.
+func (HintTest) EnumDescriptor() ([]byte, []int) {
+	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{3}
+}
+
 // Parameters of the chunking function. A field left unset takes the
 // algorithm's default, which GetServerInfo reports with the allowed range.
 // Sizes are in bytes.
@@ -713,10 +786,15 @@ type DedupParams struct {
 	// failed (UNAVAILABLE, a deadline, a lost connection) may send the whole
 	// stream again with the same stream_id, namespace, parameters and bytes:
 	// no reference is counted twice or half, and the retried stream's records
-	// say what a first successful run would have said (`is_new` included).
+	// say what a first successful run would have said (`is_new` included;
+	// with hints, exactly so only for HINT_TEST_OFF and HINT_TEST_FF_RWT_FPT,
+	// whose chunks never depend on what the index learned meanwhile).
 	// Reusing a stream_id for different bytes within those 10 minutes is a
 	// client error: chunks at positions already recorded are not counted.
-	StreamId      string `protobuf:"bytes,4,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	StreamId string `protobuf:"bytes,4,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	// RapidCDC next-chunk hints: which acceptance test, or off. Any test other
+	// than OFF needs ALGORITHM_FASTCDC.
+	Hints         HintTest `protobuf:"varint,10,opt,name=hints,proto3,enum=chunkd.v1.HintTest" json:"hints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -777,6 +855,13 @@ func (x *DedupParams) GetStreamId() string {
 		return x.StreamId
 	}
 	return ""
+}
+
+func (x *DedupParams) GetHints() HintTest {
+	if x != nil {
+		return x.Hints
+	}
+	return HintTest_HINT_TEST_UNSPECIFIED
 }
 
 // One message of a Dedup stream.
@@ -963,9 +1048,15 @@ type DedupSummary struct {
 	// Bytes of the chunks that were new.
 	UniqueBytes uint64 `protobuf:"varint,3,opt,name=unique_bytes,json=uniqueBytes,proto3" json:"unique_bytes,omitempty"`
 	// Chunks that were new.
-	UniqueChunks  uint64 `protobuf:"varint,4,opt,name=unique_chunks,json=uniqueChunks,proto3" json:"unique_chunks,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	UniqueChunks uint64 `protobuf:"varint,4,opt,name=unique_chunks,json=uniqueChunks,proto3" json:"unique_chunks,omitempty"`
+	// RapidCDC: suggested sizes tested, accepted and rejected.
+	HintsTried    uint64 `protobuf:"varint,5,opt,name=hints_tried,json=hintsTried,proto3" json:"hints_tried,omitempty"`
+	HintsAccepted uint64 `protobuf:"varint,6,opt,name=hints_accepted,json=hintsAccepted,proto3" json:"hints_accepted,omitempty"`
+	HintsRejected uint64 `protobuf:"varint,7,opt,name=hints_rejected,json=hintsRejected,proto3" json:"hints_rejected,omitempty"`
+	// Bytes of accepted hinted chunks: bytes the chunker did not have to scan.
+	HintSkippedBytes uint64 `protobuf:"varint,8,opt,name=hint_skipped_bytes,json=hintSkippedBytes,proto3" json:"hint_skipped_bytes,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *DedupSummary) Reset() {
@@ -1022,6 +1113,34 @@ func (x *DedupSummary) GetUniqueBytes() uint64 {
 func (x *DedupSummary) GetUniqueChunks() uint64 {
 	if x != nil {
 		return x.UniqueChunks
+	}
+	return 0
+}
+
+func (x *DedupSummary) GetHintsTried() uint64 {
+	if x != nil {
+		return x.HintsTried
+	}
+	return 0
+}
+
+func (x *DedupSummary) GetHintsAccepted() uint64 {
+	if x != nil {
+		return x.HintsAccepted
+	}
+	return 0
+}
+
+func (x *DedupSummary) GetHintsRejected() uint64 {
+	if x != nil {
+		return x.HintsRejected
+	}
+	return 0
+}
+
+func (x *DedupSummary) GetHintSkippedBytes() uint64 {
+	if x != nil {
+		return x.HintSkippedBytes
 	}
 	return 0
 }
@@ -1679,12 +1798,14 @@ const file_chunkd_v1_chunkd_proto_rawDesc = "" +
 	"\rChunkResponse\x12-\n" +
 	"\x05batch\x18\x01 \x01(\v2\x15.chunkd.v1.ChunkBatchH\x00R\x05batch\x123\n" +
 	"\asummary\x18\x02 \x01(\v2\x17.chunkd.v1.ChunkSummaryH\x00R\asummaryB\x06\n" +
-	"\x04body\"\xc2\x01\n" +
+	"\x04body\"\xed\x01\n" +
 	"\vDedupParams\x125\n" +
 	"\bchunking\x18\x01 \x01(\v2\x19.chunkd.v1.ChunkingParamsR\bchunking\x12A\n" +
 	"\vfingerprint\x18\x02 \x01(\x0e2\x1f.chunkd.v1.FingerprintAlgorithmR\vfingerprint\x12\x1c\n" +
 	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x1b\n" +
-	"\tstream_id\x18\x04 \x01(\tR\bstreamId\"R\n" +
+	"\tstream_id\x18\x04 \x01(\tR\bstreamId\x12)\n" +
+	"\x05hints\x18\n" +
+	" \x01(\x0e2\x13.chunkd.v1.HintTestR\x05hints\"R\n" +
 	"\fDedupRequest\x12.\n" +
 	"\x06params\x18\x01 \x01(\v2\x16.chunkd.v1.DedupParamsR\x06params\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\"v\n" +
@@ -1695,13 +1816,18 @@ const file_chunkd_v1_chunkd_proto_rawDesc = "" +
 	"\x06is_new\x18\x04 \x01(\bR\x05isNew\"<\n" +
 	"\n" +
 	"DedupBatch\x12.\n" +
-	"\x06chunks\x18\x01 \x03(\v2\x16.chunkd.v1.DedupRecordR\x06chunks\"\x9a\x01\n" +
+	"\x06chunks\x18\x01 \x03(\v2\x16.chunkd.v1.DedupRecordR\x06chunks\"\xb7\x02\n" +
 	"\fDedupSummary\x12\x1f\n" +
 	"\vtotal_bytes\x18\x01 \x01(\x04R\n" +
 	"totalBytes\x12!\n" +
 	"\ftotal_chunks\x18\x02 \x01(\x04R\vtotalChunks\x12!\n" +
 	"\funique_bytes\x18\x03 \x01(\x04R\vuniqueBytes\x12#\n" +
-	"\runique_chunks\x18\x04 \x01(\x04R\funiqueChunks\"{\n" +
+	"\runique_chunks\x18\x04 \x01(\x04R\funiqueChunks\x12\x1f\n" +
+	"\vhints_tried\x18\x05 \x01(\x04R\n" +
+	"hintsTried\x12%\n" +
+	"\x0ehints_accepted\x18\x06 \x01(\x04R\rhintsAccepted\x12%\n" +
+	"\x0ehints_rejected\x18\a \x01(\x04R\rhintsRejected\x12,\n" +
+	"\x12hint_skipped_bytes\x18\b \x01(\x04R\x10hintSkippedBytes\"{\n" +
 	"\rDedupResponse\x12-\n" +
 	"\x05batch\x18\x01 \x01(\v2\x15.chunkd.v1.DedupBatchH\x00R\x05batch\x123\n" +
 	"\asummary\x18\x02 \x01(\v2\x17.chunkd.v1.DedupSummaryH\x00R\asummaryB\x06\n" +
@@ -1759,7 +1885,14 @@ const file_chunkd_v1_chunkd_proto_rawDesc = "" +
 	"SeqCdcMode\x12\x1c\n" +
 	"\x18SEQ_CDC_MODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SEQ_CDC_MODE_INCREASING\x10\x01\x12\x1b\n" +
-	"\x17SEQ_CDC_MODE_DECREASING\x10\x022\xf2\x02\n" +
+	"\x17SEQ_CDC_MODE_DECREASING\x10\x02*\x8f\x01\n" +
+	"\bHintTest\x12\x19\n" +
+	"\x15HINT_TEST_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rHINT_TEST_OFF\x10\x01\x12\x10\n" +
+	"\fHINT_TEST_FF\x10\x02\x12\x13\n" +
+	"\x0fHINT_TEST_FF_MT\x10\x03\x12\x14\n" +
+	"\x10HINT_TEST_FF_RWT\x10\x04\x12\x18\n" +
+	"\x14HINT_TEST_FF_RWT_FPT\x10\x052\xf2\x02\n" +
 	"\fChunkService\x12>\n" +
 	"\x05Chunk\x12\x17.chunkd.v1.ChunkRequest\x1a\x18.chunkd.v1.ChunkResponse(\x010\x01\x12>\n" +
 	"\x05Dedup\x12\x17.chunkd.v1.DedupRequest\x1a\x18.chunkd.v1.DedupResponse(\x010\x01\x12L\n" +
@@ -1779,72 +1912,74 @@ func file_chunkd_v1_chunkd_proto_rawDescGZIP() []byte {
 	return file_chunkd_v1_chunkd_proto_rawDescData
 }
 
-var file_chunkd_v1_chunkd_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_chunkd_v1_chunkd_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_chunkd_v1_chunkd_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_chunkd_v1_chunkd_proto_goTypes = []any{
 	(Algorithm)(0),                // 0: chunkd.v1.Algorithm
 	(FingerprintAlgorithm)(0),     // 1: chunkd.v1.FingerprintAlgorithm
 	(SeqCdcMode)(0),               // 2: chunkd.v1.SeqCdcMode
-	(*ChunkingParams)(nil),        // 3: chunkd.v1.ChunkingParams
-	(*ChunkRecord)(nil),           // 4: chunkd.v1.ChunkRecord
-	(*ChunkParams)(nil),           // 5: chunkd.v1.ChunkParams
-	(*ChunkRequest)(nil),          // 6: chunkd.v1.ChunkRequest
-	(*ChunkBatch)(nil),            // 7: chunkd.v1.ChunkBatch
-	(*ChunkSummary)(nil),          // 8: chunkd.v1.ChunkSummary
-	(*ChunkResponse)(nil),         // 9: chunkd.v1.ChunkResponse
-	(*DedupParams)(nil),           // 10: chunkd.v1.DedupParams
-	(*DedupRequest)(nil),          // 11: chunkd.v1.DedupRequest
-	(*DedupRecord)(nil),           // 12: chunkd.v1.DedupRecord
-	(*DedupBatch)(nil),            // 13: chunkd.v1.DedupBatch
-	(*DedupSummary)(nil),          // 14: chunkd.v1.DedupSummary
-	(*DedupResponse)(nil),         // 15: chunkd.v1.DedupResponse
-	(*FindMissingRequest)(nil),    // 16: chunkd.v1.FindMissingRequest
-	(*FindMissingResponse)(nil),   // 17: chunkd.v1.FindMissingResponse
-	(*ReleaseRequest)(nil),        // 18: chunkd.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 19: chunkd.v1.ReleaseResponse
-	(*GetServerInfoRequest)(nil),  // 20: chunkd.v1.GetServerInfoRequest
-	(*ParamRange)(nil),            // 21: chunkd.v1.ParamRange
-	(*AlgorithmInfo)(nil),         // 22: chunkd.v1.AlgorithmInfo
-	(*GetServerInfoResponse)(nil), // 23: chunkd.v1.GetServerInfoResponse
+	(HintTest)(0),                 // 3: chunkd.v1.HintTest
+	(*ChunkingParams)(nil),        // 4: chunkd.v1.ChunkingParams
+	(*ChunkRecord)(nil),           // 5: chunkd.v1.ChunkRecord
+	(*ChunkParams)(nil),           // 6: chunkd.v1.ChunkParams
+	(*ChunkRequest)(nil),          // 7: chunkd.v1.ChunkRequest
+	(*ChunkBatch)(nil),            // 8: chunkd.v1.ChunkBatch
+	(*ChunkSummary)(nil),          // 9: chunkd.v1.ChunkSummary
+	(*ChunkResponse)(nil),         // 10: chunkd.v1.ChunkResponse
+	(*DedupParams)(nil),           // 11: chunkd.v1.DedupParams
+	(*DedupRequest)(nil),          // 12: chunkd.v1.DedupRequest
+	(*DedupRecord)(nil),           // 13: chunkd.v1.DedupRecord
+	(*DedupBatch)(nil),            // 14: chunkd.v1.DedupBatch
+	(*DedupSummary)(nil),          // 15: chunkd.v1.DedupSummary
+	(*DedupResponse)(nil),         // 16: chunkd.v1.DedupResponse
+	(*FindMissingRequest)(nil),    // 17: chunkd.v1.FindMissingRequest
+	(*FindMissingResponse)(nil),   // 18: chunkd.v1.FindMissingResponse
+	(*ReleaseRequest)(nil),        // 19: chunkd.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 20: chunkd.v1.ReleaseResponse
+	(*GetServerInfoRequest)(nil),  // 21: chunkd.v1.GetServerInfoRequest
+	(*ParamRange)(nil),            // 22: chunkd.v1.ParamRange
+	(*AlgorithmInfo)(nil),         // 23: chunkd.v1.AlgorithmInfo
+	(*GetServerInfoResponse)(nil), // 24: chunkd.v1.GetServerInfoResponse
 }
 var file_chunkd_v1_chunkd_proto_depIdxs = []int32{
 	0,  // 0: chunkd.v1.ChunkingParams.algorithm:type_name -> chunkd.v1.Algorithm
 	2,  // 1: chunkd.v1.ChunkingParams.seq_mode:type_name -> chunkd.v1.SeqCdcMode
-	3,  // 2: chunkd.v1.ChunkParams.chunking:type_name -> chunkd.v1.ChunkingParams
+	4,  // 2: chunkd.v1.ChunkParams.chunking:type_name -> chunkd.v1.ChunkingParams
 	1,  // 3: chunkd.v1.ChunkParams.fingerprint:type_name -> chunkd.v1.FingerprintAlgorithm
-	5,  // 4: chunkd.v1.ChunkRequest.params:type_name -> chunkd.v1.ChunkParams
-	4,  // 5: chunkd.v1.ChunkBatch.chunks:type_name -> chunkd.v1.ChunkRecord
-	7,  // 6: chunkd.v1.ChunkResponse.batch:type_name -> chunkd.v1.ChunkBatch
-	8,  // 7: chunkd.v1.ChunkResponse.summary:type_name -> chunkd.v1.ChunkSummary
-	3,  // 8: chunkd.v1.DedupParams.chunking:type_name -> chunkd.v1.ChunkingParams
+	6,  // 4: chunkd.v1.ChunkRequest.params:type_name -> chunkd.v1.ChunkParams
+	5,  // 5: chunkd.v1.ChunkBatch.chunks:type_name -> chunkd.v1.ChunkRecord
+	8,  // 6: chunkd.v1.ChunkResponse.batch:type_name -> chunkd.v1.ChunkBatch
+	9,  // 7: chunkd.v1.ChunkResponse.summary:type_name -> chunkd.v1.ChunkSummary
+	4,  // 8: chunkd.v1.DedupParams.chunking:type_name -> chunkd.v1.ChunkingParams
 	1,  // 9: chunkd.v1.DedupParams.fingerprint:type_name -> chunkd.v1.FingerprintAlgorithm
-	10, // 10: chunkd.v1.DedupRequest.params:type_name -> chunkd.v1.DedupParams
-	12, // 11: chunkd.v1.DedupBatch.chunks:type_name -> chunkd.v1.DedupRecord
-	13, // 12: chunkd.v1.DedupResponse.batch:type_name -> chunkd.v1.DedupBatch
-	14, // 13: chunkd.v1.DedupResponse.summary:type_name -> chunkd.v1.DedupSummary
-	1,  // 14: chunkd.v1.ReleaseRequest.fingerprint:type_name -> chunkd.v1.FingerprintAlgorithm
-	0,  // 15: chunkd.v1.AlgorithmInfo.algorithm:type_name -> chunkd.v1.Algorithm
-	21, // 16: chunkd.v1.AlgorithmInfo.min_size:type_name -> chunkd.v1.ParamRange
-	21, // 17: chunkd.v1.AlgorithmInfo.avg_size:type_name -> chunkd.v1.ParamRange
-	21, // 18: chunkd.v1.AlgorithmInfo.max_size:type_name -> chunkd.v1.ParamRange
-	21, // 19: chunkd.v1.AlgorithmInfo.normalization_level:type_name -> chunkd.v1.ParamRange
-	22, // 20: chunkd.v1.GetServerInfoResponse.algorithms:type_name -> chunkd.v1.AlgorithmInfo
-	1,  // 21: chunkd.v1.GetServerInfoResponse.fingerprints:type_name -> chunkd.v1.FingerprintAlgorithm
-	6,  // 22: chunkd.v1.ChunkService.Chunk:input_type -> chunkd.v1.ChunkRequest
-	11, // 23: chunkd.v1.ChunkService.Dedup:input_type -> chunkd.v1.DedupRequest
-	16, // 24: chunkd.v1.ChunkService.FindMissing:input_type -> chunkd.v1.FindMissingRequest
-	18, // 25: chunkd.v1.ChunkService.Release:input_type -> chunkd.v1.ReleaseRequest
-	20, // 26: chunkd.v1.ChunkService.GetServerInfo:input_type -> chunkd.v1.GetServerInfoRequest
-	9,  // 27: chunkd.v1.ChunkService.Chunk:output_type -> chunkd.v1.ChunkResponse
-	15, // 28: chunkd.v1.ChunkService.Dedup:output_type -> chunkd.v1.DedupResponse
-	17, // 29: chunkd.v1.ChunkService.FindMissing:output_type -> chunkd.v1.FindMissingResponse
-	19, // 30: chunkd.v1.ChunkService.Release:output_type -> chunkd.v1.ReleaseResponse
-	23, // 31: chunkd.v1.ChunkService.GetServerInfo:output_type -> chunkd.v1.GetServerInfoResponse
-	27, // [27:32] is the sub-list for method output_type
-	22, // [22:27] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	3,  // 10: chunkd.v1.DedupParams.hints:type_name -> chunkd.v1.HintTest
+	11, // 11: chunkd.v1.DedupRequest.params:type_name -> chunkd.v1.DedupParams
+	13, // 12: chunkd.v1.DedupBatch.chunks:type_name -> chunkd.v1.DedupRecord
+	14, // 13: chunkd.v1.DedupResponse.batch:type_name -> chunkd.v1.DedupBatch
+	15, // 14: chunkd.v1.DedupResponse.summary:type_name -> chunkd.v1.DedupSummary
+	1,  // 15: chunkd.v1.ReleaseRequest.fingerprint:type_name -> chunkd.v1.FingerprintAlgorithm
+	0,  // 16: chunkd.v1.AlgorithmInfo.algorithm:type_name -> chunkd.v1.Algorithm
+	22, // 17: chunkd.v1.AlgorithmInfo.min_size:type_name -> chunkd.v1.ParamRange
+	22, // 18: chunkd.v1.AlgorithmInfo.avg_size:type_name -> chunkd.v1.ParamRange
+	22, // 19: chunkd.v1.AlgorithmInfo.max_size:type_name -> chunkd.v1.ParamRange
+	22, // 20: chunkd.v1.AlgorithmInfo.normalization_level:type_name -> chunkd.v1.ParamRange
+	23, // 21: chunkd.v1.GetServerInfoResponse.algorithms:type_name -> chunkd.v1.AlgorithmInfo
+	1,  // 22: chunkd.v1.GetServerInfoResponse.fingerprints:type_name -> chunkd.v1.FingerprintAlgorithm
+	7,  // 23: chunkd.v1.ChunkService.Chunk:input_type -> chunkd.v1.ChunkRequest
+	12, // 24: chunkd.v1.ChunkService.Dedup:input_type -> chunkd.v1.DedupRequest
+	17, // 25: chunkd.v1.ChunkService.FindMissing:input_type -> chunkd.v1.FindMissingRequest
+	19, // 26: chunkd.v1.ChunkService.Release:input_type -> chunkd.v1.ReleaseRequest
+	21, // 27: chunkd.v1.ChunkService.GetServerInfo:input_type -> chunkd.v1.GetServerInfoRequest
+	10, // 28: chunkd.v1.ChunkService.Chunk:output_type -> chunkd.v1.ChunkResponse
+	16, // 29: chunkd.v1.ChunkService.Dedup:output_type -> chunkd.v1.DedupResponse
+	18, // 30: chunkd.v1.ChunkService.FindMissing:output_type -> chunkd.v1.FindMissingResponse
+	20, // 31: chunkd.v1.ChunkService.Release:output_type -> chunkd.v1.ReleaseResponse
+	24, // 32: chunkd.v1.ChunkService.GetServerInfo:output_type -> chunkd.v1.GetServerInfoResponse
+	28, // [28:33] is the sub-list for method output_type
+	23, // [23:28] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_chunkd_v1_chunkd_proto_init() }
@@ -1866,7 +2001,7 @@ func file_chunkd_v1_chunkd_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chunkd_v1_chunkd_proto_rawDesc), len(file_chunkd_v1_chunkd_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
