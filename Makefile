@@ -23,7 +23,8 @@ PY_SOURCES := $(shell find clients/python -name '*.py' -not -path '*/_proto/*' \
   -not -path '*/build/*' 2>/dev/null) clients/python/pyproject.toml \
   proto/chunkd/v1/chunkd.proto
 
-.PHONY: all deps build run test test-cpp test-python test-chart test-deploy clean
+.PHONY: all deps build run test test-cpp test-python test-chart test-deploy \
+  test-go go-tools go-generate go-stubs-check clean
 
 all: build
 
@@ -59,10 +60,12 @@ run: build
 test-cpp: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j 2
 
+# (More prerequisites of test-python in the Go clients section below.)
 test-python: build $(VENV_STAMP)
-	$(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e tests/integration
+	CHUNKD_GO_BIN=$(CHUNKD_GO_BIN) GRPCURL_BIN=$(TOOLS_BIN)/grpcurl \
+	  $(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e tests/integration
 
-test: test-cpp test-python test-chart test-deploy
+test: test-cpp test-python test-chart test-deploy test-go
 
 # `make bench` runs the five below. bench-chunking: the chunking benchmarks
 # (server/bench/), then a table and a chart under $(BENCH_DIR). matplotlib
@@ -186,6 +189,52 @@ test-chart: $(HELM_STAMP) $(KUBECONFORM_STAMP) $(SCHEMA_STAMP) $(DEPLOY_VENV_STA
 test-deploy: build $(HELM_STAMP) $(HEALTH_PROBE) $(DEPLOY_VENV_STAMP)
 	$(DEPLOY_TEST_ENV) $(VENV)/bin/python -m pytest -q tests/deploy \
 	  --ignore tests/deploy/test_chart.py
+
+# Go clients: the module clients/go, its example command chunkd-go, and
+# grpcurl for the interop tests, built with `go install` at pinned versions
+# into $(TOOLS_BIN) (a stamp per version). `make test-go` runs the module's
+# tests against build/server/chunkd and fails when the committed stubs
+# (clients/go/chunkdpb) differ from what protoc and the pinned plugins make.
+PROTOC_GEN_GO_VERSION      := v1.36.11
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.1
+GRPCURL_VERSION            := v1.9.3
+PROTOC_GEN_GO_STAMP := $(TOOLS_BIN)/.protoc-gen-go-$(PROTOC_GEN_GO_VERSION)-$(PROTOC_GEN_GO_GRPC_VERSION)
+GRPCURL_STAMP       := $(TOOLS_BIN)/.grpcurl-$(GRPCURL_VERSION)
+CHUNKD_GO_BIN       := $(TOOLS_BIN)/chunkd-go
+GO_CLIENT_SOURCES   := $(shell find clients/go -name '*.go' 2>/dev/null) \
+  clients/go/go.mod clients/go/go.sum
+
+$(PROTOC_GEN_GO_STAMP):
+	@mkdir -p $(TOOLS_BIN)
+	GOBIN=$(TOOLS_BIN) GOFLAGS=-buildvcs=false $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	GOBIN=$(TOOLS_BIN) GOFLAGS=-buildvcs=false $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	rm -f $(TOOLS_BIN)/.protoc-gen-go-* && touch $@
+
+$(GRPCURL_STAMP):
+	@mkdir -p $(TOOLS_BIN)
+	GOBIN=$(TOOLS_BIN) GOFLAGS=-buildvcs=false $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+	rm -f $(TOOLS_BIN)/.grpcurl-* && touch $@
+
+go-tools: $(PROTOC_GEN_GO_STAMP) $(GRPCURL_STAMP)
+
+$(CHUNKD_GO_BIN): $(GO_CLIENT_SOURCES)
+	@mkdir -p $(TOOLS_BIN)
+	cd clients/go && GOFLAGS=-buildvcs=false $(GO) build -o $@ ./cmd/chunkd-go
+
+# Regenerates clients/go/chunkdpb after a proto change (commit the result).
+go-generate: $(PROTOC_GEN_GO_STAMP) $(DEPS_STAMP)
+	PATH=$(TOOLS_BIN):$$PATH clients/go/generate.sh
+
+go-stubs-check: $(PROTOC_GEN_GO_STAMP) $(DEPS_STAMP)
+	@tmp=$$(mktemp -d) && PATH=$(TOOLS_BIN):$$PATH clients/go/generate.sh $$tmp && \
+	  diff -r $$tmp/chunkdpb clients/go/chunkdpb; rc=$$?; rm -rf $$tmp; \
+	  if [ $$rc != 0 ]; then echo "clients/go/chunkdpb is stale: run make go-generate" >&2; exit 1; fi
+
+test-go: build go-stubs-check
+	cd clients/go && $(GO) vet ./... && \
+	  CHUNKD_BIN=$(abspath $(BUILD_DIR))/server/chunkd $(GO) test -count=1 ./...
+
+test-python: $(CHUNKD_GO_BIN) $(GRPCURL_STAMP)
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,16 +12,18 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/types/span.h"
-#include "chunking/executor.h"
-#include "chunking/kernels/kernels.h"
 #include "chunkd/v1/chunkd.grpc.pb.h"
 #include "chunkd/v1/chunkd.pb.h"
+#include "chunking/executor.h"
+#include "chunking/kernels/kernels.h"
 #include "clients/cli/args.h"
 #include "clients/cli/bench.h"
 #include "clients/cli/chunk_options.h"
 #include "clients/cli/input_file.h"
 #include "clients/cli/local_chunk.h"
+#include "clients/cli/progress.h"
 #include "clients/cli/record_writer.h"
 #include "clients/cli/remote.h"
 
@@ -68,6 +71,23 @@ Where to chunk (exactly one):
   --server ADDR        stream FILE to the chunkd server at ADDR (host:port)
   --local              run the chunking library in this process
 )";
+
+constexpr absl::string_view kConnectionUsage = R"(Connection (with --server):
+  --tls                use TLS, verifying the server against the system's
+                       roots (or $GRPC_DEFAULT_SSL_ROOTS_FILE_PATH)
+  --tls_ca FILE        PEM certificates of the CA that signed the server's
+                       certificate (implies --tls)
+  --tls_cert FILE      client certificate (PEM) for mutual TLS; with
+  --tls_key FILE       its private key (implies --tls)
+  --token TOKEN        bearer token sent with every call (default:
+                       $CHUNKD_TOKEN); prefer --token_file, since command
+                       lines are visible to other users
+  --token_file FILE    read the token from the first line of FILE
+)";
+
+constexpr absl::string_view kProgressNote =
+    "\nWhile a file streams, a progress line (bytes, rate, ETA) is drawn on "
+    "stderr\nwhen stderr is a terminal; nothing is drawn when it is not.\n";
 
 constexpr absl::string_view kChunkOutputUsage = R"(Output and transfer:
   --format FMT         csv (default) or json
@@ -200,11 +220,103 @@ absl::Status CheckNamespace(absl::string_view ns) {
   return absl::OkStatus();
 }
 
-std::unique_ptr<chunkd::v1::ChunkService::Stub> Connect(
-    const std::string& address) {
+std::vector<FlagSpec> WithConnectionFlags(std::vector<FlagSpec> specs) {
+  for (const char* name :
+       {"tls_ca", "tls_cert", "tls_key", "token", "token_file"}) {
+    specs.push_back({name});
+  }
+  specs.push_back({"tls", false});
+  return specs;
+}
+
+absl::StatusOr<std::string> ReadWholeFile(absl::string_view flag,
+                                          const std::string& path) {
+  absl::StatusOr<std::unique_ptr<InputFile>> file = InputFile::Open(path);
+  if (!file.ok()) {
+    return absl::Status(
+        file.status().code(),
+        absl::StrCat("--", flag, ": ", file.status().message()));
+  }
+  std::string text;
+  char buffer[4096];
+  while (true) {
+    absl::StatusOr<size_t> n = (*file)->Read(buffer, sizeof(buffer));
+    if (!n.ok()) {
+      return absl::Status(n.status().code(),
+                          absl::StrCat("--", flag, ": ", n.status().message()));
+    }
+    if (*n == 0) return text;
+    text.append(buffer, *n);
+    if (text.size() > (1 << 20)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": ", path, " is larger than 1 MiB"));
+    }
+  }
+}
+
+// The connection flags of `args`; files are read here, so a missing one is
+// reported before anything is sent.
+absl::StatusOr<ConnectOptions> ConnectOptionsFromArgs(const ParsedArgs& args) {
   ConnectOptions options;
-  options.address = address;
+  options.address = args.Get("server").value_or("");
+  options.tls = args.Has("tls") || args.Has("tls_ca") || args.Has("tls_cert") ||
+                args.Has("tls_key");
+  if (args.Has("tls_cert") != args.Has("tls_key")) {
+    return absl::InvalidArgumentError(
+        "--tls_cert and --tls_key go together: give both or neither");
+  }
+  for (auto [flag, field] : {std::pair{"tls_ca", &options.tls_root_certs},
+                             std::pair{"tls_cert", &options.tls_cert_chain},
+                             std::pair{"tls_key", &options.tls_private_key}}) {
+    if (std::optional<std::string> path = args.Get(flag)) {
+      absl::StatusOr<std::string> text = ReadWholeFile(flag, *path);
+      if (!text.ok()) return text.status();
+      if (text->find("-----BEGIN") == std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", flag, ": ", *path, " holds no PEM block"));
+      }
+      *field = *std::move(text);
+    }
+  }
+  if (args.Has("token") && args.Has("token_file")) {
+    return absl::InvalidArgumentError("give --token or --token_file, not both");
+  }
+  std::string token;
+  if (std::optional<std::string> value = args.Get("token")) {
+    token = *value;
+  } else if (std::optional<std::string> path = args.Get("token_file")) {
+    absl::StatusOr<std::string> text = ReadWholeFile("token_file", *path);
+    if (!text.ok()) return text.status();
+    token = std::string(absl::StripAsciiWhitespace(
+        absl::string_view(*text).substr(0, text->find('\n'))));
+    if (token.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--token_file: ", *path, " holds no token"));
+    }
+  } else if (const char* env = std::getenv("CHUNKD_TOKEN")) {
+    token = std::string(absl::StripAsciiWhitespace(env));
+  }
+  if (std::any_of(token.begin(), token.end(),
+                  [](char c) { return absl::ascii_isspace(c) || c == 0; })) {
+    return absl::InvalidArgumentError("the token must be one word");
+  }
+  options.token = std::move(token);
+  return options;
+}
+
+std::unique_ptr<chunkd::v1::ChunkService::Stub> Connect(
+    const ConnectOptions& options) {
   return chunkd::v1::ChunkService::NewStub(MakeChannel(options));
+}
+
+// The progress display of one input: on `err` when it is a terminal.
+std::unique_ptr<Progress> ProgressFor(std::FILE* err, InputFile* input) {
+  auto progress = std::make_unique<Progress>(
+      Progress::IsTerminal(err) ? err : nullptr,
+      input->name() == "-" ? std::string("stdin") : input->name(),
+      input->size());
+  input->set_progress(progress.get());
+  return progress;
 }
 
 int RunChunk(absl::Span<const std::string> words, std::FILE* out,
@@ -212,16 +324,17 @@ int RunChunk(absl::Span<const std::string> words, std::FILE* out,
   const Io io(out, err, "chunk");
   if (WantsHelp(words)) {
     return io.Usage(absl::StrCat(kChunkUsage, "\n", ChunkFlagsHelp(), "\n",
-                                 kChunkOutputUsage));
+                                 kChunkOutputUsage, "\n", kConnectionUsage,
+                                 kProgressNote));
   }
   absl::StatusOr<ParsedArgs> args =
-      ParseArgs(words, WithChunkFlags({{"server"},
-                                       {"local", false},
-                                       {"format"},
-                                       {"message-size"},
-                                       {"backend"},
-                                       {"threads"},
-                                       {"help", false}}));
+      ParseArgs(words, WithConnectionFlags(WithChunkFlags({{"server"},
+                                                           {"local", false},
+                                                           {"format"},
+                                                           {"message-size"},
+                                                           {"backend"},
+                                                           {"threads"},
+                                                           {"help", false}})));
   if (!args.ok()) return io.UsageError(args.status().message());
   if (args->Has("server") == args->Has("local")) {
     return io.UsageError("give exactly one of --server ADDR and --local");
@@ -249,6 +362,14 @@ int RunChunk(absl::Span<const std::string> words, std::FILE* out,
     return io.UsageError(
         "--backend and --threads apply to --local; the server has its own");
   }
+  for (const char* flag :
+       {"tls", "tls_ca", "tls_cert", "tls_key", "token", "token_file"}) {
+    if (args->Has("local") && args->Has(flag)) {
+      return io.UsageError(absl::StrCat("--", flag, " applies to --server"));
+    }
+  }
+  absl::StatusOr<ConnectOptions> connect = ConnectOptionsFromArgs(*args);
+  if (!connect.ok()) return io.UsageError(connect.status().message());
   chunking::EngineOptions engine;
   if (std::optional<std::string> name = args->Get("backend")) {
     absl::StatusOr<const chunking::kernels::Kernel*> kernel =
@@ -281,6 +402,7 @@ int RunChunk(absl::Span<const std::string> words, std::FILE* out,
   if (!input.ok()) return io.Failure(input.status());
   const fingerprint::Kind kind = EffectiveFingerprint(*flags);
   RecordWriter writer(out, format, kind != fingerprint::Kind::kNone);
+  const std::unique_ptr<Progress> progress = ProgressFor(err, input->get());
   absl::Status status;
   if (args->Has("local")) {
     status = ChunkLocally(ToChunkerOptions(*flags), kind, *message_size,
@@ -289,9 +411,10 @@ int RunChunk(absl::Span<const std::string> words, std::FILE* out,
     chunkd::v1::ChunkParams params;
     ToProto(*flags, params.mutable_chunking());
     params.set_fingerprint(ToProtoFingerprint(*flags));
-    status = ChunkRemotely(Connect(*args->Get("server")).get(), params, kind,
-                           *message_size, input->get(), &writer);
+    status = ChunkRemotely(Connect(*connect).get(), params, kind, *message_size,
+                           input->get(), &writer);
   }
+  progress->Finish();
   if (!status.ok()) return io.Failure(status);
   return kExitOk;
 }
@@ -314,13 +437,14 @@ int RunDedup(absl::Span<const std::string> words, std::FILE* out,
              std::FILE* err) {
   const Io io(out, err, "dedup");
   if (WantsHelp(words)) {
-    return io.Usage(
-        absl::StrCat(kDedupUsage, "\n", ChunkFlagsHelp(), kDedupChunkNote));
+    return io.Usage(absl::StrCat(kDedupUsage, "\n", ChunkFlagsHelp(),
+                                 kDedupChunkNote, "\n", kConnectionUsage,
+                                 kProgressNote));
   }
   absl::StatusOr<ParsedArgs> args = ParseArgs(
       words,
-      WithChunkFlags(
-          {{"server"}, {"namespace"}, {"message-size"}, {"help", false}}));
+      WithConnectionFlags(WithChunkFlags(
+          {{"server"}, {"namespace"}, {"message-size"}, {"help", false}})));
   if (!args.ok()) return io.UsageError(args.status().message());
   if (!args->Has("server")) return io.UsageError("missing --server ADDR");
   if (!args->Has("namespace")) return io.UsageError("missing --namespace NS");
@@ -346,18 +470,22 @@ int RunDedup(absl::Span<const std::string> words, std::FILE* out,
     return io.InvalidParameters(s);
   }
 
+  absl::StatusOr<ConnectOptions> connect = ConnectOptionsFromArgs(*args);
+  if (!connect.ok()) return io.UsageError(connect.status().message());
+
   chunkd::v1::DedupParams params;
   ToProto(*flags, params.mutable_chunking());
   params.set_fingerprint(ToProtoFingerprint(*flags));
   params.set_namespace_(ns);
-  std::unique_ptr<chunkd::v1::ChunkService::Stub> stub =
-      Connect(*args->Get("server"));
+  std::unique_ptr<chunkd::v1::ChunkService::Stub> stub = Connect(*connect);
   DedupTotals total;
   for (const std::string& name : files) {
     absl::StatusOr<std::unique_ptr<InputFile>> input = InputFile::Open(name);
     if (!input.ok()) return io.Failure(input.status());
+    const std::unique_ptr<Progress> progress = ProgressFor(err, input->get());
     absl::StatusOr<DedupTotals> file =
         DedupRemotely(stub.get(), params, kind, *message_size, input->get());
+    progress->Finish();
     if (!file.ok()) return io.Failure(file.status());
     total.bytes += file->bytes;
     total.unique_bytes += file->unique_bytes;
@@ -378,17 +506,21 @@ int RunDedup(absl::Span<const std::string> words, std::FILE* out,
 int RunInfo(absl::Span<const std::string> words, std::FILE* out,
             std::FILE* err) {
   const Io io(out, err, "info");
-  if (WantsHelp(words)) return io.Usage(kInfoUsage);
+  if (WantsHelp(words)) {
+    return io.Usage(absl::StrCat(kInfoUsage, "\n", kConnectionUsage));
+  }
   absl::StatusOr<ParsedArgs> args =
-      ParseArgs(words, {{"server"}, {"help", false}});
+      ParseArgs(words, WithConnectionFlags({{"server"}, {"help", false}}));
   if (!args.ok()) return io.UsageError(args.status().message());
   if (!args->Has("server")) return io.UsageError("missing --server ADDR");
   if (!args->positional().empty()) {
     return io.UsageError(
         absl::StrCat("unexpected argument \"", args->positional()[0], "\""));
   }
+  absl::StatusOr<ConnectOptions> connect = ConnectOptionsFromArgs(*args);
+  if (!connect.ok()) return io.UsageError(connect.status().message());
   absl::StatusOr<chunkd::v1::GetServerInfoResponse> info =
-      GetServerInfo(Connect(*args->Get("server")).get());
+      GetServerInfo(Connect(*connect).get());
   if (!info.ok()) return io.Failure(info.status());
   std::fputs(FormatServerInfo(*info).c_str(), out);
   if (std::fflush(out) != 0) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,19 @@ TEST(CliTest, UsageErrorsExitTwo) {
            {{"bench", "--threads", "0"}, "--threads: expected thread counts"},
            {{"bench", "--backend", "neon"}, "--backend: "},
            {{"bench", "--server", "x:1"}, "unknown flag \"--server\""},
+           {{"chunk", "--local", "--token", "t0123456789abcdef", kJpeg},
+            "--token applies to --server"},
+           {{"chunk", "--local", "--tls", kJpeg}, "--tls applies to --server"},
+           {{"info", "--server", "x:1", "--tls_cert", kJpeg},
+            "--tls_cert and --tls_key go together"},
+           {{"info", "--server", "x:1", "--tls_ca", "/nonexistent/ca.pem"},
+            "--tls_ca: /nonexistent/ca.pem: No such file or directory"},
+           {{"info", "--server", "x:1", "--tls_ca", kJpeg},
+            "holds no PEM block"},
+           {{"info", "--server", "x:1", "--token", "a", "--token_file", kJpeg},
+            "give --token or --token_file, not both"},
+           {{"info", "--server", "x:1", "--token", "two words"},
+            "the token must be one word"},
        }) {
     CliRun run = Cli(c.args);
     EXPECT_EQ(run.exit_code, kExitUsage)
@@ -253,6 +267,34 @@ TEST(CliTest, BenchPrintsATable) {
   EXPECT_THAT(run.out, StartsWith("chunkctl bench: 100000 bytes of random "));
   EXPECT_THAT(run.out, HasSubstr("\nfixed      reference        1  reference"));
   EXPECT_THAT(run.out, HasSubstr("\nfastcdc    scalar           1  "));
+}
+
+TEST(CliTest, TokenFromFlagFileOrEnvironmentReachesTheServer) {
+  testing::FakeServer server;
+  const std::string path = ::testing::TempDir() + "/chunkctl-token";
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  ASSERT_NE(file, nullptr);
+  std::fputs("  file-token-0123456789 \n# comment\n", file);
+  std::fclose(file);
+
+  ASSERT_EQ(Cli({"info", "--server", server.address(), "--token_file", path})
+                .exit_code,
+            kExitOk);
+  EXPECT_EQ(server.service().last_authorization,
+            "Bearer file-token-0123456789");
+  ASSERT_EQ(::setenv("CHUNKD_TOKEN", "env-token-0123456789", 1), 0);
+  ASSERT_EQ(Cli({"info", "--server", server.address()}).exit_code, kExitOk);
+  EXPECT_EQ(server.service().last_authorization, "Bearer env-token-0123456789");
+  // The flag wins over the environment.
+  ASSERT_EQ(Cli({"info", "--server", server.address(), "--token",
+                 "flag-token-0123456789"})
+                .exit_code,
+            kExitOk);
+  EXPECT_EQ(server.service().last_authorization,
+            "Bearer flag-token-0123456789");
+  ASSERT_EQ(::unsetenv("CHUNKD_TOKEN"), 0);
+  ASSERT_EQ(Cli({"info", "--server", server.address()}).exit_code, kExitOk);
+  EXPECT_EQ(server.service().last_authorization, "");
 }
 
 TEST(CliTest, InfoPrintsTheServersAnswer) {

@@ -34,6 +34,9 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
  public:
   Fault fault = Fault::kNone;
   chunkd::v1::GetServerInfoResponse info;
+  // The "authorization" metadata of the last GetServerInfo call ("" when
+  // absent).
+  std::string last_authorization;
 
   grpc::Status Chunk(
       grpc::ServerContext* context,
@@ -57,6 +60,11 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
       grpc::ServerContext* context,
       const chunkd::v1::GetServerInfoRequest* request,
       chunkd::v1::GetServerInfoResponse* response) override {
+    const auto found = context->client_metadata().find("authorization");
+    last_authorization =
+        found == context->client_metadata().end()
+            ? std::string()
+            : std::string(found->second.data(), found->second.size());
     *response = info;
     return grpc::Status::OK;
   }

@@ -1,5 +1,7 @@
 #include "clients/cli/input_file.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -43,7 +45,14 @@ absl::StatusOr<size_t> InputFile::Read(char* buffer, size_t size) {
     return absl::DataLossError(absl::StrCat(
         DisplayName(name_), ": read error: ", std::strerror(errno)));
   }
+  if (progress_ != nullptr) progress_->Add(n);
   return n;
+}
+
+uint64_t InputFile::size() const {
+  struct stat st;
+  if (::fstat(::fileno(file_), &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  return static_cast<uint64_t>(st.st_size);
 }
 
 }  // namespace chunkd::cli

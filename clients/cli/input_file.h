@@ -7,12 +7,14 @@
 #define CHUNKD_CLIENTS_CLI_INPUT_FILE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "clients/cli/progress.h"
 
 namespace chunkd::cli {
 
@@ -34,12 +36,20 @@ class InputFile {
   // The name as given ("-" for stdin).
   const std::string& name() const { return name_; }
 
+  // The size of a regular file; 0 for stdin, pipes and devices.
+  uint64_t size() const;
+
+  // Every byte Read() returns from now on is counted on `progress` (nullptr
+  // stops it). REQUIRES: `progress` outlives the reads.
+  void set_progress(Progress* progress) { progress_ = progress; }
+
  private:
   InputFile(std::string name, std::FILE* file, bool owned);
 
   const std::string name_;
   std::FILE* const file_;
   const bool owned_;
+  Progress* progress_ = nullptr;
 };
 
 }  // namespace chunkd::cli

@@ -1,7 +1,9 @@
 #include "clients/cli/remote.h"
 
+#include <memory>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
@@ -11,6 +13,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/client_interceptor.h"
 #include "grpcpp/support/sync_stream.h"
 
 namespace chunkd::cli {
@@ -169,14 +172,68 @@ std::string FormatRange(const chunkd::v1::ParamRange& range) {
                       range.default_value(), ")");
 }
 
+// Adds "authorization: <value>" to the initial metadata of every call. Call
+// credentials would do the same but are sent only over TLS; a token server
+// on a trusted network may well run plaintext.
+class BearerTokenInterceptor : public grpc::experimental::Interceptor {
+ public:
+  explicit BearerTokenInterceptor(std::string value)
+      : value_(std::move(value)) {}
+
+  void Intercept(
+      grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::
+                PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace("authorization", value_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string value_;
+};
+
+class BearerTokenInterceptorFactory
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit BearerTokenInterceptorFactory(std::string value)
+      : value_(std::move(value)) {}
+
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* /*info*/) override {
+    return new BearerTokenInterceptor(value_);
+  }
+
+ private:
+  const std::string value_;
+};
+
 }  // namespace
 
 std::shared_ptr<grpc::Channel> MakeChannel(const ConnectOptions& options) {
   grpc::ChannelArguments args;
   // Responses are batches of records; never refuse one for its size.
   args.SetMaxReceiveMessageSize(-1);
-  return grpc::CreateCustomChannel(options.address,
-                                   grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (options.tls) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls_root_certs;
+    ssl.pem_cert_chain = options.tls_cert_chain;
+    ssl.pem_private_key = options.tls_private_key;
+    credentials = grpc::SslCredentials(ssl);
+  } else {
+    credentials = grpc::InsecureChannelCredentials();
+  }
+  std::vector<
+      std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+      interceptors;
+  if (!options.token.empty()) {
+    interceptors.push_back(std::make_unique<BearerTokenInterceptorFactory>(
+        absl::StrCat("Bearer ", options.token)));
+  }
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      options.address, credentials, args, std::move(interceptors));
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {

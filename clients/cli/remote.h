@@ -30,12 +30,23 @@
 
 namespace chunkd::cli {
 
-// How chunkctl reaches a server. Only insecure channel credentials for now;
-// TLS (CA bundle, client certificate) and bearer-token options belong here,
-// so that every command picks them up through MakeChannel().
+// How chunkctl reaches a server; every command builds its channel from it
+// through MakeChannel().
 struct ConnectOptions {
   // host:port, or any gRPC target URI ("unix:/path", "dns:///host:port").
   std::string address;
+  // TLS instead of plaintext (default false). The PEM fields are contents,
+  // not paths; empty root_certs means the system's roots (or
+  // $GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).
+  bool tls = false;
+  std::string tls_root_certs;
+  // A client certificate chain and its private key for mutual TLS (default
+  // none); both or neither.
+  std::string tls_cert_chain;
+  std::string tls_private_key;
+  // A bearer token sent as "authorization: Bearer TOKEN" with every call
+  // (default: none), on plaintext channels too.
+  std::string token;
 };
 
 // Creates a channel to options.address. Connecting happens on the first RPC.

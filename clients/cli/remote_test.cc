@@ -31,11 +31,17 @@ std::string ReadAll(std::FILE* file) {
   return contents;
 }
 
+ConnectOptions Plaintext(const std::string& address) {
+  ConnectOptions options;
+  options.address = address;
+  return options;
+}
+
 class RemoteTest : public ::testing::Test {
  protected:
   RemoteTest()
       : stub_(chunkd::v1::ChunkService::NewStub(
-            MakeChannel(ConnectOptions{server_.address()}))) {}
+            MakeChannel(Plaintext(server_.address())))) {}
 
   // ChunkRemotely on `path`; *printed receives the output.
   absl::Status Chunk(const chunkd::v1::ChunkParams& params,
@@ -134,13 +140,37 @@ TEST_F(RemoteTest, ServerErrorKeepsCodeAndNamesIt) {
 }
 
 TEST_F(RemoteTest, UnreachableServerIsUnavailable) {
-  auto stub = chunkd::v1::ChunkService::NewStub(
-      MakeChannel(ConnectOptions{"127.0.0.1:1"}));
+  auto stub =
+      chunkd::v1::ChunkService::NewStub(MakeChannel(Plaintext("127.0.0.1:1")));
   absl::StatusOr<chunkd::v1::GetServerInfoResponse> info =
       GetServerInfo(stub.get());
   EXPECT_EQ(info.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(info.status().message()),
               StartsWith("UNAVAILABLE: "));
+}
+
+TEST_F(RemoteTest, TokenIsSentAsBearerMetadataOnEveryCall) {
+  ASSERT_TRUE(GetServerInfo(stub_.get()).ok());
+  EXPECT_EQ(server_.service().last_authorization, "");
+
+  ConnectOptions options = Plaintext(server_.address());
+  options.token = "s3cret-token-0123456789";
+  auto stub = chunkd::v1::ChunkService::NewStub(MakeChannel(options));
+  for (int i = 0; i < 2; ++i) {
+    server_.service().last_authorization.clear();
+    ASSERT_TRUE(GetServerInfo(stub.get()).ok());
+    EXPECT_EQ(server_.service().last_authorization,
+              "Bearer s3cret-token-0123456789");
+  }
+}
+
+TEST_F(RemoteTest, TlsToAPlaintextServerFailsAsUnavailable) {
+  ConnectOptions options = Plaintext(server_.address());
+  options.tls = true;
+  auto stub = chunkd::v1::ChunkService::NewStub(MakeChannel(options));
+  absl::StatusOr<chunkd::v1::GetServerInfoResponse> info =
+      GetServerInfo(stub.get());
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST_F(RemoteTest, DetectsProtocolViolations) {

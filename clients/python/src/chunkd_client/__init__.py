@@ -3,7 +3,7 @@ deduplication service.
 
     from chunkd_client import Client
 
-    with Client("localhost:50051", timeout=60) as client:
+    with Client("localhost:50051", timeout=60) as client:  # tls=, token=
         stream = client.chunk("disk.img", algorithm="fastcdc", avg_size=16384)
         for record in stream:          # ChunkRecord(offset, length, fingerprint)
             ...
@@ -21,6 +21,7 @@ from chunkd_client.client import (
     ResponseStream,
     chunking_params,
 )
+from chunkd_client._channel import TlsOptions
 from chunkd_client.errors import ChunkdError
 from chunkd_client.records import (
     AlgorithmInfo,
@@ -49,5 +50,6 @@ __all__ = [
     "ParamRange",
     "ResponseStream",
     "ServerInfo",
+    "TlsOptions",
     "chunking_params",
 ]

@@ -22,102 +22,50 @@ import grpc
 
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
+from chunkd_client import _convert as convert
+from chunkd_client._channel import (
+    Tls,
+    TlsOptions,
+    call_metadata,
+    channel_credentials,
+    channel_options,
+)
+from chunkd_client._convert import (
+    ALGORITHMS,
+    DEFAULT_MESSAGE_SIZE,
+    FIND_MISSING_BATCH,
+    FINGERPRINTS,
+    RELEASE_BATCH,
+    SEQ_MODES,
+    chunking_params,
+)
 from chunkd_client._sources import Source, iter_source
 from chunkd_client.errors import ChunkdError
 from chunkd_client.records import (
-    AlgorithmInfo,
     ChunkRecord,
     ChunkSummary,
     DedupRecord,
     DedupSummary,
-    ParamRange,
     ServerInfo,
 )
 
-#: Chunking algorithms by the names chunkctl and the metrics use.
-ALGORITHMS = {
-    "fastcdc": pb.ALGORITHM_FASTCDC,
-    "crc32": pb.ALGORITHM_CRC32,
-    "seqcdc": pb.ALGORITHM_SEQCDC,
-    "fixed": pb.ALGORITHM_FIXED,
-}
-#: Fingerprint algorithms by name.
-FINGERPRINTS = {
-    "sha256": pb.FINGERPRINT_ALGORITHM_SHA256,
-    "xxh128": pb.FINGERPRINT_ALGORITHM_XXH128,
-    "none": pb.FINGERPRINT_ALGORITHM_NONE,
-}
-#: SeqCDC modes by name.
-SEQ_MODES = {
-    "increasing": pb.SEQ_CDC_MODE_INCREASING,
-    "decreasing": pb.SEQ_CDC_MODE_DECREASING,
-}
-#: Most fingerprints FindMissing accepts in one request.
-FIND_MISSING_BATCH = 10000
-#: Most fingerprints Release accepts in one request.
-RELEASE_BATCH = 10000
-#: Default size of the data field of one request (the server's default limit
-#: is 4 MiB).
-DEFAULT_MESSAGE_SIZE = 1 << 20
-
-_NAMES_OF_FINGERPRINTS = {v: k for k, v in FINGERPRINTS.items()}
+__all__ = [
+    "ALGORITHMS",
+    "DEFAULT_MESSAGE_SIZE",
+    "FIND_MISSING_BATCH",
+    "FINGERPRINTS",
+    "RELEASE_BATCH",
+    "SEQ_MODES",
+    "ChunkStream",
+    "Client",
+    "DedupStream",
+    "ResponseStream",
+    "TlsOptions",
+    "chunking_params",
+]
 
 R = TypeVar("R")
 S = TypeVar("S")
-
-
-def _enum_value(kind: str, value: Union[str, int], names: dict) -> Any:
-    """The enum value for a name (case-insensitive) or a raw int, unchecked."""
-    if isinstance(value, bool):
-        raise TypeError(f"{kind} must be a name or an int, not bool")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        try:
-            return names[value.lower()]
-        except KeyError:
-            raise ValueError(
-                f"unknown {kind} {value!r}; expected one of {', '.join(names)}"
-            ) from None
-    raise TypeError(f"{kind} must be a name or an int, not {type(value).__name__}")
-
-
-def chunking_params(
-    algorithm: Union[str, int] = "fastcdc",
-    *,
-    min_size: Optional[int] = None,
-    avg_size: Optional[int] = None,
-    max_size: Optional[int] = None,
-    normalization_level: Optional[int] = None,
-    seed: int = 0,
-    seq_mode: Union[str, int, None] = None,
-    seq_length: Optional[int] = None,
-    skip_trigger: Optional[int] = None,
-    skip_size: Optional[int] = None,
-) -> pb.ChunkingParams:
-    """Builds the ``ChunkingParams`` message; ``None`` leaves a field unset so
-    that the server applies the algorithm's default (see ``server_info()``).
-
-    ``algorithm`` and ``seq_mode`` take a name ("fastcdc", "increasing", ...)
-    or the raw enum value. The server validates the values.
-    """
-    params = pb.ChunkingParams(
-        algorithm=_enum_value("algorithm", algorithm, ALGORITHMS), seed=seed
-    )
-    if seq_mode is not None:
-        params.seq_mode = _enum_value("seq_mode", seq_mode, SEQ_MODES)
-    for field, value in (
-        ("min_size", min_size),
-        ("avg_size", avg_size),
-        ("max_size", max_size),
-        ("normalization_level", normalization_level),
-        ("seq_length", seq_length),
-        ("skip_trigger", skip_trigger),
-        ("skip_size", skip_size),
-    ):
-        if value is not None:
-            setattr(params, field, value)
-    return params
 
 
 class _Requests:
@@ -248,34 +196,37 @@ ChunkStream = ResponseStream[ChunkRecord, ChunkSummary]
 DedupStream = ResponseStream[DedupRecord, DedupSummary]
 
 
-def _chunk_record(r: "pb.ChunkRecord") -> ChunkRecord:
-    return ChunkRecord(r.offset, r.length, r.fingerprint)
-
-
-def _dedup_record(r: "pb.DedupRecord") -> DedupRecord:
-    return DedupRecord(r.offset, r.length, r.fingerprint, r.is_new)
-
-
-def _chunk_summary(s: "pb.ChunkSummary") -> ChunkSummary:
-    return ChunkSummary(s.total_bytes, s.total_chunks)
-
-
-def _dedup_summary(s: "pb.DedupSummary") -> DedupSummary:
-    return DedupSummary(s.total_bytes, s.total_chunks, s.unique_bytes, s.unique_chunks)
-
-
-def _param_range(r: "pb.ParamRange") -> ParamRange:
-    return ParamRange(r.min, r.max, r.default_value)
+#: The chunking parameters ``chunk`` and ``dedup`` take as keywords (see
+#: ``chunking_params``), passed on as they are.
+CHUNKING_KEYWORDS = (
+    "algorithm",
+    "min_size",
+    "avg_size",
+    "max_size",
+    "normalization_level",
+    "seed",
+    "seq_mode",
+    "seq_length",
+    "skip_trigger",
+    "skip_size",
+)
 
 
 class Client:
     """A connection to one chunkd server.
 
-    ``Client("localhost:50051")`` opens an insecure channel; pass
-    ``credentials`` for TLS. ``timeout`` (seconds) is the default deadline of
-    every call, including whole streams; ``None`` means no deadline. Every
-    method also takes its own ``timeout``. ``metadata`` is sent with every
-    call (e.g. an auth token).
+    Args:
+        target: "host:port" or any gRPC target ("unix:/path", "dns:///h:p").
+        tls: None or False for a plaintext channel; True for TLS verified
+            against the system's roots; a ``TlsOptions`` for a private CA, a
+            client certificate (mutual TLS) or a server name override; or
+            ready-made ``grpc.ChannelCredentials``.
+        token: a bearer token, sent as ``authorization: Bearer TOKEN`` with
+            every call (servers started with ``--auth_tokens``).
+        timeout: default deadline of every call in seconds, whole streams
+            included; None means no deadline. Every method takes its own too.
+        metadata: more metadata sent with every call.
+        options: more grpc channel options.
 
     Thread-safe: calls may run concurrently from several threads. Use it as a
     context manager or call ``close()``.
@@ -285,18 +236,21 @@ class Client:
         self,
         target: str,
         *,
-        credentials: Optional[grpc.ChannelCredentials] = None,
+        tls: Tls = None,
+        token: Optional[str] = None,
         timeout: Optional[float] = None,
         metadata: Sequence[Tuple[str, str]] = (),
         options: Sequence[Tuple[str, object]] = (),
     ) -> None:
         self.target = target
         self.timeout = timeout
-        self._metadata = tuple(metadata)
+        self._metadata = call_metadata(token, metadata)
+        credentials = channel_credentials(tls)
+        opts = channel_options(tls, options)
         if credentials is None:
-            self._channel = grpc.insecure_channel(target, options=list(options))
+            self._channel = grpc.insecure_channel(target, options=opts)
         else:
-            self._channel = grpc.secure_channel(target, credentials, options=list(options))
+            self._channel = grpc.secure_channel(target, credentials, options=opts)
         self._stub = pb_grpc.ChunkServiceStub(self._channel)
         self._closed = False
         self._lock = threading.Lock()
@@ -362,20 +316,18 @@ class Client:
         Errors are raised from the iteration as ``ChunkdError``.
         """
         pieces = iter_source(source, message_size)
-        params = pb.ChunkParams(
-            chunking=chunking_params(
-                algorithm,
-                min_size=min_size,
-                avg_size=avg_size,
-                max_size=max_size,
-                normalization_level=normalization_level,
-                seed=seed,
-                seq_mode=seq_mode,
-                seq_length=seq_length,
-                skip_trigger=skip_trigger,
-                skip_size=skip_size,
-            ),
-            fingerprint=_enum_value("fingerprint", fingerprint, FINGERPRINTS),
+        params = convert.chunk_params(
+            fingerprint,
+            algorithm=algorithm,
+            min_size=min_size,
+            avg_size=avg_size,
+            max_size=max_size,
+            normalization_level=normalization_level,
+            seed=seed,
+            seq_mode=seq_mode,
+            seq_length=seq_length,
+            skip_trigger=skip_trigger,
+            skip_size=skip_size,
         )
         requests = _Requests(
             lambda data: pb.ChunkRequest(params=params, data=data),
@@ -385,13 +337,13 @@ class Client:
         call = self._stub.Chunk(
             iter(requests), timeout=self._deadline(timeout), metadata=self._metadata
         )
-        return ResponseStream(call, requests, _chunk_record, _chunk_summary)
+        return ResponseStream(call, requests, convert.chunk_record, convert.chunk_summary)
 
     def chunk_all(
-        self, source: Source, **kwargs: object
+        self, source: Source, **kwargs: Any
     ) -> Tuple[List[ChunkRecord], ChunkSummary]:
         """``chunk(source, **kwargs).collect()``: every record and the summary."""
-        with self.chunk(source, **kwargs) as stream:  # type: ignore[arg-type]
+        with self.chunk(source, **kwargs) as stream:
             return stream.collect()
 
     def dedup(
@@ -428,22 +380,20 @@ class Client:
         as a first successful run would have.
         """
         pieces = iter_source(source, message_size)
-        params = pb.DedupParams(
-            chunking=chunking_params(
-                algorithm,
-                min_size=min_size,
-                avg_size=avg_size,
-                max_size=max_size,
-                normalization_level=normalization_level,
-                seed=seed,
-                seq_mode=seq_mode,
-                seq_length=seq_length,
-                skip_trigger=skip_trigger,
-                skip_size=skip_size,
-            ),
-            fingerprint=_enum_value("fingerprint", fingerprint, FINGERPRINTS),
-            namespace=namespace,
-            stream_id=stream_id,
+        params = convert.dedup_params(
+            namespace,
+            fingerprint,
+            stream_id,
+            algorithm=algorithm,
+            min_size=min_size,
+            avg_size=avg_size,
+            max_size=max_size,
+            normalization_level=normalization_level,
+            seed=seed,
+            seq_mode=seq_mode,
+            seq_length=seq_length,
+            skip_trigger=skip_trigger,
+            skip_size=skip_size,
         )
         requests = _Requests(
             lambda data: pb.DedupRequest(params=params, data=data),
@@ -453,13 +403,13 @@ class Client:
         call = self._stub.Dedup(
             iter(requests), timeout=self._deadline(timeout), metadata=self._metadata
         )
-        return ResponseStream(call, requests, _dedup_record, _dedup_summary)
+        return ResponseStream(call, requests, convert.dedup_record, convert.dedup_summary)
 
     def dedup_all(
-        self, source: Source, *, namespace: str, **kwargs: object
+        self, source: Source, *, namespace: str, **kwargs: Any
     ) -> Tuple[List[DedupRecord], DedupSummary]:
         """``dedup(...).collect()``: every record and the summary."""
-        with self.dedup(source, namespace=namespace, **kwargs) as stream:  # type: ignore[arg-type]
+        with self.dedup(source, namespace=namespace, **kwargs) as stream:
             return stream.collect()
 
     def find_missing(
@@ -475,15 +425,9 @@ class Client:
         ``timeout`` applies to each request.
         """
         deadline = self._deadline(timeout)
-        fingerprints = [bytes(f) for f in fingerprints]
         missing: List[bytes] = []
-        # One request even for an empty list, so that the namespace is checked.
-        starts = range(0, max(len(fingerprints), 1), FIND_MISSING_BATCH)
-        for start in starts:
-            request = pb.FindMissingRequest(
-                namespace=namespace,
-                fingerprints=fingerprints[start : start + FIND_MISSING_BATCH],
-            )
+        for batch in convert.batches([bytes(f) for f in fingerprints]):
+            request = pb.FindMissingRequest(namespace=namespace, fingerprints=batch)
             try:
                 response = self._stub.FindMissing(
                     request, timeout=deadline, metadata=self._metadata
@@ -502,29 +446,22 @@ class Client:
         request_id: str = "",
         timeout: Optional[float] = None,
     ) -> List[int]:
-        """Drops one reference per fingerprint from ``namespace``'s index
-        (an entry whose count reaches zero is removed) and returns the count
-        left per fingerprint, in order (0: removed or absent).
+        """Drops one reference per listed fingerprint from ``namespace``
+        (e.g. when a backup that referenced the chunks is deleted); an entry
+        whose count reaches zero is removed. Returns, in order, the count left
+        per fingerprint (0: removed or absent).
 
-        ``fingerprint`` names the algorithm the fingerprints come from. With
-        ``request_id`` (1..64 characters of ``[A-Za-z0-9._-]``) a request that
-        is sent again after a failure is applied once; longer lists are sent
-        in requests of RELEASE_BATCH fingerprints, each with its own id
-        derived from ``request_id``.
+        ``fingerprint`` names the algorithm the fingerprints were made with.
+        ``request_id`` (1..64 characters of ``[A-Za-z0-9._-]``) makes a retry
+        after a timeout or UNAVAILABLE apply once; longer lists are sent in
+        requests of RELEASE_BATCH fingerprints, request N > 0 with the id
+        ``request_id.N``.
         """
         deadline = self._deadline(timeout)
-        fingerprints = [bytes(f) for f in fingerprints]
-        kind = _enum_value("fingerprint", fingerprint, FINGERPRINTS)
         counts: List[int] = []
-        starts = range(0, max(len(fingerprints), 1), RELEASE_BATCH)
-        for n, start in enumerate(starts):
-            rid = request_id if not request_id or n == 0 else f"{request_id}.{n}"
-            request = pb.ReleaseRequest(
-                namespace=namespace,
-                fingerprints=fingerprints[start : start + RELEASE_BATCH],
-                fingerprint=kind,
-                request_id=rid,
-            )
+        for request in convert.release_requests(
+            namespace, [bytes(f) for f in fingerprints], fingerprint, request_id
+        ):
             try:
                 response = self._stub.Release(
                     request, timeout=deadline, metadata=self._metadata
@@ -544,32 +481,4 @@ class Client:
             )
         except grpc.RpcError as e:
             raise ChunkdError.from_rpc_error(e) from None
-        algorithms = []
-        for a in r.algorithms:
-            level: Optional[ParamRange] = None
-            if a.HasField("normalization_level"):
-                level = _param_range(a.normalization_level)
-                if level == ParamRange(0, 0, 0):
-                    level = None
-            algorithms.append(
-                AlgorithmInfo(
-                    name=a.name,
-                    algorithm=a.algorithm,
-                    min_size=_param_range(a.min_size),
-                    avg_size=_param_range(a.avg_size),
-                    max_size=_param_range(a.max_size),
-                    avg_size_power_of_two=a.avg_size_power_of_two,
-                    normalization_level=level,
-                )
-            )
-        return ServerInfo(
-            version=r.version,
-            algorithms=tuple(algorithms),
-            fingerprints=tuple(
-                _NAMES_OF_FINGERPRINTS.get(f, f"unknown({f})") for f in r.fingerprints
-            ),
-            chunking_backend=r.chunking_backend,
-            index_backend=r.index_backend,
-            max_message_bytes=r.max_message_bytes,
-            max_inflight_bytes=r.max_inflight_bytes,
-        )
+        return convert.server_info(r)

@@ -39,19 +39,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def health_status(target: str, *, service: str = "", timeout: float = 2.0) -> int:
+def health_status(
+    target: str,
+    *,
+    service: str = "",
+    timeout: float = 2.0,
+    credentials: Optional[grpc.ChannelCredentials] = None,
+) -> int:
     """Calls grpc.health.v1.Health/Check once and returns the status enum
     (1 = SERVING). Raises grpc.RpcError when the call fails.
 
     The two messages are encoded by hand (HealthCheckRequest.service and
     HealthCheckResponse.status are both field 1), which spares a dependency
-    on grpcio-health-checking.
+    on grpcio-health-checking. ``credentials``: TLS for a TLS server.
     """
     encoded_service = service.encode()
     request = (
         b"\x0a" + _varint(len(encoded_service)) + encoded_service if service else b""
     )
-    with grpc.insecure_channel(target) as channel:
+    channel = (
+        grpc.insecure_channel(target)
+        if credentials is None
+        else grpc.secure_channel(target, credentials)
+    )
+    with channel:
         check = channel.unary_unary(
             _HEALTH_CHECK, request_serializer=None, response_deserializer=None
         )
@@ -64,6 +75,7 @@ def wait_until_serving(
     *,
     timeout: float = 30.0,
     process: Optional[subprocess.Popen] = None,
+    credentials: Optional[grpc.ChannelCredentials] = None,
 ) -> None:
     """Polls the health service until it reports SERVING.
 
@@ -79,7 +91,9 @@ def wait_until_serving(
         if remaining <= 0:
             raise TimeoutError(f"{target} not SERVING after {timeout}s (last: {last})")
         try:
-            status = health_status(target, timeout=min(1.0, remaining))
+            status = health_status(
+                target, timeout=min(1.0, remaining), credentials=credentials
+            )
             if status == _SERVING:
                 return
             last = f"status {status}"
@@ -95,8 +109,10 @@ class ChunkdServer:
         binary: path of the chunkd executable.
         max_message_bytes: passed as ``--max_message_bytes`` when set.
         index: the index backend (``--index``), "memory" by default.
-        extra_args: more flags.
+        extra_args: more flags (e.g. ``--tls_cert``, ``--auth_tokens``).
         startup_timeout: seconds to wait for SERVING.
+        health_credentials: channel credentials for the health checks of a
+            server started with TLS flags (None: plaintext).
 
     ``address`` and ``metrics_address`` are "127.0.0.1:PORT". The server's
     output goes to a log file whose text ``log()`` returns.
@@ -110,8 +126,10 @@ class ChunkdServer:
         index: str = "memory",
         extra_args: Sequence[str] = (),
         startup_timeout: float = 30.0,
+        health_credentials: Optional[grpc.ChannelCredentials] = None,
     ) -> None:
         self.binary = Path(binary)
+        self.health_credentials = health_credentials
         self.max_message_bytes = max_message_bytes
         self.index = index
         self.extra_args = list(extra_args)
@@ -155,7 +173,10 @@ class ChunkdServer:
             )
             try:
                 wait_until_serving(
-                    self.address, timeout=self.startup_timeout, process=self.process
+                    self.address,
+                    timeout=self.startup_timeout,
+                    process=self.process,
+                    credentials=self.health_credentials,
                 )
                 return self
             except ServerError:
@@ -207,10 +228,10 @@ def serving(server: "ChunkdServer") -> Iterator["ChunkdServer"]:
         yield server
     finally:
         died = not server.alive()
-        server.stop()
+        code = server.stop()
         if died:
             raise ServerError(
-                f"chunkd died during the tests (exit {server.process.returncode}):\n"
+                f"chunkd died during the tests (exit {code}):\n"
                 + server.log()[-4000:]
             )
 

@@ -1,0 +1,235 @@
+// Package chunkd is the Go client of chunkd, the content-defined chunking and
+// deduplication service (proto/chunkd/v1/chunkd.proto): a small wrapper over
+// the generated stubs in package chunkdpb.
+//
+//	c, err := chunkd.Dial("localhost:50051", chunkd.WithToken(tok))
+//	if err != nil { ... }
+//	defer c.Close()
+//	it, err := c.Chunk(ctx, file, chunkd.Params{Algorithm: "fastcdc", AvgSize: 16384})
+//	if err != nil { ... }
+//	defer it.Close()
+//	for it.Next() {
+//		ch := it.Chunk() // Offset, Length, Fingerprint
+//	}
+//	if err := it.Err(); err != nil { ... }
+//	fmt.Println(it.Summary().TotalChunks)
+//
+// Errors returned by calls are gRPC status errors: status.Code(err) gives the
+// code (INVALID_ARGUMENT for bad parameters, UNAUTHENTICATED without a valid
+// token, PERMISSION_DENIED for a namespace the token may not use,
+// RESOURCE_EXHAUSTED past a server limit, UNAVAILABLE when the server or its
+// index cannot be reached). Errors reading the input are returned as they are.
+//
+// A Client is safe for concurrent use; an iterator is not.
+package chunkd
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/chunkd/chunkd/clients/go/chunkdpb"
+)
+
+// FindMissingBatch is the most fingerprints sent in one FindMissing or
+// Release request; longer lists are split.
+const FindMissingBatch = 10000
+
+// Client is a connection to one chunkd server.
+type Client struct {
+	conn *grpc.ClientConn
+	stub pb.ChunkServiceClient
+}
+
+type options struct {
+	tls      *tls.Config
+	tlsErr   error
+	token    string
+	dialOpts []grpc.DialOption
+}
+
+// Option configures Dial.
+type Option func(*options)
+
+// WithTLS makes the channel use TLS with cfg (nil: the system's roots and the
+// target's host name). Without it the channel is plaintext.
+func WithTLS(cfg *tls.Config) Option {
+	return func(o *options) {
+		if cfg == nil {
+			cfg = &tls.Config{}
+		}
+		o.tls = cfg
+	}
+}
+
+// TLSFiles names PEM files for WithTLSFiles. Every field is optional.
+type TLSFiles struct {
+	// CA holds the certificate authorities of the server; empty: system roots.
+	CA string
+	// Cert and Key are a client certificate and its key, for mutual TLS.
+	Cert, Key string
+	// ServerName overrides the name verified in the server's certificate.
+	ServerName string
+}
+
+// WithTLSFiles is WithTLS with a configuration read from PEM files; a file
+// that cannot be read or parsed makes Dial fail.
+func WithTLSFiles(files TLSFiles) Option {
+	return func(o *options) {
+		cfg, err := files.Config()
+		o.tls, o.tlsErr = cfg, err
+	}
+}
+
+// Config builds the tls.Config the files describe.
+func (f TLSFiles) Config() (*tls.Config, error) {
+	cfg := &tls.Config{ServerName: f.ServerName, MinVersion: tls.VersionTLS12}
+	if f.CA != "" {
+		pem, err := os.ReadFile(f.CA)
+		if err != nil {
+			return nil, fmt.Errorf("chunkd: TLS CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("chunkd: TLS CA: no PEM certificate in %s", f.CA)
+		}
+		cfg.RootCAs = pool
+	}
+	if (f.Cert == "") != (f.Key == "") {
+		return nil, errors.New("chunkd: TLS: give both a client certificate and its key, or neither")
+	}
+	if f.Cert != "" {
+		pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+		if err != nil {
+			return nil, fmt.Errorf("chunkd: TLS client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+// WithToken sends "authorization: Bearer token" with every call, for servers
+// started with --auth_tokens. It is sent on plaintext channels too (use TLS
+// when the network is not trusted).
+func WithToken(token string) Option {
+	return func(o *options) { o.token = token }
+}
+
+// WithDialOptions passes more options to grpc.NewClient.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
+}
+
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }
+
+// Dial creates a client for target ("host:port" or any gRPC target). It does
+// not connect: the first call does.
+func Dial(target string, opts ...Option) (*Client, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.tlsErr != nil {
+		return nil, o.tlsErr
+	}
+	dial := []grpc.DialOption{
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1 << 30)),
+	}
+	if o.tls != nil {
+		dial = append(dial, grpc.WithTransportCredentials(credentials.NewTLS(o.tls)))
+	} else {
+		dial = append(dial, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	if o.token != "" {
+		if strings.ContainsAny(o.token, " \t\r\n") {
+			return nil, errors.New("chunkd: the token must not contain whitespace")
+		}
+		dial = append(dial, grpc.WithPerRPCCredentials(bearer(o.token)))
+	}
+	dial = append(dial, o.dialOpts...)
+	conn, err := grpc.NewClient(target, dial...)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{conn: conn, stub: pb.NewChunkServiceClient(conn)}, nil
+}
+
+// Close closes the connection; running calls fail.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Stub is the generated client, for what the wrapper does not cover.
+func (c *Client) Stub() pb.ChunkServiceClient { return c.stub }
+
+// FindMissing returns the fingerprints namespace does not have, in order.
+func (c *Client) FindMissing(ctx context.Context, namespace string, fingerprints [][]byte) ([][]byte, error) {
+	var missing [][]byte
+	for start := 0; start == 0 || start < len(fingerprints); start += FindMissingBatch {
+		end := min(start+FindMissingBatch, len(fingerprints))
+		resp, err := c.stub.FindMissing(ctx, &pb.FindMissingRequest{
+			Namespace: namespace, Fingerprints: fingerprints[start:end],
+		})
+		if err != nil {
+			return nil, err
+		}
+		missing = append(missing, resp.GetMissingFingerprints()...)
+	}
+	return missing, nil
+}
+
+// ReleaseOptions are the optional fields of Client.Release.
+type ReleaseOptions struct {
+	// Fingerprint is the algorithm the fingerprints were made with: "sha256"
+	// (also for ""), "xxh128".
+	Fingerprint string
+	// RequestID (1..64 characters of [A-Za-z0-9._-]) makes a retried request
+	// apply once. Lists longer than FindMissingBatch are sent in several
+	// requests with the ids RequestID.0, RequestID.1, ...
+	RequestID string
+}
+
+// Release drops one reference per fingerprint from namespace's index (an
+// entry whose count reaches zero is removed) and returns, in order, the count
+// left per fingerprint (0: removed or absent). After a timeout or UNAVAILABLE
+// retry with the same RequestID.
+func (c *Client) Release(ctx context.Context, namespace string, fingerprints [][]byte, opts ReleaseOptions) ([]uint64, error) {
+	fp, ok := fingerprintNames[opts.Fingerprint]
+	if !ok {
+		return nil, fmt.Errorf("chunkd: unknown Fingerprint %q (sha256, xxh128)", opts.Fingerprint)
+	}
+	batches := max((len(fingerprints)+FindMissingBatch-1)/FindMissingBatch, 1)
+	var counts []uint64
+	for n := 0; n < batches; n++ {
+		end := min((n+1)*FindMissingBatch, len(fingerprints))
+		req := &pb.ReleaseRequest{Namespace: namespace, Fingerprints: fingerprints[n*FindMissingBatch : end],
+			Fingerprint: fp, RequestId: opts.RequestID}
+		if opts.RequestID != "" && batches > 1 {
+			req.RequestId = fmt.Sprintf("%s.%d", opts.RequestID, n)
+		}
+		resp, err := c.stub.Release(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		counts = append(counts, resp.GetRefCounts()...)
+	}
+	return counts, nil
+}
+
+// ServerInfo returns the server's version, algorithms with their parameter
+// ranges and defaults, backends and limits.
+func (c *Client) ServerInfo(ctx context.Context) (*pb.GetServerInfoResponse, error) {
+	return c.stub.GetServerInfo(ctx, &pb.GetServerInfoRequest{})
+}

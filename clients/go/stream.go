@@ -1,0 +1,295 @@
+package chunkd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/chunkd/chunkd/clients/go/chunkdpb"
+)
+
+// Chunk is one chunk: bytes [Offset, Offset+Length) of the stream and their
+// fingerprint (32 bytes for sha256, 16 for xxh128, empty for none).
+type Chunk struct {
+	Offset      uint64
+	Length      uint32
+	Fingerprint []byte
+}
+
+// DedupChunk is a chunk of a Dedup stream; IsNew is true when this stream
+// added its fingerprint to the namespace, false for a duplicate.
+type DedupChunk struct {
+	Chunk
+	IsNew bool
+}
+
+// Summary holds the totals of a finished Chunk stream.
+type Summary struct {
+	TotalBytes, TotalChunks uint64
+}
+
+// DedupSummary holds the totals of a finished Dedup stream.
+type DedupSummary struct {
+	TotalBytes, TotalChunks, UniqueBytes, UniqueChunks uint64
+}
+
+// Iterator walks the records of one stream as the server makes them final:
+//
+//	for it.Next() { use(it.Record()) }
+//	if err := it.Err(); err != nil { ... }
+//	summary := it.Summary()
+//
+// Close releases the call early (always safe to defer). Not safe for
+// concurrent use.
+type Iterator[R, S any] struct {
+	cancel  context.CancelFunc
+	recv    func() ([]R, *S, error)
+	sender  *sender
+	batch   []R
+	current R
+	summary *S
+	err     error
+	done    bool
+}
+
+// ChunkIterator is what Client.Chunk returns.
+type ChunkIterator = Iterator[Chunk, Summary]
+
+// DedupIterator is what Client.Dedup returns.
+type DedupIterator = Iterator[DedupChunk, DedupSummary]
+
+// Next advances to the next record; false at the end or on an error.
+func (it *Iterator[R, S]) Next() bool {
+	for len(it.batch) == 0 {
+		if it.done {
+			return false
+		}
+		batch, summary, err := it.recv()
+		switch {
+		case errors.Is(err, io.EOF):
+			it.finish(nil)
+			if it.summary == nil && it.err == nil {
+				it.err = protocolError("the stream ended without a summary")
+			}
+			return false
+		case err != nil:
+			it.finish(err)
+			return false
+		case summary != nil && it.summary != nil:
+			it.finish(protocolError("a second summary"))
+			return false
+		case summary != nil:
+			it.summary = summary
+		case it.summary != nil:
+			it.finish(protocolError("records after the summary"))
+			return false
+		default:
+			it.batch = batch
+		}
+	}
+	it.current, it.batch = it.batch[0], it.batch[1:]
+	return true
+}
+
+// Record is the record Next moved to.
+func (it *Iterator[R, S]) Record() R { return it.current }
+
+// Err is the error that ended the iteration, nil after a complete stream:
+// a gRPC status error, or the error reading the input.
+func (it *Iterator[R, S]) Err() error { return it.err }
+
+// Summary is the server's totals; the zero value until Next returned false
+// without an error.
+func (it *Iterator[R, S]) Summary() S {
+	if it.summary == nil {
+		var zero S
+		return zero
+	}
+	return *it.summary
+}
+
+// All ranges over the remaining records:
+//
+//	for ch := range it.All() { ... }
+//	if err := it.Err(); err != nil { ... }
+//
+// Breaking out of the loop leaves the call running until Close.
+func (it *Iterator[R, S]) All() iter.Seq[R] {
+	return func(yield func(R) bool) {
+		for it.Next() {
+			if !yield(it.Record()) {
+				return
+			}
+		}
+	}
+}
+
+// Collect reads the remaining records and returns them with the summary.
+func (it *Iterator[R, S]) Collect() ([]R, S, error) {
+	defer it.Close()
+	var records []R
+	for it.Next() {
+		records = append(records, it.Record())
+	}
+	return records, it.Summary(), it.Err()
+}
+
+// Close abandons the call if it still runs. Idempotent.
+func (it *Iterator[R, S]) Close() {
+	if !it.done {
+		it.finish(nil)
+	}
+}
+
+func (it *Iterator[R, S]) finish(err error) {
+	it.done = true
+	it.cancel()
+	if readErr := it.sender.readError(); readErr != nil {
+		err = readErr
+	}
+	if err != nil && it.err == nil {
+		it.err = err
+	}
+}
+
+func protocolError(what string) error {
+	return status.Error(codes.Internal, "chunkd: protocol violation by the server: "+what)
+}
+
+// sender streams an io.Reader as data messages on its own goroutine.
+type sender struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (s *sender) readError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// run reads r in messages of size bytes; send(data, first) sends one (the
+// first carries the parameters, and is sent even for empty input). A read
+// error is kept and cancels the call.
+func (s *sender) run(r io.Reader, size int, send func([]byte, bool) error, closeSend func() error, cancel context.CancelFunc) {
+	first := true
+	for {
+		buf := make([]byte, size) // a fresh buffer: gRPC may hold a sent message
+		n, err := io.ReadFull(r, buf)
+		if n > 0 || first {
+			if send(buf[:n], first) != nil {
+				return // the stream ended; Recv reports why
+			}
+			first = false
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			_ = closeSend()
+			return
+		}
+		if err != nil {
+			s.mu.Lock()
+			s.err = fmt.Errorf("chunkd: reading the input: %w", err)
+			s.mu.Unlock()
+			cancel()
+			return
+		}
+	}
+}
+
+// Chunk streams r to the server and returns an iterator over its chunks.
+// The error is for bad Params; failures of the call come from Err.
+func (c *Client) Chunk(ctx context.Context, r io.Reader, p Params) (*ChunkIterator, error) {
+	chunking, fp, size, err := p.proto()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := c.stub.Chunk(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s := &sender{}
+	params := &pb.ChunkParams{Chunking: chunking, Fingerprint: fp}
+	go s.run(r, size, func(data []byte, first bool) error {
+		req := &pb.ChunkRequest{Data: data}
+		if first {
+			req.Params = params
+		}
+		return stream.Send(req)
+	}, stream.CloseSend, cancel)
+	return &ChunkIterator{
+		cancel: cancel,
+		sender: s,
+		recv: func() ([]Chunk, *Summary, error) {
+			resp, err := stream.Recv()
+			if err != nil {
+				return nil, nil, err
+			}
+			if sum := resp.GetSummary(); sum != nil {
+				return nil, &Summary{sum.GetTotalBytes(), sum.GetTotalChunks()}, nil
+			}
+			if resp.GetBatch() == nil {
+				return nil, nil, protocolError("a response without a body")
+			}
+			records := make([]Chunk, 0, len(resp.GetBatch().GetChunks()))
+			for _, r := range resp.GetBatch().GetChunks() {
+				records = append(records, Chunk{r.GetOffset(), r.GetLength(), r.GetFingerprint()})
+			}
+			return records, nil, nil
+		},
+	}, nil
+}
+
+// Dedup streams r to the server, which records its chunks in namespace's
+// index; the iterator says per chunk whether it was new.
+func (c *Client) Dedup(ctx context.Context, namespace string, r io.Reader, p Params) (*DedupIterator, error) {
+	chunking, fp, size, err := p.proto()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := c.stub.Dedup(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s := &sender{}
+	params := &pb.DedupParams{Chunking: chunking, Fingerprint: fp, Namespace: namespace, StreamId: p.StreamID}
+	go s.run(r, size, func(data []byte, first bool) error {
+		req := &pb.DedupRequest{Data: data}
+		if first {
+			req.Params = params
+		}
+		return stream.Send(req)
+	}, stream.CloseSend, cancel)
+	return &DedupIterator{
+		cancel: cancel,
+		sender: s,
+		recv: func() ([]DedupChunk, *DedupSummary, error) {
+			resp, err := stream.Recv()
+			if err != nil {
+				return nil, nil, err
+			}
+			if sum := resp.GetSummary(); sum != nil {
+				return nil, &DedupSummary{sum.GetTotalBytes(), sum.GetTotalChunks(),
+					sum.GetUniqueBytes(), sum.GetUniqueChunks()}, nil
+			}
+			if resp.GetBatch() == nil {
+				return nil, nil, protocolError("a response without a body")
+			}
+			records := make([]DedupChunk, 0, len(resp.GetBatch().GetChunks()))
+			for _, r := range resp.GetBatch().GetChunks() {
+				records = append(records, DedupChunk{
+					Chunk{r.GetOffset(), r.GetLength(), r.GetFingerprint()}, r.GetIsNew()})
+			}
+			return records, nil, nil
+		},
+	}, nil
+}

@@ -1,0 +1,198 @@
+"""Translation between the client's plain values and the protobuf messages,
+shared by Client and AsyncClient."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, List, Mapping, Optional, Union
+
+from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
+from chunkd_client.records import (
+    AlgorithmInfo,
+    ChunkRecord,
+    ChunkSummary,
+    DedupRecord,
+    DedupSummary,
+    ParamRange,
+    ServerInfo,
+)
+
+#: Chunking algorithms by the names chunkctl and the metrics use.
+ALGORITHMS = {
+    "fastcdc": pb.ALGORITHM_FASTCDC,
+    "crc32": pb.ALGORITHM_CRC32,
+    "seqcdc": pb.ALGORITHM_SEQCDC,
+    "fixed": pb.ALGORITHM_FIXED,
+}
+#: Fingerprint algorithms by name.
+FINGERPRINTS = {
+    "sha256": pb.FINGERPRINT_ALGORITHM_SHA256,
+    "xxh128": pb.FINGERPRINT_ALGORITHM_XXH128,
+    "none": pb.FINGERPRINT_ALGORITHM_NONE,
+}
+#: SeqCDC modes by name.
+SEQ_MODES = {
+    "increasing": pb.SEQ_CDC_MODE_INCREASING,
+    "decreasing": pb.SEQ_CDC_MODE_DECREASING,
+}
+#: Most fingerprints FindMissing accepts in one request.
+FIND_MISSING_BATCH = 10000
+#: Most fingerprints Release accepts in one request.
+RELEASE_BATCH = 10000
+#: Default size of the data field of one request (the server's default limit
+#: is 4 MiB).
+DEFAULT_MESSAGE_SIZE = 1 << 20
+
+_NAMES_OF_FINGERPRINTS = {v: k for k, v in FINGERPRINTS.items()}
+
+
+def enum_value(kind: str, value: Union[str, int], names: Mapping[str, int]) -> Any:
+    """The enum value for a name (case-insensitive) or a raw int, unchecked."""
+    if isinstance(value, bool):
+        raise TypeError(f"{kind} must be a name or an int, not bool")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return names[value.lower()]
+        except KeyError:
+            raise ValueError(
+                f"unknown {kind} {value!r}; expected one of {', '.join(names)}"
+            ) from None
+    raise TypeError(f"{kind} must be a name or an int, not {type(value).__name__}")
+
+
+def chunking_params(
+    algorithm: Union[str, int] = "fastcdc",
+    *,
+    min_size: Optional[int] = None,
+    avg_size: Optional[int] = None,
+    max_size: Optional[int] = None,
+    normalization_level: Optional[int] = None,
+    seed: int = 0,
+    seq_mode: Union[str, int, None] = None,
+    seq_length: Optional[int] = None,
+    skip_trigger: Optional[int] = None,
+    skip_size: Optional[int] = None,
+) -> pb.ChunkingParams:
+    """Builds the ``ChunkingParams`` message; ``None`` leaves a field unset so
+    that the server applies the algorithm's default (see ``server_info()``).
+
+    ``algorithm`` and ``seq_mode`` take a name ("fastcdc", "increasing", ...)
+    or the raw enum value. The server validates the values.
+    """
+    params = pb.ChunkingParams(
+        algorithm=enum_value("algorithm", algorithm, ALGORITHMS), seed=seed
+    )
+    if seq_mode is not None:
+        params.seq_mode = enum_value("seq_mode", seq_mode, SEQ_MODES)
+    for field, value in (
+        ("min_size", min_size),
+        ("avg_size", avg_size),
+        ("max_size", max_size),
+        ("normalization_level", normalization_level),
+        ("seq_length", seq_length),
+        ("skip_trigger", skip_trigger),
+        ("skip_size", skip_size),
+    ):
+        if value is not None:
+            setattr(params, field, value)
+    return params
+
+
+def chunk_params(fingerprint: Union[str, int], **chunking: Any) -> pb.ChunkParams:
+    """The first Chunk request's params; ``chunking`` as for chunking_params."""
+    return pb.ChunkParams(
+        chunking=chunking_params(**chunking),
+        fingerprint=enum_value("fingerprint", fingerprint, FINGERPRINTS),
+    )
+
+
+def dedup_params(
+    namespace: str, fingerprint: Union[str, int], stream_id: str = "", **chunking: Any
+) -> pb.DedupParams:
+    """The first Dedup request's params."""
+    return pb.DedupParams(
+        chunking=chunking_params(**chunking),
+        fingerprint=enum_value("fingerprint", fingerprint, FINGERPRINTS),
+        namespace=namespace,
+        stream_id=stream_id,
+    )
+
+
+def chunk_record(r: "pb.ChunkRecord") -> ChunkRecord:
+    return ChunkRecord(r.offset, r.length, r.fingerprint)
+
+
+def dedup_record(r: "pb.DedupRecord") -> DedupRecord:
+    return DedupRecord(r.offset, r.length, r.fingerprint, r.is_new)
+
+
+def chunk_summary(s: "pb.ChunkSummary") -> ChunkSummary:
+    return ChunkSummary(s.total_bytes, s.total_chunks)
+
+
+def dedup_summary(s: "pb.DedupSummary") -> DedupSummary:
+    return DedupSummary(s.total_bytes, s.total_chunks, s.unique_bytes, s.unique_chunks)
+
+
+def _param_range(r: "pb.ParamRange") -> ParamRange:
+    return ParamRange(r.min, r.max, r.default_value)
+
+
+def server_info(r: "pb.GetServerInfoResponse") -> ServerInfo:
+    """The plain form of a GetServerInfo response."""
+    algorithms = []
+    for a in r.algorithms:
+        level: Optional[ParamRange] = None
+        if a.HasField("normalization_level"):
+            level = _param_range(a.normalization_level)
+            if level == ParamRange(0, 0, 0):
+                level = None
+        algorithms.append(
+            AlgorithmInfo(
+                name=a.name,
+                algorithm=a.algorithm,
+                min_size=_param_range(a.min_size),
+                avg_size=_param_range(a.avg_size),
+                max_size=_param_range(a.max_size),
+                avg_size_power_of_two=a.avg_size_power_of_two,
+                normalization_level=level,
+            )
+        )
+    return ServerInfo(
+        version=r.version,
+        algorithms=tuple(algorithms),
+        fingerprints=tuple(
+            _NAMES_OF_FINGERPRINTS.get(f, f"unknown({f})") for f in r.fingerprints
+        ),
+        chunking_backend=r.chunking_backend,
+        index_backend=r.index_backend,
+        max_message_bytes=r.max_message_bytes,
+        max_inflight_bytes=r.max_inflight_bytes,
+    )
+
+
+def release_requests(
+    namespace: str,
+    fingerprints: List[bytes],
+    fingerprint: Union[str, int],
+    request_id: str,
+) -> Iterator["pb.ReleaseRequest"]:
+    """The Release requests for ``fingerprints``, RELEASE_BATCH at a time;
+    the first carries ``request_id``, request N > 0 ``request_id.N``."""
+    algorithm = enum_value("fingerprint", fingerprint, FINGERPRINTS)
+    for number, part in enumerate(batches(fingerprints, RELEASE_BATCH)):
+        yield pb.ReleaseRequest(
+            namespace=namespace,
+            fingerprints=part,
+            fingerprint=algorithm,
+            request_id=request_id if not request_id or number == 0
+            else f"{request_id}.{number}",
+        )
+
+
+def batches(items: List[bytes], size: int = FIND_MISSING_BATCH) -> Iterator[List[bytes]]:
+    """``items`` in slices of ``size``; one empty slice for an empty list, so
+    that the namespace is still checked by the server."""
+    for start in range(0, max(len(items), 1), size):
+        yield items[start : start + size]

@@ -1,0 +1,431 @@
+"""The asyncio client: ``AsyncClient``, the same surface as ``Client`` on
+``grpc.aio``.
+
+    from chunkd_client.aio import AsyncClient
+
+    async with AsyncClient("localhost:50051", timeout=60) as client:
+        stream = client.chunk("disk.img", avg_size=16384)
+        async for record in stream:
+            ...
+        print(stream.summary)
+
+Sources are those ``Client`` accepts, plus async iterables of bytes. Files
+are read in the event loop's default executor, so a slow disk never blocks
+the loop. Errors are raised as ``ChunkdError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import (
+    Any,
+    AsyncIterable,
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Generic,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+)
+
+import grpc
+import grpc.aio
+
+from chunkd_client import _convert as convert
+from chunkd_client._channel import (
+    Tls,
+    call_metadata,
+    channel_credentials,
+    channel_options,
+)
+from chunkd_client._convert import DEFAULT_MESSAGE_SIZE
+from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
+from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
+from chunkd_client._sources import Source, iter_source
+from chunkd_client.errors import ChunkdError
+from chunkd_client.records import (
+    ChunkRecord,
+    ChunkSummary,
+    DedupRecord,
+    DedupSummary,
+    ServerInfo,
+)
+
+__all__ = ["AsyncClient", "AsyncResponseStream", "AsyncSource"]
+
+R = TypeVar("R")
+S = TypeVar("S")
+
+#: What ``AsyncClient.chunk`` and ``dedup`` accept: a ``Source`` or an async
+#: iterable of bytes.
+AsyncSource = Union[Source, AsyncIterable[bytes]]
+
+
+async def _aiter_source(source: AsyncSource, message_size: int) -> AsyncIterator[bytes]:
+    """``iter_source`` for the event loop: blocking reads run in the default
+    executor; async iterables are split like sync ones."""
+    if isinstance(source, AsyncIterable):
+        async for item in source:
+            for part in iter_source([item], message_size):
+                yield part
+        return
+    pieces = iter_source(source, message_size)  # type: ignore[arg-type]
+    loop = asyncio.get_running_loop()
+    while True:
+        piece: Optional[bytes] = await loop.run_in_executor(None, _next_or_none, pieces)
+        if piece is None:
+            return
+        yield piece
+
+
+def _next_or_none(pieces: Iterator[bytes]) -> Optional[bytes]:
+    return next(pieces, None)
+
+
+class _AsyncRequests:
+    """The request iterator; keeps a source error for the caller (grpc.aio
+    would only cancel the call)."""
+
+    def __init__(
+        self,
+        first: Callable[[bytes], object],
+        rest: Callable[[bytes], object],
+        pieces: AsyncIterator[bytes],
+    ) -> None:
+        self._first = first
+        self._rest = rest
+        self._pieces = pieces
+        self.error: Optional[BaseException] = None
+
+    async def __aiter__(self) -> AsyncIterator[object]:
+        try:
+            first = b""
+            async for piece in self._pieces:
+                first = piece
+                break
+            yield self._first(first)
+            async for piece in self._pieces:
+                yield self._rest(piece)
+        except Exception as e:
+            self.error = e
+            raise
+
+
+class AsyncResponseStream(Generic[R, S]):
+    """The records of one Chunk or Dedup call; ``async for`` them.
+
+    ``summary`` is set once the iteration has ended; ``collect()`` reads the
+    rest and returns ``(records, summary)``; ``cancel()`` (or ``async with``)
+    abandons the call. One consumer.
+    """
+
+    def __init__(
+        self,
+        call: Any,
+        requests: _AsyncRequests,
+        record: Callable[[Any], R],
+        summary: Callable[[Any], S],
+    ) -> None:
+        self._call = call
+        self._requests = requests
+        self._make_record = record
+        self._make_summary = summary
+        self._summary: Optional[S] = None
+        self._records: AsyncGenerator[R, None] = self._generate()
+
+    def __aiter__(self) -> "AsyncResponseStream[R, S]":
+        return self
+
+    async def __anext__(self) -> R:
+        return await self._records.__anext__()
+
+    async def __aenter__(self) -> "AsyncResponseStream[R, S]":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.cancel()
+
+    @property
+    def done(self) -> bool:
+        """True once the summary has been received."""
+        return self._summary is not None
+
+    @property
+    def summary(self) -> S:
+        """The server's totals; RuntimeError before the iteration ended."""
+        if self._summary is None:
+            raise RuntimeError("the summary is available only after all records were read")
+        return self._summary
+
+    async def collect(self) -> Tuple[List[R], S]:
+        """Reads the remaining records; returns them with the summary."""
+        records = [r async for r in self]
+        return records, self.summary
+
+    async def cancel(self) -> None:
+        """Abandons the call if it is still running (no effect otherwise)."""
+        if self._summary is None:
+            self._call.cancel()
+        await self._records.aclose()
+
+    async def _generate(self) -> AsyncGenerator[R, None]:
+        try:
+            async for response in self._call:
+                body = response.WhichOneof("body")
+                if self._summary is not None:
+                    raise self._protocol_error(f"{body} after the summary")
+                if body == "batch":
+                    for record in response.batch.chunks:
+                        yield self._make_record(record)
+                elif body == "summary":
+                    self._summary = self._make_summary(response.summary)
+                else:
+                    raise self._protocol_error("a response without a body")
+        except grpc.RpcError as e:
+            if self._requests.error is not None:
+                raise self._requests.error from None
+            raise ChunkdError.from_rpc_error(e) from None
+        except asyncio.CancelledError:
+            if self._requests.error is not None:
+                raise self._requests.error from None
+            raise
+        if self._summary is None:
+            if self._requests.error is not None:
+                raise self._requests.error
+            raise self._protocol_error("the stream ended without a summary")
+
+    def _protocol_error(self, what: str) -> ChunkdError:
+        self._call.cancel()
+        return ChunkdError(
+            grpc.StatusCode.INTERNAL, f"protocol violation by the server: {what}"
+        )
+
+
+#: What ``AsyncClient.chunk`` returns.
+AsyncChunkStream = AsyncResponseStream[ChunkRecord, ChunkSummary]
+#: What ``AsyncClient.dedup`` returns.
+AsyncDedupStream = AsyncResponseStream[DedupRecord, DedupSummary]
+
+
+class AsyncClient:
+    """``Client`` for asyncio: the same arguments, methods and results, with
+    ``await`` / ``async for``. Create it inside a running event loop and use
+    it as an async context manager (or ``await close()``).
+    """
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        tls: Tls = None,
+        token: Optional[str] = None,
+        timeout: Optional[float] = None,
+        metadata: Sequence[Tuple[str, str]] = (),
+        options: Sequence[Tuple[str, object]] = (),
+    ) -> None:
+        self.target = target
+        self.timeout = timeout
+        self._metadata = call_metadata(token, metadata)
+        credentials = channel_credentials(tls)
+        opts = channel_options(tls, options)
+        if credentials is None:
+            self._channel = grpc.aio.insecure_channel(target, options=opts)
+        else:
+            self._channel = grpc.aio.secure_channel(target, credentials, options=opts)
+        self._stub = pb_grpc.ChunkServiceStub(self._channel)
+        self._closed = False
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Closes the channel; running calls are cancelled. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            await self._channel.close(None)
+
+    @property
+    def stub(self) -> pb_grpc.ChunkServiceStub:
+        """The raw generated stub (on the aio channel)."""
+        return self._stub
+
+    def _deadline(self, timeout: Optional[float]) -> Optional[float]:
+        if self._closed:
+            raise ValueError("the client is closed")
+        return self.timeout if timeout is None else timeout
+
+    def chunk(
+        self,
+        source: AsyncSource,
+        *,
+        algorithm: Union[str, int] = "fastcdc",
+        min_size: Optional[int] = None,
+        avg_size: Optional[int] = None,
+        max_size: Optional[int] = None,
+        normalization_level: Optional[int] = None,
+        seed: int = 0,
+        seq_mode: Union[str, int, None] = None,
+        seq_length: Optional[int] = None,
+        skip_trigger: Optional[int] = None,
+        skip_size: Optional[int] = None,
+        fingerprint: Union[str, int] = "sha256",
+        message_size: int = DEFAULT_MESSAGE_SIZE,
+        timeout: Optional[float] = None,
+    ) -> AsyncChunkStream:
+        """As ``Client.chunk``; ``async for`` the returned stream."""
+        if message_size < 1:
+            raise ValueError(f"message_size must be at least 1, got {message_size}")
+        params = convert.chunk_params(
+            fingerprint,
+            algorithm=algorithm,
+            min_size=min_size,
+            avg_size=avg_size,
+            max_size=max_size,
+            normalization_level=normalization_level,
+            seed=seed,
+            seq_mode=seq_mode,
+            seq_length=seq_length,
+            skip_trigger=skip_trigger,
+            skip_size=skip_size,
+        )
+        requests = _AsyncRequests(
+            lambda data: pb.ChunkRequest(params=params, data=data),
+            lambda data: pb.ChunkRequest(data=data),
+            _aiter_source(source, message_size),
+        )
+        call = self._stub.Chunk(
+            requests.__aiter__(), timeout=self._deadline(timeout), metadata=self._metadata
+        )
+        return AsyncResponseStream(
+            call, requests, convert.chunk_record, convert.chunk_summary
+        )
+
+    async def chunk_all(
+        self, source: AsyncSource, **kwargs: Any
+    ) -> Tuple[List[ChunkRecord], ChunkSummary]:
+        """Every record of ``chunk(source, **kwargs)`` and the summary."""
+        async with self.chunk(source, **kwargs) as stream:
+            return await stream.collect()
+
+    def dedup(
+        self,
+        source: AsyncSource,
+        *,
+        namespace: str,
+        algorithm: Union[str, int] = "fastcdc",
+        min_size: Optional[int] = None,
+        avg_size: Optional[int] = None,
+        max_size: Optional[int] = None,
+        normalization_level: Optional[int] = None,
+        seed: int = 0,
+        seq_mode: Union[str, int, None] = None,
+        seq_length: Optional[int] = None,
+        skip_trigger: Optional[int] = None,
+        skip_size: Optional[int] = None,
+        fingerprint: Union[str, int] = "sha256",
+        stream_id: str = "",
+        message_size: int = DEFAULT_MESSAGE_SIZE,
+        timeout: Optional[float] = None,
+    ) -> AsyncDedupStream:
+        """As ``Client.dedup``; ``async for`` the returned stream."""
+        if message_size < 1:
+            raise ValueError(f"message_size must be at least 1, got {message_size}")
+        params = convert.dedup_params(
+            namespace,
+            fingerprint,
+            stream_id,
+            algorithm=algorithm,
+            min_size=min_size,
+            avg_size=avg_size,
+            max_size=max_size,
+            normalization_level=normalization_level,
+            seed=seed,
+            seq_mode=seq_mode,
+            seq_length=seq_length,
+            skip_trigger=skip_trigger,
+            skip_size=skip_size,
+        )
+        requests = _AsyncRequests(
+            lambda data: pb.DedupRequest(params=params, data=data),
+            lambda data: pb.DedupRequest(data=data),
+            _aiter_source(source, message_size),
+        )
+        call = self._stub.Dedup(
+            requests.__aiter__(), timeout=self._deadline(timeout), metadata=self._metadata
+        )
+        return AsyncResponseStream(
+            call, requests, convert.dedup_record, convert.dedup_summary
+        )
+
+    async def dedup_all(
+        self, source: AsyncSource, *, namespace: str, **kwargs: Any
+    ) -> Tuple[List[DedupRecord], DedupSummary]:
+        """Every record of ``dedup(...)`` and the summary."""
+        async with self.dedup(source, namespace=namespace, **kwargs) as stream:
+            return await stream.collect()
+
+    async def find_missing(
+        self,
+        namespace: str,
+        fingerprints: Iterable[bytes],
+        *,
+        timeout: Optional[float] = None,
+    ) -> List[bytes]:
+        """As ``Client.find_missing``."""
+        deadline = self._deadline(timeout)
+        missing: List[bytes] = []
+        for batch in convert.batches([bytes(f) for f in fingerprints]):
+            request = pb.FindMissingRequest(namespace=namespace, fingerprints=batch)
+            try:
+                response = await self._stub.FindMissing(
+                    request, timeout=deadline, metadata=self._metadata
+                )
+            except grpc.RpcError as e:
+                raise ChunkdError.from_rpc_error(e) from None
+            missing.extend(response.missing_fingerprints)
+        return missing
+
+    async def release(
+        self,
+        namespace: str,
+        fingerprints: Iterable[bytes],
+        *,
+        fingerprint: Union[str, int] = "sha256",
+        request_id: str = "",
+        timeout: Optional[float] = None,
+    ) -> List[int]:
+        """As ``Client.release``."""
+        deadline = self._deadline(timeout)
+        counts: List[int] = []
+        for request in convert.release_requests(
+            namespace, [bytes(f) for f in fingerprints], fingerprint, request_id
+        ):
+            try:
+                response = await self._stub.Release(
+                    request, timeout=deadline, metadata=self._metadata
+                )
+            except grpc.RpcError as e:
+                raise ChunkdError.from_rpc_error(e) from None
+            counts.extend(response.ref_counts)
+        return counts
+
+    async def server_info(self, *, timeout: Optional[float] = None) -> ServerInfo:
+        """As ``Client.server_info``."""
+        try:
+            r = await self._stub.GetServerInfo(
+                pb.GetServerInfoRequest(),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata,
+            )
+        except grpc.RpcError as e:
+            raise ChunkdError.from_rpc_error(e) from None
+        return convert.server_info(r)

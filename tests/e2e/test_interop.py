@@ -1,0 +1,145 @@
+"""Interop: every client produces the same chunk list for the same file and
+parameters, equal to `chunkctl --local`; grpcurl lists the service through
+reflection and calls GetServerInfo."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from chunkd_client import Client
+from chunkd_client.aio import AsyncClient
+from chunkd_client.testing import ChunkdServer
+
+from clients_util import chunk_flags, chunkd_client, chunkd_go, grpcurl, run
+from e2e_util import RPC_TIMEOUT, SEKIEN, random_bytes
+
+ALGORITHMS: Dict[str, Dict[str, object]] = {
+    "fastcdc-reapi": {"algorithm": "fastcdc", "min": 4096, "avg": 16384, "max": 65535, "level": 2},
+    "fastcdc-small": {"algorithm": "fastcdc", "min": 1024, "avg": 4096, "max": 16384, "seed": 7},
+    "crc32": {"algorithm": "crc32", "min": 2048, "avg": 8192, "max": 32768},
+    "seqcdc": {"algorithm": "seqcdc"},
+    "fixed": {"algorithm": "fixed", "avg": 10000},
+}
+
+API_NAMES = {"min": "min_size", "avg": "avg_size", "max": "max_size",
+             "level": "normalization_level", "algorithm": "algorithm", "seed": "seed"}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> List[Path]:
+    d = tmp_path_factory.mktemp("interop")
+    random_file = d / "random.bin"
+    random_file.write_bytes(random_bytes(4242, 3_000_000))
+    # Versions of one file: a shared base with edits, so that CDC matters.
+    base = random_bytes(17, 400_000)
+    edited = d / "edited.bin"
+    edited.write_bytes(base[:100_000] + b"inserted" * 999 + base[100_000:] + base[:50_000])
+    empty = d / "empty.bin"
+    empty.write_bytes(b"")
+    return [SEKIEN, random_file, edited, empty]
+
+
+def api_csv(records) -> str:
+    return "".join(f"{r.offset},{r.length},{r.fingerprint.hex()}\n" for r in records)
+
+
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_every_client_gives_the_same_chunks(
+    name: str, files: List[Path], server: ChunkdServer, chunkctl_bin: Path
+) -> None:
+    params = ALGORITHMS[name]
+    kwargs = {API_NAMES[k]: v for k, v in params.items()}
+    flags = chunk_flags("double", params)
+    with Client(server.address, timeout=RPC_TIMEOUT) as client:
+        for path in files:
+            local = run([chunkctl_bin, "chunk", "--local", *flags, path]).stdout.decode()
+            assert path.stat().st_size == 0 or local.count("\n") >= 1
+            outputs = {
+                "chunkctl --server": run(
+                    [chunkctl_bin, "chunk", "--server", server.address, *flags, path]).stdout,
+                "chunkd-client": run(
+                    [chunkd_client(), "chunk", "--server", server.address, *flags, path]).stdout,
+                "chunkd-go": run(
+                    [chunkd_go(), "chunk", "-server", server.address,
+                     *chunk_flags("single", params), path]).stdout,
+                "chunkd-go stdin": run(
+                    [chunkd_go(), "chunk", "-server", server.address,
+                     *chunk_flags("single", params), "-"], stdin=path.read_bytes()).stdout,
+            }
+            outputs = {k: v.decode() for k, v in outputs.items()}
+            outputs["python api"] = api_csv(client.chunk_all(path, **kwargs)[0])
+            for client_name, text in outputs.items():
+                assert text == local, f"{client_name} differs from chunkctl --local on {path.name}"
+
+
+def test_async_client_and_json_agree(files: List[Path], server: ChunkdServer,
+                                     chunkctl_bin: Path) -> None:
+    import asyncio
+
+    params = ALGORITHMS["fastcdc-reapi"]
+    path = files[1]
+    local = run([chunkctl_bin, "chunk", "--local", "--format", "json",
+                 *chunk_flags("double", params), path]).stdout.decode()
+
+    async def chunks():
+        async with AsyncClient(server.address, timeout=RPC_TIMEOUT) as client:
+            return (await client.chunk_all(
+                path, **{API_NAMES[k]: v for k, v in params.items()}))[0]
+
+    records = asyncio.run(chunks())
+    expected = [json.loads(line) for line in local.splitlines()]
+    assert [{"offset": r.offset, "length": r.length, "fingerprint": r.fingerprint.hex()}
+            for r in records] == expected
+    for command in (
+        [chunkd_client(), "chunk", "--json", "--server", server.address,
+         *chunk_flags("double", params), path],
+        [chunkd_go(), "chunk", "-format", "json", "-server", server.address,
+         *chunk_flags("single", params), path],
+    ):
+        assert run(command).stdout.decode() == local
+
+
+def test_dedup_lines_agree(files: List[Path], server: ChunkdServer, chunkctl_bin: Path) -> None:
+    """The three command-line clients print the same dedup report."""
+    reports = {}
+    for name, command in {
+        "chunkctl": [chunkctl_bin, "dedup", "--server", server.address, "--namespace"],
+        "chunkd-client": [chunkd_client(), "dedup", "--server", server.address, "--namespace"],
+        "chunkd-go": [chunkd_go(), "dedup", "-server", server.address, "-namespace"],
+    }.items():
+        reports[name] = run([*command, f"interop-{name}", files[2], files[2]]).stdout.decode()
+    assert reports["chunkd-client"] == reports["chunkctl"] == reports["chunkd-go"]
+    assert reports["chunkctl"].splitlines()[-1].endswith("ratio=2.00")
+
+
+def test_grpcurl_lists_the_service_and_calls_get_server_info(server: ChunkdServer) -> None:
+    services = run([grpcurl(), "-plaintext", server.address, "list"]).stdout.decode().split()
+    assert "chunkd.v1.ChunkService" in services
+    assert "grpc.health.v1.Health" in services
+    methods = run([grpcurl(), "-plaintext", server.address, "list",
+                   "chunkd.v1.ChunkService"]).stdout.decode().split()
+    assert {"chunkd.v1.ChunkService.Chunk", "chunkd.v1.ChunkService.Dedup",
+            "chunkd.v1.ChunkService.FindMissing",
+            "chunkd.v1.ChunkService.GetServerInfo"} <= set(methods)
+    info = json.loads(run([grpcurl(), "-plaintext", "-d", "{}", server.address,
+                           "chunkd.v1.ChunkService/GetServerInfo"]).stdout)
+    with Client(server.address, timeout=RPC_TIMEOUT) as client:
+        expected = client.server_info()
+    assert info["version"] == expected.version
+    assert info["index_backend"] == expected.index_backend
+    assert [a["name"] for a in info["algorithms"]] == [a.name for a in expected.algorithms]
+    # Unary calls with parameters, as a shell script would make them (bytes
+    # are base64 in grpcurl's JSON).
+    unknown = base64.b64encode(bytes(range(32))).decode()
+    missing = json.loads(run([grpcurl(), "-plaintext", "-d",
+                              json.dumps({"namespace": "grpcurl", "fingerprints": [unknown]}),
+                              server.address, "chunkd.v1.ChunkService/FindMissing"]).stdout)
+    assert missing == {"missing_fingerprints": [unknown]}
+    bad = run([grpcurl(), "-plaintext", "-d", '{"namespace": "bad namespace!"}',
+               server.address, "chunkd.v1.ChunkService/FindMissing"], check=False)
+    assert bad.returncode != 0 and b"InvalidArgument" in bad.stderr
