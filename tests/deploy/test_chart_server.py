@@ -116,14 +116,9 @@ def test_builtin_redis_command(chart: Chart, processes: list, tmp_path: Path) ->
     assert cli("config", "get", "maxmemory").splitlines() == ["maxmemory", str(512 * 1024 * 1024)]
 
 
-# Flags agreed for chunkd and being added in parallel (issue 7's brief); the
-# chart already passes them. Each one can leave this set once chunkd has it.
-PENDING_FLAGS = {"redis_password_file"}
-
-
 def test_chart_flags_are_chunkd_flags(chart: Chart, chunkd_bin: Path) -> None:
-    """Every flag any value set renders is one chunkd defines (or an agreed
-    one in progress): a misspelt flag would stop the pod at start."""
+    """Every flag any value set renders is one chunkd defines: a misspelt flag
+    would stop the pod at start."""
     helpfull = run([chunkd_bin, "--helpfull"], check=False, timeout=30)
     known = set(re.findall(r"^\s+--(\w+) \(", helpfull.stdout + helpfull.stderr, re.M))
     assert {"listen", "index", "shutdown_grace"} <= known
@@ -133,5 +128,7 @@ def test_chart_flags_are_chunkd_flags(chart: Chart, chunkd_bin: Path) -> None:
         container = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
         for flag in flagfile(objects) + container["args"]:
             rendered.add(re.match(r"^--(\w+)", flag).group(1))
-    assert rendered - known - PENDING_FLAGS == set()
-    assert PENDING_FLAGS <= rendered, "an agreed flag the chart never sets"
+    assert rendered - known == set()
+    # The value sets exercise the security and limit flags too.
+    assert {"redis_password_file", "auth_tokens", "tls_cert", "max_streams",
+            "memory_budget"} <= rendered
