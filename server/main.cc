@@ -29,6 +29,7 @@
 #include "metrics/grpc_metrics.h"
 #include "metrics/instrumented_index.h"
 #include "metrics/metrics.h"
+#include "pipeline/hint_cache.h"
 #include "pipeline/worker_pool.h"
 #include "service/chunk_service.h"
 #include "service/index_health.h"
@@ -73,6 +74,11 @@ ABSL_FLAG(uint64_t, memory_budget, uint64_t{1} << 30,
           "read); at the budget streams stop reading. Must be at least "
           "--max_streams x --max_message_bytes, so an idle stream never "
           "blocks the others");
+ABSL_FLAG(uint64_t, hint_cache_mib, 64,
+          "memory for the RapidCDC hint cache (content hash -> SHA-256 of "
+          "duplicate chunks, about 128 bytes per chunk), which lets Dedup "
+          "with hints follow them without hashing on the way; 0 turns it "
+          "off. Never changes results");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain for TLS; with --tls_key turns TLS on");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
@@ -249,8 +255,13 @@ int main(int argc, char** argv) {
   chunkd::pipeline::WorkerPool pool(threads);
   metrics.WatchQueueDepth([&pool] { return pool.queue_depth(); });
 
+  chunkd::pipeline::HintCache hint_cache(
+      absl::GetFlag(FLAGS_hint_cache_mib) * (uint64_t{1} << 20) /
+      chunkd::pipeline::HintCache::kBytesPerEntry);
+
   chunkd::service::ServiceOptions options;
   options.index = index->get();
+  options.hint_cache = &hint_cache;
   options.pool = &pool;
   options.metrics = &metrics;
   options.max_message_bytes = max_message;

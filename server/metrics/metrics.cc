@@ -103,6 +103,15 @@ Metrics::Metrics(absl::string_view version, absl::string_view backend)
                                  "Bytes of chunks taken from accepted RapidCDC "
                                  "hints: not scanned for boundaries.")
                              .Register(*registry_);
+  hint_cache_ = &prometheus::BuildCounter()
+                     .Name("chunkd_hint_cache_total")
+                     .Help(
+                         "Accepted RapidCDC hints whose SHA-256 the hint "
+                         "cache claimed (claimed), and claims found wrong "
+                         "and taken back (taken_back).")
+                     .Register(*registry_);
+  hint_cache_->Add({{"result", "claimed"}});
+  hint_cache_->Add({{"result", "taken_back"}});
   for (const char* test : kHintTests) {
     hints_->Add({{"test", test}, {"result", "accepted"}});
     hints_->Add({{"test", test}, {"result", "rejected"}});
@@ -191,6 +200,9 @@ void Metrics::ForHints(absl::string_view test, StreamCounters* counters) {
   counters->hints_rejected =
       &hints_->Add({{"test", name}, {"result", "rejected"}});
   counters->hint_skipped_bytes = &hint_skipped_bytes_->Add({{"test", name}});
+  counters->hint_cache_claims = &hint_cache_->Add({{"result", "claimed"}});
+  counters->hint_cache_taken_back =
+      &hint_cache_->Add({{"result", "taken_back"}});
 }
 
 StreamCounters Metrics::ForStream(absl::string_view rpc,

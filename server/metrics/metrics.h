@@ -20,6 +20,11 @@
 //                                                  accepted or rejected
 //   chunkd_hint_skipped_bytes_total{test}          counter: bytes of accepted
 //                                                  hints (not scanned)
+//   chunkd_hint_cache_total{result}                counter: accepted hints
+//                                                  whose SHA-256 the hint
+//                                                  cache claimed ("claimed")
+//                                                  and claims found wrong
+//                                                  and taken back ("taken_back")
 //   chunkd_build_info{version,backend}             gauge, constant 1
 // Every series with a fixed label set exists from the start, at zero: all
 // rpc x algorithm pairs, all algorithms, all stages here; the index and gRPC
@@ -62,6 +67,8 @@ struct StreamCounters {
   prometheus::Counter* hints_accepted = nullptr;
   prometheus::Counter* hints_rejected = nullptr;
   prometheus::Counter* hint_skipped_bytes = nullptr;
+  prometheus::Counter* hint_cache_claims = nullptr;
+  prometheus::Counter* hint_cache_taken_back = nullptr;
 };
 
 // The label values of chunkd_hints_total{test} (pipeline::HintTestName).
@@ -143,6 +150,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* duplicate_chunks_;
   prometheus::Family<prometheus::Counter>* hints_;
   prometheus::Family<prometheus::Counter>* hint_skipped_bytes_;
+  prometheus::Family<prometheus::Counter>* hint_cache_;
   prometheus::Family<prometheus::Counter>* index_requests_;
   prometheus::Family<prometheus::Histogram>* index_duration_;
   prometheus::Family<prometheus::Counter>* grpc_started_;

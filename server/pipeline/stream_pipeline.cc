@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -69,6 +70,12 @@ absl::StatusOr<std::unique_ptr<StreamPipeline>> StreamPipeline::Create(
     auto cutter = chunking::MakeCutter(c);
     if (!cutter.ok()) return cutter.status();
     pipeline->cutter_ = *std::move(cutter);
+    if (pipeline->options_.fingerprint == fingerprint::Kind::kSha256 &&
+        pipeline->options_.hint_cache != nullptr) {
+      pipeline->cache_ = pipeline->options_.hint_cache;
+      pipeline->cache_scope_ =
+          HintCache::Scope(pipeline->options_.ns, pipeline->params_key_);
+    }
   }
   return pipeline;
 }
@@ -281,9 +288,10 @@ absl::Status StreamPipeline::CutSequential(bool at_end,
     std::string fp;
     {
       Stopwatch watch(nullptr, Stage(&metrics::StageCounters::fingerprint));
-      fp = fingerprint::Digest(
-          options_.fingerprint,
-          absl::string_view(reinterpret_cast<const char*>(data), size));
+      const absl::string_view chunk(reinterpret_cast<const char*>(data), size);
+      fp = cache_ == nullptr
+               ? fingerprint::Digest(options_.fingerprint, chunk)
+               : HashAndCache(HintCache::KeyOf(cache_scope_, chunk), chunk);
     }
     std::vector<uint32_t> next;
     if (!end_cut) {
@@ -361,13 +369,31 @@ absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
     last_learnable_ = true;
   }
   // Whether the last chunk is a duplicate decides what comes next.
-  return Commit(out);
+  absl::Status status = Commit(out);
+  if (!status.ok() || cache_ == nullptr) return status;
+  // Duplicates are what comes again: the hint chain will meet them.
+  Stopwatch watch(nullptr, Stage(&metrics::StageCounters::fingerprint));
+  const size_t first_record = out->size() - chunks.size();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const ChunkRecord& r = (*out)[first_record + i];
+    if (r.is_new) continue;
+    cache_->Put(HintCache::KeyOf(cache_scope_, chunker_->ChunkData(chunks[i])),
+                r.fingerprint);
+  }
+  return status;
+}
+
+std::string StreamPipeline::HashAndCache(const HintCache::Key& key,
+                                         absl::string_view bytes) {
+  std::string fp = fingerprint::Digest(options_.fingerprint, bytes);
+  cache_->Put(key, fp);
+  return fp;
 }
 
 bool StreamPipeline::Accept(uint32_t candidate, absl::string_view bytes,
                             bool at_end, std::string* fingerprint,
-                            std::vector<uint32_t>* next, bool* next_known,
-                            absl::Status* status) {
+                            bool* claimed, std::vector<uint32_t>* next,
+                            bool* next_known, absl::Status* status) {
   const size_t size = HintSize(candidate);
   if (size > bytes.size() || size > boundary_->max_size()) return false;
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
@@ -392,8 +418,22 @@ bool StreamPipeline::Accept(uint32_t candidate, absl::string_view bytes,
   }
   {
     Stopwatch watch(nullptr, Stage(&metrics::StageCounters::fingerprint));
-    *fingerprint =
-        fingerprint::Digest(options_.fingerprint, bytes.substr(0, size));
+    const absl::string_view chunk = bytes.substr(0, size);
+    *claimed = false;
+    if (cache_ == nullptr) {
+      *fingerprint = fingerprint::Digest(options_.fingerprint, chunk);
+    } else {
+      const HintCache::Key key = HintCache::KeyOf(cache_scope_, chunk);
+      std::optional<HintCache::Sha256> hit;
+      if (held_start_ != no_claim_at_) hit = cache_->Get(key);
+      if (hit.has_value()) {
+        fingerprint->assign(reinterpret_cast<const char*>(hit->data()),
+                            hit->size());
+        *claimed = true;
+      } else {
+        *fingerprint = HashAndCache(key, chunk);
+      }
+    }
   }
   *next_known = false;
   if (options_.hints != HintTest::kFFRWTFPT) return true;
@@ -411,8 +451,76 @@ bool StreamPipeline::Accept(uint32_t candidate, absl::string_view bytes,
 }
 
 absl::Status StreamPipeline::FollowHints(bool at_end,
-                                         std::vector<ChunkRecord>* out,
+                                         std::vector<ChunkRecord>* /*out*/,
                                          bool* fall_back) {
+  for (;;) {
+    absl::Status status = FollowHintsOnce(at_end, fall_back);
+    if (!status.ok()) {
+      claims_.clear();
+      return status;
+    }
+    bool rolled_back = false;
+    CheckClaims(&rolled_back);
+    if (!rolled_back) return status;
+    *fall_back = false;
+  }
+}
+
+void StreamPipeline::CheckClaims(bool* rolled_back) {
+  *rolled_back = false;
+  if (claims_.empty()) return;
+  Stopwatch watch(nullptr, Stage(&metrics::StageCounters::fingerprint));
+  // The claimed chunks are still in held_, which starts at this offset.
+  const uint64_t held_base = held_start_ - held_skip_;
+  auto bytes_of = [&](const Claim& c) {
+    const ChunkRecord& r = pending_[c.record];
+    return absl::string_view(held_).substr(r.offset - held_base, r.length);
+  };
+  std::vector<size_t> group_start = {0};
+  size_t group_bytes = 0;
+  for (size_t i = 0; i < claims_.size(); ++i) {
+    group_bytes += pending_[claims_[i].record].length;
+    if (group_bytes >= kFingerprintGroupBytes && i + 1 < claims_.size()) {
+      group_start.push_back(i + 1);
+      group_bytes = 0;
+    }
+  }
+  group_start.push_back(claims_.size());
+  std::vector<std::string> real(claims_.size());
+  chunking::RunParallel(
+      options_.engine.executor, group_start.size() - 1, [&](size_t g) {
+        for (size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
+          real[i] = fingerprint::Digest(options_.fingerprint, bytes_of(claims_[i]));
+        }
+      });
+  for (size_t i = 0; i < claims_.size(); ++i) {
+    if (real[i] == pending_[claims_[i].record].fingerprint) continue;
+    // Two contents with one XXH3 hash: back to before this chunk, which is
+    // decided again with its real fingerprint (HashAndCache also mends the
+    // cache).
+    Claim& c = claims_[i];
+    const double chunk_seconds = totals_.chunk_seconds;
+    pending_.resize(c.record);
+    held_start_ = c.held_start;
+    held_skip_ = c.held_skip;
+    totals_ = c.totals;
+    totals_.chunk_seconds = chunk_seconds;
+    hint_fp_ = std::move(c.hint_fp);
+    candidates_ = std::move(c.candidates);
+    candidates_known_ = true;
+    next_candidate_ = c.next_candidate;
+    last_fp_ = std::move(c.last_fp);
+    last_learnable_ = c.last_learnable;
+    run_accepted_ = c.run_accepted;
+    no_claim_at_ = held_start_;
+    ++totals_.cache_rollbacks;
+    *rolled_back = true;
+    break;
+  }
+  claims_.clear();
+}
+
+absl::Status StreamPipeline::FollowHintsOnce(bool at_end, bool* fall_back) {
   absl::Status status;
   for (;;) {
     const absl::string_view bytes =
@@ -439,15 +547,24 @@ absl::Status StreamPipeline::FollowHints(bool at_end,
                               ? boundary_->Needed(size)
                               : size;
     if (!at_end && bytes.size() < needed) break;  // wait for more bytes
+    const StreamTotals before = totals_;
     ++totals_.hints_tried;
     std::string fp;
+    bool claimed = false;
     std::vector<uint32_t> next;
     bool next_known = false;
-    if (!Accept(candidate, bytes, at_end, &fp, &next, &next_known, &status)) {
+    if (!Accept(candidate, bytes, at_end, &fp, &claimed, &next, &next_known,
+                &status)) {
       if (!status.ok()) break;
       ++totals_.hints_rejected;
       ++next_candidate_;
       continue;
+    }
+    if (claimed) {
+      claims_.push_back({pending_.size(), held_start_, held_skip_, before,
+                         hint_fp_, candidates_, next_candidate_, last_fp_,
+                         last_learnable_, run_accepted_});
+      ++totals_.cache_claims;
     }
     ++totals_.hints_accepted;
     totals_.hint_skipped_bytes += size;

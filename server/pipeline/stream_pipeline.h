@@ -21,6 +21,12 @@
 // none (new data: back to the fast chunker). With FF+RWT+FPT the records are
 // exactly those without hints.
 //
+// With a HintCache the chain takes each accepted chunk's fingerprint from the
+// cache when it can (a claim) and goes on; before FollowHints returns, the
+// claimed chunks are hashed in parallel on the executor and each claim is
+// checked. A claim that does not hold takes the pipeline back to the state
+// before that chunk, which is then decided with its real fingerprint.
+//
 // Thread safety: not thread-safe; the owner runs one call at a time (the
 // service's reactor runs at most one task per stream on the shared pool).
 #ifndef CHUNKD_PIPELINE_STREAM_PIPELINE_H_
@@ -39,6 +45,7 @@
 #include "fingerprint/fingerprint.h"
 #include "index/fingerprint_index.h"
 #include "metrics/metrics.h"
+#include "pipeline/hint_cache.h"
 #include "pipeline/rapid_cdc.h"
 
 namespace chunkd::pipeline {
@@ -54,6 +61,10 @@ struct PipelineOptions {
   std::string ns;
   // Dedup with fastcdc only: RapidCDC's acceptance test; kOff for none.
   HintTest hints = HintTest::kOff;
+  // Hints with sha256 only: the server's cache of content -> SHA-256 that
+  // lets the hint chain run without hashing (hint_cache.h); null: none.
+  // Never changes the records. Must outlive the pipeline.
+  HintCache* hint_cache = nullptr;
   // Where the time of each stage goes (chunkd_stage_seconds_total); null:
   // not measured. Must outlive the pipeline.
   const metrics::StageCounters* stages = nullptr;
@@ -82,6 +93,10 @@ struct StreamTotals {
   uint64_t hints_accepted = 0;
   uint64_t hints_rejected = 0;
   uint64_t hint_skipped_bytes = 0;
+  // Hint cache: accepted chunks whose fingerprint the cache claimed, and
+  // claims that did not hold (each took the stream back; see HintCache).
+  uint64_t cache_claims = 0;
+  uint64_t cache_rollbacks = 0;
   // Time spent finding boundaries: in the chunker, and (hints) in the
   // acceptance tests without their fingerprints and index calls.
   double chunk_seconds = 0;
@@ -157,9 +172,19 @@ class StreamPipeline {
   // with it false when more bytes are needed or the stream is done.
   absl::Status FollowHints(bool at_end, std::vector<ChunkRecord>* out,
                            bool* fall_back);
+  absl::Status FollowHintsOnce(bool at_end, bool* fall_back);
+  // Whether the test accepts `candidate` at held_start_; sets the chunk's
+  // *fingerprint (claimed by the cache when *claimed) and, with FPT, its
+  // hints (*next, *next_known).
   bool Accept(uint32_t candidate, absl::string_view bytes, bool at_end,
-              std::string* fingerprint, std::vector<uint32_t>* next,
-              bool* next_known, absl::Status* status);
+              std::string* fingerprint, bool* claimed,
+              std::vector<uint32_t>* next, bool* next_known,
+              absl::Status* status);
+  // SHA-256 of `bytes`, put in the cache under `key`.
+  std::string HashAndCache(const HintCache::Key& key, absl::string_view bytes);
+  // Hashes the claimed chunks in parallel and checks the claims; when one
+  // does not hold, restores the state before it and sets *rolled_back.
+  void CheckClaims(bool* rolled_back);
 
   PipelineOptions options_;
   std::unique_ptr<chunking::StreamChunker> chunker_;
@@ -191,6 +216,26 @@ class StreamPipeline {
   bool last_learnable_ = false;
   std::string params_key_;
   std::unique_ptr<FastCdcBoundary> boundary_;
+
+  // Hint cache (null when not used) and the claims not yet checked: each
+  // with the state before its chunk was accepted, to go back to.
+  HintCache* cache_ = nullptr;
+  uint64_t cache_scope_ = 0;
+  struct Claim {
+    size_t record = 0;  // index in pending_
+    uint64_t held_start = 0;
+    size_t held_skip = 0;
+    StreamTotals totals;
+    std::string hint_fp;
+    std::vector<uint32_t> candidates;
+    size_t next_candidate = 0;
+    std::string last_fp;
+    bool last_learnable = false;
+    bool run_accepted = false;
+  };
+  std::vector<Claim> claims_;
+  // The stream offset where a claim did not hold: decided without the cache.
+  uint64_t no_claim_at_ = UINT64_MAX;
 };
 
 }  // namespace chunkd::pipeline

@@ -32,6 +32,7 @@
 #include "chunkd/v1/chunkd.grpc.pb.h"
 #include "index/fingerprint_index.h"
 #include "metrics/metrics.h"
+#include "pipeline/hint_cache.h"
 #include "pipeline/worker_pool.h"
 #include "service/auth.h"
 #include "service/memory_budget.h"
@@ -53,6 +54,8 @@ struct ServiceOptions {
   // Request bytes held by all streams together (see MemoryBudget). Null: no
   // global bound beyond the per-stream one.
   MemoryBudget* memory = nullptr;
+  // Dedup with hints and sha256: the server's hint cache; null: none.
+  pipeline::HintCache* hint_cache = nullptr;
   // Bearer tokens; null: no authorization (every caller is trusted).
   const TokenTable* auth = nullptr;
   // Reported by GetServerInfo.

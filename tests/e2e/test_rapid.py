@@ -67,6 +67,8 @@ def hint_metrics(server) -> dict:
         out[(labels["test"], labels["result"])] = float(m.group(2))
     for m in re.finditer(r'^chunkd_hint_skipped_bytes_total\{test="(\w+)"\} (\S+)$', text, re.M):
         out[(m.group(1), "skipped")] = float(m.group(2))
+    for m in re.finditer(r'^chunkd_hint_cache_total\{result="(\w+)"\} (\S+)$', text, re.M):
+        out[("cache", m.group(1))] = float(m.group(2))
     return out
 
 
@@ -97,6 +99,10 @@ def test_hints_reproduce_dedup_without_hints(server) -> None:
     assert delta[("ff_rwt_fpt", "rejected")] == rejected
     assert delta[("ff_rwt_fpt", "skipped")] == skipped
     assert delta[("ff", "accepted")] == 0
+    # From the third version on, the hint cache knows most accepted chunks
+    # (they were duplicates before), and none of its claims was wrong.
+    assert 0 < delta[("cache", "claimed")] <= accepted
+    assert delta[("cache", "taken_back")] == 0
 
 
 @pytest.mark.parametrize("algorithm", [pb.ALGORITHM_CRC32, pb.ALGORITHM_SEQCDC])

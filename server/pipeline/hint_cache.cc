@@ -1,0 +1,69 @@
+#include "pipeline/hint_cache.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/hash/hash.h"
+#include "fingerprint/fingerprint.h"
+
+namespace chunkd::pipeline {
+
+HintCache::HintCache(size_t capacity)
+    : capacity_(capacity), per_shard_((capacity + kShards - 1) / kShards) {}
+
+uint64_t HintCache::Scope(absl::string_view ns, absl::string_view params_key) {
+  return absl::HashOf(ns, params_key);
+}
+
+HintCache::Key HintCache::KeyOf(uint64_t scope, absl::string_view bytes) {
+  unsigned char digest[16];
+  fingerprint::DigestTo(fingerprint::Kind::kXxh128, bytes, digest);
+  Key key;
+  key.scope = scope;
+  std::memcpy(&key.lo, digest, 8);
+  std::memcpy(&key.hi, digest + 8, 8);
+  return key;
+}
+
+std::optional<HintCache::Sha256> HintCache::Get(const Key& key) const {
+  if (per_shard_ == 0) return std::nullopt;
+  const Shard& shard = ShardOf(key);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.map.find(key);
+  if (it == shard.map.end()) return std::nullopt;
+  return it->second;
+}
+
+void HintCache::Put(const Key& key, absl::string_view sha256) {
+  if (per_shard_ == 0 || sha256.size() != sizeof(Sha256)) return;
+  Sha256 value;
+  std::memcpy(value.data(), sha256.data(), value.size());
+  Shard& shard = ShardOf(key);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto [it, inserted] = shard.map.try_emplace(key, value);
+  if (!inserted) {
+    it->second = value;
+    return;
+  }
+  if (shard.fifo.size() < per_shard_) {
+    shard.fifo.push_back(key);
+    return;
+  }
+  // Full: the oldest key of the shard makes room.
+  shard.map.erase(shard.fifo[shard.next]);
+  shard.fifo[shard.next] = key;
+  shard.next = (shard.next + 1) % per_shard_;
+}
+
+size_t HintCache::size() const {
+  size_t n = 0;
+  for (const Shard& shard : shards_) {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    n += shard.map.size();
+  }
+  return n;
+}
+
+}  // namespace chunkd::pipeline
