@@ -17,6 +17,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "bench/datagen.h"
 #include "bench/harness.h"
 #include "chunking/executor.h"
@@ -31,6 +32,9 @@ ABSL_FLAG(uint32_t, edits, 40,
 ABSL_FLAG(uint32_t, repetitions, 3, "runs per configuration (best is kept)");
 ABSL_FLAG(uint32_t, threads, 0, "executor threads (0: one per core)");
 ABSL_FLAG(std::string, markdown, "", "also write the table to this file");
+ABSL_FLAG(std::string, datasets, "high,low,unique",
+          "which datasets to run: high (few edits per version), low (one "
+          "edit per 2 KiB), unique (random data)");
 
 namespace {
 
@@ -112,8 +116,10 @@ int main(int argc, char** argv) {
     std::vector<std::vector<uint8_t>> streams;
   };
   std::vector<Dataset> datasets;
+  const std::set<std::string> wanted = absl::StrSplit(absl::GetFlag(FLAGS_datasets), ',');
   for (size_t modifications :
        {size_t{absl::GetFlag(FLAGS_edits)}, size_t{base / 2048}}) {
+    if (wanted.count(modifications == base / 2048 ? "low" : "high") == 0) continue;
     chunkd::bench::VersionedOptions v;
     v.base_size = base;
     v.versions = absl::GetFlag(FLAGS_versions);
@@ -122,7 +128,9 @@ int main(int argc, char** argv) {
     datasets.push_back({absl::StrFormat("versioned, %d edits/version", modifications),
                         chunkd::bench::GenerateVersioned(v).versions});
   }
-  datasets.push_back({"unique random", {chunkd::bench::RandomBytes(base * 2, 99)}});
+  if (wanted.count("unique") != 0) {
+    datasets.push_back({"unique random", {chunkd::bench::RandomBytes(base * 2, 99)}});
+  }
 
   const Config tests[] = {{HintTest::kOff, false},     {HintTest::kFFRWTFPT, false},
                           {HintTest::kFFRWTFPT, true},  {HintTest::kFFRWT, true},

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -39,6 +42,61 @@ class Stopwatch {
 };
 
 }  // namespace
+
+// Hashes claimed chunks while the hint chain goes on: the chain (one thread)
+// pushes each claim; every other thread of the ParallelFor takes claims and
+// checks them, and so does the chain's thread once the chain is done.
+class ClaimChecker {
+ public:
+  // `stage`: the fingerprint stage's counter, or null.
+  ClaimChecker(fingerprint::Kind kind, prometheus::Counter* stage)
+      : kind_(kind), stage_(stage) {}
+
+  // The chain: a chunk and the fingerprint the cache claimed for it.
+  void Push(absl::string_view bytes, absl::string_view claimed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    items_.push_back({bytes, std::string(claimed), false});
+    cv_.notify_one();
+  }
+  // The chain is done: no more claims.
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    cv_.notify_all();
+  }
+  // Checks claims until the chain is done and none is left.
+  void Work() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return next_ < items_.size() || closed_; });
+      if (next_ == items_.size()) return;
+      Item& item = items_[next_++];  // deque: stays where it is
+      lock.unlock();
+      {
+        Stopwatch watch(nullptr, stage_);
+        item.holds = fingerprint::Digest(kind_, item.bytes) == item.claimed;
+      }
+      lock.lock();
+    }
+  }
+  // After the ParallelFor: whether claim i held.
+  size_t size() const { return items_.size(); }
+  bool Holds(size_t i) const { return items_[i].holds; }
+
+ private:
+  struct Item {
+    absl::string_view bytes;
+    std::string claimed;
+    bool holds;
+  };
+  const fingerprint::Kind kind_;
+  prometheus::Counter* const stage_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> items_;
+  size_t next_ = 0;
+  bool closed_ = false;
+};
 
 absl::StatusOr<std::unique_ptr<StreamPipeline>> StreamPipeline::Create(
     PipelineOptions options) {
@@ -454,47 +512,41 @@ absl::Status StreamPipeline::FollowHints(bool at_end,
                                          std::vector<ChunkRecord>* /*out*/,
                                          bool* fall_back) {
   for (;;) {
-    absl::Status status = FollowHintsOnce(at_end, fall_back);
+    absl::Status status;
+    if (cache_ == nullptr) {
+      status = FollowHintsOnce(at_end, fall_back);
+      claims_.clear();
+      return status;
+    }
+    ClaimChecker checker(options_.fingerprint,
+                         Stage(&metrics::StageCounters::fingerprint));
+    checker_ = &checker;
+    chunking::Executor* executor = options_.engine.executor;
+    const size_t threads = executor == nullptr ? 1 : executor->parallelism();
+    chunking::RunParallel(executor, threads, [&](size_t i) {
+      if (i == 0) {
+        status = FollowHintsOnce(at_end, fall_back);
+        checker.Close();
+      }
+      checker.Work();
+    });
+    checker_ = nullptr;
     if (!status.ok()) {
       claims_.clear();
       return status;
     }
     bool rolled_back = false;
-    CheckClaims(&rolled_back);
+    CheckClaims(checker, &rolled_back);
     if (!rolled_back) return status;
     *fall_back = false;
   }
 }
 
-void StreamPipeline::CheckClaims(bool* rolled_back) {
+void StreamPipeline::CheckClaims(const ClaimChecker& checker,
+                                 bool* rolled_back) {
   *rolled_back = false;
-  if (claims_.empty()) return;
-  Stopwatch watch(nullptr, Stage(&metrics::StageCounters::fingerprint));
-  // The claimed chunks are still in held_, which starts at this offset.
-  const uint64_t held_base = held_start_ - held_skip_;
-  auto bytes_of = [&](const Claim& c) {
-    const ChunkRecord& r = pending_[c.record];
-    return absl::string_view(held_).substr(r.offset - held_base, r.length);
-  };
-  std::vector<size_t> group_start = {0};
-  size_t group_bytes = 0;
   for (size_t i = 0; i < claims_.size(); ++i) {
-    group_bytes += pending_[claims_[i].record].length;
-    if (group_bytes >= kFingerprintGroupBytes && i + 1 < claims_.size()) {
-      group_start.push_back(i + 1);
-      group_bytes = 0;
-    }
-  }
-  group_start.push_back(claims_.size());
-  std::vector<std::string> real(claims_.size());
-  chunking::RunParallel(
-      options_.engine.executor, group_start.size() - 1, [&](size_t g) {
-        for (size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
-          real[i] = fingerprint::Digest(options_.fingerprint, bytes_of(claims_[i]));
-        }
-      });
-  for (size_t i = 0; i < claims_.size(); ++i) {
-    if (real[i] == pending_[claims_[i].record].fingerprint) continue;
+    if (checker.Holds(i)) continue;
     // Two contents with one XXH3 hash: back to before this chunk, which is
     // decided again with its real fingerprint (HashAndCache also mends the
     // cache).
@@ -565,6 +617,7 @@ absl::Status StreamPipeline::FollowHintsOnce(bool at_end, bool* fall_back) {
                          hint_fp_, candidates_, next_candidate_, last_fp_,
                          last_learnable_, run_accepted_});
       ++totals_.cache_claims;
+      checker_->Push(bytes.substr(0, size), fp);
     }
     ++totals_.hints_accepted;
     totals_.hint_skipped_bytes += size;

@@ -22,10 +22,11 @@
 // exactly those without hints.
 //
 // With a HintCache the chain takes each accepted chunk's fingerprint from the
-// cache when it can (a claim) and goes on; before FollowHints returns, the
-// claimed chunks are hashed in parallel on the executor and each claim is
-// checked. A claim that does not hold takes the pipeline back to the state
-// before that chunk, which is then decided with its real fingerprint.
+// cache when it can (a claim) and goes on, while the executor's other
+// threads hash the claimed chunks behind it (and the chain's thread too once
+// it is done); before FollowHints returns every claim is checked. A claim
+// that does not hold takes the pipeline back to the state before that chunk,
+// which is then decided with its real fingerprint.
 //
 // Thread safety: not thread-safe; the owner runs one call at a time (the
 // service's reactor runs at most one task per stream on the shared pool).
@@ -49,6 +50,8 @@
 #include "pipeline/rapid_cdc.h"
 
 namespace chunkd::pipeline {
+
+class ClaimChecker;
 
 struct PipelineOptions {
   chunking::ChunkerOptions chunking;
@@ -182,9 +185,9 @@ class StreamPipeline {
               absl::Status* status);
   // SHA-256 of `bytes`, put in the cache under `key`.
   std::string HashAndCache(const HintCache::Key& key, absl::string_view bytes);
-  // Hashes the claimed chunks in parallel and checks the claims; when one
-  // does not hold, restores the state before it and sets *rolled_back.
-  void CheckClaims(bool* rolled_back);
+  // After `checker` hashed the claimed chunks: when a claim does not hold,
+  // restores the state before it and sets *rolled_back.
+  void CheckClaims(const ClaimChecker& checker, bool* rolled_back);
 
   PipelineOptions options_;
   std::unique_ptr<chunking::StreamChunker> chunker_;
@@ -234,6 +237,7 @@ class StreamPipeline {
     bool run_accepted = false;
   };
   std::vector<Claim> claims_;
+  ClaimChecker* checker_ = nullptr;  // while FollowHints runs, with a cache
   // The stream offset where a claim did not hold: decided without the cache.
   uint64_t no_claim_at_ = UINT64_MAX;
 };
