@@ -2,10 +2,12 @@
 // multi-buffer backends (fingerprint/sha256_mb.h), side by side in one run on
 // one thread, with the memory-read loop as the ceiling.
 //
-// Registrations, each reporting bytes/s of chunk data:
+// Registrations, each reporting bytes of chunk data per CPU second of the
+// benchmark thread (CPU time, so that a machine shared with other work
+// disturbs the ratios less):
 //
 //   sha256/BACKEND/DATASET   every chunk of the buffer hashed with BACKEND
-//                            (openssl, shani-x1, shani-x2, shani-x4) in
+//                            (openssl, shani-x1 .. shani-x4) in
 //                            groups of about --group_bytes, as the stream
 //                            pipeline hashes them. A backend this CPU
 //                            cannot run is skipped with the reason.

@@ -32,15 +32,15 @@ namespace chunkd::fingerprint {
 
 // One way to compute the SHA-256 of many messages.
 struct Sha256Backend {
-  const char* name;  // "openssl", "shani-x1", "shani-x2", "shani-x4"
+  const char* name;  // "openssl", "shani-x1" .. "shani-x4"
   int lanes;         // messages in flight per call; 0 for openssl
 };
 
 // The name of the environment variable that forces a backend.
 inline constexpr char kSha256EnvVar[] = "CHUNKD_SHA256";
 
-// Every backend built into this binary, best first: shani-x2, shani-x4,
-// shani-x1, openssl.
+// Every backend built into this binary, best first: shani-x4, shani-x3,
+// shani-x2, shani-x1, openssl (the shani ones on x86-64 only).
 absl::Span<const Sha256Backend* const> AllSha256Backends();
 
 // The CPU features (names as in /proc/cpuinfo: "sha_ni", "sse4_1",

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <ostream>
 #include <random>
 #include <set>
 #include <sstream>
@@ -24,6 +25,12 @@
 #endif
 
 namespace chunkd::fingerprint {
+
+// Test parameters by name (found by argument-dependent lookup).
+void PrintTo(const Sha256Backend* backend, std::ostream* os) {
+  *os << backend->name;
+}
+
 namespace {
 
 constexpr size_t kDigest = 32;

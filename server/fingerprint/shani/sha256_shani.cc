@@ -165,10 +165,17 @@ __attribute__((always_inline)) inline void RunBlocks(Lane* const* lanes,
           x = _mm_add_epi32(x, _mm_alignr_epi8(t4, t8, 4));
           w[l][q & 3] = _mm_sha256msg2_epu32(x, t4);
         }
-        const __m128i wk = _mm_add_epi32(w[l][q & 3], k);
-        cdgh[l] = _mm_sha256rnds2_epu32(cdgh[l], abef[l], wk);
+      }
+      __m128i wk[K];
+#pragma GCC unroll 4
+      for (int l = 0; l < K; ++l) {
+        wk[l] = _mm_add_epi32(w[l][q & 3], k);
+        cdgh[l] = _mm_sha256rnds2_epu32(cdgh[l], abef[l], wk[l]);
+      }
+#pragma GCC unroll 4
+      for (int l = 0; l < K; ++l) {
         abef[l] = _mm_sha256rnds2_epu32(abef[l], cdgh[l],
-                                        _mm_shuffle_epi32(wk, 0x0e));
+                                        _mm_shuffle_epi32(wk[l], 0x0e));
       }
     }
 #pragma GCC unroll 4
