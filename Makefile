@@ -67,7 +67,7 @@ test-python: build $(VENV_STAMP)
 
 test: test-cpp test-python test-chart test-deploy test-go
 
-# `make bench` runs the five below. bench-chunking: the chunking benchmarks
+# `make bench` runs the six below. bench-chunking: the chunking benchmarks
 # (server/bench/), then a table and a chart under $(BENCH_DIR). matplotlib
 # goes into the venv through its own stamp, so the test venv does not need it. BENCH_ARGS go to chunking_bench
 # (Google Benchmark flags, or e.g. --threads=1,2,4 --size=BYTES); the best of
@@ -88,9 +88,21 @@ DEDUP_BENCH_ARGS ?= --size 268435456 --repetitions 5
 
 # bench-service: Chunk and Dedup over loopback gRPC vs a raw gRPC byte sink,
 # 1 and 8 streams. bench-rapid: Dedup with RapidCDC hints vs without.
-.PHONY: bench bench-chunking bench-index bench-dedup bench-service bench-rapid
+# bench-sha256: SHA-256 of chunks, OpenSSL one at a time vs the multi-buffer
+# backends, one thread, with the memory-read ceiling; a table of ratios.
+.PHONY: bench bench-chunking bench-index bench-dedup bench-service bench-rapid \
+  bench-sha256
 
-bench: bench-chunking bench-index bench-dedup bench-service bench-rapid
+bench: bench-chunking bench-index bench-dedup bench-service bench-rapid \
+  bench-sha256
+
+SHA256_BENCH_ARGS ?= --benchmark_repetitions=5 --benchmark_min_time=0.2 \
+  --benchmark_enable_random_interleaving=true
+
+bench-sha256: build
+	@mkdir -p $(BENCH_DIR)
+	$(BUILD_DIR)/server/bench/sha256_bench $(SHA256_BENCH_ARGS) \
+	  | tee $(BENCH_DIR)/sha256.txt
 
 bench-service: build
 	@mkdir -p $(BENCH_DIR)

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "chunkd/chunker.h"
 #include "chunking/kernels/kernels.h"
+#include "fingerprint/sha256_mb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -232,6 +233,11 @@ int main(int argc, char** argv) {
                      kernel.status().message()));
   }
   const std::string backend = (*kernel)->name;
+  // How sha256 fingerprints are computed ($CHUNKD_SHA256 or the best the CPU
+  // runs); a bad value stops chunkd here rather than at the first chunk.
+  absl::StatusOr<const chunkd::fingerprint::Sha256Backend*> sha256 =
+      chunkd::fingerprint::DefaultSha256Backend();
+  if (!sha256.ok()) return Fail(std::string(sha256.status().message()));
   chunkd::metrics::Metrics metrics(CHUNKD_VERSION, backend);
   *index = std::make_unique<chunkd::metrics::InstrumentedIndex>(
       *std::move(index), &metrics);
@@ -320,7 +326,7 @@ int main(int argc, char** argv) {
   index_health.Start();
   std::fprintf(stderr,
                "chunkd %s serving on %s%s%s (metrics on %s, index %s, %zu "
-               "threads, chunking backend %s)\n",
+               "threads, chunking backend %s, sha256 %s)\n",
                CHUNKD_VERSION, listen.c_str(),
                absl::GetFlag(FLAGS_tls_cert).empty()
                    ? ""
@@ -329,7 +335,7 @@ int main(int argc, char** argv) {
                tokens == nullptr ? "" : ", bearer tokens required",
                metrics_listen.empty() ? "off" : metrics_listen.c_str(),
                std::string((*index)->backend()).c_str(), threads,
-               backend.c_str());
+               backend.c_str(), (*sha256)->name);
 
   const int sig = WaitForSignal(signals);
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);

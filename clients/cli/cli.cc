@@ -26,6 +26,7 @@
 #include "clients/cli/progress.h"
 #include "clients/cli/record_writer.h"
 #include "clients/cli/remote.h"
+#include "fingerprint/sha256_mb.h"
 
 #ifndef CHUNKD_VERSION
 #define CHUNKD_VERSION "unknown"
@@ -98,6 +99,9 @@ With --local only (the output never depends on them):
   --backend NAME       stage-1 kernel: scalar, avx2 or avx512 (default:
                        $CHUNKD_BACKEND when set, else the best this CPU runs)
   --threads N          threads that cut the file, 1..256 (default 1)
+sha256 with --local hashes several chunks at once where the CPU has the SHA
+extensions; $CHUNKD_SHA256=openssl forces OpenSSL one chunk at a time
+(also: shani, shani-x1 .. shani-x4).
 )";
 
 constexpr absl::string_view kDedupUsage =
@@ -383,6 +387,12 @@ int RunChunk(absl::Span<const std::string> words, std::FILE* out,
         chunking::kernels::DefaultKernel();
     if (!kernel.ok()) return io.UsageError(kernel.status().message());
     engine.kernel = *kernel;
+  }
+  if (args->Has("local")) {
+    // An invalid $CHUNKD_SHA256 is reported here, not at the first chunk.
+    absl::StatusOr<const fingerprint::Sha256Backend*> sha256 =
+        fingerprint::DefaultSha256Backend();
+    if (!sha256.ok()) return io.UsageError(sha256.status().message());
   }
   size_t threads = 1;
   if (std::optional<std::string> text = args->Get("threads")) {

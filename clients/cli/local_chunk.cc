@@ -11,10 +11,15 @@ absl::Status AddChunks(const chunking::StreamChunker& chunker,
                        fingerprint::Kind kind,
                        const std::vector<chunking::Chunk>& chunks,
                        RecordWriter* out) {
-  std::string digest;
+  // All of them together: sha256 hashes several chunks at once.
+  std::vector<absl::string_view> data;
+  data.reserve(chunks.size());
   for (const chunking::Chunk& chunk : chunks) {
-    digest = fingerprint::Digest(kind, chunker.ChunkData(chunk));
-    out->Add(chunk.offset, chunk.length, digest);
+    data.push_back(chunker.ChunkData(chunk));
+  }
+  const std::vector<std::string> digests = fingerprint::DigestMany(kind, data);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    out->Add(chunks[i].offset, chunks[i].length, digests[i]);
   }
   return out->Flush();
 }

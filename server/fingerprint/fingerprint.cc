@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "fingerprint/sha256_mb.h"
 
 namespace chunkd::fingerprint {
 
@@ -65,6 +66,31 @@ std::string Digest(Kind kind, absl::string_view data) {
   std::string out(DigestSize(kind), '\0');
   DigestTo(kind, data, reinterpret_cast<unsigned char*>(out.data()));
   return out;
+}
+
+void DigestManyTo(Kind kind, absl::Span<const absl::string_view> messages,
+                  unsigned char* out) {
+  if (kind == Kind::kSha256) {
+    Sha256Many(messages, out);
+    return;
+  }
+  const size_t size = DigestSize(kind);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    DigestTo(kind, messages[i], out + size * i);
+  }
+}
+
+std::vector<std::string> DigestMany(
+    Kind kind, absl::Span<const absl::string_view> messages) {
+  const size_t size = DigestSize(kind);
+  std::string all(size * messages.size(), '\0');
+  DigestManyTo(kind, messages, reinterpret_cast<unsigned char*>(all.data()));
+  std::vector<std::string> digests;
+  digests.reserve(messages.size());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    digests.push_back(all.substr(size * i, size));
+  }
+  return digests;
 }
 
 std::string ToHex(absl::string_view bytes) {

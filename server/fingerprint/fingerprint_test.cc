@@ -1,5 +1,8 @@
 #include "fingerprint/fingerprint.h"
 
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace chunkd::fingerprint {
@@ -35,6 +38,32 @@ TEST(FingerprintTest, ParsesNamesAndRejectsOthers) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("md5"), std::string::npos);
+}
+
+TEST(FingerprintTest, DigestManyEqualsDigestOfEach) {
+  std::string data(70000, '\0');
+  for (size_t i = 0; i < data.size(); ++i) {
+    data[i] = static_cast<char>((i * 131) ^ (i >> 7));
+  }
+  const std::vector<absl::string_view> messages = {
+      absl::string_view(data).substr(0, 16384), absl::string_view(),
+      absl::string_view(data).substr(3, 65536), "abc",
+      absl::string_view(data).substr(100, 4097)};
+  for (Kind kind : {Kind::kSha256, Kind::kXxh128, Kind::kNone}) {
+    const std::vector<std::string> many = DigestMany(kind, messages);
+    ASSERT_EQ(many.size(), messages.size());
+    std::string packed(DigestSize(kind) * messages.size(), '\0');
+    DigestManyTo(kind, messages, reinterpret_cast<unsigned char*>(packed.data()));
+    for (size_t i = 0; i < messages.size(); ++i) {
+      const std::string one = Digest(kind, messages[i]);
+      EXPECT_EQ(many[i], one) << KindName(kind) << " message " << i;
+      EXPECT_EQ(packed.substr(DigestSize(kind) * i, DigestSize(kind)), one)
+          << KindName(kind) << " message " << i;
+    }
+    EXPECT_TRUE(DigestMany(kind, {}).empty());
+  }
+  EXPECT_EQ(ToHex(DigestMany(Kind::kSha256, messages)[3]),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 TEST(FingerprintTest, HexIsLowerCase) {

@@ -13,6 +13,8 @@ namespace chunkd::chunking::kernels {
 namespace {
 
 // cpuid leaf 1, ECX.
+constexpr uint32_t kLeaf1EcxSsse3 = 1u << 9;
+constexpr uint32_t kLeaf1EcxSse41 = 1u << 19;
 constexpr uint32_t kLeaf1EcxPopcnt = 1u << 23;
 constexpr uint32_t kLeaf1EcxOsxsave = 1u << 27;
 constexpr uint32_t kLeaf1EcxAvx = 1u << 28;
@@ -23,6 +25,7 @@ constexpr uint32_t kLeaf7EbxBmi2 = 1u << 8;
 constexpr uint32_t kLeaf7EbxAvx512F = 1u << 16;
 constexpr uint32_t kLeaf7EbxAvx512Dq = 1u << 17;
 constexpr uint32_t kLeaf7EbxAvx512Ifma = 1u << 21;
+constexpr uint32_t kLeaf7EbxSha = 1u << 29;
 constexpr uint32_t kLeaf7EbxAvx512Bw = 1u << 30;
 constexpr uint32_t kLeaf7EbxAvx512Vl = 1u << 31;
 // cpuid leaf 7 subleaf 0, ECX.
@@ -52,6 +55,9 @@ constexpr Name kNames[] = {
     {kGfni, "gfni"},
     {kOsYmm, "os-ymm-state"},
     {kOsZmm, "os-zmm-state"},
+    {kSsse3, "ssse3"},
+    {kSse41, "sse4_1"},
+    {kSha, "sha_ni"},
 };
 
 uint32_t Detect() {
@@ -95,12 +101,15 @@ uint32_t FeaturesFromCpuid(uint32_t leaf1_ecx, uint32_t leaf7_ebx,
   uint32_t f = 0;
   if (leaf1_ecx & kLeaf1EcxPopcnt) f |= kPopcnt;
   if (leaf1_ecx & kLeaf1EcxAvx) f |= kAvx;
+  if (leaf1_ecx & kLeaf1EcxSsse3) f |= kSsse3;
+  if (leaf1_ecx & kLeaf1EcxSse41) f |= kSse41;
   if (leaf7_ebx & kLeaf7EbxBmi1) f |= kBmi1;
   if (leaf7_ebx & kLeaf7EbxBmi2) f |= kBmi2;
   if (leaf7_ebx & kLeaf7EbxAvx2) f |= kAvx2;
   if (leaf7_ebx & kLeaf7EbxAvx512F) f |= kAvx512F;
   if (leaf7_ebx & kLeaf7EbxAvx512Dq) f |= kAvx512Dq;
   if (leaf7_ebx & kLeaf7EbxAvx512Ifma) f |= kAvx512Ifma;
+  if (leaf7_ebx & kLeaf7EbxSha) f |= kSha;
   if (leaf7_ebx & kLeaf7EbxAvx512Bw) f |= kAvx512Bw;
   if (leaf7_ebx & kLeaf7EbxAvx512Vl) f |= kAvx512Vl;
   if (leaf7_ecx & kLeaf7EcxAvx512Vbmi) f |= kAvx512Vbmi;

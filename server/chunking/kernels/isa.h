@@ -36,6 +36,11 @@ enum IsaFeature : uint32_t {
   // Register state the OS saves (XCR0), not CPU instructions.
   kOsYmm = 1u << 12,  // XCR0 bits 1-2: SSE and AVX (YMM) state
   kOsZmm = 1u << 13,  // XCR0 bits 5-7: opmask, ZMM0-15 upper halves, ZMM16-31
+  // For the SHA-256 code (fingerprint/sha256_mb.h): SSE only, no OS state
+  // beyond what every x86-64 OS saves.
+  kSsse3 = 1u << 14,
+  kSse41 = 1u << 15,
+  kSha = 1u << 16,
 };
 
 // "popcnt", "avx512vbmi", "os-zmm-state", ...

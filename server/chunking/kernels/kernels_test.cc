@@ -426,6 +426,9 @@ TEST(IsaTest, DetectionAgreesWithProcCpuinfo) {
       {kAvx512Vbmi, "avx512vbmi"},
       {kAvx512Ifma, "avx512ifma"},
       {kGfni, "gfni"},
+      {kSsse3, "ssse3"},
+      {kSse41, "sse4_1"},
+      {kSha, "sha_ni"},
   };
   for (const auto& [feature, flag] : map) {
     EXPECT_EQ((f & feature) != 0, flags.count(flag) != 0) << flag;
