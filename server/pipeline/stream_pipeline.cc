@@ -64,13 +64,21 @@ class ClaimChecker {
     closed_ = true;
     cv_.notify_all();
   }
-  // Checks claims until the chain is done and none is left, kBatch at a
-  // time while the chain runs (SHA-256 hashes several messages at once).
+  // Checks claims, kBatch at a time while the chain runs (SHA-256 hashes
+  // several messages at once), until the chain is done and none is left.
+  // A helper thread also leaves when no claim came for a while (a chain
+  // waiting on the index must not hold a shared pool thread); the chain's
+  // own thread, after Close(), checks whatever is left.
   void Work() {
     static constexpr size_t kBatch = 4;
+    static constexpr auto kIdle = std::chrono::milliseconds(2);
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      cv_.wait(lock, [&] { return items_.size() - next_ >= kBatch || closed_; });
+      if (!cv_.wait_for(lock, kIdle, [&] {
+            return items_.size() - next_ >= kBatch || closed_;
+          })) {
+        return;
+      }
       if (next_ == items_.size()) return;
       const size_t first = next_;
       next_ = std::min(items_.size(), first + kBatch);
