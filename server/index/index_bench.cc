@@ -41,6 +41,9 @@ ABSL_FLAG(std::string, redis, "",
           "empty: start a private redis-server on a free loopback port");
 ABSL_FLAG(std::string, batch, "64,256,1024", "batch sizes, comma-separated");
 ABSL_FLAG(int, threads, 4, "client threads (each one batch in flight)");
+ABSL_FLAG(int, pool_size, 0,
+          "connections of chunkd's index (IndexOptions::pool_size); 0: as "
+          "many as --threads");
 ABSL_FLAG(int, fingerprints, 200000,
           "distinct fingerprints per measurement (inserted, then inserted "
           "again and looked up)");
@@ -63,30 +66,68 @@ std::string Fingerprint(uint64_t run, uint64_t i) {
   return fp;
 }
 
+// CPU seconds the redis-server has used (INFO cpu: user + system), or -1.
+double ServerCpuSeconds(testing::DirectRedis& direct) {
+  auto reply = direct.Command({"INFO", "cpu"});
+  if (!reply.ok() || (*reply)->type != REDIS_REPLY_STRING) return -1;
+  double total = 0;
+  int found = 0;
+  for (absl::string_view line :
+       absl::StrSplit(absl::string_view((*reply)->str, (*reply)->len), "\r\n")) {
+    for (const char* field : {"used_cpu_user:", "used_cpu_sys:"}) {
+      if (absl::ConsumePrefix(&line, field)) {
+        double v = 0;
+        if (!absl::SimpleAtod(line, &v)) return -1;
+        total += v;
+        ++found;
+      }
+    }
+  }
+  return found == 2 ? total : -1;
+}
+
+// A rate and what it cost the server: redis-server CPU time (user + system,
+// all its threads) per operation, and that time over the wall time (near
+// 100 %: the server was the limit).
+struct Rate {
+  double ops = -1;        // operations per second; < 0: failed
+  double server_us = -1;  // server CPU microseconds per operation
+  double server_busy = -1;
+};
+
 // redis-benchmark's requests per second for `command` pipelined 64 deep
-// (-P 64), or -1. `random_keys`: -r, so that __rand_int__ in the command
-// becomes a random 12-digit number (a new key each time, mostly).
-double RedisBenchmark(const std::string& host, int port, int requests,
-                      const std::string& command, int64_t random_keys) {
+// (-P 64, its default 50 connections), with the server's CPU per request.
+// `random_keys`: -r, so that __rand_int__ in the command becomes a random
+// 12-digit number (a new key each time, mostly).
+Rate RedisBenchmark(testing::DirectRedis& direct, const std::string& host,
+                    int port, int requests, const std::string& command,
+                    int64_t random_keys) {
   const std::string line = absl::StrCat(
       "redis-benchmark -h ", host, " -p ", port, " -P 64 -n ", requests,
       random_keys > 0 ? absl::StrCat(" -r ", random_keys) : "", " --csv ",
       command, " 2>/dev/null");
+  Rate rate;
+  const double cpu_before = ServerCpuSeconds(direct);
   FILE* pipe = popen(line.c_str(), "r");
-  if (pipe == nullptr) return -1;
+  if (pipe == nullptr) return rate;
   char buffer[512];
-  double rps = -1;
   while (fgets(buffer, sizeof(buffer), pipe) != nullptr) {
     // "SET","431034.47",... after a header line "test","rps",...
     std::vector<std::string> fields = absl::StrSplit(buffer, ',');
     if (fields.size() >= 2 && fields[0] != "\"test\"") {
       std::string value = fields[1];
       value.erase(std::remove(value.begin(), value.end(), '"'), value.end());
-      if (!absl::SimpleAtod(value, &rps)) rps = -1;
+      if (!absl::SimpleAtod(value, &rate.ops)) rate.ops = -1;
     }
   }
   pclose(pipe);
-  return rps;
+  const double cpu_after = ServerCpuSeconds(direct);
+  if (rate.ops > 0 && cpu_before >= 0 && cpu_after >= 0) {
+    const double cpu = cpu_after - cpu_before;
+    rate.server_us = 1e6 * cpu / requests;
+    rate.server_busy = cpu / (requests / rate.ops);
+  }
+  return rate;
 }
 
 // The baselines, each redis-benchmark -P 64 on the same server:
@@ -97,7 +138,7 @@ double RedisBenchmark(const std::string& host, int port, int requests,
 //            is one HSET of both fields of a new key; a duplicate insert one
 //            HINCRBY of an existing key; a lookup one EXISTS.
 struct Baselines {
-  double set = 0, set_r = 0, hset_new = 0, hincrby = 0, exists = 0;
+  Rate set, set_r, hset_new, hincrby, exists;
 };
 
 absl::StatusOr<Baselines> MeasureBaselines(testing::DirectRedis& direct,
@@ -106,21 +147,21 @@ absl::StatusOr<Baselines> MeasureBaselines(testing::DirectRedis& direct,
   Baselines b;
   constexpr int64_t kSpace = 1000000000;
   (void)direct.Command({"FLUSHDB"});
-  b.set = RedisBenchmark(host, port, requests, "SET key:one value", 0);
-  b.set_r = RedisBenchmark(host, port, requests,
+  b.set = RedisBenchmark(direct, host, port, requests, "SET key:one value", 0);
+  b.set_r = RedisBenchmark(direct, host, port, requests,
                            "SET key:__rand_int__ value", kSpace);
   (void)direct.Command({"FLUSHDB"});
-  b.hset_new = RedisBenchmark(host, port, requests,
+  b.hset_new = RedisBenchmark(direct, host, port, requests,
                               "HSET e:__rand_int__ r 1 s 16384", kSpace);
   (void)direct.Command({"FLUSHDB"});
   // 100000 keys, created by the first pass over them, then incremented.
-  b.hincrby =
-      RedisBenchmark(host, port, requests, "HINCRBY e:__rand_int__ r 1", 100000);
-  b.exists =
-      RedisBenchmark(host, port, requests, "EXISTS e:__rand_int__", 100000);
+  b.hincrby = RedisBenchmark(direct, host, port, requests,
+                             "HINCRBY e:__rand_int__ r 1", 100000);
+  b.exists = RedisBenchmark(direct, host, port, requests,
+                            "EXISTS e:__rand_int__", 100000);
   (void)direct.Command({"FLUSHDB"});
-  if (b.set <= 0 || b.set_r <= 0 || b.hset_new <= 0 || b.hincrby <= 0 ||
-      b.exists <= 0) {
+  if (b.set.ops <= 0 || b.set_r.ops <= 0 || b.hset_new.ops <= 0 ||
+      b.hincrby.ops <= 0 || b.exists.ops <= 0) {
     return absl::UnavailableError("redis-benchmark did not run");
   }
   return b;
@@ -129,14 +170,15 @@ absl::StatusOr<Baselines> MeasureBaselines(testing::DirectRedis& direct,
 enum class Op { kInsertNew, kInsertDuplicate, kInsertTokened, kLookup };
 
 // Runs `op` over fingerprints [0, n) of `run` split over threads; returns
-// operations per second, or -1 after printing what went wrong.
-double Measure(FingerprintIndex& index, Op op, uint64_t run, int n, int batch,
-               int threads) {
+// its rate, or ops < 0 after printing what went wrong.
+Rate Measure(FingerprintIndex& index, testing::DirectRedis& direct, Op op,
+             uint64_t run, int n, int batch, int threads) {
   std::atomic<int> next{0};
   std::atomic<bool> wrong{false};
   std::atomic<bool> failed{false};
   std::string failure;
   std::mutex failure_mu;
+  const double cpu_before = ServerCpuSeconds(direct);
   const absl::Time start = absl::Now();
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
@@ -188,15 +230,22 @@ double Measure(FingerprintIndex& index, Op op, uint64_t run, int n, int batch,
   }
   for (auto& w : workers) w.join();
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  const double cpu_after = ServerCpuSeconds(direct);
+  Rate rate;
   if (failed) {
     std::fprintf(stderr, "index_bench: %s\n", failure.c_str());
-    return -1;
+    return rate;
   }
   if (wrong) {
     std::fprintf(stderr, "index_bench: wrong answers from the index\n");
-    return -1;
+    return rate;
   }
-  return n / seconds;
+  rate.ops = n / seconds;
+  if (cpu_before >= 0 && cpu_after >= 0) {
+    rate.server_us = 1e6 * (cpu_after - cpu_before) / n;
+    rate.server_busy = (cpu_after - cpu_before) / seconds;
+  }
+  return rate;
 }
 
 int Main(int argc, char** argv) {
@@ -232,7 +281,9 @@ int Main(int argc, char** argv) {
   const int threads = absl::GetFlag(FLAGS_threads);
   const int n = absl::GetFlag(FLAGS_fingerprints);
   IndexOptions options;
-  options.pool_size = std::max(threads, 1);
+  options.pool_size = absl::GetFlag(FLAGS_pool_size) > 0
+                          ? absl::GetFlag(FLAGS_pool_size)
+                          : std::max(threads, 1);
   auto index = CreateIndex(absl::StrCat("redis://", host, ":", port), options);
   if (!index.ok()) {
     std::fprintf(stderr, "index_bench: %s\n",
@@ -260,15 +311,19 @@ int Main(int argc, char** argv) {
   constexpr int kNumOps = 4;
 
   std::printf(
-      "redis at %s:%d, %d client threads, %d fingerprints per measurement, "
-      "%d repetitions\n",
-      host.c_str(), port, threads, n, absl::GetFlag(FLAGS_repetitions));
+      "redis at %s:%d, %d client threads, pool of %d connections, %d "
+      "fingerprints per measurement, %d repetitions\n",
+      host.c_str(), port, threads, options.pool_size, n,
+      absl::GetFlag(FLAGS_repetitions));
   const int requests = absl::GetFlag(FLAGS_benchmark_requests);
   std::vector<Baselines> baselines;
-  // [batch][op] -> measurements
-  std::vector<std::vector<std::vector<double>>> rps(
-      batches.size(), std::vector<std::vector<double>>(kNumOps));
-  std::vector<std::vector<std::vector<double>>> ratio = rps, ratio_raw = rps;
+  // Per batch and operation, one value per repetition.
+  struct Series {
+    std::vector<double> rps, ratio, ratio_raw, server_us, server_busy,
+        server_ratio;
+  };
+  std::vector<std::vector<Series>> series(batches.size(),
+                                          std::vector<Series>(kNumOps));
   uint64_t run = 0;
   bool all_ok = true;
   for (int rep = 0; rep < absl::GetFlag(FLAGS_repetitions); ++rep) {
@@ -282,22 +337,29 @@ int Main(int argc, char** argv) {
     baselines.push_back(b);
     std::printf(
         "rep %d: redis-benchmark -P 64: SET %.0f/s, SET -r %.0f/s, "
-        "HSET (new) %.0f/s, HINCRBY %.0f/s, EXISTS %.0f/s\n",
-        rep + 1, b.set, b.set_r, b.hset_new, b.hincrby, b.exists);
-    const double raw[kNumOps] = {b.hset_new, b.hincrby, b.hincrby, b.exists};
+        "HSET (new) %.0f/s, HINCRBY %.0f/s, EXISTS %.0f/s; server CPU per "
+        "op %.2f / %.2f / %.2f / %.2f / %.2f us\n",
+        rep + 1, b.set.ops, b.set_r.ops, b.hset_new.ops, b.hincrby.ops,
+        b.exists.ops, b.set.server_us, b.set_r.server_us, b.hset_new.server_us,
+        b.hincrby.server_us, b.exists.server_us);
+    const Rate raw[kNumOps] = {b.hset_new, b.hincrby, b.hincrby, b.exists};
     for (size_t k = 0; k < batches.size(); ++k) {
       ++run;
       (void)(*direct)->Command({"FLUSHDB"});
       for (int o = 0; o < kNumOps; ++o) {
-        const double r =
-            Measure(**index, kOps[o].op, run, n, batches[k], threads);
-        if (r < 0) {
+        const Rate r = Measure(**index, **direct, kOps[o].op, run, n,
+                               batches[k], threads);
+        if (r.ops < 0) {
           all_ok = false;
           continue;
         }
-        rps[k][o].push_back(r);
-        ratio[k][o].push_back(r / b.set);
-        ratio_raw[k][o].push_back(r / raw[o]);
+        Series& s = series[k][o];
+        s.rps.push_back(r.ops);
+        s.ratio.push_back(r.ops / b.set.ops);
+        s.ratio_raw.push_back(r.ops / raw[o].ops);
+        s.server_us.push_back(r.server_us);
+        s.server_busy.push_back(r.server_busy);
+        s.server_ratio.push_back(r.server_us / b.set.server_us);
       }
     }
   }
@@ -306,26 +368,43 @@ int Main(int argc, char** argv) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  auto median_of = [&](double Baselines::*field) {
+  auto median_of = [&](Rate Baselines::*field, double Rate::*what) {
     std::vector<double> v;
-    for (const Baselines& b : baselines) v.push_back(b.*field);
+    for (const Baselines& b : baselines) v.push_back(b.*field.*what);
     return median(v);
   };
-  std::printf(
-      "\nmedians, redis-benchmark -P 64: SET %.0f/s (one key overwritten), "
-      "SET -r %.0f/s (new keys), HSET %.0f/s (new entries), HINCRBY %.0f/s, "
-      "EXISTS %.0f/s\n",
-      median_of(&Baselines::set), median_of(&Baselines::set_r),
-      median_of(&Baselines::hset_new), median_of(&Baselines::hincrby),
-      median_of(&Baselines::exists));
+  std::printf("\nmedians, redis-benchmark -P 64 (50 connections):\n");
+  std::printf("%-34s %10s %18s %12s\n", "baseline", "ops/s",
+              "server CPU us/op", "server busy");
+  const struct {
+    Rate Baselines::*field;
+    const char* name;
+  } kBaselines[] = {{&Baselines::set, "SET (one key overwritten)"},
+                    {&Baselines::set_r, "SET -r (new keys)"},
+                    {&Baselines::hset_new, "HSET r s (new entries)"},
+                    {&Baselines::hincrby, "HINCRBY (100000 keys)"},
+                    {&Baselines::exists, "EXISTS (100000 keys)"}};
+  for (const auto& base : kBaselines) {
+    std::printf("%-34s %10.0f %18.2f %11.0f%%\n", base.name,
+                median_of(base.field, &Rate::ops),
+                median_of(base.field, &Rate::server_us),
+                100 * median_of(base.field, &Rate::server_busy));
+  }
   const char* raw_name[kNumOps] = {"HSET new", "HINCRBY", "HINCRBY", "EXISTS"};
-  std::printf("%-6s %-19s %10s %12s %20s\n", "batch", "operation", "ops/s",
-              "vs SET -P64", "vs raw -P64 (which)");
+  std::printf(
+      "\nchunkd's redis backend (server CPU: per operation; x SET: that over "
+      "SET's per request):\n");
+  std::printf("%-6s %-19s %10s %12s %20s %11s %7s %12s\n", "batch",
+              "operation", "ops/s", "vs SET -P64", "vs raw -P64 (which)",
+              "server us", "x SET", "server busy");
   for (size_t k = 0; k < batches.size(); ++k) {
     for (int o = 0; o < kNumOps; ++o) {
-      std::printf("%-6d %-19s %10.0f %11.0f%% %8.0f%% (%s)\n", batches[k],
-                  kOps[o].name, median(rps[k][o]), 100 * median(ratio[k][o]),
-                  100 * median(ratio_raw[k][o]), raw_name[o]);
+      const Series& s = series[k][o];
+      std::printf("%-6d %-19s %10.0f %11.0f%% %8.0f%% (%-8s) %11.2f %6.1fx %11.0f%%\n",
+                  batches[k], kOps[o].name, median(s.rps),
+                  100 * median(s.ratio), 100 * median(s.ratio_raw),
+                  raw_name[o], median(s.server_us), median(s.server_ratio),
+                  100 * median(s.server_busy));
     }
   }
   (void)(*direct)->Command({"FLUSHDB"});
