@@ -2,10 +2,15 @@
 // redis backend, side by side with redis-benchmark on the same server in the
 // same run (STYLE: speed claims are ratios measured side by side). Issue 5's
 // yardstick is `redis-benchmark -P 64 -t set`, which overwrites one key
-// again and again; since an insert creates or updates a hash entry
-// atomically, each operation is also compared with the plain pipelined
-// command that does the least of its work (see Baselines): the ceiling of
-// any client of this data model.
+// again and again. Two more yardsticks tell where the time goes:
+//  - the redis-server's CPU time per operation (INFO cpu before and after),
+//    next to SET's per request: Redis runs one command at a time, so that
+//    ratio is the throughput ratio the two reach when each keeps the server
+//    busy, whatever the client machine does meanwhile;
+//  - the plainest pipelined command on the very same keys (MeasureRaw), the
+//    ceiling of any client of this data model: a fingerprint's key is
+//    random, so Redis misses its caches on it, while SET's one key never
+//    leaves them.
 //
 //   index_bench                         # starts its own redis-server
 //   index_bench --redis=127.0.0.1:6379  # an existing server (FLUSHDB'd!)
@@ -15,9 +20,10 @@
 // fingerprint, insert of a known one, insert of a known one with a
 // WriteToken (as Dedup streams write), lookup. The run checks its output:
 // every first insert is new with count 1, the second a duplicate with count
-// 2, the tokened one count 3, every lookup a hit. Measurements are repeated
-// (--repetitions, interleaved with redis-benchmark) and medians reported:
-// on a shared machine single runs vary by 2x.
+// 2, the tokened one count 3, every lookup a hit, every raw command's reply.
+// Measurements are repeated (--repetitions, interleaved with
+// redis-benchmark) and medians reported: on a shared machine single runs
+// vary by 2x.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -29,11 +35,14 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "index/fingerprint_index.h"
+#include "index/redis_connection.h"
+#include "index/redis_index.h"
 #include "index/redis_process.h"
 
 ABSL_FLAG(std::string, redis, "",
@@ -133,10 +142,8 @@ Rate RedisBenchmark(testing::DirectRedis& direct, const std::string& host,
 // The baselines, each redis-benchmark -P 64 on the same server:
 //   SET      SET of one key, again and again (`-t set`): issue 5's yardstick;
 //   SET -r   SET of new keys;
-//   raw      per operation, the plain commands that operation needs at the
-//            least, without the atomicity of chunkd's scripts: a new entry
-//            is one HSET of both fields of a new key; a duplicate insert one
-//            HINCRBY of an existing key; a lookup one EXISTS.
+//   HSET, HINCRBY, EXISTS of random keys: the plain commands an insert of a
+//            new entry, of a known one and a lookup need at the least.
 struct Baselines {
   Rate set, set_r, hset_new, hincrby, exists;
 };
@@ -168,6 +175,110 @@ absl::StatusOr<Baselines> MeasureBaselines(testing::DirectRedis& direct,
 }
 
 enum class Op { kInsertNew, kInsertDuplicate, kInsertTokened, kLookup };
+
+// The plainest commands over the very keys chunkd's operations use, in the
+// same order, batches and threads, each batch one pipelined round trip on a
+// connection per thread, without scripts (and without their atomicity):
+// what Redis spends on these keys at the least. Comparing an operation with
+// its raw command on the same keys separates what the scripts cost from
+// what the keys cost (a random key misses the CPU caches; redis-benchmark's
+// SET of one key never does).
+enum class Raw {
+  kHsetNew,  // HSET <key> r 1 s 16384 of a new key (expects 2)
+  kHincrby,  // HINCRBY <key> r 1 (expects `expect`)
+  kExists,   // EXISTS <key> (expects 1)
+};
+
+Rate MeasureRaw(testing::DirectRedis& direct, const std::string& host,
+                int port, Raw raw, uint64_t run, int n, int batch, int threads,
+                long long expect) {
+  std::atomic<int> next{0};
+  std::atomic<bool> failed{false};
+  std::string failure;
+  std::mutex failure_mu;
+  auto fail = [&](const std::string& why) {
+    std::lock_guard<std::mutex> lock(failure_mu);
+    failure = why;
+    failed = true;
+  };
+  const double cpu_before = ServerCpuSeconds(direct);
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      redisContext* context = redisConnectWithTimeout(
+          host.c_str(), port, absl::ToTimeval(absl::Seconds(1)));
+      if (context == nullptr || context->err != 0) {
+        fail("raw: cannot connect");
+        if (context != nullptr) redisFree(context);
+        return;
+      }
+      redisSetTimeout(context, absl::ToTimeval(absl::Seconds(10)));
+      std::vector<std::string> keys;
+      while (!failed.load()) {
+        const int first = next.fetch_add(batch);
+        if (first >= n) break;
+        const int last = std::min(n, first + batch);
+        keys.clear();
+        for (int i = first; i < last; ++i) {
+          keys.push_back(RedisEntryKey(
+              "bench", Fingerprint(run, static_cast<uint64_t>(i))));
+        }
+        for (const std::string& key : keys) {
+          switch (raw) {
+            case Raw::kHsetNew: {
+              const char* argv[] = {"HSET", key.data(), "r", "1", "s", "16384"};
+              const size_t len[] = {4, key.size(), 1, 1, 1, 5};
+              RedisAppend(context, 6, argv, len);
+              break;
+            }
+            case Raw::kHincrby: {
+              const char* argv[] = {"HINCRBY", key.data(), "r", "1"};
+              const size_t len[] = {7, key.size(), 1, 1};
+              RedisAppend(context, 4, argv, len);
+              break;
+            }
+            case Raw::kExists: {
+              const char* argv[] = {"EXISTS", key.data()};
+              const size_t len[] = {6, key.size()};
+              RedisAppend(context, 2, argv, len);
+              break;
+            }
+          }
+        }
+        const long long want = raw == Raw::kHsetNew  ? 2
+                               : raw == Raw::kExists ? 1
+                                                     : expect;
+        for (size_t k = 0; k < keys.size(); ++k) {
+          ReplyPtr reply = RedisReadReply(context);
+          if (reply == nullptr) {
+            fail(absl::StrCat("raw: ", context->errstr));
+            break;
+          }
+          if (reply->type != REDIS_REPLY_INTEGER || reply->integer != want) {
+            fail("raw: unexpected reply");
+            break;
+          }
+        }
+      }
+      redisFree(context);
+    });
+  }
+  for (auto& w : workers) w.join();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  const double cpu_after = ServerCpuSeconds(direct);
+  Rate rate;
+  if (failed) {
+    std::fprintf(stderr, "index_bench: %s\n", failure.c_str());
+    return rate;
+  }
+  rate.ops = n / seconds;
+  if (cpu_before >= 0 && cpu_after >= 0) {
+    rate.server_us = 1e6 * (cpu_after - cpu_before) / n;
+    rate.server_busy = (cpu_after - cpu_before) / seconds;
+  }
+  return rate;
+}
 
 // Runs `op` over fingerprints [0, n) of `run` split over threads; returns
 // its rate, or ops < 0 after printing what went wrong.
@@ -319,8 +430,8 @@ int Main(int argc, char** argv) {
   std::vector<Baselines> baselines;
   // Per batch and operation, one value per repetition.
   struct Series {
-    std::vector<double> rps, ratio, ratio_raw, server_us, server_busy,
-        server_ratio;
+    std::vector<double> rps, ratio, server_us, server_busy, server_ratio,
+        raw_rps, ratio_raw, raw_server_us;
   };
   std::vector<std::vector<Series>> series(batches.size(),
                                           std::vector<Series>(kNumOps));
@@ -342,24 +453,39 @@ int Main(int argc, char** argv) {
         rep + 1, b.set.ops, b.set_r.ops, b.hset_new.ops, b.hincrby.ops,
         b.exists.ops, b.set.server_us, b.set_r.server_us, b.hset_new.server_us,
         b.hincrby.server_us, b.exists.server_us);
-    const Rate raw[kNumOps] = {b.hset_new, b.hincrby, b.hincrby, b.exists};
     for (size_t k = 0; k < batches.size(); ++k) {
       ++run;
       (void)(*direct)->Command({"FLUSHDB"});
+      Rate rates[kNumOps];
       for (int o = 0; o < kNumOps; ++o) {
-        const Rate r = Measure(**index, **direct, kOps[o].op, run, n,
-                               batches[k], threads);
-        if (r.ops < 0) {
+        rates[o] = Measure(**index, **direct, kOps[o].op, run, n, batches[k],
+                           threads);
+      }
+      // The raw commands last: HINCRBY counts a fourth reference, HSET
+      // creates the entries of another run.
+      const Rate exists = MeasureRaw(**direct, host, port, Raw::kExists, run,
+                                     n, batches[k], threads, 0);
+      const Rate hincrby = MeasureRaw(**direct, host, port, Raw::kHincrby,
+                                      run, n, batches[k], threads, 4);
+      const Rate hset_new =
+          MeasureRaw(**direct, host, port, Raw::kHsetNew, run + 1000000, n,
+                     batches[k], threads, 0);
+      const Rate raw[kNumOps] = {hset_new, hincrby, hincrby, exists};
+      for (int o = 0; o < kNumOps; ++o) {
+        const Rate& r = rates[o];
+        if (r.ops < 0 || raw[o].ops < 0) {
           all_ok = false;
           continue;
         }
         Series& s = series[k][o];
         s.rps.push_back(r.ops);
         s.ratio.push_back(r.ops / b.set.ops);
-        s.ratio_raw.push_back(r.ops / raw[o].ops);
         s.server_us.push_back(r.server_us);
         s.server_busy.push_back(r.server_busy);
         s.server_ratio.push_back(r.server_us / b.set.server_us);
+        s.raw_rps.push_back(raw[o].ops);
+        s.ratio_raw.push_back(r.ops / raw[o].ops);
+        s.raw_server_us.push_back(raw[o].server_us);
       }
     }
   }
@@ -390,21 +516,24 @@ int Main(int argc, char** argv) {
                 median_of(base.field, &Rate::server_us),
                 100 * median_of(base.field, &Rate::server_busy));
   }
-  const char* raw_name[kNumOps] = {"HSET new", "HINCRBY", "HINCRBY", "EXISTS"};
+  const char* raw_name[kNumOps] = {"HSET", "HINCRBY", "HINCRBY", "EXISTS"};
   std::printf(
-      "\nchunkd's redis backend (server CPU: per operation; x SET: that over "
-      "SET's per request):\n");
-  std::printf("%-6s %-19s %10s %12s %20s %11s %7s %12s\n", "batch",
-              "operation", "ops/s", "vs SET -P64", "vs raw -P64 (which)",
-              "server us", "x SET", "server busy");
+      "\nchunkd's redis backend; server: redis-server CPU per operation, x "
+      "SET: that over SET's per request; raw: the plainest command on the "
+      "same keys, pipelined alike:\n");
+  std::printf("%-6s %-19s %10s %8s %10s %7s %7s   %-7s %10s %7s %10s\n",
+              "batch", "operation", "ops/s", "vs SET", "server us", "x SET",
+              "busy", "raw", "raw ops/s", "vs raw", "raw us");
   for (size_t k = 0; k < batches.size(); ++k) {
     for (int o = 0; o < kNumOps; ++o) {
       const Series& s = series[k][o];
-      std::printf("%-6d %-19s %10.0f %11.0f%% %8.0f%% (%-8s) %11.2f %6.1fx %11.0f%%\n",
-                  batches[k], kOps[o].name, median(s.rps),
-                  100 * median(s.ratio), 100 * median(s.ratio_raw),
-                  raw_name[o], median(s.server_us), median(s.server_ratio),
-                  100 * median(s.server_busy));
+      std::printf(
+          "%-6d %-19s %10.0f %7.0f%% %10.2f %6.1fx %6.0f%%   %-7s %10.0f "
+          "%6.0f%% %10.2f\n",
+          batches[k], kOps[o].name, median(s.rps), 100 * median(s.ratio),
+          median(s.server_us), median(s.server_ratio),
+          100 * median(s.server_busy), raw_name[o], median(s.raw_rps),
+          100 * median(s.ratio_raw), median(s.raw_server_us));
     }
   }
   (void)(*direct)->Command({"FLUSHDB"});
