@@ -44,7 +44,7 @@ namespace {
 // Insert-if-absent and count a reference.
 //   ARGV[4] sizes of the entries, comma-separated decimals
 // Returns, per entry, 2 * count + (1 if this call created the entry).
-constexpr char kInsertScript[] = R"lua(-- chunkd insert v4
+constexpr char kInsertScript[] = R"lua(-- chunkd insert v5
 local call = redis.call
 local mode = ARGV[1]
 local m = 1
@@ -71,20 +71,20 @@ end
 local rec = KEYS[1]
 local applied = false
 if mode == 's' then
+  -- One unpack and one pack per call: no Lua string per entry.
   local off = tonumber(ARGV[3])
+  local fmt = '>' .. string.rep('I8', n)
   local prev = call('GETRANGE', rec, off, off + 8 * n - 1)
-  local slots = {}
+  local was = {struct.unpack(fmt, prev .. string.rep('\0', 8 * n - #prev))}
   for j = 1, n do
-    local v = 0
-    if #prev >= 8 * j then v = struct.unpack('>I8', prev, 8 * j - 7) end
+    local v = was[j]
     if v == 0 then
       v = insert(j)
       applied = true
     end
     out[j] = v
-    slots[j] = struct.pack('>I8', v)
   end
-  if applied then call('SETRANGE', rec, off, table.concat(slots)) end
+  if applied then call('SETRANGE', rec, off, struct.pack(fmt, unpack(out))) end
 else
   local pos = {}
   for p in string.gmatch(ARGV[3], '%d+') do pos[#pos + 1] = p end
@@ -110,7 +110,7 @@ return out
 // Drop a reference; delete the entry at zero.
 // Returns, per entry, the count left (0 for a removed or absent entry); a
 // record holds that plus one, so that zero stays "not recorded".
-constexpr char kReleaseScript[] = R"lua(-- chunkd release v3
+constexpr char kReleaseScript[] = R"lua(-- chunkd release v4
 local call = redis.call
 local mode = ARGV[1]
 local m = 1
@@ -134,19 +134,21 @@ local rec = KEYS[1]
 local applied = false
 if mode == 's' then
   local off = tonumber(ARGV[3])
+  local fmt = '>' .. string.rep('I8', n)
   local prev = call('GETRANGE', rec, off, off + 8 * n - 1)
-  local slots = {}
+  local was = {struct.unpack(fmt, prev .. string.rep('\0', 8 * n - #prev))}
   for j = 1, n do
-    local v = 0
-    if #prev >= 8 * j then v = struct.unpack('>I8', prev, 8 * j - 7) end
+    local v = was[j]
     if v == 0 then
       v = release(j) + 1
+      was[j] = v
       applied = true
     end
     out[j] = v - 1
-    slots[j] = struct.pack('>I8', v)
   end
-  if applied then call('SETRANGE', rec, off, table.concat(slots)) end
+  if applied then
+    call('SETRANGE', rec, off, struct.pack(fmt, unpack(was, 1, n)))
+  end
 else
   local pos = {}
   for p in string.gmatch(ARGV[3], '%d+') do pos[#pos + 1] = p end
