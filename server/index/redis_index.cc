@@ -109,7 +109,7 @@ return out
 
 // Drop a reference; delete the entry at zero.
 // Returns, per entry, the count left (0 for a removed or absent entry); a
-// record holds that plus one, so that zero stays "not recorded".
+// string record holds that plus one, so that zero stays "not recorded".
 constexpr char kReleaseScript[] = R"lua(-- chunkd release v4
 local call = redis.call
 local mode = ARGV[1]
@@ -156,12 +156,12 @@ else
   local set = {}
   for j = 1, n do
     if prev[j] then
-      out[j] = tonumber(prev[j]) - 1
+      out[j] = tonumber(prev[j])
     else
       local v = release(j)
       out[j] = v
       set[#set + 1] = pos[j]
-      set[#set + 1] = tostring(v + 1)
+      set[#set + 1] = tostring(v)
       applied = true
     end
   end

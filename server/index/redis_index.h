@@ -45,13 +45,13 @@
 //
 // Idempotency records (WriteToken), per (namespace, operation, stream id),
 // written by the same script call that applies the positions, with PEXPIRE
-// token_ttl; they hold, per position, the result returned then (for a
-// release, the count left plus one), so that zero means "not written":
+// token_ttl; they hold, per position, the result returned then:
 //   chunkd-tok:<ns>:<i|r>:<stream_id>:<block>       (redis) a string of 8
 //       bytes (big-endian) per position p, for the 65536 positions from
-//       block * 65536, at offset 8 * (p mod 65536): read and written with
-//       one GETRANGE and one SETRANGE per call, about 8 bytes of Redis
-//       memory per position;
+//       block * 65536, at offset 8 * (p mod 65536), zero for a position not
+//       written (so a release stores the count left plus one): read and
+//       written with one GETRANGE and one SETRANGE per call, about 8 bytes
+//       of Redis memory per position;
 //   chunkd-tok:<ns>:<i|r>:<stream_id>:{<slot tag>}  (redis-cluster) a hash,
 //       position -> result (decimal), one per slot, since a call's keys
 //       must share a slot and its positions are then scattered: about
