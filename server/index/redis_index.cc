@@ -174,8 +174,10 @@ return out
 // Move a next-chunk size to the front of each entry's MRU list.
 //   ARGV[1] field "h:<params>", ARGV[2] list length,
 //   ARGV[2+j] size for entry j (canonical decimal)
-// Absent entries are skipped. Returns the number recorded.
-constexpr char kRecordNextScript[] = R"lua(-- chunkd next size v2
+// Absent entries are skipped; a list that would not change is not written
+// again (a duplicate stream mostly sees the sizes it saw before, and a
+// write costs Redis more than the read). Returns the number recorded.
+constexpr char kRecordNextScript[] = R"lua(-- chunkd next size v3
 local max = tonumber(ARGV[2])
 local done = 0
 for j = 1, #KEYS do
@@ -189,7 +191,8 @@ for j = 1, #KEYS do
         if s ~= size then out[#out + 1] = s end
       end
     end
-    redis.call('HSET', KEYS[j], ARGV[1], table.concat(out, ','))
+    local list = table.concat(out, ',')
+    if list ~= cur then redis.call('HSET', KEYS[j], ARGV[1], list) end
     done = done + 1
   end
 end

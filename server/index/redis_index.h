@@ -20,10 +20,12 @@
 // up to 256 keys of the batch; in a cluster it carries the keys of one slot
 // (Redis Cluster allows no more), i.e. mostly one. A call is atomic as a
 // whole: a count never changes without its entry, and on one server a
-// batch of up to 256 fingerprints is applied all or nothing. (Redis does not
-// roll back a script that fails half-way, which only an out-of-memory error
-// could cause here: run Redis with maxmemory-policy noeviction — eviction
-// would silently drop entries anyway — and leave headroom.)
+// batch of up to 256 fingerprints is applied all or nothing (unless its
+// WriteToken positions cross a multiple of 65536, where a call ends: see
+// the records below). (Redis does not roll back a script that fails
+// half-way, which only an out-of-memory error could cause here: run Redis
+// with maxmemory-policy noeviction — eviction would silently drop entries
+// anyway — and leave headroom.)
 //
 // Batches. A batch is one pipelined round trip per server: all commands
 // appended, then all replies read. In a cluster the batch is split by slot
