@@ -35,10 +35,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "index/fingerprint_index.h"
 #include "index/redis_connection.h"
@@ -81,8 +81,8 @@ double ServerCpuSeconds(testing::DirectRedis& direct) {
   if (!reply.ok() || (*reply)->type != REDIS_REPLY_STRING) return -1;
   double total = 0;
   int found = 0;
-  for (absl::string_view line :
-       absl::StrSplit(absl::string_view((*reply)->str, (*reply)->len), "\r\n")) {
+  for (absl::string_view line : absl::StrSplit(
+           absl::string_view((*reply)->str, (*reply)->len), "\r\n")) {
     for (const char* field : {"used_cpu_user:", "used_cpu_sys:"}) {
       if (absl::ConsumePrefix(&line, field)) {
         double v = 0;
