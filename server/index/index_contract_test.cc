@@ -407,6 +407,67 @@ TEST_P(IndexContractTest, TokenMakesARetriedReleaseCountOnce) {
   EXPECT_EQ(RefCount("tok", Fp(9)), 1u);
 }
 
+TEST_P(IndexContractTest, TokenPositionsAnywhereReplayWhateverTheBatching) {
+  // Around 65536 (where the redis backend starts a new record of positions)
+  // and far out: a retry cut into other batches replays every position.
+  int fp = 100;
+  for (const uint64_t base : {uint64_t{65536 - 3}, uint64_t{1} << 62}) {
+    SCOPED_TRACE(base);
+    std::vector<InsertEntry> entries;
+    std::vector<std::string> fps;
+    for (int i = 0; i < 6; ++i) {
+      fps.push_back(Sha(fp++));
+      entries.push_back({fps.back(), 100});
+    }
+    entries.push_back(entries[1]);  // a duplicate within the stream
+    const WriteToken token{"far", base};
+    auto first = index_->Insert("pos", entries, &token);
+    ASSERT_TRUE(first.ok()) << first.status();
+    for (size_t i = 0; i < 6; ++i) {
+      EXPECT_TRUE((*first)[i].is_new) << i;
+    }
+    EXPECT_FALSE((*first)[6].is_new);
+    EXPECT_EQ((*first)[6].ref_count, 2u);
+
+    // The retry in three batches, the last one starting past 65536.
+    const absl::Span<const InsertEntry> all(entries);
+    std::vector<InsertResult> replay;
+    for (const auto& [from, count] :
+         {std::pair<size_t, size_t>{0, 2}, {2, 2}, {4, 3}}) {
+      const WriteToken part{"far", base + from};
+      auto r = index_->Insert("pos", all.subspan(from, count), &part);
+      ASSERT_TRUE(r.ok()) << r.status();
+      replay.insert(replay.end(), r->begin(), r->end());
+    }
+    for (size_t i = 0; i < entries.size(); ++i) {
+      EXPECT_EQ(replay[i].is_new, (*first)[i].is_new) << i;
+      EXPECT_EQ(replay[i].ref_count, (*first)[i].ref_count) << i;
+    }
+    EXPECT_EQ(RefCount("pos", fps[0]), 1u);
+    EXPECT_EQ(RefCount("pos", fps[1]), 2u);
+
+    // A position before those, never written, is applied.
+    const WriteToken before{"far", base - 2};
+    auto earlier = index_->Insert("pos", {{fps[0], 100}}, &before);
+    ASSERT_TRUE(earlier.ok());
+    EXPECT_EQ((*earlier)[0].ref_count, 2u);
+
+    // Releases: counts left, recorded too (including a count of zero).
+    const std::vector<std::string> drop = {fps[2], fps[2], fps[1]};
+    auto left = index_->Release("pos", drop, &token);
+    ASSERT_TRUE(left.ok()) << left.status();
+    EXPECT_EQ(*left, (std::vector<uint64_t>{0, 0, 1}));
+    const WriteToken release_tail{"far", base + 1};
+    auto again = index_->Release("pos", {fps[2], fps[1]}, &release_tail);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(*again, (std::vector<uint64_t>{0, 1}));
+    EXPECT_EQ(RefCount("pos", fps[1]), 1u);
+    auto found = index_->Lookup("pos", {fps[2]});
+    ASSERT_TRUE(found.ok());
+    EXPECT_FALSE((*found)[0]);
+  }
+}
+
 TEST_P(IndexContractTest, RejectsBadStreamId) {
   const WriteToken bad{"a:b", 0};
   auto ins = index_->Insert("ns", {{Fp(1), 1}}, &bad);

@@ -20,108 +20,164 @@ namespace chunkd::index {
 namespace {
 
 // The scripts take many entry keys, so that one call amortizes the cost of
-// running a script (about 2 us of server time, ten SETs' worth) over a whole
-// batch. In a cluster one call carries the keys of one slot only (mostly
-// one key); on one server, up to kMaxKeysPerCall. A call is atomic as a
-// whole.
+// running a script over a whole batch. In a cluster one call carries the
+// keys of one slot only (mostly one key); on one server, up to
+// kMaxKeysPerCall. A call is atomic as a whole.
 //
-// KEYS: [record] entry...    record: the idempotency record, when ARGV[1]=1
-// Positions of a record are hash fields; their values are what the call
-// returned for them then.
+// What a key costs the server decides the speed (Redis runs one command at
+// a time): per entry a script makes one redis.call where it can, passes its
+// arguments as strings (a Lua number argument is formatted with sprintf),
+// and takes its per-entry arguments packed into one string, unpacked only
+// when needed (each argument of a command costs Redis a parse and a Lua
+// string).
+//
+// KEYS: [record] entry...    record: the idempotency record, unless
+//                             ARGV[1] = '0'
+//   ARGV[1] the record's form: '0' none; 's' a string of 8 bytes per
+//           position (a big-endian result, zero when not recorded), this
+//           call's positions contiguous from byte ARGV[3]; 'h' a hash,
+//           position -> result, this call's positions in ARGV[3]
+//           (comma-separated decimals, one per entry)
+//   ARGV[2] record TTL in ms
+//   ARGV[3] record argument ('' for none)
 
 // Insert-if-absent and count a reference.
-//   ARGV[1] 0|1 (record given), ARGV[2] record TTL in ms,
-//   ARGV[2+j] size of entry j, ARGV[2+n+j] position of entry j (record only)
+//   ARGV[4] sizes of the entries, comma-separated decimals
 // Returns, per entry, 2 * count + (1 if this call created the entry).
-constexpr char kInsertScript[] = R"lua(-- chunkd insert v3
+constexpr char kInsertScript[] = R"lua(-- chunkd insert v5
 local call = redis.call
-local m = tonumber(ARGV[1])
+local mode = ARGV[1]
+local m = 1
+if mode == '0' then m = 0 end
 local n = #KEYS - m
+local sizes
+-- HINCRBY creates a new entry (count 1); only then is its size stored.
+local function insert(j)
+  local key = KEYS[m + j]
+  local c = call('HINCRBY', key, 'r', '1')
+  if c ~= 1 then return c * 2 end
+  if not sizes then
+    sizes = {}
+    for s in string.gmatch(ARGV[4], '%d+') do sizes[#sizes + 1] = s end
+  end
+  call('HSET', key, 's', sizes[j])
+  return 3
+end
 local out = {}
 if m == 0 then
-  -- The common path, kept lean: per entry one HINCRBY, and one HSET when
-  -- the entry is new.
-  for j = 1, n do
-    local c = call('HINCRBY', KEYS[j], 'r', 1)
-    if c == 1 then
-      call('HSET', KEYS[j], 's', ARGV[2 + j])
-      out[j] = 3
-    else
-      out[j] = c * 2
-    end
-  end
+  for j = 1, n do out[j] = insert(j) end
   return out
 end
-local prev = call('HMGET', KEYS[1], unpack(ARGV, 3 + n, 2 + 2 * n))
-local rec = {}
-for j = 1, n do
-  if prev[j] then
-    out[j] = tonumber(prev[j])
-  else
-    local key = KEYS[1 + j]
-    local c = call('HINCRBY', key, 'r', 1)
-    local res = c * 2
-    if c == 1 then
-      call('HSET', key, 's', ARGV[2 + j])
-      res = res + 1
+local rec = KEYS[1]
+local applied = false
+if mode == 's' then
+  -- One unpack and one pack per call: no Lua string per entry.
+  local off = tonumber(ARGV[3])
+  local fmt = '>' .. string.rep('I8', n)
+  local prev = call('GETRANGE', rec, off, off + 8 * n - 1)
+  local was = {struct.unpack(fmt, prev .. string.rep('\0', 8 * n - #prev))}
+  for j = 1, n do
+    local v = was[j]
+    if v == 0 then
+      v = insert(j)
+      applied = true
     end
-    out[j] = res
-    rec[#rec + 1] = ARGV[2 + n + j]
-    rec[#rec + 1] = res
+    out[j] = v
   end
+  if applied then call('SETRANGE', rec, off, struct.pack(fmt, unpack(out))) end
+else
+  local pos = {}
+  for p in string.gmatch(ARGV[3], '%d+') do pos[#pos + 1] = p end
+  local prev = call('HMGET', rec, unpack(pos))
+  local set = {}
+  for j = 1, n do
+    if prev[j] then
+      out[j] = tonumber(prev[j])
+    else
+      local v = insert(j)
+      out[j] = v
+      set[#set + 1] = pos[j]
+      set[#set + 1] = tostring(v)
+      applied = true
+    end
+  end
+  if applied then call('HSET', rec, unpack(set)) end
 end
-if #rec > 0 then
-  call('HSET', KEYS[1], unpack(rec))
-  call('PEXPIRE', KEYS[1], ARGV[2])
-end
+if applied then call('PEXPIRE', rec, ARGV[2]) end
 return out
 )lua";
 
 // Drop a reference; delete the entry at zero.
-//   ARGV[1] 0|1 (record given), ARGV[2] record TTL in ms,
-//   ARGV[2+j] position of entry j (record only)
-// Returns, per entry, the count left (0 for a removed or absent entry).
-constexpr char kReleaseScript[] = R"lua(-- chunkd release v2
-local m = tonumber(ARGV[1])
+// Returns, per entry, the count left (0 for a removed or absent entry); a
+// string record holds that plus one, so that zero stays "not recorded".
+constexpr char kReleaseScript[] = R"lua(-- chunkd release v4
+local call = redis.call
+local mode = ARGV[1]
+local m = 1
+if mode == '0' then m = 0 end
 local n = #KEYS - m
-local prev
-if m == 1 then
-  prev = redis.call('HMGET', KEYS[1], unpack(ARGV, 3, 2 + n))
+-- One HINCRBY for an entry that exists (the common case); an absent one is
+-- created by it and deleted again at once, invisibly (a script is atomic).
+local function release(j)
+  local key = KEYS[m + j]
+  local left = call('HINCRBY', key, 'r', '-1')
+  if left > 0 then return left end
+  call('DEL', key)
+  return 0
 end
 local out = {}
-local rec = {}
-for j = 1, n do
-  if prev and prev[j] then
-    out[j] = tonumber(prev[j])
-  else
-    local key = KEYS[m + j]
-    local left = 0
-    if redis.call('EXISTS', key) == 1 then
-      left = redis.call('HINCRBY', key, 'r', -1)
-      if left <= 0 then
-        redis.call('DEL', key)
-        left = 0
-      end
+if m == 0 then
+  for j = 1, n do out[j] = release(j) end
+  return out
+end
+local rec = KEYS[1]
+local applied = false
+if mode == 's' then
+  local off = tonumber(ARGV[3])
+  local fmt = '>' .. string.rep('I8', n)
+  local prev = call('GETRANGE', rec, off, off + 8 * n - 1)
+  local was = {struct.unpack(fmt, prev .. string.rep('\0', 8 * n - #prev))}
+  for j = 1, n do
+    local v = was[j]
+    if v == 0 then
+      v = release(j) + 1
+      was[j] = v
+      applied = true
     end
-    out[j] = left
-    if m == 1 then
-      rec[#rec + 1] = ARGV[2 + j]
-      rec[#rec + 1] = left
+    out[j] = v - 1
+  end
+  if applied then
+    call('SETRANGE', rec, off, struct.pack(fmt, unpack(was, 1, n)))
+  end
+else
+  local pos = {}
+  for p in string.gmatch(ARGV[3], '%d+') do pos[#pos + 1] = p end
+  local prev = call('HMGET', rec, unpack(pos))
+  local set = {}
+  for j = 1, n do
+    if prev[j] then
+      out[j] = tonumber(prev[j])
+    else
+      local v = release(j)
+      out[j] = v
+      set[#set + 1] = pos[j]
+      set[#set + 1] = tostring(v)
+      applied = true
     end
   end
+  if applied then call('HSET', rec, unpack(set)) end
 end
-if #rec > 0 then
-  redis.call('HSET', KEYS[1], unpack(rec))
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
+if applied then call('PEXPIRE', rec, ARGV[2]) end
 return out
 )lua";
 
 // Move a next-chunk size to the front of each entry's MRU list.
 //   ARGV[1] field "h:<params>", ARGV[2] list length,
 //   ARGV[2+j] size for entry j (canonical decimal)
-// Absent entries are skipped. Returns the number recorded.
-constexpr char kRecordNextScript[] = R"lua(-- chunkd next size v2
+// Absent entries are skipped; a list that would not change is not written
+// again (a duplicate stream mostly sees the sizes it saw before, and a
+// write costs Redis more than the read). Returns the number recorded.
+constexpr char kRecordNextScript[] = R"lua(-- chunkd next size v3
 local max = tonumber(ARGV[2])
 local done = 0
 for j = 1, #KEYS do
@@ -135,7 +191,8 @@ for j = 1, #KEYS do
         if s ~= size then out[#out + 1] = s end
       end
     end
-    redis.call('HSET', KEYS[j], ARGV[1], table.concat(out, ','))
+    local list = table.concat(out, ',')
+    if list ~= cur then redis.call('HSET', KEYS[j], ARGV[1], list) end
     done = done + 1
   end
 end
@@ -173,14 +230,24 @@ constexpr int kMaxFailureRetries = 1;
 // Redis busy (about 0.5 ms).
 constexpr size_t kMaxKeysPerCall = 256;
 
+// Positions per string record (one server): 8 bytes each, so that one
+// record holds at most 512 KiB and any position, however large, has a
+// small record.
+constexpr uint64_t kPositionsPerRecord = 65536;
+
+// The record of `slot` (a hash; in a cluster), or of the positions
+// [block * kPositionsPerRecord, (block + 1) * kPositionsPerRecord) (a
+// string; slot -1, one server).
 std::string TokenRecordKey(absl::string_view ns, char op,
-                           absl::string_view stream_id, int slot) {
+                           absl::string_view stream_id, int slot,
+                           uint64_t block) {
+  const char op_string[] = {op, '\0'};
   if (slot < 0) {
-    return absl::StrCat("chunkd-tok:", ns, ":", std::string(1, op), ":",
-                        stream_id);
+    return absl::StrCat("chunkd-tok:", ns, ":", op_string, ":", stream_id,
+                        ":", block);
   }
-  return absl::StrCat("chunkd-tok:", ns, ":", std::string(1, op), ":",
-                      stream_id, ":{", SlotTag(slot), "}");
+  return absl::StrCat("chunkd-tok:", ns, ":", op_string, ":", stream_id,
+                      ":{", SlotTag(slot), "}");
 }
 
 // An argv for redisAppendCommandArgv; the strings must outlive Append().
@@ -255,6 +322,9 @@ class RedisIndex::BatchOp {
   size_t size() const { return keys_.size(); }
   const std::string& key(size_t i) const { return keys_[i]; }
 
+  // Outside a cluster a call carries consecutive items; true when item i
+  // must start a new call.
+  virtual bool StartsCall(size_t /*i*/) const { return false; }
   // Appends one command over `items` (all in `slot`, -1 outside a cluster).
   virtual void Append(redisContext* context, absl::Span<const size_t> items,
                       int slot) const = 0;
@@ -326,36 +396,60 @@ struct TokenArgs {
         token(token),
         ttl_ms(std::to_string(absl::ToInt64Milliseconds(ttl))) {}
 
+  // Outside a cluster item i starts a call where a string record starts.
+  bool StartsCall(size_t i) const {
+    return token != nullptr &&
+           (token->first_position + i) % kPositionsPerRecord == 0;
+  }
+
   absl::string_view ns;
   char op;
   const WriteToken* token;
   std::string ttl_ms;
 };
 
-// EVALSHA <script> <keys> [record] entry... <0|1> <ttl> per-entry args...
+// EVALSHA <script> <keys> [record] entry... <form> <ttl> <record argument>
+// [extra]; see the scripts.
 class ScriptCall {
  public:
+  // REQUIRES: outside a cluster (slot -1), `items` are consecutive and
+  // their positions lie in one string record.
   ScriptCall(ScriptId script, const TokenArgs& token,
              const std::vector<std::string>& keys,
              absl::Span<const size_t> items, int slot) {
-    const bool with_record = token.token != nullptr;
-    if (with_record) {
-      record_ =
-          TokenRecordKey(token.ns, token.op, token.token->stream_id, slot);
+    const WriteToken* t = token.token;
+    const char* form = "0";
+    if (t != nullptr) {
+      if (slot < 0) {
+        const uint64_t first = t->first_position + items.front();
+        form = "s";
+        record_ = TokenRecordKey(token.ns, token.op, t->stream_id, -1,
+                                 first / kPositionsPerRecord);
+        absl::StrAppend(&record_arg_, (first % kPositionsPerRecord) * 8);
+      } else {
+        form = "h";
+        record_ = TokenRecordKey(token.ns, token.op, t->stream_id, slot, 0);
+        for (size_t i : items) {
+          if (!record_arg_.empty()) record_arg_.push_back(',');
+          absl::StrAppend(&record_arg_, t->first_position + i);
+        }
+      }
     }
-    num_keys_ = std::to_string(items.size() + (with_record ? 1 : 0));
+    num_keys_ = std::to_string(items.size() + (t != nullptr ? 1 : 0));
     args_.Add("EVALSHA");
     args_.Add(ScriptShas()[script]);
     args_.Add(num_keys_);
-    if (with_record) args_.Add(record_);
+    if (t != nullptr) args_.Add(record_);
     for (size_t i : items) args_.Add(keys[i]);
-    args_.Add(with_record ? "1" : "0");
+    args_.Add(form);
     args_.Add(token.ttl_ms);
+    args_.Add(record_arg_);
   }
   Args& args() { return args_; }
 
  private:
   std::string record_;
+  std::string record_arg_;
   std::string num_keys_;
   Args args_;
 };
@@ -372,21 +466,20 @@ class InsertOp final : public RedisIndex::BatchOp {
     sizes_.reserve(entries.size());
     for (const InsertEntry& e : entries) {
       keys_.push_back(RedisEntryKey(ns, e.fingerprint));
-      sizes_.push_back(std::to_string(e.size));
+      sizes_.push_back(e.size);
     }
   }
+  bool StartsCall(size_t i) const override { return token_.StartsCall(i); }
   void Append(redisContext* context, absl::Span<const size_t> items,
               int slot) const override {
     ScriptCall call(kInsert, token_, keys_, items, slot);
-    for (size_t i : items) call.args().Add(sizes_[i]);
-    std::vector<std::string> positions;
-    if (token_.token != nullptr) {
-      positions.reserve(items.size());
-      for (size_t i : items) {
-        positions.push_back(std::to_string(token_.token->first_position + i));
-      }
-      for (const std::string& p : positions) call.args().Add(p);
+    std::string sizes;
+    sizes.reserve(items.size() * 6);
+    for (size_t i : items) {
+      if (!sizes.empty()) sizes.push_back(',');
+      absl::StrAppend(&sizes, sizes_[i]);
     }
+    call.args().Add(sizes);
     call.args().Append(context);
   }
   bool Accept(absl::Span<const size_t> items,
@@ -402,7 +495,7 @@ class InsertOp final : public RedisIndex::BatchOp {
   std::vector<InsertResult> results;
 
  private:
-  std::vector<std::string> sizes_;
+  std::vector<uint32_t> sizes_;
   TokenArgs token_;
 };
 
@@ -419,17 +512,10 @@ class ReleaseOp final : public RedisIndex::BatchOp {
       keys_.push_back(RedisEntryKey(ns, fp));
     }
   }
+  bool StartsCall(size_t i) const override { return token_.StartsCall(i); }
   void Append(redisContext* context, absl::Span<const size_t> items,
               int slot) const override {
     ScriptCall call(kRelease, token_, keys_, items, slot);
-    std::vector<std::string> positions;
-    if (token_.token != nullptr) {
-      positions.reserve(items.size());
-      for (size_t i : items) {
-        positions.push_back(std::to_string(token_.token->first_position + i));
-      }
-      for (const std::string& p : positions) call.args().Add(p);
-    }
     call.args().Append(context);
   }
   bool Accept(absl::Span<const size_t> items,
@@ -594,7 +680,10 @@ absl::Status RedisIndex::Run(BatchOp& op) {
     const size_t max_keys = op.max_keys_per_call();
     if (!cluster) {
       for (size_t i = 0; i < n; ++i) {
-        if (i % max_keys == 0) calls.emplace_back();
+        if (calls.empty() || calls.back().items.size() == max_keys ||
+            op.StartsCall(i)) {
+          calls.emplace_back();
+        }
         calls.back().items.push_back(i);
       }
     } else {

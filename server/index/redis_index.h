@@ -15,15 +15,17 @@
 // called by EVALSHA; after NOSCRIPT (SCRIPT FLUSH, a failover to a replica
 // without the scripts) they are loaded again and the call is re-sent
 // (NOSCRIPT means nothing ran). A script call takes many entry keys, so that
-// the fixed cost of running a script (about ten SETs' worth of server time)
-// is paid once per call, not per fingerprint: on one server a call carries
+// the fixed cost of running a script (a few SETs' worth of server time) is
+// paid once per call, not per fingerprint: on one server a call carries
 // up to 256 keys of the batch; in a cluster it carries the keys of one slot
 // (Redis Cluster allows no more), i.e. mostly one. A call is atomic as a
 // whole: a count never changes without its entry, and on one server a
-// batch of up to 256 fingerprints is applied all or nothing. (Redis does not
-// roll back a script that fails half-way, which only an out-of-memory error
-// could cause here: run Redis with maxmemory-policy noeviction — eviction
-// would silently drop entries anyway — and leave headroom.)
+// batch of up to 256 fingerprints is applied all or nothing (unless its
+// WriteToken positions cross a multiple of 65536, where a call ends: see
+// the records below). (Redis does not roll back a script that fails
+// half-way, which only an out-of-memory error could cause here: run Redis
+// with maxmemory-policy noeviction — eviction would silently drop entries
+// anyway — and leave headroom.)
 //
 // Batches. A batch is one pipelined round trip per server: all commands
 // appended, then all replies read. In a cluster the batch is split by slot
@@ -43,16 +45,22 @@
 // call: reads and token-carrying writes are re-sent once on a fresh
 // connection (that is safe), other writes fail — and may have been applied.
 //
-// Idempotency records (WriteToken): a hash per (namespace, operation,
-// stream id) — in a cluster, per slot as well —
-//   chunkd-tok:<ns>:<i|r>:<stream_id>               (redis)
-//   chunkd-tok:<ns>:<i|r>:<stream_id>:{<slot tag>}  (redis-cluster)
-// mapping position -> the result returned then, written by the same script
-// call that applies the position, with PEXPIRE token_ttl. <slot tag> is a
-// decimal string that hashes to the slot of the entry keys, so the call's
-// keys share a slot. Cost: about 50-100 bytes of Redis memory per position
-// for token_ttl. While a slot migrates, token-carrying writes to it can
-// fail with UNAVAILABLE (TRYAGAIN) until the slot has moved.
+// Idempotency records (WriteToken), per (namespace, operation, stream id),
+// written by the same script call that applies the positions, with PEXPIRE
+// token_ttl; they hold, per position, the result returned then:
+//   chunkd-tok:<ns>:<i|r>:<stream_id>:<block>       (redis) a string of 8
+//       bytes (big-endian) per position p, for the 65536 positions from
+//       block * 65536, at offset 8 * (p mod 65536), zero for a position not
+//       written (so a release stores the count left plus one): read and
+//       written with one GETRANGE and one SETRANGE per call, about 8 bytes
+//       of Redis memory per position;
+//   chunkd-tok:<ns>:<i|r>:<stream_id>:{<slot tag>}  (redis-cluster) a hash,
+//       position -> result (decimal), one per slot, since a call's keys
+//       must share a slot and its positions are then scattered: about
+//       50-100 bytes per position. <slot tag> is a decimal string that
+//       hashes to the slot of the entry keys. While a slot migrates,
+//       token-carrying writes to it can fail with UNAVAILABLE (TRYAGAIN)
+//       until the slot has moved.
 //
 // Thread safety: thread-safe.
 #ifndef CHUNKD_INDEX_REDIS_INDEX_H_
