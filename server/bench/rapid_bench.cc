@@ -116,10 +116,12 @@ int main(int argc, char** argv) {
     std::vector<std::vector<uint8_t>> streams;
   };
   std::vector<Dataset> datasets;
-  const std::set<std::string> wanted = absl::StrSplit(absl::GetFlag(FLAGS_datasets), ',');
+  const std::set<std::string> wanted =
+      absl::StrSplit(absl::GetFlag(FLAGS_datasets), ',');
   for (size_t modifications :
        {size_t{absl::GetFlag(FLAGS_edits)}, size_t{base / 2048}}) {
-    if (wanted.count(modifications == base / 2048 ? "low" : "high") == 0) continue;
+    if (wanted.count(modifications == base / 2048 ? "low" : "high") == 0)
+      continue;
     chunkd::bench::VersionedOptions v;
     v.base_size = base;
     v.versions = absl::GetFlag(FLAGS_versions);
@@ -129,16 +131,19 @@ int main(int argc, char** argv) {
                         chunkd::bench::GenerateVersioned(v).versions});
   }
   if (wanted.count("unique") != 0) {
-    datasets.push_back({"unique random", {chunkd::bench::RandomBytes(base * 2, 99)}});
+    datasets.push_back(
+        {"unique random", {chunkd::bench::RandomBytes(base * 2, 99)}});
   }
 
-  const Config tests[] = {{HintTest::kOff, false},     {HintTest::kFFRWTFPT, false},
-                          {HintTest::kFFRWTFPT, true},  {HintTest::kFFRWT, true},
-                          {HintTest::kFFMT, true},      {HintTest::kFF, true}};
+  const Config tests[] = {
+      {HintTest::kOff, false},     {HintTest::kFFRWTFPT, false},
+      {HintTest::kFFRWTFPT, true}, {HintTest::kFFRWT, true},
+      {HintTest::kFFMT, true},     {HintTest::kFF, true}};
   std::string table = absl::StrFormat(
       "RapidCDC in Dedup (fastcdc 4/16/64 KiB level 2, sha256, memory index, "
       "%d threads; best of %d)\n\n"
-      "| dataset | dedup ratio | hints | cache | Dedup GB/s | vs off | chunking s | "
+      "| dataset | dedup ratio | hints | cache | Dedup GB/s | vs off | "
+      "chunking s | "
       "chunking vs off | skipped | claimed | boundaries moved |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|\n",
       threads, absl::GetFlag(FLAGS_repetitions));
@@ -166,11 +171,14 @@ int main(int argc, char** argv) {
       size_t moved = 0;
       for (uint64_t e : r.ends) moved += off.ends.count(e) == 0;
       table += absl::StrFormat(
-          "| %s | %.1f | %s | %s | %.2f | %.2f× | %.3f | %.2f | %.0f%% | %.0f%% | %d |\n",
+          "| %s | %.1f | %s | %s | %.2f | %.2f× | %.3f | %.2f | %.0f%% | "
+          "%.0f%% | %d |\n",
           d.name,
-          static_cast<double>(r.bytes) / static_cast<double>(std::max<uint64_t>(1, r.unique)),
-          chunkd::pipeline::HintTestName(tests[t].test), tests[t].cache ? "yes" : "no",
-          r.bytes / r.seconds / 1e9, off.seconds / r.seconds, r.chunk_seconds,
+          static_cast<double>(r.bytes) /
+              static_cast<double>(std::max<uint64_t>(1, r.unique)),
+          chunkd::pipeline::HintTestName(tests[t].test),
+          tests[t].cache ? "yes" : "no", r.bytes / r.seconds / 1e9,
+          off.seconds / r.seconds, r.chunk_seconds,
           r.chunk_seconds / off.chunk_seconds, 100.0 * r.skipped / r.bytes,
           100.0 * r.claims / std::max<uint64_t>(1, r.accepted), moved);
     }

@@ -55,8 +55,9 @@ TEST(HintCacheTest, HoldsAtMostItsCapacityAndDropsTheOldestFirst) {
   // The newest entries are there; the oldest are gone.
   int newest = 0, oldest = 0;
   for (int i = 0; i < 50; ++i) {
-    newest += cache.Get(HintCache::KeyOf(scope, "chunk " + std::to_string(4999 - i)))
-                  .has_value();
+    newest +=
+        cache.Get(HintCache::KeyOf(scope, "chunk " + std::to_string(4999 - i)))
+            .has_value();
     oldest += cache.Get(HintCache::KeyOf(scope, "chunk " + std::to_string(i)))
                   .has_value();
   }

@@ -38,9 +38,10 @@ chunking::ChunkerOptions Params() {
 }
 
 // One Dedup stream of `data` in pieces of `piece` bytes (0: random sizes).
-Stream Dedup(index::FingerprintIndex* idx, const std::string& ns, HintTest hints,
-             const std::vector<uint8_t>& data, size_t piece,
-             chunking::Executor* executor = nullptr, HintCache* cache = nullptr) {
+Stream Dedup(index::FingerprintIndex* idx, const std::string& ns,
+             HintTest hints, const std::vector<uint8_t>& data, size_t piece,
+             chunking::Executor* executor = nullptr,
+             HintCache* cache = nullptr) {
   PipelineOptions o;
   o.chunking = Params();
   o.index = idx;
@@ -155,14 +156,15 @@ TEST_P(RapidHintsTest, FfRwtFptIsExactOnVersionedData) {
           << what;
     }
     if (v >= 2) {
-      EXPECT_GT(hinted.totals.cache_claims, hinted.totals.hints_accepted / 2) << what;
+      EXPECT_GT(hinted.totals.cache_claims, hinted.totals.hints_accepted / 2)
+          << what;
     }
     EXPECT_EQ(hinted.totals.cache_rollbacks, 0u) << what;
   }
   // The whole dataset again, as one stream: all duplicate, nearly all hinted.
   const std::vector<uint8_t> all = data.Concatenated();
-  const Stream hinted =
-      Dedup(with_hints_.get(), "ns", HintTest::kFFRWTFPT, all, 0, &pool, &cache);
+  const Stream hinted = Dedup(with_hints_.get(), "ns", HintTest::kFFRWTFPT, all,
+                              0, &pool, &cache);
   const Stream plain = Dedup(without_.get(), "ns", HintTest::kOff, all, 0);
   ExpectSameRecords(hinted, plain, "concatenated");
   EXPECT_GT(hinted.totals.cache_claims, hinted.totals.hints_accepted / 2);
@@ -179,32 +181,35 @@ TEST_P(RapidHintsTest, WrongCacheClaimsAreTakenBack) {
   chunking::ThreadPoolExecutor pool(2);
   HintCache cache(1 << 16);
   for (size_t v = 0; v < 2; ++v) {
-    Dedup(with_hints_.get(), "ns", HintTest::kFFRWTFPT, data.versions[v], 1 << 20,
-          nullptr, &cache);
+    Dedup(with_hints_.get(), "ns", HintTest::kFFRWTFPT, data.versions[v],
+          1 << 20, nullptr, &cache);
     Dedup(without_.get(), "ns", HintTest::kOff, data.versions[v], 1 << 20);
   }
   // Map the content of every chunk of version 1 to the fingerprint of the
   // chunk after it: an indexed fingerprint with hints, so FPT passes.
-  const Stream v1 = Dedup(without_.get(), "other", HintTest::kOff, data.versions[1],
-                          1 << 20);
+  const Stream v1 =
+      Dedup(without_.get(), "other", HintTest::kOff, data.versions[1], 1 << 20);
   const uint64_t scope = HintCache::Scope("ns", HintParamsKey(Params()));
   for (size_t i = 0; i + 1 < v1.records.size(); ++i) {
     const ChunkRecord& r = v1.records[i];
     const absl::string_view bytes(
-        reinterpret_cast<const char*>(data.versions[1].data()) + r.offset, r.length);
+        reinterpret_cast<const char*>(data.versions[1].data()) + r.offset,
+        r.length);
     cache.Put(HintCache::KeyOf(scope, bytes), v1.records[i + 1].fingerprint);
   }
   for (size_t v = 2; v < data.versions.size(); ++v) {
     const std::string what = absl::StrCat("version ", v);
-    const Stream hinted = Dedup(with_hints_.get(), "ns", HintTest::kFFRWTFPT,
-                                data.versions[v], v == 2 ? 0 : 65536, &pool, &cache);
+    const Stream hinted =
+        Dedup(with_hints_.get(), "ns", HintTest::kFFRWTFPT, data.versions[v],
+              v == 2 ? 0 : 65536, &pool, &cache);
     const Stream plain =
         Dedup(without_.get(), "ns", HintTest::kOff, data.versions[v], 1 << 20);
     ExpectSameRecords(hinted, plain, what);
     if (v == 2) {
       EXPECT_GT(hinted.totals.cache_rollbacks, 10u) << what;
     }
-    EXPECT_GT(hinted.totals.hint_skipped_bytes, data.versions[v].size() * 6 / 10)
+    EXPECT_GT(hinted.totals.hint_skipped_bytes,
+              data.versions[v].size() * 6 / 10)
         << what;
   }
 }

@@ -94,7 +94,8 @@ class ClaimChecker {
         Stopwatch watch(nullptr, stage_);
         const std::vector<std::string> real =
             fingerprint::DigestMany(kind_, absl::MakeConstSpan(bytes, n));
-        for (size_t i = 0; i < n; ++i) batch[i]->holds = real[i] == batch[i]->claimed;
+        for (size_t i = 0; i < n; ++i)
+          batch[i]->holds = real[i] == batch[i]->claimed;
       }
       lock.lock();
     }
