@@ -141,21 +141,8 @@ class Engine {
   class WindowSource;
   class BlockSource;
 
-  // A segment's partial first or last bitmap word (its global word number,
-  // see origin_), ORed in after the parallel step.
-  struct Fragment {
-    uint64_t word = 0;
-    std::array<uint64_t, 2> bits{};
-    bool used = false;
-  };
-
-  // One stage-1 round: stream positions [from, target) in segments.
-  struct Round {
-    uint64_t from = 0;
-    uint64_t target = 0;
-    size_t segment = 0;
-    size_t segments = 0;
-  };
+  // One pipelined two-stage run (engine.cc).
+  struct Pipeline;
 
   // Sequential-scan block lengths (engine.cc explains the choice).
   struct BlockSizes {
@@ -186,16 +173,13 @@ class Engine {
   // relative to begin; crc32 uses out[0] only).
   void Stage1(const uint8_t* data, size_t begin, size_t end, uint64_t* out0,
               uint64_t* out1) const;
-  // Slides the window to start_pos and prepares the round that extends it
-  // to `wanted` (rounded up to a word, capped at the input's end); false
-  // when there is nothing to compute.
-  bool BeginRound(const Input& input, uint64_t start_pos, uint64_t wanted,
-                  Round* round);
+  // Stage 1 of stream positions [begin, end) into the ring; begin on a word
+  // boundary relative to origin_, or the input's end.
+  void StageOne(const Input& input, uint64_t begin, uint64_t end);
   void GrowRing(size_t words);
-  void RunSegment(const Input& input, const Round& round, size_t i);
-  void EndRound(const Round& round);
-  void Segment(const Input& input, uint64_t begin, uint64_t end, Fragment* head,
-               Fragment* tail);
+  bool Claim(Pipeline& p, size_t* k, bool* exhausted) const;
+  bool TrySelect(Pipeline& p);
+  void PipelineWorker(Pipeline& p);
 
   const ChunkerOptions options_;
   const EnginePlan plan_;
@@ -222,7 +206,6 @@ class Engine {
   uint64_t covered_end_ = 0;
   uint64_t ring_mask_ = 0;  // ring size - 1, a power of two minus one
   std::array<std::vector<uint64_t>, 2> ring_;
-  std::vector<Fragment> fragments_;
 
   // Sequential scan: the current block, stream positions
   // [block_begin_, block_end_) (empty while begin > end).
