@@ -85,20 +85,19 @@ uint32_t Crc32WindowAt(const uint8_t* chunk, size_t p, size_t context) {
 
 namespace {
 
-// Automatic window: 1 MiB per thread, so that a round gives every thread
-// segments long enough to amortize a kernel call's warm-up (crc32: 256 steps
-// of all its lanes) and the hand-over to a helper; at least 2 MiB (measured:
-// 2 and 4 MiB rounds are equally fast on two threads, 16 MiB ones slower, as
-// stage 2 then reads bitmaps and bytes that left the caches); at most 8 MiB,
-// because StreamChunker buffers a window per stream.
+// Automatic window: 1 MiB per thread, so that the two-stage pipeline can
+// run a segment per thread ahead of the chunk in progress (and StreamChunker
+// runs hand every thread work); at least 2 MiB; at most 8 MiB, because
+// StreamChunker buffers a window per stream.
 constexpr size_t kAutoWindowFloor = size_t{2} << 20;
 constexpr size_t kAutoWindowPerThread = size_t{1} << 20;
 constexpr size_t kAutoWindowCeiling = size_t{8} << 20;
 // Automatic segments are at least this long.
 constexpr size_t kAutoSegmentFloor = size_t{64} << 10;
-// A stage-1 round covers at least this much (when the input has it), also
-// with a smaller window: kernel calls have a fixed cost (crc32's warm-up is
-// 256 steps of all lanes), so rounds of a few bytes would be mostly warm-up.
+// The two-stage pipeline computes at least this far ahead of the chunk in
+// progress (when the input has it), also with a smaller window: kernel calls
+// have a fixed cost (crc32's warm-up is 256 steps of all lanes), so segments
+// of a few bytes would be mostly warm-up.
 constexpr size_t kMinRoundBytes = size_t{64} << 10;
 // Speculative segments (engine.h) are at most this long: a round of them
 // is short enough for the guessed chunks of each segment to stay small, long
@@ -479,7 +478,7 @@ class Engine::BlockSource {
 // separately, see CutFinalTwoStage), so the call writes whole words of its
 // own — in at most two pieces where they wrap around the ring (any split of a
 // range gives the same bits) — and no other segment writes them.
-void Engine::StageOne(const Input& input, uint64_t begin, uint64_t end) {
+void Engine::Stage1IntoRing(const Input& input, uint64_t begin, uint64_t end) {
   const auto at = [&](uint64_t pos) {
     return static_cast<size_t>(pos - input.offset);
   };
@@ -659,7 +658,7 @@ void Engine::PipelineWorker(Pipeline& p) {
     size_t k = 0;
     bool exhausted = false;
     if (Claim(p, &k, &exhausted)) {
-      StageOne(*p.input, p.bounds[k], p.bounds[k + 1]);
+      Stage1IntoRing(*p.input, p.bounds[k], p.bounds[k + 1]);
       p.done[k].store(true, std::memory_order_release);
       idle = 0;
       continue;
@@ -691,7 +690,9 @@ size_t Engine::CutFinalTwoStage(const Input& input, size_t start,
     lo_ = origin_ + (pos - origin_) / 64 * 64;
   }
   const size_t lookahead = std::max(plan_.window_size, kMinRoundBytes);
-  const uint64_t segment = RoundUp64(plan_.segment_size);
+  // Segments on the word grid, at most the window (which bounds the ring).
+  const uint64_t segment =
+      std::min(RoundUp64(plan_.segment_size), RoundUp64(lookahead));
   // The ring holds the chunk in progress (up to final_size_), the bits
   // computed ahead of it and a segment being written, plus the words an
   // unaligned Get reads past them. Claim() keeps the segments within it.

@@ -8,20 +8,28 @@
 // predicate bitmaps, stage 2 (stage2.h) turns bitmaps into cut points with the
 // reference cutter's rules.
 //
-//   two-stage   Stage 1 runs in rounds of window_size bytes (at least
-//               64 KiB) ahead of the chunk in progress, cut into segments
-//               that run as independent tasks on the Executor: each computes
-//               its own windows from the bytes before it, since the kernels
-//               are pure functions of position. Segment edges need not fall
-//               on word boundaries: a segment writes the bitmap words wholly
-//               inside it and returns its partial first and last words,
-//               which are ORed in after the parallel step. Stage 2 walks the
-//               bitmaps sequentially; with an executor it runs as one more
-//               task of the next round's ParallelFor, over the previous
-//               round, staying 64 positions short of the words being written
-//               — so the threads are not idle while stage 2 runs. The bits
-//               live in a ring of words indexed by stream position: the
-//               window slides without moving data.
+//   two-stage   A pipeline without rounds or barriers. The input ahead of
+//               the bits computed so far is cut into segments on the word
+//               grid (automatic: window_size / threads, shorter near the
+//               input's end so that the threads finish together). Every
+//               thread of the run — the caller and its Executor helpers —
+//               loops: cut the chunks whose bits are complete (stage 2,
+//               run by whichever thread gets there first), else claim the
+//               next segment and compute its bitmaps (stage 1: a kernel is
+//               a pure function of position, so each segment reads its own
+//               left context), else wait for a segment another thread is
+//               computing. So stage 2 of one segment overlaps stage 1 of
+//               the next ones on the other threads, and no thread idles at
+//               a barrier; only the last segment of a call can leave one
+//               waiting. The bits live in a ring of words indexed by stream
+//               position (the window slides without moving data); a
+//               segment may be claimed only when its words fit in the ring
+//               beside the ones stage 2 still reads — the chunk in
+//               progress — which bounds stage 1 to window_size (at least
+//               64 KiB) plus a segment ahead of it. Stage 2 stays one word
+//               short of the segments being written. Helpers that start
+//               late or never (a busy shared pool) cost nothing: every
+//               thread can finish the run alone.
 //   sequential  For each chunk, stage 1 runs on blocks starting at the first
 //               position the algorithm examines — the chunk's min offset, or
 //               where a SeqCDC jump lands — sized to where the cut is likely
@@ -174,9 +182,12 @@ class Engine {
   void Stage1(const uint8_t* data, size_t begin, size_t end, uint64_t* out0,
               uint64_t* out1) const;
   // Stage 1 of stream positions [begin, end) into the ring; begin on a word
-  // boundary relative to origin_, or the input's end.
-  void StageOne(const Input& input, uint64_t begin, uint64_t end);
+  // boundary relative to origin_.
+  void Stage1IntoRing(const Input& input, uint64_t begin, uint64_t end);
   void GrowRing(size_t words);
+  // The pipeline's steps (engine.cc): claim the next segment if the ring
+  // has room for it; run stage 2 if no other thread is; the loop of every
+  // thread of a run.
   bool Claim(Pipeline& p, size_t* k, bool* exhausted) const;
   bool TrySelect(Pipeline& p);
   void PipelineWorker(Pipeline& p);
@@ -198,8 +209,9 @@ class Engine {
   // Two-stage window: the bits of stream positions [lo_, covered_end_) in a
   // ring of words. Global word g holds positions [origin_ + 64 g,
   // origin_ + 64 g + 64) and lives in slot g & ring_mask_, so the window
-  // slides without moving data; rounds start and end on word boundaries
-  // relative to origin_ (except at the input's end).
+  // slides without moving data; segments start and end on word boundaries
+  // relative to origin_ (except at an input's end; the next call completes
+  // that word first).
   bool window_valid_ = false;
   uint64_t origin_ = 0;
   uint64_t lo_ = 0;
