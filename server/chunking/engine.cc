@@ -762,8 +762,14 @@ size_t Engine::CutFinalTwoStage(const Input& input, size_t start,
     p.bounds.push_back(covered_end_);
     for (uint64_t at = covered_end_; at < input_end;) {
       const size_t left = static_cast<size_t>(input_end - at);
-      const uint64_t len =
+      uint64_t len =
           guided ? GuidedSegment(left, segment, plan_.parallelism) : segment;
+      // No guided segment shorter than the floor after it: a run over a
+      // few more bytes than one segment (a StreamChunker piece's bridge)
+      // stays one task on the calling thread.
+      if (guided && left - std::min<uint64_t>(left, len) < kAutoSegmentFloor) {
+        len = left;
+      }
       at = std::min(input_end, at + len);
       p.bounds.push_back(at);
     }

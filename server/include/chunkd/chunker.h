@@ -260,15 +260,14 @@ absl::StatusOr<std::vector<Chunk>> FastChunks(
 // When chunks come out: a chunk is final once max_size bytes from its start
 // have arrived (no algorithm looks further) or at Finish(). The chunker runs
 // the engine when at least window_size bytes have arrived since its last run,
-// on one thread also for every piece of at least 4 * (256 + max_size) bytes,
-// and at Finish(); each run emits every final chunk. So a final chunk is
+// for every piece of at least 4 * (256 + max_size) bytes, and at Finish();
+// each run emits every final chunk. So a final chunk is
 // emitted at the latest window_size bytes after it became final, and with
 // window_size 1 at once.
 //
 // Copies: a piece of at least 4 * (256 + max_size) bytes that the engine runs
 // on is cut where it lies; only its first and last 256 + max_size bytes (at
-// most) are copied. Smaller pieces, and with an executor large ones that
-// arrive before window_size bytes have gathered, are copied into the buffer.
+// most) are copied. Smaller pieces are copied into the buffer.
 //
 // Memory: the buffer holds a left context of 256 bytes, the chunk in progress
 // (< max_size bytes), the bytes that arrived since the engine last ran
