@@ -215,31 +215,32 @@ Engine::BlockSizes Engine::BlockSizesFor(const ChunkerOptions& options) {
 
 namespace {
 
-// The automatic strategy: the fastest per algorithm, kernel and thread
-// count, the reference cutter included (measurements: engine.h).
+// The automatic strategy: the fastest per algorithm and kernel, the
+// reference cutter included (measurements: engine.h); the same ranking held
+// on one and two threads.
 //   seqcdc   sequential with every kernel: its skipping leaves about a fifth
 //            of the bytes to examine; two-stage must read them all.
-//   fastcdc  with avx512 two-stage on one thread, sequential (speculative
-//            segments) on several, which scale where two-stage's stage 2
-//            stays sequential; otherwise the reference cutter, which skips
-//            min_size per chunk and rolls two bytes per step, beats both
-//            strategies of the avx2 and scalar kernels.
+//   fastcdc  two-stage with avx512, on any number of threads (the
+//            pipeline overlaps stage 2 with stage 1, so two-stage now
+//            scales as well as speculative segments and starts faster);
+//            otherwise the reference cutter, which skips min_size per chunk
+//            and rolls two bytes per step, beats both strategies of the
+//            avx2 and scalar kernels.
 //   crc32    two-stage with a SIMD kernel (the stream-global window skips
 //            only min_size - 1 bytes; every kernel call warms 256 bytes up
 //            per lane); with the scalar kernel the reference cutter.
 //   fixed    no stage 1 at all (sequential: cuts by length).
 // With several threads, sequential and reference run in speculative
-// segments, which scale the single-thread ranking by the thread count.
-Strategy ChooseStrategy(Algorithm algorithm, const kernels::Kernel& kernel,
-                        size_t parallelism) {
+// segments and two-stage in its pipeline; both scale the single-thread
+// ranking by about the thread count.
+Strategy ChooseStrategy(Algorithm algorithm, const kernels::Kernel& kernel) {
   const absl::string_view name = kernel.name;
   switch (algorithm) {
     case Algorithm::kSeqCdc:
     case Algorithm::kFixed:
       return Strategy::kSequentialScan;
     case Algorithm::kFastCdc:
-      if (name != "avx512") return Strategy::kReference;
-      return parallelism <= 1 ? Strategy::kTwoStage : Strategy::kSequentialScan;
+      return name == "avx512" ? Strategy::kTwoStage : Strategy::kReference;
     case Algorithm::kCrc32:
       return name == "scalar" ? Strategy::kReference : Strategy::kTwoStage;
   }
@@ -330,7 +331,7 @@ absl::StatusOr<EnginePlan> PlanEngine(const ChunkerOptions& options,
   plan.strategy =
       engine.strategy != Strategy::kAuto
           ? engine.strategy
-          : ChooseStrategy(options.algorithm, **kernel, plan.parallelism);
+          : ChooseStrategy(options.algorithm, **kernel);
   return plan;
 }
 

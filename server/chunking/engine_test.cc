@@ -673,11 +673,8 @@ TEST(EnginePlanTest, AutomaticStrategyFollowsTheMeasuredRule) {
                 name == "scalar" ? Strategy::kReference : Strategy::kTwoStage);
       EXPECT_EQ(chosen(Algorithm::kFixed, kernel, executor),
                 Strategy::kSequentialScan);
-      Strategy fastcdc = Strategy::kReference;
-      if (name == "avx512") {
-        fastcdc = executor == nullptr ? Strategy::kTwoStage
-                                      : Strategy::kSequentialScan;
-      }
+      const Strategy fastcdc =
+          name == "avx512" ? Strategy::kTwoStage : Strategy::kReference;
       EXPECT_EQ(chosen(Algorithm::kFastCdc, kernel, executor), fastcdc);
     }
   }
