@@ -58,37 +58,39 @@
 // different. Fixed-size chunking needs no guesses and runs sequentially.
 //
 // The automatic choice (Strategy::kAuto; ChooseStrategy in engine.cc), the
-// fastest per algorithm, kernel and thread count:
+// fastest per algorithm and kernel (the same on one and two threads):
 //
 //              scalar       avx2         avx512
-//   fastcdc    reference    reference    two-stage (1 thread),
-//                                        sequential (2 or more)
+//   fastcdc    reference    reference    two-stage
 //   crc32      reference    two-stage    two-stage
 //   seqcdc     sequential   sequential   sequential
 //   fixed      sequential (cut by length, no stage 1)
 //
 // Measured side by side in one run (`make bench` with 15 repetitions, best
 // of them, random data only: chunking_bench over 64 MiB of seeded random
-// bytes, the parameters of issue 3) on the 2-core AMD EPYC (Zen 4) VM shared
-// with other builds; GB/s, two-stage / sequential / reference:
+// bytes, the parameters of issue 3) on the 2-core AMD EPYC VM (family 26,
+// Zen 5) shared with other builds; GB/s, two-stage / sequential / reference.
+// The avx512 fastcdc and crc32 rows were measured again after the two-stage
+// pipeline replaced the round barriers (load average about 3; "-": not
+// re-measured); the rest are from the run before it:
 //
 //                        1 thread                 2 threads
 //   fastcdc L2 scalar    1.13 / 1.23 / 4.40       2.01 / 2.36 / 7.62
 //              avx2      2.47 / 2.36 / 4.40       4.13 / 4.62 / 7.62
-//              avx512    5.62 / 4.98 / 4.40       8.43 / 8.84 / 7.62
+//              avx512    5.49 / 5.20 / 4.50      11.75 / 9.98 / 8.52
 //   crc32      scalar    0.43 / 0.43 / 0.54       0.84 / 0.73 / 1.04
 //              avx2      4.42 / 3.17 / 0.54       7.45 / 5.01 / 1.04
-//              avx512    9.21 / 5.43 / 0.54      12.04 / 8.46 / 1.04
+//              avx512   10.63 /  -   / 0.55      20.53 /  -   / 1.09
 //   seqcdc     scalar    1.48 / 6.26 / 3.31       2.18 / 10.99 / 6.23
 //              avx2     13.49 / 14.80 / 3.31     17.36 / 27.98 / 6.23
 //              avx512   14.73 / 16.61 / 3.31     18.61 / 23.25 / 6.23
 //
 // Two threads are noisy on this shared VM (another process on one core
 // halves a two-thread run); the rule follows the orderings that held in
-// every run. Speculative segments scale 1.9x on a quiet moment (crc32:
-// sequential 5.33 -> 10.17 GB/s, reference 0.56 -> 1.08), two-stage crc32
-// 1.3-1.4x (8.9 -> 12.8 GB/s) although its stage 1 alone scales 1.8-1.9x
-// (10.2 -> 18.9 GB/s in 260 KiB calls): stage 2 and the round barriers.
+// every run. Two-stage crc32 scales 1.93x on two threads in that run (1.87-
+// 1.94x at quiet moments, about 1.7x under a load average of 5, against
+// 1.46-1.48x for the old rounds in the same sessions); speculative segments
+// scale about 1.9x.
 //
 // Thread safety: an Engine is not thread-safe (it keeps the bitmap window of
 // one stream); it calls the Executor, which may run stage-1 segments on other
