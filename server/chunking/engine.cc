@@ -328,10 +328,9 @@ absl::StatusOr<EnginePlan> PlanEngine(const ChunkerOptions& options,
   plan.segment_size = plan.segment_auto
                           ? AutoSegment(plan.window_size, plan.parallelism)
                           : engine.segment_size;
-  plan.strategy =
-      engine.strategy != Strategy::kAuto
-          ? engine.strategy
-          : ChooseStrategy(options.algorithm, **kernel);
+  plan.strategy = engine.strategy != Strategy::kAuto
+                      ? engine.strategy
+                      : ChooseStrategy(options.algorithm, **kernel);
   return plan;
 }
 
@@ -668,8 +667,9 @@ bool Engine::TrySelect(Pipeline& p) {
   const uint64_t ready_end = p.ready == 0 ? p.base : p.SegmentEnd(p.ready - 1);
   // Short of the last finished segment by a word, so that an unaligned Get
   // never reads a word another thread is writing.
-  const uint64_t limit =
-      ready_end == p.end ? ready_end : ready_end - std::min<uint64_t>(ready_end, 64);
+  const uint64_t limit = ready_end == p.end
+                             ? ready_end
+                             : ready_end - std::min<uint64_t>(ready_end, 64);
   const size_t before = p.start;
   p.start = SelectUpTo(*p.input, p.start, limit, p.out);
   const bool progress = p.start != before;
@@ -782,9 +782,8 @@ size_t Engine::CutFinalTwoStage(const Input& input, size_t start,
     p.floor_word.store((lo_ - origin_) / 64, std::memory_order_relaxed);
     p.start = start;
     p.out = out;
-    const size_t workers = executor_ == nullptr
-                               ? 1
-                               : std::min(plan_.parallelism, p.count);
+    const size_t workers =
+        executor_ == nullptr ? 1 : std::min(plan_.parallelism, p.count);
     RunParallel(executor_, workers, [&](size_t) { PipelineWorker(p); });
     start = p.start;
     covered_end_ = input_end;

@@ -479,7 +479,8 @@ TEST_P(EngineTest, TwoStagePipelineSchedules) {
       SCOPED_TRACE(name);
       const std::vector<Chunk> reference = ReferenceChunks(set.options, data);
       for (Executor* executor : executors) {
-        for (size_t segment : {size_t{0}, size_t{64}, size_t{100}, size_t{4097}}) {
+        for (size_t segment :
+             {size_t{0}, size_t{64}, size_t{100}, size_t{4097}}) {
           for (size_t window : {size_t{0}, size_t{1}, size_t{70000}}) {
             EngineOptions engine =
                 Engine(1, segment, Strategy::kTwoStage, window);
@@ -529,14 +530,14 @@ void StallingFastCdc(const uint8_t* data, size_t begin, size_t end,
   StallFirst(begin);
   g_stall_inner->fastcdc(data, begin, end, params, hits_s, hits_l);
 }
-void StallingCrc32(const uint8_t* data, size_t begin, size_t end,
-                   uint32_t mask, uint64_t* hits) {
+void StallingCrc32(const uint8_t* data, size_t begin, size_t end, uint32_t mask,
+                   uint64_t* hits) {
   NoteCall(end);
   StallFirst(begin);
   g_stall_inner->crc32(data, begin, end, mask, hits);
 }
-void StallingSeqCdc(const uint8_t* data, size_t begin, size_t end,
-                    uint64_t* gt, uint64_t* lt) {
+void StallingSeqCdc(const uint8_t* data, size_t begin, size_t end, uint64_t* gt,
+                    uint64_t* lt) {
   NoteCall(end);
   StallFirst(begin);
   g_stall_inner->seqcdc(data, begin, end, gt, lt);
@@ -566,9 +567,9 @@ TEST_P(EngineTest, TwoStageStallBoundsTheLookahead) {
         ExpectFast(set.options, engine, data, reference);
         if (HasFatalFailure()) return;
         // The window is at least 64 KiB (kMinRoundBytes in engine.cc).
-        const size_t ahead =
-            final_size + std::max<size_t>(plan->window_size, 65536) +
-            plan->segment_size;
+        const size_t ahead = final_size +
+                             std::max<size_t>(plan->window_size, 65536) +
+                             plan->segment_size;
         EXPECT_LE(g_end_during_stall.load(), 2 * ahead + 1024)
             << "threads " << threads << " segment " << plan->segment_size;
         EXPECT_LT(g_end_during_stall.load(), data.size());

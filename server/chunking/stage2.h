@@ -8,9 +8,9 @@
 // position pos in bit 0 (a source may also offer FindFirst, see there). The
 // engine has two sources: a window of bitmaps computed ahead (the two-stage
 // strategy) and short blocks computed on demand from the chunk's minimum
-// size on (the sequential-scan strategy). A selector
-// asks only for positions in [chunk start, chunk start + min(avail, max));
-// bits at or beyond that end may be garbage and are masked off here.
+// size on (the sequential-scan strategy). A selector asks only for positions
+// in [chunk start, chunk start + min(avail, max)); bits at or beyond that end
+// may be garbage and are masked off here.
 //
 // What each selector does, and why it equals its reference:
 //
@@ -147,10 +147,10 @@ inline uint64_t BitsAt(const uint64_t* words, size_t rel) {
 // First set bit in stream positions [lo, hi) of a bitmap kept in a ring of
 // words, or hi: position origin + 64 g + b is bit b of words[g & mask]
 // (mask: the ring size minus one, a power of two of at least 8 words minus
-// one; ~0 for a plain array). Reads only the words that hold [lo, hi). Aligned words, eight at a
-// time while they are all zero: stage 2's bitmaps are sparse (crc32 and
-// FastCDC's mask_s: one bit in avg_size or more), so this is most of its
-// work.
+// one; ~0 for a plain array). Reads only the words that hold [lo, hi). Aligned
+// words, eight at a time while they are all zero: stage 2's bitmaps are sparse
+// (crc32 and FastCDC's mask_s: one bit in avg_size or more), so this is most of
+// its work.
 inline uint64_t FindFirstInWords(const uint64_t* words, uint64_t mask,
                                  uint64_t origin, uint64_t lo, uint64_t hi) {
   if (lo >= hi) return hi;
@@ -179,10 +179,9 @@ namespace internal {
 template <class Source, class = void>
 struct HasFindFirst : std::false_type {};
 template <class Source>
-struct HasFindFirst<Source, std::void_t<decltype(std::declval<Source&>()
-                                                     .FindFirst(0, uint64_t{0},
-                                                                uint64_t{0}))>>
-    : std::true_type {};
+struct HasFindFirst<Source,
+                    std::void_t<decltype(std::declval<Source&>().FindFirst(
+                        0, uint64_t{0}, uint64_t{0}))>> : std::true_type {};
 }  // namespace internal
 
 // First set bit of bitmap `which` in stream positions [lo, hi), or hi: the
