@@ -1,10 +1,12 @@
 #include "chunking/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -51,6 +53,30 @@ struct Crc32Slices {
 };
 constexpr Crc32Slices kCrc32Slices;
 
+// The CRC register after 64 more zero bytes, byte by byte: the register is
+// linear in its bits (initial value 0, no final XOR), so with
+// CRC(A || B) = Shift(CRC(A), |B|) ^ CRC(B) the 256-byte window splits into
+// four 64-byte pieces whose CRCs are independent dependency chains.
+struct Crc32Shift64 {
+  uint32_t t[4][256] = {};
+  constexpr Crc32Shift64() {
+    for (int j = 0; j < 4; ++j) {
+      for (uint32_t b = 0; b < 256; ++b) {
+        uint32_t crc = b << (8 * j);
+        for (int step = 0; step < 64; ++step) {
+          crc = (crc >> 8) ^ kCrc32Slices.t[0][crc & 0xFF];
+        }
+        t[j][b] = crc;
+      }
+    }
+  }
+  uint32_t operator()(uint32_t crc) const {
+    return t[0][crc & 0xFF] ^ t[1][(crc >> 8) & 0xFF] ^
+           t[2][(crc >> 16) & 0xFF] ^ t[3][crc >> 24];
+  }
+};
+constexpr Crc32Shift64 kCrc32Shift64;
+
 uint32_t Load32(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, sizeof(v));
@@ -68,14 +94,28 @@ uint32_t Crc32WindowAt(const uint8_t* chunk, size_t p, size_t context) {
   const uint8_t* b = chunk + first;
   size_t n = static_cast<size_t>(static_cast<ptrdiff_t>(p) - first + 1);
   const auto& t = kCrc32Slices.t;
-  uint32_t crc = 0;
-  for (; n >= 8; n -= 8, b += 8) {
-    const uint32_t lo = Load32(b) ^ crc;
-    const uint32_t hi = Load32(b + 4);
-    crc = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^
-          t[4][lo >> 24] ^ t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^
-          t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
+  const auto step8 = [&t](uint32_t crc, const uint8_t* at) {
+    const uint32_t lo = Load32(at) ^ crc;
+    const uint32_t hi = Load32(at + 4);
+    return t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^
+           t[4][lo >> 24] ^ t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^
+           t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
+  };
+  if (n == kCrc32WindowSize) {
+    // The whole window (every chunk but those near the stream's start):
+    // four interleaved chains of 64 bytes, joined by Shift64.
+    static_assert(kCrc32WindowSize == 4 * 64, "four pieces of 64 bytes");
+    uint32_t c0 = 0, c1 = 0, c2 = 0, c3 = 0;
+    for (size_t i = 0; i < 64; i += 8) {
+      c0 = step8(c0, b + i);
+      c1 = step8(c1, b + 64 + i);
+      c2 = step8(c2, b + 128 + i);
+      c3 = step8(c3, b + 192 + i);
+    }
+    return kCrc32Shift64(kCrc32Shift64(kCrc32Shift64(c0) ^ c1) ^ c2) ^ c3;
   }
+  uint32_t crc = 0;
+  for (; n >= 8; n -= 8, b += 8) crc = step8(crc, b);
   return Crc32Update(crc, b, n);
 }
 
@@ -83,20 +123,19 @@ uint32_t Crc32WindowAt(const uint8_t* chunk, size_t p, size_t context) {
 
 namespace {
 
-// Automatic window: 1 MiB per thread, so that a round gives every thread
-// segments long enough to amortize a kernel call's warm-up (crc32: 256 steps
-// of all its lanes) and the hand-over to a helper; at least 2 MiB (measured:
-// 2 and 4 MiB rounds are equally fast on two threads, 16 MiB ones slower, as
-// stage 2 then reads bitmaps and bytes that left the caches); at most 8 MiB,
-// because StreamChunker buffers a window per stream.
+// Automatic window: 1 MiB per thread, so that the two-stage pipeline can
+// run a segment per thread ahead of the chunk in progress (and StreamChunker
+// runs hand every thread work); at least 2 MiB; at most 8 MiB, because
+// StreamChunker buffers a window per stream.
 constexpr size_t kAutoWindowFloor = size_t{2} << 20;
 constexpr size_t kAutoWindowPerThread = size_t{1} << 20;
 constexpr size_t kAutoWindowCeiling = size_t{8} << 20;
 // Automatic segments are at least this long.
 constexpr size_t kAutoSegmentFloor = size_t{64} << 10;
-// A stage-1 round covers at least this much (when the input has it), also
-// with a smaller window: kernel calls have a fixed cost (crc32's warm-up is
-// 256 steps of all lanes), so rounds of a few bytes would be mostly warm-up.
+// The two-stage pipeline computes at least this far ahead of the chunk in
+// progress (when the input has it), also with a smaller window: kernel calls
+// have a fixed cost (crc32's warm-up is 256 steps of all lanes), so segments
+// of a few bytes would be mostly warm-up.
 constexpr size_t kMinRoundBytes = size_t{64} << 10;
 // Speculative segments (engine.h) are at most this long: a round of them
 // is short enough for the guessed chunks of each segment to stay small, long
@@ -106,13 +145,24 @@ constexpr size_t kSpeculativeSegmentCap = size_t{4} << 20;
 
 size_t RoundUp64(size_t n) { return (n + 63) / 64 * 64; }
 
-// The segment length for a round of `len` bytes split across `parallelism`
-// threads: one segment with one thread; otherwise four per thread, so that
-// the thread that also runs stage 2 of the previous round (engine.h) takes
-// fewer segments and the others are not left waiting for it.
+// The automatic segment for a window of `len` bytes and `parallelism`
+// threads: the window per thread (one thread: the whole window). The
+// two-stage pipeline has no round barriers, so segments need not be small
+// for balance, and long ones amortize a kernel call's warm-up (crc32: 256
+// steps of all 64 lanes, 1.6 % of a 1 MiB segment, 6 % of 256 KiB); near the
+// input's end the pipeline shortens them (GuidedSegment).
 size_t AutoSegment(size_t len, size_t parallelism) {
-  const size_t parts = parallelism <= 1 ? 1 : 4 * parallelism;
+  const size_t parts = std::max<size_t>(1, parallelism);
   return std::max(kAutoSegmentFloor, RoundUp64((len + parts - 1) / parts));
+}
+
+// Guided self-scheduling of automatic segments: with `left` bytes to go,
+// a segment of left / (2 * parallelism), between kAutoSegmentFloor and the
+// full segment, so that the threads run out of work at nearly the same time
+// instead of one finishing a full segment while the others wait.
+size_t GuidedSegment(size_t left, size_t segment, size_t parallelism) {
+  return std::min(segment, std::max(kAutoSegmentFloor,
+                                    RoundUp64(left / (2 * parallelism))));
 }
 
 // Sequential-scan block sizes. A kernel call has a fixed cost (the avx512
@@ -165,31 +215,32 @@ Engine::BlockSizes Engine::BlockSizesFor(const ChunkerOptions& options) {
 
 namespace {
 
-// The automatic strategy: the fastest per algorithm, kernel and thread
-// count, the reference cutter included (measurements: engine.h).
+// The automatic strategy: the fastest per algorithm and kernel, the
+// reference cutter included (measurements: engine.h); the same ranking held
+// on one and two threads.
 //   seqcdc   sequential with every kernel: its skipping leaves about a fifth
 //            of the bytes to examine; two-stage must read them all.
-//   fastcdc  with avx512 two-stage on one thread, sequential (speculative
-//            segments) on several, which scale where two-stage's stage 2
-//            stays sequential; otherwise the reference cutter, which skips
-//            min_size per chunk and rolls two bytes per step, beats both
-//            strategies of the avx2 and scalar kernels.
+//   fastcdc  two-stage with avx512, on any number of threads (the
+//            pipeline overlaps stage 2 with stage 1, so two-stage now
+//            scales as well as speculative segments and starts faster);
+//            otherwise the reference cutter, which skips min_size per chunk
+//            and rolls two bytes per step, beats both strategies of the
+//            avx2 and scalar kernels.
 //   crc32    two-stage with a SIMD kernel (the stream-global window skips
 //            only min_size - 1 bytes; every kernel call warms 256 bytes up
 //            per lane); with the scalar kernel the reference cutter.
 //   fixed    no stage 1 at all (sequential: cuts by length).
 // With several threads, sequential and reference run in speculative
-// segments, which scale the single-thread ranking by the thread count.
-Strategy ChooseStrategy(Algorithm algorithm, const kernels::Kernel& kernel,
-                        size_t parallelism) {
+// segments and two-stage in its pipeline; both scale the single-thread
+// ranking by about the thread count.
+Strategy ChooseStrategy(Algorithm algorithm, const kernels::Kernel& kernel) {
   const absl::string_view name = kernel.name;
   switch (algorithm) {
     case Algorithm::kSeqCdc:
     case Algorithm::kFixed:
       return Strategy::kSequentialScan;
     case Algorithm::kFastCdc:
-      if (name != "avx512") return Strategy::kReference;
-      return parallelism <= 1 ? Strategy::kTwoStage : Strategy::kSequentialScan;
+      return name == "avx512" ? Strategy::kTwoStage : Strategy::kReference;
     case Algorithm::kCrc32:
       return name == "scalar" ? Strategy::kReference : Strategy::kTwoStage;
   }
@@ -277,10 +328,9 @@ absl::StatusOr<EnginePlan> PlanEngine(const ChunkerOptions& options,
   plan.segment_size = plan.segment_auto
                           ? AutoSegment(plan.window_size, plan.parallelism)
                           : engine.segment_size;
-  plan.strategy =
-      engine.strategy != Strategy::kAuto
-          ? engine.strategy
-          : ChooseStrategy(options.algorithm, **kernel, plan.parallelism);
+  plan.strategy = engine.strategy != Strategy::kAuto
+                      ? engine.strategy
+                      : ChooseStrategy(options.algorithm, **kernel);
   return plan;
 }
 
@@ -390,6 +440,10 @@ class Engine::WindowSource {
     return (lo >> b) | (w[(g + 1) & mask_] << (64 - b));
   }
 
+  uint64_t FindFirst(int which, uint64_t lo, uint64_t hi) const {
+    return stage2::FindFirstInWords(words_[which], mask_, origin_, lo, hi);
+  }
+
  private:
   const uint64_t origin_;
   const uint64_t mask_;
@@ -457,104 +511,26 @@ class Engine::BlockSource {
   size_t next_;
 };
 
-void Engine::Segment(const Input& input, uint64_t begin, uint64_t end,
-                     Fragment* head, Fragment* tail) {
-  const uint8_t* data = input.data;
+// Stage 1 of stream positions [begin, end) into the ring: begin lies on a
+// word boundary relative to origin_ (or the words before it are written
+// separately, see CutFinalTwoStage), so the call writes whole words of its
+// own — in at most two pieces where they wrap around the ring (any split of a
+// range gives the same bits) — and no other segment writes them.
+void Engine::Stage1IntoRing(const Input& input, uint64_t begin, uint64_t end) {
   const auto at = [&](uint64_t pos) {
     return static_cast<size_t>(pos - input.offset);
   };
-  const auto word_of = [&](uint64_t pos) { return (pos - origin_) / 64; };
-  // [begin, a): the partial word at the start; [a, z): whole words;
-  // [z, end): the partial word at the end.
-  const uint64_t a = std::min(end, origin_ + (begin - origin_ + 63) / 64 * 64);
-  const uint64_t z = std::max(a, origin_ + (end - origin_) / 64 * 64);
-  if (a > begin) {
-    uint64_t bits[2] = {0, 0};
-    Stage1(data, at(begin), at(a), &bits[0], &bits[1]);
-    const unsigned shift = static_cast<unsigned>((begin - origin_) % 64);
-    head->word = word_of(begin);
-    head->bits = {bits[0] << shift, bits[1] << shift};
-    head->used = true;
-  }
-  // The whole words, in at most two pieces where they wrap around the ring
-  // (any split of a range gives the same bits).
-  for (uint64_t p = a; p < z;) {
-    const uint64_t slot = word_of(p) & ring_mask_;
-    const uint64_t piece_end = std::min(z, p + 64 * (ring_mask_ + 1 - slot));
-    Stage1(data, at(p), at(piece_end), ring_[0].data() + slot,
+  for (uint64_t p = begin; p < end;) {
+    const uint64_t slot = ((p - origin_) / 64) & ring_mask_;
+    const uint64_t piece_end = std::min(end, p + 64 * (ring_mask_ + 1 - slot));
+    Stage1(input.data, at(p), at(piece_end), ring_[0].data() + slot,
            bitmaps_ > 1 ? ring_[1].data() + slot : nullptr);
     p = piece_end;
   }
-  if (end > z) {
-    uint64_t bits[2] = {0, 0};
-    Stage1(data, at(z), at(end), &bits[0], &bits[1]);
-    tail->word = word_of(z);
-    tail->bits = {bits[0], bits[1]};
-    tail->used = true;
-  }
 }
 
-bool Engine::BeginRound(const Input& input, uint64_t start_pos, uint64_t wanted,
-                        Round* round) {
-  if (!window_valid_ || start_pos < lo_ || start_pos > covered_end_) {
-    window_valid_ = true;
-    origin_ = start_pos;
-    lo_ = start_pos;
-    covered_end_ = start_pos;
-  } else {
-    // Forget the words before the chunk in progress: no data moves, the ring
-    // just lets the next round reuse their slots.
-    lo_ = origin_ + (start_pos - origin_) / 64 * 64;
-  }
-  // Rounds end on word boundaries (except at the input's end), so that with
-  // segment sizes that are multiples of 64 no segment has partial words.
-  const uint64_t input_end = input.offset + input.size;
-  const uint64_t target = std::min(
-      input_end, origin_ + RoundUp64(static_cast<size_t>(wanted - origin_)));
-  if (target <= covered_end_) return false;
-
-  // Words [lo_, target) plus the one after, which BitsAt may read (its bits
-  // are masked off, but it must not be a slot that a segment is writing).
-  const uint64_t first_word = (lo_ - origin_) / 64;
-  const uint64_t needed = (target - 1 - origin_) / 64 + 2 - first_word;
-  if (needed > ring_mask_ + 1) GrowRing(static_cast<size_t>(needed));
-
-  round->from = covered_end_;
-  round->target = target;
-  round->segment = plan_.segment_auto
-                       ? AutoSegment(static_cast<size_t>(target - round->from),
-                                     plan_.parallelism)
-                       : plan_.segment_size;
-  round->segments = static_cast<size_t>(
-      (target - round->from + round->segment - 1) / round->segment);
-  fragments_.assign(2 * round->segments, Fragment());
-
-  // Segments write whole words and hand back partial ones, which are ORed
-  // into their slots afterwards; those slots must hold zeros (beyond the
-  // valid bits of the word at covered_end_) instead of an older round's bits.
-  const auto clear_from = [&](uint64_t pos) {
-    const uint64_t rel = pos - origin_;
-    if (rel % 64 == 0) return;
-    const uint64_t slot = (rel / 64) & ring_mask_;
-    for (int k = 0; k < bitmaps_; ++k) {
-      ring_[k][slot] &= stage2::LowMask(rel % 64);
-    }
-  };
-  clear_from(round->from);
-  for (size_t i = 1; i <= round->segments; ++i) {
-    const uint64_t boundary =
-        std::min(target, round->from + uint64_t{round->segment} * i);
-    if ((boundary - origin_) % 64 == 0) continue;
-    const uint64_t slot = ((boundary - origin_) / 64) & ring_mask_;
-    for (int k = 0; k < bitmaps_; ++k) ring_[k][slot] = 0;
-  }
-  return true;
-}
-
-// The ring grows to the next power of two of what a round needs: the words
-// from the chunk in progress to the round's end, at most two rounds plus
-// max_size (CutFinalTwoStage), so it reaches its size within the first
-// rounds and stays there.
+// The ring grows to the next power of two of `words`, keeping the words of
+// [lo_, covered_end_).
 void Engine::GrowRing(size_t words) {
   size_t capacity = 64;
   while (capacity < words) capacity *= 2;
@@ -570,21 +546,6 @@ void Engine::GrowRing(size_t words) {
     ring_[k] = std::move(grown);
   }
   ring_mask_ = capacity - 1;
-}
-
-void Engine::RunSegment(const Input& input, const Round& round, size_t i) {
-  const uint64_t begin = round.from + uint64_t{round.segment} * i;
-  const uint64_t end = std::min(round.target, begin + round.segment);
-  Segment(input, begin, end, &fragments_[2 * i], &fragments_[2 * i + 1]);
-}
-
-void Engine::EndRound(const Round& round) {
-  for (const Fragment& f : fragments_) {
-    if (!f.used) continue;
-    const uint64_t slot = f.word & ring_mask_;
-    for (int k = 0; k < bitmaps_; ++k) ring_[k][slot] |= f.bits[k];
-  }
-  covered_end_ = round.target;
 }
 
 stage2::Cut Engine::Select(const Input& input, size_t start, size_t avail,
@@ -644,45 +605,194 @@ bool Engine::HasFinalChunk(const Input& input, size_t start) const {
          (input.at_end || input.size - start >= final_size_);
 }
 
-size_t Engine::CutFinalTwoStage(const Input& input, size_t start,
-                                std::vector<Chunk>* out) {
-  const uint64_t input_end = input.offset + input.size;
-  const bool overlap = executor_ != nullptr;
-  const size_t round_bytes = std::max(plan_.window_size, kMinRoundBytes);
+// The shared state of one pipelined two-stage run (engine.h): segments
+// [base + k * segment, ...) up to `end`, claimed in order, and stage 2's
+// progress, which bounds how far ahead segments may be claimed.
+struct Engine::Pipeline {
+  const Input* input = nullptr;
+  uint64_t base = 0;
+  uint64_t end = 0;
+  // Segment k is [bounds[k], bounds[k + 1]); every bound but `end` lies on a
+  // word boundary relative to origin_.
+  std::vector<uint64_t> bounds;
+  size_t count = 0;
+  std::atomic<size_t> next{0};  // the next segment to claim
+  std::unique_ptr<std::atomic<bool>[]> done;
+  // The global word number of the chunk in progress: stage 2 reads no word
+  // before it any more, so its ring slot may be rewritten (released by
+  // stage 2, acquired by a claim).
+  std::atomic<uint64_t> floor_word{0};
+  // Stage 2 runs on whichever thread holds this; the fields after it are
+  // guarded by it.
+  std::atomic<bool> selecting{false};
+  size_t ready = 0;  // segments [0, ready) are done
+  size_t start = 0;  // data index of the chunk in progress
+  std::vector<Chunk>* out = nullptr;
+
+  uint64_t SegmentEnd(size_t k) const { return bounds[k + 1]; }
+};
+
+// Claims the next segment unless its words would overwrite slots that stage
+// 2 may still read (then false with *exhausted unset; stage 2 must move on
+// first) or every segment is claimed (false, *exhausted set).
+bool Engine::Claim(Pipeline& p, size_t* k, bool* exhausted) const {
+  size_t i = p.next.load(std::memory_order_relaxed);
   for (;;) {
-    if (!HasFinalChunk(input, start)) return start;
-    const uint64_t pos = input.offset + start;
-    const uint64_t hard_end = pos + std::min(input.size - start, final_size_);
-    Round round;
-    if (!window_valid_ || pos < lo_ || hard_end > covered_end_) {
-      // The chunk in progress needs bits not computed yet: stage 1 alone.
-      if (BeginRound(input, pos, std::max(hard_end, pos + round_bytes),
-                     &round)) {
-        RunParallel(executor_, round.segments,
-                    [&](size_t i) { RunSegment(input, round, i); });
-        EndRound(round);
-      }
+    if (i >= p.count) {
+      *exhausted = true;
+      return false;
+    }
+    // The segment's last word and the one after it (read, masked, by an
+    // unaligned Get) must not be slots of words stage 2 still needs.
+    const uint64_t last_word = (p.SegmentEnd(i) - 1 - origin_) / 64;
+    if (last_word + 2 - p.floor_word.load(std::memory_order_acquire) >
+        ring_mask_ + 1) {
+      return false;
+    }
+    if (p.next.compare_exchange_weak(i, i + 1, std::memory_order_relaxed)) {
+      *k = i;
+      return true;
+    }
+  }
+}
+
+// Stage 2 as far as the finished segments allow, if no other thread is
+// running it. Returns whether it cut any chunk.
+bool Engine::TrySelect(Pipeline& p) {
+  if (p.selecting.exchange(true, std::memory_order_acquire)) return false;
+  while (p.ready < p.count && p.done[p.ready].load(std::memory_order_acquire)) {
+    ++p.ready;
+  }
+  // The bits before base were complete before the run.
+  const uint64_t ready_end = p.ready == 0 ? p.base : p.SegmentEnd(p.ready - 1);
+  // Short of the last finished segment by a word, so that an unaligned Get
+  // never reads a word another thread is writing.
+  const uint64_t limit = ready_end == p.end
+                             ? ready_end
+                             : ready_end - std::min<uint64_t>(ready_end, 64);
+  const size_t before = p.start;
+  p.start = SelectUpTo(*p.input, p.start, limit, p.out);
+  const bool progress = p.start != before;
+  if (progress) {
+    const uint64_t pos = p.input->offset + p.start;
+    p.floor_word.store((pos - origin_) / 64, std::memory_order_release);
+  }
+  p.selecting.store(false, std::memory_order_release);
+  return progress;
+}
+
+// One worker of the pipeline: every thread of the run, the caller included,
+// runs this. It cuts chunks when the segments before them are done (whoever
+// gets there first), else computes the next segment, else waits for a
+// segment another thread is computing. It returns once every segment is
+// claimed and it has finished its own, so a worker that never starts (a busy
+// shared pool) or starts late costs nothing: the others do its share.
+void Engine::PipelineWorker(Pipeline& p) {
+  int idle = 0;
+  for (;;) {
+    if (TrySelect(p)) {
+      idle = 0;
       continue;
     }
-    if (overlap && covered_end_ < input_end) {
-      // Stage 2 over the bits at hand (task 0) while the other tasks compute
-      // the next round. Stage 2 stays 64 positions short of the round being
-      // written, so that it never reads a word another thread writes.
-      const uint64_t stable = covered_end_ - 64;
-      if (BeginRound(input, pos, covered_end_ + round_bytes, &round)) {
-        RunParallel(executor_, round.segments + 1, [&](size_t i) {
-          if (i == 0) {
-            start = SelectUpTo(input, start, stable, out);
-          } else {
-            RunSegment(input, round, i - 1);
-          }
-        });
-        EndRound(round);
-        continue;
-      }
+    size_t k = 0;
+    bool exhausted = false;
+    if (Claim(p, &k, &exhausted)) {
+      Stage1IntoRing(*p.input, p.bounds[k], p.bounds[k + 1]);
+      p.done[k].store(true, std::memory_order_release);
+      idle = 0;
+      continue;
     }
-    start = SelectUpTo(input, start, covered_end_, out);
+    if (exhausted) return;
+    // The ring is full: stage 2 waits for a segment in progress elsewhere,
+    // or another thread is running it.
+    if (++idle < 64) {
+      CpuRelax();
+    } else {
+      std::this_thread::yield();
+    }
   }
+}
+
+size_t Engine::CutFinalTwoStage(const Input& input, size_t start,
+                                std::vector<Chunk>* out) {
+  if (!HasFinalChunk(input, start)) return start;
+  const uint64_t input_end = input.offset + input.size;
+  const uint64_t pos = input.offset + start;
+  if (!window_valid_ || pos < lo_ || pos > covered_end_) {
+    window_valid_ = true;
+    origin_ = pos;
+    lo_ = pos;
+    covered_end_ = pos;
+  } else {
+    // Forget the words before the chunk in progress: no data moves, the ring
+    // just lets the next segments reuse their slots.
+    lo_ = origin_ + (pos - origin_) / 64 * 64;
+  }
+  const size_t lookahead = std::max(plan_.window_size, kMinRoundBytes);
+  // Segments on the word grid, at most the window (which bounds the ring).
+  const uint64_t segment =
+      std::min(RoundUp64(plan_.segment_size), RoundUp64(lookahead));
+  // The ring holds the chunk in progress (up to final_size_), the bits
+  // computed ahead of it and a segment being written, plus the words an
+  // unaligned Get reads past them. Claim() keeps the segments within it.
+  const size_t words =
+      static_cast<size_t>((final_size_ + lookahead + segment) / 64) + 8;
+  if (words > ring_mask_ + 1) GrowRing(words);
+
+  // A previous input ended inside a word: its remaining positions first,
+  // ORed into the bits already there (a kernel zeroes the positions past
+  // its range).
+  if (covered_end_ < input_end && (covered_end_ - origin_) % 64 != 0) {
+    const uint64_t to =
+        std::min(input_end, origin_ + RoundUp64(covered_end_ - origin_));
+    uint64_t bits[2] = {0, 0};
+    Stage1(input.data, static_cast<size_t>(covered_end_ - input.offset),
+           static_cast<size_t>(to - input.offset), &bits[0], &bits[1]);
+    const unsigned shift = static_cast<unsigned>((covered_end_ - origin_) % 64);
+    const uint64_t slot = ((covered_end_ - origin_) / 64) & ring_mask_;
+    for (int k = 0; k < bitmaps_; ++k) ring_[k][slot] |= bits[k] << shift;
+    covered_end_ = to;
+  }
+
+  if (covered_end_ < input_end) {
+    Pipeline p;
+    p.input = &input;
+    p.base = covered_end_;
+    p.end = input_end;
+    const bool guided = plan_.segment_auto && plan_.parallelism > 1;
+    p.bounds.push_back(covered_end_);
+    for (uint64_t at = covered_end_; at < input_end;) {
+      const size_t left = static_cast<size_t>(input_end - at);
+      uint64_t len =
+          guided ? GuidedSegment(left, segment, plan_.parallelism) : segment;
+      // No guided segment shorter than the floor after it: a run over a
+      // few more bytes than one segment (a StreamChunker piece's bridge)
+      // stays one task on the calling thread.
+      if (guided && left - std::min<uint64_t>(left, len) < kAutoSegmentFloor) {
+        len = left;
+      }
+      at = std::min(input_end, at + len);
+      p.bounds.push_back(at);
+    }
+    p.count = p.bounds.size() - 1;
+    p.done.reset(new std::atomic<bool>[p.count]);
+    for (size_t k = 0; k < p.count; ++k) {
+      p.done[k].store(false, std::memory_order_relaxed);
+    }
+    p.floor_word.store((lo_ - origin_) / 64, std::memory_order_relaxed);
+    p.start = start;
+    p.out = out;
+    const size_t workers =
+        executor_ == nullptr ? 1 : std::min(plan_.parallelism, p.count);
+    RunParallel(executor_, workers, [&](size_t) { PipelineWorker(p); });
+    start = p.start;
+    covered_end_ = input_end;
+  }
+  // Every segment is done: the chunks left, up to the input's end.
+  start = SelectUpTo(input, start, covered_end_, out);
+  const uint64_t now = input.offset + start;
+  if (now <= covered_end_) lo_ = origin_ + (now - origin_) / 64 * 64;
+  return start;
 }
 
 size_t Engine::CutRange(const Input& input, size_t start, size_t stop,

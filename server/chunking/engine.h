@@ -8,20 +8,28 @@
 // predicate bitmaps, stage 2 (stage2.h) turns bitmaps into cut points with the
 // reference cutter's rules.
 //
-//   two-stage   Stage 1 runs in rounds of window_size bytes (at least
-//               64 KiB) ahead of the chunk in progress, cut into segments
-//               that run as independent tasks on the Executor: each computes
-//               its own windows from the bytes before it, since the kernels
-//               are pure functions of position. Segment edges need not fall
-//               on word boundaries: a segment writes the bitmap words wholly
-//               inside it and returns its partial first and last words,
-//               which are ORed in after the parallel step. Stage 2 walks the
-//               bitmaps sequentially; with an executor it runs as one more
-//               task of the next round's ParallelFor, over the previous
-//               round, staying 64 positions short of the words being written
-//               — so the threads are not idle while stage 2 runs. The bits
-//               live in a ring of words indexed by stream position: the
-//               window slides without moving data.
+//   two-stage   A pipeline without rounds or barriers. The input ahead of
+//               the bits computed so far is cut into segments on the word
+//               grid (automatic: window_size / threads, shorter near the
+//               input's end so that the threads finish together). Every
+//               thread of the run — the caller and its Executor helpers —
+//               loops: cut the chunks whose bits are complete (stage 2,
+//               run by whichever thread gets there first), else claim the
+//               next segment and compute its bitmaps (stage 1: a kernel is
+//               a pure function of position, so each segment reads its own
+//               left context), else wait for a segment another thread is
+//               computing. So stage 2 of one segment overlaps stage 1 of
+//               the next ones on the other threads, and no thread idles at
+//               a barrier; only the last segment of a call can leave one
+//               waiting. The bits live in a ring of words indexed by stream
+//               position (the window slides without moving data); a
+//               segment may be claimed only when its words fit in the ring
+//               beside the ones stage 2 still reads — the chunk in
+//               progress — which bounds stage 1 to window_size (at least
+//               64 KiB) plus a segment ahead of it. Stage 2 stays one word
+//               short of the segments being written. Helpers that start
+//               late or never (a busy shared pool) cost nothing: every
+//               thread can finish the run alone.
 //   sequential  For each chunk, stage 1 runs on blocks starting at the first
 //               position the algorithm examines — the chunk's min offset, or
 //               where a SeqCDC jump lands — sized to where the cut is likely
@@ -50,37 +58,39 @@
 // different. Fixed-size chunking needs no guesses and runs sequentially.
 //
 // The automatic choice (Strategy::kAuto; ChooseStrategy in engine.cc), the
-// fastest per algorithm, kernel and thread count:
+// fastest per algorithm and kernel (the same on one and two threads):
 //
 //              scalar       avx2         avx512
-//   fastcdc    reference    reference    two-stage (1 thread),
-//                                        sequential (2 or more)
+//   fastcdc    reference    reference    two-stage
 //   crc32      reference    two-stage    two-stage
 //   seqcdc     sequential   sequential   sequential
 //   fixed      sequential (cut by length, no stage 1)
 //
 // Measured side by side in one run (`make bench` with 15 repetitions, best
 // of them, random data only: chunking_bench over 64 MiB of seeded random
-// bytes, the parameters of issue 3) on the 2-core AMD EPYC (Zen 4) VM shared
-// with other builds; GB/s, two-stage / sequential / reference:
+// bytes, the parameters of issue 3) on the 2-core AMD EPYC VM (family 26,
+// Zen 5) shared with other builds; GB/s, two-stage / sequential / reference.
+// The avx512 fastcdc and crc32 rows were measured again after the two-stage
+// pipeline replaced the round barriers (load average about 3; "-": not
+// re-measured); the rest are from the run before it:
 //
 //                        1 thread                 2 threads
 //   fastcdc L2 scalar    1.13 / 1.23 / 4.40       2.01 / 2.36 / 7.62
 //              avx2      2.47 / 2.36 / 4.40       4.13 / 4.62 / 7.62
-//              avx512    5.62 / 4.98 / 4.40       8.43 / 8.84 / 7.62
+//              avx512    5.49 / 5.20 / 4.50      11.75 / 9.98 / 8.52
 //   crc32      scalar    0.43 / 0.43 / 0.54       0.84 / 0.73 / 1.04
 //              avx2      4.42 / 3.17 / 0.54       7.45 / 5.01 / 1.04
-//              avx512    9.21 / 5.43 / 0.54      12.04 / 8.46 / 1.04
+//              avx512   10.63 /  -   / 0.55      20.53 /  -   / 1.09
 //   seqcdc     scalar    1.48 / 6.26 / 3.31       2.18 / 10.99 / 6.23
 //              avx2     13.49 / 14.80 / 3.31     17.36 / 27.98 / 6.23
 //              avx512   14.73 / 16.61 / 3.31     18.61 / 23.25 / 6.23
 //
 // Two threads are noisy on this shared VM (another process on one core
 // halves a two-thread run); the rule follows the orderings that held in
-// every run. Speculative segments scale 1.9x on a quiet moment (crc32:
-// sequential 5.33 -> 10.17 GB/s, reference 0.56 -> 1.08), two-stage crc32
-// 1.3-1.4x (8.9 -> 12.8 GB/s) although its stage 1 alone scales 1.8-1.9x
-// (10.2 -> 18.9 GB/s in 260 KiB calls): stage 2 and the round barriers.
+// every run. Two-stage crc32 scales 1.93x on two threads in that run (1.87-
+// 1.94x at quiet moments, about 1.7x under a load average of 5, against
+// 1.46-1.48x for the old rounds in the same sessions); speculative segments
+// scale about 1.9x.
 //
 // Thread safety: an Engine is not thread-safe (it keeps the bitmap window of
 // one stream); it calls the Executor, which may run stage-1 segments on other
@@ -141,21 +151,8 @@ class Engine {
   class WindowSource;
   class BlockSource;
 
-  // A segment's partial first or last bitmap word (its global word number,
-  // see origin_), ORed in after the parallel step.
-  struct Fragment {
-    uint64_t word = 0;
-    std::array<uint64_t, 2> bits{};
-    bool used = false;
-  };
-
-  // One stage-1 round: stream positions [from, target) in segments.
-  struct Round {
-    uint64_t from = 0;
-    uint64_t target = 0;
-    size_t segment = 0;
-    size_t segments = 0;
-  };
+  // One pipelined two-stage run (engine.cc).
+  struct Pipeline;
 
   // Sequential-scan block lengths (engine.cc explains the choice).
   struct BlockSizes {
@@ -186,16 +183,16 @@ class Engine {
   // relative to begin; crc32 uses out[0] only).
   void Stage1(const uint8_t* data, size_t begin, size_t end, uint64_t* out0,
               uint64_t* out1) const;
-  // Slides the window to start_pos and prepares the round that extends it
-  // to `wanted` (rounded up to a word, capped at the input's end); false
-  // when there is nothing to compute.
-  bool BeginRound(const Input& input, uint64_t start_pos, uint64_t wanted,
-                  Round* round);
+  // Stage 1 of stream positions [begin, end) into the ring; begin on a word
+  // boundary relative to origin_.
+  void Stage1IntoRing(const Input& input, uint64_t begin, uint64_t end);
   void GrowRing(size_t words);
-  void RunSegment(const Input& input, const Round& round, size_t i);
-  void EndRound(const Round& round);
-  void Segment(const Input& input, uint64_t begin, uint64_t end, Fragment* head,
-               Fragment* tail);
+  // The pipeline's steps (engine.cc): claim the next segment if the ring
+  // has room for it; run stage 2 if no other thread is; the loop of every
+  // thread of a run.
+  bool Claim(Pipeline& p, size_t* k, bool* exhausted) const;
+  bool TrySelect(Pipeline& p);
+  void PipelineWorker(Pipeline& p);
 
   const ChunkerOptions options_;
   const EnginePlan plan_;
@@ -214,15 +211,15 @@ class Engine {
   // Two-stage window: the bits of stream positions [lo_, covered_end_) in a
   // ring of words. Global word g holds positions [origin_ + 64 g,
   // origin_ + 64 g + 64) and lives in slot g & ring_mask_, so the window
-  // slides without moving data; rounds start and end on word boundaries
-  // relative to origin_ (except at the input's end).
+  // slides without moving data; segments start and end on word boundaries
+  // relative to origin_ (except at an input's end; the next call completes
+  // that word first).
   bool window_valid_ = false;
   uint64_t origin_ = 0;
   uint64_t lo_ = 0;
   uint64_t covered_end_ = 0;
   uint64_t ring_mask_ = 0;  // ring size - 1, a power of two minus one
   std::array<std::vector<uint64_t>, 2> ring_;
-  std::vector<Fragment> fragments_;
 
   // Sequential scan: the current block, stream positions
   // [block_begin_, block_end_) (empty while begin > end).

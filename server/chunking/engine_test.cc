@@ -12,6 +12,8 @@
 // one backend). A kernel this binary lacks or this CPU cannot run is skipped
 // with the reason.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -19,6 +21,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -435,6 +438,149 @@ TEST_P(EngineTest, AnyWindowSize) {
   }
 }
 
+// Executors that stand for a shared pool whose threads are busy: every
+// index of a ParallelFor runs on the calling thread, one after another —
+// in order (the caller's worker does everything, the helpers start when
+// there is nothing left) or in reverse (a "helper" index runs first and does
+// everything).
+class SerialExecutor final : public Executor {
+ public:
+  SerialExecutor(size_t parallelism, bool reverse)
+      : parallelism_(parallelism), reverse_(reverse) {}
+  size_t parallelism() const override { return parallelism_; }
+  void ParallelFor(size_t n, absl::FunctionRef<void(size_t)> fn) override {
+    for (size_t i = 0; i < n; ++i) fn(reverse_ ? n - 1 - i : i);
+  }
+
+ private:
+  const size_t parallelism_;
+  const bool reverse_;
+};
+
+// The two-stage pipeline (engine.h) under every schedule: thread pools of
+// {1, 2, 3, 8}, pools whose helpers never run concurrently, tiny and
+// automatic segments, tiny and automatic windows; inputs where stage 2 is
+// busy (crc32 on zeros cuts every min_size bytes) and where it is idle.
+TEST_P(EngineTest, TwoStagePipelineSchedules) {
+  std::vector<std::pair<std::string, Bytes>> inputs = {
+      {"random", testing::RandomBytes((size_t{3} << 19) + 4321, 21)},
+      {"zeros", testing::ConstantBytes((size_t{1} << 19) + 77, 0x00)},
+      {"text", testing::TextBytes((size_t{1} << 19) + 5, 3)}};
+  SerialExecutor serial(4, /*reverse=*/false);
+  SerialExecutor reverse(3, /*reverse=*/true);
+  std::vector<Executor*> executors = {nullptr, &serial, &reverse};
+  for (size_t threads : kThreadCounts) {
+    if (threads > 1) executors.push_back(ExecutorFor(threads));
+  }
+  for (const NamedOptions& set : SmallOptionSets()) {
+    if (set.options.algorithm == Algorithm::kFixed) continue;
+    SCOPED_TRACE(set.name);
+    for (const auto& [name, data] : inputs) {
+      SCOPED_TRACE(name);
+      const std::vector<Chunk> reference = ReferenceChunks(set.options, data);
+      for (Executor* executor : executors) {
+        for (size_t segment :
+             {size_t{0}, size_t{64}, size_t{100}, size_t{4097}}) {
+          for (size_t window : {size_t{0}, size_t{1}, size_t{70000}}) {
+            EngineOptions engine =
+                Engine(1, segment, Strategy::kTwoStage, window);
+            engine.executor = executor;
+            ExpectFast(set.options, engine, data, reference);
+            ExpectStream(set.options, engine, data, reference,
+                         Splitter(Split::kRandom, segment + window));
+            if (HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A kernel that stalls in the stage-1 call starting at stream position 0
+// (FastChunks' first segment) while other threads go on: they may compute
+// ahead only as far as the ring of bitmaps reaches — the next power of two
+// of final_size + window + segment (engine.h) — and must then wait for stage
+// 2, which waits for the stalled segment. The answer stays exact. Whether a
+// helper runs during the stall depends on the machine's load; the bound and
+// the exactness are checked either way.
+const kernels::Kernel* g_stall_inner = nullptr;
+std::atomic<bool> g_stalling{false};
+std::atomic<size_t> g_end_during_stall{0};
+std::atomic<size_t> g_calls_during_stall{0};
+
+void NoteCall(size_t end) {
+  if (!g_stalling.load()) return;
+  g_calls_during_stall.fetch_add(1);
+  size_t seen = g_end_during_stall.load();
+  while (end > seen && !g_end_during_stall.compare_exchange_weak(seen, end)) {
+  }
+}
+
+void StallFirst(size_t begin) {
+  if (begin != 0) return;
+  g_stalling.store(true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  g_stalling.store(false);
+}
+
+void StallingFastCdc(const uint8_t* data, size_t begin, size_t end,
+                     const kernels::GearParams& params, uint64_t* hits_s,
+                     uint64_t* hits_l) {
+  NoteCall(end);
+  StallFirst(begin);
+  g_stall_inner->fastcdc(data, begin, end, params, hits_s, hits_l);
+}
+void StallingCrc32(const uint8_t* data, size_t begin, size_t end, uint32_t mask,
+                   uint64_t* hits) {
+  NoteCall(end);
+  StallFirst(begin);
+  g_stall_inner->crc32(data, begin, end, mask, hits);
+}
+void StallingSeqCdc(const uint8_t* data, size_t begin, size_t end, uint64_t* gt,
+                    uint64_t* lt) {
+  NoteCall(end);
+  StallFirst(begin);
+  g_stall_inner->seqcdc(data, begin, end, gt, lt);
+}
+bool AlwaysSupported() { return true; }
+
+TEST_P(EngineTest, TwoStageStallBoundsTheLookahead) {
+  g_stall_inner = kernel_;
+  const kernels::Kernel stalling{kernel_->name, AlwaysSupported,
+                                 StallingFastCdc, StallingCrc32,
+                                 StallingSeqCdc};
+  const Bytes data = testing::RandomBytes(size_t{3} << 20, 31);
+  size_t helped = 0;
+  for (const NamedOptions& set : SmallOptionSets()) {
+    if (set.options.algorithm == Algorithm::kFixed) continue;
+    SCOPED_TRACE(set.name);
+    const std::vector<Chunk> reference = ReferenceChunks(set.options, data);
+    const size_t final_size = set.options.max_size;
+    for (size_t threads : {size_t{2}, size_t{8}}) {
+      for (size_t segment : {size_t{4096}, size_t{0}}) {
+        EngineOptions engine = Engine(threads, segment, Strategy::kTwoStage, 1);
+        engine.kernel = &stalling;
+        absl::StatusOr<EnginePlan> plan = PlanEngine(set.options, engine);
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        g_end_during_stall = 0;
+        g_calls_during_stall = 0;
+        ExpectFast(set.options, engine, data, reference);
+        if (HasFatalFailure()) return;
+        // The window is at least 64 KiB (kMinRoundBytes in engine.cc).
+        const size_t ahead = final_size +
+                             std::max<size_t>(plan->window_size, 65536) +
+                             plan->segment_size;
+        EXPECT_LE(g_end_during_stall.load(), 2 * ahead + 1024)
+            << "threads " << threads << " segment " << plan->segment_size;
+        EXPECT_LT(g_end_during_stall.load(), data.size());
+        if (g_calls_during_stall.load() > 0) ++helped;
+      }
+    }
+  }
+  // Informational: how many runs had a helper working during the stall.
+  RecordProperty("runs_with_help_during_stall", static_cast<int>(helped));
+}
+
 std::vector<std::string> KernelNames() { return {"scalar", "avx2", "avx512"}; }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, EngineTest,
@@ -491,6 +637,12 @@ TEST(EnginePlanTest, ValidatesEngineOptions) {
   EXPECT_EQ(plan->segment_size, size_t{1} << 20);
   EXPECT_EQ(plan->window_size, size_t{4} << 20);
   EXPECT_EQ(plan->strategy, Strategy::kReference);
+  // Automatic segments: the window per thread (1 MiB each with 4 threads).
+  engine.segment_size = 0;
+  plan = PlanEngine(options, engine);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->segment_auto);
+  EXPECT_EQ(plan->segment_size, size_t{1} << 20);
 
   // The automatic window stops growing at 8 MiB (a stream buffers one).
   ThreadPoolExecutor sixteen(16);
@@ -522,11 +674,8 @@ TEST(EnginePlanTest, AutomaticStrategyFollowsTheMeasuredRule) {
                 name == "scalar" ? Strategy::kReference : Strategy::kTwoStage);
       EXPECT_EQ(chosen(Algorithm::kFixed, kernel, executor),
                 Strategy::kSequentialScan);
-      Strategy fastcdc = Strategy::kReference;
-      if (name == "avx512") {
-        fastcdc = executor == nullptr ? Strategy::kTwoStage
-                                      : Strategy::kSequentialScan;
-      }
+      const Strategy fastcdc =
+          name == "avx512" ? Strategy::kTwoStage : Strategy::kReference;
       EXPECT_EQ(chosen(Algorithm::kFastCdc, kernel, executor), fastcdc);
     }
   }

@@ -5,11 +5,12 @@
 //
 // A selector sees the chunk's bytes and a bit source: Get(which, pos) returns
 // the bits of bitmap `which` for the 64 stream positions [pos, pos + 64),
-// position pos in bit 0. The engine has two sources: a window of bitmaps
-// computed ahead (the two-stage strategy) and short blocks computed on demand
-// from the chunk's minimum size on (the sequential-scan strategy). A selector
-// asks only for positions in [chunk start, chunk start + min(avail, max));
-// bits at or beyond that end may be garbage and are masked off here.
+// position pos in bit 0 (a source may also offer FindFirst, see there). The
+// engine has two sources: a window of bitmaps computed ahead (the two-stage
+// strategy) and short blocks computed on demand from the chunk's minimum
+// size on (the sequential-scan strategy). A selector asks only for positions
+// in [chunk start, chunk start + min(avail, max)); bits at or beyond that end
+// may be garbage and are masked off here.
 //
 // What each selector does, and why it equals its reference:
 //
@@ -60,6 +61,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 namespace chunkd::chunking::stage2 {
 
@@ -141,15 +144,61 @@ inline uint64_t BitsAt(const uint64_t* words, size_t rel) {
   return (words[w] >> b) | (words[w + 1] << (64 - b));
 }
 
-// First set bit of bitmap `which` in stream positions [lo, hi), or hi.
+// First set bit in stream positions [lo, hi) of a bitmap kept in a ring of
+// words, or hi: position origin + 64 g + b is bit b of words[g & mask]
+// (mask: the ring size minus one, a power of two of at least 8 words minus
+// one; ~0 for a plain array). Reads only the words that hold [lo, hi). Aligned
+// words, eight at a time while they are all zero: stage 2's bitmaps are sparse
+// (crc32 and FastCDC's mask_s: one bit in avg_size or more), so this is most of
+// its work.
+inline uint64_t FindFirstInWords(const uint64_t* words, uint64_t mask,
+                                 uint64_t origin, uint64_t lo, uint64_t hi) {
+  if (lo >= hi) return hi;
+  constexpr uint64_t kBlock = 8;
+  uint64_t g = (lo - origin) / 64;
+  const uint64_t last = (hi - 1 - origin) / 64;  // the last word to look at
+  uint64_t bits = words[g & mask] & ~LowMask((lo - origin) % 64);
+  for (;;) {
+    if (g == last) {
+      bits &= LowMask((hi - 1 - origin) % 64 + 1);
+      return bits == 0 ? hi : origin + 64 * g + CountTrailingZeros(bits);
+    }
+    if (bits != 0) return origin + 64 * g + CountTrailingZeros(bits);
+    ++g;
+    // Blocks that end before the last word and do not wrap around the ring.
+    while (g + kBlock <= last && (g & mask) <= mask - (kBlock - 1)) {
+      const uint64_t* q = words + (g & mask);
+      if ((q[0] | q[1] | q[2] | q[3] | q[4] | q[5] | q[6] | q[7]) != 0) break;
+      g += kBlock;
+    }
+    bits = words[g & mask];
+  }
+}
+
+namespace internal {
+template <class Source, class = void>
+struct HasFindFirst : std::false_type {};
+template <class Source>
+struct HasFindFirst<Source,
+                    std::void_t<decltype(std::declval<Source&>().FindFirst(
+                        0, uint64_t{0}, uint64_t{0}))>> : std::true_type {};
+}  // namespace internal
+
+// First set bit of bitmap `which` in stream positions [lo, hi), or hi: the
+// source's own FindFirst(which, lo, hi) when it has one (the engine's ring of
+// words, FindFirstInWords), else a word at a time through Get.
 template <class Source>
 inline uint64_t FindFirst(Source& source, int which, uint64_t lo, uint64_t hi) {
-  for (uint64_t p = lo; p < hi; p += 64) {
-    uint64_t w = source.Get(which, p);
-    if (hi - p < 64) w &= LowMask(hi - p);
-    if (w != 0) return p + CountTrailingZeros(w);
+  if constexpr (internal::HasFindFirst<Source>::value) {
+    return source.FindFirst(which, lo, hi);
+  } else {
+    for (uint64_t p = lo; p < hi; p += 64) {
+      uint64_t w = source.Get(which, p);
+      if (hi - p < 64) w &= LowMask(hi - p);
+      if (w != 0) return p + CountTrailingZeros(w);
+    }
+    return hi;
   }
-  return hi;
 }
 
 // ---------------------------------------------------------------------------

@@ -53,6 +53,47 @@ TEST(Stage2BitsTest, BitsAtAndLowMask) {
   EXPECT_EQ(LowMask(64), ~uint64_t{0});
 }
 
+// FindFirstInWords against a bit-by-bit search, on a ring of 64 words that
+// the range wraps around (and on a plain array), with bitmaps from empty to
+// dense, every start offset within a word and lengths across the 8-word
+// blocks.
+TEST(Stage2BitsTest, FindFirstInWordsMatchesNaive) {
+  std::mt19937_64 rng(17);
+  constexpr uint64_t kRing = 64;
+  for (int density : {0, 1, 3, 40, 2000, 100000}) {
+    // The ring holds stream words [g0, g0 + kRing); g0 puts the wrap inside.
+    const uint64_t origin = 1000 + 64 * 5;
+    const uint64_t g0 = 37;
+    std::vector<uint64_t> ring(kRing, 0);
+    std::vector<uint64_t> plain(kRing, 0);
+    for (uint64_t i = 0; i < kRing * 64; ++i) {
+      if (density > 0 && rng() % 100000 < static_cast<uint64_t>(density)) {
+        const uint64_t g = g0 + i / 64;
+        ring[g & (kRing - 1)] |= uint64_t{1} << (i % 64);
+        plain[i / 64] |= uint64_t{1} << (i % 64);
+      }
+    }
+    const auto naive = [&](uint64_t lo, uint64_t hi) {
+      for (uint64_t p = lo; p < hi; ++p) {
+        const uint64_t rel = p - origin - 64 * g0;
+        if ((plain[rel / 64] >> (rel % 64)) & 1) return p;
+      }
+      return hi;
+    };
+    const uint64_t first = origin + 64 * g0;
+    for (int trial = 0; trial < 3000; ++trial) {
+      const uint64_t lo = first + rng() % (kRing * 64);
+      const uint64_t hi = lo + rng() % (first + kRing * 64 - lo + 1);
+      ASSERT_EQ(FindFirstInWords(ring.data(), kRing - 1, origin, lo, hi),
+                naive(lo, hi))
+          << "density " << density << " lo " << lo << " hi " << hi;
+      ASSERT_EQ(FindFirstInWords(plain.data(), ~uint64_t{0}, first, lo, hi),
+                naive(lo, hi))
+          << "density " << density << " lo " << lo << " hi " << hi;
+    }
+  }
+}
+
 TEST(Stage2BitsTest, RunsOfAtLeastMatchesNaive) {
   std::mt19937_64 rng(2);
   for (int round = 0; round < 3000; ++round) {

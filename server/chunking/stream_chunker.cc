@@ -11,8 +11,8 @@
 // last run, so that each run has enough input to fan out across threads; the
 // engine's bitmaps refer to stream positions and survive both the runs and
 // the compaction of this buffer. A piece of at least 4 * (final size +
-// kContext) bytes is not copied but cut where it lies (AppendInPlace) — on one
-// thread always, with several when it makes the engine run anyway.
+// kContext) bytes is not copied but cut where it lies (AppendInPlace), with
+// any number of threads.
 
 #include <algorithm>
 #include <cstddef>
@@ -46,11 +46,11 @@ class StreamChunker::Impl {
     Compact();
     const auto* bytes = reinterpret_cast<const uint8_t*>(piece.data());
     bytes_in_ += piece.size();
-    // In place when the engine would run now anyway (see below), and on one
-    // thread always: batching pieces only serves to fan a run out.
-    if (piece.size() >= in_place_min_ &&
-        (engine_->plan().parallelism == 1 ||
-         pending_ + piece.size() >= engine_->plan().window_size)) {
+    // In place, whatever the thread count: a piece this long gives every
+    // thread work on its own (the two-stage pipeline cuts it into segments
+    // of at least 64 KiB, speculative segments into one per thread), and
+    // gathering it first would copy every byte on the caller's thread.
+    if (piece.size() >= in_place_min_) {
       AppendInPlace(bytes, piece.size(), out);
       return;
     }

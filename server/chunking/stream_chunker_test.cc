@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "chunkd/chunker.h"
+#include "chunking/executor.h"
 #include "chunking/test_util.h"
 #include "gtest/gtest.h"
 
@@ -244,6 +245,44 @@ TEST(StreamChunkerTest, DefaultWindowBatchesThenEmitsEverythingFinal) {
     all.insert(all.end(), out.begin(), out.end());
     out.clear();
   }
+  (*chunker)->Finish(&out);
+  all.insert(all.end(), out.begin(), out.end());
+  EXPECT_EQ(all, reference);
+}
+
+// A large piece is cut where it lies at once also with several threads: the
+// engine's pipeline fans a single piece out, so nothing waits for a window.
+TEST(StreamChunkerTest, LargePieceIsCutAtOnceWithSeveralThreads) {
+  const ChunkerOptions options = testing::SmallOptions(Algorithm::kCrc32);
+  const Bytes data = testing::RandomBytes(3 << 20, 22);
+  const std::vector<Chunk> reference = ReferenceChunks(options, data);
+  ThreadPoolExecutor executor(2);
+  EngineOptions engine;
+  engine.executor = &executor;
+  absl::StatusOr<std::unique_ptr<StreamChunker>> chunker =
+      StreamChunker::Create(options, engine);
+  ASSERT_TRUE(chunker.ok()) << chunker.status();
+  const size_t piece = size_t{1} << 20;
+  ASSERT_LT(piece, (*chunker)->plan().window_size);
+  std::vector<Chunk> all;
+  for (size_t pos = 0; pos < data.size(); pos += piece) {
+    std::vector<Chunk> out;
+    (*chunker)->Append(View(data, pos, piece), &out);
+    // Every chunk final after this piece came out, and those are the
+    // reference's.
+    size_t final_count = 0;
+    while (final_count < reference.size() &&
+           reference[final_count].offset + options.max_size <= pos + piece) {
+      ++final_count;
+    }
+    all.insert(all.end(), out.begin(), out.end());
+    ASSERT_EQ(all.size(), final_count) << "after " << pos + piece << " bytes";
+    // Chunks cut in place are readable through ChunkData.
+    for (const Chunk& c : out) {
+      ASSERT_EQ((*chunker)->ChunkData(c), View(data, c.offset, c.length));
+    }
+  }
+  std::vector<Chunk> out;
   (*chunker)->Finish(&out);
   all.insert(all.end(), out.begin(), out.end());
   EXPECT_EQ(all, reference);

@@ -209,13 +209,17 @@ struct EngineOptions {
   // Runs stage-1 segments in parallel; must outlive every chunker created
   // with it. Default nullptr: the calling thread does everything.
   Executor* executor = nullptr;
-  // Bytes of input per stage-1 task, in [kMinSegmentSize, kMaxSegmentSize].
-  // Default 0: automatic — each stage-1 round is one segment with one
-  // thread, else four segments per thread, at least 64 KiB each.
+  // Bytes of input per task, in [kMinSegmentSize, kMaxSegmentSize]: a
+  // stage-1 segment of the two-stage strategy (rounded up to a multiple of
+  // 64, at most the window), a speculative segment of the others. Default 0:
+  // automatic — two-stage: the window divided by the thread count, at least
+  // 64 KiB, shortened near the input's end so that the threads finish
+  // together; speculative: the input split evenly, at most 4 MiB each.
   size_t segment_size = 0;
   // How many bytes StreamChunker gathers before it runs the engine (1 makes
-  // it cut on every Append), and how many bytes one stage-1 round covers
-  // (at least 64 KiB when the input has them). In [1, kMaxWindowSize].
+  // it cut on every Append), and how far the two-stage strategy computes
+  // stage 1 ahead of the chunk in progress (at least 64 KiB when the input
+  // has them). In [1, kMaxWindowSize].
   // Default 0: automatic, 1 MiB per thread of the executor, at least 2 MiB
   // and at most 8 MiB.
   size_t window_size = 0;
@@ -228,10 +232,10 @@ struct EnginePlan {
   std::string kernel;                   // "scalar", "avx2", "avx512"
   Strategy strategy = Strategy::kAuto;  // never kAuto
   size_t parallelism = 1;
-  // The segment size of a full round (automatic: the window, or a quarter
-  // of window / parallelism with several threads; at least 64 KiB).
+  // The segment size (automatic: the window divided by the thread count, at
+  // least 64 KiB; see EngineOptions::segment_size).
   size_t segment_size = 0;
-  bool segment_auto = false;  // segment_size was 0: rounds split evenly
+  bool segment_auto = false;  // segment_size was 0
   size_t window_size = 0;
 };
 
@@ -256,15 +260,14 @@ absl::StatusOr<std::vector<Chunk>> FastChunks(
 // When chunks come out: a chunk is final once max_size bytes from its start
 // have arrived (no algorithm looks further) or at Finish(). The chunker runs
 // the engine when at least window_size bytes have arrived since its last run,
-// on one thread also for every piece of at least 4 * (256 + max_size) bytes,
-// and at Finish(); each run emits every final chunk. So a final chunk is
+// for every piece of at least 4 * (256 + max_size) bytes, and at Finish();
+// each run emits every final chunk. So a final chunk is
 // emitted at the latest window_size bytes after it became final, and with
 // window_size 1 at once.
 //
 // Copies: a piece of at least 4 * (256 + max_size) bytes that the engine runs
 // on is cut where it lies; only its first and last 256 + max_size bytes (at
-// most) are copied. Smaller pieces, and with an executor large ones that
-// arrive before window_size bytes have gathered, are copied into the buffer.
+// most) are copied. Smaller pieces are copied into the buffer.
 //
 // Memory: the buffer holds a left context of 256 bytes, the chunk in progress
 // (< max_size bytes), the bytes that arrived since the engine last ran
@@ -276,10 +279,10 @@ absl::StatusOr<std::vector<Chunk>> FastChunks(
 //   2 * (256 + max_size + window_size) + 4 * (256 + max_size) + window_size
 // bytes whatever the size of the pieces (fixed: avg_size for max_size). The
 // two-stage strategy keeps its bitmaps in a ring of words that holds the
-// chunk in progress and up to two rounds (with an executor, the next round is
-// computed while stage 2 walks the current one), rounded up to a power of
-// two: less than (2 * max(window_size, 64 KiB) + max_size + 448) / 2 bytes
-// (crc32: half of it). The sequential-scan strategy needs 16 KiB of bitmaps
+// chunk in progress, the bits computed ahead of it (max(window_size, 64 KiB))
+// and a segment being written (at most that much again), rounded up to a
+// power of two: less than (2 * max(window_size, 64 KiB) + max_size + 512) / 2
+// bytes (crc32: half of it). The sequential-scan strategy needs 16 KiB of bitmaps
 // per thread instead, the reference strategy none; with an executor, both
 // keep the chunks found in one round of speculative segments (at most 4 MiB
 // per thread, one Chunk per min_size bytes).
