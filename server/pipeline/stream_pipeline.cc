@@ -56,7 +56,8 @@ class ClaimChecker {
   void Push(absl::string_view bytes, absl::string_view claimed) {
     std::lock_guard<std::mutex> lock(mu_);
     items_.push_back({bytes, std::string(claimed), false});
-    cv_.notify_one();
+    // Wake a checker only when a whole batch is there.
+    if (items_.size() - next_ == kBatch) cv_.notify_one();
   }
   // The chain is done: no more claims.
   void Close() {
@@ -70,7 +71,6 @@ class ClaimChecker {
   // waiting on the index must not hold a shared pool thread); the chain's
   // own thread, after Close(), checks whatever is left.
   void Work() {
-    static constexpr size_t kBatch = 4;
     static constexpr auto kIdle = std::chrono::milliseconds(2);
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
@@ -105,6 +105,7 @@ class ClaimChecker {
   bool Holds(size_t i) const { return items_[i].holds; }
 
  private:
+  static constexpr size_t kBatch = 4;
   struct Item {
     absl::string_view bytes;
     std::string claimed;
