@@ -268,6 +268,8 @@ int main(int argc, char** argv) {
   chunkd::service::ServiceOptions options;
   options.index = index->get();
   options.hint_cache = &hint_cache;
+  // With a remote index the cache saves a round trip per duplicate chunk.
+  options.hint_cache_all_chunks = index_spec != "memory";
   options.pool = &pool;
   options.metrics = &metrics;
   options.max_message_bytes = max_message;

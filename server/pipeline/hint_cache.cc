@@ -27,7 +27,7 @@ HintCache::Key HintCache::KeyOf(uint64_t scope, absl::string_view bytes) {
   return key;
 }
 
-std::optional<HintCache::Sha256> HintCache::Get(const Key& key) const {
+std::optional<HintCache::Entry> HintCache::Get(const Key& key) const {
   if (per_shard_ == 0) return std::nullopt;
   const Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
@@ -38,13 +38,13 @@ std::optional<HintCache::Sha256> HintCache::Get(const Key& key) const {
 
 void HintCache::Put(const Key& key, absl::string_view sha256) {
   if (per_shard_ == 0 || sha256.size() != sizeof(Sha256)) return;
-  Sha256 value;
-  std::memcpy(value.data(), sha256.data(), value.size());
+  Entry value;
+  std::memcpy(value.sha256.data(), sha256.data(), value.sha256.size());
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
   auto [it, inserted] = shard.map.try_emplace(key, value);
   if (!inserted) {
-    it->second = value;
+    if (it->second.sha256 != value.sha256) it->second = value;
     return;
   }
   if (shard.fifo.size() < per_shard_) {
@@ -55,6 +55,34 @@ void HintCache::Put(const Key& key, absl::string_view sha256) {
   shard.map.erase(shard.fifo[shard.next]);
   shard.fifo[shard.next] = key;
   shard.next = (shard.next + 1) % per_shard_;
+}
+
+void HintCache::SetSizes(const Key& key, absl::Span<const uint32_t> sizes) {
+  if (per_shard_ == 0) return;
+  Shard& shard = ShardOf(key);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.map.find(key);
+  if (it == shard.map.end()) return;
+  Entry& e = it->second;
+  e.num_sizes = static_cast<uint8_t>(std::min(sizes.size(), kMaxSizes));
+  std::copy_n(sizes.begin(), e.num_sizes, e.sizes.begin());
+}
+
+void HintCache::Learn(const Key& key, uint32_t size) {
+  if (per_shard_ == 0) return;
+  Shard& shard = ShardOf(key);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.map.find(key);
+  if (it == shard.map.end()) return;
+  Entry& e = it->second;
+  auto end = e.sizes.begin() + e.num_sizes;
+  auto at = std::find(e.sizes.begin(), end, size);
+  if (at == end) {
+    if (e.num_sizes < kMaxSizes) ++e.num_sizes;
+    at = e.sizes.begin() + e.num_sizes - 1;
+  }
+  std::copy_backward(e.sizes.begin(), at, at + 1);
+  e.sizes[0] = size;
 }
 
 size_t HintCache::size() const {

@@ -15,6 +15,14 @@
 // fingerprint (StreamPipeline), so neither the records nor the boundaries
 // ever depend on the cache: it only changes how fast they come.
 //
+// An entry may also hold the chunk's next-chunk sizes, as the index has them
+// or as this server learned them (the chunk was cut under the scope's
+// parameters and something followed it): what FPT asks the index for, so
+// that a run of cached duplicates needs no index round trip per chunk. They
+// certify the same fact as the index's hints do (these bytes were once cut
+// as a chunk under these parameters, not by a stream's end) and only ever
+// serve a chunk whose SHA-256 claim is then checked.
+//
 // Bounded: at most `capacity` entries; the oldest entry of a shard makes
 // room for a new one (FIFO). About kBytesPerEntry bytes each.
 //
@@ -31,6 +39,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace chunkd::pipeline {
 
@@ -39,7 +48,14 @@ class HintCache {
   using Sha256 = std::array<uint8_t, 32>;
   // What one cached chunk costs: key and value, the map's slot and control
   // byte at its maximum load, and the FIFO slot.
-  static constexpr size_t kBytesPerEntry = 128;
+  static constexpr size_t kBytesPerEntry = 160;
+  // Next sizes kept per entry, most recent first.
+  static constexpr size_t kMaxSizes = 4;
+  struct Entry {
+    Sha256 sha256;
+    std::array<uint32_t, kMaxSizes> sizes;
+    uint8_t num_sizes = 0;
+  };
 
   // A cache of at most `capacity` entries (0: a cache that holds nothing).
   explicit HintCache(size_t capacity);
@@ -66,11 +82,20 @@ class HintCache {
   };
   static Key KeyOf(uint64_t scope, absl::string_view bytes);
 
-  // The SHA-256 last put under `key`, if the cache still holds it.
-  std::optional<Sha256> Get(const Key& key) const;
+  // What the cache holds for `key`, if anything.
+  std::optional<Entry> Get(const Key& key) const;
 
-  // Remembers `sha256` (32 bytes) for `key`.
+  // Remembers `sha256` (32 bytes) for `key`; a different SHA-256 than the
+  // one held drops the entry's sizes.
   void Put(const Key& key, absl::string_view sha256);
+
+  // The entry's next sizes become `sizes` (as the index returned them; the
+  // first kMaxSizes). Nothing when the cache does not hold `key`.
+  void SetSizes(const Key& key, absl::Span<const uint32_t> sizes);
+
+  // `size` followed the chunk of `key`: moves it to the front of the
+  // entry's sizes (as the index's most-recently-used list does).
+  void Learn(const Key& key, uint32_t size);
 
   size_t capacity() const { return capacity_; }
   size_t size() const;
@@ -79,7 +104,7 @@ class HintCache {
   static constexpr size_t kShards = 16;
   struct Shard {
     mutable std::mutex mu;
-    absl::flat_hash_map<Key, Sha256> map;
+    absl::flat_hash_map<Key, Entry> map;
     std::vector<Key> fifo;  // ring of the keys in insertion order
     size_t next = 0;        // where the next key goes in fifo
   };

@@ -1,6 +1,7 @@
 #include "pipeline/hint_cache.h"
 
 #include <string>
+#include <vector>
 
 #include "fingerprint/fingerprint.h"
 #include "gtest/gtest.h"
@@ -12,8 +13,13 @@ std::string Sha(const std::string& bytes) {
   return fingerprint::Digest(fingerprint::Kind::kSha256, bytes);
 }
 
-std::string AsString(const HintCache::Sha256& sha) {
-  return std::string(reinterpret_cast<const char*>(sha.data()), sha.size());
+std::string AsString(const HintCache::Entry& e) {
+  return std::string(reinterpret_cast<const char*>(e.sha256.data()),
+                     e.sha256.size());
+}
+
+std::vector<uint32_t> SizesOf(const HintCache::Entry& e) {
+  return std::vector<uint32_t>(e.sizes.begin(), e.sizes.begin() + e.num_sizes);
 }
 
 TEST(HintCacheTest, ReturnsWhatWasPutUnderTheSameScopeAndContent) {
@@ -63,6 +69,29 @@ TEST(HintCacheTest, HoldsAtMostItsCapacityAndDropsTheOldestFirst) {
   }
   EXPECT_GT(newest, 40);
   EXPECT_EQ(oldest, 0);
+}
+
+TEST(HintCacheTest, KeepsNextSizesMostRecentFirst) {
+  HintCache cache(100);
+  const HintCache::Key key = HintCache::KeyOf(1, "x");
+  cache.Learn(key, 7);  // not held: nothing
+  cache.SetSizes(key, {1, 2});
+  EXPECT_FALSE(cache.Get(key).has_value());
+  cache.Put(key, Sha("x"));
+  EXPECT_TRUE(SizesOf(*cache.Get(key)).empty());
+  cache.Learn(key, 10);
+  cache.Learn(key, 20);
+  cache.Learn(key, 10);
+  EXPECT_EQ(SizesOf(*cache.Get(key)), (std::vector<uint32_t>{10, 20}));
+  for (uint32_t s : {30u, 40u, 50u}) cache.Learn(key, s);
+  EXPECT_EQ(SizesOf(*cache.Get(key)), (std::vector<uint32_t>{50, 40, 30, 10}));
+  cache.SetSizes(key, {5, 6, 7, 8, 9, 11});
+  EXPECT_EQ(SizesOf(*cache.Get(key)), (std::vector<uint32_t>{5, 6, 7, 8}));
+  // The same SHA-256 again keeps them; another drops them.
+  cache.Put(key, Sha("x"));
+  EXPECT_EQ(SizesOf(*cache.Get(key)).size(), 4u);
+  cache.Put(key, Sha("y"));
+  EXPECT_TRUE(SizesOf(*cache.Get(key)).empty());
 }
 
 TEST(HintCacheTest, ZeroCapacityHoldsNothing) {

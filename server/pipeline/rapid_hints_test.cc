@@ -41,7 +41,7 @@ chunking::ChunkerOptions Params() {
 Stream Dedup(index::FingerprintIndex* idx, const std::string& ns,
              HintTest hints, const std::vector<uint8_t>& data, size_t piece,
              chunking::Executor* executor = nullptr,
-             HintCache* cache = nullptr) {
+             HintCache* cache = nullptr, bool cache_all = false) {
   PipelineOptions o;
   o.chunking = Params();
   o.index = idx;
@@ -49,6 +49,7 @@ Stream Dedup(index::FingerprintIndex* idx, const std::string& ns,
   o.hints = hints;
   o.engine.executor = executor;
   o.hint_cache = cache;
+  o.hint_cache_all_chunks = cache_all;
   // The chunker hands over to the hints between windows: a small one lets
   // them take over early in these 3 MiB streams.
   o.engine.window_size = 256 << 10;
@@ -110,6 +111,9 @@ class RapidHintsTest : public ::testing::TestWithParam<std::string> {
 #ifdef CHUNKD_WITH_REDIS
   std::unique_ptr<index::testing::RedisProcess> redis_;
 #endif
+  // Like chunkd: the cache takes every chunk with a Redis index, only the
+  // duplicates with the memory index; both paths are tested.
+  bool CacheAll() const { return GetParam() == "redis"; }
   std::unique_ptr<index::FingerprintIndex> with_hints_;
   std::unique_ptr<index::FingerprintIndex> without_;
 };
@@ -141,7 +145,7 @@ TEST_P(RapidHintsTest, FfRwtFptIsExactOnVersionedData) {
     const std::string what = absl::StrCat("version ", v);
     const Stream hinted =
         Dedup(with_hints_.get(), "ns", HintTest::kFFRWTFPT, data.versions[v],
-              pieces[v], v % 2 ? &pool : nullptr, &cache);
+              pieces[v], v % 2 ? &pool : nullptr, &cache, CacheAll());
     const Stream plain =
         Dedup(without_.get(), "ns", HintTest::kOff, data.versions[v], 1 << 20);
     ExpectSameRecords(hinted, plain, what);
@@ -164,7 +168,7 @@ TEST_P(RapidHintsTest, FfRwtFptIsExactOnVersionedData) {
   // The whole dataset again, as one stream: all duplicate, nearly all hinted.
   const std::vector<uint8_t> all = data.Concatenated();
   const Stream hinted = Dedup(with_hints_.get(), "ns", HintTest::kFFRWTFPT, all,
-                              0, &pool, &cache);
+                              0, &pool, &cache, CacheAll());
   const Stream plain = Dedup(without_.get(), "ns", HintTest::kOff, all, 0);
   ExpectSameRecords(hinted, plain, "concatenated");
   EXPECT_GT(hinted.totals.cache_claims, hinted.totals.hints_accepted / 2);
@@ -182,7 +186,7 @@ TEST_P(RapidHintsTest, WrongCacheClaimsAreTakenBack) {
   HintCache cache(1 << 16);
   for (size_t v = 0; v < 2; ++v) {
     Dedup(with_hints_.get(), "ns", HintTest::kFFRWTFPT, data.versions[v],
-          1 << 20, nullptr, &cache);
+          1 << 20, nullptr, &cache, CacheAll());
     Dedup(without_.get(), "ns", HintTest::kOff, data.versions[v], 1 << 20);
   }
   // Map the content of every chunk of version 1 to the fingerprint of the
@@ -201,7 +205,7 @@ TEST_P(RapidHintsTest, WrongCacheClaimsAreTakenBack) {
     const std::string what = absl::StrCat("version ", v);
     const Stream hinted =
         Dedup(with_hints_.get(), "ns", HintTest::kFFRWTFPT, data.versions[v],
-              v == 2 ? 0 : 65536, &pool, &cache);
+              v == 2 ? 0 : 65536, &pool, &cache, CacheAll());
     const Stream plain =
         Dedup(without_.get(), "ns", HintTest::kOff, data.versions[v], 1 << 20);
     ExpectSameRecords(hinted, plain, what);

@@ -275,12 +275,15 @@ absl::Status StreamPipeline::FeedChunker(absl::string_view piece, bool at_end,
 }
 
 void StreamPipeline::AddHeldRecord(size_t size, std::string fingerprint,
-                                   bool learnable) {
+                                   bool learnable, const HintCache::Key* key) {
   if (learnable && last_learnable_) {
     const uint8_t last = static_cast<uint8_t>(held_[held_skip_ + size - 1]);
-    pending_learned_.push_back(
-        {last_fp_, EncodeHint(static_cast<uint32_t>(size), last)});
+    const uint32_t hint = EncodeHint(static_cast<uint32_t>(size), last);
+    pending_learned_.push_back({last_fp_, hint});
+    if (cache_ != nullptr && last_key_valid_) cache_->Learn(last_key_, hint);
   }
+  last_key_valid_ = key != nullptr;
+  if (key != nullptr) last_key_ = *key;
   ChunkRecord& r = pending_.emplace_back();
   r.offset = held_start_;
   r.length = static_cast<uint32_t>(size);
@@ -366,12 +369,16 @@ absl::Status StreamPipeline::CutSequential(bool at_end,
     // A chunk the stream's end cut says nothing about what follows.
     const bool end_cut = at_end && size == avail;
     std::string fp;
+    HintCache::Key key;
     {
       Stopwatch watch(nullptr, Stage(&metrics::StageCounters::fingerprint));
       const absl::string_view chunk(reinterpret_cast<const char*>(data), size);
-      fp = cache_ == nullptr
-               ? fingerprint::Digest(options_.fingerprint, chunk)
-               : HashAndCache(HintCache::KeyOf(cache_scope_, chunk), chunk);
+      if (cache_ == nullptr) {
+        fp = fingerprint::Digest(options_.fingerprint, chunk);
+      } else {
+        key = HintCache::KeyOf(cache_scope_, chunk);
+        fp = HashAndCache(key, chunk);
+      }
     }
     std::vector<uint32_t> next;
     if (!end_cut) {
@@ -379,8 +386,10 @@ absl::Status StreamPipeline::CutSequential(bool at_end,
       if (!sizes.ok()) return sizes.status();
       next = *std::move(sizes);
     }
+    if (cache_ != nullptr && !next.empty()) cache_->SetSizes(key, next);
     hint_fp_ = fp;
-    AddHeldRecord(size, std::move(fp), !end_cut);
+    AddHeldRecord(size, std::move(fp), !end_cut,
+                  cache_ != nullptr ? &key : nullptr);
     if (!next.empty()) {
       candidates_ = std::move(next);
       candidates_known_ = true;
@@ -420,6 +429,9 @@ absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
     }
   }
   group_start.push_back(chunks.size());
+  // With the hint cache taking every chunk, their cache keys too (below).
+  const bool cache_all = cache_ != nullptr && options_.hint_cache_all_chunks;
+  std::vector<HintCache::Key> keys(cache_all ? chunks.size() : 0);
   {
     Stopwatch watch(nullptr, Stage(&metrics::StageCounters::fingerprint));
     chunking::RunParallel(
@@ -436,6 +448,11 @@ absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
             (*dest)[first + i].fingerprint =
                 std::move(digests[i - group_start[g]]);
           }
+          if (keys.empty()) return;
+          for (size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
+            keys[i] = HintCache::KeyOf(cache_scope_, data[i - group_start[g]]);
+            cache_->Put(keys[i], (*dest)[first + i].fingerprint);
+          }
         });
   }
   totals_.chunks += chunks.size();
@@ -445,21 +462,26 @@ absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
                                                 : absl::OkStatus();
   }
   // Learn what followed what. The stream's end may have cut the last chunk
-  // of Finish(): its size says nothing about this content.
+  // of Finish(): its size says nothing about this content. A cache that
+  // takes every chunk learns the same.
   for (size_t i = 0; i < chunks.size(); ++i) {
     const ChunkRecord& r = pending_[first + i];
     if (last_learnable_ && !(last_call && i + 1 == chunks.size())) {
       const absl::string_view bytes = chunker_->ChunkData(chunks[i]);
-      pending_learned_.push_back(
-          {last_fp_, EncodeHint(r.length, static_cast<uint8_t>(bytes.back()))});
+      const uint32_t hint =
+          EncodeHint(r.length, static_cast<uint8_t>(bytes.back()));
+      pending_learned_.push_back({last_fp_, hint});
+      if (cache_all && last_key_valid_) cache_->Learn(last_key_, hint);
     }
     last_fp_ = r.fingerprint;
     last_learnable_ = true;
+    last_key_valid_ = cache_all;
+    if (cache_all) last_key_ = keys[i];
   }
   // Whether the last chunk is a duplicate decides what comes next.
   absl::Status status = Commit(out);
-  if (!status.ok() || cache_ == nullptr) return status;
-  // Duplicates are what comes again: the hint chain will meet them.
+  if (!status.ok() || cache_ == nullptr || cache_all) return status;
+  // Otherwise the duplicates: what comes again, the hint chain will meet.
   Stopwatch watch(nullptr, Stage(&metrics::StageCounters::fingerprint));
   const size_t first_record = out->size() - chunks.size();
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -484,6 +506,7 @@ bool StreamPipeline::Accept(uint32_t candidate, absl::string_view bytes,
                             bool* next_known, absl::Status* status) {
   const size_t size = HintSize(candidate);
   if (size > bytes.size() || size > boundary_->max_size()) return false;
+  std::optional<HintCache::Entry> hit;
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   {
     Stopwatch watch(&totals_.chunk_seconds, Stage(&metrics::StageCounters::chunk));
@@ -511,19 +534,25 @@ bool StreamPipeline::Accept(uint32_t candidate, absl::string_view bytes,
     if (cache_ == nullptr) {
       *fingerprint = fingerprint::Digest(options_.fingerprint, chunk);
     } else {
-      const HintCache::Key key = HintCache::KeyOf(cache_scope_, chunk);
-      std::optional<HintCache::Sha256> hit;
-      if (held_start_ != no_claim_at_) hit = cache_->Get(key);
+      accepted_key_ = HintCache::KeyOf(cache_scope_, chunk);
+      if (held_start_ != no_claim_at_) hit = cache_->Get(accepted_key_);
       if (hit.has_value()) {
-        fingerprint->assign(reinterpret_cast<const char*>(hit->data()),
-                            hit->size());
+        fingerprint->assign(reinterpret_cast<const char*>(hit->sha256.data()),
+                            hit->sha256.size());
         *claimed = true;
       } else {
-        *fingerprint = HashAndCache(key, chunk);
+        *fingerprint = HashAndCache(accepted_key_, chunk);
       }
     }
   }
   *next_known = false;
+  if (hit.has_value() && hit->num_sizes > 0) {
+    // The cache knows this content was cut under these parameters before
+    // (what FPT asks the index), and what followed it: no round trip.
+    next->assign(hit->sizes.begin(), hit->sizes.begin() + hit->num_sizes);
+    *next_known = true;
+    return true;
+  }
   if (options_.hints != HintTest::kFFRWTFPT) return true;
   // FPT: the suggested chunk's own hints under these parameters exist only
   // if these very bytes were cut as a chunk under them (see rapid_cdc.h);
@@ -535,6 +564,7 @@ bool StreamPipeline::Accept(uint32_t candidate, absl::string_view bytes,
   }
   *next = *std::move(sizes);
   *next_known = true;
+  if (cache_ != nullptr && !next->empty()) cache_->SetSizes(accepted_key_, *next);
   return !next->empty();
 }
 
@@ -593,6 +623,8 @@ void StreamPipeline::CheckClaims(const ClaimChecker& checker,
     next_candidate_ = c.next_candidate;
     last_fp_ = std::move(c.last_fp);
     last_learnable_ = c.last_learnable;
+    last_key_ = c.last_key;
+    last_key_valid_ = c.last_key_valid;
     run_accepted_ = c.run_accepted;
     no_claim_at_ = held_start_;
     ++totals_.cache_rollbacks;
@@ -645,14 +677,16 @@ absl::Status StreamPipeline::FollowHintsOnce(bool at_end, bool* fall_back) {
     if (claimed) {
       claims_.push_back({pending_.size(), held_start_, held_skip_, before,
                          hint_fp_, candidates_, next_candidate_, last_fp_,
-                         last_learnable_, run_accepted_});
+                         last_learnable_, run_accepted_, last_key_,
+                         last_key_valid_});
       ++totals_.cache_claims;
       checker_->Push(bytes.substr(0, size), fp);
     }
     ++totals_.hints_accepted;
     totals_.hint_skipped_bytes += size;
     run_accepted_ = true;
-    AddHeldRecord(size, fp, /*learnable=*/false);
+    AddHeldRecord(size, fp, /*learnable=*/false,
+                  cache_ != nullptr ? &accepted_key_ : nullptr);
     hint_fp_ = std::move(fp);
     candidates_ = std::move(next);
     candidates_known_ = next_known;

@@ -68,6 +68,12 @@ struct PipelineOptions {
   // lets the hint chain run without hashing (hint_cache.h); null: none.
   // Never changes the records. Must outlive the pipeline.
   HintCache* hint_cache = nullptr;
+  // Whether the cache takes every chunk the chunker cuts (with what
+  // followed it), or only the duplicates. Every chunk costs an XXH3 of
+  // each new chunk and lets the next stream over the same data follow its
+  // hints without asking the index per chunk: worth it when the index is a
+  // round trip away (Redis), not with the embedded one.
+  bool hint_cache_all_chunks = false;
   // Where the time of each stage goes (chunkd_stage_seconds_total); null:
   // not measured. Must outlive the pipeline.
   const metrics::StageCounters* stages = nullptr;
@@ -157,8 +163,10 @@ class StreamPipeline {
   // bytes are needed.
   absl::Status CutSequential(bool at_end, std::vector<ChunkRecord>* out);
   // Adds a record cut outside the chunker (hints or sequential) at
-  // held_start_ to pending_, and advances held_start_.
-  void AddHeldRecord(size_t size, std::string fingerprint, bool learnable);
+  // held_start_ to pending_, and advances held_start_; `key`: its hint
+  // cache key, when the cache is used.
+  void AddHeldRecord(size_t size, std::string fingerprint, bool learnable,
+                     const HintCache::Key* key);
   // The next-chunk sizes the index holds for `fingerprint`.
   absl::StatusOr<std::vector<uint32_t>> HintsOf(const std::string& fingerprint);
   // Records, fingerprints and indexes the chunker's chunks (offsets relative
@@ -235,11 +243,18 @@ class StreamPipeline {
     std::string last_fp;
     bool last_learnable = false;
     bool run_accepted = false;
+    HintCache::Key last_key;
+    bool last_key_valid = false;
   };
   std::vector<Claim> claims_;
   ClaimChecker* checker_ = nullptr;  // while FollowHints runs, with a cache
   // The stream offset where a claim did not hold: decided without the cache.
   uint64_t no_claim_at_ = UINT64_MAX;
+  // The cache key of the last record (when known), for learning what
+  // follows it; of the chunk Accept() last looked at.
+  HintCache::Key last_key_;
+  bool last_key_valid_ = false;
+  HintCache::Key accepted_key_;
 };
 
 }  // namespace chunkd::pipeline

@@ -136,6 +136,7 @@ struct DedupRpc {
     if (!hints.ok()) return hints.status();
     o->hints = *hints;
     o->hint_cache = service.hint_cache;
+    o->hint_cache_all_chunks = service.hint_cache_all_chunks;
     o->stream_id = stream_id;
     return o;
   }

@@ -56,6 +56,8 @@ struct ServiceOptions {
   MemoryBudget* memory = nullptr;
   // Dedup with hints and sha256: the server's hint cache; null: none.
   pipeline::HintCache* hint_cache = nullptr;
+  // See PipelineOptions::hint_cache_all_chunks (chunkd: for a Redis index).
+  bool hint_cache_all_chunks = false;
   // Bearer tokens; null: no authorization (every caller is trusted).
   const TokenTable* auth = nullptr;
   // Reported by GetServerInfo.
