@@ -57,32 +57,33 @@ void HintCache::Put(const Key& key, absl::string_view sha256) {
   shard.next = (shard.next + 1) % per_shard_;
 }
 
-void HintCache::SetSizes(const Key& key, absl::Span<const uint32_t> sizes) {
+template <typename Fn>
+void HintCache::UpdateEntry(const Key& key, Fn fn) {
   if (per_shard_ == 0) return;
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
   auto it = shard.map.find(key);
-  if (it == shard.map.end()) return;
-  Entry& e = it->second;
-  e.num_sizes = static_cast<uint8_t>(std::min(sizes.size(), kMaxSizes));
-  std::copy_n(sizes.begin(), e.num_sizes, e.sizes.begin());
+  if (it != shard.map.end()) fn(it->second);
+}
+
+void HintCache::SetSizes(const Key& key, absl::Span<const uint32_t> sizes) {
+  UpdateEntry(key, [&](Entry& e) {
+    e.num_sizes = static_cast<uint8_t>(std::min(sizes.size(), kMaxSizes));
+    std::copy_n(sizes.begin(), e.num_sizes, e.sizes.begin());
+  });
 }
 
 void HintCache::Learn(const Key& key, uint32_t size) {
-  if (per_shard_ == 0) return;
-  Shard& shard = ShardOf(key);
-  std::lock_guard<std::mutex> lock(shard.mu);
-  auto it = shard.map.find(key);
-  if (it == shard.map.end()) return;
-  Entry& e = it->second;
-  auto end = e.sizes.begin() + e.num_sizes;
-  auto at = std::find(e.sizes.begin(), end, size);
-  if (at == end) {
-    if (e.num_sizes < kMaxSizes) ++e.num_sizes;
-    at = e.sizes.begin() + e.num_sizes - 1;
-  }
-  std::copy_backward(e.sizes.begin(), at, at + 1);
-  e.sizes[0] = size;
+  UpdateEntry(key, [&](Entry& e) {
+    auto end = e.sizes.begin() + e.num_sizes;
+    auto at = std::find(e.sizes.begin(), end, size);
+    if (at == end) {
+      if (e.num_sizes < kMaxSizes) ++e.num_sizes;
+      at = e.sizes.begin() + e.num_sizes - 1;
+    }
+    std::copy_backward(e.sizes.begin(), at, at + 1);
+    e.sizes[0] = size;
+  });
 }
 
 size_t HintCache::size() const {

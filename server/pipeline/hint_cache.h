@@ -108,6 +108,9 @@ class HintCache {
     std::vector<Key> fifo;  // ring of the keys in insertion order
     size_t next = 0;        // where the next key goes in fifo
   };
+  // Runs fn(entry) under the shard's lock when the cache holds `key`.
+  template <typename Fn>
+  void UpdateEntry(const Key& key, Fn fn);
   Shard& ShardOf(const Key& key) const {
     return shards_[(key.lo ^ key.scope) % kShards];
   }
