@@ -101,7 +101,6 @@ class ClaimChecker {
     }
   }
   // After the ParallelFor: whether claim i held.
-  size_t size() const { return items_.size(); }
   bool Holds(size_t i) const { return items_[i].holds; }
 
  private:
