@@ -95,7 +95,7 @@ Result Run(const std::vector<std::vector<uint8_t>>& streams, Config config,
     r.unique += t.unique_bytes;
     r.skipped += t.hint_skipped_bytes;
     r.accepted += t.hints_accepted;
-    r.claims += t.cache_claims;
+    r.claims += t.cache_hits;
     base += data.size();
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -106,12 +106,11 @@ Metrics::Metrics(absl::string_view version, absl::string_view backend)
   hint_cache_ = &prometheus::BuildCounter()
                      .Name("chunkd_hint_cache_total")
                      .Help(
-                         "Accepted RapidCDC hints whose SHA-256 the hint "
-                         "cache claimed (claimed), and claims found wrong "
-                         "and taken back (taken_back).")
+                         "Accepted RapidCDC hints whose SHA-256 came from "
+                         "the hint cache (hit) or had to be computed (miss).")
                      .Register(*registry_);
-  hint_cache_->Add({{"result", "claimed"}});
-  hint_cache_->Add({{"result", "taken_back"}});
+  hint_cache_->Add({{"result", "hit"}});
+  hint_cache_->Add({{"result", "miss"}});
   for (const char* test : kHintTests) {
     hints_->Add({{"test", test}, {"result", "accepted"}});
     hints_->Add({{"test", test}, {"result", "rejected"}});
@@ -200,9 +199,8 @@ void Metrics::ForHints(absl::string_view test, StreamCounters* counters) {
   counters->hints_rejected =
       &hints_->Add({{"test", name}, {"result", "rejected"}});
   counters->hint_skipped_bytes = &hint_skipped_bytes_->Add({{"test", name}});
-  counters->hint_cache_claims = &hint_cache_->Add({{"result", "claimed"}});
-  counters->hint_cache_taken_back =
-      &hint_cache_->Add({{"result", "taken_back"}});
+  counters->hint_cache_hits = &hint_cache_->Add({{"result", "hit"}});
+  counters->hint_cache_misses = &hint_cache_->Add({{"result", "miss"}});
 }
 
 StreamCounters Metrics::ForStream(absl::string_view rpc,

@@ -21,10 +21,9 @@
 //   chunkd_hint_skipped_bytes_total{test}          counter: bytes of accepted
 //                                                  hints (not scanned)
 //   chunkd_hint_cache_total{result}                counter: accepted hints
-//                                                  whose SHA-256 the hint
-//                                                  cache claimed ("claimed")
-//                                                  and claims found wrong
-//                                                  and taken back ("taken_back")
+//                                                  whose SHA-256 came from
+//                                                  the hint cache ("hit") or
+//                                                  was computed ("miss")
 //   chunkd_build_info{version,backend}             gauge, constant 1
 // Every series with a fixed label set exists from the start, at zero: all
 // rpc x algorithm pairs, all algorithms, all stages here; the index and gRPC
@@ -67,8 +66,8 @@ struct StreamCounters {
   prometheus::Counter* hints_accepted = nullptr;
   prometheus::Counter* hints_rejected = nullptr;
   prometheus::Counter* hint_skipped_bytes = nullptr;
-  prometheus::Counter* hint_cache_claims = nullptr;
-  prometheus::Counter* hint_cache_taken_back = nullptr;
+  prometheus::Counter* hint_cache_hits = nullptr;
+  prometheus::Counter* hint_cache_misses = nullptr;
 };
 
 // The label values of chunkd_hints_total{test} (pipeline::HintTestName).

@@ -5,26 +5,21 @@
 #include <string>
 #include <utility>
 
-#include "absl/hash/hash.h"
-#include "fingerprint/fingerprint.h"
+#include "absl/strings/str_cat.h"
 
 namespace chunkd::pipeline {
 
-HintCache::HintCache(size_t capacity)
-    : capacity_(capacity), per_shard_((capacity + kShards - 1) / kShards) {}
+HintCache::HintCache(size_t capacity,
+                     std::unique_ptr<fingerprint::ContentKeyer> keyer)
+    : keyer_(keyer != nullptr ? std::move(keyer)
+                              : fingerprint::ContentKeyer::Random()),
+      capacity_(capacity),
+      per_shard_((capacity + kShards - 1) / kShards) {}
 
-uint64_t HintCache::Scope(absl::string_view ns, absl::string_view params_key) {
-  return absl::HashOf(ns, params_key);
-}
-
-HintCache::Key HintCache::KeyOf(uint64_t scope, absl::string_view bytes) {
-  unsigned char digest[16];
-  fingerprint::DigestTo(fingerprint::Kind::kXxh128, bytes, digest);
-  Key key;
-  key.scope = scope;
-  std::memcpy(&key.lo, digest, 8);
-  std::memcpy(&key.hi, digest + 8, 8);
-  return key;
+HintCache::Scope HintCache::ScopeOf(absl::string_view ns,
+                                    absl::string_view params_key) const {
+  // The namespace's length first, so that no two pairs give one string.
+  return keyer_->Of(absl::StrCat(ns.size(), ":", ns, params_key));
 }
 
 std::optional<HintCache::Entry> HintCache::Get(const Key& key) const {

@@ -2,26 +2,27 @@
 //
 // Following hints is a chain: the next candidates come from the index entry
 // of the chunk just accepted, so each step needs that chunk's fingerprint
-// before the next can start. With SHA-256 (about 2 GB/s on one core, one
-// message at a time) the chain would hash the whole duplicate run on one
-// core while the others idle. The cache remembers, per server, which SHA-256
-// a chunk's content had: its key is a fast 128-bit hash (XXH3) of the bytes
-// plus the stream's scope (namespace, chunking parameters), its value the
-// SHA-256. On a hit the chain goes on with that claimed fingerprint at XXH3
-// speed, and the pipeline hashes the run's chunks with SHA-256 afterwards,
-// in parallel, and checks every claim. A claim that does not hold (only two
-// different contents with equal XXH3 hashes can cause one) makes the
-// pipeline take its decisions back from that chunk on, with the real
-// fingerprint (StreamPipeline), so neither the records nor the boundaries
-// ever depend on the cache: it only changes how fast they come.
+// before the next can start, and SHA-256 (about 2 GB/s per core, one message
+// at a time) would make the chain slower than cutting every byte. The cache
+// remembers, per server, which SHA-256 a chunk's content had. Its key is a
+// keyed hash of the bytes, AES-128-GMAC under a random key drawn when the
+// server starts and never shown to anyone (fingerprint/content_key.h), plus
+// the stream's scope (namespace and chunking parameters, keyed the same
+// way). GMAC is a universal hash: for two different contents of at most n
+// 16-byte blocks, chosen by someone who does not know the key, the chance
+// that their keys are equal is at most (n + 1) / 2^128, about 2^-118 for
+// 16 KiB chunks. So a cached SHA-256 is as trustworthy as the SHA-256 of
+// the bytes themselves, and the chain uses it as is, at GMAC's speed
+// (XXH3, the key before, is fast but anyone can build two contents with one
+// XXH3 hash, so every cached value had to be hashed again to be checked).
+// Only values the server computed from the bytes themselves go in.
 //
 // An entry may also hold the chunk's next-chunk sizes, as the index has them
 // or as this server learned them (the chunk was cut under the scope's
 // parameters and something followed it): what FPT asks the index for, so
 // that a run of cached duplicates needs no index round trip per chunk. They
-// certify the same fact as the index's hints do (these bytes were once cut
-// as a chunk under these parameters, not by a stream's end) and only ever
-// serve a chunk whose SHA-256 claim is then checked.
+// certify the same fact as the index's hints do: these bytes were once cut
+// as a chunk under these parameters, not by a stream's end.
 //
 // Bounded: at most `capacity` entries; the oldest entry of a shard makes
 // room for a new one (FIFO). About kBytesPerEntry bytes each.
@@ -33,6 +34,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -40,15 +42,17 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "fingerprint/content_key.h"
 
 namespace chunkd::pipeline {
 
 class HintCache {
  public:
   using Sha256 = std::array<uint8_t, 32>;
-  // What one cached chunk costs: key and value, the map's slot and control
-  // byte at its maximum load, and the FIFO slot.
-  static constexpr size_t kBytesPerEntry = 160;
+  // What one cached chunk costs, about: its map slot (key 32 bytes, value
+  // 52) at a load between 7/16 and 7/8 (129 to 226 bytes with the control
+  // byte), and the FIFO's copy of the key (32).
+  static constexpr size_t kBytesPerEntry = 176;
   // Next sizes kept per entry, most recent first.
   static constexpr size_t kMaxSizes = 4;
   struct Entry {
@@ -57,30 +61,34 @@ class HintCache {
     uint8_t num_sizes = 0;
   };
 
-  // A cache of at most `capacity` entries (0: a cache that holds nothing).
-  explicit HintCache(size_t capacity);
+  // A cache of at most `capacity` entries (0: a cache that holds nothing),
+  // keyed with `keyer` (null: a random key).
+  explicit HintCache(size_t capacity,
+                     std::unique_ptr<fingerprint::ContentKeyer> keyer = nullptr);
 
   HintCache(const HintCache&) = delete;
   HintCache& operator=(const HintCache&) = delete;
 
   // The scope a stream's chunks are cached under: its namespace and
-  // chunking parameters (HintParamsKey).
-  static uint64_t Scope(absl::string_view ns, absl::string_view params_key);
+  // chunking parameters (HintParamsKey), keyed like the contents.
+  using Scope = fingerprint::ContentKey;
+  Scope ScopeOf(absl::string_view ns, absl::string_view params_key) const;
 
-  // The key of `bytes` in `scope` (hashes the bytes with XXH3-128).
+  // The key of `bytes` in `scope`.
   struct Key {
-    uint64_t scope = 0;
-    uint64_t lo = 0;
-    uint64_t hi = 0;
+    Scope scope{};
+    fingerprint::ContentKey content{};
     bool operator==(const Key& o) const {
-      return scope == o.scope && lo == o.lo && hi == o.hi;
+      return scope == o.scope && content == o.content;
     }
     template <typename H>
     friend H AbslHashValue(H h, const Key& k) {
-      return H::combine(std::move(h), k.scope, k.lo, k.hi);
+      return H::combine(std::move(h), k.scope, k.content);
     }
   };
-  static Key KeyOf(uint64_t scope, absl::string_view bytes);
+  Key KeyOf(const Scope& scope, absl::string_view bytes) const {
+    return {scope, keyer_->Of(bytes)};
+  }
 
   // What the cache holds for `key`, if anything.
   std::optional<Entry> Get(const Key& key) const;
@@ -112,9 +120,10 @@ class HintCache {
   template <typename Fn>
   void UpdateEntry(const Key& key, Fn fn);
   Shard& ShardOf(const Key& key) const {
-    return shards_[(key.lo ^ key.scope) % kShards];
+    return shards_[(key.content[0] ^ key.scope[0]) % kShards];
   }
 
+  std::unique_ptr<fingerprint::ContentKeyer> keyer_;
   size_t capacity_;
   size_t per_shard_;
   mutable std::array<Shard, kShards> shards_;

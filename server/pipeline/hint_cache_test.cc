@@ -1,5 +1,7 @@
 #include "pipeline/hint_cache.h"
 
+#include <array>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,23 +26,24 @@ std::vector<uint32_t> SizesOf(const HintCache::Entry& e) {
 
 TEST(HintCacheTest, ReturnsWhatWasPutUnderTheSameScopeAndContent) {
   HintCache cache(1000);
-  const uint64_t scope = HintCache::Scope("ns", "fastcdc:4096:16384:65536:2:0");
-  const HintCache::Key key = HintCache::KeyOf(scope, "chunk bytes");
+  const HintCache::Scope scope =
+      cache.ScopeOf("ns", "fastcdc:4096:16384:65536:2:0");
+  const HintCache::Key key = cache.KeyOf(scope, "chunk bytes");
   EXPECT_FALSE(cache.Get(key).has_value());
   cache.Put(key, Sha("chunk bytes"));
   auto hit = cache.Get(key);
   ASSERT_TRUE(hit.has_value());
   EXPECT_EQ(AsString(*hit), Sha("chunk bytes"));
   // Other content, namespace or parameters: other keys.
-  EXPECT_FALSE(cache.Get(HintCache::KeyOf(scope, "chunk byteS")).has_value());
+  EXPECT_FALSE(cache.Get(cache.KeyOf(scope, "chunk byteS")).has_value());
   EXPECT_FALSE(cache
-                   .Get(HintCache::KeyOf(
-                       HintCache::Scope("ns2", "fastcdc:4096:16384:65536:2:0"),
+                   .Get(cache.KeyOf(
+                       cache.ScopeOf("ns2", "fastcdc:4096:16384:65536:2:0"),
                        "chunk bytes"))
                    .has_value());
   EXPECT_FALSE(cache
-                   .Get(HintCache::KeyOf(
-                       HintCache::Scope("ns", "fastcdc:4096:16384:65536:1:0"),
+                   .Get(cache.KeyOf(
+                       cache.ScopeOf("ns", "fastcdc:4096:16384:65536:1:0"),
                        "chunk bytes"))
                    .has_value());
   // A new value replaces the old one without taking another entry.
@@ -49,12 +52,42 @@ TEST(HintCacheTest, ReturnsWhatWasPutUnderTheSameScopeAndContent) {
   EXPECT_EQ(cache.size(), 1u);
 }
 
+TEST(HintCacheTest, ScopesDoNotRunTogether) {
+  HintCache cache(100);
+  // The namespace's length is part of the scope: "a" + "bc" is not "ab" + "c".
+  EXPECT_NE(cache.ScopeOf("a", "bc"), cache.ScopeOf("ab", "c"));
+  EXPECT_EQ(cache.ScopeOf("a", "bc"), cache.ScopeOf("a", "bc"));
+}
+
+TEST(HintCacheTest, KeysDependOnTheSecretKey) {
+  // Two servers (random keys) key the same content differently, and one
+  // given key always the same way: nobody who lacks the key can tell which
+  // contents share a key.
+  const std::string bytes(20000, 'z');
+  HintCache a(10), b(10);
+  EXPECT_NE(a.KeyOf(a.ScopeOf("ns", "p"), bytes).content,
+            b.KeyOf(b.ScopeOf("ns", "p"), bytes).content);
+  const std::array<uint8_t, 16> fixed = {1, 2, 3, 4, 5, 6, 7, 8,
+                                         9, 10, 11, 12, 13, 14, 15, 16};
+  HintCache c(10, std::make_unique<fingerprint::ContentKeyer>(fixed));
+  HintCache d(10, std::make_unique<fingerprint::ContentKeyer>(fixed));
+  EXPECT_EQ(c.KeyOf(c.ScopeOf("ns", "p"), bytes),
+            d.KeyOf(d.ScopeOf("ns", "p"), bytes));
+  // Every byte counts, and so does the length (zeros added at the end).
+  EXPECT_NE(c.KeyOf(c.ScopeOf("ns", "p"), bytes).content,
+            c.KeyOf(c.ScopeOf("ns", "p"), bytes + std::string(1, '\0')).content);
+  std::string flipped = bytes;
+  flipped[12345] ^= 1;
+  EXPECT_NE(c.KeyOf(c.ScopeOf("ns", "p"), bytes).content,
+            c.KeyOf(c.ScopeOf("ns", "p"), flipped).content);
+}
+
 TEST(HintCacheTest, HoldsAtMostItsCapacityAndDropsTheOldestFirst) {
   HintCache cache(160);  // 10 per shard
-  const uint64_t scope = HintCache::Scope("ns", "p");
+  const HintCache::Scope scope = cache.ScopeOf("ns", "p");
   for (int i = 0; i < 5000; ++i) {
     const std::string bytes = "chunk " + std::to_string(i);
-    cache.Put(HintCache::KeyOf(scope, bytes), Sha(bytes));
+    cache.Put(cache.KeyOf(scope, bytes), Sha(bytes));
     ASSERT_LE(cache.size(), cache.capacity());
   }
   EXPECT_EQ(cache.size(), cache.capacity());
@@ -62,9 +95,9 @@ TEST(HintCacheTest, HoldsAtMostItsCapacityAndDropsTheOldestFirst) {
   int newest = 0, oldest = 0;
   for (int i = 0; i < 50; ++i) {
     newest +=
-        cache.Get(HintCache::KeyOf(scope, "chunk " + std::to_string(4999 - i)))
+        cache.Get(cache.KeyOf(scope, "chunk " + std::to_string(4999 - i)))
             .has_value();
-    oldest += cache.Get(HintCache::KeyOf(scope, "chunk " + std::to_string(i)))
+    oldest += cache.Get(cache.KeyOf(scope, "chunk " + std::to_string(i)))
                   .has_value();
   }
   EXPECT_GT(newest, 40);
@@ -73,7 +106,7 @@ TEST(HintCacheTest, HoldsAtMostItsCapacityAndDropsTheOldestFirst) {
 
 TEST(HintCacheTest, KeepsNextSizesMostRecentFirst) {
   HintCache cache(100);
-  const HintCache::Key key = HintCache::KeyOf(1, "x");
+  const HintCache::Key key = cache.KeyOf(cache.ScopeOf("ns", "p"), "x");
   cache.Learn(key, 7);  // not held: nothing
   cache.SetSizes(key, {1, 2});
   EXPECT_FALSE(cache.Get(key).has_value());
@@ -96,7 +129,7 @@ TEST(HintCacheTest, KeepsNextSizesMostRecentFirst) {
 
 TEST(HintCacheTest, ZeroCapacityHoldsNothing) {
   HintCache cache(0);
-  const HintCache::Key key = HintCache::KeyOf(1, "x");
+  const HintCache::Key key = cache.KeyOf(cache.ScopeOf("ns", "p"), "x");
   cache.Put(key, Sha("x"));
   EXPECT_FALSE(cache.Get(key).has_value());
   EXPECT_EQ(cache.size(), 0u);
@@ -104,7 +137,7 @@ TEST(HintCacheTest, ZeroCapacityHoldsNothing) {
 
 TEST(HintCacheTest, IgnoresValuesThatAreNotSha256) {
   HintCache cache(16);
-  const HintCache::Key key = HintCache::KeyOf(1, "x");
+  const HintCache::Key key = cache.KeyOf(cache.ScopeOf("ns", "p"), "x");
   cache.Put(key, "short");
   EXPECT_FALSE(cache.Get(key).has_value());
 }

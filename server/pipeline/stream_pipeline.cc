@@ -2,9 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -43,82 +40,6 @@ class Stopwatch {
 
 }  // namespace
 
-// Hashes claimed chunks while the hint chain goes on: the chain (one thread)
-// pushes each claim; every other thread of the ParallelFor takes claims and
-// checks them, and so does the chain's thread once the chain is done.
-class ClaimChecker {
- public:
-  // `stage`: the fingerprint stage's counter, or null.
-  ClaimChecker(fingerprint::Kind kind, prometheus::Counter* stage)
-      : kind_(kind), stage_(stage) {}
-
-  // The chain: a chunk and the fingerprint the cache claimed for it.
-  void Push(absl::string_view bytes, absl::string_view claimed) {
-    std::lock_guard<std::mutex> lock(mu_);
-    items_.push_back({bytes, std::string(claimed), false});
-    // Wake a checker only when a whole batch is there.
-    if (items_.size() - next_ == kBatch) cv_.notify_one();
-  }
-  // The chain is done: no more claims.
-  void Close() {
-    std::lock_guard<std::mutex> lock(mu_);
-    closed_ = true;
-    cv_.notify_all();
-  }
-  // Checks claims, kBatch at a time while the chain runs (SHA-256 hashes
-  // several messages at once), until the chain is done and none is left.
-  // A helper thread also leaves when no claim came for a while (a chain
-  // waiting on the index must not hold a shared pool thread); the chain's
-  // own thread, after Close(), checks whatever is left.
-  void Work() {
-    static constexpr auto kIdle = std::chrono::milliseconds(2);
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      if (!cv_.wait_for(lock, kIdle, [&] {
-            return items_.size() - next_ >= kBatch || closed_;
-          })) {
-        return;
-      }
-      if (next_ == items_.size()) return;
-      const size_t first = next_;
-      next_ = std::min(items_.size(), first + kBatch);
-      Item* batch[kBatch];  // deque: items stay where they are
-      absl::string_view bytes[kBatch];
-      const size_t n = next_ - first;
-      for (size_t i = 0; i < n; ++i) {
-        batch[i] = &items_[first + i];
-        bytes[i] = batch[i]->bytes;
-      }
-      lock.unlock();
-      {
-        Stopwatch watch(nullptr, stage_);
-        const std::vector<std::string> real =
-            fingerprint::DigestMany(kind_, absl::MakeConstSpan(bytes, n));
-        for (size_t i = 0; i < n; ++i)
-          batch[i]->holds = real[i] == batch[i]->claimed;
-      }
-      lock.lock();
-    }
-  }
-  // After the ParallelFor: whether claim i held.
-  bool Holds(size_t i) const { return items_[i].holds; }
-
- private:
-  static constexpr size_t kBatch = 4;
-  struct Item {
-    absl::string_view bytes;
-    std::string claimed;
-    bool holds;
-  };
-  const fingerprint::Kind kind_;
-  prometheus::Counter* const stage_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Item> items_;
-  size_t next_ = 0;
-  bool closed_ = false;
-};
-
 absl::StatusOr<std::unique_ptr<StreamPipeline>> StreamPipeline::Create(
     PipelineOptions options) {
   if (options.index != nullptr &&
@@ -152,8 +73,8 @@ absl::StatusOr<std::unique_ptr<StreamPipeline>> StreamPipeline::Create(
     if (pipeline->options_.fingerprint == fingerprint::Kind::kSha256 &&
         pipeline->options_.hint_cache != nullptr) {
       pipeline->cache_ = pipeline->options_.hint_cache;
-      pipeline->cache_scope_ =
-          HintCache::Scope(pipeline->options_.ns, pipeline->params_key_);
+      pipeline->cache_scope_ = pipeline->cache_->ScopeOf(
+          pipeline->options_.ns, pipeline->params_key_);
     }
   }
   return pipeline;
@@ -190,7 +111,7 @@ absl::Status StreamPipeline::Advance(absl::string_view piece, bool at_end,
     piece = absl::string_view();
     if (mode_ == Mode::kHints) {
       bool fall_back = false;
-      status = FollowHints(at_end, out, &fall_back);
+      status = FollowHints(at_end, &fall_back);
       if (!status.ok() || !fall_back) break;  // error, more bytes, or done
       // After a run of accepted hints the data most likely changed a little
       // (an edit): cut chunk by chunk until the hints resume. A duplicate
@@ -375,7 +296,7 @@ absl::Status StreamPipeline::CutSequential(bool at_end,
       if (cache_ == nullptr) {
         fp = fingerprint::Digest(options_.fingerprint, chunk);
       } else {
-        key = HintCache::KeyOf(cache_scope_, chunk);
+        key = cache_->KeyOf(cache_scope_, chunk);
         fp = HashAndCache(key, chunk);
       }
     }
@@ -449,7 +370,7 @@ absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
           }
           if (keys.empty()) return;
           for (size_t i = group_start[g]; i < group_start[g + 1]; ++i) {
-            keys[i] = HintCache::KeyOf(cache_scope_, data[i - group_start[g]]);
+            keys[i] = cache_->KeyOf(cache_scope_, data[i - group_start[g]]);
             cache_->Put(keys[i], (*dest)[first + i].fingerprint);
           }
         });
@@ -486,7 +407,7 @@ absl::Status StreamPipeline::Emit(const std::vector<chunking::Chunk>& chunks,
   for (size_t i = 0; i < chunks.size(); ++i) {
     const ChunkRecord& r = (*out)[first_record + i];
     if (r.is_new) continue;
-    cache_->Put(HintCache::KeyOf(cache_scope_, chunker_->ChunkData(chunks[i])),
+    cache_->Put(cache_->KeyOf(cache_scope_, chunker_->ChunkData(chunks[i])),
                 r.fingerprint);
   }
   return status;
@@ -501,7 +422,7 @@ std::string StreamPipeline::HashAndCache(const HintCache::Key& key,
 
 bool StreamPipeline::Accept(uint32_t candidate, absl::string_view bytes,
                             bool at_end, std::string* fingerprint,
-                            bool* claimed, std::vector<uint32_t>* next,
+                            std::vector<uint32_t>* next,
                             bool* next_known, absl::Status* status) {
   const size_t size = HintSize(candidate);
   if (size > bytes.size() || size > boundary_->max_size()) return false;
@@ -529,18 +450,18 @@ bool StreamPipeline::Accept(uint32_t candidate, absl::string_view bytes,
   {
     Stopwatch watch(nullptr, Stage(&metrics::StageCounters::fingerprint));
     const absl::string_view chunk = bytes.substr(0, size);
-    *claimed = false;
     if (cache_ == nullptr) {
       *fingerprint = fingerprint::Digest(options_.fingerprint, chunk);
     } else {
-      accepted_key_ = HintCache::KeyOf(cache_scope_, chunk);
-      if (held_start_ != no_claim_at_) hit = cache_->Get(accepted_key_);
+      accepted_key_ = cache_->KeyOf(cache_scope_, chunk);
+      hit = cache_->Get(accepted_key_);
       if (hit.has_value()) {
         fingerprint->assign(reinterpret_cast<const char*>(hit->sha256.data()),
                             hit->sha256.size());
-        *claimed = true;
+        ++totals_.cache_hits;
       } else {
         *fingerprint = HashAndCache(accepted_key_, chunk);
+        ++totals_.cache_misses;
       }
     }
   }
@@ -567,73 +488,7 @@ bool StreamPipeline::Accept(uint32_t candidate, absl::string_view bytes,
   return !next->empty();
 }
 
-absl::Status StreamPipeline::FollowHints(bool at_end,
-                                         std::vector<ChunkRecord>* /*out*/,
-                                         bool* fall_back) {
-  for (;;) {
-    absl::Status status;
-    if (cache_ == nullptr) {
-      status = FollowHintsOnce(at_end, fall_back);
-      claims_.clear();
-      return status;
-    }
-    ClaimChecker checker(options_.fingerprint,
-                         Stage(&metrics::StageCounters::fingerprint));
-    checker_ = &checker;
-    chunking::Executor* executor = options_.engine.executor;
-    const size_t threads = executor == nullptr ? 1 : executor->parallelism();
-    chunking::RunParallel(executor, threads, [&](size_t i) {
-      if (i == 0) {
-        status = FollowHintsOnce(at_end, fall_back);
-        checker.Close();
-      }
-      checker.Work();
-    });
-    checker_ = nullptr;
-    if (!status.ok()) {
-      claims_.clear();
-      return status;
-    }
-    bool rolled_back = false;
-    CheckClaims(checker, &rolled_back);
-    if (!rolled_back) return status;
-    *fall_back = false;
-  }
-}
-
-void StreamPipeline::CheckClaims(const ClaimChecker& checker,
-                                 bool* rolled_back) {
-  *rolled_back = false;
-  for (size_t i = 0; i < claims_.size(); ++i) {
-    if (checker.Holds(i)) continue;
-    // Two contents with one XXH3 hash: back to before this chunk, which is
-    // decided again with its real fingerprint (HashAndCache also mends the
-    // cache).
-    Claim& c = claims_[i];
-    const double chunk_seconds = totals_.chunk_seconds;
-    pending_.resize(c.record);
-    held_start_ = c.held_start;
-    held_skip_ = c.held_skip;
-    totals_ = c.totals;
-    totals_.chunk_seconds = chunk_seconds;
-    hint_fp_ = std::move(c.hint_fp);
-    candidates_ = std::move(c.candidates);
-    candidates_known_ = true;
-    next_candidate_ = c.next_candidate;
-    last_fp_ = std::move(c.last_fp);
-    last_learnable_ = c.last_learnable;
-    last_key_ = c.last_key;
-    last_key_valid_ = c.last_key_valid;
-    run_accepted_ = c.run_accepted;
-    no_claim_at_ = held_start_;
-    ++totals_.cache_rollbacks;
-    *rolled_back = true;
-    break;
-  }
-  claims_.clear();
-}
-
-absl::Status StreamPipeline::FollowHintsOnce(bool at_end, bool* fall_back) {
+absl::Status StreamPipeline::FollowHints(bool at_end, bool* fall_back) {
   absl::Status status;
   for (;;) {
     const absl::string_view bytes =
@@ -660,26 +515,15 @@ absl::Status StreamPipeline::FollowHintsOnce(bool at_end, bool* fall_back) {
                               ? boundary_->Needed(size)
                               : size;
     if (!at_end && bytes.size() < needed) break;  // wait for more bytes
-    const StreamTotals before = totals_;
     ++totals_.hints_tried;
     std::string fp;
-    bool claimed = false;
     std::vector<uint32_t> next;
     bool next_known = false;
-    if (!Accept(candidate, bytes, at_end, &fp, &claimed, &next, &next_known,
-                &status)) {
+    if (!Accept(candidate, bytes, at_end, &fp, &next, &next_known, &status)) {
       if (!status.ok()) break;
       ++totals_.hints_rejected;
       ++next_candidate_;
       continue;
-    }
-    if (claimed) {
-      claims_.push_back({pending_.size(), held_start_, held_skip_, before,
-                         hint_fp_, candidates_, next_candidate_, last_fp_,
-                         last_learnable_, run_accepted_, last_key_,
-                         last_key_valid_});
-      ++totals_.cache_claims;
-      checker_->Push(bytes.substr(0, size), fp);
     }
     ++totals_.hints_accepted;
     totals_.hint_skipped_bytes += size;

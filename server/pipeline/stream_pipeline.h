@@ -22,11 +22,9 @@
 // exactly those without hints.
 //
 // With a HintCache the chain takes each accepted chunk's fingerprint from the
-// cache when it can (a claim) and goes on, while the executor's other
-// threads hash the claimed chunks behind it (and the chain's thread too once
-// it is done); before FollowHints returns every claim is checked. A claim
-// that does not hold takes the pipeline back to the state before that chunk,
-// which is then decided with its real fingerprint.
+// cache when it holds the chunk's content (keyed with a secret key, so that
+// a hit is as good as hashing the bytes: hint_cache.h), and hashes it with
+// SHA-256 otherwise.
 //
 // Thread safety: not thread-safe; the owner runs one call at a time (the
 // service's reactor runs at most one task per stream on the shared pool).
@@ -50,8 +48,6 @@
 #include "pipeline/rapid_cdc.h"
 
 namespace chunkd::pipeline {
-
-class ClaimChecker;
 
 struct PipelineOptions {
   chunking::ChunkerOptions chunking;
@@ -102,10 +98,10 @@ struct StreamTotals {
   uint64_t hints_accepted = 0;
   uint64_t hints_rejected = 0;
   uint64_t hint_skipped_bytes = 0;
-  // Hint cache: accepted chunks whose fingerprint the cache claimed, and
-  // claims that did not hold (each took the stream back; see HintCache).
-  uint64_t cache_claims = 0;
-  uint64_t cache_rollbacks = 0;
+  // Hint cache: accepted chunks whose fingerprint came from the cache, and
+  // those the chain had to hash (the cache did not hold their content).
+  uint64_t cache_hits = 0;
+  uint64_t cache_misses = 0;
   // Time spent finding boundaries: in the chunker, and (hints) in the
   // acceptance tests without their fingerprints and index calls.
   double chunk_seconds = 0;
@@ -181,21 +177,15 @@ class StreamPipeline {
   // Takes chunks from hints while a test accepts one. Sets *fall_back when
   // no candidate passed (a chunker must take over at held_start_); returns
   // with it false when more bytes are needed or the stream is done.
-  absl::Status FollowHints(bool at_end, std::vector<ChunkRecord>* out,
-                           bool* fall_back);
-  absl::Status FollowHintsOnce(bool at_end, bool* fall_back);
+  absl::Status FollowHints(bool at_end, bool* fall_back);
   // Whether the test accepts `candidate` at held_start_; sets the chunk's
-  // *fingerprint (claimed by the cache when *claimed) and, with FPT, its
-  // hints (*next, *next_known).
+  // *fingerprint (from the cache when it holds the content) and, with FPT,
+  // its hints (*next, *next_known).
   bool Accept(uint32_t candidate, absl::string_view bytes, bool at_end,
-              std::string* fingerprint, bool* claimed,
-              std::vector<uint32_t>* next, bool* next_known,
-              absl::Status* status);
+              std::string* fingerprint, std::vector<uint32_t>* next,
+              bool* next_known, absl::Status* status);
   // SHA-256 of `bytes`, put in the cache under `key`.
   std::string HashAndCache(const HintCache::Key& key, absl::string_view bytes);
-  // After `checker` hashed the claimed chunks: when a claim does not hold,
-  // restores the state before it and sets *rolled_back.
-  void CheckClaims(const ClaimChecker& checker, bool* rolled_back);
 
   PipelineOptions options_;
   std::unique_ptr<chunking::StreamChunker> chunker_;
@@ -228,28 +218,9 @@ class StreamPipeline {
   std::string params_key_;
   std::unique_ptr<FastCdcBoundary> boundary_;
 
-  // Hint cache (null when not used) and the claims not yet checked: each
-  // with the state before its chunk was accepted, to go back to.
+  // Hint cache (null when not used) and the stream's scope in it.
   HintCache* cache_ = nullptr;
-  uint64_t cache_scope_ = 0;
-  struct Claim {
-    size_t record = 0;  // index in pending_
-    uint64_t held_start = 0;
-    size_t held_skip = 0;
-    StreamTotals totals;
-    std::string hint_fp;
-    std::vector<uint32_t> candidates;
-    size_t next_candidate = 0;
-    std::string last_fp;
-    bool last_learnable = false;
-    bool run_accepted = false;
-    HintCache::Key last_key;
-    bool last_key_valid = false;
-  };
-  std::vector<Claim> claims_;
-  ClaimChecker* checker_ = nullptr;  // while FollowHints runs, with a cache
-  // The stream offset where a claim did not hold: decided without the cache.
-  uint64_t no_claim_at_ = UINT64_MAX;
+  HintCache::Scope cache_scope_{};
   // The cache key of the last record (when known), for learning what
   // follows it; of the chunk Accept() last looked at.
   HintCache::Key last_key_;

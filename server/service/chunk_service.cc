@@ -552,10 +552,10 @@ class StreamReactor final
           totals.hints_rejected - hints_before.hints_rejected));
       counters_.hint_skipped_bytes->Increment(static_cast<double>(
           totals.hint_skipped_bytes - hints_before.hint_skipped_bytes));
-      counters_.hint_cache_claims->Increment(
-          static_cast<double>(totals.cache_claims - hints_before.cache_claims));
-      counters_.hint_cache_taken_back->Increment(static_cast<double>(
-          totals.cache_rollbacks - hints_before.cache_rollbacks));
+      counters_.hint_cache_hits->Increment(
+          static_cast<double>(totals.cache_hits - hints_before.cache_hits));
+      counters_.hint_cache_misses->Increment(
+          static_cast<double>(totals.cache_misses - hints_before.cache_misses));
     }
 
     {
