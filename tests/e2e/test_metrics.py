@@ -119,7 +119,7 @@ def test_fresh_server_exports_every_series_at_zero(fresh_server: ChunkdServer) -
         for result in ["accepted", "rejected"]:
             assert value(samples, "chunkd_hints_total", test=test, result=result) == 0
         assert value(samples, "chunkd_hint_skipped_bytes_total", test=test) == 0
-    for result in ["claimed", "taken_back"]:
+    for result in ["hit", "miss"]:
         assert value(samples, "chunkd_hint_cache_total", result=result) == 0
     # The index health monitor probes the index from the start (once a
     # second): its series counts; every other one is still at zero.
