@@ -67,6 +67,8 @@ absl::StatusOr<std::unique_ptr<StreamPipeline>> StreamPipeline::Create(
     const chunking::ChunkerOptions& c = pipeline->options_.chunking;
     pipeline->params_key_ = HintParamsKey(c);
     pipeline->boundary_ = std::make_unique<FastCdcBoundary>(c);
+    // Twice what a chunk and its test read (FastCdcBoundary::Needed).
+    pipeline->bridge_size_ = 2 * (size_t{c.max_size} + 64);
     auto cutter = chunking::MakeCutter(c);
     if (!cutter.ok()) return cutter.status();
     pipeline->cutter_ = *std::move(cutter);
@@ -107,12 +109,16 @@ absl::Status StreamPipeline::Advance(absl::string_view piece, bool at_end,
       if (!status.ok() || mode_ == Mode::kChunker) return status;
       piece = rest;
     }
-    held_.append(piece.data(), piece.size());
+    TakeIn(piece);
     piece = absl::string_view();
     if (mode_ == Mode::kHints) {
       bool fall_back = false;
       status = FollowHints(at_end, &fall_back);
-      if (!status.ok() || !fall_back) break;  // error, more bytes, or done
+      if (!status.ok()) break;
+      if (!fall_back) {
+        if (Refill()) continue;
+        break;  // more bytes, or done
+      }
       // After a run of accepted hints the data most likely changed a little
       // (an edit): cut chunk by chunk until the hints resume. A duplicate
       // that leads nowhere sends the stream back to the fast chunker.
@@ -123,27 +129,44 @@ absl::Status StreamPipeline::Advance(absl::string_view piece, bool at_end,
       status = CutSequential(at_end, out);
       if (!status.ok()) break;
       if (mode_ == Mode::kHints) continue;
-      if (mode_ == Mode::kSequential) break;  // more bytes, or done
+      if (mode_ == Mode::kSequential) {
+        if (Refill()) continue;
+        break;  // more bytes, or done
+      }
     }
     // Many chunks in a row without hints: new data, so the fast chunker
     // takes the held bytes over.
     status = Commit(out);
-    if (!status.ok()) return status;
+    if (!status.ok()) break;
     auto chunker =
         chunking::StreamChunker::Create(options_.chunking, options_.engine);
-    if (!chunker.ok()) return chunker.status();
+    if (!chunker.ok()) {
+      status = chunker.status();
+      break;
+    }
     chunker_ = *std::move(chunker);
     chunker_base_ = held_start_;
-    carried = held_.substr(held_skip_);
+    // (Held() and rest_ may point into carried itself.)
+    std::string next = absl::StrCat(Held(), rest_);
+    carried.swap(next);
     held_.clear();
+    data_ = absl::string_view();
     held_skip_ = 0;
+    rest_ = absl::string_view();
     piece = carried;
   }
-  // Drop the bytes behind once they outnumber the bytes kept.
-  if (held_skip_ > 0 && held_skip_ >= held_.size() - held_skip_) {
+  // What is left of the caller's bytes must outlive this call.
+  if (data_.data() != held_.data()) {
+    held_.assign(Held().data(), Held().size());
+    held_.append(rest_.data(), rest_.size());
+    held_skip_ = 0;
+    rest_ = absl::string_view();
+  } else if (held_skip_ > 0 && held_skip_ >= held_.size() - held_skip_) {
+    // Drop the bytes behind once they outnumber the bytes kept.
     held_.erase(0, held_skip_);
     held_skip_ = 0;
   }
+  data_ = held_;
   if (!status.ok()) {
     // The stream fails: nothing cut but not yet indexed is reported.
     pending_.clear();
@@ -151,6 +174,48 @@ absl::Status StreamPipeline::Advance(absl::string_view piece, bool at_end,
     return status;
   }
   return Commit(out);
+}
+
+void StreamPipeline::TakeIn(absl::string_view piece) {
+  if (piece.empty()) return;
+  if (Held().empty()) {
+    // Nothing held: cut the caller's bytes where they lie.
+    held_.clear();
+    data_ = piece;
+    held_skip_ = 0;
+    return;
+  }
+  // Held bytes and the start of the piece together, enough for any chunk
+  // (and the bytes its test reads) that begins in the held ones; Refill()
+  // moves on to the piece itself.
+  if (data_.data() == held_.data()) {
+    held_.erase(0, held_skip_);
+  } else {
+    held_.assign(Held().data(), Held().size());
+  }
+  held_skip_ = 0;
+  bridged_ = std::min(piece.size(), bridge_size_);
+  held_.append(piece.data(), bridged_);
+  data_ = held_;
+  rest_ = piece.substr(bridged_);
+}
+
+bool StreamPipeline::Refill() {
+  if (rest_.empty()) return false;
+  const size_t left = data_.size() - held_skip_;
+  if (left <= bridged_) {
+    // What is left lies in the piece's first bytes: go on in the piece.
+    data_ = absl::string_view(rest_.data() - bridged_, bridged_ + rest_.size());
+    held_skip_ = bridged_ - left;
+    held_.clear();
+  } else {
+    held_.erase(0, held_skip_);
+    held_.append(rest_.data(), rest_.size());
+    data_ = held_;
+    held_skip_ = 0;
+  }
+  rest_ = absl::string_view();
+  return true;
 }
 
 absl::Status StreamPipeline::FeedChunker(absl::string_view piece, bool at_end,
@@ -174,6 +239,7 @@ absl::Status StreamPipeline::FeedChunker(absl::string_view piece, bool at_end,
     if (hints_on() && out->size() > before && !out->back().is_new) {
       // The last chunk is a duplicate: follow the hints from its end.
       held_.assign(chunker_->Pending().data(), chunker_->Pending().size());
+      data_ = held_;
       held_skip_ = 0;
       held_start_ = out->back().offset + out->back().length;
       hint_fp_ = out->back().fingerprint;
@@ -197,7 +263,7 @@ absl::Status StreamPipeline::FeedChunker(absl::string_view piece, bool at_end,
 void StreamPipeline::AddHeldRecord(size_t size, std::string fingerprint,
                                    bool learnable, const HintCache::Key* key) {
   if (learnable && last_learnable_) {
-    const uint8_t last = static_cast<uint8_t>(held_[held_skip_ + size - 1]);
+    const uint8_t last = static_cast<uint8_t>(data_[held_skip_ + size - 1]);
     const uint32_t hint = EncodeHint(static_cast<uint32_t>(size), last);
     pending_learned_.push_back({last_fp_, hint});
     if (cache_ != nullptr && last_key_valid_) cache_->Learn(last_key_, hint);
@@ -276,10 +342,10 @@ absl::Status StreamPipeline::CutSequential(bool at_end,
   // After this many chunks in a row without hints the data is new.
   constexpr size_t kMaxMisses = 16;
   for (;;) {
-    const size_t avail = held_.size() - held_skip_;
+    const size_t avail = data_.size() - held_skip_;
     if (avail == 0) return absl::OkStatus();
     if (!at_end && avail < cutter_->max_size()) return absl::OkStatus();
-    const auto* data = reinterpret_cast<const uint8_t*>(held_.data()) + held_skip_;
+    const auto* data = reinterpret_cast<const uint8_t*>(data_.data()) + held_skip_;
     size_t size;
     {
       Stopwatch watch(&totals_.chunk_seconds, Stage(&metrics::StageCounters::chunk));
@@ -492,7 +558,7 @@ absl::Status StreamPipeline::FollowHints(bool at_end, bool* fall_back) {
   absl::Status status;
   for (;;) {
     const absl::string_view bytes =
-        absl::string_view(held_).substr(held_skip_);
+        data_.substr(held_skip_);
     if (bytes.empty() && at_end) break;
     if (!candidates_known_) {
       auto sizes = HintsOf(hint_fp_);

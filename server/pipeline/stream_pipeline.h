@@ -158,6 +158,15 @@ class StreamPipeline {
   // hints (mode becomes kHints), many in a row had none (kChunker), or more
   // bytes are needed.
   absl::Status CutSequential(bool at_end, std::vector<ChunkRecord>* out);
+  // The bytes from held_start_ on that this call of Advance can see.
+  absl::string_view Held() const { return data_.substr(held_skip_); }
+  // Makes `piece` (the caller's bytes, valid during Advance) follow the
+  // held bytes: as it is when nothing is held, else its first bytes are
+  // copied after them and the rest waits in rest_.
+  void TakeIn(absl::string_view piece);
+  // The held bytes ran short while rest_ waits: goes on in the piece (the
+  // held ones that are left lie at its start). False when nothing waits.
+  bool Refill();
   // Adds a record cut outside the chunker (hints or sequential) at
   // held_start_ to pending_, and advances held_start_; `key`: its hint
   // cache key, when the cache is used.
@@ -196,7 +205,7 @@ class StreamPipeline {
 
   // RapidCDC state. In kChunker mode chunker_ cuts (from stream offset
   // chunker_base_); otherwise the pipeline cuts from held_start_ the bytes
-  // held_ (from held_skip_ on), following the candidates of the chunk before
+  // Held(), following the candidates of the chunk before
   // (hint_fp_) or with cutter_. What was learned waits in pending_learned_
   // for the records' Commit.
   Mode mode_ = Mode::kChunker;
@@ -205,8 +214,15 @@ class StreamPipeline {
   size_t sequential_misses_ = 0;
   bool run_accepted_ = false;  // a hint was accepted since the chunker left
   std::vector<index::NextSize> pending_learned_;
+  // The cut bytes come from data_ (from held_skip_ on): held_, or during
+  // Advance the caller's piece, whose bytes after data_ are rest_. bridged_:
+  // how many of the piece's first bytes TakeIn copied to held_.
   std::string held_;
+  absl::string_view data_;
   size_t held_skip_ = 0;
+  absl::string_view rest_;
+  size_t bridged_ = 0;
+  size_t bridge_size_ = 0;
   uint64_t held_start_ = 0;
   std::string hint_fp_;
   std::vector<uint32_t> candidates_;
