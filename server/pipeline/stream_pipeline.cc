@@ -356,23 +356,38 @@ absl::Status StreamPipeline::CutSequential(bool at_end,
     const bool end_cut = at_end && size == avail;
     std::string fp;
     HintCache::Key key;
+    std::vector<uint32_t> next;
+    bool next_known = false;
     {
       Stopwatch watch(nullptr, Stage(&metrics::StageCounters::fingerprint));
       const absl::string_view chunk(reinterpret_cast<const char*>(data), size);
+      std::optional<HintCache::Entry> hit;
       if (cache_ == nullptr) {
         fp = fingerprint::Digest(options_.fingerprint, chunk);
       } else {
         key = cache_->KeyOf(cache_scope_, chunk);
+        hit = cache_->Get(key);
+      }
+      if (hit.has_value()) {
+        // Seen before (as in Accept): its SHA-256, and maybe its hints.
+        fp.assign(reinterpret_cast<const char*>(hit->sha256.data()),
+                  hit->sha256.size());
+        if (!end_cut && hit->num_sizes > 0) {
+          next.assign(hit->sizes.begin(), hit->sizes.begin() + hit->num_sizes);
+          next_known = true;
+        }
+      } else if (cache_ != nullptr) {
         fp = HashAndCache(key, chunk);
       }
     }
-    std::vector<uint32_t> next;
-    if (!end_cut) {
+    if (!end_cut && !next_known) {
       auto sizes = HintsOf(fp);
       if (!sizes.ok()) return sizes.status();
       next = *std::move(sizes);
     }
-    if (cache_ != nullptr && !next.empty()) cache_->SetSizes(key, next);
+    if (cache_ != nullptr && !next_known && !next.empty()) {
+      cache_->SetSizes(key, next);
+    }
     hint_fp_ = fp;
     AddHeldRecord(size, std::move(fp), !end_cut,
                   cache_ != nullptr ? &key : nullptr);
