@@ -571,9 +571,11 @@ bool StreamPipeline::Accept(uint32_t candidate, absl::string_view bytes,
 
 absl::Status StreamPipeline::FollowHints(bool at_end, bool* fall_back) {
   absl::Status status;
+  // Reused from chunk to chunk (they keep their capacity).
+  std::string fp;
+  std::vector<uint32_t> next;
   for (;;) {
-    const absl::string_view bytes =
-        data_.substr(held_skip_);
+    const absl::string_view bytes = Held();
     if (bytes.empty() && at_end) break;
     if (!candidates_known_) {
       auto sizes = HintsOf(hint_fp_);
@@ -597,8 +599,6 @@ absl::Status StreamPipeline::FollowHints(bool at_end, bool* fall_back) {
                               : size;
     if (!at_end && bytes.size() < needed) break;  // wait for more bytes
     ++totals_.hints_tried;
-    std::string fp;
-    std::vector<uint32_t> next;
     bool next_known = false;
     if (!Accept(candidate, bytes, at_end, &fp, &next, &next_known, &status)) {
       if (!status.ok()) break;
@@ -609,10 +609,11 @@ absl::Status StreamPipeline::FollowHints(bool at_end, bool* fall_back) {
     ++totals_.hints_accepted;
     totals_.hint_skipped_bytes += size;
     run_accepted_ = true;
-    AddHeldRecord(size, fp, /*learnable=*/false,
+    hint_fp_ = fp;
+    AddHeldRecord(size, std::move(fp), /*learnable=*/false,
                   cache_ != nullptr ? &accepted_key_ : nullptr);
-    hint_fp_ = std::move(fp);
-    candidates_ = std::move(next);
+    fp.clear();  // moved from: valid, unspecified
+    candidates_.swap(next);
     candidates_known_ = next_known;
     next_candidate_ = 0;
   }
