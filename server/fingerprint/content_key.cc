@@ -23,7 +23,7 @@ namespace {
 namespace isa = chunking::kernels;
 
 #ifdef CHUNKD_CONTENT_KEY_VPCLMUL
-static_assert(vpclmul::kKeyWords == 32, "ContentKeyer::powers_ size");
+static_assert(vpclmul::kKeyWords == 64, "ContentKeyer::powers_ size");
 // Exactly the instruction sets ghash_vpclmul.cc is compiled for, and the
 // ZMM state they need.
 constexpr uint32_t kVpclmulFeatures = isa::kAvx512F | isa::kAvx512Bw |

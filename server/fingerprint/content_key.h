@@ -8,7 +8,7 @@
 // drew the key.
 //
 // Backends (the output never depends on them):
-//   vpclmulqdq  GHASH with VPCLMULQDQ on 512-bit registers, 16 blocks per
+//   vpclmulqdq  GHASH with VPCLMULQDQ on 512-bit registers, 32 blocks per
 //               reduction (fingerprint/vpclmul/); needs avx512f/bw/vl,
 //               pclmulqdq, vpclmulqdq and the OS saving ZMM state
 //   openssl     OpenSSL's EVP AES-128-GCM with the content as AAD
@@ -87,7 +87,7 @@ class ContentKeyer {
   // AES_K(J0), J0 = IV || 0x00000001: XORed onto GHASH for the tag.
   std::array<uint8_t, 16> tag_mask_{};
   // The vpclmulqdq backend's powers of H (vpclmul::PrepareKey).
-  std::array<uint64_t, 32> powers_{};
+  std::array<uint64_t, 64> powers_{};
 };
 
 }  // namespace chunkd::fingerprint

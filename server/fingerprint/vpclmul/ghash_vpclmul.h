@@ -16,12 +16,12 @@
 namespace chunkd::fingerprint::vpclmul {
 
 // Powers of the hash key H, aggregated per loop iteration.
-inline constexpr int kPowers = 16;
+inline constexpr int kPowers = 32;
 // uint64_t words of the table PrepareKey fills: kPowers 128-bit values.
 inline constexpr int kKeyWords = 2 * kPowers;
 
 // Fills key[0..kKeyWords) from h = AES_K(0^128) (16 bytes, GCM byte order):
-// the powers H^16 .. H^1 in the form Ghash multiplies with.
+// the powers H^kPowers .. H^1 in the form GhashAad multiplies with.
 void PrepareKey(const unsigned char* h, uint64_t* key);
 
 // GHASH_H(A || 0-pad || len(A) || len(C)) for additional data A = data[0,
