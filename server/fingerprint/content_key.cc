@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -64,17 +65,29 @@ void EncryptBlock(const std::array<uint8_t, 16>& key, const uint8_t* in,
   }
 }
 
-// AES-128-GCM of an empty plaintext with `aad`: the tag. A context per
-// thread, initialized per call, so calls never share state.
-ContentKey OpenSslGmac(const std::array<uint8_t, 16>& key,
+// AES-128-GCM of an empty plaintext with `aad`: the tag. One context per
+// thread, so calls never share state; it keeps the key schedule (and
+// OpenSSL's GHASH table) of the ContentKeyer that used it last, identified
+// by `owner`, and only resets the IV while the same keyer calls again.
+ContentKey OpenSslGmac(uint64_t owner, const std::array<uint8_t, 16>& key,
                        const std::array<uint8_t, 12>& iv,
                        absl::string_view aad) {
-  thread_local CtxPtr ctx(EVP_CIPHER_CTX_new());
-  if (ctx == nullptr ||
-      EVP_EncryptInit_ex(ctx.get(), EVP_aes_128_gcm(), nullptr, key.data(),
-                         iv.data()) != 1) {
-    Die("content key: OpenSSL AES-128-GCM init failed");
+  struct ThreadContext {
+    uint64_t owner = 0;
+    CtxPtr ctx{EVP_CIPHER_CTX_new()};
+  };
+  thread_local ThreadContext t;
+  bool ok = t.ctx != nullptr;
+  if (ok && t.owner == owner) {
+    ok = EVP_EncryptInit_ex(t.ctx.get(), nullptr, nullptr, nullptr,
+                            iv.data()) == 1;
+  } else if (ok) {
+    ok = EVP_EncryptInit_ex(t.ctx.get(), EVP_aes_128_gcm(), nullptr,
+                            key.data(), iv.data()) == 1;
+    t.owner = ok ? owner : 0;
   }
+  if (!ok) Die("content key: OpenSSL AES-128-GCM init failed");
+  EVP_CIPHER_CTX* ctx = t.ctx.get();
   const auto* p = reinterpret_cast<const unsigned char*>(aad.data());
   size_t left = aad.size();
   while (left > 0) {
@@ -82,7 +95,7 @@ ContentKey OpenSslGmac(const std::array<uint8_t, 16>& key,
     // OpenSSL takes each piece whole).
     const size_t piece = left < (size_t{1} << 30) ? left : (size_t{1} << 30);
     int len = 0;
-    if (EVP_EncryptUpdate(ctx.get(), nullptr, &len, p,
+    if (EVP_EncryptUpdate(ctx, nullptr, &len, p,
                           static_cast<int>(piece)) != 1) {
       Die("content key: OpenSSL AES-128-GCM update failed");
     }
@@ -92,9 +105,8 @@ ContentKey OpenSslGmac(const std::array<uint8_t, 16>& key,
   unsigned char none[16];
   int len = 0;
   ContentKey tag;
-  if (EVP_EncryptFinal_ex(ctx.get(), none, &len) != 1 ||
-      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, 16, tag.data()) !=
-          1) {
+  if (EVP_EncryptFinal_ex(ctx, none, &len) != 1 ||
+      EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, tag.data()) != 1) {
     Die("content key: OpenSSL AES-128-GCM tag failed");
   }
   return tag;
@@ -150,6 +162,9 @@ std::unique_ptr<ContentKeyer> ContentKeyer::Random() {
 }
 
 namespace {
+// ContentKeyer ids for OpenSslGmac's per-thread contexts; 0 is none.
+std::atomic<uint64_t> next_id{1};
+
 ContentKeyBackend DefaultOrDie() {
   absl::StatusOr<ContentKeyBackend> backend = DefaultContentKeyBackend();
   if (!backend.ok()) Die(std::string(backend.status().message()));
@@ -167,7 +182,10 @@ ContentKeyer::ContentKeyer(const std::array<uint8_t, 16>& aes_key,
 ContentKeyer::ContentKeyer(const std::array<uint8_t, 16>& aes_key,
                            const std::array<uint8_t, 12>& iv,
                            ContentKeyBackend backend)
-    : aes_key_(aes_key), iv_(iv), backend_(backend) {
+    : aes_key_(aes_key),
+      iv_(iv),
+      backend_(backend),
+      id_(next_id.fetch_add(1, std::memory_order_relaxed)) {
   std::vector<std::string> missing = Missing(backend);
   if (!missing.empty()) {
     Die(absl::StrCat("content key backend '", ContentKeyBackendName(backend),
@@ -198,7 +216,7 @@ ContentKey ContentKeyer::Of(absl::string_view bytes) const {
     return tag;
   }
 #endif
-  return OpenSslGmac(aes_key_, iv_, bytes);
+  return OpenSslGmac(id_, aes_key_, iv_, bytes);
 }
 
 const char* ContentKeyer::backend() const {

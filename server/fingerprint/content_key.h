@@ -84,6 +84,9 @@ class ContentKeyer {
   std::array<uint8_t, 16> aes_key_;
   std::array<uint8_t, 12> iv_;
   ContentKeyBackend backend_;
+  // Unique per constructed keyer (a copy shares it: same key and IV): the
+  // openssl backend's per-thread context knows whose key it holds.
+  uint64_t id_;
   // AES_K(J0), J0 = IV || 0x00000001: XORed onto GHASH for the tag.
   std::array<uint8_t, 16> tag_mask_{};
   // The vpclmulqdq backend's powers of H (vpclmul::PrepareKey).

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -152,6 +153,40 @@ TEST_P(ContentKeyTest, KeyAndContentChangeTheTag) {
   // Trailing zero bytes count (the length block).
   EXPECT_NE(a.Of(absl::string_view("\0", 1)), a.Of(absl::string_view()));
   EXPECT_STREQ(a.backend(), ContentKeyBackendName(GetParam()));
+}
+
+// Two keyers taking turns on one thread, and one keyer on several threads
+// at once: each tag is still OpenSSL's for its own key.
+TEST_P(ContentKeyTest, InterleavedKeyersAndThreads) {
+  std::mt19937_64 rng(7);
+  const std::string data = RandomBytes(rng, 70000);
+  const Key ka = RandomKey(rng), kb = RandomKey(rng);
+  const ContentKeyer a(ka, GetParam()), b(kb, GetParam());
+  for (size_t n : {0, 1, 100, 4096, 65536, 69999}) {
+    const absl::string_view in(data.data() + 1, n);
+    EXPECT_EQ(a.Of(in), ReferenceGmac(ka, Iv{}, in)) << n;
+    EXPECT_EQ(b.Of(in), ReferenceGmac(kb, Iv{}, in)) << n;
+  }
+  std::vector<ContentKey> want(64);
+  for (size_t i = 0; i < want.size(); ++i) {
+    want[i] = ReferenceGmac(ka, Iv{}, absl::string_view(data).substr(i, 1000 * i));
+  }
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round) {
+        for (size_t i = 0; i < want.size(); ++i) {
+          const absl::string_view in =
+              absl::string_view(data).substr(i, 1000 * i);
+          if (a.Of(in) != want[i]) ++wrong[t];
+          if (b.Of(in) == want[i]) ++wrong[t];
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(wrong, std::vector<int>(4, 0));
 }
 
 INSTANTIATE_TEST_SUITE_P(
