@@ -12,10 +12,13 @@
 //
 // Aggregated reduction: 32 blocks X1..X32 (eight registers) and the running
 // value Y become (Y + X1)·H^32 + X2·H^31 + ... + X32·H; the 256-bit products
-// are summed unreduced (schoolbook: low, middle, high parts), reduced once
-// per 512 bytes, then the four 128-bit lanes are XORed into the new Y. Y is
-// a serial dependency (multiply, reduce, fold: some 30 cycles), so more
-// blocks per reduction go faster: 32 ran about 1.1x as fast as 16 on Zen 5.
+// are summed unreduced (low, middle, high parts), reduced once per 512
+// bytes, then the four 128-bit lanes are XORed into the new Y. Y is a serial
+// dependency (multiply, reduce, fold: some 30 cycles), so more blocks per
+// reduction go faster: 32 ran about 1.1x as fast as 16 on Zen 5. The main
+// loop multiplies by Karatsuba (three VPCLMULQDQ per register instead of
+// four, for two cheap vector operations): the carry-less multiplier is then
+// the limit, and it ran 1.25x as fast as the schoolbook product.
 #include "fingerprint/vpclmul/ghash_vpclmul.h"
 
 #include <immintrin.h>
@@ -39,6 +42,11 @@ inline __m512i ByteReverse(__m512i v) {
   return _mm512_shuffle_epi8(v, reverse);
 }
 
+// Swaps the 64-bit halves of each lane.
+inline __m512i SwapHalves(__m512i v) {
+  return _mm512_maskz_shuffle_epi32(0xffff, v, _MM_PERM_BADC);
+}
+
 inline __m512i Xor3(__m512i a, __m512i b, __m512i c) {
   return _mm512_ternarylogic_epi64(a, b, c, 0x96);
 }
@@ -53,9 +61,15 @@ inline void MulAdd(__m512i x, __m512i h, __m512i* lo, __m512i* mid,
               _mm512_clmulepi64_epi128(x, h, 0x10));
 }
 
-// Swaps the 64-bit halves of each lane.
-inline __m512i SwapHalves(__m512i v) {
-  return _mm512_maskz_shuffle_epi32(0xffff, v, _MM_PERM_BADC);
+// Karatsuba: adds x_lo·h_lo to lo, x_hi·h_hi to hi and
+// (x_lo + x_hi)·(h_lo + h_hi) to mid; mid + lo + hi is then the middle part.
+// hk holds h_lo + h_hi in its low half.
+inline void MulAddKaratsuba(__m512i x, __m512i h, __m512i hk, __m512i* lo,
+                            __m512i* mid, __m512i* hi) {
+  *lo = _mm512_xor_si512(*lo, _mm512_clmulepi64_epi128(x, h, 0x00));
+  *hi = _mm512_xor_si512(*hi, _mm512_clmulepi64_epi128(x, h, 0x11));
+  const __m512i xs = _mm512_xor_si512(x, SwapHalves(x));
+  *mid = _mm512_xor_si512(*mid, _mm512_clmulepi64_epi128(xs, hk, 0x00));
 }
 
 // lo + mid·x^64 + hi·x^128, times x^-128, modulo the reflected polynomial,
@@ -147,7 +161,11 @@ void GhashAad(const uint64_t* key, const unsigned char* data, size_t size,
   if (size >= kStride) {
     constexpr int kVectors = kPowers / 4;
     __m512i h[kVectors];
-    for (int v = 0; v < kVectors; ++v) h[v] = _mm512_loadu_si512(key + 8 * v);
+    __m512i hk[kVectors];
+    for (int v = 0; v < kVectors; ++v) {
+      h[v] = _mm512_loadu_si512(key + 8 * v);
+      hk[v] = _mm512_xor_si512(h[v], SwapHalves(h[v]));
+    }
     const unsigned char* p = data;
     const unsigned char* const end = data + (size - size % kStride);
     for (; p != end; p += kStride) {
@@ -157,13 +175,13 @@ void GhashAad(const uint64_t* key, const unsigned char* data, size_t size,
       // The blocks that do not depend on Y first, so that their products
       // overlap the previous iteration's reduction.
       for (int v = kVectors - 1; v > 0; --v) {
-        MulAdd(ByteReverse(_mm512_loadu_si512(p + 64 * v)), h[v], &lo, &mid,
-               &hi);
+        MulAddKaratsuba(ByteReverse(_mm512_loadu_si512(p + 64 * v)), h[v],
+                        hk[v], &lo, &mid, &hi);
       }
       const __m512i x0 = _mm512_xor_si512(
           ByteReverse(_mm512_loadu_si512(p)), _mm512_zextsi128_si512(y));
-      MulAdd(x0, h[0], &lo, &mid, &hi);
-      y = FoldLanes(Reduce(lo, mid, hi));
+      MulAddKaratsuba(x0, h[0], hk[0], &lo, &mid, &hi);
+      y = FoldLanes(Reduce(lo, Xor3(mid, lo, hi), hi));
     }
   }
   // The tail, zero-padded to whole blocks, then the length block: the bit
