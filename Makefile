@@ -90,11 +90,13 @@ DEDUP_BENCH_ARGS ?= --size 268435456 --repetitions 5
 # 1 and 8 streams. bench-rapid: Dedup with RapidCDC hints vs without.
 # bench-sha256: SHA-256 of chunks, OpenSSL one at a time vs the multi-buffer
 # backends, one thread, with the memory-read ceiling; a table of ratios.
+# bench-content-key: the keyed content hash (AES-GMAC, both backends) beside
+# XXH3-128 and SHA-256 on 4, 16 and 64 KiB inputs, one thread.
 .PHONY: bench bench-chunking bench-index bench-dedup bench-service bench-rapid \
-  bench-sha256
+  bench-sha256 bench-content-key
 
 bench: bench-chunking bench-index bench-dedup bench-service bench-rapid \
-  bench-sha256
+  bench-sha256 bench-content-key
 
 SHA256_BENCH_ARGS ?= --benchmark_repetitions=5 --benchmark_min_time=0.2 \
   --benchmark_enable_random_interleaving=true
@@ -103,6 +105,14 @@ bench-sha256: build
 	@mkdir -p $(BENCH_DIR)
 	$(BUILD_DIR)/server/bench/sha256_bench $(SHA256_BENCH_ARGS) \
 	  | tee $(BENCH_DIR)/sha256.txt
+
+CONTENT_KEY_BENCH_ARGS ?= --benchmark_repetitions=5 \
+  --benchmark_min_time=0.2 --benchmark_enable_random_interleaving=true
+
+bench-content-key: build
+	@mkdir -p $(BENCH_DIR)
+	$(BUILD_DIR)/server/bench/content_key_bench $(CONTENT_KEY_BENCH_ARGS) \
+	  | tee $(BENCH_DIR)/content_key.txt
 
 bench-service: build
 	@mkdir -p $(BENCH_DIR)

@@ -3,46 +3,231 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "chunking/kernels/isa.h"
+
+#ifdef CHUNKD_CONTENT_KEY_VPCLMUL
+#include "fingerprint/vpclmul/ghash_vpclmul.h"
+#endif
 
 namespace chunkd::fingerprint {
+namespace {
+
+namespace isa = chunking::kernels;
+
+#ifdef CHUNKD_CONTENT_KEY_VPCLMUL
+static_assert(vpclmul::kKeyWords == 64, "ContentKeyer::powers_ size");
+// Exactly the instruction sets ghash_vpclmul.cc is compiled for, and the
+// ZMM state they need.
+constexpr uint32_t kVpclmulFeatures = isa::kAvx512F | isa::kAvx512Bw |
+                                      isa::kAvx512Vl | isa::kPclmul |
+                                      isa::kVpclmulqdq | isa::kOsZmm;
+#endif
+
+[[noreturn]] void Die(const std::string& message) {
+  std::fprintf(stderr, "chunkd: %s\n", message.c_str());
+  std::abort();
+}
+
+std::vector<std::string> Missing(ContentKeyBackend backend) {
+  if (backend == ContentKeyBackend::kOpenSsl) return {};
+#ifdef CHUNKD_CONTENT_KEY_VPCLMUL
+  return isa::MissingFeatures(kVpclmulFeatures, isa::CpuFeatures());
+#else
+  return {"not built for this architecture"};
+#endif
+}
+
+struct CtxFree {
+  void operator()(EVP_CIPHER_CTX* ctx) const { EVP_CIPHER_CTX_free(ctx); }
+};
+using CtxPtr = std::unique_ptr<EVP_CIPHER_CTX, CtxFree>;
+
+// One AES-128 block encryption: out = AES_K(in).
+void EncryptBlock(const std::array<uint8_t, 16>& key, const uint8_t* in,
+                  uint8_t* out) {
+  CtxPtr ctx(EVP_CIPHER_CTX_new());
+  int len = 0;
+  if (ctx == nullptr ||
+      EVP_EncryptInit_ex(ctx.get(), EVP_aes_128_ecb(), nullptr, key.data(),
+                         nullptr) != 1 ||
+      EVP_CIPHER_CTX_set_padding(ctx.get(), 0) != 1 ||
+      EVP_EncryptUpdate(ctx.get(), out, &len, in, 16) != 1 || len != 16) {
+    Die("content key: OpenSSL AES-128-ECB failed");
+  }
+}
+
+// AES-128-GCM of an empty plaintext with `aad`: the tag. One context per
+// thread, so calls never share state; it keeps the key schedule (and
+// OpenSSL's GHASH table) of the ContentKeyer that used it last, identified
+// by `owner`, and only resets the IV while the same keyer calls again.
+ContentKey OpenSslGmac(uint64_t owner, const std::array<uint8_t, 16>& key,
+                       const std::array<uint8_t, 12>& iv,
+                       absl::string_view aad) {
+  struct ThreadContext {
+    uint64_t owner = 0;
+    CtxPtr ctx{EVP_CIPHER_CTX_new()};
+  };
+  thread_local ThreadContext t;
+  bool ok = t.ctx != nullptr;
+  if (ok && t.owner == owner) {
+    ok = EVP_EncryptInit_ex(t.ctx.get(), nullptr, nullptr, nullptr,
+                            iv.data()) == 1;
+  } else if (ok) {
+    ok = EVP_EncryptInit_ex(t.ctx.get(), EVP_aes_128_gcm(), nullptr,
+                            key.data(), iv.data()) == 1;
+    t.owner = ok ? owner : 0;
+  }
+  if (!ok) Die("content key: OpenSSL AES-128-GCM init failed");
+  EVP_CIPHER_CTX* ctx = t.ctx.get();
+  const auto* p = reinterpret_cast<const unsigned char*>(aad.data());
+  size_t left = aad.size();
+  while (left > 0) {
+    // EVP lengths are int: at most 1 GiB per call (a multiple of 16, so
+    // OpenSSL takes each piece whole).
+    const size_t piece = left < (size_t{1} << 30) ? left : (size_t{1} << 30);
+    int len = 0;
+    if (EVP_EncryptUpdate(ctx, nullptr, &len, p,
+                          static_cast<int>(piece)) != 1) {
+      Die("content key: OpenSSL AES-128-GCM update failed");
+    }
+    p += piece;
+    left -= piece;
+  }
+  unsigned char none[16];
+  int len = 0;
+  ContentKey tag;
+  if (EVP_EncryptFinal_ex(ctx, none, &len) != 1 ||
+      EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, tag.data()) != 1) {
+    Die("content key: OpenSSL AES-128-GCM tag failed");
+  }
+  return tag;
+}
+
+}  // namespace
+
+const char* ContentKeyBackendName(ContentKeyBackend backend) {
+  return backend == ContentKeyBackend::kVpclmulqdq ? "vpclmulqdq" : "openssl";
+}
+
+absl::StatusOr<ContentKeyBackend> FindContentKeyBackend(absl::string_view name) {
+  for (ContentKeyBackend backend :
+       {ContentKeyBackend::kVpclmulqdq, ContentKeyBackend::kOpenSsl}) {
+    if (name != ContentKeyBackendName(backend)) continue;
+    std::vector<std::string> missing = Missing(backend);
+    if (!missing.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "content key backend '", name, "' cannot run on this CPU: ",
+          absl::StrJoin(missing, ", "), " missing"));
+    }
+    return backend;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("content key backend '", name,
+                   "' is not one of: vpclmulqdq, openssl"));
+}
+
+ContentKeyBackend BestContentKeyBackend() {
+  return Missing(ContentKeyBackend::kVpclmulqdq).empty()
+             ? ContentKeyBackend::kVpclmulqdq
+             : ContentKeyBackend::kOpenSsl;
+}
+
+absl::StatusOr<ContentKeyBackend> DefaultContentKeyBackend() {
+  const char* forced = std::getenv(kContentKeyEnvVar);
+  if (forced == nullptr || *forced == '\0') return BestContentKeyBackend();
+  absl::StatusOr<ContentKeyBackend> backend = FindContentKeyBackend(forced);
+  if (!backend.ok()) {
+    return absl::Status(backend.status().code(),
+                        absl::StrCat(kContentKeyEnvVar, ": ",
+                                     backend.status().message()));
+  }
+  return backend;
+}
 
 std::unique_ptr<ContentKeyer> ContentKeyer::Random() {
   std::array<uint8_t, 16> key;
   if (RAND_bytes(key.data(), static_cast<int>(key.size())) != 1) {
-    std::fprintf(stderr, "chunkd: RAND_bytes failed\n");
-    std::abort();
+    Die("content key: OpenSSL RAND_bytes failed to draw a random key");
   }
   return std::make_unique<ContentKeyer>(key);
 }
 
+namespace {
+// ContentKeyer ids for OpenSslGmac's per-thread contexts; 0 is none.
+std::atomic<uint64_t> next_id{1};
+
+ContentKeyBackend DefaultOrDie() {
+  absl::StatusOr<ContentKeyBackend> backend = DefaultContentKeyBackend();
+  if (!backend.ok()) Die(std::string(backend.status().message()));
+  return *backend;
+}
+}  // namespace
+
 ContentKeyer::ContentKeyer(const std::array<uint8_t, 16>& aes_key)
-    : key_(aes_key) {}
+    : ContentKeyer(aes_key, std::array<uint8_t, 12>{}, DefaultOrDie()) {}
+
+ContentKeyer::ContentKeyer(const std::array<uint8_t, 16>& aes_key,
+                           ContentKeyBackend backend)
+    : ContentKeyer(aes_key, std::array<uint8_t, 12>{}, backend) {}
+
+ContentKeyer::ContentKeyer(const std::array<uint8_t, 16>& aes_key,
+                           const std::array<uint8_t, 12>& iv,
+                           ContentKeyBackend backend)
+    : aes_key_(aes_key),
+      iv_(iv),
+      backend_(backend),
+      id_(next_id.fetch_add(1, std::memory_order_relaxed)) {
+  std::vector<std::string> missing = Missing(backend);
+  if (!missing.empty()) {
+    Die(absl::StrCat("content key backend '", ContentKeyBackendName(backend),
+                     "' cannot run on this CPU: ",
+                     absl::StrJoin(missing, ", "), " missing"));
+  }
+  if (backend_ != ContentKeyBackend::kVpclmulqdq) return;
+#ifdef CHUNKD_CONTENT_KEY_VPCLMUL
+  uint8_t j0[16] = {};
+  for (size_t i = 0; i < iv_.size(); ++i) j0[i] = iv_[i];
+  j0[15] = 1;
+  EncryptBlock(aes_key_, j0, tag_mask_.data());
+  const uint8_t zero[16] = {};
+  uint8_t h[16];
+  EncryptBlock(aes_key_, zero, h);
+  vpclmul::PrepareKey(h, powers_.data());
+#endif
+}
 
 ContentKey ContentKeyer::Of(absl::string_view bytes) const {
-  static const unsigned char iv[12] = {};
-  // One context per thread, set up for the last keyer it served.
-  struct Ctx {
-    EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
-    const ContentKeyer* keyer = nullptr;
-    ~Ctx() { EVP_CIPHER_CTX_free(ctx); }
-  };
-  thread_local Ctx t;
-  if (t.keyer != this) {
-    EVP_EncryptInit_ex(t.ctx, EVP_aes_128_gcm(), nullptr, key_.data(), iv);
-    t.keyer = this;
-  } else {
-    EVP_EncryptInit_ex(t.ctx, nullptr, nullptr, nullptr, iv);
+#ifdef CHUNKD_CONTENT_KEY_VPCLMUL
+  if (backend_ == ContentKeyBackend::kVpclmulqdq) {
+    ContentKey tag;
+    vpclmul::GhashAad(powers_.data(),
+                      reinterpret_cast<const unsigned char*>(bytes.data()),
+                      bytes.size(), tag.data());
+    for (size_t i = 0; i < tag.size(); ++i) tag[i] ^= tag_mask_[i];
+    return tag;
   }
-  int len = 0;
-  EVP_EncryptUpdate(t.ctx, nullptr, &len,
-                    reinterpret_cast<const unsigned char*>(bytes.data()),
-                    static_cast<int>(bytes.size()));
-  EVP_EncryptFinal_ex(t.ctx, nullptr, &len);
-  ContentKey tag;
-  EVP_CIPHER_CTX_ctrl(t.ctx, EVP_CTRL_GCM_GET_TAG, 16, tag.data());
-  return tag;
+#endif
+  return OpenSslGmac(id_, aes_key_, iv_, bytes);
+}
+
+const char* ContentKeyer::backend() const {
+  return ContentKeyBackendName(backend_);
+}
+
+ContentKey ContentKeyer::Gmac(const std::array<uint8_t, 16>& aes_key,
+                              const std::array<uint8_t, 12>& iv,
+                              absl::string_view aad,
+                              ContentKeyBackend backend) {
+  return ContentKeyer(aes_key, iv, backend).Of(aad);
 }
 
 }  // namespace chunkd::fingerprint

@@ -13,6 +13,7 @@ namespace chunkd::chunking::kernels {
 namespace {
 
 // cpuid leaf 1, ECX.
+constexpr uint32_t kLeaf1EcxPclmul = 1u << 1;
 constexpr uint32_t kLeaf1EcxSsse3 = 1u << 9;
 constexpr uint32_t kLeaf1EcxSse41 = 1u << 19;
 constexpr uint32_t kLeaf1EcxPopcnt = 1u << 23;
@@ -31,6 +32,7 @@ constexpr uint32_t kLeaf7EbxAvx512Vl = 1u << 31;
 // cpuid leaf 7 subleaf 0, ECX.
 constexpr uint32_t kLeaf7EcxAvx512Vbmi = 1u << 1;
 constexpr uint32_t kLeaf7EcxGfni = 1u << 8;
+constexpr uint32_t kLeaf7EcxVpclmulqdq = 1u << 10;
 // XCR0: x87 | SSE | AVX, and opmask | ZMM_Hi256 | Hi16_ZMM.
 constexpr uint64_t kXcr0Ymm = 0x6;
 constexpr uint64_t kXcr0Zmm = 0xe0;
@@ -58,6 +60,8 @@ constexpr Name kNames[] = {
     {kSsse3, "ssse3"},
     {kSse41, "sse4_1"},
     {kSha, "sha_ni"},
+    {kPclmul, "pclmulqdq"},
+    {kVpclmulqdq, "vpclmulqdq"},
 };
 
 uint32_t Detect() {
@@ -114,6 +118,8 @@ uint32_t FeaturesFromCpuid(uint32_t leaf1_ecx, uint32_t leaf7_ebx,
   if (leaf7_ebx & kLeaf7EbxAvx512Vl) f |= kAvx512Vl;
   if (leaf7_ecx & kLeaf7EcxAvx512Vbmi) f |= kAvx512Vbmi;
   if (leaf7_ecx & kLeaf7EcxGfni) f |= kGfni;
+  if (leaf1_ecx & kLeaf1EcxPclmul) f |= kPclmul;
+  if (leaf7_ecx & kLeaf7EcxVpclmulqdq) f |= kVpclmulqdq;
   // Without OSXSAVE the OS manages no extended state: nothing wider than SSE
   // may run, whatever the CPU implements.
   if (has_xgetbv && (xcr0 & kXcr0Ymm) == kXcr0Ymm) {

@@ -41,6 +41,9 @@ enum IsaFeature : uint32_t {
   kSsse3 = 1u << 14,
   kSse41 = 1u << 15,
   kSha = 1u << 16,
+  // For the GHASH code (fingerprint/content_key.h).
+  kPclmul = 1u << 17,
+  kVpclmulqdq = 1u << 18,
 };
 
 // "popcnt", "avx512vbmi", "os-zmm-state", ...

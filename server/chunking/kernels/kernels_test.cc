@@ -429,6 +429,8 @@ TEST(IsaTest, DetectionAgreesWithProcCpuinfo) {
       {kSsse3, "ssse3"},
       {kSse41, "sse4_1"},
       {kSha, "sha_ni"},
+      {kPclmul, "pclmulqdq"},
+      {kVpclmulqdq, "vpclmulqdq"},
   };
   for (const auto& [feature, flag] : map) {
     EXPECT_EQ((f & feature) != 0, flags.count(flag) != 0) << flag;
