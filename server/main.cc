@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "chunkd/chunker.h"
 #include "chunking/kernels/kernels.h"
+#include "fingerprint/content_key.h"
 #include "fingerprint/sha256_mb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -238,6 +239,11 @@ int main(int argc, char** argv) {
   absl::StatusOr<const chunkd::fingerprint::Sha256Backend*> sha256 =
       chunkd::fingerprint::DefaultSha256Backend();
   if (!sha256.ok()) return Fail(std::string(sha256.status().message()));
+  // How the hint cache keys contents ($CHUNKD_CONTENT_KEY or the best the
+  // CPU runs); a bad value stops chunkd here rather than at the first use.
+  absl::StatusOr<chunkd::fingerprint::ContentKeyBackend> content_key =
+      chunkd::fingerprint::DefaultContentKeyBackend();
+  if (!content_key.ok()) return Fail(std::string(content_key.status().message()));
   chunkd::metrics::Metrics metrics(CHUNKD_VERSION, backend);
   *index = std::make_unique<chunkd::metrics::InstrumentedIndex>(
       *std::move(index), &metrics);
@@ -328,7 +334,7 @@ int main(int argc, char** argv) {
   index_health.Start();
   std::fprintf(stderr,
                "chunkd %s serving on %s%s%s (metrics on %s, index %s, %zu "
-               "threads, chunking backend %s, sha256 %s)\n",
+               "threads, chunking backend %s, sha256 %s, content key %s)\n",
                CHUNKD_VERSION, listen.c_str(),
                absl::GetFlag(FLAGS_tls_cert).empty()
                    ? ""
@@ -337,7 +343,8 @@ int main(int argc, char** argv) {
                tokens == nullptr ? "" : ", bearer tokens required",
                metrics_listen.empty() ? "off" : metrics_listen.c_str(),
                std::string((*index)->backend()).c_str(), threads,
-               backend.c_str(), (*sha256)->name);
+               backend.c_str(), (*sha256)->name,
+               chunkd::fingerprint::ContentKeyBackendName(*content_key));
 
   const int sig = WaitForSignal(signals);
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);

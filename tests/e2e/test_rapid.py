@@ -5,8 +5,10 @@ summary reports the hints; a hint test with another algorithm is refused."""
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import subprocess
 import urllib.request
 
 import grpc
@@ -14,7 +16,8 @@ import pytest
 
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
-from e2e_util import RPC_TIMEOUT, fastcdc_params, random_bytes
+from chunkd_client.testing import ChunkdServer
+from e2e_util import RPC_TIMEOUT, SUBPROCESS_TIMEOUT, fastcdc_params, random_bytes
 
 MiB = 1 << 20
 
@@ -123,3 +126,48 @@ def test_hint_test_needs_fastcdc(server, algorithm) -> None:
         responses = list(stub.Dedup(iter([pb.DedupRequest(params=params, data=b"x" * 100)]),
                                     timeout=RPC_TIMEOUT))
         assert responses[-1].summary.total_bytes == 100
+
+
+def _cpu_has_vpclmulqdq() -> bool:
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            return {"avx512f", "avx512bw", "avx512vl", "pclmulqdq", "vpclmulqdq"} <= flags
+    return False
+
+
+@pytest.mark.parametrize("backend", ["openssl", "vpclmulqdq"])
+def test_content_key_backends_give_the_same_records(chunkd_bin, monkeypatch, backend) -> None:
+    """$CHUNKD_CONTENT_KEY picks how the hint cache keys contents; the
+    records never depend on it, and the cache serves the duplicates it saw
+    (with the memory index it takes duplicates: those of version 1 are
+    looked up from version 2 on)."""
+    if backend == "vpclmulqdq" and not _cpu_has_vpclmulqdq():
+        pytest.skip("this CPU lacks VPCLMULQDQ with AVX-512")
+    monkeypatch.setenv("CHUNKD_CONTENT_KEY", backend)
+    data = versions(2)
+    with ChunkdServer(chunkd_bin) as server:
+        assert f"content key {backend})" in server.log()
+        with grpc.insecure_channel(server.address) as channel:
+            stub = pb_grpc.ChunkServiceStub(channel)
+            for i, version in enumerate(data):
+                hinted, _ = dedup(stub, version, "keyed", pb.HINT_TEST_UNSPECIFIED)
+                plain, _ = dedup(stub, version, "plain", pb.HINT_TEST_OFF)
+                assert hinted == plain, f"version {i}"
+        metrics = hint_metrics(server)
+        assert metrics[("cache", "hit")] > 100
+
+
+def test_unknown_content_key_backend_stops_the_server(chunkd_bin) -> None:
+    env = dict(os.environ, CHUNKD_CONTENT_KEY="xxh3")
+    result = subprocess.run(
+        [str(chunkd_bin), "--listen=127.0.0.1:0", "--metrics_listen="],
+        env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode != 0
+    assert "CHUNKD_CONTENT_KEY" in result.stderr and "'xxh3'" in result.stderr, result.stderr
