@@ -38,6 +38,24 @@ class Stopwatch {
   std::chrono::steady_clock::time_point start_;
 };
 
+// Splits a stretch of time between stages with one clock read per switch:
+// each Lap() adds the time since the one before (or since construction) to
+// *total and to the stage's counter, each when not null.
+class Laps {
+ public:
+  Laps() : last_(std::chrono::steady_clock::now()) {}
+  void Lap(double* total, prometheus::Counter* counter) {
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    if (total != nullptr) *total += seconds;
+    if (counter != nullptr) counter->Increment(seconds);
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StreamPipeline>> StreamPipeline::Create(
@@ -146,6 +164,7 @@ absl::Status StreamPipeline::Advance(absl::string_view piece, bool at_end,
     }
     chunker_ = *std::move(chunker);
     chunker_base_ = held_start_;
+    slice_ = 0;
     // (Held() and rest_ may point into carried itself.)
     std::string next = absl::StrCat(Held(), rest_);
     carried.swap(next);
@@ -221,11 +240,17 @@ bool StreamPipeline::Refill() {
 absl::Status StreamPipeline::FeedChunker(absl::string_view piece, bool at_end,
                                          std::vector<ChunkRecord>* out,
                                          absl::string_view* rest) {
-  // With hints, in slices of the window: a duplicate at the end of a slice's
-  // chunks hands the rest of the piece to the hints.
-  const size_t slice =
-      hints_on() ? std::max<size_t>(chunker_->plan().window_size, 1) : piece.size();
+  // With hints, in slices: a duplicate at the end of a slice's chunks hands
+  // the rest of the piece to the hints. A new chunker starts with short
+  // slices, so that duplicate data reaches the hints soon, and doubles
+  // them up to its window while the data stays new.
+  const size_t window = std::max<size_t>(chunker_->plan().window_size, 1);
+  if (slice_ == 0) {
+    slice_ = std::min(window, size_t{8} * options_.chunking.max_size);
+  }
   do {
+    const size_t slice = hints_on() ? slice_ : piece.size();
+    if (hints_on()) slice_ = std::min(window, 2 * slice_);
     const absl::string_view part = piece.substr(0, slice);
     piece.remove_prefix(part.size());
     const size_t before = out->size();
@@ -509,43 +534,47 @@ bool StreamPipeline::Accept(uint32_t candidate, absl::string_view bytes,
   if (size > bytes.size() || size > boundary_->max_size()) return false;
   std::optional<HintCache::Entry> hit;
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-  {
-    Stopwatch watch(&totals_.chunk_seconds, Stage(&metrics::StageCounters::chunk));
-    bool pass = false;
-    switch (options_.hints) {
-      case HintTest::kOff:
-        break;
-      case HintTest::kFF:
-        pass = true;
-        break;
-      case HintTest::kFFMT:
-        pass = data[size - 1] == HintMarker(candidate);
-        break;
-      case HintTest::kFFRWT:
-      case HintTest::kFFRWTFPT:
-        pass = boundary_->Holds(data, bytes.size(), at_end, size);
-        break;
-    }
-    if (!pass) return false;
+  const absl::string_view chunk = bytes.substr(0, size);
+  prometheus::Counter* const fingerprint_stage =
+      Stage(&metrics::StageCounters::fingerprint);
+  Laps laps;
+  if (cache_ != nullptr) {
+    // The key first (cheap next to SHA-256): reading the chunk for it also
+    // brings the bytes the test reads at its end into the CPU's caches.
+    accepted_key_ = cache_->KeyOf(cache_scope_, chunk);
+    laps.Lap(nullptr, fingerprint_stage);
   }
-  {
-    Stopwatch watch(nullptr, Stage(&metrics::StageCounters::fingerprint));
-    const absl::string_view chunk = bytes.substr(0, size);
-    if (cache_ == nullptr) {
-      *fingerprint = fingerprint::Digest(options_.fingerprint, chunk);
+  bool pass = false;
+  switch (options_.hints) {
+    case HintTest::kOff:
+      break;
+    case HintTest::kFF:
+      pass = true;
+      break;
+    case HintTest::kFFMT:
+      pass = data[size - 1] == HintMarker(candidate);
+      break;
+    case HintTest::kFFRWT:
+    case HintTest::kFFRWTFPT:
+      pass = boundary_->Holds(data, bytes.size(), at_end, size);
+      break;
+  }
+  laps.Lap(&totals_.chunk_seconds, Stage(&metrics::StageCounters::chunk));
+  if (!pass) return false;
+  if (cache_ == nullptr) {
+    *fingerprint = fingerprint::Digest(options_.fingerprint, chunk);
+  } else {
+    hit = cache_->Get(accepted_key_);
+    if (hit.has_value()) {
+      fingerprint->assign(reinterpret_cast<const char*>(hit->sha256.data()),
+                          hit->sha256.size());
+      ++totals_.cache_hits;
     } else {
-      accepted_key_ = cache_->KeyOf(cache_scope_, chunk);
-      hit = cache_->Get(accepted_key_);
-      if (hit.has_value()) {
-        fingerprint->assign(reinterpret_cast<const char*>(hit->sha256.data()),
-                            hit->sha256.size());
-        ++totals_.cache_hits;
-      } else {
-        *fingerprint = HashAndCache(accepted_key_, chunk);
-        ++totals_.cache_misses;
-      }
+      *fingerprint = HashAndCache(accepted_key_, chunk);
+      ++totals_.cache_misses;
     }
   }
+  laps.Lap(nullptr, fingerprint_stage);
   *next_known = false;
   if (hit.has_value() && hit->num_sizes > 0) {
     // The cache knows this content was cut under these parameters before

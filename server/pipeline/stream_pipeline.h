@@ -210,6 +210,7 @@ class StreamPipeline {
   // for the records' Commit.
   Mode mode_ = Mode::kChunker;
   uint64_t chunker_base_ = 0;
+  size_t slice_ = 0;  // bytes fed to the chunker at once (0: not yet set)
   std::unique_ptr<chunking::Cutter> cutter_;
   size_t sequential_misses_ = 0;
   bool run_accepted_ = false;  // a hint was accepted since the chunker left
