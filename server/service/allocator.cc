@@ -28,7 +28,8 @@ MallocSetup ConfigureMalloc(const char* glibc_tunables) {
   if (TunablesSetMalloc(glibc_tunables)) {
     setup.description = absl::StrCat(
         "malloc: GLIBC_TUNABLES=", glibc_tunables,
-        " sets glibc.malloc tunables; leaving glibc's malloc settings to it");
+        " sets glibc.malloc tunables; leaving glibc's malloc settings to it "
+        "(malloc_trim when streams have stopped stays on)");
     return setup;
   }
   // mallopt takes an int; both values fit.
