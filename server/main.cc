@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -33,6 +34,7 @@
 #include "metrics/metrics.h"
 #include "pipeline/hint_cache.h"
 #include "pipeline/worker_pool.h"
+#include "service/allocator.h"
 #include "service/chunk_service.h"
 #include "service/index_health.h"
 
@@ -101,6 +103,8 @@ constexpr uint64_t kMinMessageBytes = 1024;
 constexpr uint64_t kMaxMessageBytes = uint64_t{256} << 20;
 // How often the index's reachability is probed for the health service.
 constexpr absl::Duration kIndexHealthInterval = absl::Seconds(1);
+// Free memory goes back to the OS this long after the last stream ended.
+constexpr absl::Duration kIdleTrimDelay = absl::Seconds(1);
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "chunkd: %s\n", message.c_str());
@@ -164,6 +168,9 @@ int WaitForSignal(const sigset_t& signals) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First, while this is the only thread (service/allocator.h says why).
+  const chunkd::service::MallocSetup malloc_setup =
+      chunkd::service::ConfigureMalloc(std::getenv("GLIBC_TUNABLES"));
   absl::SetProgramUsageMessage(
       "chunkd: content-defined chunking and deduplication over gRPC.\n"
       "Usage: chunkd [--listen HOST:PORT] [--metrics_listen HOST:PORT] "
@@ -218,6 +225,7 @@ int main(int argc, char** argv) {
   index_options.warn = [](const std::string& warning) {
     std::fprintf(stderr, "chunkd: %s\n", warning.c_str());
   };
+  std::fprintf(stderr, "chunkd: %s\n", malloc_setup.description.c_str());
   auto index = chunkd::index::CreateIndex(index_spec, index_options);
   if (!index.ok()) return Fail(std::string(index.status().message()));
   std::fprintf(stderr, "chunkd: index %s\n",
@@ -332,6 +340,16 @@ int main(int argc, char** argv) {
         }
       });
   index_health.Start();
+  // The allocator keeps what a burst freed (ConfigureMalloc); it goes back
+  // to the OS once streams have stopped.
+  chunkd::service::IdleTrimmer trimmer(
+      {absl::Milliseconds(250), kIdleTrimDelay},
+      [&service] {
+        return chunkd::service::StreamActivity{service.active_streams(),
+                                               service.streams_started()};
+      },
+      [] { chunkd::service::TrimMalloc(); });
+  trimmer.Start();
   std::fprintf(stderr,
                "chunkd %s serving on %s%s%s (metrics on %s, index %s, %zu "
                "threads, chunking backend %s, sha256 %s, content key %s)\n",
@@ -354,6 +372,7 @@ int main(int argc, char** argv) {
   // Draining wins over the index monitor: stopped first, and Shutdown()
   // makes the health service ignore any later update.
   index_health.Stop();
+  trimmer.Stop();
   health->SetServingStatus(false);
   health->Shutdown();
   service.BeginShutdown();

@@ -8,12 +8,15 @@
 // methods on one channel, with 1 and N concurrent streams, and reports GB/s,
 // the ratios to the sink and the time to the first chunk record. Each figure
 // is the best of --repetitions runs in interleaved order, so load from other
-// work on the machine spreads over all of them.
+// work on the machine spreads over all of them. The process sets up malloc
+// as chunkd does (service/allocator.h), so it measures what chunkd does;
+// --chunkd_malloc=false keeps glibc's defaults.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,6 +36,7 @@
 #include "index/fingerprint_index.h"
 #include "metrics/metrics.h"
 #include "pipeline/worker_pool.h"
+#include "service/allocator.h"
 #include "service/chunk_service.h"
 
 ABSL_FLAG(uint64_t, stream_bytes, uint64_t{64} << 20,
@@ -43,6 +47,9 @@ ABSL_FLAG(uint32_t, streams, 8, "concurrent streams of the parallel runs");
 ABSL_FLAG(uint32_t, repetitions, 3, "runs per configuration (best is kept)");
 ABSL_FLAG(std::string, markdown, "", "also write the table to this file");
 ABSL_FLAG(uint32_t, threads, 0, "server worker threads (0: one per core)");
+ABSL_FLAG(bool, chunkd_malloc, true,
+          "set up malloc as chunkd does (mmap and trim thresholds); false "
+          "keeps glibc's defaults");
 
 namespace {
 
@@ -178,6 +185,19 @@ Run RunStreams(grpc::GenericStub* stub, const char* method,
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  // No thread runs yet (ConfigureMalloc's requirement).
+  std::string malloc_setup = "malloc: glibc defaults (--chunkd_malloc=false)";
+  if (absl::GetFlag(FLAGS_chunkd_malloc)) {
+    const chunkd::service::MallocSetup setup =
+        chunkd::service::ConfigureMalloc(std::getenv("GLIBC_TUNABLES"));
+    malloc_setup =
+        setup.configured
+            ? absl::StrFormat("malloc as chunkd: mmap_threshold %d MiB, "
+                              "trim_threshold %d MiB",
+                              setup.mmap_threshold >> 20,
+                              setup.trim_threshold >> 20)
+            : setup.description;
+  }
   const uint64_t stream_bytes = absl::GetFlag(FLAGS_stream_bytes);
   const uint64_t message_bytes = absl::GetFlag(FLAGS_message_bytes);
   const size_t max_streams = std::max<uint32_t>(1, absl::GetFlag(FLAGS_streams));
@@ -293,11 +313,11 @@ int main(int argc, char** argv) {
   std::string table = absl::StrFormat(
       "End-to-end over loopback gRPC (%s backend, %zu worker threads, "
       "%d MiB per stream, %d KiB messages, fastcdc 4/16/64 KiB, sha256 "
-      "unless noted, memory index; best of %d)\n\n"
+      "unless noted, memory index; best of %d; %s)\n\n"
       "| rpc | 1 stream GB/s | %zu streams GB/s | vs sink (1) | vs sink (%zu) "
       "| %zu streams ÷ 1 | first record ms (1) |\n|---|---|---|---|---|---|---|\n",
       (*kernel)->name, threads, stream_bytes >> 20, message_bytes >> 10,
-      repetitions, max_streams, max_streams, max_streams);
+      repetitions, malloc_setup, max_streams, max_streams, max_streams);
   for (int c = 0; c < kConfigs; ++c) {
     table += absl::StrFormat(
         "| %s | %.2f | %.2f | %.0f%% | %.0f%% | %.2f× | %s |\n", configs[c].name,

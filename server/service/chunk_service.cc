@@ -777,9 +777,15 @@ size_t ChunkServiceImpl::active_streams() const {
   return streams_.size();
 }
 
+uint64_t ChunkServiceImpl::streams_started() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return streams_started_;
+}
+
 grpc::Status ChunkServiceImpl::Register(ActiveStream* stream) {
   std::lock_guard<std::mutex> lock(mu_);
   streams_.insert(stream);
+  ++streams_started_;
   if (shutting_down_) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                         "chunkd is shutting down and accepts no new streams; "

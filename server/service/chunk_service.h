@@ -23,6 +23,7 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <string>
 
@@ -109,6 +110,8 @@ class ChunkServiceImpl final : public v1::ChunkService::CallbackService {
   void AbortAll(const grpc::Status& status);
 
   size_t active_streams() const;
+  // Streams registered since the start (refused ones included).
+  uint64_t streams_started() const;
 
   // Used by the reactors.
   const ServiceOptions& options() const { return options_; }
@@ -127,6 +130,7 @@ class ChunkServiceImpl final : public v1::ChunkService::CallbackService {
   mutable std::mutex mu_;
   std::condition_variable streams_cv_;
   absl::flat_hash_set<ActiveStream*> streams_;  // guarded by mu_
+  uint64_t streams_started_ = 0;                // guarded by mu_
   bool shutting_down_ = false;                  // guarded by mu_
 };
 
