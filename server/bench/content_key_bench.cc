@@ -34,7 +34,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +42,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "bench/best_rate_reporter.h"
 #include "bench/datagen.h"
 #include "bench/harness.h"
 #include "fingerprint/content_key.h"
@@ -170,19 +170,8 @@ void RegisterAll() {
 }
 
 // The console output, and then each row's best repetition as ratios.
-class RatioReporter : public benchmark::ConsoleReporter {
+class RatioReporter : public BestRateReporter {
  public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& run : runs) {
-      if (run.run_type != Run::RT_Iteration || run.error_occurred) continue;
-      auto it = run.counters.find("bytes_per_second");
-      if (it == run.counters.end()) continue;
-      double& best = best_[run.run_name.function_name];
-      best = std::max(best, static_cast<double>(it->second));
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
-
   void Finalize() override {
     ConsoleReporter::Finalize();
     std::string table =
@@ -203,12 +192,6 @@ class RatioReporter : public benchmark::ConsoleReporter {
     std::fflush(stdout);
   }
 
- private:
-  double Best(const std::string& name) const {
-    auto it = best_.find(name);
-    return it == best_.end() ? 0 : it->second;
-  }
-  std::map<std::string, double> best_;
 };
 
 void ParseOwnFlags(int* argc, char** argv) {

@@ -46,6 +46,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "bench/best_rate_reporter.h"
 #include "bench/datagen.h"
 #include "bench/harness.h"
 #include "fingerprint/sha256_mb.h"
@@ -164,19 +165,8 @@ void RegisterAll() {
 }
 
 // The console output, and then each row's best repetition as ratios.
-class RatioReporter : public benchmark::ConsoleReporter {
+class RatioReporter : public BestRateReporter {
  public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& run : runs) {
-      if (run.run_type != Run::RT_Iteration || run.error_occurred) continue;
-      auto it = run.counters.find("bytes_per_second");
-      if (it == run.counters.end()) continue;
-      double& best = best_[run.run_name.function_name];
-      best = std::max(best, static_cast<double>(it->second));
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
-
   void Finalize() override {
     ConsoleReporter::Finalize();
     std::string table =
@@ -207,12 +197,6 @@ class RatioReporter : public benchmark::ConsoleReporter {
     std::fflush(stdout);
   }
 
- private:
-  double Best(const std::string& name) const {
-    auto it = best_.find(name);
-    return it == best_.end() ? 0 : it->second;
-  }
-  std::map<std::string, double> best_;
 };
 
 bool ParseSize(absl::string_view arg, absl::string_view prefix, size_t* out) {

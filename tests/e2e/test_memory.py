@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -28,17 +27,6 @@ STREAM_BYTES = 64 * MiB
 IDLE_WAIT = 30.0
 
 
-def vm_kib(pid: int, field: str) -> int:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(rf"^{field}:\s+(\d+) kB", status, re.MULTILINE).group(1))
-
-
-def active_streams(server: ChunkdServer) -> float:
-    with urllib.request.urlopen(f"http://{server.metrics_address}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    return float(re.search(r"^chunkd_active_streams (\S+)$", text, re.MULTILINE).group(1))
-
-
 @pytest.fixture
 def own_server(chunkd_bin: Path):
     """A server of its own, so that its memory is this test's alone."""
@@ -49,8 +37,7 @@ def test_memory_goes_back_after_a_burst(own_server: ChunkdServer, chunkctl_bin: 
                                         tmp_path: Path) -> None:
     log = own_server.log()
     assert re.search(r"malloc: mmap_threshold \d+ MiB, trim_threshold \d+ MiB", log), log
-    pid = own_server.process.pid
-    base_kib = vm_kib(pid, "VmRSS")
+    base_kib = own_server.vm_kib("VmRSS")
     data = tmp_path / "data.bin"
     # 8 MiB of random bytes, repeated: Chunk keeps no state between chunks.
     data.write_bytes(random_bytes(11, 8 * MiB) * (STREAM_BYTES // (8 * MiB)))
@@ -64,20 +51,20 @@ def test_memory_goes_back_after_a_burst(own_server: ChunkdServer, chunkctl_bin: 
         # Every byte came back as chunks: "offset,length" lines cover the file.
         last = out.decode().strip().rsplit("\n", 1)[-1].split(",")
         assert int(last[0]) + int(last[1]) == STREAM_BYTES
-    peak_kib = vm_kib(pid, "VmHWM")
+    peak_kib = own_server.vm_kib("VmHWM")
     # The burst really used memory, or the check below proves nothing.
     assert peak_kib - base_kib >= 64 * 1024, (base_kib, peak_kib)
 
     deadline = time.monotonic() + IDLE_WAIT
-    while active_streams(own_server) != 0:
+    while own_server.active_streams() != 0:
         assert time.monotonic() < deadline, "chunkd_active_streams never returned to 0"
         time.sleep(0.1)
     # Well below the peak: at most a quarter of what the burst added.
     target_kib = base_kib + (peak_kib - base_kib) // 4
-    rss_kib = vm_kib(pid, "VmRSS")
+    rss_kib = own_server.vm_kib("VmRSS")
     while rss_kib > target_kib and time.monotonic() < deadline:
         time.sleep(0.2)
-        rss_kib = vm_kib(pid, "VmRSS")
+        rss_kib = own_server.vm_kib("VmRSS")
     print(f"\nRSS before {base_kib} KiB, peak {peak_kib} KiB, idle {rss_kib} KiB")
     assert rss_kib <= target_kib, (
         f"RSS {rss_kib} KiB {IDLE_WAIT:.0f} s after the burst; before it "

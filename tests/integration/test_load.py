@@ -14,10 +14,8 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-import re
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
@@ -44,17 +42,6 @@ assert len(KINDS) == STREAMS
 def params() -> "pb.ChunkingParams":
     return pb.ChunkingParams(algorithm=pb.ALGORITHM_FASTCDC, min_size=2048,
                              avg_size=8192, max_size=32768)
-
-
-def vm_kib(pid: int, field: str) -> int:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(rf"^{field}:\s+(\d+) kB", status, re.MULTILINE).group(1))
-
-
-def active_streams(server: ChunkdServer) -> float:
-    with urllib.request.urlopen(f"http://{server.metrics_address}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    return float(re.search(r"^chunkd_active_streams (\S+)$", text, re.MULTILINE).group(1))
 
 
 def pieces(data: bytes, rng: random.Random) -> Iterator[bytes]:
@@ -145,13 +132,12 @@ def server() -> Iterator[ChunkdServer]:
 
 def wait_for_no_streams(server: ChunkdServer) -> None:
     deadline = time.monotonic() + 30
-    while active_streams(server) != 0:
+    while server.active_streams() != 0:
         assert time.monotonic() < deadline, "chunkd_active_streams never returned to 0"
         time.sleep(0.1)
 
 
 def test_rounds_of_64_mixed_streams(server: ChunkdServer) -> None:
-    pid = server.process.pid
     rss_after: List[int] = []
     outcomes: Dict[str, Dict[str, int]] = {}
     with grpc.insecure_channel(
@@ -179,7 +165,7 @@ def test_rounds_of_64_mixed_streams(server: ChunkdServer) -> None:
             assert not errors, "\n".join(errors)
             assert server.alive(), server.log()
             wait_for_no_streams(server)
-            rss_after.append(vm_kib(pid, "VmRSS"))
+            rss_after.append(server.vm_kib("VmRSS"))
             for kind, result in zip(KINDS, results):
                 outcomes.setdefault(kind, {}).setdefault(result, 0)
                 outcomes[kind][result] += 1
@@ -196,7 +182,7 @@ def test_rounds_of_64_mixed_streams(server: ChunkdServer) -> None:
     assert rss_after[-1] <= baseline * 1.5 + 64 * 1024, rss_after
     # ... and the peak stays under the README's bound: base + memory_budget +
     # max_streams x (2 x window + 2 x max_size + 1 MiB), window = 2 MiB here.
-    peak_kib = vm_kib(pid, "VmHWM")
+    peak_kib = server.vm_kib("VmHWM")
     bound_kib = (64 * MiB + MEMORY_BUDGET + STREAMS * (2 * 2 * MiB + 2 * 32768 + MiB)) // 1024
     print(f"\nRSS after each round (KiB): {rss_after}; peak {peak_kib} KiB; "
           f"bound {bound_kib} KiB; outcomes {outcomes}")

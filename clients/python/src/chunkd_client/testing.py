@@ -14,11 +14,13 @@ This module needs only grpcio; it has no pytest dependency.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Union
 
@@ -204,6 +206,24 @@ class ChunkdServer:
                 self.process.kill()
                 self.process.wait(timeout)
         return self.process.returncode
+
+    def vm_kib(self, field: str = "VmRSS") -> int:
+        """A memory figure of the running process from /proc (Linux), in
+        KiB: "VmRSS" (resident now) or "VmHWM" (its peak)."""
+        assert self.process is not None, "the server was never started"
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        match = re.search(rf"^{field}:\s+(\d+) kB", status, re.MULTILINE)
+        assert match is not None, f"no {field} in /proc/{self.process.pid}/status"
+        return int(match.group(1))
+
+    def active_streams(self) -> float:
+        """The chunkd_active_streams gauge, read from the metrics endpoint."""
+        url = f"http://{self.metrics_address}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+        match = re.search(r"^chunkd_active_streams (\S+)$", text, re.MULTILINE)
+        assert match is not None, "chunkd_active_streams is not exported"
+        return float(match.group(1))
 
     def log(self) -> str:
         """Everything the server printed so far."""
