@@ -246,7 +246,10 @@ absl::Status StreamPipeline::FeedChunker(absl::string_view piece, bool at_end,
   // them up to its window while the data stays new.
   const size_t window = std::max<size_t>(chunker_->plan().window_size, 1);
   if (slice_ == 0) {
-    slice_ = std::min(window, size_t{8} * options_.chunking.max_size);
+    // The shortest piece the StreamChunker cuts at once (4 x (max + its
+    // context); shorter ones wait for its window), and one chunk more.
+    const size_t max = options_.chunking.max_size;
+    slice_ = std::min(window, 4 * (max + chunking::kContext) + max);
   }
   do {
     const size_t slice = hints_on() ? slice_ : piece.size();
