@@ -79,10 +79,10 @@ ABSL_FLAG(uint64_t, memory_budget, uint64_t{1} << 30,
           "--max_streams x --max_message_bytes, so an idle stream never "
           "blocks the others");
 ABSL_FLAG(uint64_t, hint_cache_mib, 64,
-          "memory for the RapidCDC hint cache (content hash -> SHA-256 of "
-          "duplicate chunks, about 128 bytes per chunk), which lets Dedup "
-          "with hints follow them without hashing on the way; 0 turns it "
-          "off. Never changes results");
+          "memory for the RapidCDC hint cache (keyed content hash -> "
+          "SHA-256 and next sizes, about 176 bytes per chunk), which lets "
+          "Dedup with hints follow them without hashing on the way; 0 turns "
+          "it off");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain for TLS; with --tls_key turns TLS on");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
