@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import re
+import subprocess
 from pathlib import Path
-from typing import Iterable, List, Sequence, Tuple
+from typing import FrozenSet, Iterable, List, Sequence, Tuple
 
 import grpc
 
@@ -103,3 +105,25 @@ def fastcdc_params(**overrides) -> "pb.ChunkingParams":
     )
     values.update(overrides)
     return pb.ChunkingParams(**values)
+
+
+def cpu_flags() -> FrozenSet[str]:
+    """The CPU feature flags /proc/cpuinfo lists (empty where it is missing)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def start_with_env(chunkd_bin: Path, **env: str) -> "subprocess.CompletedProcess[str]":
+    """Runs chunkd with `env` added to the environment and returns once it
+    exits (for settings that must stop it at start-up)."""
+    return subprocess.run(
+        [str(chunkd_bin), "--listen=127.0.0.1:0", "--metrics_listen="],
+        env=dict(os.environ, **env), capture_output=True, text=True,
+        timeout=SUBPROCESS_TIMEOUT, stdin=subprocess.DEVNULL,
+    )

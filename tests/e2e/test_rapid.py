@@ -5,10 +5,8 @@ summary reports the hints; a hint test with another algorithm is refused."""
 
 from __future__ import annotations
 
-import os
 import random
 import re
-import subprocess
 import urllib.request
 
 import grpc
@@ -17,7 +15,7 @@ import pytest
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
 from chunkd_client.testing import ChunkdServer
-from e2e_util import RPC_TIMEOUT, SUBPROCESS_TIMEOUT, fastcdc_params, random_bytes
+from e2e_util import RPC_TIMEOUT, cpu_flags, fastcdc_params, random_bytes, start_with_env
 
 MiB = 1 << 20
 
@@ -129,15 +127,7 @@ def test_hint_test_needs_fastcdc(server, algorithm) -> None:
 
 
 def _cpu_has_vpclmulqdq() -> bool:
-    try:
-        text = open("/proc/cpuinfo").read()
-    except OSError:
-        return False
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-            return {"avx512f", "avx512bw", "avx512vl", "pclmulqdq", "vpclmulqdq"} <= flags
-    return False
+    return {"avx512f", "avx512bw", "avx512vl", "pclmulqdq", "vpclmulqdq"} <= cpu_flags()
 
 
 @pytest.mark.parametrize("backend", ["openssl", "vpclmulqdq"])
@@ -163,11 +153,6 @@ def test_content_key_backends_give_the_same_records(chunkd_bin, monkeypatch, bac
 
 
 def test_unknown_content_key_backend_stops_the_server(chunkd_bin) -> None:
-    env = dict(os.environ, CHUNKD_CONTENT_KEY="xxh3")
-    result = subprocess.run(
-        [str(chunkd_bin), "--listen=127.0.0.1:0", "--metrics_listen="],
-        env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
-        stdin=subprocess.DEVNULL,
-    )
+    result = start_with_env(chunkd_bin, CHUNKD_CONTENT_KEY="xxh3")
     assert result.returncode != 0
     assert "CHUNKD_CONTENT_KEY" in result.stderr and "'xxh3'" in result.stderr, result.stderr

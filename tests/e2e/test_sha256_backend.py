@@ -6,8 +6,6 @@ hashlib, and a bad value is an error at start-up naming the variable."""
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
 from pathlib import Path
 from typing import Iterator
 
@@ -15,21 +13,13 @@ import pytest
 
 from chunkd_client import Client
 from chunkd_client.testing import ChunkdServer
-from e2e_util import RPC_TIMEOUT, SUBPROCESS_TIMEOUT, parse_csv, random_bytes
+from e2e_util import RPC_TIMEOUT, cpu_flags, parse_csv, random_bytes, start_with_env
 
 DATA = random_bytes(11, (5 << 20) + 777)
 
 
 def _cpu_has_sha() -> bool:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-            return {"sha_ni", "sse4_1", "ssse3"} <= flags
-    return False
+    return {"sha_ni", "sse4_1", "ssse3"} <= cpu_flags()
 
 
 def _assert_matches_hashlib(records) -> None:
@@ -75,12 +65,7 @@ def test_local_fingerprints_do_not_depend_on_the_backend(chunkctl, data_file, fo
 
 
 def test_unknown_backend_stops_the_server(chunkd_bin) -> None:
-    env = dict(os.environ, CHUNKD_SHA256="sha3")
-    result = subprocess.run(
-        [str(chunkd_bin), "--listen=127.0.0.1:0", "--metrics_listen="],
-        env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
-        stdin=subprocess.DEVNULL,
-    )
+    result = start_with_env(chunkd_bin, CHUNKD_SHA256="sha3")
     assert result.returncode != 0
     assert "CHUNKD_SHA256" in result.stderr and "'sha3'" in result.stderr, result.stderr
     assert "openssl" in result.stderr
