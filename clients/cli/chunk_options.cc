@@ -1,8 +1,13 @@
 #include "clients/cli/chunk_options.h"
 
 #include <limits>
+#include <string>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 
 namespace chunkd::cli {
 namespace {
@@ -244,6 +249,27 @@ chunkd::v1::FingerprintAlgorithm ToProtoFingerprint(const ChunkFlags& flags) {
       return chunkd::v1::FINGERPRINT_ALGORITHM_NONE;
   }
   return chunkd::v1::FINGERPRINT_ALGORITHM_UNSPECIFIED;
+}
+
+std::string HintsName(chunkd::v1::HintTest test) {
+  return absl::AsciiStrToLower(
+      absl::StripPrefix(chunkd::v1::HintTest_Name(test), "HINT_TEST_"));
+}
+
+absl::StatusOr<chunkd::v1::HintTest> ParseHints(absl::string_view name) {
+  const std::string wanted = absl::AsciiStrToLower(name);
+  std::vector<std::string> names;
+  for (int v = chunkd::v1::HintTest_MIN; v <= chunkd::v1::HintTest_MAX; ++v) {
+    if (v == chunkd::v1::HINT_TEST_UNSPECIFIED ||
+        !chunkd::v1::HintTest_IsValid(v)) {
+      continue;
+    }
+    const auto test = static_cast<chunkd::v1::HintTest>(v);
+    names.push_back(HintsName(test));
+    if (names.back() == wanted) return test;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--hints '", name, "' is not one of: ", absl::StrJoin(names, ", ")));
 }
 
 }  // namespace chunkd::cli

@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "chunkd/chunker.h"
 #include "chunkd/v1/chunkd.pb.h"
 #include "clients/cli/args.h"
@@ -79,6 +80,14 @@ void ToProto(const ChunkFlags& flags, chunkd::v1::ChunkingParams* params);
 
 // The proto's fingerprint algorithm; UNSPECIFIED when not given.
 chunkd::v1::FingerprintAlgorithm ToProtoFingerprint(const ChunkFlags& flags);
+
+// `chunkctl dedup --hints NAME`: the RapidCDC acceptance test named NAME,
+// the proto's enum name without its HINT_TEST_ prefix, in any case: off, ff,
+// ff_mt, ff_rwt, ff_rwt_fpt. INVALID_ARGUMENT names NAME and lists them.
+absl::StatusOr<chunkd::v1::HintTest> ParseHints(absl::string_view name);
+
+// The name ParseHints takes for `test` ("ff_rwt_fpt").
+std::string HintsName(chunkd::v1::HintTest test);
 
 }  // namespace chunkd::cli
 

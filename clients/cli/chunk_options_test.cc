@@ -1,6 +1,7 @@
 #include "clients/cli/chunk_options.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -185,6 +186,29 @@ TEST(ChunkOptionsTest, ValidateUsesTheLibrary) {
   absl::Status status = Validate(*flags);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(status.message()), HasSubstr("min_size"));
+}
+
+
+TEST(ChunkOptionsTest, HintsNamesAreTheProtoNames) {
+  EXPECT_EQ(HintsName(chunkd::v1::HINT_TEST_FF_RWT_FPT), "ff_rwt_fpt");
+  for (const auto& [name, test] :
+       std::vector<std::pair<std::string, chunkd::v1::HintTest>>{
+           {"off", chunkd::v1::HINT_TEST_OFF},
+           {"ff", chunkd::v1::HINT_TEST_FF},
+           {"ff_mt", chunkd::v1::HINT_TEST_FF_MT},
+           {"FF_RWT", chunkd::v1::HINT_TEST_FF_RWT},
+           {"ff_rwt_fpt", chunkd::v1::HINT_TEST_FF_RWT_FPT}}) {
+    absl::StatusOr<chunkd::v1::HintTest> parsed = ParseHints(name);
+    ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.status();
+    EXPECT_EQ(*parsed, test) << name;
+  }
+  for (const char* bad : {"", "unspecified", "ff-rwt", "rwt"}) {
+    absl::StatusOr<chunkd::v1::HintTest> parsed = ParseHints(bad);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+    EXPECT_THAT(std::string(parsed.status().message()),
+                HasSubstr("off, ff, ff_mt"));
+  }
 }
 
 }  // namespace

@@ -116,6 +116,11 @@ files so far ("inf" while no byte is unique). A last line gives the totals.
   --server ADDR        the chunkd server (host:port)
   --namespace NS       the tenant's index: 1..128 characters of [A-Za-z0-9._-]
   --message-size N     bytes per data message, 1..67108864 (default 1048576)
+  --hints NAME         RapidCDC: after a duplicate chunk, how a size that
+                       followed it before is accepted instead of cutting
+                       (fastcdc only; see the README): ff_rwt_fpt (the
+                       server's default for fastcdc; the same chunks as off),
+                       ff_rwt, ff_mt, ff (faster, chunks may differ) or off
 )";
 
 constexpr absl::string_view kDedupChunkNote =
@@ -454,7 +459,11 @@ int RunDedup(absl::Span<const std::string> words, std::FILE* out,
   absl::StatusOr<ParsedArgs> args = ParseArgs(
       words,
       WithConnectionFlags(WithChunkFlags(
-          {{"server"}, {"namespace"}, {"message-size"}, {"help", false}})));
+          {{"server"},
+           {"namespace"},
+           {"message-size"},
+           {"hints"},
+           {"help", false}})));
   if (!args.ok()) return io.UsageError(args.status().message());
   if (!args->Has("server")) return io.UsageError("missing --server ADDR");
   if (!args->Has("namespace")) return io.UsageError("missing --namespace NS");
@@ -474,6 +483,19 @@ int RunDedup(absl::Span<const std::string> words, std::FILE* out,
     return io.UsageError(
         "--fingerprint none: dedup needs a fingerprint (sha256 or xxh128)");
   }
+  std::optional<chunkd::v1::HintTest> hints;
+  if (std::optional<std::string> name = args->Get("hints")) {
+    absl::StatusOr<chunkd::v1::HintTest> test = ParseHints(*name);
+    if (!test.ok()) return io.UsageError(test.status().message());
+    if (*test != chunkd::v1::HINT_TEST_OFF &&
+        EffectiveAlgorithm(*flags) != chunking::Algorithm::kFastCdc) {
+      return io.UsageError(absl::StrCat(
+          "--hints ", HintsName(*test), " needs --algorithm fastcdc, not ",
+          chunking::AlgorithmName(EffectiveAlgorithm(*flags)),
+          " (hints apply to FastCDC only); use --hints off or leave it out"));
+    }
+    hints = *test;
+  }
   absl::StatusOr<size_t> message_size = MessageSize(*args);
   if (!message_size.ok()) return io.UsageError(message_size.status().message());
   if (absl::Status s = Validate(*flags); !s.ok()) {
@@ -484,6 +506,7 @@ int RunDedup(absl::Span<const std::string> words, std::FILE* out,
   if (!connect.ok()) return io.UsageError(connect.status().message());
 
   chunkd::v1::DedupParams params;
+  if (hints) params.set_hints(*hints);
   ToProto(*flags, params.mutable_chunking());
   params.set_fingerprint(ToProtoFingerprint(*flags));
   params.set_namespace_(ns);

@@ -102,6 +102,12 @@ TEST(CliTest, UsageErrorsExitTwo) {
            {{"dedup", "--server", "x:1", "--namespace", "ns"}, "missing FILE"},
            {{"dedup", "--server", "x:1", "--namespace", "ns", "-", "-"},
             "stdin (\"-\") can be read only once"},
+           {{"dedup", "--server", "x:1", "--namespace", "ns", "--hints", "fast",
+             kJpeg},
+            "--hints 'fast' is not one of: off, ff, ff_mt, ff_rwt, ff_rwt_fpt"},
+           {{"dedup", "--server", "x:1", "--namespace", "ns", "--algorithm",
+             "crc32", "--hints", "ff", kJpeg},
+            "--hints ff needs --algorithm fastcdc, not crc32"},
            {{"dedup", "--server", "x:1", "--namespace", "ns", "--fingerprint",
              "none", kJpeg},
             "dedup needs a fingerprint"},
@@ -256,6 +262,26 @@ TEST(CliTest, DedupLines) {
       Cli({"dedup", "--server", server.address(), "--namespace", "t-1", kJpeg});
   EXPECT_EQ(again.exit_code, kExitOk) << again.err;
   EXPECT_THAT(again.out, HasSubstr("ratio=inf\ntotal "));
+}
+
+TEST(CliTest, DedupSendsHints) {
+  testing::FakeServer server;
+  CliRun run = Cli({"dedup", "--server", server.address(), "--namespace", "t-1",
+                    "--hints", "FF_MT", kJpeg});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(server.service().last_dedup_params().hints(),
+            chunkd::v1::HINT_TEST_FF_MT);
+  // --hints off is allowed for every algorithm.
+  run = Cli({"dedup", "--server", server.address(), "--namespace", "t-1",
+             "--algorithm", "fixed", "--hints", "off", kJpeg});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(server.service().last_dedup_params().hints(),
+            chunkd::v1::HINT_TEST_OFF);
+  // Without --hints the field stays unset: the server's default applies.
+  run = Cli({"dedup", "--server", server.address(), "--namespace", "t-1", kJpeg});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(server.service().last_dedup_params().hints(),
+            chunkd::v1::HINT_TEST_UNSPECIFIED);
 }
 
 TEST(CliTest, BenchPrintsATable) {

@@ -38,6 +38,12 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
   // absent).
   std::string last_authorization;
 
+  // The params of the last Dedup stream.
+  chunkd::v1::DedupParams last_dedup_params() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_dedup_params_;
+  }
+
   grpc::Status Chunk(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<chunkd::v1::ChunkResponse,
@@ -52,7 +58,12 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
       grpc::ServerReaderWriter<chunkd::v1::DedupResponse,
                                chunkd::v1::DedupRequest>* stream) override {
     return Serve<chunkd::v1::DedupRequest, chunkd::v1::DedupResponse>(
-        stream, [](const chunkd::v1::DedupRequest& r) { return r.params(); },
+        stream,
+        [this](const chunkd::v1::DedupRequest& r) {
+          std::lock_guard<std::mutex> lock(mu_);
+          last_dedup_params_ = r.params();
+          return r.params();
+        },
         &index_);
   }
 
@@ -186,6 +197,7 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
 
   std::mutex mu_;
   std::set<std::string> index_;
+  chunkd::v1::DedupParams last_dedup_params_;
 };
 
 // A FakeChunkService listening on a local port.

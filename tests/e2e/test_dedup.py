@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+import urllib.request
 import uuid
 from pathlib import Path
+from typing import Dict, Optional
 
 import pytest
 
@@ -103,6 +105,40 @@ DEDUP_LINE = re.compile(
     r"(?P<name>.+) bytes=(?P<bytes>\d+) unique_bytes=(?P<unique_bytes>\d+) "
     r"chunks=(?P<chunks>\d+) unique_chunks=(?P<unique_chunks>\d+) ratio=(?P<ratio>\S+)"
 )
+
+
+def hint_results(server: ChunkdServer) -> Dict[str, float]:
+    """chunkd_hints_total summed over the tests, per result (accepted, rejected)."""
+    url = f"http://{server.metrics_address}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    totals: Dict[str, float] = {}
+    for match in re.finditer(r"^chunkd_hints_total\{([^}]*)\} (\S+)$", text, re.MULTILINE):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
+        totals[labels["result"]] = totals.get(labels["result"], 0.0) + float(match.group(2))
+    return totals
+
+
+@pytest.mark.parametrize("hints", [None, "ff_rwt_fpt", "OFF"])
+def test_chunkctl_dedup_hints(
+    server: ChunkdServer, chunkctl, data_file: Path, hints: Optional[str]
+) -> None:
+    """--hints reaches the server: the second pass over a file follows the
+    hints of the first unless --hints off; the exact tests find every chunk."""
+    ns = new_namespace("hints")
+    flags = [] if hints is None else ["--hints", hints]
+    chunkctl("dedup", "--server", server.address, "--namespace", ns, *flags, data_file)
+    before = hint_results(server)
+    out = chunkctl("dedup", "--server", server.address, "--namespace", ns, *flags, data_file).stdout
+    after = hint_results(server)
+    second = DEDUP_LINE.fullmatch(out.splitlines()[0])
+    assert second is not None, out
+    assert int(second["unique_bytes"]) == 0 and int(second["bytes"]) == len(DATA)
+    accepted = after.get("accepted", 0.0) - before.get("accepted", 0.0)
+    if hints == "OFF":
+        assert after == before
+    else:
+        assert accepted > 0
 
 
 def test_chunkctl_dedup_same_file_twice(
