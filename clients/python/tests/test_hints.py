@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import random
 import socket
 import uuid
+from pathlib import Path
 from typing import List, Tuple
 
 import grpc
@@ -130,3 +132,21 @@ def test_async_client_takes_hints(server: ChunkdServer, client: Client) -> None:
     assert summary.hints_accepted > 0 and summary.hint_skipped_bytes > 0
     assert off_summary.hints_tried == 0
     assert plain(records) == plain(off_records) == plain(expected)
+
+
+def test_console_script_takes_hints(
+    server: ChunkdServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from chunkd_client.cli import main
+
+    path = tmp_path / "data.bin"
+    path.write_bytes(DATA[: 1 << 20])
+    out = io.StringIO()
+    args = ["dedup", "--server", server.address, "--namespace", namespace()]
+    assert main(args + ["--hints", "FF_RWT", str(path)], out=out) == 0
+    assert out.getvalue().startswith(f"{path} bytes={1 << 20} ")
+    assert main(args + ["--algorithm", "crc32", "--hints", "ff", str(path)], out=out) == 1
+    assert "INVALID_ARGUMENT" in capsys.readouterr().err
+    assert main(args + ["--hints", "fast", str(path)], out=out) == 2
+    err = capsys.readouterr().err
+    assert "'fast'" in err and "ff_rwt_fpt" in err
