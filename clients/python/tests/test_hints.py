@@ -108,8 +108,8 @@ def test_hints_need_fastcdc(client: Client, algorithm: str) -> None:
         client.dedup_all(DATA, namespace=namespace(), algorithm=algorithm, hints="ff")
     assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
     assert "hint" in caught.value.message
-    # "off" is allowed for every algorithm, and the default is off there.
-    for hints in ("off", None):
+    # "off" is allowed for every algorithm, and unset ("" or None) is off there.
+    for hints in ("off", None, ""):
         _, summary = client.dedup_all(
             DATA[: 1 << 20], namespace=namespace(), algorithm=algorithm, hints=hints
         )
