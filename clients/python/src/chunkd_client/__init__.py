@@ -15,6 +15,7 @@ Errors are raised as ChunkdError(code, message).
 from chunkd_client.client import (
     ALGORITHMS,
     FINGERPRINTS,
+    HINTS,
     ChunkStream,
     Client,
     DedupStream,
@@ -38,6 +39,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ALGORITHMS",
     "FINGERPRINTS",
+    "HINTS",
     "AlgorithmInfo",
     "ChunkRecord",
     "ChunkStream",

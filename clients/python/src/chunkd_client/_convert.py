@@ -34,6 +34,14 @@ SEQ_MODES = {
     "increasing": pb.SEQ_CDC_MODE_INCREASING,
     "decreasing": pb.SEQ_CDC_MODE_DECREASING,
 }
+#: RapidCDC hint acceptance tests of Dedup by name (``DedupParams.hints``).
+HINTS = {
+    "off": pb.HINT_TEST_OFF,
+    "ff": pb.HINT_TEST_FF,
+    "ff_mt": pb.HINT_TEST_FF_MT,
+    "ff_rwt": pb.HINT_TEST_FF_RWT,
+    "ff_rwt_fpt": pb.HINT_TEST_FF_RWT_FPT,
+}
 #: Most fingerprints FindMissing accepts in one request.
 FIND_MISSING_BATCH = 10000
 #: Most fingerprints Release accepts in one request.
@@ -108,15 +116,27 @@ def chunk_params(fingerprint: Union[str, int], **chunking: Any) -> pb.ChunkParam
 
 
 def dedup_params(
-    namespace: str, fingerprint: Union[str, int], stream_id: str = "", **chunking: Any
+    namespace: str,
+    fingerprint: Union[str, int],
+    stream_id: str = "",
+    hints: Union[str, int, None] = None,
+    **chunking: Any,
 ) -> pb.DedupParams:
-    """The first Dedup request's params."""
-    return pb.DedupParams(
+    """The first Dedup request's params.
+
+    ``hints`` is a name of HINTS (case-insensitive) or the raw ``HintTest``
+    value; ``None`` or "" leaves the field unset (the server's default).
+    An unknown name raises ValueError here, before any RPC.
+    """
+    params = pb.DedupParams(
         chunking=chunking_params(**chunking),
         fingerprint=enum_value("fingerprint", fingerprint, FINGERPRINTS),
         namespace=namespace,
         stream_id=stream_id,
     )
+    if hints is not None and hints != "":
+        params.hints = enum_value("hints", hints, HINTS)
+    return params
 
 
 def chunk_record(r: "pb.ChunkRecord") -> ChunkRecord:
@@ -132,7 +152,16 @@ def chunk_summary(s: "pb.ChunkSummary") -> ChunkSummary:
 
 
 def dedup_summary(s: "pb.DedupSummary") -> DedupSummary:
-    return DedupSummary(s.total_bytes, s.total_chunks, s.unique_bytes, s.unique_chunks)
+    return DedupSummary(
+        s.total_bytes,
+        s.total_chunks,
+        s.unique_bytes,
+        s.unique_chunks,
+        hints_tried=s.hints_tried,
+        hints_accepted=s.hints_accepted,
+        hints_rejected=s.hints_rejected,
+        hint_skipped_bytes=s.hint_skipped_bytes,
+    )
 
 
 def _param_range(r: "pb.ParamRange") -> ParamRange:

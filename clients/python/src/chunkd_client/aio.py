@@ -333,6 +333,7 @@ class AsyncClient:
         skip_size: Optional[int] = None,
         fingerprint: Union[str, int] = "sha256",
         stream_id: str = "",
+        hints: Union[str, int, None] = None,
         message_size: int = DEFAULT_MESSAGE_SIZE,
         timeout: Optional[float] = None,
     ) -> AsyncDedupStream:
@@ -343,6 +344,7 @@ class AsyncClient:
             namespace,
             fingerprint,
             stream_id,
+            hints,
             algorithm=algorithm,
             min_size=min_size,
             avg_size=avg_size,

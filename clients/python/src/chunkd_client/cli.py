@@ -26,7 +26,7 @@ import time
 from typing import IO, Any, Dict, Iterator, List, Optional, Sequence
 
 from chunkd_client._channel import TlsOptions, token_from_file
-from chunkd_client._convert import ALGORITHMS, DEFAULT_MESSAGE_SIZE, FINGERPRINTS, SEQ_MODES
+from chunkd_client._convert import ALGORITHMS, DEFAULT_MESSAGE_SIZE, FINGERPRINTS, HINTS, SEQ_MODES
 from chunkd_client.client import Client
 from chunkd_client.errors import ChunkdError
 from chunkd_client.records import DedupSummary, ServerInfo
@@ -191,6 +191,9 @@ def _parser() -> argparse.ArgumentParser:
         "--json one object per file and one for the total.",
     )
     dedup.add_argument("--namespace", required=True, help="the tenant's index")
+    dedup.add_argument("--hints", type=str.lower, choices=list(HINTS),
+                       help="RapidCDC hint test (fastcdc only; unset: the server's "
+                       "default, ff_rwt_fpt for fastcdc)")
     dedup.add_argument("files", nargs="+", metavar="FILE", help='inputs ("-" for stdin)')
 
     commands.add_parser(
@@ -317,7 +320,8 @@ def _run_dedup(args: argparse.Namespace, out: IO[str]) -> int:
         for name in args.files:
             with _open(name) as f:
                 progress = _progress(args, name, _size(f))
-                with client.dedup(f, namespace=args.namespace, **_chunking_kwargs(args)) as stream:
+                with client.dedup(f, namespace=args.namespace, hints=args.hints,
+                                  **_chunking_kwargs(args)) as stream:
                     for record in stream:
                         progress.update(record.end)
                     summary = stream.summary

@@ -35,6 +35,7 @@ from chunkd_client._convert import (
     DEFAULT_MESSAGE_SIZE,
     FIND_MISSING_BATCH,
     FINGERPRINTS,
+    HINTS,
     RELEASE_BATCH,
     SEQ_MODES,
     chunking_params,
@@ -54,6 +55,7 @@ __all__ = [
     "DEFAULT_MESSAGE_SIZE",
     "FIND_MISSING_BATCH",
     "FINGERPRINTS",
+    "HINTS",
     "RELEASE_BATCH",
     "SEQ_MODES",
     "ChunkStream",
@@ -363,6 +365,7 @@ class Client:
         skip_size: Optional[int] = None,
         fingerprint: Union[str, int] = "sha256",
         stream_id: str = "",
+        hints: Union[str, int, None] = None,
         message_size: int = DEFAULT_MESSAGE_SIZE,
         timeout: Optional[float] = None,
     ) -> DedupStream:
@@ -378,12 +381,23 @@ class Client:
         failure, sending the same bytes again with the same ``stream_id``
         (within 10 minutes) counts every reference exactly once and answers
         as a first successful run would have.
+
+        ``hints`` picks the RapidCDC next-chunk acceptance test: "off",
+        "ff", "ff_mt", "ff_rwt" or "ff_rwt_fpt" (case-insensitive), or the
+        raw ``HintTest`` enum value. ``None`` or "" leaves it unset: the
+        server then uses "ff_rwt_fpt" for fastcdc and "off" otherwise. An
+        unknown name raises ValueError naming it before any RPC; a test other
+        than "off" with a non-fastcdc algorithm is rejected by the server
+        (ChunkdError, INVALID_ARGUMENT). "off" and "ff_rwt_fpt" give exactly
+        the records of normal chunking. The summary reports ``hints_tried``,
+        ``hints_accepted``, ``hints_rejected`` and ``hint_skipped_bytes``.
         """
         pieces = iter_source(source, message_size)
         params = convert.dedup_params(
             namespace,
             fingerprint,
             stream_id,
+            hints,
             algorithm=algorithm,
             min_size=min_size,
             avg_size=avg_size,

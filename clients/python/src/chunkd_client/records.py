@@ -53,12 +53,24 @@ class ChunkSummary:
 
 @dataclass(frozen=True)
 class DedupSummary:
-    """Totals of a finished Dedup stream, sent by the server last."""
+    """Totals of a finished Dedup stream, sent by the server last.
+
+    The RapidCDC counters (0 when hints were off or the algorithm is not
+    fastcdc): ``hints_tried`` counts the next-chunk hints the server tested,
+    ``hints_accepted`` those that passed the acceptance test (the chunk was
+    taken without scanning), ``hints_rejected`` those that failed (the bytes
+    were cut normally), and ``hint_skipped_bytes`` the bytes of the accepted
+    hinted chunks, which the chunker did not have to scan.
+    """
 
     total_bytes: int
     total_chunks: int
     unique_bytes: int
     unique_chunks: int
+    hints_tried: int = 0
+    hints_accepted: int = 0
+    hints_rejected: int = 0
+    hint_skipped_bytes: int = 0
 
     @property
     def duplicate_bytes(self) -> int:
