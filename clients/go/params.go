@@ -2,6 +2,8 @@ package chunkd
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	pb "github.com/chunkd/chunkd/clients/go/chunkdpb"
 )
@@ -35,6 +37,14 @@ type Params struct {
 	// logical stream) makes a Dedup safe to retry: the same bytes sent again
 	// with the same StreamID within 10 minutes count every reference once.
 	StreamID string
+	// Hints (Dedup only) picks the RapidCDC next-chunk hint test: "off",
+	// "ff", "ff_mt", "ff_rwt" or "ff_rwt_fpt" (case-insensitive), or the
+	// proto enum's name ("HINT_TEST_FF") or number ("2"). "" leaves the field
+	// unset: the server then uses ff_rwt_fpt for fastcdc and off otherwise.
+	// Any test but off with another algorithm is INVALID_ARGUMENT from the
+	// server. Only off and ff_rwt_fpt are guaranteed to give the same
+	// records as normal chunking; DedupSummary counts what the hints did.
+	Hints string
 }
 
 // Level returns a pointer to level, for Params.NormalizationLevel.
@@ -61,6 +71,40 @@ var seqModes = map[string]pb.SeqCdcMode{
 	"decreasing": pb.SeqCdcMode_SEQ_CDC_MODE_DECREASING,
 }
 
+var hintNames = map[string]pb.HintTest{
+	"":           pb.HintTest_HINT_TEST_UNSPECIFIED,
+	"off":        pb.HintTest_HINT_TEST_OFF,
+	"ff":         pb.HintTest_HINT_TEST_FF,
+	"ff_mt":      pb.HintTest_HINT_TEST_FF_MT,
+	"ff_rwt":     pb.HintTest_HINT_TEST_FF_RWT,
+	"ff_rwt_fpt": pb.HintTest_HINT_TEST_FF_RWT_FPT,
+}
+
+// lookup finds key in names; an unknown key is an error naming field, the
+// value as the caller gave it and the valid names.
+func lookup[T any](field, value, key string, names map[string]T, valid string) (T, error) {
+	v, ok := names[key]
+	if !ok {
+		return v, fmt.Errorf("chunkd: unknown %s %q (%s)", field, value, valid)
+	}
+	return v, nil
+}
+
+// hintTest translates Params.Hints: a name of hintNames in any case, or the
+// proto enum's name or number (0, "HINT_TEST_UNSPECIFIED": the default).
+func hintTest(value string) (pb.HintTest, error) {
+	if n, err := strconv.ParseInt(value, 10, 32); err == nil {
+		if _, ok := pb.HintTest_name[int32(n)]; ok {
+			return pb.HintTest(n), nil
+		}
+	}
+	key := strings.ToLower(value)
+	if v, ok := pb.HintTest_value[strings.ToUpper(value)]; ok {
+		return pb.HintTest(v), nil
+	}
+	return lookup("Hints", value, key, hintNames, "off, ff, ff_mt, ff_rwt, ff_rwt_fpt")
+}
+
 func optional(v uint32) *uint32 {
 	if v == 0 {
 		return nil
@@ -70,17 +114,17 @@ func optional(v uint32) *uint32 {
 
 // proto translates p; an unknown name is an error naming the field.
 func (p Params) proto() (*pb.ChunkingParams, pb.FingerprintAlgorithm, int, error) {
-	algorithm, ok := algorithms[p.Algorithm]
-	if !ok {
-		return nil, 0, 0, fmt.Errorf("chunkd: unknown Algorithm %q (fastcdc, crc32, seqcdc, fixed)", p.Algorithm)
+	algorithm, err := lookup("Algorithm", p.Algorithm, p.Algorithm, algorithms, "fastcdc, crc32, seqcdc, fixed")
+	if err != nil {
+		return nil, 0, 0, err
 	}
-	fingerprint, ok := fingerprintNames[p.Fingerprint]
-	if !ok {
-		return nil, 0, 0, fmt.Errorf("chunkd: unknown Fingerprint %q (sha256, xxh128, none)", p.Fingerprint)
+	fingerprint, err := lookup("Fingerprint", p.Fingerprint, p.Fingerprint, fingerprintNames, "sha256, xxh128, none")
+	if err != nil {
+		return nil, 0, 0, err
 	}
-	mode, ok := seqModes[p.SeqMode]
-	if !ok {
-		return nil, 0, 0, fmt.Errorf("chunkd: unknown SeqMode %q (increasing, decreasing)", p.SeqMode)
+	mode, err := lookup("SeqMode", p.SeqMode, p.SeqMode, seqModes, "increasing, decreasing")
+	if err != nil {
+		return nil, 0, 0, err
 	}
 	size := p.MessageSize
 	if size < 0 {

@@ -34,9 +34,14 @@ type Summary struct {
 	TotalBytes, TotalChunks uint64
 }
 
-// DedupSummary holds the totals of a finished Dedup stream.
+// DedupSummary holds the totals of a finished Dedup stream, with what the
+// RapidCDC next-chunk hints (Params.Hints) did: HintsTried hints tested,
+// HintsAccepted taken as the next chunk without scanning, HintsRejected cut
+// normally instead, and HintSkippedBytes the bytes of accepted hinted chunks
+// (bytes the chunker did not scan). All four are 0 with hints off.
 type DedupSummary struct {
-	TotalBytes, TotalChunks, UniqueBytes, UniqueChunks uint64
+	TotalBytes, TotalChunks, UniqueBytes, UniqueChunks         uint64
+	HintsTried, HintsAccepted, HintsRejected, HintSkippedBytes uint64
 }
 
 // Iterator walks the records of one stream as the server makes them final:
@@ -248,9 +253,14 @@ func (c *Client) Chunk(ctx context.Context, r io.Reader, p Params) (*ChunkIterat
 }
 
 // Dedup streams r to the server, which records its chunks in namespace's
-// index; the iterator says per chunk whether it was new.
+// index; the iterator says per chunk whether it was new. An unknown
+// Params.Hints (or any other name) is an error before any call is made.
 func (c *Client) Dedup(ctx context.Context, namespace string, r io.Reader, p Params) (*DedupIterator, error) {
 	chunking, fp, size, err := p.proto()
+	if err != nil {
+		return nil, err
+	}
+	hints, err := hintTest(p.Hints)
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +271,8 @@ func (c *Client) Dedup(ctx context.Context, namespace string, r io.Reader, p Par
 		return nil, err
 	}
 	s := &sender{}
-	params := &pb.DedupParams{Chunking: chunking, Fingerprint: fp, Namespace: namespace, StreamId: p.StreamID}
+	params := &pb.DedupParams{Chunking: chunking, Fingerprint: fp, Namespace: namespace,
+		StreamId: p.StreamID, Hints: hints}
 	go s.run(r, size, func(data []byte, first bool) error {
 		req := &pb.DedupRequest{Data: data}
 		if first {
@@ -279,7 +290,8 @@ func (c *Client) Dedup(ctx context.Context, namespace string, r io.Reader, p Par
 			}
 			if sum := resp.GetSummary(); sum != nil {
 				return nil, &DedupSummary{sum.GetTotalBytes(), sum.GetTotalChunks(),
-					sum.GetUniqueBytes(), sum.GetUniqueChunks()}, nil
+					sum.GetUniqueBytes(), sum.GetUniqueChunks(), sum.GetHintsTried(),
+					sum.GetHintsAccepted(), sum.GetHintsRejected(), sum.GetHintSkippedBytes()}, nil
 			}
 			if resp.GetBatch() == nil {
 				return nil, nil, protocolError("a response without a body")

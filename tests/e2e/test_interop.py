@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import socket
 from pathlib import Path
 from typing import Dict, List
 
@@ -25,6 +27,11 @@ ALGORITHMS: Dict[str, Dict[str, object]] = {
     "seqcdc": {"algorithm": "seqcdc"},
     "fixed": {"algorithm": "fixed", "avg": 10000},
 }
+
+# The end of a dedup line when RapidCDC hints were tried.
+HINT_COUNTERS = re.compile(
+    r" hints_tried=(\d+) hints_accepted=(\d+) hints_rejected=(\d+) hint_skipped_bytes=(\d+)$",
+    re.M)
 
 API_NAMES = {"min": "min_size", "avg": "avg_size", "max": "max_size",
              "level": "normalization_level", "algorithm": "algorithm", "seed": "seed"}
@@ -113,8 +120,43 @@ def test_dedup_lines_agree(files: List[Path], server: ChunkdServer, chunkctl_bin
         "chunkd-go": [chunkd_go(), "dedup", "-server", server.address, "-namespace"],
     }.items():
         reports[name] = run([*command, f"interop-{name}", files[2], files[2]]).stdout.decode()
-    assert reports["chunkd-client"] == reports["chunkctl"] == reports["chunkd-go"]
-    assert reports["chunkctl"].splitlines()[-1].endswith("ratio=2.00")
+    # The second pass tries hints: a client that prints the counters prints
+    # the same ones (each client's line ends with them once it knows them).
+    counters = {name: HINT_COUNTERS.findall(report) for name, report in reports.items()}
+    assert len(counters["chunkd-go"]) == 2, reports["chunkd-go"]
+    assert all(c in ([], counters["chunkd-go"]) for c in counters.values()), counters
+    lines = {name: HINT_COUNTERS.sub("", report) for name, report in reports.items()}
+    assert lines["chunkd-client"] == lines["chunkctl"] == lines["chunkd-go"]
+    assert lines["chunkctl"].splitlines()[-1].endswith("ratio=2.00")
+
+
+def test_chunkd_go_dedup_hints(files: List[Path], server: ChunkdServer) -> None:
+    """chunkd-go dedup -hints: the counters end a line when hints were tried;
+    off tries none; bad names fail before any call; crc32 refuses hints."""
+    data = files[1]  # 3 MB of random bytes: about 180 chunks
+    dedup = [chunkd_go(), "dedup", "-server", server.address, "-namespace", "go-hints"]
+    default = run([*dedup, data, data]).stdout.decode().splitlines()
+    assert not HINT_COUNTERS.search(default[0]), default  # all new: nothing to hint
+    tried, accepted, rejected, skipped = map(int, HINT_COUNTERS.search(default[1]).groups())
+    assert accepted > 0 and skipped > 0 and accepted + rejected <= tried, default
+    # The total sums the files' counters (the first file had none).
+    assert HINT_COUNTERS.search(default[2]).groups() == HINT_COUNTERS.search(default[1]).groups()
+    for name in ("off", "OFF", "HINT_TEST_OFF", "1"):
+        line = run([*dedup, "--hints", name, data]).stdout.decode().splitlines()[0]
+        assert line.endswith("unique_chunks=0 ratio=inf") and not HINT_COUNTERS.search(line), line
+    line = run([*dedup, "-hints", "ff_rwt_fpt", data]).stdout.decode().splitlines()[0]
+    assert int(HINT_COUNTERS.search(line).group(2)) > 0, line
+    # Nothing listens on this port: a call would fail with UNAVAILABLE.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{sock.getsockname()[1]}"
+    bad = run([chunkd_go(), "dedup", "-server", dead, "-namespace", "x", "--hints", "fastest",
+               data], check=False)
+    assert bad.returncode == 1 and b"UNAVAILABLE" not in bad.stderr, bad.stderr
+    assert b'"fastest"' in bad.stderr and b"off, ff, ff_mt, ff_rwt, ff_rwt_fpt" in bad.stderr
+    refused = run([*dedup, "-algorithm", "crc32", "--hints", "ff", data], check=False)
+    assert refused.returncode == 1 and b"chunkd-go: INVALID_ARGUMENT: " in refused.stderr
+    assert b"HINT_TEST_FF" in refused.stderr, refused.stderr
 
 
 def test_grpcurl_lists_the_service_and_calls_get_server_info(server: ChunkdServer) -> None:

@@ -2,8 +2,13 @@
 // deduplicates files on a chunkd server and describes the server.
 //
 //	chunkd-go chunk [flags] FILE|-        one line per chunk, as chunkctl prints
-//	chunkd-go dedup -namespace NS [flags] FILE...
+//	chunkd-go dedup -namespace NS [-hints NAME] [flags] FILE...
 //	chunkd-go info [flags]
+//
+// dedup prints one line per file and a total line; when RapidCDC hints were
+// tried the line ends with hints_tried, hints_accepted, hints_rejected and
+// hint_skipped_bytes. -hints is off, ff, ff_mt, ff_rwt or ff_rwt_fpt (unset:
+// the server's default, ff_rwt_fpt for fastcdc).
 //
 // Exit status: 0 on success, 1 when a call or a file failed (the message
 // names the gRPC code), 2 on a usage error.
@@ -43,7 +48,7 @@ type common struct {
 	seed                             uint64
 	seqLength, skipTrigger, skipSize uint
 	messageSize                      int
-	format, namespace                string
+	format, namespace, hints         string
 }
 
 func (c *common) connectionFlags(fs *flag.FlagSet) {
@@ -82,6 +87,7 @@ func (c *common) params() (chunkd.Params, error) {
 		Algorithm: c.algorithm, Seed: c.seed, SeqMode: c.seqMode,
 		SeqLength: uint32(c.seqLength), SkipTrigger: uint32(c.skipTrigger),
 		SkipSize: uint32(c.skipSize), Fingerprint: c.fingerprint, MessageSize: c.messageSize,
+		Hints: c.hints,
 	}
 	for _, v := range []struct {
 		name string
@@ -209,9 +215,14 @@ func runDedup(ctx context.Context, c *common, args []string, out *bufio.Writer) 
 	defer client.Close()
 	var total chunkd.DedupSummary
 	line := func(name string, s chunkd.DedupSummary) {
-		fmt.Fprintf(out, "%s bytes=%d unique_bytes=%d chunks=%d unique_chunks=%d ratio=%s\n",
+		fmt.Fprintf(out, "%s bytes=%d unique_bytes=%d chunks=%d unique_chunks=%d ratio=%s",
 			name, s.TotalBytes, s.UniqueBytes, s.TotalChunks, s.UniqueChunks,
 			ratio(total.TotalBytes, total.UniqueBytes))
+		if s.HintsTried > 0 {
+			fmt.Fprintf(out, " hints_tried=%d hints_accepted=%d hints_rejected=%d hint_skipped_bytes=%d",
+				s.HintsTried, s.HintsAccepted, s.HintsRejected, s.HintSkippedBytes)
+		}
+		out.WriteString("\n")
 	}
 	for _, name := range args {
 		f, err := open(name)
@@ -232,6 +243,10 @@ func runDedup(ctx context.Context, c *common, args []string, out *bufio.Writer) 
 		total.UniqueBytes += s.UniqueBytes
 		total.TotalChunks += s.TotalChunks
 		total.UniqueChunks += s.UniqueChunks
+		total.HintsTried += s.HintsTried
+		total.HintsAccepted += s.HintsAccepted
+		total.HintsRejected += s.HintsRejected
+		total.HintSkippedBytes += s.HintSkippedBytes
 		line(name, s)
 	}
 	line("total", total)
@@ -264,7 +279,7 @@ const usage = `Usage: chunkd-go COMMAND [flags] [ARGS]
 
 Commands:
   chunk [flags] FILE|-          print one line per chunk (csv or -format json)
-  dedup -namespace NS [flags] FILE...
+  dedup -namespace NS [-hints NAME] [flags] FILE...
                                 deduplicate files; one summary line per file
   info [flags]                  the server's GetServerInfo as JSON
 
@@ -292,6 +307,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "dedup":
 		c.chunkFlags(fs)
 		fs.StringVar(&c.namespace, "namespace", "", "the tenant's index (required)")
+		fs.StringVar(&c.hints, "hints", "", "RapidCDC hint test: off, ff, ff_mt, ff_rwt or ff_rwt_fpt (default: the server's, ff_rwt_fpt for fastcdc)")
 		cmd = runDedup
 	case "info":
 		cmd = runInfo
