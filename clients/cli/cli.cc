@@ -112,6 +112,8 @@ the server's fingerprint index, one Dedup stream per file, and prints per file
   FILE bytes=N unique_bytes=M chunks=C unique_chunks=U ratio=R.RR
 where ratio is the running deduplication ratio: bytes / unique bytes of all
 files so far ("inf" while no byte is unique). A last line gives the totals.
+A line where RapidCDC hints were tried ends with
+  hints_tried=T hints_accepted=A hints_rejected=R hint_skipped_bytes=S
 
   --server ADDR        the chunkd server (host:port)
   --namespace NS       the tenant's index: 1..128 characters of [A-Za-z0-9._-]
@@ -442,10 +444,19 @@ std::string Ratio(uint64_t bytes, uint64_t unique_bytes) {
 
 std::string DedupLine(absl::string_view name, const DedupTotals& file,
                       const DedupTotals& running) {
-  return absl::StrFormat(
-      "%s bytes=%d unique_bytes=%d chunks=%d unique_chunks=%d ratio=%s\n", name,
+  std::string line = absl::StrFormat(
+      "%s bytes=%d unique_bytes=%d chunks=%d unique_chunks=%d ratio=%s", name,
       file.bytes, file.unique_bytes, file.chunks, file.unique_chunks,
       Ratio(running.bytes, running.unique_bytes));
+  if (file.hints_tried > 0) {
+    absl::StrAppendFormat(
+        &line,
+        " hints_tried=%d hints_accepted=%d hints_rejected=%d "
+        "hint_skipped_bytes=%d",
+        file.hints_tried, file.hints_accepted, file.hints_rejected,
+        file.hint_skipped_bytes);
+  }
+  return line + "\n";
 }
 
 int RunDedup(absl::Span<const std::string> words, std::FILE* out,
@@ -524,6 +535,10 @@ int RunDedup(absl::Span<const std::string> words, std::FILE* out,
     total.unique_bytes += file->unique_bytes;
     total.chunks += file->chunks;
     total.unique_chunks += file->unique_chunks;
+    total.hints_tried += file->hints_tried;
+    total.hints_accepted += file->hints_accepted;
+    total.hints_rejected += file->hints_rejected;
+    total.hint_skipped_bytes += file->hint_skipped_bytes;
     if (std::fputs(DedupLine(name, *file, total).c_str(), out) < 0 ||
         std::fflush(out) != 0) {
       return io.Failure(absl::UnavailableError("writing output failed"));

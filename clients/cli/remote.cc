@@ -364,6 +364,10 @@ absl::StatusOr<DedupTotals> DedupRemotely(
         summary.unique_chunks(), " chunks; the records say ",
         records.unique_bytes, " in ", records.unique_chunks));
   }
+  records.hints_tried = summary.hints_tried();
+  records.hints_accepted = summary.hints_accepted();
+  records.hints_rejected = summary.hints_rejected();
+  records.hint_skipped_bytes = summary.hint_skipped_bytes();
   return records;
 }
 

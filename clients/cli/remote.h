@@ -72,6 +72,11 @@ struct DedupTotals {
   uint64_t unique_bytes = 0;
   uint64_t chunks = 0;
   uint64_t unique_chunks = 0;
+  // RapidCDC, from the stream's summary (DedupSummary).
+  uint64_t hints_tried = 0;
+  uint64_t hints_accepted = 0;
+  uint64_t hints_rejected = 0;
+  uint64_t hint_skipped_bytes = 0;
 };
 
 // Streams `input` to the Dedup RPC like ChunkRemotely and returns the

@@ -104,6 +104,8 @@ def test_find_missing_reports_exactly_the_absent(client: Client, fingerprint: st
 DEDUP_LINE = re.compile(
     r"(?P<name>.+) bytes=(?P<bytes>\d+) unique_bytes=(?P<unique_bytes>\d+) "
     r"chunks=(?P<chunks>\d+) unique_chunks=(?P<unique_chunks>\d+) ratio=(?P<ratio>\S+)"
+    r"( hints_tried=(?P<hints_tried>\d+) hints_accepted=(?P<hints_accepted>\d+) "
+    r"hints_rejected=(?P<hints_rejected>\d+) hint_skipped_bytes=(?P<hint_skipped_bytes>\d+))?"
 )
 
 
@@ -137,8 +139,12 @@ def test_chunkctl_dedup_hints(
     accepted = after.get("accepted", 0.0) - before.get("accepted", 0.0)
     if hints == "OFF":
         assert after == before
+        assert second["hints_tried"] is None, out  # no counters printed
     else:
         assert accepted > 0
+        # The line ends with the stream's own counters.
+        assert int(second["hints_accepted"]) == accepted
+        assert 0 < int(second["hint_skipped_bytes"]) <= len(DATA)
 
 
 def test_chunkctl_dedup_same_file_twice(

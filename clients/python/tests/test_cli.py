@@ -64,12 +64,20 @@ def test_dedup_lines_and_json(server: ChunkdServer, data_file: Path) -> None:
     assert lines[0].startswith(f"{data_file} bytes={len(DATA)} unique_bytes={len(DATA)} ")
     assert lines[1].startswith(f"{data_file} bytes={len(DATA)} unique_bytes=0 ")
     assert lines[2].startswith(f"total bytes={2 * len(DATA)} unique_bytes={len(DATA)} ")
-    assert lines[2].endswith("ratio=2.00")
+    # The second pass follows the server's default hints: its line and the
+    # total end with the counters, the first's does not.
+    assert lines[0].endswith("ratio=1.00")
+    assert " ratio=2.00 hints_tried=" in lines[1] and " ratio=2.00 hints_tried=" in lines[2]
+    assert lines[1][lines[1].index(" hints_tried="):] == lines[2][lines[2].index(" hints_tried="):]
     code, text = run_main("dedup", "--json", "--server", server.address, "--namespace", ns,
                           data_file)
     objects = [json.loads(line) for line in text.splitlines()]
     assert objects[0]["file"] == str(data_file) and objects[0]["unique_bytes"] == 0
+    assert objects[0]["hints_accepted"] > 0 and objects[0]["hint_skipped_bytes"] > 0
     assert objects[-1]["file"] == "total" and objects[-1]["bytes"] == len(DATA)
+    code, text = run_main("dedup", "--json", "--hints", "off", "--server", server.address,
+                          "--namespace", ns, data_file)
+    assert json.loads(text.splitlines()[0])["hints_tried"] == 0
 
 
 def test_info(server: ChunkdServer) -> None:

@@ -187,8 +187,11 @@ def _parser() -> argparse.ArgumentParser:
         "dedup", parents=[connection, chunking],
         help="deduplicate files against a namespace of the server's index",
         description="Prints per file: FILE bytes=N unique_bytes=M chunks=C "
-        "unique_chunks=U ratio=R.RR (running ratio), then a total line; with "
-        "--json one object per file and one for the total.",
+        "unique_chunks=U ratio=R.RR (running ratio), then a total line; a "
+        "line where RapidCDC hints were tried ends with hints_tried=T "
+        "hints_accepted=A hints_rejected=R hint_skipped_bytes=S (as chunkctl "
+        "and chunkd-go print it); with --json one object per file and one for "
+        "the total.",
     )
     dedup.add_argument("--namespace", required=True, help="the tenant's index")
     dedup.add_argument("--hints", type=str.lower, choices=list(HINTS),
@@ -303,11 +306,18 @@ def _dedup_line(name: str, s: DedupSummary, running: DedupSummary, as_json: bool
             {"file": name, "bytes": s.total_bytes, "unique_bytes": s.unique_bytes,
              "chunks": s.total_chunks, "unique_chunks": s.unique_chunks,
              "ratio": None if running.unique_bytes == 0
-             else round(running.total_bytes / running.unique_bytes, 6)},
+             else round(running.total_bytes / running.unique_bytes, 6),
+             "hints_tried": s.hints_tried, "hints_accepted": s.hints_accepted,
+             "hints_rejected": s.hints_rejected,
+             "hint_skipped_bytes": s.hint_skipped_bytes},
             separators=(",", ":"))
-    return (f"{name} bytes={s.total_bytes} unique_bytes={s.unique_bytes} "
+    line = (f"{name} bytes={s.total_bytes} unique_bytes={s.unique_bytes} "
             f"chunks={s.total_chunks} unique_chunks={s.unique_chunks} "
             f"ratio={_ratio(running.total_bytes, running.unique_bytes)}")
+    if s.hints_tried:
+        line += (f" hints_tried={s.hints_tried} hints_accepted={s.hints_accepted} "
+                 f"hints_rejected={s.hints_rejected} hint_skipped_bytes={s.hint_skipped_bytes}")
+    return line
 
 
 def _run_dedup(args: argparse.Namespace, out: IO[str]) -> int:
@@ -331,6 +341,10 @@ def _run_dedup(args: argparse.Namespace, out: IO[str]) -> int:
                 total.total_chunks + summary.total_chunks,
                 total.unique_bytes + summary.unique_bytes,
                 total.unique_chunks + summary.unique_chunks,
+                total.hints_tried + summary.hints_tried,
+                total.hints_accepted + summary.hints_accepted,
+                total.hints_rejected + summary.hints_rejected,
+                total.hint_skipped_bytes + summary.hint_skipped_bytes,
             )
             out.write(_dedup_line(name, summary, total, args.json) + "\n")
             out.flush()
