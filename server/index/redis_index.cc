@@ -41,31 +41,25 @@ namespace {
 //   ARGV[2] record TTL in ms
 //   ARGV[3] record argument ('' for none)
 
-// Insert-if-absent and count a reference.
-//   ARGV[4] sizes of the entries, comma-separated decimals
-// Returns, per entry, 2 * count + (1 if this call created the entry).
-constexpr char kInsertScript[] = R"lua(-- chunkd insert v5
+// Both scripts below are kEntryPrologue, then their per-entry function
+// `apply(j)` with the constant `bias`, and kRecordedCall: the per-entry
+// results of a call, recorded under the stream's positions when a record is
+// given. A string record stores result + bias per position (zero means "not
+// recorded", so a result that can be 0 needs bias 1); a hash record stores
+// the result itself. Positions already recorded are answered from the
+// record and not applied again.
+constexpr char kEntryPrologue[] = R"lua(
 local call = redis.call
 local mode = ARGV[1]
 local m = 1
 if mode == '0' then m = 0 end
 local n = #KEYS - m
-local sizes
--- HINCRBY creates a new entry (count 1); only then is its size stored.
-local function insert(j)
-  local key = KEYS[m + j]
-  local c = call('HINCRBY', key, 'r', '1')
-  if c ~= 1 then return c * 2 end
-  if not sizes then
-    sizes = {}
-    for s in string.gmatch(ARGV[4], '%d+') do sizes[#sizes + 1] = s end
-  end
-  call('HSET', key, 's', sizes[j])
-  return 3
-end
+)lua";
+
+constexpr char kRecordedCall[] = R"lua(
 local out = {}
 if m == 0 then
-  for j = 1, n do out[j] = insert(j) end
+  for j = 1, n do out[j] = apply(j) end
   return out
 end
 local rec = KEYS[1]
@@ -77,74 +71,11 @@ if mode == 's' then
   local prev = call('GETRANGE', rec, off, off + 8 * n - 1)
   local was = {struct.unpack(fmt, prev .. string.rep('\0', 8 * n - #prev))}
   for j = 1, n do
-    local v = was[j]
-    if v == 0 then
-      v = insert(j)
+    if was[j] == 0 then
+      was[j] = apply(j) + bias
       applied = true
     end
-    out[j] = v
-  end
-  if applied then call('SETRANGE', rec, off, struct.pack(fmt, unpack(out))) end
-else
-  local pos = {}
-  for p in string.gmatch(ARGV[3], '%d+') do pos[#pos + 1] = p end
-  local prev = call('HMGET', rec, unpack(pos))
-  local set = {}
-  for j = 1, n do
-    if prev[j] then
-      out[j] = tonumber(prev[j])
-    else
-      local v = insert(j)
-      out[j] = v
-      set[#set + 1] = pos[j]
-      set[#set + 1] = tostring(v)
-      applied = true
-    end
-  end
-  if applied then call('HSET', rec, unpack(set)) end
-end
-if applied then call('PEXPIRE', rec, ARGV[2]) end
-return out
-)lua";
-
-// Drop a reference; delete the entry at zero.
-// Returns, per entry, the count left (0 for a removed or absent entry); a
-// string record holds that plus one, so that zero stays "not recorded".
-constexpr char kReleaseScript[] = R"lua(-- chunkd release v4
-local call = redis.call
-local mode = ARGV[1]
-local m = 1
-if mode == '0' then m = 0 end
-local n = #KEYS - m
--- One HINCRBY for an entry that exists (the common case); an absent one is
--- created by it and deleted again at once, invisibly (a script is atomic).
-local function release(j)
-  local key = KEYS[m + j]
-  local left = call('HINCRBY', key, 'r', '-1')
-  if left > 0 then return left end
-  call('DEL', key)
-  return 0
-end
-local out = {}
-if m == 0 then
-  for j = 1, n do out[j] = release(j) end
-  return out
-end
-local rec = KEYS[1]
-local applied = false
-if mode == 's' then
-  local off = tonumber(ARGV[3])
-  local fmt = '>' .. string.rep('I8', n)
-  local prev = call('GETRANGE', rec, off, off + 8 * n - 1)
-  local was = {struct.unpack(fmt, prev .. string.rep('\0', 8 * n - #prev))}
-  for j = 1, n do
-    local v = was[j]
-    if v == 0 then
-      v = release(j) + 1
-      was[j] = v
-      applied = true
-    end
-    out[j] = v - 1
+    out[j] = was[j] - bias
   end
   if applied then
     call('SETRANGE', rec, off, struct.pack(fmt, unpack(was, 1, n)))
@@ -158,7 +89,7 @@ else
     if prev[j] then
       out[j] = tonumber(prev[j])
     else
-      local v = release(j)
+      local v = apply(j)
       out[j] = v
       set[#set + 1] = pos[j]
       set[#set + 1] = tostring(v)
@@ -169,6 +100,43 @@ else
 end
 if applied then call('PEXPIRE', rec, ARGV[2]) end
 return out
+)lua";
+
+// Insert-if-absent and count a reference.
+//   ARGV[4] sizes of the entries, comma-separated decimals
+// Returns, per entry, 2 * count + (1 if this call created the entry): never
+// 0, so bias 0.
+constexpr char kInsertEntry[] = R"lua(-- chunkd insert v6
+local bias = 0
+local sizes
+-- HINCRBY creates a new entry (count 1); only then is its size stored.
+local function apply(j)
+  local key = KEYS[m + j]
+  local c = call('HINCRBY', key, 'r', '1')
+  if c ~= 1 then return c * 2 end
+  if not sizes then
+    sizes = {}
+    for s in string.gmatch(ARGV[4], '%d+') do sizes[#sizes + 1] = s end
+  end
+  call('HSET', key, 's', sizes[j])
+  return 3
+end
+)lua";
+
+// Drop a reference; delete the entry at zero.
+// Returns, per entry, the count left (0 for a removed or absent entry), so
+// bias 1.
+constexpr char kReleaseEntry[] = R"lua(-- chunkd release v5
+local bias = 1
+-- One HINCRBY for an entry that exists (the common case); an absent one is
+-- created by it and deleted again at once, invisibly (a script is atomic).
+local function apply(j)
+  local key = KEYS[m + j]
+  local left = call('HINCRBY', key, 'r', '-1')
+  if left > 0 then return left end
+  call('DEL', key)
+  return 0
+end
 )lua";
 
 // Move a next-chunk size to the front of each entry's MRU list.
@@ -627,7 +595,9 @@ bool ParseRedirect(absl::string_view error, absl::string_view kind, int* slot,
 
 const std::vector<std::string>& RedisIndex::Scripts() {
   static const auto* scripts = new std::vector<std::string>{
-      kInsertScript, kReleaseScript, kRecordNextScript};
+      absl::StrCat(kEntryPrologue, kInsertEntry, kRecordedCall),
+      absl::StrCat(kEntryPrologue, kReleaseEntry, kRecordedCall),
+      kRecordNextScript};
   return *scripts;
 }
 
