@@ -405,6 +405,19 @@ TEST_P(IndexContractTest, TokenMakesARetriedReleaseCountOnce) {
   EXPECT_EQ(*retry, (std::vector<uint64_t>{2, 1}));
   EXPECT_EQ(RefCount("tok", Fp(1)), 1u);
   EXPECT_EQ(RefCount("tok", Fp(9)), 1u);
+
+  // A release that removed its entry is recorded too (a count of 0): a
+  // retry after someone inserted the chunk again must not take that
+  // reference away.
+  const WriteToken last{"stream-1", 2};
+  auto removed = index_->Release("tok", {Fp(1)}, &last);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, (std::vector<uint64_t>{0}));
+  ASSERT_TRUE(index_->Insert("tok", {{Fp(1), 1}}).ok());
+  auto again = index_->Release("tok", {Fp(1)}, &last);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, (std::vector<uint64_t>{0}));
+  EXPECT_EQ(RefCount("tok", Fp(1)), 1u);
 }
 
 TEST_P(IndexContractTest, TokenPositionsAnywhereReplayWhateverTheBatching) {
