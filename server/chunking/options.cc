@@ -272,7 +272,23 @@ absl::Status ValidateOptions(const ChunkerOptions& options) {
     case Algorithm::kCrc32:
       return CheckSizes(options, limits);
     case Algorithm::kSeqCdc:
-      if (absl::Status s = CheckSizes(options, limits); !s.ok()) return s;
+      // SeqCDC's cut points depend on min_size and max_size only: avg_size
+      // (its profile's expected average) is not checked against them.
+      if (absl::Status s =
+              CheckRange("min_size", options.min_size, limits.min_size);
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s =
+              CheckRange("max_size", options.max_size, limits.max_size);
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = CheckNotAbove("min_size", options.min_size,
+                                         "max_size", options.max_size);
+          !s.ok()) {
+        return s;
+      }
       return CheckSeqParams(options, limits);
     case Algorithm::kFixed:
       // The chunk size is avg_size; min_size and max_size do not shape the

@@ -229,9 +229,12 @@ INSTANTIATE_TEST_SUITE_P(
         {"SeqCdcMinTooSmall", Algorithm::kSeqCdc,
          [](ChunkerOptions* o) { o->min_size = 0; },
          "min_size 0 is out of range [64, 1048576]"},
-        {"SeqCdcAvgAboveMax", Algorithm::kSeqCdc,
-         [](ChunkerOptions* o) { o->max_size = 8192; },
-         "avg_size 16384 must not exceed max_size 8192"},
+        {"SeqCdcMinAboveMax", Algorithm::kSeqCdc,
+         [](ChunkerOptions* o) {
+           o->min_size = 16384;
+           o->max_size = 12288;
+         },
+         "min_size 16384 must not exceed max_size 12288"},
         {"SeqCdcMode", Algorithm::kSeqCdc,
          [](ChunkerOptions* o) { o->seq_mode = static_cast<SeqMode>(0); },
          "seq_mode 0 is not one of 1 (increasing), 2 (decreasing)"},
@@ -308,6 +311,15 @@ TEST(ValidateOptionsTest, IgnoresFieldsOfOtherAlgorithms) {
   ChunkerOptions fastcdc = DefaultOptions(Algorithm::kFastCdc);
   fastcdc.skip_trigger = 0;
   EXPECT_TRUE(ValidateOptions(fastcdc).ok());
+}
+
+TEST(ValidateOptionsTest, SeqCdcDoesNotCheckTheAverage) {
+  // SeqCDC cuts by min_size and max_size alone; the profile's avg_size
+  // (16 KiB by default) may lie outside them.
+  ChunkerOptions seqcdc = DefaultOptions(Algorithm::kSeqCdc);
+  seqcdc.min_size = 2048;
+  seqcdc.max_size = 8192;
+  EXPECT_TRUE(ValidateOptions(seqcdc).ok());
 }
 
 TEST(ValidateOptionsTest, FixedChecksMinAndMaxOnlyForRange) {

@@ -1,8 +1,66 @@
 #include "service/params.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace chunkd::service {
+namespace {
+
+// The ChunkingParams fields each algorithm reads (README, "Algorithms"): a
+// bit per chunking::Algorithm value. Any other field the client sets is a
+// mistake that would otherwise be silently ignored.
+constexpr unsigned Bit(chunking::Algorithm a) {
+  return 1u << static_cast<unsigned>(a);
+}
+constexpr unsigned kFastCdc = Bit(chunking::Algorithm::kFastCdc);
+constexpr unsigned kCrc32 = Bit(chunking::Algorithm::kCrc32);
+constexpr unsigned kSeqCdc = Bit(chunking::Algorithm::kSeqCdc);
+constexpr unsigned kFixed = Bit(chunking::Algorithm::kFixed);
+
+struct FieldUse {
+  const char* name;
+  unsigned used_by;
+  // Presence for the optional fields; a value other than the default for
+  // the two plain ones.
+  bool (*is_set)(const v1::ChunkingParams&);
+};
+using P = v1::ChunkingParams;
+constexpr FieldUse kFieldUse[] = {
+    {"min_size", kFastCdc | kCrc32 | kSeqCdc,
+     [](const P& p) { return p.has_min_size(); }},
+    {"avg_size", kFastCdc | kCrc32 | kFixed,
+     [](const P& p) { return p.has_avg_size(); }},
+    {"max_size", kFastCdc | kCrc32 | kSeqCdc,
+     [](const P& p) { return p.has_max_size(); }},
+    {"normalization_level", kFastCdc,
+     [](const P& p) { return p.has_normalization_level(); }},
+    {"seed", kFastCdc, [](const P& p) { return p.seed() != 0; }},
+    {"seq_mode", kSeqCdc,
+     [](const P& p) { return p.seq_mode() != v1::SEQ_CDC_MODE_UNSPECIFIED; }},
+    {"seq_length", kSeqCdc, [](const P& p) { return p.has_seq_length(); }},
+    {"skip_trigger", kSeqCdc, [](const P& p) { return p.has_skip_trigger(); }},
+    {"skip_size", kSeqCdc, [](const P& p) { return p.has_skip_size(); }},
+};
+
+}  // namespace
+
+absl::Status CheckFieldsUsed(const v1::ChunkingParams& params,
+                             chunking::Algorithm algorithm) {
+  std::vector<const char*> used;
+  const char* unused = nullptr;
+  for (const FieldUse& field : kFieldUse) {
+    if ((field.used_by & Bit(algorithm)) != 0) {
+      used.push_back(field.name);
+    } else if (unused == nullptr && field.is_set(params)) {
+      unused = field.name;
+    }
+  }
+  if (unused == nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "chunking.", unused, " is not a parameter of ",
+      chunking::AlgorithmName(algorithm), " (it takes ",
+      absl::StrJoin(used, ", "), "); leave ", unused, " unset"));
+}
 
 absl::StatusOr<chunking::ChunkerOptions> ChunkerOptionsFromProto(
     const v1::ChunkingParams& p) {
@@ -27,6 +85,7 @@ absl::StatusOr<chunking::ChunkerOptions> ChunkerOptionsFromProto(
           " is unknown; use ALGORITHM_FASTCDC (1), ALGORITHM_CRC32 (2), "
           "ALGORITHM_SEQCDC (3) or ALGORITHM_FIXED (4)"));
   }
+  if (absl::Status s = CheckFieldsUsed(p, algorithm); !s.ok()) return s;
   chunking::ChunkerOptions o = chunking::DefaultOptions(algorithm);
   if (p.has_min_size()) o.min_size = p.min_size();
   if (p.has_avg_size()) o.avg_size = p.avg_size();

@@ -13,9 +13,16 @@
 namespace chunkd::service {
 
 // Unset fields take chunking::DefaultOptions(algorithm); the result is
-// validated. INVALID_ARGUMENT names the field and its allowed range.
+// validated. INVALID_ARGUMENT names the field and its allowed range, or a
+// field the algorithm does not use (CheckFieldsUsed).
 absl::StatusOr<chunking::ChunkerOptions> ChunkerOptionsFromProto(
     const v1::ChunkingParams& params);
+
+// OK unless the client set a field that `algorithm` does not read (e.g.
+// normalization_level with crc32, min_size with fixed); INVALID_ARGUMENT
+// naming the first such field and the ones the algorithm takes.
+absl::Status CheckFieldsUsed(const v1::ChunkingParams& params,
+                             chunking::Algorithm algorithm);
 
 absl::StatusOr<fingerprint::Kind> FingerprintFromProto(
     v1::FingerprintAlgorithm algorithm);

@@ -18,13 +18,13 @@ ALGORITHMS = ["fastcdc", "crc32", "seqcdc", "fixed"]
 SMALL = {
     "fastcdc": dict(min_size=1024, avg_size=4096, max_size=16384),
     "crc32": dict(min_size=1024, avg_size=4096, max_size=16384),
-    "seqcdc": dict(min_size=1024, avg_size=4096, max_size=16384),
+    "seqcdc": dict(min_size=1024, max_size=16384),
     "fixed": dict(avg_size=4096),
 }
 SMALL_FLAGS = {
     "fastcdc": ["--min", "1024", "--avg", "4096", "--max", "16384"],
     "crc32": ["--min", "1024", "--avg", "4096", "--max", "16384"],
-    "seqcdc": ["--min", "1024", "--avg", "4096", "--max", "16384"],
+    "seqcdc": ["--min", "1024", "--max", "16384"],
     "fixed": ["--avg", "4096"],
 }
 SMALL_INPUT = random_bytes(11, 64 << 10)

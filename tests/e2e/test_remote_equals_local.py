@@ -18,7 +18,7 @@ EXPLICIT: Dict[str, dict] = {
     "fastcdc": dict(min_size=2048, avg_size=8192, max_size=32768, normalization_level=2, seed=7),
     "crc32": dict(min_size=2048, avg_size=8192, max_size=65536),
     "seqcdc": dict(
-        min_size=4096, avg_size=8192, max_size=16384,
+        min_size=4096, max_size=16384,
         seq_mode="decreasing", seq_length=4, skip_trigger=40, skip_size=256,
     ),
     "fixed": dict(avg_size=10000),

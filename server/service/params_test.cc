@@ -1,0 +1,115 @@
+#include "service/params.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace chunkd::service {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::ChunkingParams Params(v1::Algorithm algorithm) {
+  v1::ChunkingParams p;
+  p.set_algorithm(algorithm);
+  return p;
+}
+
+TEST(ChunkerOptionsFromProtoTest, EveryAlgorithmAcceptsItsOwnFields) {
+  v1::ChunkingParams fastcdc = Params(v1::ALGORITHM_FASTCDC);
+  fastcdc.set_min_size(2048);
+  fastcdc.set_avg_size(8192);
+  fastcdc.set_max_size(32768);
+  fastcdc.set_normalization_level(2);
+  fastcdc.set_seed(666);
+  EXPECT_TRUE(ChunkerOptionsFromProto(fastcdc).ok());
+
+  v1::ChunkingParams crc32 = Params(v1::ALGORITHM_CRC32);
+  crc32.set_min_size(2048);
+  crc32.set_avg_size(8192);
+  crc32.set_max_size(32768);
+  EXPECT_TRUE(ChunkerOptionsFromProto(crc32).ok());
+
+  v1::ChunkingParams seqcdc = Params(v1::ALGORITHM_SEQCDC);
+  seqcdc.set_min_size(2048);
+  seqcdc.set_max_size(8192);
+  seqcdc.set_seq_mode(v1::SEQ_CDC_MODE_DECREASING);
+  seqcdc.set_seq_length(4);
+  seqcdc.set_skip_trigger(40);
+  seqcdc.set_skip_size(256);
+  EXPECT_TRUE(ChunkerOptionsFromProto(seqcdc).ok());
+
+  v1::ChunkingParams fixed = Params(v1::ALGORITHM_FIXED);
+  fixed.set_avg_size(4096);
+  auto options = ChunkerOptionsFromProto(fixed);
+  ASSERT_TRUE(options.ok());
+  EXPECT_EQ(options->avg_size, 4096u);
+}
+
+struct Case {
+  v1::Algorithm algorithm;
+  void (*set)(v1::ChunkingParams*);
+  const char* field;
+};
+
+TEST(ChunkerOptionsFromProtoTest, FieldsOfAnotherAlgorithmAreRefused) {
+  const Case cases[] = {
+      {v1::ALGORITHM_CRC32,
+       [](v1::ChunkingParams* p) { p->set_normalization_level(2); },
+       "normalization_level"},
+      {v1::ALGORITHM_CRC32, [](v1::ChunkingParams* p) { p->set_seed(1); },
+       "seed"},
+      {v1::ALGORITHM_FASTCDC,
+       [](v1::ChunkingParams* p) { p->set_seq_length(5); }, "seq_length"},
+      {v1::ALGORITHM_UNSPECIFIED,
+       [](v1::ChunkingParams* p) {
+         p->set_seq_mode(v1::SEQ_CDC_MODE_INCREASING);
+       },
+       "seq_mode"},
+      {v1::ALGORITHM_SEQCDC,
+       [](v1::ChunkingParams* p) { p->set_avg_size(8192); }, "avg_size"},
+      {v1::ALGORITHM_SEQCDC,
+       [](v1::ChunkingParams* p) { p->set_normalization_level(0); },
+       "normalization_level"},
+      {v1::ALGORITHM_FIXED,
+       [](v1::ChunkingParams* p) { p->set_min_size(8192); }, "min_size"},
+      {v1::ALGORITHM_FIXED,
+       [](v1::ChunkingParams* p) { p->set_max_size(8192); }, "max_size"},
+      {v1::ALGORITHM_FIXED,
+       [](v1::ChunkingParams* p) { p->set_skip_size(0); }, "skip_size"},
+  };
+  for (const Case& c : cases) {
+    v1::ChunkingParams p = Params(c.algorithm);
+    c.set(&p);
+    auto options = ChunkerOptionsFromProto(p);
+    ASSERT_FALSE(options.ok()) << c.field;
+    EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string message(options.status().message());
+    EXPECT_THAT(message, HasSubstr(std::string("chunking.") + c.field +
+                                   " is not a parameter of "))
+        << message;
+    EXPECT_THAT(message, HasSubstr("leave")) << message;
+  }
+}
+
+TEST(ChunkerOptionsFromProtoTest, MessageListsWhatTheAlgorithmTakes) {
+  v1::ChunkingParams p = Params(v1::ALGORITHM_FIXED);
+  p.set_avg_size(4096);
+  p.set_min_size(8192);  // the "min_size above avg_size" mistake
+  auto options = ChunkerOptionsFromProto(p);
+  ASSERT_FALSE(options.ok());
+  EXPECT_EQ(options.status().message(),
+            "chunking.min_size is not a parameter of fixed (it takes "
+            "avg_size); leave min_size unset");
+}
+
+TEST(ChunkerOptionsFromProtoTest, ZeroSeedAndUnsetModeCountAsUnset) {
+  v1::ChunkingParams p = Params(v1::ALGORITHM_CRC32);
+  p.set_seed(0);
+  p.set_seq_mode(v1::SEQ_CDC_MODE_UNSPECIFIED);
+  EXPECT_TRUE(ChunkerOptionsFromProto(p).ok());
+}
+
+}  // namespace
+}  // namespace chunkd::service
