@@ -9,9 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,98 +18,27 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/chunkd/chunkd/clients/go/internal/chunkdtest"
 )
 
 // testServer is a real chunkd on a free loopback port.
-type testServer struct {
-	addr string
-	cmd  *exec.Cmd
-	log  *bytes.Buffer
-}
+type testServer struct{ addr string }
 
-// chunkdBinary is $CHUNKD_BIN; the tests skip without it outside CI (`make
-// test` always sets it) and fail without it in CI.
-func chunkdBinary(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("CHUNKD_BIN")
-	if bin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CHUNKD_BIN is not set (make test sets it to build/server/chunkd)")
-		}
-		t.Skip("CHUNKD_BIN is not set: no chunkd to test against (make test sets it)")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("CHUNKD_BIN: %v", err)
-	}
-	return bin
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func freePort(t *testing.T) string { return chunkdtest.FreePort(t) }
 
 // startServer starts chunkd with extra flags and waits until its health
 // service reports SERVING; the server stops when the test ends.
 func startServer(t *testing.T, extra ...string) *testServer {
 	t.Helper()
-	return startServerWith(t, grpc.WithTransportCredentials(insecure.NewCredentials()), extra...)
+	return &testServer{addr: chunkdtest.Start(t, extra...)}
 }
 
 // startServerWith is startServer with the credentials of the health checks.
 func startServerWith(t *testing.T, healthCreds grpc.DialOption, extra ...string) *testServer {
 	t.Helper()
-	bin := chunkdBinary(t)
-	s := &testServer{addr: freePort(t), log: &bytes.Buffer{}}
-	args := append([]string{"--listen=" + s.addr, "--metrics_listen=", "--index=memory"}, extra...)
-	s.cmd = exec.Command(bin, args...)
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- s.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = s.cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-exited
-		}
-	})
-	conn, err := grpc.NewClient(s.addr, healthCreds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	health := healthpb.NewHealthClient(conn)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return s
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("chunkd exited while starting (%v):\n%s", err, s.log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("chunkd not SERVING after 30s (%v):\n%s", err, s.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return &testServer{addr: chunkdtest.StartWith(t, healthCreds, extra...)}
 }
 
 func dial(t *testing.T, addr string, opts ...Option) *Client {
