@@ -18,7 +18,15 @@
 // code (INVALID_ARGUMENT for bad parameters, UNAUTHENTICATED without a valid
 // token, PERMISSION_DENIED for a namespace the token may not use,
 // RESOURCE_EXHAUSTED past a server limit, UNAVAILABLE when the server or its
-// index cannot be reached). Errors reading the input are returned as they are.
+// index cannot be reached) and status.Convert(err).Message() the server's
+// message, unchanged. Errors reading the input are returned as they are.
+//
+// A Chunk or Dedup stream the server ends OK counts as complete only when its
+// summary's total_bytes equals the number of data bytes the client sent on
+// it, after sending all of its input. Otherwise the iterator's error is
+// DATA_LOSS, "server summary reports total_bytes=N but M bytes were sent" or
+// "the stream ended without a summary; M bytes were sent", and Summary is the
+// zero value: the records may not cover the input.
 //
 // A Client is safe for concurrent use; an iterator is not.
 package chunkd

@@ -53,14 +53,15 @@ type DedupSummary struct {
 // Close releases the call early (always safe to defer). Not safe for
 // concurrent use.
 type Iterator[R, S any] struct {
-	cancel  context.CancelFunc
-	recv    func() ([]R, *S, error)
-	sender  *sender
-	batch   []R
-	current R
-	summary *S
-	err     error
-	done    bool
+	cancel     context.CancelFunc
+	recv       func() ([]R, *S, error)
+	totalBytes func(*S) uint64
+	sender     *sender
+	batch      []R
+	current    R
+	summary    *S
+	err        error
+	done       bool
 }
 
 // ChunkIterator is what Client.Chunk returns.
@@ -78,10 +79,7 @@ func (it *Iterator[R, S]) Next() bool {
 		batch, summary, err := it.recv()
 		switch {
 		case errors.Is(err, io.EOF):
-			it.finish(nil)
-			if it.summary == nil && it.err == nil {
-				it.err = protocolError("the stream ended without a summary")
-			}
+			it.finish(it.verify())
 			return false
 		case err != nil:
 			it.finish(err)
@@ -106,13 +104,15 @@ func (it *Iterator[R, S]) Next() bool {
 func (it *Iterator[R, S]) Record() R { return it.current }
 
 // Err is the error that ended the iteration, nil after a complete stream:
-// a gRPC status error, or the error reading the input.
+// a gRPC status error, or the error reading the input. A stream the server
+// ended OK is complete only when its summary's TotalBytes is the number of
+// bytes sent; otherwise Err is DATA_LOSS (see verify).
 func (it *Iterator[R, S]) Err() error { return it.err }
 
 // Summary is the server's totals; the zero value until Next returned false
 // without an error.
 func (it *Iterator[R, S]) Summary() S {
-	if it.summary == nil {
+	if it.summary == nil || it.err != nil {
 		var zero S
 		return zero
 	}
@@ -163,14 +163,45 @@ func (it *Iterator[R, S]) finish(err error) {
 	}
 }
 
+// verify checks a stream the server ended OK: it must have sent a summary
+// whose total_bytes is the number of data bytes sent, after all the input
+// was sent. Anything else is DATA_LOSS: the records cannot be trusted to
+// cover the input.
+func (it *Iterator[R, S]) verify() error {
+	sent, complete := it.sender.progress()
+	if it.summary == nil {
+		return status.Errorf(codes.DataLoss, "the stream ended without a summary; %d bytes were sent", sent)
+	}
+	if total := it.totalBytes(it.summary); total != sent {
+		return status.Errorf(codes.DataLoss, "server summary reports total_bytes=%d but %d bytes were sent", total, sent)
+	}
+	if !complete {
+		return status.Errorf(codes.DataLoss,
+			"the server ended the stream before the input was sent in full: its summary reports total_bytes=%d after %d bytes were sent",
+			it.totalBytes(it.summary), sent)
+	}
+	return nil
+}
+
 func protocolError(what string) error {
 	return status.Error(codes.Internal, "chunkd: protocol violation by the server: "+what)
 }
 
 // sender streams an io.Reader as data messages on its own goroutine.
 type sender struct {
-	mu  sync.Mutex
-	err error
+	mu   sync.Mutex
+	err  error
+	sent uint64 // data bytes of the messages sent
+	done bool   // all the input was sent; the client half-closed
+}
+
+// progress returns the number of data bytes sent and whether that was all
+// the input. The counts are updated before the half-close, so once the server
+// answered it they are final.
+func (s *sender) progress() (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sent, s.done
 }
 
 func (s *sender) readError() error {
@@ -188,12 +219,23 @@ func (s *sender) run(r io.Reader, size int, send func([]byte, bool) error, close
 		buf := make([]byte, size) // a fresh buffer: gRPC may hold a sent message
 		n, err := io.ReadFull(r, buf)
 		if n > 0 || first {
+			// Counted before the message can reach the server, so that a
+			// summary never arrives ahead of the count of its bytes.
+			s.mu.Lock()
+			s.sent += uint64(n)
+			s.mu.Unlock()
 			if send(buf[:n], first) != nil {
+				s.mu.Lock()
+				s.sent -= uint64(n)
+				s.mu.Unlock()
 				return // the stream ended; Recv reports why
 			}
 			first = false
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			s.mu.Lock()
+			s.done = true
+			s.mu.Unlock()
 			_ = closeSend()
 			return
 		}
@@ -230,8 +272,9 @@ func (c *Client) Chunk(ctx context.Context, r io.Reader, p Params) (*ChunkIterat
 		return stream.Send(req)
 	}, stream.CloseSend, cancel)
 	return &ChunkIterator{
-		cancel: cancel,
-		sender: s,
+		cancel:     cancel,
+		sender:     s,
+		totalBytes: func(s *Summary) uint64 { return s.TotalBytes },
 		recv: func() ([]Chunk, *Summary, error) {
 			resp, err := stream.Recv()
 			if err != nil {
@@ -281,8 +324,9 @@ func (c *Client) Dedup(ctx context.Context, namespace string, r io.Reader, p Par
 		return stream.Send(req)
 	}, stream.CloseSend, cancel)
 	return &DedupIterator{
-		cancel: cancel,
-		sender: s,
+		cancel:     cancel,
+		sender:     s,
+		totalBytes: func(s *DedupSummary) uint64 { return s.TotalBytes },
 		recv: func() ([]DedupChunk, *DedupSummary, error) {
 			resp, err := stream.Recv()
 			if err != nil {
