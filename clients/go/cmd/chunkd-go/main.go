@@ -10,8 +10,19 @@
 // hint_skipped_bytes. -hints is off, ff, ff_mt, ff_rwt or ff_rwt_fpt (unset:
 // the server's default, ff_rwt_fpt for fastcdc).
 //
-// Exit status: 0 on success, 1 when a call or a file failed (the message
-// names the gRPC code), 2 on a usage error.
+// The chunking flags are those of the -algorithm: fastcdc takes -min, -avg,
+// -max, -level and -seed; crc32 -min, -avg and -max; seqcdc -min, -max,
+// -seq-mode, -seq-length, -skip-trigger and -skip-size; fixed -avg. Another
+// chunking flag, even with its default value, is a usage error; a flag left
+// out is not sent, so the server uses the algorithm's default.
+//
+// Exit status: 0 on success, 1 when a call or a file failed, 2 on a usage
+// error. A failed call prints "chunkd-go: CODE: message" with the gRPC code
+// and the server's message, e.g. "chunkd-go: RESOURCE_EXHAUSTED: ...". A
+// stream the server ended OK but whose summary does not count the bytes sent
+// (or that has no summary) failed too: "chunkd-go: DATA_LOSS: server summary
+// reports total_bytes=N but M bytes were sent"; chunk may have printed lines
+// before it.
 package main
 
 import (
@@ -23,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -49,6 +61,7 @@ type common struct {
 	seqLength, skipTrigger, skipSize uint
 	messageSize                      int
 	format, namespace, hints         string
+	given                            map[string]bool // flags on the command line
 }
 
 func (c *common) connectionFlags(fs *flag.FlagSet) {
@@ -67,11 +80,24 @@ func (c *common) connectionFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.timeout, "timeout", 0, "deadline of the whole command (0: none)")
 }
 
+// chunkingFlags are the flags of the ChunkingParams fields, and algorithmFlags
+// those each algorithm takes (the server refuses any other field, so a flag
+// of another algorithm is a usage error).
+var (
+	chunkingFlags  = []string{"min", "avg", "max", "level", "seed", "seq-mode", "seq-length", "skip-trigger", "skip-size"}
+	algorithmFlags = map[string][]string{
+		"fastcdc": {"min", "avg", "max", "level", "seed"},
+		"crc32":   {"min", "avg", "max"},
+		"seqcdc":  {"min", "max", "seq-mode", "seq-length", "skip-trigger", "skip-size"},
+		"fixed":   {"avg"},
+	}
+)
+
 func (c *common) chunkFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.algorithm, "algorithm", "fastcdc", "fastcdc, crc32, seqcdc or fixed")
-	fs.IntVar(&c.min, "min", 0, "minimum chunk size (0: default)")
-	fs.IntVar(&c.avg, "avg", 0, "average chunk size (0: default)")
-	fs.IntVar(&c.max, "max", 0, "maximum chunk size (0: default)")
+	fs.IntVar(&c.min, "min", 0, "minimum chunk size (0: default; not fixed)")
+	fs.IntVar(&c.avg, "avg", 0, "average chunk size (0: default; not seqcdc)")
+	fs.IntVar(&c.max, "max", 0, "maximum chunk size (0: default; not fixed)")
 	fs.IntVar(&c.level, "level", -1, "fastcdc normalization level 0..3 (-1: default)")
 	fs.Uint64Var(&c.seed, "seed", 0, "fastcdc Gear table seed")
 	fs.StringVar(&c.seqMode, "seq-mode", "", "seqcdc: increasing or decreasing")
@@ -82,7 +108,30 @@ func (c *common) chunkFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.messageSize, "message-size", chunkd.DefaultMessageSize, "bytes per data message")
 }
 
+// unusedFlag is a usage error for the first flag given that the algorithm
+// does not take; nil for an unknown algorithm (the client names it).
+func (c *common) unusedFlag() error {
+	algorithm := c.algorithm
+	if algorithm == "" {
+		algorithm = "fastcdc"
+	}
+	takes, known := algorithmFlags[algorithm]
+	if !known {
+		return nil
+	}
+	for _, name := range chunkingFlags {
+		if c.given[name] && !slices.Contains(takes, name) {
+			return usageError{fmt.Sprintf("-%s is not a parameter of %s (it takes -%s); leave -%s out",
+				name, algorithm, strings.Join(takes, ", -"), name)}
+		}
+	}
+	return nil
+}
+
 func (c *common) params() (chunkd.Params, error) {
+	if err := c.unusedFlag(); err != nil {
+		return chunkd.Params{}, err
+	}
 	p := chunkd.Params{
 		Algorithm: c.algorithm, Seed: c.seed, SeqMode: c.seqMode,
 		SeqLength: uint32(c.seqLength), SkipTrigger: uint32(c.skipTrigger),
@@ -321,6 +370,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	c.given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.given[f.Name] = true })
 	ctx := context.Background()
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
