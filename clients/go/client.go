@@ -9,7 +9,7 @@
 //	if err != nil { ... }
 //	defer it.Close()
 //	for it.Next() {
-//		ch := it.Chunk() // Offset, Length, Fingerprint
+//		ch := it.Record() // Offset, Length, Fingerprint
 //	}
 //	if err := it.Err(); err != nil { ... }
 //	fmt.Println(it.Summary().TotalChunks)
@@ -20,6 +20,8 @@
 // RESOURCE_EXHAUSTED past a server limit, UNAVAILABLE when the server or its
 // index cannot be reached) and status.Convert(err).Message() the server's
 // message, unchanged. Errors reading the input are returned as they are.
+// Params are sent as the caller sets them: a field the algorithm does not
+// take is the server's INVALID_ARGUMENT (see Params).
 //
 // A Chunk or Dedup stream the server ends OK counts as complete only when its
 // summary's total_bytes equals the number of data bytes the client sent on

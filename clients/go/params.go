@@ -12,19 +12,31 @@ import (
 // zero (the server accepts 4 MiB by default).
 const DefaultMessageSize = 1 << 20
 
-// Params are the chunking parameters of a Chunk or Dedup stream. Zero values
-// take the algorithm's defaults on the server (see ServerInfo), which also
-// validates them.
+// Params are the chunking parameters of a Chunk or Dedup stream. A zero
+// field is not sent, so the server uses the algorithm's default (see
+// ServerInfo); every field the caller sets is sent as it is, and the server
+// validates it. Each algorithm takes only some of the fields:
+//
+//	fastcdc  MinSize, AvgSize, MaxSize, NormalizationLevel, Seed
+//	crc32    MinSize, AvgSize, MaxSize
+//	seqcdc   MinSize, MaxSize, SeqMode, SeqLength, SkipTrigger, SkipSize
+//	fixed    AvgSize
+//
+// and the server refuses another one set with INVALID_ARGUMENT naming it:
+// "chunking.normalization_level is not a parameter of crc32 (it takes
+// min_size, avg_size, max_size); leave normalization_level unset".
 type Params struct {
 	// Algorithm is "fastcdc" (also for ""), "crc32", "seqcdc" or "fixed".
 	Algorithm string
-	// Chunk sizes in bytes; 0: the algorithm's default.
+	// Chunk sizes in bytes; 0: the algorithm's default. seqcdc takes no
+	// AvgSize, fixed only AvgSize (the size of every chunk but the last).
 	MinSize, AvgSize, MaxSize uint32
 	// NormalizationLevel is fastcdc's level 0..3; nil: the default (1).
 	NormalizationLevel *uint32
 	// Seed of fastcdc's Gear table (0: the standard table).
 	Seed uint64
-	// SeqMode is seqcdc's "increasing" (also for "") or "decreasing".
+	// SeqMode is seqcdc's "increasing" or "decreasing"; "": the default
+	// (increasing).
 	SeqMode string
 	// SeqLength, SkipTrigger, SkipSize: seqcdc's parameters; 0: defaults.
 	SeqLength, SkipTrigger, SkipSize uint32

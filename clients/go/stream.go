@@ -106,7 +106,7 @@ func (it *Iterator[R, S]) Record() R { return it.current }
 // Err is the error that ended the iteration, nil after a complete stream:
 // a gRPC status error, or the error reading the input. A stream the server
 // ended OK is complete only when its summary's TotalBytes is the number of
-// bytes sent; otherwise Err is DATA_LOSS (see verify).
+// bytes sent, after all the input was sent; otherwise Err is DATA_LOSS.
 func (it *Iterator[R, S]) Err() error { return it.err }
 
 // Summary is the server's totals; the zero value until Next returned false
