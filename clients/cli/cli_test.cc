@@ -94,7 +94,33 @@ TEST(CliTest, UsageErrorsExitTwo) {
            {{"chunk", "--local", "--message-size", "0", kJpeg},
             "--message-size: expected an integer in 1..67108864"},
            {{"chunk", "--local", "--algorithm", "crc32", "--level", "1", kJpeg},
-            "--level applies only to fastcdc"},
+            "--level does not apply to crc32"},
+           {{"chunk", "--server", "127.0.0.1:1", "--level", "2", "--algorithm",
+             "crc32", kJpeg},
+            "chunkctl: --level does not apply to crc32; crc32 takes --min, "
+            "--avg and --max\nRun 'chunkctl chunk --help' for usage.\n"},
+           {{"chunk", "--local", "--min", "8192", "--algorithm", "fixed",
+             kJpeg},
+            "--min does not apply to fixed; fixed takes only --avg"},
+           {{"chunk", "--server", "127.0.0.1:1", "--min", "8192", "--algorithm",
+             "fixed", kJpeg},
+            "--min does not apply to fixed; fixed takes only --avg"},
+           {{"chunk", "--local", "--algorithm", "seqcdc", "--avg", "8192",
+             kJpeg},
+            "--avg does not apply to seqcdc; seqcdc takes --min, --max, "
+            "--seq-mode, --seq-length, --skip-trigger and --skip-size"},
+           {{"chunk", "--server", "127.0.0.1:1", "--preset", "seqcdc-8k",
+             "--avg", "8192", kJpeg},
+            "--avg does not apply to seqcdc (the algorithm of --preset "
+            "seqcdc-8k)"},
+           {{"dedup", "--server", "127.0.0.1:1", "--namespace", "ns",
+             "--algorithm", "seqcdc", "--avg", "8192", kJpeg},
+            "chunkctl: --avg does not apply to seqcdc; seqcdc takes --min, "
+            "--max, --seq-mode, --seq-length, --skip-trigger and --skip-size\n"
+            "Run 'chunkctl dedup --help' for usage.\n"},
+           {{"dedup", "--server", "127.0.0.1:1", "--namespace", "ns",
+             "--algorithm", "fixed", "--max", "8192", kJpeg},
+            "--max does not apply to fixed; fixed takes only --avg"},
            {{"dedup", "--namespace", "ns", kJpeg}, "missing --server ADDR"},
            {{"dedup", "--server", "x:1", kJpeg}, "missing --namespace NS"},
            {{"dedup", "--server", "x:1", "--namespace", "a/b", kJpeg},
@@ -218,6 +244,11 @@ TEST(CliTest, LocalAndServerPrintTheSame) {
             "--max", "32768"},
            {"--algorithm", "crc32", "--fingerprint", "none"},
            {"--preset", "seqcdc-8k", "--message-size", "777"},
+           {"--preset", "seqcdc-16k", "--max", "20000"},
+           {"--algorithm", "seqcdc", "--min", "4096", "--max", "16384",
+            "--seq-mode", "decreasing", "--seq-length", "4"},
+           {"--preset", "fastcdc-reapi", "--level", "3", "--seed", "5"},
+           {"--algorithm", "crc32", "--avg", "8192", "--min", "2048"},
            {"--algorithm", "fixed", "--avg", "10000", "--format", "json"},
        }) {
     std::vector<std::string> local = {"chunk", "--local"};

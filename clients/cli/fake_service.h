@@ -104,6 +104,28 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
     return o;
   }
 
+  // The first field set in `p` that `algorithm` does not read (nullptr when
+  // none); the real server refuses such a request.
+  static const char* UnusedField(const chunkd::v1::ChunkingParams& p,
+                                 chunking::Algorithm algorithm) {
+    using chunking::Algorithm;
+    const bool fastcdc = algorithm == Algorithm::kFastCdc;
+    const bool seqcdc = algorithm == Algorithm::kSeqCdc;
+    const bool fixed = algorithm == Algorithm::kFixed;
+    if (p.has_min_size() && fixed) return "min_size";
+    if (p.has_avg_size() && seqcdc) return "avg_size";
+    if (p.has_max_size() && fixed) return "max_size";
+    if (p.has_normalization_level() && !fastcdc) return "normalization_level";
+    if (p.seed() != 0 && !fastcdc) return "seed";
+    if (p.seq_mode() != chunkd::v1::SEQ_CDC_MODE_UNSPECIFIED && !seqcdc) {
+      return "seq_mode";
+    }
+    if (p.has_seq_length() && !seqcdc) return "seq_length";
+    if (p.has_skip_trigger() && !seqcdc) return "skip_trigger";
+    if (p.has_skip_size() && !seqcdc) return "skip_size";
+    return nullptr;
+  }
+
   static fingerprint::Kind Kind(chunkd::v1::FingerprintAlgorithm f) {
     switch (f) {
       case chunkd::v1::FINGERPRINT_ALGORITHM_XXH128:
@@ -130,7 +152,15 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
     }
     const auto params = get_params(request);
     const fingerprint::Kind kind = Kind(params.fingerprint());
-    auto chunker = chunking::StreamChunker::Create(Options(params.chunking()));
+    const chunking::ChunkerOptions options = Options(params.chunking());
+    if (const char* field = UnusedField(params.chunking(), options.algorithm)) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          std::string("chunking.") + field +
+                              " is not a parameter of " +
+                              std::string(chunking::AlgorithmName(
+                                  options.algorithm)));
+    }
+    auto chunker = chunking::StreamChunker::Create(options);
     if (!chunker.ok()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           std::string(chunker.status().message()));
