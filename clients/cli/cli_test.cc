@@ -268,6 +268,33 @@ TEST(CliTest, LocalAndServerPrintTheSame) {
   }
 }
 
+TEST(CliTest, StreamWhoseSummaryMissesBytesFailsWithDataLoss) {
+  testing::FakeServer server;
+  struct Case {
+    testing::Fault fault;
+    std::string err;
+  };
+  for (const Case& c : std::vector<Case>{
+           {testing::Fault::kWrongTotal,
+            "chunkctl: DATA_LOSS: server summary reports total_bytes=109465 "
+            "but 109466 bytes were sent\n"},
+           {testing::Fault::kNoSummary,
+            "chunkctl: DATA_LOSS: the stream ended without a summary; 109466 "
+            "bytes were sent\n"},
+       }) {
+    server.service().fault = c.fault;
+    CliRun chunk = Cli({"chunk", "--server", server.address(), kJpeg});
+    EXPECT_EQ(chunk.exit_code, kExitFailure);
+    EXPECT_EQ(chunk.err, c.err);
+    CliRun dedup = Cli(
+        {"dedup", "--server", server.address(), "--namespace", "ns", kJpeg});
+    EXPECT_EQ(dedup.exit_code, kExitFailure);
+    EXPECT_EQ(dedup.err, c.err);
+    // No dedup line for a file the server did not account for.
+    EXPECT_EQ(dedup.out, "");
+  }
+}
+
 TEST(CliTest, DedupLines) {
   testing::FakeServer server;
   CliRun run = Cli({"dedup", "--server", server.address(), "--namespace", "t-1",

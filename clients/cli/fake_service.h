@@ -24,6 +24,7 @@ enum class Fault {
   kNone,
   kSkipRecord,        // drops the second record
   kNoSummary,         // never sends the summary
+  kWrongTotal,        // summary's total_bytes one short of the bytes received
   kWrongSummary,      // summary one chunk short (Dedup: one unique short)
   kShortFingerprint,  // fingerprints lose their last byte
   kReject,            // fails with INVALID_ARGUMENT before any record
@@ -212,7 +213,7 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
     if (fault == Fault::kNoSummary) return grpc::Status::OK;
     Response response;
     auto* summary = response.mutable_summary();
-    summary->set_total_bytes(bytes);
+    summary->set_total_bytes(fault == Fault::kWrongTotal ? bytes - 1 : bytes);
     summary->set_total_chunks(fault == Fault::kWrongSummary && index == nullptr
                                   ? chunks - 1
                                   : chunks);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "clients/cli/fake_service.h"
 #include "clients/cli/local_chunk.h"
@@ -180,10 +181,8 @@ TEST_F(RemoteTest, DetectsProtocolViolations) {
   };
   for (const Case& c : std::vector<Case>{
            {Fault::kSkipRecord, "expected offset"},
-           {Fault::kNoSummary, "the stream ended without a summary"},
            {Fault::kWrongSummary, "the summary says"},
            {Fault::kShortFingerprint, "31-byte fingerprint, expected 32"},
-           {Fault::kEarlyOk, "protocol error: "},
        }) {
     server_.service().fault = c.fault;
     std::string printed;
@@ -195,6 +194,73 @@ TEST_F(RemoteTest, DetectsProtocolViolations) {
     EXPECT_THAT(std::string(status.message()), StartsWith("protocol error: "));
     EXPECT_THAT(std::string(status.message()), HasSubstr(c.message));
   }
+}
+
+// A stream that ends OK but whose summary does not account for every byte
+// sent, or that has no summary, must not pass for success: DATA_LOSS, named
+// like a server's error.
+TEST_F(RemoteTest, SummaryThatDoesNotCountTheBytesSentIsDataLoss) {
+  struct Case {
+    Fault fault;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {Fault::kWrongTotal,
+            "DATA_LOSS: server summary reports total_bytes=109465 but 109466 "
+            "bytes were sent"},
+           {Fault::kNoSummary,
+            "DATA_LOSS: the stream ended without a summary; 109466 bytes "
+            "were sent"},
+       }) {
+    server_.service().fault = c.fault;
+    std::string printed;
+    absl::Status chunk = Chunk(chunkd::v1::ChunkParams(),
+                               fingerprint::Kind::kSha256, 4096, kJpeg,
+                               &printed);
+    EXPECT_EQ(chunk.code(), absl::StatusCode::kDataLoss) << chunk;
+    EXPECT_EQ(chunk.message(), c.message);
+    absl::StatusOr<DedupTotals> dedup = Dedup("ns", kJpeg);
+    EXPECT_EQ(dedup.status().code(), absl::StatusCode::kDataLoss)
+        << dedup.status();
+    EXPECT_EQ(dedup.status().message(), c.message);
+  }
+  // Without a fault the same streams succeed.
+  server_.service().fault = Fault::kNone;
+  std::string printed;
+  EXPECT_TRUE(Chunk(chunkd::v1::ChunkParams(), fingerprint::Kind::kSha256,
+                    4096, kJpeg, &printed)
+                  .ok());
+  EXPECT_TRUE(Dedup("ns", kJpeg).ok());
+}
+
+TEST_F(RemoteTest, OkBeforeAllDataWasSentIsDataLoss) {
+  // Far more than flow control lets the client send before the server reads
+  // it, so the server's OK after the first data message stops the upload.
+  const std::string path = ::testing::TempDir() + "/chunkctl-early-ok";
+  {
+    std::FILE* file = std::fopen(path.c_str(), "w");
+    ASSERT_NE(file, nullptr);
+    const std::string block(1 << 20, 'x');
+    for (int i = 0; i < 32; ++i) {
+      ASSERT_EQ(std::fwrite(block.data(), 1, block.size(), file), block.size());
+    }
+    ASSERT_EQ(std::fclose(file), 0);
+  }
+  server_.service().fault = Fault::kEarlyOk;
+  std::string printed;
+  absl::Status chunk = Chunk(chunkd::v1::ChunkParams(),
+                             fingerprint::Kind::kSha256, 4096, path, &printed);
+  EXPECT_EQ(chunk.code(), absl::StatusCode::kDataLoss) << chunk;
+  EXPECT_THAT(std::string(chunk.message()),
+              StartsWith("DATA_LOSS: the server ended the stream with OK "
+                         "before receiving all data; "));
+  absl::StatusOr<DedupTotals> dedup = Dedup("ns", path);
+  EXPECT_EQ(dedup.status().code(), absl::StatusCode::kDataLoss)
+      << dedup.status();
+  EXPECT_THAT(std::string(dedup.status().message()),
+              StartsWith("DATA_LOSS: the server ended the stream with OK "
+                         "before receiving all data; "));
+  std::remove(path.c_str());
 }
 
 TEST_F(RemoteTest, DedupTotals) {
