@@ -295,6 +295,46 @@ TEST(CliTest, StreamWhoseSummaryMissesBytesFailsWithDataLoss) {
   }
 }
 
+TEST(CliTest, ServerErrorsPrintCodeAndMessageAndExitOne) {
+  testing::FakeServer server;
+  struct Case {
+    grpc::StatusCode code;
+    std::string message;
+    std::string err;
+  };
+  for (const Case& c : std::vector<Case>{
+           {grpc::StatusCode::RESOURCE_EXHAUSTED,
+            "chunkd is serving its limit of 1 streams (--max_streams)",
+            "chunkctl: RESOURCE_EXHAUSTED: chunkd is serving its limit of 1 "
+            "streams (--max_streams)\n"},
+           {grpc::StatusCode::UNAVAILABLE, "chunkd is shutting down",
+            "chunkctl: UNAVAILABLE: chunkd is shutting down\n"},
+           {grpc::StatusCode::DATA_LOSS, "the index lost an entry",
+            "chunkctl: DATA_LOSS: the index lost an entry\n"},
+           {grpc::StatusCode::INVALID_ARGUMENT,
+            "chunking.seed is not a parameter of crc32",
+            "chunkctl: INVALID_ARGUMENT: chunking.seed is not a parameter of "
+            "crc32\n"},
+       }) {
+    server.service().fail_status = grpc::Status(c.code, c.message);
+    for (testing::Fault fault :
+         {testing::Fault::kFail, testing::Fault::kFailMidStream}) {
+      server.service().fault = fault;
+      CliRun chunk = Cli({"chunk", "--server", server.address(), kJpeg});
+      EXPECT_EQ(chunk.exit_code, kExitFailure) << c.err;
+      EXPECT_EQ(chunk.err, c.err);
+      // Records printed before the error stay printed; the exit status
+      // tells they are not the whole file.
+      EXPECT_EQ(chunk.out.empty(), fault == testing::Fault::kFail);
+      CliRun dedup = Cli({"dedup", "--server", server.address(),
+                          "--namespace", "ns", kJpeg, kJpeg});
+      EXPECT_EQ(dedup.exit_code, kExitFailure) << c.err;
+      EXPECT_EQ(dedup.err, c.err);
+      EXPECT_EQ(dedup.out, "");
+    }
+  }
+}
+
 TEST(CliTest, DedupLines) {
   testing::FakeServer server;
   CliRun run = Cli({"dedup", "--server", server.address(), "--namespace", "t-1",

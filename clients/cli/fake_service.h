@@ -29,11 +29,16 @@ enum class Fault {
   kShortFingerprint,  // fingerprints lose their last byte
   kReject,            // fails with INVALID_ARGUMENT before any record
   kEarlyOk,           // ends with OK after the first data message
+  kFail,              // fails with `fail_status` before any record
+  kFailMidStream,     // fails with `fail_status` after some records (all of
+                      // them if the chunker holds them back until the end)
 };
 
 class FakeChunkService final : public chunkd::v1::ChunkService::Service {
  public:
   Fault fault = Fault::kNone;
+  // The error of Fault::kFail and Fault::kFailMidStream.
+  grpc::Status fail_status{grpc::StatusCode::INTERNAL, "fail_status unset"};
   chunkd::v1::GetServerInfoResponse info;
   // The "authorization" metadata of the last GetServerInfo call ("" when
   // absent).
@@ -147,6 +152,7 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "the first message must carry params");
     }
+    if (fault == Fault::kFail) return fail_status;
     if (fault == Fault::kReject) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "min_size 1 is outside 64..1048576");
@@ -204,12 +210,14 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
       bytes += request.data().size();
       (*chunker)->Append(request.data(), &cut);
       send();
+      if (fault == Fault::kFailMidStream && chunks > 0) return fail_status;
       if (fault == Fault::kEarlyOk && bytes > 0) break;
     } while (stream->Read(&request));
     if (fault != Fault::kEarlyOk) {
       (*chunker)->Finish(&cut);
       send();
     }
+    if (fault == Fault::kFailMidStream) return fail_status;
     if (fault == Fault::kNoSummary) return grpc::Status::OK;
     Response response;
     auto* summary = response.mutable_summary();

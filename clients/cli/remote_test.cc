@@ -140,6 +140,53 @@ TEST_F(RemoteTest, ServerErrorKeepsCodeAndNamesIt) {
             "INVALID_ARGUMENT: min_size 1 is outside 64..1048576");
 }
 
+// A server's error, and how chunkctl reports it: the same code, and the
+// message "<CODE_NAME>: <the server's message>".
+struct ServerError {
+  grpc::StatusCode code;
+  std::string message;
+  std::string reported;
+};
+
+std::vector<ServerError> ServerErrors() {
+  return {
+      {grpc::StatusCode::RESOURCE_EXHAUSTED,
+       "chunkd is serving its limit of 1 streams (--max_streams)",
+       "RESOURCE_EXHAUSTED: chunkd is serving its limit of 1 streams "
+       "(--max_streams)"},
+      {grpc::StatusCode::UNAVAILABLE, "chunkd is shutting down",
+       "UNAVAILABLE: chunkd is shutting down"},
+      {grpc::StatusCode::DATA_LOSS, "the index lost an entry",
+       "DATA_LOSS: the index lost an entry"},
+      {grpc::StatusCode::INVALID_ARGUMENT,
+       "chunking.avg_size is not a parameter of seqcdc",
+       "INVALID_ARGUMENT: chunking.avg_size is not a parameter of seqcdc"},
+  };
+}
+
+TEST_F(RemoteTest, ServerErrorsKeepTheirCodeAndMessage) {
+  for (Fault fault : {Fault::kFail, Fault::kFailMidStream}) {
+    for (const ServerError& error : ServerErrors()) {
+      server_.service().fault = fault;
+      server_.service().fail_status = grpc::Status(error.code, error.message);
+      std::string printed;
+      absl::Status chunk =
+          Chunk(chunkd::v1::ChunkParams(), fingerprint::Kind::kSha256, 4096,
+                kJpeg, &printed);
+      EXPECT_EQ(static_cast<int>(chunk.code()), static_cast<int>(error.code))
+          << chunk;
+      EXPECT_EQ(chunk.message(), error.reported);
+      // Before any record, or after some were printed.
+      EXPECT_EQ(printed.empty(), fault == Fault::kFail) << printed;
+      absl::StatusOr<DedupTotals> dedup = Dedup("ns", kJpeg);
+      EXPECT_EQ(static_cast<int>(dedup.status().code()),
+                static_cast<int>(error.code))
+          << dedup.status();
+      EXPECT_EQ(dedup.status().message(), error.reported);
+    }
+  }
+}
+
 TEST_F(RemoteTest, UnreachableServerIsUnavailable) {
   auto stub =
       chunkd::v1::ChunkService::NewStub(MakeChannel(Plaintext("127.0.0.1:1")));
