@@ -321,6 +321,19 @@ TEST(ChunkOptionsTest, PresetsSendOnlyTheirAlgorithmsFieldsAndKeepLocal) {
   EXPECT_EQ(params.min_size(), ToChunkerOptions(*flags).min_size);
 }
 
+TEST(ChunkOptionsTest, HelpListsTheFlagsEachAlgorithmTakes) {
+  const std::string help(ChunkFlagsHelp());
+  for (chunking::Algorithm algorithm : chunking::AllAlgorithms()) {
+    const std::string name(chunking::AlgorithmName(algorithm));
+    std::string line = "\n  " + name + std::string(9 - name.size(), ' ');
+    for (const std::string& flag : kChunkingFlags) {
+      if (AlgorithmTakesFlag(algorithm, flag)) line += "--" + flag + " ";
+    }
+    line.back() = '\n';
+    EXPECT_THAT(help, HasSubstr(line));
+  }
+}
+
 TEST(ChunkOptionsTest, ValidateUsesTheLibrary) {
   absl::StatusOr<ChunkFlags> flags = FromWords({"--min", "70000"});
   ASSERT_TRUE(flags.ok()) << flags.status();
