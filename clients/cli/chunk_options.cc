@@ -32,6 +32,46 @@ absl::StatusOr<chunking::SeqMode> ParseSeqMode(absl::string_view text) {
       "--seq-mode: expected increasing or decreasing, got \"", text, "\""));
 }
 
+constexpr unsigned Bit(chunking::Algorithm algorithm) {
+  return 1u << static_cast<unsigned>(algorithm);
+}
+constexpr unsigned kFastCdc = Bit(chunking::Algorithm::kFastCdc);
+constexpr unsigned kCrc32 = Bit(chunking::Algorithm::kCrc32);
+constexpr unsigned kSeqCdc = Bit(chunking::Algorithm::kSeqCdc);
+constexpr unsigned kFixed = Bit(chunking::Algorithm::kFixed);
+
+// Each chunking flag and the algorithms that read its ChunkingParams field,
+// as the server checks them: it refuses a field the algorithm does not read.
+struct FlagUse {
+  const char* flag;
+  unsigned used_by;
+};
+constexpr FlagUse kFlagUse[] = {
+    {"min", kFastCdc | kCrc32 | kSeqCdc},
+    {"avg", kFastCdc | kCrc32 | kFixed},
+    {"max", kFastCdc | kCrc32 | kSeqCdc},
+    {"level", kFastCdc},
+    {"seed", kFastCdc},
+    {"seq-mode", kSeqCdc},
+    {"seq-length", kSeqCdc},
+    {"skip-trigger", kSeqCdc},
+    {"skip-size", kSeqCdc},
+};
+
+// "--min, --avg and --max": the flags `algorithm` takes.
+std::string FlagsOf(chunking::Algorithm algorithm) {
+  std::vector<std::string> flags;
+  for (const FlagUse& use : kFlagUse) {
+    if ((use.used_by & Bit(algorithm)) != 0) {
+      flags.push_back(absl::StrCat("--", use.flag));
+    }
+  }
+  if (flags.size() == 1) return absl::StrCat("only ", flags[0]);
+  const std::string last = flags.back();
+  flags.pop_back();
+  return absl::StrCat(absl::StrJoin(flags, ", "), " and ", last);
+}
+
 // Fills the fields a preset defines for its algorithm, unless given by a flag.
 void ApplyPreset(const chunking::ChunkerOptions& preset, ChunkFlags* flags) {
   auto fill = [](auto& field, auto value) {
@@ -54,6 +94,13 @@ void ApplyPreset(const chunking::ChunkerOptions& preset, ChunkFlags* flags) {
 
 }  // namespace
 
+bool AlgorithmTakesFlag(chunking::Algorithm algorithm, absl::string_view flag) {
+  for (const FlagUse& use : kFlagUse) {
+    if (flag == use.flag) return (use.used_by & Bit(algorithm)) != 0;
+  }
+  return false;
+}
+
 std::vector<FlagSpec> ChunkFlagSpecs() {
   return {{"algorithm"},  {"preset"},       {"min"},       {"avg"},
           {"max"},        {"level"},        {"seed"},      {"seq-mode"},
@@ -67,7 +114,7 @@ absl::string_view ChunkFlagsHelp() {
                        alongside override the preset's values
   --min N              smallest chunk in bytes, except the last (not fixed)
   --avg N              target average chunk size in bytes; fixed: the size
-                       of every chunk but the last
+                       of every chunk but the last (not seqcdc)
   --max N              largest chunk in bytes (not fixed)
   --level L            fastcdc: normalization level 0..3 (default 1)
   --seed S             fastcdc: XORed into the Gear table (default 0)
@@ -76,6 +123,11 @@ absl::string_view ChunkFlagsHelp() {
   --skip-trigger N     seqcdc: opposing steps that trigger a jump (default 50)
   --skip-size N        seqcdc: bytes skipped by a jump (default 512)
   --fingerprint NAME   sha256 (default), xxh128 or none
+Each algorithm takes only its own flags; any other is a usage error:
+  fastcdc  --min --avg --max --level --seed
+  crc32    --min --avg --max
+  seqcdc   --min --max --seq-mode --seq-length --skip-trigger --skip-size
+  fixed    --avg
 )";
 }
 
@@ -140,31 +192,19 @@ absl::StatusOr<ChunkFlags> ChunkFlagsFromArgs(const ParsedArgs& args) {
     algorithm = options->algorithm;
     preset = *options;
   }
-  const absl::string_view algorithm_name = chunking::AlgorithmName(algorithm);
-  if (algorithm != chunking::Algorithm::kFastCdc) {
-    for (const char* name : {"level", "seed"}) {
-      if (args.Has(name)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--", name, " applies only to fastcdc, not ", algorithm_name));
+  for (const FlagUse& use : kFlagUse) {
+    if (args.Has(use.flag) && !AlgorithmTakesFlag(algorithm, use.flag)) {
+      const absl::string_view name = chunking::AlgorithmName(algorithm);
+      std::string source;
+      if (preset.has_value() && !flags.algorithm.has_value()) {
+        source = absl::StrCat(" (the algorithm of --preset ",
+                              *args.Get("preset"), ")");
+      } else if (!flags.algorithm.has_value()) {
+        source = " (the default --algorithm)";
       }
-    }
-  }
-  if (algorithm != chunking::Algorithm::kSeqCdc) {
-    for (const char* name :
-         {"seq-mode", "seq-length", "skip-trigger", "skip-size"}) {
-      if (args.Has(name)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--", name, " applies only to seqcdc, not ", algorithm_name));
-      }
-    }
-  }
-  if (algorithm == chunking::Algorithm::kFixed) {
-    for (const char* name : {"min", "max"}) {
-      if (args.Has(name)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--", name,
-            " does not apply to fixed: every chunk is --avg bytes"));
-      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", use.flag, " does not apply to ", name, source,
+                       "; ", name, " takes ", FlagsOf(algorithm)));
     }
   }
   if (preset.has_value()) {
@@ -221,21 +261,31 @@ void ToProto(const ChunkFlags& flags, chunkd::v1::ChunkingParams* params) {
         break;
     }
   }
-  if (flags.min_size) params->set_min_size(*flags.min_size);
-  if (flags.avg_size) params->set_avg_size(*flags.avg_size);
-  if (flags.max_size) params->set_max_size(*flags.max_size);
-  if (flags.normalization_level) {
+  const chunking::Algorithm algorithm = EffectiveAlgorithm(flags);
+  auto given = [algorithm](const auto& field, absl::string_view flag) {
+    return field.has_value() && AlgorithmTakesFlag(algorithm, flag);
+  };
+  if (given(flags.min_size, "min")) params->set_min_size(*flags.min_size);
+  if (given(flags.avg_size, "avg")) params->set_avg_size(*flags.avg_size);
+  if (given(flags.max_size, "max")) params->set_max_size(*flags.max_size);
+  if (given(flags.normalization_level, "level")) {
     params->set_normalization_level(*flags.normalization_level);
   }
-  if (flags.seed) params->set_seed(*flags.seed);
-  if (flags.seq_mode) {
+  if (given(flags.seed, "seed")) params->set_seed(*flags.seed);
+  if (given(flags.seq_mode, "seq-mode")) {
     params->set_seq_mode(*flags.seq_mode == chunking::SeqMode::kDecreasing
                              ? chunkd::v1::SEQ_CDC_MODE_DECREASING
                              : chunkd::v1::SEQ_CDC_MODE_INCREASING);
   }
-  if (flags.seq_length) params->set_seq_length(*flags.seq_length);
-  if (flags.skip_trigger) params->set_skip_trigger(*flags.skip_trigger);
-  if (flags.skip_size) params->set_skip_size(*flags.skip_size);
+  if (given(flags.seq_length, "seq-length")) {
+    params->set_seq_length(*flags.seq_length);
+  }
+  if (given(flags.skip_trigger, "skip-trigger")) {
+    params->set_skip_trigger(*flags.skip_trigger);
+  }
+  if (given(flags.skip_size, "skip-size")) {
+    params->set_skip_size(*flags.skip_size);
+  }
 }
 
 chunkd::v1::FingerprintAlgorithm ToProtoFingerprint(const ChunkFlags& flags) {

@@ -8,6 +8,16 @@
 // not given stays unset, and the server fills it from the algorithm's defaults
 // exactly as chunking::DefaultOptions() fills it for --local.
 //
+// Each algorithm reads only some fields, and the server refuses a request
+// that sets any other (INVALID_ARGUMENT naming it):
+//   fastcdc  --min --avg --max --level --seed
+//   crc32    --min --avg --max
+//   seqcdc   --min --max --seq-mode --seq-length --skip-trigger --skip-size
+//   fixed    --avg
+// A flag the algorithm does not take is a usage error (for --local too), and
+// ToProto never sends such a field, not even from a preset (seqcdc-8k's
+// avg_size): --local keeps the preset's value, which changes no chunk.
+//
 // Thread safety: plain values and pure functions.
 #ifndef CHUNKD_CLIENTS_CLI_CHUNK_OPTIONS_H_
 #define CHUNKD_CLIENTS_CLI_CHUNK_OPTIONS_H_
@@ -43,6 +53,11 @@ struct ChunkFlags {
   std::optional<fingerprint::Kind> fingerprint;
 };
 
+// True when `algorithm` reads the ChunkingParams field of the chunking flag
+// named `flag` (without "--": "min", "level", "seq-mode", ...); see the table
+// above. False for any other name.
+bool AlgorithmTakesFlag(chunking::Algorithm algorithm, absl::string_view flag);
+
 // The flags behind ChunkFlags: --algorithm, --preset, --min, --avg, --max,
 // --level, --seed, --seq-mode, --seq-length, --skip-trigger, --skip-size,
 // --fingerprint.
@@ -54,9 +69,8 @@ absl::string_view ChunkFlagsHelp();
 // Reads the flags of ChunkFlagSpecs() from `args` and applies --preset: the
 // preset's algorithm and parameters count as given unless a flag overrides
 // them. INVALID_ARGUMENT for a bad value, an unknown preset, an --algorithm
-// that contradicts the preset, or a flag that does not apply to the
-// algorithm (--level and --seed are fastcdc's, --seq-* and --skip-* seqcdc's,
-// and fixed takes --avg only).
+// that contradicts the preset, or a flag the algorithm in effect does not take
+// (AlgorithmTakesFlag), naming the flag and the algorithm.
 // Does not check ranges; see Validate().
 absl::StatusOr<ChunkFlags> ChunkFlagsFromArgs(const ParsedArgs& args);
 
@@ -74,8 +88,8 @@ chunking::ChunkerOptions ToChunkerOptions(const ChunkFlags& flags);
 // the field and its allowed range.
 absl::Status Validate(const ChunkFlags& flags);
 
-// Sets exactly the given fields of `params` (the algorithm too only when
-// given); leaves the others unset.
+// Sets exactly the given fields of `params` that the algorithm in effect
+// takes (the algorithm too only when given); leaves the others unset.
 void ToProto(const ChunkFlags& flags, chunkd::v1::ChunkingParams* params);
 
 // The proto's fingerprint algorithm; UNSPECIFIED when not given.

@@ -1,5 +1,6 @@
 #include "clients/cli/chunk_options.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -162,21 +163,174 @@ TEST(ChunkOptionsTest, RejectsBadAndMisappliedFlags) {
            {{"--preset", "fastcdc-reapi", "--algorithm", "crc32"},
             "is a fastcdc preset, but --algorithm is crc32"},
            {{"--algorithm", "crc32", "--level", "2"},
-            "--level applies only to fastcdc, not crc32"},
+            "--level does not apply to crc32; crc32 takes --min, --avg and "
+            "--max"},
+           {{"--level", "2", "--algorithm", "crc32"},
+            "--level does not apply to crc32;"},
            {{"--preset", "seqcdc-8k", "--seed", "1"},
-            "--seed applies only to fastcdc, not seqcdc"},
+            "--seed does not apply to seqcdc (the algorithm of --preset "
+            "seqcdc-8k); seqcdc takes --min, --max, --seq-mode, --seq-length, "
+            "--skip-trigger and --skip-size"},
            {{"--seq-length", "5"},
-            "--seq-length applies only to seqcdc, not fastcdc"},
+            "--seq-length does not apply to fastcdc (the default "
+            "--algorithm); fastcdc takes --min, --avg, --max, --level and "
+            "--seed"},
            {{"--algorithm", "fixed", "--skip-size", "5"},
-            "--skip-size applies only to seqcdc, not fixed"},
-           {{"--algorithm", "fixed", "--min", "4096"},
-            "--min does not apply to fixed: every chunk is --avg bytes"},
+            "--skip-size does not apply to fixed; fixed takes only --avg"},
+           {{"--algorithm", "fixed", "--min", "8192"},
+            "--min does not apply to fixed; fixed takes only --avg"},
            {{"--algorithm", "fixed", "--max", "4096"},
-            "--max does not apply to fixed"},
+            "--max does not apply to fixed;"},
+           {{"--algorithm", "seqcdc", "--avg", "8192"},
+            "--avg does not apply to seqcdc; seqcdc takes --min, --max, "},
+           {{"--preset", "seqcdc-16k", "--avg", "16384"},
+            "--avg does not apply to seqcdc (the algorithm of --preset "
+            "seqcdc-16k);"},
+           {{"--preset", "seqcdc-8k", "--algorithm", "seqcdc", "--avg", "1"},
+            "--avg does not apply to seqcdc; seqcdc takes"},
        }) {
     absl::StatusOr<ChunkFlags> flags = FromWords(c.words);
     ASSERT_FALSE(flags.ok()) << c.words[0];
     EXPECT_THAT(std::string(flags.status().message()), HasSubstr(c.message));
+  }
+}
+
+// The fields each algorithm reads, as the server enforces them: any other
+// field in a request is INVALID_ARGUMENT.
+const std::vector<std::pair<std::string, std::vector<std::string>>>&
+FlagsTaken() {
+  static const auto* const table =
+      new std::vector<std::pair<std::string, std::vector<std::string>>>{
+          {"fastcdc", {"min", "avg", "max", "level", "seed"}},
+          {"crc32", {"min", "avg", "max"}},
+          {"seqcdc",
+           {"min", "max", "seq-mode", "seq-length", "skip-trigger",
+            "skip-size"}},
+          {"fixed", {"avg"}},
+      };
+  return *table;
+}
+
+// The field ToProto sets for each chunking flag.
+bool HasField(const chunkd::v1::ChunkingParams& p, const std::string& flag) {
+  if (flag == "min") return p.has_min_size();
+  if (flag == "avg") return p.has_avg_size();
+  if (flag == "max") return p.has_max_size();
+  if (flag == "level") return p.has_normalization_level();
+  if (flag == "seed") return p.seed() != 0;
+  if (flag == "seq-mode") {
+    return p.seq_mode() != chunkd::v1::SEQ_CDC_MODE_UNSPECIFIED;
+  }
+  if (flag == "seq-length") return p.has_seq_length();
+  if (flag == "skip-trigger") return p.has_skip_trigger();
+  if (flag == "skip-size") return p.has_skip_size();
+  ADD_FAILURE() << "unknown flag " << flag;
+  return false;
+}
+
+const std::vector<std::string> kChunkingFlags = {
+    "min",        "avg",          "max",      "level", "seed", "seq-mode",
+    "seq-length", "skip-trigger", "skip-size"};
+
+TEST(ChunkOptionsTest, EachAlgorithmTakesExactlyTheFieldsItReads) {
+  for (const auto& [algorithm, taken] : FlagsTaken()) {
+    for (const std::string& flag : kChunkingFlags) {
+      const bool takes =
+          std::find(taken.begin(), taken.end(), flag) != taken.end();
+      const std::string value = flag == "seq-mode" ? "decreasing" : "7";
+      absl::StatusOr<ChunkFlags> flags =
+          FromWords({"--algorithm", algorithm, "--" + flag, value});
+      if (!takes) {
+        EXPECT_EQ(flags.status().code(), absl::StatusCode::kInvalidArgument)
+            << algorithm << " --" << flag;
+        EXPECT_THAT(std::string(flags.status().message()),
+                    HasSubstr("--" + flag + " does not apply to " + algorithm))
+            << algorithm << " --" << flag;
+        continue;
+      }
+      ASSERT_TRUE(flags.ok()) << algorithm << " --" << flag << ": "
+                              << flags.status();
+      EXPECT_TRUE(AlgorithmTakesFlag(EffectiveAlgorithm(*flags), flag));
+      chunkd::v1::ChunkingParams params;
+      ToProto(*flags, &params);
+      for (const std::string& other : kChunkingFlags) {
+        EXPECT_EQ(HasField(params, other), other == flag)
+            << algorithm << " --" << flag << ": " << params.DebugString();
+      }
+    }
+  }
+}
+
+TEST(ChunkOptionsTest, RequestNeverCarriesAFieldTheAlgorithmDoesNotRead) {
+  // Every field set, as no command line can: ToProto still sends only the
+  // algorithm's own.
+  for (const auto& [name, taken] : FlagsTaken()) {
+    ChunkFlags flags;
+    flags.algorithm = *chunking::ParseAlgorithm(name);
+    flags.min_size = 4096;
+    flags.avg_size = 8192;
+    flags.max_size = 65536;
+    flags.normalization_level = 2;
+    flags.seed = 9;
+    flags.seq_mode = chunking::SeqMode::kDecreasing;
+    flags.seq_length = 4;
+    flags.skip_trigger = 40;
+    flags.skip_size = 256;
+    chunkd::v1::ChunkingParams params;
+    ToProto(flags, &params);
+    for (const std::string& flag : kChunkingFlags) {
+      EXPECT_EQ(HasField(params, flag),
+                std::find(taken.begin(), taken.end(), flag) != taken.end())
+          << name << " --" << flag;
+    }
+  }
+}
+
+TEST(ChunkOptionsTest, PresetsSendOnlyTheirAlgorithmsFieldsAndKeepLocal) {
+  for (const char* name : {"fastcdc-reapi", "seqcdc-8k", "seqcdc-16k"}) {
+    absl::StatusOr<chunking::ChunkerOptions> preset = chunking::Preset(name);
+    ASSERT_TRUE(preset.ok()) << preset.status();
+    absl::StatusOr<ChunkFlags> flags = FromWords({"--preset", name});
+    ASSERT_TRUE(flags.ok()) << name << ": " << flags.status();
+    // --local chunks with all of the preset's options, as before.
+    ExpectSameOptions(ToChunkerOptions(*flags), *preset);
+    EXPECT_TRUE(Validate(*flags).ok()) << name;
+    chunkd::v1::ChunkingParams params;
+    ToProto(*flags, &params);
+    const std::string algorithm(chunking::AlgorithmName(preset->algorithm));
+    for (const auto& [each, taken] : FlagsTaken()) {
+      if (each != algorithm) continue;
+      for (const std::string& flag : kChunkingFlags) {
+        const bool takes =
+            std::find(taken.begin(), taken.end(), flag) != taken.end();
+        // A preset sends every field its algorithm reads (seed 0 is the
+        // proto's unset) and none other.
+        if (flag == "seed" && preset->seed == 0) continue;
+        EXPECT_EQ(HasField(params, flag), takes) << name << " --" << flag;
+      }
+    }
+  }
+  // seqcdc-8k's average (8 KiB) is not the default's (16 KiB): kept for
+  // --local, never sent.
+  absl::StatusOr<ChunkFlags> flags = FromWords({"--preset", "seqcdc-8k"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(ToChunkerOptions(*flags).avg_size, 8192u);
+  chunkd::v1::ChunkingParams params;
+  ToProto(*flags, &params);
+  EXPECT_FALSE(params.has_avg_size());
+  EXPECT_EQ(params.min_size(), ToChunkerOptions(*flags).min_size);
+}
+
+TEST(ChunkOptionsTest, HelpListsTheFlagsEachAlgorithmTakes) {
+  const std::string help(ChunkFlagsHelp());
+  for (chunking::Algorithm algorithm : chunking::AllAlgorithms()) {
+    const std::string name(chunking::AlgorithmName(algorithm));
+    std::string line = "\n  " + name + std::string(9 - name.size(), ' ');
+    for (const std::string& flag : kChunkingFlags) {
+      if (AlgorithmTakesFlag(algorithm, flag)) line += "--" + flag + " ";
+    }
+    line.back() = '\n';
+    EXPECT_THAT(help, HasSubstr(line));
   }
 }
 

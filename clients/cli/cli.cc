@@ -57,7 +57,17 @@ Commands:
 Run 'chunkctl COMMAND --help' for the options of a command.
 'chunkctl --version' prints the version.
 
-Exit status: 0 on success, 1 on an I/O or server error, 2 on a usage error.
+Exit status:
+  0  success
+  1  a failure while running: an input that cannot be read, output that
+     cannot be written, an error from the server, printed as CODE_NAME:
+     message (e.g. UNAVAILABLE: no server answers; RESOURCE_EXHAUSTED: the
+     server is at its --max_streams; INVALID_ARGUMENT: the server refused
+     the request), a stream that ended OK but whose summary does not count
+     every byte sent (DATA_LOSS), or a response that breaks the protocol
+  2  a usage error, found before contacting any server: an unknown command
+     or flag, a bad value, parameters out of range, a flag the algorithm
+     does not take
 )";
 
 constexpr absl::string_view kChunkUsage =

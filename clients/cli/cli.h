@@ -3,8 +3,17 @@
 // main() only forwards to RunCli(), so tests can run any command line
 // in-process.
 //
-// Exit status: 0 on success, 1 on an I/O or server error, 2 on a usage error
-// (unknown command or flag, bad value, parameters out of range).
+// Exit status (also in `chunkctl --help`):
+//   kExitOk       success;
+//   kExitFailure  a failure while running: reading the input, writing the
+//                 output, any error status of the server (printed as
+//                 "CODE_NAME: message": UNAVAILABLE, RESOURCE_EXHAUSTED,
+//                 INVALID_ARGUMENT, DATA_LOSS, ...), a stream whose summary
+//                 does not count every byte sent (DATA_LOSS) or a protocol
+//                 violation;
+//   kExitUsage    a usage error found before any RPC (unknown command or
+//                 flag, bad value, parameters out of range, a flag the
+//                 algorithm does not take).
 #ifndef CHUNKD_CLIENTS_CLI_CLI_H_
 #define CHUNKD_CLIENTS_CLI_CLI_H_
 

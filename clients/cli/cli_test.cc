@@ -94,7 +94,33 @@ TEST(CliTest, UsageErrorsExitTwo) {
            {{"chunk", "--local", "--message-size", "0", kJpeg},
             "--message-size: expected an integer in 1..67108864"},
            {{"chunk", "--local", "--algorithm", "crc32", "--level", "1", kJpeg},
-            "--level applies only to fastcdc"},
+            "--level does not apply to crc32"},
+           {{"chunk", "--server", "127.0.0.1:1", "--level", "2", "--algorithm",
+             "crc32", kJpeg},
+            "chunkctl: --level does not apply to crc32; crc32 takes --min, "
+            "--avg and --max\nRun 'chunkctl chunk --help' for usage.\n"},
+           {{"chunk", "--local", "--min", "8192", "--algorithm", "fixed",
+             kJpeg},
+            "--min does not apply to fixed; fixed takes only --avg"},
+           {{"chunk", "--server", "127.0.0.1:1", "--min", "8192", "--algorithm",
+             "fixed", kJpeg},
+            "--min does not apply to fixed; fixed takes only --avg"},
+           {{"chunk", "--local", "--algorithm", "seqcdc", "--avg", "8192",
+             kJpeg},
+            "--avg does not apply to seqcdc; seqcdc takes --min, --max, "
+            "--seq-mode, --seq-length, --skip-trigger and --skip-size"},
+           {{"chunk", "--server", "127.0.0.1:1", "--preset", "seqcdc-8k",
+             "--avg", "8192", kJpeg},
+            "--avg does not apply to seqcdc (the algorithm of --preset "
+            "seqcdc-8k)"},
+           {{"dedup", "--server", "127.0.0.1:1", "--namespace", "ns",
+             "--algorithm", "seqcdc", "--avg", "8192", kJpeg},
+            "chunkctl: --avg does not apply to seqcdc; seqcdc takes --min, "
+            "--max, --seq-mode, --seq-length, --skip-trigger and --skip-size\n"
+            "Run 'chunkctl dedup --help' for usage.\n"},
+           {{"dedup", "--server", "127.0.0.1:1", "--namespace", "ns",
+             "--algorithm", "fixed", "--max", "8192", kJpeg},
+            "--max does not apply to fixed; fixed takes only --avg"},
            {{"dedup", "--namespace", "ns", kJpeg}, "missing --server ADDR"},
            {{"dedup", "--server", "x:1", kJpeg}, "missing --namespace NS"},
            {{"dedup", "--server", "x:1", "--namespace", "a/b", kJpeg},
@@ -218,6 +244,11 @@ TEST(CliTest, LocalAndServerPrintTheSame) {
             "--max", "32768"},
            {"--algorithm", "crc32", "--fingerprint", "none"},
            {"--preset", "seqcdc-8k", "--message-size", "777"},
+           {"--preset", "seqcdc-16k", "--max", "20000"},
+           {"--algorithm", "seqcdc", "--min", "4096", "--max", "16384",
+            "--seq-mode", "decreasing", "--seq-length", "4"},
+           {"--preset", "fastcdc-reapi", "--level", "3", "--seed", "5"},
+           {"--algorithm", "crc32", "--avg", "8192", "--min", "2048"},
            {"--algorithm", "fixed", "--avg", "10000", "--format", "json"},
        }) {
     std::vector<std::string> local = {"chunk", "--local"};
@@ -234,6 +265,73 @@ TEST(CliTest, LocalAndServerPrintTheSame) {
     EXPECT_EQ(b.exit_code, kExitOk) << b.err;
     EXPECT_FALSE(a.out.empty());
     EXPECT_EQ(a.out, b.out);
+  }
+}
+
+TEST(CliTest, StreamWhoseSummaryMissesBytesFailsWithDataLoss) {
+  testing::FakeServer server;
+  struct Case {
+    testing::Fault fault;
+    std::string err;
+  };
+  for (const Case& c : std::vector<Case>{
+           {testing::Fault::kWrongTotal,
+            "chunkctl: DATA_LOSS: server summary reports total_bytes=109465 "
+            "but 109466 bytes were sent\n"},
+           {testing::Fault::kNoSummary,
+            "chunkctl: DATA_LOSS: the stream ended without a summary; 109466 "
+            "bytes were sent\n"},
+       }) {
+    server.service().fault = c.fault;
+    CliRun chunk = Cli({"chunk", "--server", server.address(), kJpeg});
+    EXPECT_EQ(chunk.exit_code, kExitFailure);
+    EXPECT_EQ(chunk.err, c.err);
+    CliRun dedup = Cli(
+        {"dedup", "--server", server.address(), "--namespace", "ns", kJpeg});
+    EXPECT_EQ(dedup.exit_code, kExitFailure);
+    EXPECT_EQ(dedup.err, c.err);
+    // No dedup line for a file the server did not account for.
+    EXPECT_EQ(dedup.out, "");
+  }
+}
+
+TEST(CliTest, ServerErrorsPrintCodeAndMessageAndExitOne) {
+  testing::FakeServer server;
+  struct Case {
+    grpc::StatusCode code;
+    std::string message;
+    std::string err;
+  };
+  for (const Case& c : std::vector<Case>{
+           {grpc::StatusCode::RESOURCE_EXHAUSTED,
+            "chunkd is serving its limit of 1 streams (--max_streams)",
+            "chunkctl: RESOURCE_EXHAUSTED: chunkd is serving its limit of 1 "
+            "streams (--max_streams)\n"},
+           {grpc::StatusCode::UNAVAILABLE, "chunkd is shutting down",
+            "chunkctl: UNAVAILABLE: chunkd is shutting down\n"},
+           {grpc::StatusCode::DATA_LOSS, "the index lost an entry",
+            "chunkctl: DATA_LOSS: the index lost an entry\n"},
+           {grpc::StatusCode::INVALID_ARGUMENT,
+            "chunking.seed is not a parameter of crc32",
+            "chunkctl: INVALID_ARGUMENT: chunking.seed is not a parameter of "
+            "crc32\n"},
+       }) {
+    server.service().fail_status = grpc::Status(c.code, c.message);
+    for (testing::Fault fault :
+         {testing::Fault::kFail, testing::Fault::kFailMidStream}) {
+      server.service().fault = fault;
+      CliRun chunk = Cli({"chunk", "--server", server.address(), kJpeg});
+      EXPECT_EQ(chunk.exit_code, kExitFailure) << c.err;
+      EXPECT_EQ(chunk.err, c.err);
+      // Records printed before the error stay printed; the exit status
+      // tells they are not the whole file.
+      EXPECT_EQ(chunk.out.empty(), fault == testing::Fault::kFail);
+      CliRun dedup = Cli({"dedup", "--server", server.address(),
+                          "--namespace", "ns", kJpeg, kJpeg});
+      EXPECT_EQ(dedup.exit_code, kExitFailure) << c.err;
+      EXPECT_EQ(dedup.err, c.err);
+      EXPECT_EQ(dedup.out, "");
+    }
   }
 }
 

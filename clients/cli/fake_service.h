@@ -24,15 +24,21 @@ enum class Fault {
   kNone,
   kSkipRecord,        // drops the second record
   kNoSummary,         // never sends the summary
+  kWrongTotal,        // summary's total_bytes one short of the bytes received
   kWrongSummary,      // summary one chunk short (Dedup: one unique short)
   kShortFingerprint,  // fingerprints lose their last byte
   kReject,            // fails with INVALID_ARGUMENT before any record
   kEarlyOk,           // ends with OK after the first data message
+  kFail,              // fails with `fail_status` before any record
+  kFailMidStream,     // fails with `fail_status` after some records (all of
+                      // them if the chunker holds them back until the end)
 };
 
 class FakeChunkService final : public chunkd::v1::ChunkService::Service {
  public:
   Fault fault = Fault::kNone;
+  // The error of Fault::kFail and Fault::kFailMidStream.
+  grpc::Status fail_status{grpc::StatusCode::INTERNAL, "fail_status unset"};
   chunkd::v1::GetServerInfoResponse info;
   // The "authorization" metadata of the last GetServerInfo call ("" when
   // absent).
@@ -104,6 +110,28 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
     return o;
   }
 
+  // The first field set in `p` that `algorithm` does not read (nullptr when
+  // none); the real server refuses such a request.
+  static const char* UnusedField(const chunkd::v1::ChunkingParams& p,
+                                 chunking::Algorithm algorithm) {
+    using chunking::Algorithm;
+    const bool fastcdc = algorithm == Algorithm::kFastCdc;
+    const bool seqcdc = algorithm == Algorithm::kSeqCdc;
+    const bool fixed = algorithm == Algorithm::kFixed;
+    if (p.has_min_size() && fixed) return "min_size";
+    if (p.has_avg_size() && seqcdc) return "avg_size";
+    if (p.has_max_size() && fixed) return "max_size";
+    if (p.has_normalization_level() && !fastcdc) return "normalization_level";
+    if (p.seed() != 0 && !fastcdc) return "seed";
+    if (p.seq_mode() != chunkd::v1::SEQ_CDC_MODE_UNSPECIFIED && !seqcdc) {
+      return "seq_mode";
+    }
+    if (p.has_seq_length() && !seqcdc) return "seq_length";
+    if (p.has_skip_trigger() && !seqcdc) return "skip_trigger";
+    if (p.has_skip_size() && !seqcdc) return "skip_size";
+    return nullptr;
+  }
+
   static fingerprint::Kind Kind(chunkd::v1::FingerprintAlgorithm f) {
     switch (f) {
       case chunkd::v1::FINGERPRINT_ALGORITHM_XXH128:
@@ -124,13 +152,22 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "the first message must carry params");
     }
+    if (fault == Fault::kFail) return fail_status;
     if (fault == Fault::kReject) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "min_size 1 is outside 64..1048576");
     }
     const auto params = get_params(request);
     const fingerprint::Kind kind = Kind(params.fingerprint());
-    auto chunker = chunking::StreamChunker::Create(Options(params.chunking()));
+    const chunking::ChunkerOptions options = Options(params.chunking());
+    if (const char* field = UnusedField(params.chunking(), options.algorithm)) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          std::string("chunking.") + field +
+                              " is not a parameter of " +
+                              std::string(chunking::AlgorithmName(
+                                  options.algorithm)));
+    }
+    auto chunker = chunking::StreamChunker::Create(options);
     if (!chunker.ok()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           std::string(chunker.status().message()));
@@ -173,16 +210,18 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
       bytes += request.data().size();
       (*chunker)->Append(request.data(), &cut);
       send();
+      if (fault == Fault::kFailMidStream && chunks > 0) return fail_status;
       if (fault == Fault::kEarlyOk && bytes > 0) break;
     } while (stream->Read(&request));
     if (fault != Fault::kEarlyOk) {
       (*chunker)->Finish(&cut);
       send();
     }
+    if (fault == Fault::kFailMidStream) return fail_status;
     if (fault == Fault::kNoSummary) return grpc::Status::OK;
     Response response;
     auto* summary = response.mutable_summary();
-    summary->set_total_bytes(bytes);
+    summary->set_total_bytes(fault == Fault::kWrongTotal ? bytes - 1 : bytes);
     summary->set_total_chunks(fault == Fault::kWrongSummary && index == nullptr
                                   ? chunks - 1
                                   : chunks);

@@ -23,6 +23,18 @@ absl::Status ProtocolError(absl::string_view what) {
   return absl::InternalError(absl::StrCat("protocol error: ", what));
 }
 
+// A status printed like a server's error: "<CODE_NAME>: <message>".
+absl::Status Named(absl::StatusCode code, absl::string_view message) {
+  return absl::Status(
+      code, absl::StrCat(absl::StatusCodeToString(code), ": ", message));
+}
+
+// A stream that ended OK although the server did not account for every byte
+// sent: what was sent may not all have been chunked (or indexed).
+absl::Status DataLoss(absl::string_view what) {
+  return Named(absl::StatusCode::kDataLoss, what);
+}
+
 // What the writer thread of a stream did.
 struct Upload {
   // Bytes of data the server accepted.
@@ -92,8 +104,9 @@ absl::Status Exchange(
   if (!handled.ok()) return handled;
   if (!status.ok()) return FromGrpcStatus(status);
   if (!upload.complete) {
-    return ProtocolError(
-        "the server ended the stream with OK before receiving all data");
+    return DataLoss(absl::StrCat(
+        "the server ended the stream with OK before receiving all data; ",
+        upload.bytes_sent, " bytes were sent"));
   }
   *bytes_sent = upload.bytes_sent;
   return absl::OkStatus();
@@ -119,17 +132,27 @@ absl::Status CheckRecord(uint64_t offset, uint32_t length,
   return absl::OkStatus();
 }
 
-// Checks a summary against the records and the bytes sent.
+// Checks a summary against the records and the bytes sent. A summary that
+// is missing or does not count the bytes sent is DATA_LOSS; records that
+// disagree with the bytes sent or with the summary are a protocol error.
 absl::Status CheckTotals(bool summary_seen, uint64_t summary_bytes,
                          uint64_t summary_chunks, uint64_t record_bytes,
                          uint64_t record_chunks, uint64_t bytes_sent) {
-  if (!summary_seen) return ProtocolError("the stream ended without a summary");
+  if (!summary_seen) {
+    return DataLoss(absl::StrCat("the stream ended without a summary; ",
+                                 bytes_sent, " bytes were sent"));
+  }
+  if (summary_bytes != bytes_sent) {
+    return DataLoss(absl::StrCat("server summary reports total_bytes=",
+                                 summary_bytes, " but ", bytes_sent,
+                                 " bytes were sent"));
+  }
   if (record_bytes != bytes_sent) {
     return ProtocolError(absl::StrCat("the chunks cover ", record_bytes,
                                       " bytes, but ", bytes_sent,
                                       " were sent"));
   }
-  if (summary_bytes != bytes_sent || summary_chunks != record_chunks) {
+  if (summary_chunks != record_chunks) {
     return ProtocolError(absl::StrCat("the summary says ", summary_bytes,
                                       " bytes in ", summary_chunks,
                                       " chunks; the records say ", record_bytes,
@@ -238,9 +261,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ConnectOptions& options) {
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  const auto code = static_cast<absl::StatusCode>(status.error_code());
-  return absl::Status(code, absl::StrCat(absl::StatusCodeToString(code), ": ",
-                                         status.error_message()));
+  return Named(static_cast<absl::StatusCode>(status.error_code()),
+               status.error_message());
 }
 
 absl::Status ChunkRemotely(chunkd::v1::ChunkService::StubInterface* stub,

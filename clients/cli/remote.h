@@ -5,8 +5,13 @@
 // Every response stream is checked against the protocol of chunkd.proto:
 // records contiguous from offset 0, non-empty, fingerprints of the requested
 // size, exactly one summary, last, whose totals match the records and the
-// bytes sent. A violation is an INTERNAL error "protocol error: ...", so a
-// wrong server cannot pass silently.
+// bytes sent. So a wrong server cannot pass silently:
+//   - a stream that ends OK without a summary, with a summary whose
+//     total_bytes is not the number of bytes sent on it, or before all of
+//     the input was sent, is DATA_LOSS ("DATA_LOSS: server summary reports
+//     total_bytes=N but M bytes were sent", "DATA_LOSS: the stream ended
+//     without a summary; M bytes were sent");
+//   - any other violation is INTERNAL, "protocol error: ...".
 //
 // Thread safety: each function uses its own ClientContext; a stub may be
 // shared between threads.

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "clients/cli/fake_service.h"
 #include "clients/cli/local_chunk.h"
@@ -139,6 +140,53 @@ TEST_F(RemoteTest, ServerErrorKeepsCodeAndNamesIt) {
             "INVALID_ARGUMENT: min_size 1 is outside 64..1048576");
 }
 
+// A server's error, and how chunkctl reports it: the same code, and the
+// message "<CODE_NAME>: <the server's message>".
+struct ServerError {
+  grpc::StatusCode code;
+  std::string message;
+  std::string reported;
+};
+
+std::vector<ServerError> ServerErrors() {
+  return {
+      {grpc::StatusCode::RESOURCE_EXHAUSTED,
+       "chunkd is serving its limit of 1 streams (--max_streams)",
+       "RESOURCE_EXHAUSTED: chunkd is serving its limit of 1 streams "
+       "(--max_streams)"},
+      {grpc::StatusCode::UNAVAILABLE, "chunkd is shutting down",
+       "UNAVAILABLE: chunkd is shutting down"},
+      {grpc::StatusCode::DATA_LOSS, "the index lost an entry",
+       "DATA_LOSS: the index lost an entry"},
+      {grpc::StatusCode::INVALID_ARGUMENT,
+       "chunking.avg_size is not a parameter of seqcdc",
+       "INVALID_ARGUMENT: chunking.avg_size is not a parameter of seqcdc"},
+  };
+}
+
+TEST_F(RemoteTest, ServerErrorsKeepTheirCodeAndMessage) {
+  for (Fault fault : {Fault::kFail, Fault::kFailMidStream}) {
+    for (const ServerError& error : ServerErrors()) {
+      server_.service().fault = fault;
+      server_.service().fail_status = grpc::Status(error.code, error.message);
+      std::string printed;
+      absl::Status chunk =
+          Chunk(chunkd::v1::ChunkParams(), fingerprint::Kind::kSha256, 4096,
+                kJpeg, &printed);
+      EXPECT_EQ(static_cast<int>(chunk.code()), static_cast<int>(error.code))
+          << chunk;
+      EXPECT_EQ(chunk.message(), error.reported);
+      // Before any record, or after some were printed.
+      EXPECT_EQ(printed.empty(), fault == Fault::kFail) << printed;
+      absl::StatusOr<DedupTotals> dedup = Dedup("ns", kJpeg);
+      EXPECT_EQ(static_cast<int>(dedup.status().code()),
+                static_cast<int>(error.code))
+          << dedup.status();
+      EXPECT_EQ(dedup.status().message(), error.reported);
+    }
+  }
+}
+
 TEST_F(RemoteTest, UnreachableServerIsUnavailable) {
   auto stub =
       chunkd::v1::ChunkService::NewStub(MakeChannel(Plaintext("127.0.0.1:1")));
@@ -180,10 +228,8 @@ TEST_F(RemoteTest, DetectsProtocolViolations) {
   };
   for (const Case& c : std::vector<Case>{
            {Fault::kSkipRecord, "expected offset"},
-           {Fault::kNoSummary, "the stream ended without a summary"},
            {Fault::kWrongSummary, "the summary says"},
            {Fault::kShortFingerprint, "31-byte fingerprint, expected 32"},
-           {Fault::kEarlyOk, "protocol error: "},
        }) {
     server_.service().fault = c.fault;
     std::string printed;
@@ -195,6 +241,73 @@ TEST_F(RemoteTest, DetectsProtocolViolations) {
     EXPECT_THAT(std::string(status.message()), StartsWith("protocol error: "));
     EXPECT_THAT(std::string(status.message()), HasSubstr(c.message));
   }
+}
+
+// A stream that ends OK but whose summary does not account for every byte
+// sent, or that has no summary, must not pass for success: DATA_LOSS, named
+// like a server's error.
+TEST_F(RemoteTest, SummaryThatDoesNotCountTheBytesSentIsDataLoss) {
+  struct Case {
+    Fault fault;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {Fault::kWrongTotal,
+            "DATA_LOSS: server summary reports total_bytes=109465 but 109466 "
+            "bytes were sent"},
+           {Fault::kNoSummary,
+            "DATA_LOSS: the stream ended without a summary; 109466 bytes "
+            "were sent"},
+       }) {
+    server_.service().fault = c.fault;
+    std::string printed;
+    absl::Status chunk = Chunk(chunkd::v1::ChunkParams(),
+                               fingerprint::Kind::kSha256, 4096, kJpeg,
+                               &printed);
+    EXPECT_EQ(chunk.code(), absl::StatusCode::kDataLoss) << chunk;
+    EXPECT_EQ(chunk.message(), c.message);
+    absl::StatusOr<DedupTotals> dedup = Dedup("ns", kJpeg);
+    EXPECT_EQ(dedup.status().code(), absl::StatusCode::kDataLoss)
+        << dedup.status();
+    EXPECT_EQ(dedup.status().message(), c.message);
+  }
+  // Without a fault the same streams succeed.
+  server_.service().fault = Fault::kNone;
+  std::string printed;
+  EXPECT_TRUE(Chunk(chunkd::v1::ChunkParams(), fingerprint::Kind::kSha256,
+                    4096, kJpeg, &printed)
+                  .ok());
+  EXPECT_TRUE(Dedup("ns", kJpeg).ok());
+}
+
+TEST_F(RemoteTest, OkBeforeAllDataWasSentIsDataLoss) {
+  // Far more than flow control lets the client send before the server reads
+  // it, so the server's OK after the first data message stops the upload.
+  const std::string path = ::testing::TempDir() + "/chunkctl-early-ok";
+  {
+    std::FILE* file = std::fopen(path.c_str(), "w");
+    ASSERT_NE(file, nullptr);
+    const std::string block(1 << 20, 'x');
+    for (int i = 0; i < 32; ++i) {
+      ASSERT_EQ(std::fwrite(block.data(), 1, block.size(), file), block.size());
+    }
+    ASSERT_EQ(std::fclose(file), 0);
+  }
+  server_.service().fault = Fault::kEarlyOk;
+  std::string printed;
+  absl::Status chunk = Chunk(chunkd::v1::ChunkParams(),
+                             fingerprint::Kind::kSha256, 4096, path, &printed);
+  EXPECT_EQ(chunk.code(), absl::StatusCode::kDataLoss) << chunk;
+  EXPECT_THAT(std::string(chunk.message()),
+              StartsWith("DATA_LOSS: the server ended the stream with OK "
+                         "before receiving all data; "));
+  absl::StatusOr<DedupTotals> dedup = Dedup("ns", path);
+  EXPECT_EQ(dedup.status().code(), absl::StatusCode::kDataLoss)
+      << dedup.status();
+  EXPECT_THAT(std::string(dedup.status().message()),
+              StartsWith("DATA_LOSS: the server ended the stream with OK "
+                         "before receiving all data; "));
+  std::remove(path.c_str());
 }
 
 TEST_F(RemoteTest, DedupTotals) {
