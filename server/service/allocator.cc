@@ -80,37 +80,19 @@ bool IdleTrimPolicy::Observe(absl::Time now, const StreamActivity& activity) {
 
 IdleTrimmer::IdleTrimmer(Options options, ActivitySource activity,
                          TrimFunction trim)
-    : options_(options),
+    : policy_(options.idle_delay),
       activity_(std::move(activity)),
-      trim_(std::move(trim)) {}
+      trim_(std::move(trim)),
+      // The activity source takes the service's lock, and a trim walks every
+      // arena: both run on the thread, never on a caller's.
+      thread_(options.poll, [this] {
+        if (policy_.Observe(absl::Now(), activity_())) trim_();
+      }) {}
 
 IdleTrimmer::~IdleTrimmer() { Stop(); }
 
-void IdleTrimmer::Start() {
-  if (thread_.joinable()) return;
-  thread_ = std::thread([this] { Loop(); });
-}
+void IdleTrimmer::Start() { thread_.Start(); }
 
-void IdleTrimmer::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void IdleTrimmer::Loop() {
-  IdleTrimPolicy policy(options_.idle_delay);
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, absl::ToChronoNanoseconds(options_.poll),
-                       [this] { return stop_; })) {
-    // Outside the lock: the activity source takes the service's lock, and
-    // a trim walks every arena; Stop() only has to wait for the end.
-    lock.unlock();
-    if (policy.Observe(absl::Now(), activity_())) trim_();
-    lock.lock();
-  }
-}
+void IdleTrimmer::Stop() { thread_.Stop(); }
 
 }  // namespace chunkd::service

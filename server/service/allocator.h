@@ -20,15 +20,13 @@
 #ifndef CHUNKD_SERVICE_ALLOCATOR_H_
 #define CHUNKD_SERVICE_ALLOCATOR_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "absl/time/time.h"
+#include "service/periodic.h"
 
 namespace chunkd::service {
 
@@ -122,15 +120,10 @@ class IdleTrimmer {
   void Stop();
 
  private:
-  void Loop();
-
-  const Options options_;
+  IdleTrimPolicy policy_;  // used on the thread only
   const ActivitySource activity_;
   const TrimFunction trim_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
-  std::thread thread_;
+  PeriodicThread thread_;
 };
 
 }  // namespace chunkd::service

@@ -1,0 +1,36 @@
+#include "service/periodic.h"
+
+#include <utility>
+
+namespace chunkd::service {
+
+PeriodicThread::PeriodicThread(absl::Duration interval,
+                               std::function<void()> tick)
+    : interval_(interval), tick_(std::move(tick)) {}
+
+PeriodicThread::~PeriodicThread() { Stop(); }
+
+void PeriodicThread::Start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, absl::ToChronoNanoseconds(interval_),
+                         [this] { return stop_; })) {
+      // Outside the lock: Stop() only waits for the tick to end.
+      lock.unlock();
+      tick_();
+      lock.lock();
+    }
+  });
+}
+
+void PeriodicThread::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace chunkd::service
