@@ -1,19 +1,23 @@
 // chunkd: the chunking and deduplication server. Flags, wiring, ServerBuilder.
+#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
@@ -28,6 +32,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "grpcpp/resource_quota.h"
 #include "index/fingerprint_index.h"
 #include "metrics/grpc_metrics.h"
 #include "metrics/instrumented_index.h"
@@ -36,7 +41,11 @@
 #include "pipeline/worker_pool.h"
 #include "service/allocator.h"
 #include "service/chunk_service.h"
+#include "service/connection_guard.h"
 #include "service/index_health.h"
+#include "service/log_throttle.h"
+#include "service/periodic.h"
+#include "service/tls_files.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "gRPC address to serve on, host:port");
@@ -72,6 +81,29 @@ ABSL_FLAG(std::string, backend, "",
 ABSL_FLAG(uint32_t, max_streams, 128,
           "Chunk and Dedup streams served at once; one more is refused with "
           "RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, max_streams_per_token, -1,
+          "with --auth_tokens, Chunk and Dedup streams one bearer token may "
+          "run at once (one more is refused with RESOURCE_EXHAUSTED); -1 "
+          "means a quarter of --max_streams, 0 no limit");
+ABSL_FLAG(uint32_t, max_streams_per_ip, 0,
+          "Chunk and Dedup streams one client IP address may run at once; 0 "
+          "(the default) means no limit, as behind a proxy every client may "
+          "share one address");
+ABSL_FLAG(uint32_t, max_streams_per_connection, 32,
+          "HTTP/2 streams (calls of any kind) one connection may have open, "
+          "advertised as SETTINGS_MAX_CONCURRENT_STREAMS");
+ABSL_FLAG(uint32_t, max_stream_rate_per_connection, 1000,
+          "new streams per second one connection may open (bursts of as many "
+          "included); past it ChunkService calls are refused with "
+          "RESOURCE_EXHAUSTED, and a connection that opens as many again is "
+          "closed (HTTP/2 rapid reset); 0 turns this off");
+ABSL_FLAG(absl::Duration, stream_idle_timeout, absl::Seconds(60),
+          "a Chunk or Dedup stream that waits this long on its client (no "
+          "request arriving, no response read) ends with DEADLINE_EXCEEDED; "
+          "0 turns this off");
+ABSL_FLAG(absl::Duration, max_connection_idle, absl::Minutes(5),
+          "a client connection with no call for this long is closed "
+          "(GOAWAY); clients reconnect on their next call");
 ABSL_FLAG(uint64_t, memory_budget, uint64_t{1} << 30,
           "request bytes all streams together may hold (received and not yet "
           "processed, plus one max_message_bytes reservation per pending "
@@ -106,22 +138,55 @@ constexpr absl::Duration kIndexHealthInterval = absl::Seconds(1);
 // Free memory goes back to the OS this long after the last stream ended.
 constexpr absl::Duration kIdleTrimDelay = absl::Seconds(1);
 
+// Failed TLS handshakes and closed connections: one log line per kind and
+// interval.
+constexpr absl::Duration kAbuseLogInterval = absl::Seconds(10);
+// Keepalive: clients may ping this often without data (more often is a
+// strike; two strikes close the connection); chunkd pings an idle client
+// this often and gives up on it after the timeout.
+constexpr int kMinClientPingIntervalMs = 30'000;
+constexpr int kKeepaliveTimeMs = 60'000;
+constexpr int kKeepaliveTimeoutMs = 20'000;
+// Least memory gRPC's own buffers may use (ResourceQuota).
+constexpr uint64_t kMinGrpcQuota = uint64_t{256} << 20;
+
 int Fail(const std::string& message) {
   std::fprintf(stderr, "chunkd: %s\n", message.c_str());
   return 2;
 }
 
-// The whole file, or an error naming the flag.
-absl::StatusOr<std::string> ReadFlagFile(const char* flag,
-                                         const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  if (in) text << in.rdbuf();
-  if (!in || text.str().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", flag, " ", path, ": cannot read the file, or it is empty"));
+// Why `listen` ("host:port") cannot be bound now, by trying it; empty when
+// it can (gRPC failed for another reason).
+std::string WhyCannotListen(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) return "no port in the address";
+  std::string host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
   }
-  return text.str();
+  addrinfo hints = {};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(),
+                             listen.substr(colon + 1).c_str(), &hints, &found);
+  if (rc != 0) return absl::StrCat("cannot resolve it: ", gai_strerror(rc));
+  std::string why;
+  for (addrinfo* a = found; a != nullptr && why.empty(); a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      why = errno == EADDRINUSE
+                ? "the address is already in use (another process listens "
+                  "there; chunkd never shares a port)"
+                : std::strerror(errno);
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return why;
 }
 
 // Insecure, TLS or mutual TLS, from the --tls_* flags.
@@ -140,19 +205,15 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials() {
     return absl::InvalidArgumentError(
         "TLS needs both --tls_cert and --tls_key");
   }
+  auto files = chunkd::service::LoadTlsFiles(cert, key, client_ca);
+  if (!files.ok()) return files.status();
   grpc::SslServerCredentialsOptions options;
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  auto cert_pem = ReadFlagFile("tls_cert", cert);
-  if (!cert_pem.ok()) return cert_pem.status();
-  auto key_pem = ReadFlagFile("tls_key", key);
-  if (!key_pem.ok()) return key_pem.status();
-  pair.cert_chain = *std::move(cert_pem);
-  pair.private_key = *std::move(key_pem);
+  pair.cert_chain = std::move(files->cert_chain);
+  pair.private_key = std::move(files->private_key);
   options.pem_key_cert_pairs.push_back(std::move(pair));
   if (!client_ca.empty()) {
-    auto ca_pem = ReadFlagFile("tls_client_ca", client_ca);
-    if (!ca_pem.ok()) return ca_pem.status();
-    options.pem_root_certs = *std::move(ca_pem);
+    options.pem_root_certs = std::move(files->client_ca);
     options.client_certificate_request =
         GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
@@ -176,6 +237,10 @@ int main(int argc, char** argv) {
       "Usage: chunkd [--listen HOST:PORT] [--metrics_listen HOST:PORT] "
       "[--index memory] ...");
   absl::ParseCommandLine(argc, argv);
+  // Debian builds Abseil with mutex deadlock detection on; it costs gRPC's
+  // every lock a graph update (a tenth of the CPU under a flood of calls)
+  // and finds nothing in a release build.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   // Every thread started from here on inherits the blocked signals, so only
   // the sigwait below sees SIGINT and SIGTERM.
@@ -206,6 +271,31 @@ int main(int argc, char** argv) {
         max_streams, ") x --max_message_bytes (", max_message, ") = ",
         uint64_t{max_streams} * max_message,
         "; raise it, or lower one of the others"));
+  }
+  chunkd::service::RegistryLimits limits;
+  limits.max_streams = max_streams;
+  limits.max_streams_per_ip = absl::GetFlag(FLAGS_max_streams_per_ip);
+  const int64_t per_token = absl::GetFlag(FLAGS_max_streams_per_token);
+  if (per_token < -1) {
+    return Fail(absl::StrCat("--max_streams_per_token ", per_token,
+                             " must be -1 (a quarter of --max_streams), 0 (no "
+                             "limit) or a count"));
+  }
+  limits.max_streams_per_token =
+      per_token == -1 ? std::max<size_t>(1, max_streams / 4)
+                      : static_cast<size_t>(per_token);
+  const uint32_t streams_per_connection =
+      absl::GetFlag(FLAGS_max_streams_per_connection);
+  if (streams_per_connection == 0) {
+    return Fail("--max_streams_per_connection must be at least 1");
+  }
+  const absl::Duration idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout);
+  const absl::Duration connection_idle =
+      absl::GetFlag(FLAGS_max_connection_idle);
+  if (idle_timeout < absl::ZeroDuration() ||
+      connection_idle < absl::ZeroDuration()) {
+    return Fail("--stream_idle_timeout and --max_connection_idle must not be "
+                "negative");
   }
   auto credentials = ServerCredentials();
   if (!credentials.ok()) return Fail(std::string(credentials.status().message()));
@@ -253,6 +343,29 @@ int main(int argc, char** argv) {
       chunkd::fingerprint::DefaultContentKeyBackend();
   if (!content_key.ok()) return Fail(std::string(content_key.status().message()));
   chunkd::metrics::Metrics metrics(CHUNKD_VERSION, backend);
+  // Clients can cause these at will: counted, and logged as one line per
+  // interval (never a line each).
+  chunkd::service::LogThrottle abuse_log(
+      kAbuseLogInterval, [](const std::string& line) {
+        std::fprintf(stderr, "chunkd: %s\n", line.c_str());
+      });
+  chunkd::service::GrpcLogFilter grpc_log_filter(
+      &abuse_log, [&metrics] { metrics.tls_handshake_failures().Increment(); });
+  chunkd::service::PeriodicThread abuse_log_flusher(
+      kAbuseLogInterval, [&abuse_log] { abuse_log.Flush(); });
+  abuse_log_flusher.Start();
+  const uint32_t stream_rate = absl::GetFlag(FLAGS_max_stream_rate_per_connection);
+  prometheus::Counter& closed_for_rate = metrics.ConnectionsClosed("stream_rate");
+  auto guard = std::make_unique<chunkd::service::ConnectionGuard>(
+      stream_rate, [&](const std::string& peer) {
+        closed_for_rate.Increment();
+        abuse_log.Note(
+            absl::StrCat("connections closed for opening streams faster "
+                         "than --max_stream_rate_per_connection (",
+                         stream_rate, "/s)"),
+            peer);
+      });
+  chunkd::service::ConnectionGuard* const guard_ptr = guard.get();
   *index = std::make_unique<chunkd::metrics::InstrumentedIndex>(
       *std::move(index), &metrics);
   auto grpc_metrics = chunkd::metrics::GrpcMetricsInterceptorFactory::Create(
@@ -288,7 +401,9 @@ int main(int argc, char** argv) {
   options.metrics = &metrics;
   options.max_message_bytes = max_message;
   options.max_inflight_bytes = max_inflight;
-  options.max_streams = max_streams;
+  options.limits = limits;
+  options.stream_idle_timeout = idle_timeout;
+  options.guard = stream_rate > 0 ? guard_ptr : nullptr;
   chunkd::service::MemoryBudget budget(memory_budget);
   options.memory = &budget;
   options.auth = tokens.get();
@@ -304,6 +419,33 @@ int main(int argc, char** argv) {
   const std::string listen = absl::GetFlag(FLAGS_listen);
   int port = 0;
   builder.AddListeningPort(listen, *credentials, &port);
+  // One process per port: gRPC would otherwise set SO_REUSEPORT, and a
+  // second chunkd would share the port (and split the clients between two
+  // memory indexes).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             static_cast<int>(std::min<uint32_t>(
+                                 INT_MAX, streams_per_connection)));
+  if (connection_idle > absl::ZeroDuration()) {
+    builder.AddChannelArgument(
+        GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+        static_cast<int>(std::min<int64_t>(
+            INT_MAX, absl::ToInt64Milliseconds(connection_idle))));
+  }
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             kMinClientPingIntervalMs);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  // gRPC's own buffers (flow-control windows, read buffers, call state)
+  // answer to a quota as large as the streams' budget, with a floor: near
+  // its quota gRPC shrinks the windows it offers, and at the quota it sends
+  // GOAWAY "Buffers full" to connections, which a small --memory_budget
+  // must not cause in normal work.
+  grpc::ResourceQuota quota("chunkd");
+  quota.Resize(std::max<uint64_t>(memory_budget, kMinGrpcQuota));
+  builder.SetResourceQuota(quota);
   // Leave room above the data limit so that a slightly larger message reaches
   // the service and gets an error naming the limit; far larger ones are
   // refused by gRPC itself, also with RESOURCE_EXHAUSTED.
@@ -313,12 +455,16 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<
       grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;
+  interceptors.push_back(std::move(guard));
   interceptors.push_back(*std::move(grpc_metrics));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
-    return Fail(absl::StrCat("cannot listen on --listen ", listen));
+    const std::string why = WhyCannotListen(listen);
+    return Fail(absl::StrCat("cannot listen on --listen ", listen,
+                             why.empty() ? "" : ": ", why));
   }
+  guard_ptr->set_local_port(port);
   // Dedup needs the index, Chunk does not: the index's reachability has a
   // health status of its own, probed off the serving threads.
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
@@ -377,8 +523,7 @@ int main(int argc, char** argv) {
   health->Shutdown();
   service.BeginShutdown();
   if (!service.WaitForStreams(absl::Now() + grace)) {
-    service.AbortAll(grpc::Status(
-        grpc::StatusCode::UNAVAILABLE,
+    service.AbortAll(absl::UnavailableError(
         absl::StrCat("chunkd is shutting down; the stream did not finish "
                      "within the ",
                      absl::FormatDuration(grace),
@@ -388,6 +533,8 @@ int main(int argc, char** argv) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->Wait();
   metrics.WatchQueueDepth(nullptr);  // the pool goes first
+  abuse_log_flusher.Stop();
+  abuse_log.Flush();
   std::fprintf(stderr, "chunkd: stopped\n");
   return 0;
 }

@@ -130,6 +130,35 @@ Metrics::Metrics(absl::string_view version, absl::string_view backend)
                          .Help("Chunk and Dedup streams in progress.")
                          .Register(*registry_)
                          .Add({});
+  streams_rejected_ =
+      &prometheus::BuildCounter()
+           .Name("chunkd_streams_rejected_total")
+           .Help(
+               "Chunk and Dedup streams refused at admission or ended by a "
+               "limit, by reason (limit, per_token_limit, per_ip_limit, "
+               "rate, idle, token, auth, shutdown).")
+           .Register(*registry_);
+  connections_closed_ =
+      &prometheus::BuildCounter()
+           .Name("chunkd_connections_closed_total")
+           .Help(
+               "Client connections chunkd shut down, by reason "
+               "(stream_rate: streams opened far past "
+               "--max_stream_rate_per_connection).")
+           .Register(*registry_);
+  tls_handshake_failures_ =
+      &prometheus::BuildCounter()
+           .Name("chunkd_tls_handshake_failures_total")
+           .Help("TLS handshakes that failed (the log has a count per "
+                 "interval).")
+           .Register(*registry_)
+           .Add({});
+  index_entries_ = &prometheus::BuildGauge()
+                        .Name("chunkd_index_entries")
+                        .Help(
+                            "Entries in the embedded memory index (absent "
+                            "with a Redis index).")
+                        .Register(*registry_);
   queue_depth_ = &prometheus::BuildGauge()
                       .Name("chunkd_worker_queue_depth")
                       .Help(
@@ -183,7 +212,13 @@ Metrics::~Metrics() = default;
 
 absl::Status Metrics::Serve(const std::string& listen) {
   try {
-    exposer_ = std::make_unique<prometheus::Exposer>(listen);
+    // Enough threads that idle connections (civetweb gives each its own
+    // thread until the request arrives) leave room for scrapes, and a
+    // request timeout that frees those threads again.
+    exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", listen, "num_threads",
+        std::to_string(kMetricsThreads), "request_timeout_ms",
+        std::to_string(kMetricsRequestTimeoutMs)});
   } catch (const std::exception& e) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot serve metrics on --metrics_listen ", listen, ": ", e.what()));
@@ -218,6 +253,20 @@ StreamCounters Metrics::ForStream(absl::string_view rpc,
   return c;
 }
 
+prometheus::Counter& Metrics::StreamsRejected(absl::string_view reason) {
+  return streams_rejected_->Add({{"reason", std::string(reason)}});
+}
+
+prometheus::Counter& Metrics::ConnectionsClosed(absl::string_view reason) {
+  return connections_closed_->Add({{"reason", std::string(reason)}});
+}
+
+void Metrics::WatchIndexEntries(
+    std::function<std::optional<uint64_t>()> entries) {
+  std::lock_guard<std::mutex> lock(mu_);
+  index_entries_source_ = std::move(entries);
+}
+
 void Metrics::WatchQueueDepth(std::function<size_t()> depth) {
   std::lock_guard<std::mutex> lock(mu_);
   queue_depth_source_ = std::move(depth);
@@ -227,6 +276,17 @@ void Metrics::Refresh() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (queue_depth_source_) {
     queue_depth_->Set(static_cast<double>(queue_depth_source_()));
+  }
+  const std::optional<uint64_t> entries =
+      index_entries_source_ ? index_entries_source_() : std::nullopt;
+  if (entries.has_value()) {
+    if (index_entries_gauge_ == nullptr) {
+      index_entries_gauge_ = &index_entries_->Add({});
+    }
+    index_entries_gauge_->Set(static_cast<double>(*entries));
+  } else if (index_entries_gauge_ != nullptr) {
+    index_entries_->Remove(index_entries_gauge_);
+    index_entries_gauge_ = nullptr;
   }
 }
 

@@ -8,7 +8,14 @@
 //   chunkd_duplicate_chunks_total{algorithm}       counter (Dedup)
 //   chunkd_stage_seconds_total{stage}              counter: chunk, fingerprint,
 //                                                  index
-//   chunkd_active_streams                          gauge
+//   chunkd_active_streams                          gauge: admitted streams
+//   chunkd_streams_rejected_total{reason}          counter: streams refused
+//                                                  or ended by a limit
+//   chunkd_connections_closed_total{reason}        counter: connections
+//                                                  chunkd shut down
+//   chunkd_tls_handshake_failures_total            counter
+//   chunkd_index_entries                           gauge, sampled at scrape
+//                                                  (memory index only)
 //   chunkd_worker_queue_depth                      gauge, sampled at scrape
 //   chunkd_index_requests_total{backend,op,result} counter (InstrumentedIndex)
 //   chunkd_index_request_duration_seconds{backend,op}   histogram
@@ -34,9 +41,11 @@
 #ifndef CHUNKD_METRICS_METRICS_H_
 #define CHUNKD_METRICS_METRICS_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -52,6 +61,13 @@ class Exposer;
 }
 
 namespace chunkd::metrics {
+
+// The /metrics endpoint: threads serving it, and how long one connection
+// may take to send its request (or read the answer) before its thread is
+// freed. Together they keep scrapes answering while idle connections are
+// open (docs/operations.md, "Running chunkd exposed").
+inline constexpr int kMetricsThreads = 16;
+inline constexpr int kMetricsRequestTimeoutMs = 1500;
 
 // The label values of chunkd_stage_seconds_total{stage}.
 inline constexpr const char* kStages[] = {"chunk", "fingerprint", "index"};
@@ -118,8 +134,22 @@ class Metrics {
   // The chunkd_stage_seconds_total counters.
   const StageCounters& stages() const { return stages_; }
 
-  // Streams in progress.
+  // Streams admitted and not yet done.
   prometheus::Gauge& active_streams() { return *active_streams_; }
+
+  // chunkd_streams_rejected_total{reason}: the series of `reason`, created
+  // at zero on first use (the service creates all of its reasons at start).
+  prometheus::Counter& StreamsRejected(absl::string_view reason);
+  // chunkd_connections_closed_total{reason}, likewise.
+  prometheus::Counter& ConnectionsClosed(absl::string_view reason);
+  prometheus::Counter& tls_handshake_failures() {
+    return *tls_handshake_failures_;
+  }
+
+  // chunkd_index_entries is read from `entries` at every scrape; absent
+  // while `entries` is unset or returns nothing. Same contract as
+  // WatchQueueDepth.
+  void WatchIndexEntries(std::function<std::optional<uint64_t>()> entries);
 
   // chunkd_worker_queue_depth is read from `depth` at every scrape (0 until
   // this is called). `depth` must be thread-safe and outlive this object.
@@ -158,9 +188,15 @@ class Metrics {
   StageCounters stages_;
   prometheus::Gauge* active_streams_;
   prometheus::Gauge* queue_depth_;
+  prometheus::Family<prometheus::Counter>* streams_rejected_;
+  prometheus::Family<prometheus::Counter>* connections_closed_;
+  prometheus::Counter* tls_handshake_failures_;
+  prometheus::Family<prometheus::Gauge>* index_entries_;
 
   mutable std::mutex mu_;
   std::function<size_t()> queue_depth_source_;  // guarded by mu_
+  std::function<std::optional<uint64_t>()> index_entries_source_;  // mu_
+  mutable prometheus::Gauge* index_entries_gauge_ = nullptr;  // guarded by mu_
 
   std::shared_ptr<Collector> collector_;
   std::unique_ptr<prometheus::Exposer> exposer_;

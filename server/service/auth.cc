@@ -45,6 +45,7 @@ absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view text) {
           "line ", line_number, ": the token repeats an earlier line's"));
     }
     Grant grant;
+    grant.token = std::string(token);
     if (fields[1] == "*") {
       grant.all = true;
     } else {
@@ -110,9 +111,15 @@ const TokenTable::Grant* TokenTable::Find(absl::string_view authorization,
 }
 
 absl::Status TokenTable::Authenticate(absl::string_view authorization) const {
+  return Identify(authorization).status();
+}
+
+absl::StatusOr<absl::string_view> TokenTable::Identify(
+    absl::string_view authorization) const {
   absl::Status status;
-  Find(authorization, &status);
-  return status;
+  const Grant* grant = Find(authorization, &status);
+  if (grant == nullptr) return status;
+  return absl::string_view(grant->token);
 }
 
 absl::Status TokenTable::Authorize(absl::string_view authorization,

@@ -39,6 +39,11 @@ class TokenTable {
   // saying what to send. Never echoes the token.
   absl::Status Authenticate(absl::string_view authorization) const;
 
+  // Authenticate, returning the token itself (a view valid as long as the
+  // table): the key under which per-token limits count streams.
+  absl::StatusOr<absl::string_view> Identify(
+      absl::string_view authorization) const;
+
   // Authenticate, and the token may use `ns`, else PERMISSION_DENIED naming
   // the namespace.
   absl::Status Authorize(absl::string_view authorization,
@@ -48,6 +53,7 @@ class TokenTable {
 
  private:
   struct Grant {
+    std::string token;
     bool all = false;
     std::vector<std::string> namespaces;
   };

@@ -1,6 +1,7 @@
 #include "service/chunk_service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <string>
@@ -9,7 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "chunkd/chunker.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "pipeline/stream_pipeline.h"
 #include "service/params.h"
 #include "service/status_util.h"
@@ -63,6 +66,51 @@ std::string AuthorizationOf(const grpc::CallbackServerContext* context) {
   if (it == metadata.end()) return "";
   return std::string(it->second.data(), it->second.size());
 }
+
+// Parses one request: OK, or INVALID_ARGUMENT saying which message of the
+// call (`position`, counted from 1; 0 for a unary call's only request) did
+// not parse as `message`'s type. `buffer` is consumed.
+absl::Status ParseRequest(grpc::ByteBuffer* buffer,
+                          google::protobuf::Message* message,
+                          uint64_t position) {
+  const size_t size = buffer->Length();
+  bool parsed = false;
+  {
+    grpc::ProtoBufferReader reader(buffer);
+    parsed = message->ParseFromZeroCopyStream(&reader);
+  }
+  buffer->Clear();
+  if (parsed) return absl::OkStatus();
+  const std::string which =
+      position == 0 ? std::string("the request")
+                    : absl::StrCat("request message ", position,
+                                   " of the stream (counting from 1)");
+  return absl::InvalidArgumentError(absl::StrCat(
+      which, " is not a valid ", message->GetTypeName(), ": its ", size,
+      " bytes do not parse as protobuf"));
+}
+
+// Serializes a response; a failure is INTERNAL (never expected).
+absl::Status SerializeResponse(const google::protobuf::Message& message,
+                               grpc::ByteBuffer* buffer) {
+  bool own_buffer = false;
+  grpc::Status status = grpc::SerializationTraits<
+      google::protobuf::Message>::Serialize(message, buffer, &own_buffer);
+  if (status.ok()) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("cannot serialize ",
+                                          message.GetTypeName(), ": ",
+                                          status.error_message()));
+}
+
+// A stream refused before it took a slot: finishes at once, holds nothing.
+class RefusedReactor final
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  explicit RefusedReactor(const absl::Status& status) {
+    Finish(ToGrpcStatus(status));
+  }
+  void OnDone() override { delete this; }
+};
 
 // The options both streams share: chunking, fingerprint, engine.
 absl::StatusOr<pipeline::PipelineOptions> StreamOptions(
@@ -160,7 +208,7 @@ struct DedupRpc {
   }
 };
 
-// One Chunk or Dedup stream.
+// One admitted Chunk or Dedup stream.
 //
 // All state is guarded by mu_. gRPC operations (StartRead, StartWrite,
 // Finish) are issued only from Drive(), one thread at a time and never under
@@ -169,25 +217,28 @@ struct DedupRpc {
 // task or Drive() holds a reference.
 template <typename Rpc>
 class StreamReactor final
-    : public grpc::ServerBidiReactor<typename Rpc::Request,
-                                     typename Rpc::Response>,
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
       public ActiveStream {
  public:
   using Request = typename Rpc::Request;
   using Response = typename Rpc::Response;
 
-  StreamReactor(ChunkServiceImpl* service, std::string authorization)
-      : service_(service), authorization_(std::move(authorization)) {
-    const grpc::Status admitted = service_->Register(this);
-    service_->options().metrics->active_streams().Increment();
+  // Registers the stream; when the registry refuses it, the stream finishes
+  // at once with the refusal and holds no slot.
+  StreamReactor(ChunkServiceImpl* service, std::string authorization,
+                const StreamOwner& owner)
+      : service_(service),
+        authorization_(std::move(authorization)),
+        last_progress_(absl::Now()) {
+    const Admission admission = service_->registry().Admit(this, owner);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      const TokenTable* auth = service_->options().auth;
-      if (!admitted.ok()) {
-        FailLocked(admitted);
-      } else if (auth != nullptr) {
-        absl::Status allowed = auth->Authenticate(authorization_);
-        if (!allowed.ok()) FailLocked(ToGrpcStatus(allowed));
+      if (admission.status.ok()) {
+        slot_held_.store(true);
+        service_->options().metrics->active_streams().Increment();
+      } else {
+        service_->CountRejected(admission.reason);
+        FailLocked(admission.status);
       }
     }
     Drive();
@@ -201,16 +252,23 @@ class StreamReactor final
   }
 
   void OnReadDone(bool ok) override {
+    absl::Status parsed;
+    if (ok) parsed = ParseRequest(&read_buffer_, &request_, ++messages_read_);
     {
       std::lock_guard<std::mutex> lock(mu_);
       read_pending_ = false;
+      last_progress_ = absl::Now();
       if (!ok) {
         read_eof_ = true;
         if (pipeline_ == nullptr) {
-          FailLocked(grpc::Status(
-              grpc::StatusCode::INVALID_ARGUMENT,
+          FailLocked(absl::InvalidArgumentError(
               "the stream ended before a request with params arrived"));
         }
+      } else if (!parsed.ok()) {
+        FailLocked(absl::InvalidArgumentError(absl::StrCat(
+            parsed.message(), "; the stream is ended",
+            messages_read_ > 1 ? " (what came before it was processed)"
+                               : "")));
       } else if (!failed_) {
         AcceptLocked();
       }
@@ -225,10 +283,11 @@ class StreamReactor final
     {
       std::lock_guard<std::mutex> lock(mu_);
       write_pending_ = false;
+      last_progress_ = absl::Now();
       outbox_.pop_front();
       if (!ok) {
-        FailLocked(grpc::Status(grpc::StatusCode::CANCELLED,
-                                "the client stopped receiving responses"));
+        FailLocked(absl::CancelledError(
+            "the client stopped receiving responses"));
       }
     }
     Drive();
@@ -237,16 +296,13 @@ class StreamReactor final
   void OnCancel() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      FailLocked(grpc::Status(grpc::StatusCode::CANCELLED,
-                              "the client cancelled the stream"));
+      FailLocked(absl::CancelledError("the client cancelled the stream"));
     }
     Drive();
   }
 
   void OnDone() override {
-    service_->Unregister(this);
-    const ServiceOptions& options = service_->options();
-    options.metrics->active_streams().Decrement();
+    ReleaseSlot();
     bool destroy;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -256,9 +312,9 @@ class StreamReactor final
     if (destroy) delete this;
   }
 
-  void Abort(const grpc::Status& status) override {
-    // Called under the service's registry lock, so OnDone has not finished
-    // and `this` is alive; the reference keeps it so until the task runs.
+  void Abort(const absl::Status& status) override {
+    // Called under the registry's lock, so OnDone has not finished and
+    // `this` is alive; the reference keeps it so until the task runs.
     {
       std::lock_guard<std::mutex> lock(mu_);
       FailLocked(status);
@@ -270,16 +326,26 @@ class StreamReactor final
     });
   }
 
+  absl::Duration IdleFor(absl::Time now) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Waiting on the client means: a read or a write outstanding, and
+    // nothing of chunkd's own to do for the stream.
+    const bool waiting_on_client = (read_pending_ || write_pending_) &&
+                                   !failed_ && !finish_called_ &&
+                                   !task_running_ && !budget_waiting_ &&
+                                   inbox_.empty();
+    return waiting_on_client ? now - last_progress_ : absl::ZeroDuration();
+  }
+
  private:
   enum class Op { kNone, kRead, kWrite, kFinish, kProcess };
 
-  // Takes the request just read: parameters first, then data.
+  // Takes the request just parsed: parameters first, then data.
   void AcceptLocked() {
     const ServiceOptions& options = service_->options();
     if (pipeline_ == nullptr) {
       if (!request_.has_params()) {
-        FailLocked(grpc::Status(
-            grpc::StatusCode::INVALID_ARGUMENT,
+        FailLocked(absl::InvalidArgumentError(
             "the first request of a stream must carry params"));
         return;
       }
@@ -287,18 +353,19 @@ class StreamReactor final
       if (options.auth != nullptr && ns != nullptr) {
         absl::Status allowed = options.auth->Authorize(authorization_, *ns);
         if (!allowed.ok()) {
-          FailLocked(ToGrpcStatus(allowed));
+          service_->CountRejected(RejectReason::kAuth);
+          FailLocked(allowed);
           return;
         }
       }
       auto pipeline_options = Rpc::Options(request_, options);
       if (!pipeline_options.ok()) {
-        FailLocked(ToGrpcStatus(pipeline_options.status()));
+        FailLocked(pipeline_options.status());
         return;
       }
       auto pipeline = pipeline::StreamPipeline::Create(*pipeline_options);
       if (!pipeline.ok()) {
-        FailLocked(ToGrpcStatus(pipeline.status()));
+        FailLocked(pipeline.status());
         return;
       }
       pipeline_ = *std::move(pipeline);
@@ -310,15 +377,13 @@ class StreamReactor final
             pipeline::HintTestName(pipeline_options->hints), &counters_);
       }
     } else if (request_.has_params()) {
-      FailLocked(grpc::Status(
-          grpc::StatusCode::INVALID_ARGUMENT,
+      FailLocked(absl::InvalidArgumentError(
           "params may be sent only in the first request of a stream"));
       return;
     }
     const size_t size = request_.data().size();
     if (size > options.max_message_bytes) {
-      FailLocked(grpc::Status(
-          grpc::StatusCode::RESOURCE_EXHAUSTED,
+      FailLocked(absl::ResourceExhaustedError(
           absl::StrCat("data of ", size, " bytes exceeds max_message_bytes (",
                        options.max_message_bytes,
                        "); send the stream in smaller messages")));
@@ -332,7 +397,6 @@ class StreamReactor final
       reserved_ -= size;
     }
     inbox_.push_back(std::move(*request_.mutable_data()));
-    request_.Clear();
   }
 
   // Returns the reservation the last read did not turn into charged bytes.
@@ -387,10 +451,10 @@ class StreamReactor final
 
   // Records the first failure; the stream finishes with it as soon as no
   // write is in flight. Queued responses are dropped.
-  void FailLocked(const grpc::Status& status) {
+  void FailLocked(const absl::Status& status) {
     if (failed_ || finish_called_) return;
     failed_ = true;
-    final_status_ = status;
+    final_status_ = ToGrpcStatus(status);
     while (outbox_.size() > (write_pending_ ? 1 : 0)) outbox_.pop_back();
     size_t dropped = 0;
     for (const std::string& piece : inbox_) dropped += piece.size();
@@ -405,6 +469,9 @@ class StreamReactor final
     if (failed_) {
       if (write_pending_) return Op::kNone;
       finish_called_ = true;
+      // A read still pending completes without data now; its reservation
+      // goes back at once, not when gRPC gets round to OnDone.
+      SettleReservationLocked(0);
       return Op::kFinish;
     }
     if (!write_pending_ && !outbox_.empty()) {
@@ -452,7 +519,7 @@ class StreamReactor final
       lock.unlock();
       switch (op) {
         case Op::kRead:
-          this->StartRead(&request_);
+          this->StartRead(&read_buffer_);
           break;
         case Op::kWrite:
           // The front stays put until OnWriteDone pops it.
@@ -460,6 +527,10 @@ class StreamReactor final
           break;
         case Op::kFinish:
           this->Finish(status);
+          // The stream does no more work: its slot is free for another
+          // (a call the client reset may wait long for its OnDone while
+          // gRPC works through a backlog).
+          ReleaseSlot();
           break;
         case Op::kProcess:
           service_->options().pool->Submit([this] { Process(); });
@@ -473,6 +544,14 @@ class StreamReactor final
     const bool destroy = --refs_ == 0 && on_done_;
     lock.unlock();
     if (destroy) delete this;
+  }
+
+  // Gives the registry slot back, once. Never under mu_ (lock order:
+  // registry, then stream).
+  void ReleaseSlot() {
+    if (!slot_held_.exchange(false)) return;
+    service_->registry().Remove(this);
+    service_->options().metrics->active_streams().Decrement();
   }
 
   void Unref() {
@@ -522,16 +601,24 @@ class StreamReactor final
       if (!more_waiting) status = pipeline_->Flush(&records);
     }
 
-    std::deque<Response> responses;
-    for (size_t i = 0; i < records.size(); i += kMaxRecordsPerResponse) {
-      Response& response = responses.emplace_back();
+    // Serialized here, on the worker, not on gRPC's thread.
+    std::deque<grpc::ByteBuffer> responses;
+    Response response;
+    for (size_t i = 0; status.ok() && i < records.size();
+         i += kMaxRecordsPerResponse) {
+      response.Clear();
       response.mutable_batch()->mutable_chunks()->Reserve(
           static_cast<int>(std::min(kMaxRecordsPerResponse, records.size() - i)));
       const size_t end = std::min(records.size(), i + kMaxRecordsPerResponse);
       for (size_t j = i; j < end; ++j) Rpc::AddRecord(records[j], &response);
+      status = SerializeResponse(response, &responses.emplace_back());
     }
     const pipeline::StreamTotals& totals = pipeline_->totals();
-    if (status.ok() && last) Rpc::SetSummary(totals, &responses.emplace_back());
+    if (status.ok() && last) {
+      response.Clear();
+      Rpc::SetSummary(totals, &response);
+      status = SerializeResponse(response, &responses.emplace_back());
+    }
 
     counters_.ingest_bytes->Increment(static_cast<double>(taken));
     counters_.chunks->Increment(
@@ -563,10 +650,11 @@ class StreamReactor final
       inbox_bytes_ -= taken;
       UnchargeLocked(taken);
       task_running_ = false;
+      last_progress_ = absl::Now();
       if (!status.ok()) {
-        FailLocked(ToGrpcStatus(status));
+        FailLocked(status);
       } else if (!failed_) {
-        for (Response& r : responses) outbox_.push_back(std::move(r));
+        for (grpc::ByteBuffer& r : responses) outbox_.push_back(std::move(r));
         if (last) processed_all_ = true;
       }
     }
@@ -576,14 +664,18 @@ class StreamReactor final
 
   ChunkServiceImpl* const service_;
   const std::string authorization_;  // the client's metadata, for Dedup's ns
-  Request request_;  // written by gRPC while read_pending_
+  grpc::ByteBuffer read_buffer_;  // written by gRPC while read_pending_
+  Request request_;               // the last request, parsed
+  uint64_t messages_read_ = 0;    // requests received so far
   std::unique_ptr<pipeline::StreamPipeline> pipeline_;  // used by the task
   metrics::StreamCounters counters_;
 
   std::mutex mu_;
   std::deque<std::string> inbox_;    // received, not yet processed
   size_t inbox_bytes_ = 0;           // bytes in inbox_ and in the task
-  std::deque<Response> outbox_;      // front is being written if pending
+  std::deque<grpc::ByteBuffer> outbox_;  // front is written while pending
+  absl::Time last_progress_;  // last read or write done, or task finished
+  std::atomic<bool> slot_held_{false};  // admitted, slot not yet released
   bool read_pending_ = false;
   bool read_eof_ = false;
   bool write_pending_ = false;
@@ -601,21 +693,159 @@ class StreamReactor final
   grpc::Status final_status_;
 };
 
+// Release's checks beyond the namespace: the fingerprint algorithm, the
+// list, the request id.
+absl::Status ValidateRelease(const v1::ReleaseRequest& r) {
+  auto kind = FingerprintFromProto(r.fingerprint());
+  if (!kind.ok()) return kind.status();
+  if (*kind == fingerprint::Kind::kNone) {
+    return absl::InvalidArgumentError(
+        "fingerprint NONE cannot be used with Release: name the algorithm "
+        "the fingerprints were computed with");
+  }
+  absl::Status valid = ValidateFingerprintList(
+      r.fingerprints(), kMaxReleaseFingerprints, fingerprint::DigestSize(*kind));
+  if (!valid.ok() || r.request_id().empty()) return valid;
+  absl::Status token = index::ValidateWriteToken({r.request_id(), 0});
+  if (token.ok()) return token;
+  // The index calls it stream_id; the API calls it request_id.
+  return absl::InvalidArgumentError(absl::StrCat(
+      "request_id", absl::StripPrefix(token.message(), "stream_id")));
+}
+
+// Serves one unary call: parses the request (INVALID_ARGUMENT when it does
+// not parse), runs `validate` on gRPC's thread and `run` (which may reach a
+// remote index) on the pool when `on_pool`, then sends the response.
+// `validate(const Request&)` returns absl::Status; `run(const Request&,
+// Response*)` returns absl::Status.
+template <typename Request, typename Response, typename Validate,
+          typename Run>
+grpc::ServerUnaryReactor* ServeUnary(const ServiceOptions& options,
+                                     grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* raw_request,
+                                     grpc::ByteBuffer* raw_response,
+                                     Validate validate, Run run,
+                                     bool on_pool) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (options.guard != nullptr && options.guard->OverRate(context->peer())) {
+    reactor->Finish(ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+        "this connection opens calls faster than ",
+        options.guard->max_stream_rate(),
+        " per second (--max_stream_rate_per_connection); slow down, or the "
+        "connection is closed"))));
+    return reactor;
+  }
+  struct Call {
+    Request request;
+    Response response;
+  };
+  auto call = std::make_shared<Call>();
+  grpc::ByteBuffer request_bytes(*raw_request);  // shares the slices
+  absl::Status valid = ParseRequest(&request_bytes, &call->request, 0);
+  if (valid.ok()) valid = validate(call->request);
+  if (!valid.ok()) {
+    reactor->Finish(ToGrpcStatus(valid));
+    return reactor;
+  }
+  auto respond = [reactor, raw_response, call, run] {
+    absl::Status status = run(call->request, &call->response);
+    if (status.ok()) status = SerializeResponse(call->response, raw_response);
+    reactor->Finish(ToGrpcStatus(status));
+  };
+  if (on_pool) {
+    options.pool->Submit(std::move(respond));
+  } else {
+    respond();
+  }
+  return reactor;
+}
+
 }  // namespace
 
 ChunkServiceImpl::ChunkServiceImpl(ServiceOptions options)
-    : options_(std::move(options)) {}
-
-ChunkServiceImpl::~ChunkServiceImpl() = default;
-
-grpc::ServerBidiReactor<v1::ChunkRequest, v1::ChunkResponse>*
-ChunkServiceImpl::Chunk(grpc::CallbackServerContext* context) {
-  return new StreamReactor<ChunkRpc>(this, AuthorizationOf(context));
+    : options_(std::move(options)),
+      registry_(options_.limits),
+      idle_reaper_(
+          // Often enough that an idle stream ends within a quarter of the
+          // timeout (and at most a second) after it is due.
+          std::clamp(options_.stream_idle_timeout / 4, absl::Milliseconds(50),
+                     absl::Seconds(1)),
+          [this] { ExpireIdleStreams(absl::Now()); }) {
+  for (RejectReason reason : kAllRejectReasons) {
+    rejected_[static_cast<size_t>(reason)] =
+        &options_.metrics->StreamsRejected(RejectReasonLabel(reason));
+  }
+  if (options_.stream_idle_timeout > absl::ZeroDuration()) {
+    idle_reaper_.Start();
+  }
 }
 
-grpc::ServerBidiReactor<v1::DedupRequest, v1::DedupResponse>*
-ChunkServiceImpl::Dedup(grpc::CallbackServerContext* context) {
-  return new StreamReactor<DedupRpc>(this, AuthorizationOf(context));
+ChunkServiceImpl::~ChunkServiceImpl() { idle_reaper_.Stop(); }
+
+void ChunkServiceImpl::CountRejected(RejectReason reason) {
+  rejected_[static_cast<size_t>(reason)]->Increment();
+}
+
+absl::Status ChunkServiceImpl::PreAdmit(
+    const grpc::CallbackServerContext* context, RejectReason* reason) {
+  if (registry_.shutting_down()) {
+    *reason = RejectReason::kShutdown;
+    return absl::UnavailableError(
+        "chunkd is shutting down and accepts no new streams; retry on "
+        "another replica");
+  }
+  if (options_.guard != nullptr && options_.guard->OverRate(context->peer())) {
+    *reason = RejectReason::kRate;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this connection opens streams faster than ",
+        options_.guard->max_stream_rate(),
+        " per second (--max_stream_rate_per_connection); slow down, or the "
+        "connection is closed"));
+  }
+  if (options_.auth != nullptr) {
+    absl::Status known = options_.auth->Authenticate(AuthorizationOf(context));
+    if (!known.ok()) {
+      *reason = RejectReason::kToken;
+      return known;
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename Rpc>
+ChunkServiceImpl::RawReactor* ChunkServiceImpl::OpenStream(
+    grpc::CallbackServerContext* context) {
+  if (context->IsCancelled()) {
+    // Reset by the client before chunkd saw it (an HTTP/2 rapid reset, or
+    // a client that gave up): nothing to serve, no slot to take.
+    return new RefusedReactor(absl::CancelledError(
+        "the client cancelled the stream before it started"));
+  }
+  RejectReason reason;
+  absl::Status pre = PreAdmit(context, &reason);
+  if (!pre.ok()) {
+    CountRejected(reason);
+    return new RefusedReactor(pre);
+  }
+  std::string authorization = AuthorizationOf(context);
+  StreamOwner owner;
+  if (options_.auth != nullptr) {
+    owner.token = std::string(*options_.auth->Identify(authorization));
+  }
+  if (options_.limits.max_streams_per_ip != 0) {
+    owner.ip = PeerIp(context->peer());
+  }
+  return new StreamReactor<Rpc>(this, std::move(authorization), owner);
+}
+
+ChunkServiceImpl::RawReactor* ChunkServiceImpl::Chunk(
+    grpc::CallbackServerContext* context) {
+  return OpenStream<ChunkRpc>(context);
+}
+
+ChunkServiceImpl::RawReactor* ChunkServiceImpl::Dedup(
+    grpc::CallbackServerContext* context) {
+  return OpenStream<DedupRpc>(context);
 }
 
 absl::Status ChunkServiceImpl::CheckNamespace(
@@ -628,101 +858,72 @@ absl::Status ChunkServiceImpl::CheckNamespace(
 }
 
 grpc::ServerUnaryReactor* ChunkServiceImpl::FindMissing(
-    grpc::CallbackServerContext* context, const v1::FindMissingRequest* request,
-    v1::FindMissingResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::Status valid = CheckNamespace(context, request->namespace_());
-  if (valid.ok()) {
-    valid = ValidateFingerprintList(request->fingerprints(),
-                                    kMaxFindMissingFingerprints, 0);
-  }
-  if (!valid.ok()) {
-    reactor->Finish(ToGrpcStatus(valid));
-    return reactor;
-  }
-  // The index may be remote: look up on the pool, not on gRPC's thread.
-  options_.pool->Submit([this, reactor, request, response] {
-    std::vector<std::string> fps(request->fingerprints().begin(),
-                                 request->fingerprints().end());
-    auto found = options_.index->Lookup(request->namespace_(), fps);
-    if (!found.ok()) {
-      reactor->Finish(ToGrpcStatus(found.status()));
-      return;
-    }
-    for (size_t i = 0; i < fps.size(); ++i) {
-      if (!(*found)[i]) response->add_missing_fingerprints(fps[i]);
-    }
-    reactor->Finish(grpc::Status::OK);
-  });
-  return reactor;
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeUnary<v1::FindMissingRequest, v1::FindMissingResponse>(
+      options_, context, request, response,
+      [this, context](const v1::FindMissingRequest& r) {
+        absl::Status valid = CheckNamespace(context, r.namespace_());
+        if (!valid.ok()) return valid;
+        return ValidateFingerprintList(r.fingerprints(),
+                                       kMaxFindMissingFingerprints, 0);
+      },
+      // The index may be remote: looked up on the pool.
+      [this](const v1::FindMissingRequest& r, v1::FindMissingResponse* out) {
+        std::vector<std::string> fps(r.fingerprints().begin(),
+                                     r.fingerprints().end());
+        auto found = options_.index->Lookup(r.namespace_(), fps);
+        if (!found.ok()) return found.status();
+        for (size_t i = 0; i < fps.size(); ++i) {
+          if (!(*found)[i]) out->add_missing_fingerprints(fps[i]);
+        }
+        return absl::OkStatus();
+      },
+      /*on_pool=*/true);
 }
 
 grpc::ServerUnaryReactor* ChunkServiceImpl::Release(
-    grpc::CallbackServerContext* context, const v1::ReleaseRequest* request,
-    v1::ReleaseResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::Status valid = CheckNamespace(context, request->namespace_());
-  size_t digest_size = 0;
-  if (valid.ok()) {
-    auto kind = FingerprintFromProto(request->fingerprint());
-    if (!kind.ok()) {
-      valid = kind.status();
-    } else if (*kind == fingerprint::Kind::kNone) {
-      valid = absl::InvalidArgumentError(
-          "fingerprint NONE cannot be used with Release: name the algorithm "
-          "the fingerprints were computed with");
-    } else {
-      digest_size = fingerprint::DigestSize(*kind);
-    }
-  }
-  if (valid.ok()) {
-    valid = ValidateFingerprintList(request->fingerprints(),
-                                    kMaxReleaseFingerprints, digest_size);
-  }
-  if (valid.ok() && !request->request_id().empty()) {
-    absl::Status token = index::ValidateWriteToken({request->request_id(), 0});
-    if (!token.ok()) {
-      // The index calls it stream_id; the API calls it request_id.
-      valid = absl::InvalidArgumentError(
-          absl::StrCat("request_id",
-                       absl::StripPrefix(token.message(), "stream_id")));
-    }
-  }
-  if (!valid.ok()) {
-    reactor->Finish(ToGrpcStatus(valid));
-    return reactor;
-  }
-  // The index may be remote: release on the pool, not on gRPC's thread.
-  options_.pool->Submit([this, reactor, request, response] {
-    std::vector<std::string> fps(request->fingerprints().begin(),
-                                 request->fingerprints().end());
-    const index::WriteToken token{request->request_id(), 0};
-    auto left = options_.index->Release(
-        request->namespace_(), fps,
-        request->request_id().empty() ? nullptr : &token);
-    if (!left.ok()) {
-      reactor->Finish(ToGrpcStatus(left.status()));
-      return;
-    }
-    response->mutable_ref_counts()->Reserve(static_cast<int>(left->size()));
-    for (uint64_t count : *left) response->add_ref_counts(count);
-    reactor->Finish(grpc::Status::OK);
-  });
-  return reactor;
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeUnary<v1::ReleaseRequest, v1::ReleaseResponse>(
+      options_, context, request, response,
+      [this, context](const v1::ReleaseRequest& r) {
+        absl::Status valid = CheckNamespace(context, r.namespace_());
+        return valid.ok() ? ValidateRelease(r) : valid;
+      },
+      // The index may be remote: released on the pool.
+      [this](const v1::ReleaseRequest& r, v1::ReleaseResponse* out) {
+        std::vector<std::string> fps(r.fingerprints().begin(),
+                                     r.fingerprints().end());
+        const index::WriteToken token{r.request_id(), 0};
+        auto left = options_.index->Release(
+            r.namespace_(), fps, r.request_id().empty() ? nullptr : &token);
+        if (!left.ok()) return left.status();
+        out->mutable_ref_counts()->Reserve(static_cast<int>(left->size()));
+        for (uint64_t count : *left) out->add_ref_counts(count);
+        return absl::OkStatus();
+      },
+      /*on_pool=*/true);
 }
 
 grpc::ServerUnaryReactor* ChunkServiceImpl::GetServerInfo(
-    grpc::CallbackServerContext* context, const v1::GetServerInfoRequest*,
-    v1::GetServerInfoResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (options_.auth != nullptr) {
-    absl::Status allowed =
-        options_.auth->Authenticate(AuthorizationOf(context));
-    if (!allowed.ok()) {
-      reactor->Finish(ToGrpcStatus(allowed));
-      return reactor;
-    }
-  }
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeUnary<v1::GetServerInfoRequest, v1::GetServerInfoResponse>(
+      options_, context, request, response,
+      [this, context](const v1::GetServerInfoRequest&) {
+        return options_.auth == nullptr
+                   ? absl::OkStatus()
+                   : options_.auth->Authenticate(AuthorizationOf(context));
+      },
+      [this](const v1::GetServerInfoRequest&, v1::GetServerInfoResponse* out) {
+        FillServerInfo(out);
+        return absl::OkStatus();
+      },
+      /*on_pool=*/false);
+}
+
+void ChunkServiceImpl::FillServerInfo(v1::GetServerInfoResponse* response) const {
   response->set_version(options_.version);
   for (chunking::Algorithm algorithm : chunking::AllAlgorithms()) {
     const chunking::AlgorithmLimits& limits = chunking::LimitsFor(algorithm);
@@ -747,66 +948,35 @@ grpc::ServerUnaryReactor* ChunkServiceImpl::GetServerInfo(
   response->set_index_backend(std::string(options_.index->backend()));
   response->set_max_message_bytes(options_.max_message_bytes);
   response->set_max_inflight_bytes(options_.max_inflight_bytes);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
 }
 
-void ChunkServiceImpl::BeginShutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
-  shutting_down_ = true;
-}
-
-bool ChunkServiceImpl::shutting_down() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return shutting_down_;
-}
+void ChunkServiceImpl::BeginShutdown() { registry_.BeginShutdown(); }
 
 bool ChunkServiceImpl::WaitForStreams(absl::Time deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return streams_cv_.wait_until(lock, absl::ToChronoTime(deadline),
-                                [this] { return streams_.empty(); });
+  return registry_.WaitForStreams(deadline);
 }
 
-void ChunkServiceImpl::AbortAll(const grpc::Status& status) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (ActiveStream* stream : streams_) stream->Abort(status);
+void ChunkServiceImpl::AbortAll(const absl::Status& status) {
+  registry_.ForEach([&status](ActiveStream* stream) { stream->Abort(status); });
 }
 
-size_t ChunkServiceImpl::active_streams() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return streams_.size();
+void ChunkServiceImpl::ExpireIdleStreams(absl::Time now) {
+  const absl::Duration timeout = options_.stream_idle_timeout;
+  if (timeout <= absl::ZeroDuration()) return;
+  registry_.ForEach([&](ActiveStream* stream) {
+    if (stream->IdleFor(now) < timeout) return;
+    CountRejected(RejectReason::kIdle);
+    stream->Abort(absl::DeadlineExceededError(absl::StrCat(
+        "the stream made no progress for ", absl::FormatDuration(timeout),
+        " (--stream_idle_timeout): the client neither sent a request nor "
+        "read a response; it was ended")));
+  });
 }
+
+size_t ChunkServiceImpl::active_streams() const { return registry_.active(); }
 
 uint64_t ChunkServiceImpl::streams_started() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return streams_started_;
-}
-
-grpc::Status ChunkServiceImpl::Register(ActiveStream* stream) {
-  std::lock_guard<std::mutex> lock(mu_);
-  streams_.insert(stream);
-  ++streams_started_;
-  if (shutting_down_) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        "chunkd is shutting down and accepts no new streams; "
-                        "retry on another replica");
-  }
-  if (options_.max_streams != 0 && streams_.size() > options_.max_streams) {
-    return grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("chunkd is serving its limit of ", options_.max_streams,
-                     " streams (--max_streams); retry later with backoff, "
-                     "or on another replica"));
-  }
-  return grpc::Status::OK;
-}
-
-void ChunkServiceImpl::Unregister(ActiveStream* stream) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    streams_.erase(stream);
-  }
-  streams_cv_.notify_all();
+  return registry_.admitted();
 }
 
 }  // namespace chunkd::service

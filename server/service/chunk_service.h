@@ -17,17 +17,24 @@
 // plus about window + max_size / 2 of bitmaps; the window is 2 to 8 MiB
 // with the pool as executor), plus kMaxQueuedResponses response batches.
 //
+// Requests are read as raw bytes and parsed here, so that a message that
+// does not parse ends its stream (or call) with INVALID_ARGUMENT naming its
+// position, instead of passing for the end of the stream.
+//
+// Admission (StreamRegistry): only admitted streams hold a slot; refused
+// ones are finished at once and counted in chunkd_streams_rejected_total.
+// A stream that waits on its client for stream_idle_timeout ends with
+// DEADLINE_EXCEEDED.
+//
 // Thread safety: thread-safe; gRPC calls the handlers from its own threads.
 #ifndef CHUNKD_SERVICE_CHUNK_SERVICE_H_
 #define CHUNKD_SERVICE_CHUNK_SERVICE_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
+#include <iterator>
 #include <string>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "chunkd/chunker.h"
 #include "chunkd/v1/chunkd.grpc.pb.h"
@@ -36,7 +43,10 @@
 #include "pipeline/hint_cache.h"
 #include "pipeline/worker_pool.h"
 #include "service/auth.h"
+#include "service/connection_guard.h"
 #include "service/memory_budget.h"
+#include "service/periodic.h"
+#include "service/stream_registry.h"
 
 namespace chunkd::service {
 
@@ -49,9 +59,15 @@ struct ServiceOptions {
   size_t max_message_bytes = size_t{4} << 20;
   // Unprocessed bytes of one stream at which reading pauses. Default 16 MiB.
   size_t max_inflight_bytes = size_t{16} << 20;
-  // Streams (Chunk and Dedup together) served at once; one more gets
-  // RESOURCE_EXHAUSTED. 0: no limit.
-  size_t max_streams = 0;
+  // Streams (Chunk and Dedup together) served at once, per bearer token
+  // and per client IP; one more gets RESOURCE_EXHAUSTED. 0: no limit.
+  RegistryLimits limits;
+  // A stream waiting on its client (no request arriving, no response
+  // taken) this long ends with DEADLINE_EXCEEDED. Zero: never.
+  absl::Duration stream_idle_timeout = absl::ZeroDuration();
+  // The per-connection stream rate (the interceptor factory registered with
+  // the server); null: no rate limit.
+  const ConnectionGuard* guard = nullptr;
   // Request bytes held by all streams together (see MemoryBudget). Null: no
   // global bound beyond the per-stream one.
   MemoryBudget* memory = nullptr;
@@ -69,36 +85,35 @@ struct ServiceOptions {
   chunking::EngineOptions engine;
 };
 
-// A running stream that the service can end early (at shutdown).
-class ActiveStream {
- public:
-  virtual ~ActiveStream() = default;
-  // Ends the stream with `status` as soon as no write is in flight.
-  virtual void Abort(const grpc::Status& status) = 0;
-};
+// Every method of ChunkService on the callback API with raw request and
+// response bytes.
+using RawChunkService = v1::ChunkService::WithRawCallbackMethod_Chunk<
+    v1::ChunkService::WithRawCallbackMethod_Dedup<
+        v1::ChunkService::WithRawCallbackMethod_FindMissing<
+            v1::ChunkService::WithRawCallbackMethod_Release<
+                v1::ChunkService::WithRawCallbackMethod_GetServerInfo<
+                    v1::ChunkService::Service>>>>>;
 
-class ChunkServiceImpl final : public v1::ChunkService::CallbackService {
+class ChunkServiceImpl final : public RawChunkService {
  public:
   explicit ChunkServiceImpl(ServiceOptions options);
   ~ChunkServiceImpl() override;
   ChunkServiceImpl(const ChunkServiceImpl&) = delete;
   ChunkServiceImpl& operator=(const ChunkServiceImpl&) = delete;
 
-  grpc::ServerBidiReactor<v1::ChunkRequest, v1::ChunkResponse>* Chunk(
-      grpc::CallbackServerContext* context) override;
-  grpc::ServerBidiReactor<v1::DedupRequest, v1::DedupResponse>* Dedup(
-      grpc::CallbackServerContext* context) override;
-  grpc::ServerUnaryReactor* FindMissing(
-      grpc::CallbackServerContext* context,
-      const v1::FindMissingRequest* request,
-      v1::FindMissingResponse* response) override;
+  using RawReactor = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>;
+
+  RawReactor* Chunk(grpc::CallbackServerContext* context) override;
+  RawReactor* Dedup(grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* FindMissing(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* context,
-                                    const v1::ReleaseRequest* request,
-                                    v1::ReleaseResponse* response) override;
-  grpc::ServerUnaryReactor* GetServerInfo(
-      grpc::CallbackServerContext* context,
-      const v1::GetServerInfoRequest* request,
-      v1::GetServerInfoResponse* response) override;
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
 
   // Drain: from now on new streams fail with UNAVAILABLE.
   void BeginShutdown();
@@ -107,31 +122,41 @@ class ChunkServiceImpl final : public v1::ChunkService::CallbackService {
   bool WaitForStreams(absl::Time deadline);
 
   // Ends every running stream with `status`.
-  void AbortAll(const grpc::Status& status);
+  void AbortAll(const absl::Status& status);
 
+  // Ends every stream that waited on its client for stream_idle_timeout as
+  // of `now` (the service calls it periodically; public for tests).
+  void ExpireIdleStreams(absl::Time now);
+
+  // Admitted streams running now (never above limits.max_streams).
   size_t active_streams() const;
-  // Streams registered since the start (refused ones included).
+  // Streams admitted since the start.
   uint64_t streams_started() const;
 
   // Used by the reactors.
   const ServiceOptions& options() const { return options_; }
-  bool shutting_down() const;
-  // Adds a stream; returns a status the stream must end with when the
-  // service is draining or at max_streams (the stream is registered anyway).
-  grpc::Status Register(ActiveStream* stream);
-  void Unregister(ActiveStream* stream);
+  StreamRegistry& registry() { return registry_; }
+  // Counts a stream refused or ended for `reason`.
+  void CountRejected(RejectReason reason);
 
  private:
+  // A new Chunk or Dedup stream: admitted, or refused without holding a
+  // slot.
+  template <typename Rpc>
+  RawReactor* OpenStream(grpc::CallbackServerContext* context);
+  // Checks that need no slot: draining, the connection's stream rate, the
+  // bearer token. OK, or the status (and reason) to refuse with.
+  absl::Status PreAdmit(const grpc::CallbackServerContext* context,
+                        RejectReason* reason);
+  void FillServerInfo(v1::GetServerInfoResponse* response) const;
   // The caller's token may use `ns` (when auth is on), and `ns` is valid.
   absl::Status CheckNamespace(const grpc::CallbackServerContext* context,
                               const std::string& ns) const;
 
   ServiceOptions options_;
-  mutable std::mutex mu_;
-  std::condition_variable streams_cv_;
-  absl::flat_hash_set<ActiveStream*> streams_;  // guarded by mu_
-  uint64_t streams_started_ = 0;                // guarded by mu_
-  bool shutting_down_ = false;                  // guarded by mu_
+  StreamRegistry registry_;
+  prometheus::Counter* rejected_[std::size(kAllRejectReasons)] = {};
+  PeriodicThread idle_reaper_;
 };
 
 }  // namespace chunkd::service
