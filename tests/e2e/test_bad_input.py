@@ -112,7 +112,7 @@ def test_crc32_avg_not_a_power_of_two(raw) -> None:
     assert_rejected(result, INVALID, r"\bavg_size\b", r"10000", r"(?i)power of (two|2)")
 
 
-@pytest.mark.parametrize("algorithm", ["fastcdc", "crc32", "seqcdc", "fixed"])
+@pytest.mark.parametrize("algorithm", ["fastcdc", "crc32", "seqcdc"])
 def test_max_over_the_limit(raw, client: Client, algorithm: str) -> None:
     info = client.server_info().algorithm(algorithm)
     limit = info.max_size.max
@@ -120,6 +120,30 @@ def test_max_over_the_limit(raw, client: Client, algorithm: str) -> None:
     params = pb.ChunkingParams(algorithm=info.algorithm, max_size=limit + 1)
     result = call_stream(raw.Chunk, [chunk_first(params)])
     assert_rejected(result, INVALID, r"\bmax_size\b", rf"\b{limit}\b")
+
+
+@pytest.mark.parametrize(
+    "algorithm, field, value, takes",
+    [
+        ("crc32", "normalization_level", 2, "min_size, avg_size, max_size"),
+        ("crc32", "seed", 7, "min_size, avg_size, max_size"),
+        ("fixed", "min_size", 8192, "avg_size"),
+        ("fixed", "max_size", 1 << 30, "avg_size"),
+        ("seqcdc", "avg_size", 8192, "min_size, max_size, seq_mode"),
+        ("fastcdc", "skip_size", 0, "min_size, avg_size, max_size, normalization_level, seed"),
+    ],
+)
+def test_parameter_of_another_algorithm(raw, algorithm: str, field: str, value: int,
+                                        takes: str) -> None:
+    """A field the algorithm does not read is refused by name, not ignored."""
+    params = pb.ChunkingParams(algorithm=getattr(pb, f"ALGORITHM_{algorithm.upper()}"),
+                               **{field: value})
+    for method, first in ((raw.Chunk, chunk_first(params)),
+                          (raw.Dedup, pb.DedupRequest(params=pb.DedupParams(
+                              chunking=params, namespace="strict")))):
+        result = call_stream(method, [first])
+        assert_rejected(result, INVALID, rf"^chunking\.{field} is not a parameter of "
+                        rf"{algorithm} \(it takes {re.escape(takes)}")
 
 
 @pytest.mark.parametrize("algorithm", ["fastcdc", "crc32", "seqcdc"])

@@ -71,7 +71,14 @@ FAMILIES = {
     "chunkd_hint_skipped_bytes_total": "counter",
     "chunkd_hint_cache_total": "counter",
     "chunkd_build_info": "gauge",
+    "chunkd_streams_rejected_total": "counter",
+    "chunkd_connections_closed_total": "counter",
+    "chunkd_tls_handshake_failures_total": "counter",
+    "chunkd_index_entries": "gauge",
 }
+#: chunkd_streams_rejected_total{reason}.
+REJECT_REASONS = ["limit", "per_token_limit", "per_ip_limit", "rate", "idle",
+                  "token", "auth", "shutdown"]
 
 
 def _family_types(text: str) -> dict:
@@ -115,6 +122,11 @@ def test_fresh_server_exports_every_series_at_zero(fresh_server: ChunkdServer) -
         assert value(samples, "chunkd_stage_seconds_total", stage=stage) == 0
     assert value(samples, "chunkd_active_streams") == 0
     assert value(samples, "chunkd_worker_queue_depth") == 0
+    for reason in REJECT_REASONS:
+        assert value(samples, "chunkd_streams_rejected_total", reason=reason) == 0
+    assert value(samples, "chunkd_connections_closed_total", reason="stream_rate") == 0
+    assert value(samples, "chunkd_tls_handshake_failures_total") == 0
+    assert value(samples, "chunkd_index_entries") == 0
     for test in HINT_TESTS:
         for result in ["accepted", "rejected"]:
             assert value(samples, "chunkd_hints_total", test=test, result=result) == 0
