@@ -235,6 +235,11 @@ def test_flagfile_carries_the_values(chart: Chart) -> None:
         "--max_streams=256",
         "--memory_budget=2147483648",
         "--shutdown_grace=30s",
+        "--max_streams_per_ip=0",
+        "--max_streams_per_connection=32",
+        "--max_stream_rate_per_connection=1000",
+        "--stream_idle_timeout=60s",
+        "--max_connection_idle=300s",
     ]
     assert secret_data(one(objects, "Secret")) == {"redis-password": "not-a-real-password"}
     # The password is in the Secret only.
