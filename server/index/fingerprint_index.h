@@ -13,9 +13,9 @@
 // unreachable: Connection refused") and reconnects by itself on a later call.
 // An index that is full fails the writes that would grow it with
 // RESOURCE_EXHAUSTED saying which limit and what to do (the memory index at
-// IndexOptions::max_entries), and keeps serving everything else: reads,
-// releases, and inserts of fingerprints it already has. Health() says so
-// too while it lasts.
+// IndexOptions::max_entries; a Redis server at its maxmemory), and keeps
+// serving everything else: reads, releases, and inserts of fingerprints it
+// already has. Health() says so too while it lasts.
 // Every fingerprint of a write batch is applied atomically (count and entry
 // together), but a failed batch may have been applied for some of its
 // fingerprints and not for others: a caller that retries a failed write must
