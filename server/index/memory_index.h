@@ -11,8 +11,9 @@
 // that has next-size hints (one chunking-parameter key, a list of 2 sizes;
 // 361 and 296 bytes in all). Write-token positions: about 9 bytes each
 // while remembered. For a memory budget, count 230 bytes per entry, 375
-// with hints (RapidCDC Dedup records hints for most entries): 1 GiB holds
-// about 4.6M entries, 2.8M with hints.
+// with hints (a Dedup with next-size hints records them for nearly every
+// chunk), plus up to 36 for the write-token records that max_entries allows
+// (see below): 1 GiB holds about 4M entries, 2.6M with hints.
 //
 // Limit (IndexOptions::max_entries, 0 = unlimited). The number of entries
 // is counted exactly (an atomic counter reserved under the shard lock before
