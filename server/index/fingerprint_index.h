@@ -11,6 +11,11 @@
 // Failures. A remote backend that cannot reach its server returns
 // UNAVAILABLE with a message naming the server ("redis at 127.0.0.1:6379 is
 // unreachable: Connection refused") and reconnects by itself on a later call.
+// An index that is full fails the writes that would grow it with
+// RESOURCE_EXHAUSTED saying which limit and what to do (the memory index at
+// IndexOptions::max_entries; a Redis server at its maxmemory), and keeps
+// serving everything else: reads, releases, and inserts of fingerprints it
+// already has. Health() says so too while it lasts.
 // Every fingerprint of a write batch is applied atomically (count and entry
 // together), but a failed batch may have been applied for some of its
 // fingerprints and not for others: a caller that retries a failed write must
@@ -24,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -109,8 +115,15 @@ class FingerprintIndex {
   // OK when the index can serve now. Remote backends make one round trip
   // to every server they need (bounded by the command timeout) and return
   // UNAVAILABLE naming the first server that does not answer. Cheap enough
-  // for a readiness check every second. The embedded index is always OK.
+  // for a readiness check every second. RESOURCE_EXHAUSTED while the index
+  // is full (new fingerprints are refused; see each backend for when), with
+  // the message its refused inserts carry. Default: OK.
   virtual absl::Status Health() { return absl::OkStatus(); }
+
+  // The number of entries over all namespaces, when the backend knows it
+  // cheaply: the memory index exactly; nullopt for the Redis backends
+  // (counting would scan every server). Default: nullopt.
+  virtual std::optional<uint64_t> EntryCount() { return std::nullopt; }
 
   // For each fingerprint, whether the namespace has it.
   virtual absl::StatusOr<std::vector<bool>> Lookup(
@@ -191,6 +204,14 @@ struct IndexOptions {
   // with UNAVAILABLE: it was applied on the master only, so its outcome is
   // unknown (retry with the same WriteToken). Default 500 ms.
   absl::Duration cluster_wait_timeout = absl::Milliseconds(500);
+
+  // memory: the most entries the index holds at once, over all
+  // namespaces; 0 = unlimited. At the limit an insert that would create an
+  // entry fails with RESOURCE_EXHAUSTED naming --index_max_entries, and
+  // Health() says so, until releases free entries (see memory_index.h,
+  // which also gives the memory per entry, and the bound on write-token
+  // records this implies). Default 0.
+  uint64_t max_entries = 0;
 
   // Length of the next-chunk size lists (1..kMaxNextSizesLength). Default 2.
   int next_sizes_length = 2;

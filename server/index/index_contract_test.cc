@@ -7,10 +7,14 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "index/fingerprint_index.h"
 #include "index/memory_index.h"
@@ -22,11 +26,21 @@
 namespace chunkd::index {
 namespace {
 
+using MakeIndex =
+    std::function<absl::StatusOr<std::unique_ptr<FingerprintIndex>>()>;
+
 struct Backend {
   std::string name;
   // A fresh, empty index. FAILED_PRECONDITION: cannot run here (skip).
-  std::function<absl::StatusOr<std::unique_ptr<FingerprintIndex>>()> make;
+  MakeIndex make;
+  // A fresh, empty index that set_full(true) makes refuse new entries once
+  // it holds two; set_full(false) gives it room again (room for one, at
+  // least, once one of the two was released).
+  MakeIndex make_limited;
+  std::function<absl::Status(bool full)> set_full;
 };
+
+void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
 
 #ifdef CHUNKD_WITH_REDIS
 // Servers shared by every test of this process; stopped at exit.
@@ -54,11 +68,42 @@ class ServersEnvironment : public ::testing::Environment {
 [[maybe_unused]] ::testing::Environment* const kServersEnvironment =
     ::testing::AddGlobalTestEnvironment(new ServersEnvironment());
 
-absl::Status Flush(int port) {
+absl::Status Command(int port, const std::vector<std::string>& args) {
   auto direct = testing::DirectRedis::Connect("127.0.0.1", port);
   if (!direct.ok()) return direct.status();
-  auto flushed = (*direct)->Command({"FLUSHALL"});
-  return flushed.ok() ? absl::OkStatus() : flushed.status();
+  auto reply = (*direct)->Command(args);
+  return reply.ok() ? absl::OkStatus() : reply.status();
+}
+
+// Empty, and with room (a test may have made it full).
+absl::Status Flush(int port) {
+  if (absl::Status s = Command(port, {"CONFIG", "SET", "maxmemory", "0"});
+      !s.ok()) {
+    return s;
+  }
+  return Command(port, {"FLUSHALL"});
+}
+
+// maxmemory 1 byte: full at once (noeviction is the default policy).
+absl::Status SetFull(const std::vector<int>& ports, bool full) {
+  for (int port : ports) {
+    if (absl::Status s = Command(
+            port, {"CONFIG", "SET", "maxmemory", full ? "1" : "0"});
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetRedisFull(bool full) {
+  return SetFull({TheServers().single->port()}, full);
+}
+
+absl::Status SetRedisClusterFull(bool full) {
+  auto masters = TheServers().cluster->MasterPorts();
+  if (!masters.ok()) return masters.status();
+  return SetFull(*masters, full);
 }
 
 absl::StatusOr<std::unique_ptr<FingerprintIndex>> MakeRedis() {
@@ -109,10 +154,17 @@ const std::vector<Backend>& Backends() {
       {"memory",
        []() -> absl::StatusOr<std::unique_ptr<FingerprintIndex>> {
          return std::make_unique<MemoryIndex>();
-       }},
+       },
+       []() -> absl::StatusOr<std::unique_ptr<FingerprintIndex>> {
+         IndexOptions options;
+         options.max_entries = 2;
+         return std::make_unique<MemoryIndex>(options);
+       },
+       [](bool) { return absl::OkStatus(); }},
 #ifdef CHUNKD_WITH_REDIS
-      {"redis", MakeRedis},
-      {"redis_cluster", MakeRedisCluster},
+      {"redis", MakeRedis, MakeRedis, SetRedisFull},
+      {"redis_cluster", MakeRedisCluster, MakeRedisCluster,
+       SetRedisClusterFull},
 #endif
   };
   return *backends;
@@ -543,6 +595,103 @@ TEST_P(IndexContractTest, NextSizesAreAShortMostRecentlyUsedList) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(index_->RecordNextSizes("hint", "", {{Fp(1), 1}}).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(IndexContractTest, CountsEntriesWhereThatIsCheap) {
+  ASSERT_TRUE(index_->Insert("a", {{Fp(1), 1}, {Fp(2), 1}, {Fp(1), 1}}).ok());
+  ASSERT_TRUE(index_->Insert("b", {{Fp(1), 1}}).ok());
+  if (GetParam().name == "memory") {
+    EXPECT_EQ(index_->EntryCount(), 3u);
+    ASSERT_TRUE(index_->Release("b", {Fp(1)}).ok());
+    EXPECT_EQ(index_->EntryCount(), 2u);
+  } else {
+    EXPECT_EQ(index_->EntryCount(), std::nullopt);
+  }
+}
+
+// A full index (the memory index at max_entries, Redis at maxmemory)
+// refuses new entries with RESOURCE_EXHAUSTED saying what to do, and keeps
+// serving everything else; a token-carrying retry once there is room again
+// counts every position exactly once, whatever part of the refused batch
+// was applied.
+TEST_P(IndexContractTest, AFullIndexRefusesOnlyNewEntries) {
+  auto made = GetParam().make_limited();
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<FingerprintIndex> index = *std::move(made);
+  const std::string a = Sha(1), b = Sha(2), c = Sha(3);
+  ASSERT_TRUE(index->Insert("full", {{a, 1}, {b, 1}}).ok());
+  ASSERT_TRUE(GetParam().set_full(true).ok());
+  struct Restore {
+    ~Restore() { (void)set_full(false); }
+    std::function<absl::Status(bool)> set_full;
+  } restore{GetParam().set_full};
+
+  auto expect_full = [&](const absl::Status& s, bool health) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+    const std::string m(s.message());
+    EXPECT_TRUE(absl::StrContains(m, "releas")) << m;
+    if (GetParam().name == "memory") {
+      EXPECT_TRUE(absl::StrContains(m, "holds its limit of 2 entries")) << m;
+      EXPECT_TRUE(absl::StrContains(m, "--index_max_entries")) << m;
+      return;
+    }
+    EXPECT_TRUE(absl::StrContains(m, "redis at 127.0.0.1:")) << m;
+    EXPECT_TRUE(absl::StrContains(m, "raise its maxmemory")) << m;
+    if (!health) {
+      EXPECT_TRUE(absl::StrContains(
+          m, "\"OOM command not allowed when used memory > 'maxmemory'.\""))
+          << m;
+    }
+  };
+  auto refused = index->Insert("full", {{c, 1}});
+  expect_full(refused.status(), false);
+  expect_full(index->Health(), true);
+
+  auto found = index->Lookup("full", {a, b, c});
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, (std::vector<bool>{true, true, false}));
+  auto dup = index->Insert("full", {{a, 1}, {b, 1}});
+  ASSERT_TRUE(dup.ok()) << dup.status();
+  EXPECT_EQ((*dup)[0].ref_count, 2u);
+  EXPECT_FALSE((*dup)[1].is_new);
+  const WriteToken dup_token{"dups", 0};
+  auto tokened_dup = index->Insert("full", {{a, 1}}, &dup_token);
+  ASSERT_TRUE(tokened_dup.ok()) << tokened_dup.status();
+  EXPECT_EQ((*tokened_dup)[0].ref_count, 3u);
+  auto replayed = index->Insert("full", {{a, 1}}, &dup_token);
+  ASSERT_TRUE(replayed.ok()) << replayed.status();
+  EXPECT_EQ((*replayed)[0].ref_count, 3u);
+  EXPECT_TRUE(index->RecordNextSizes("full", "p", {{a, 7}}).ok());
+  auto hints = index->NextSizes("full", "p", {a, c});
+  ASSERT_TRUE(hints.ok()) << hints.status();
+  EXPECT_TRUE((*hints)[1].empty());
+
+  // A and C with a token: C is refused, A may or may not have been
+  // applied (the memory index: yes; one Redis: no, one script call; a
+  // cluster: it depends on the slots).
+  const WriteToken token{"stream", 0};
+  const std::vector<InsertEntry> batch = {{a, 1}, {c, 1}};
+  expect_full(index->Insert("full", batch, &token).status(), false);
+
+  // Releases free entries, tokened or not.
+  const WriteToken release_token{"stream", 0};
+  auto left = index->Release("full", {b, b}, &release_token);
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ(*left, (std::vector<uint64_t>{1, 0}));
+  ASSERT_TRUE(GetParam().set_full(false).ok());
+  EXPECT_TRUE(index->Health().ok()) << index->Health();
+
+  auto retry = index->Insert("full", batch, &token);
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_EQ((*retry)[0].ref_count, 4u);
+  EXPECT_TRUE((*retry)[1].is_new);
+  auto again = index->Insert("full", batch, &token);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)[0].ref_count, 4u);
+  EXPECT_TRUE((*again)[1].is_new);
+  auto counts = index->Release("full", {a, c});
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(*counts, (std::vector<uint64_t>{3, 0}));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, IndexContractTest,

@@ -4,19 +4,58 @@
 // streams touching different fingerprints rarely contend. A batch takes each
 // shard's lock only for the one fingerprint it works on.
 //
+// Memory, measured by memory_index_footprint (glibc malloc, x86-64; SHA-256
+// fingerprints, a namespace of up to 23 characters): 150 to 230 bytes per
+// entry, as the shards' hash tables double (217 at 1M entries, 152 at
+// 1.75M; at most about 230 just after they grew), plus 144 bytes per entry
+// that has next-size hints (one chunking-parameter key, a list of 2 sizes;
+// 361 and 296 bytes in all). Write-token positions: about 9 bytes each
+// while remembered. For a memory budget, count 230 bytes per entry, 375
+// with hints (a Dedup with next-size hints records them for nearly every
+// chunk), plus up to 36 for the write-token records that max_entries allows
+// (see below): 1 GiB holds about 4M entries, 2.6M with hints.
+//
+// Limit (IndexOptions::max_entries, 0 = unlimited). The number of entries
+// is counted exactly (an atomic counter reserved under the shard lock before
+// an entry is created), so that it never exceeds the limit, however many
+// threads insert. At the limit:
+//  - an Insert whose fingerprint would create an entry fails with
+//    RESOURCE_EXHAUSTED (EntryLimitMessage()); the fingerprints before it in
+//    the batch are applied, it and those after it are not. With a
+//    WriteToken the applied positions are recorded and replay on a retry;
+//    the refused ones are applied by a retry once there is room;
+//  - everything else works: Lookup, NextSizes, RecordNextSizes, Release,
+//    and Inserts of fingerprints the namespace has (they count a reference
+//    and create nothing);
+//  - Health() is RESOURCE_EXHAUSTED with the same message;
+//  - a Release that removes an entry makes room for a new one at once.
+//
 // Write tokens: positions written with a WriteToken are remembered per
-// (namespace, stream id) in a record with its own mutex, held for the whole
-// batch, so a stream's retries serialize with each other but not with other
-// streams. Records untouched for token_ttl are dropped.
+// (namespace, stream id, operation) in a record with its own mutex, held for
+// the whole batch, so a stream's retries serialize with each other but not
+// with other streams. A record keeps its positions in blocks of
+// kTokenBlockPositions consecutive positions, 8 bytes each, and forgets a
+// block token_ttl (to 1.1 * token_ttl) after its last write: what they hold
+// is bounded by the positions written in the last token_ttl, not by the
+// length of a stream. Counted in TokenPositions(): kTokenBlockPositions per
+// block, and as many again per record (its bookkeeping costs about as much
+// as a block); about 9 bytes of memory each. With max_entries set they are
+// bounded too, to TokenPositionLimit() = max(kTokenPositionsPerEntry *
+// max_entries, kMinTokenPositions): a token-carrying Insert that needs a new
+// block beyond it fails with RESOURCE_EXHAUSTED (TokenLimitMessage(); the
+// positions before it applied, as at the entry limit) and Health() says so,
+// until blocks expire. Releases are never refused for it (they make room).
 //
 // Thread safety: thread-safe.
 #ifndef CHUNKD_INDEX_MEMORY_INDEX_H_
 #define CHUNKD_INDEX_MEMORY_INDEX_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,7 +68,15 @@ namespace chunkd::index {
 
 class MemoryIndex final : public FingerprintIndex {
  public:
-  // Uses options.next_sizes_length and options.token_ttl.
+  // Positions per block of a write-token record.
+  static constexpr uint64_t kTokenBlockPositions = 64;
+  // Write-token positions allowed per entry of max_entries...
+  static constexpr uint64_t kTokenPositionsPerEntry = 4;
+  // ...but never fewer than this many (1024 blocks, about 560 KiB).
+  static constexpr uint64_t kMinTokenPositions = 1024 * kTokenBlockPositions;
+
+  // Uses options.max_entries, options.next_sizes_length and
+  // options.token_ttl.
   // REQUIRES: 1 <= options.next_sizes_length <= kMaxNextSizesLength.
   explicit MemoryIndex(const IndexOptions& options);
   MemoryIndex() : MemoryIndex(IndexOptions()) {}
@@ -37,6 +84,13 @@ class MemoryIndex final : public FingerprintIndex {
   MemoryIndex& operator=(const MemoryIndex&) = delete;
 
   absl::string_view backend() const override { return "memory"; }
+  // RESOURCE_EXHAUSTED while the index holds max_entries entries
+  // (EntryLimitMessage()) or its write-token records hold
+  // TokenPositionLimit() positions (TokenLimitMessage()); OK otherwise.
+  // Also forgets expired write-token blocks (at most every token_ttl / 10).
+  absl::Status Health() override;
+  // The exact number of entries over all namespaces.
+  std::optional<uint64_t> EntryCount() override;
 
   using FingerprintIndex::Insert;
   using FingerprintIndex::Release;
@@ -57,8 +111,21 @@ class MemoryIndex final : public FingerprintIndex {
       absl::string_view ns, absl::string_view params_key,
       absl::Span<const std::string> fingerprints) override;
 
-  // Number of entries over all namespaces (for tests and metrics).
+  // Number of entries over all namespaces, counted map by map (for tests;
+  // equals EntryCount() whenever no write is under way).
   size_t size() const;
+  // IndexOptions::max_entries (0: unlimited).
+  uint64_t max_entries() const { return max_entries_; }
+
+  // Write-token positions held (see above), and their limit (0: none).
+  uint64_t TokenPositions() const { return token_positions_.load(); }
+  uint64_t TokenPositionLimit() const { return token_position_limit_; }
+
+  // "the memory index holds its limit of <N> entries (--index_max_entries)
+  // ...": what an Insert refused at the limit and Health() say.
+  std::string EntryLimitMessage() const;
+  // What a token-carrying Insert refused at TokenPositionLimit() says.
+  std::string TokenLimitMessage() const;
 
  private:
   struct Entry {
@@ -73,27 +140,64 @@ class MemoryIndex final : public FingerprintIndex {
   };
   static constexpr size_t kShards = 64;
 
-  // What one (namespace, stream id, operation) has written: position ->
-  // the result returned then (InsertResult encoded as 2 * count + is_new).
+  // What one stream wrote at kTokenBlockPositions consecutive positions:
+  // per position the result returned then plus one (0: not written). An
+  // InsertResult is encoded as 2 * ref_count + is_new.
+  struct TokenBlock {
+    absl::Time written;
+    std::array<uint64_t, kTokenBlockPositions> results{};
+  };
+  // What one (namespace, stream id, operation) has written, by block
+  // (position / kTokenBlockPositions).
   struct TokenRecord {
     std::mutex mu;
-    absl::flat_hash_map<uint64_t, uint64_t> applied;  // guarded by mu
-    absl::Time touched;                               // guarded by mu
+    // Swept (every block expired) and no longer in tokens_: whoever finds
+    // a record dead takes a new one.
+    bool dead = false;  // guarded by mu
+    absl::flat_hash_map<uint64_t, std::unique_ptr<TokenBlock>>
+        blocks;  // guarded by mu
+  };
+  // A TokenRecord, locked.
+  struct LockedRecord {
+    std::shared_ptr<TokenRecord> record;
+    std::unique_lock<std::mutex> lock;
   };
 
   // "<ns>:<fingerprint>": unambiguous because a namespace has no ':'.
   static std::string Key(absl::string_view ns, absl::string_view fingerprint);
   Shard& ShardFor(const std::string& key);
 
-  InsertResult InsertOne(const std::string& key, uint32_t size);
+  // Counts a reference, creating the entry if needed; nullopt (nothing
+  // done) when that would exceed max_entries.
+  std::optional<InsertResult> InsertOne(const std::string& key,
+                                        uint32_t size);
   uint64_t ReleaseOne(const std::string& key);
-  // The record of (ns, op, token->stream_id); drops expired records.
-  std::shared_ptr<TokenRecord> Record(absl::string_view ns, char op,
-                                      const WriteToken& token);
 
+  // Takes `n` write-token positions; false (nothing taken) when `bounded`
+  // and that would pass the limit.
+  bool TakeTokenPositions(uint64_t n, bool bounded);
+  // The record of (ns, op, token.stream_id), created if needed (false when
+  // that is refused by the limit), locked.
+  bool LockRecord(absl::string_view ns, char op, const WriteToken& token,
+                  bool bounded, LockedRecord* out);
+  // Drops expired blocks and the records left empty, at most every
+  // token_ttl / 10. REQUIRES: tokens_mu_ held, no record's lock held.
+  void SweepTokensLocked(absl::Time now);
+  // Applies `apply(i)` (nullopt: refused at the entry limit) to positions
+  // token.first_position + i, i < n, not recorded yet, and records what it
+  // returned; the recorded results go to `results`.
+  template <typename Apply>
+  absl::Status WriteRecorded(absl::string_view ns, char op,
+                             const WriteToken& token, size_t n, bool bounded,
+                             Apply apply, std::vector<uint64_t>* results);
+
+  const uint64_t max_entries_;
+  const uint64_t token_position_limit_;
   const size_t next_sizes_length_;
   const absl::Duration token_ttl_;
   std::array<Shard, kShards> shards_;
+  std::atomic<uint64_t> entries_{0};
+  std::atomic<uint64_t> token_positions_{0};
 
   std::mutex tokens_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<TokenRecord>>

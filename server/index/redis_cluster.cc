@@ -325,24 +325,19 @@ absl::Status ClusterTopology::Health() {
       if (!seen) masters.push_back(master);
     }
   }
+  // Every master is asked, so that one that is unreachable is reported
+  // before one that is full.
+  absl::Status full;
   for (RedisEndpoint* master : masters) {
-    auto lease = master->Acquire();
-    if (!lease.ok()) {
+    absl::Status status = master->Probe();
+    if (status.code() == absl::StatusCode::kResourceExhausted) {
+      if (full.ok()) full = std::move(status);
+    } else if (!status.ok()) {
       NodeFailed(master);
-      return lease.status();
-    }
-    ReplyPtr reply = RedisCommand(lease->context(), {"PING"});
-    if (reply == nullptr) {
-      lease->MarkBroken();
-      NodeFailed(master);
-      return master->ContextError(lease->context());
-    }
-    if (reply->type == REDIS_REPLY_ERROR) {
-      NodeFailed(master);
-      return master->ReplyError(absl::string_view(reply->str, reply->len));
+      return status;
     }
   }
-  return absl::OkStatus();
+  return full;
 }
 
 }  // namespace chunkd::index

@@ -4,7 +4,12 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "index/redis_flush.h"
 
 namespace chunkd::index {
@@ -30,8 +35,8 @@ std::string PolicyWarning(absl::string_view server, const redisReply& reply) {
   const absl::string_view why =
       "an evicting Redis silently drops index entries, so that chunks count "
       "as new again and reference counts are lost; set maxmemory-policy "
-      "noeviction (Redis then refuses writes when full, and Dedup fails "
-      "with UNAVAILABLE instead)";
+      "noeviction (Redis then refuses new entries when full, and chunkd "
+      "fails their inserts with RESOURCE_EXHAUSTED instead)";
   if (reply.type == REDIS_REPLY_ERROR) {
     return absl::StrCat("WARNING: redis at ", server,
                         " does not tell its maxmemory-policy (CONFIG GET: ",
@@ -52,7 +57,28 @@ std::string PolicyWarning(absl::string_view server, const redisReply& reply) {
                       policy, ": ", why);
 }
 
+// What to do about a full server, after what it said.
+constexpr absl::string_view kFullAdvice =
+    ": new chunks cannot be indexed until it has room (lookups, releases "
+    "and duplicates of indexed chunks still work); raise its maxmemory "
+    "(CONFIG SET maxmemory <bytes>, and in its configuration) or free "
+    "entries by releasing chunks that are no longer needed";
+
+// The value of `field` in an INFO reply ("field:value\r\n" lines).
+absl::string_view InfoField(absl::string_view info, absl::string_view field) {
+  for (absl::string_view line : absl::StrSplit(info, '\n')) {
+    if (absl::ConsumePrefix(&line, field) && absl::ConsumePrefix(&line, ":")) {
+      return absl::StripTrailingAsciiWhitespace(line);
+    }
+  }
+  return "";
+}
+
 }  // namespace
+
+bool IsOutOfMemoryReply(absl::string_view error) {
+  return absl::StartsWith(error, "OOM ");
+}
 
 RedisEndpoint::Lease::Lease(Lease&& other) noexcept
     : endpoint_(other.endpoint_),
@@ -88,6 +114,54 @@ absl::Status RedisEndpoint::ContextError(const redisContext* context) const {
 absl::Status RedisEndpoint::ReplyError(absl::string_view what) const {
   return absl::UnavailableError(
       absl::StrCat("redis at ", name_, " refused the command: ", what));
+}
+
+absl::Status RedisEndpoint::OutOfMemory(absl::string_view reply) const {
+  // A refusal inside a script ends with " script: <sha>, on @user_script:N.".
+  const size_t script = reply.find(" script: ");
+  if (script != absl::string_view::npos) reply = reply.substr(0, script);
+  return absl::ResourceExhaustedError(
+      absl::StrCat("redis at ", name_, " refuses to grow the index: \"",
+                   reply, "\"", kFullAdvice));
+}
+
+absl::Status RedisEndpoint::Probe() {
+  auto lease = Acquire();
+  if (!lease.ok()) return lease.status();
+  ReplyPtr reply = RedisCommand(lease->context(), {"INFO", "memory"});
+  if (reply != nullptr && reply->type == REDIS_REPLY_ERROR) {
+    // INFO may be forbidden (ACL, rename-command): PING then.
+    reply = RedisCommand(lease->context(), {"PING"});
+  }
+  if (reply == nullptr) {
+    lease->MarkBroken();
+    return ContextError(lease->context());
+  }
+  if (reply->type == REDIS_REPLY_ERROR) {
+    return ReplyError(absl::string_view(reply->str, reply->len));
+  }
+  if (reply->type != REDIS_REPLY_STRING) return absl::OkStatus();  // PONG
+  const absl::string_view info(reply->str, reply->len);
+  uint64_t used = 0;
+  uint64_t max = 0;
+  uint64_t not_counted = 0;
+  if (!absl::SimpleAtoi(InfoField(info, "used_memory"), &used) ||
+      !absl::SimpleAtoi(InfoField(info, "maxmemory"), &max) || max == 0) {
+    return absl::OkStatus();
+  }
+  // Absent before Redis 4: then nothing is left out.
+  (void)absl::SimpleAtoi(InfoField(info, "mem_not_counted_for_evict"),
+                         &not_counted);
+  const absl::string_view policy = InfoField(info, "maxmemory_policy");
+  if (used <= max || used - not_counted <= max ||
+      absl::StartsWith(policy, "allkeys-")) {
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "redis at ", name_, " refuses to grow the index for lack of memory "
+      "(used memory ", used - not_counted, " bytes > maxmemory ", max,
+      " bytes, maxmemory-policy ", policy.empty() ? "unknown" : policy, ")",
+      kFullAdvice));
 }
 
 redisContext* RedisEndpoint::Connect(bool check_policy, std::string* error,

@@ -11,6 +11,10 @@
 // maxmemory-policy: anything but noeviction is reported through
 // ConnectionSettings::warn.
 //
+// A full server: a write Redis refuses for lack of memory ("OOM command not
+// allowed when used memory > 'maxmemory'.") is RESOURCE_EXHAUSTED naming the
+// server (OutOfMemory()); Probe() tells it from INFO memory.
+//
 // Failure handling: a lease whose context broke (I/O error, timeout,
 // protocol error) is returned with MarkBroken(); that drops the context and
 // every idle one opened before it (they are likely dead too: the server
@@ -111,6 +115,21 @@ class RedisEndpoint {
   absl::Status ContextError(const redisContext* context) const;
   // An error reply of the server, as UNAVAILABLE naming the server.
   absl::Status ReplyError(absl::string_view what) const;
+  // An OOM error reply of the server, as RESOURCE_EXHAUSTED naming the
+  // server, quoting Redis and saying what to do:
+  //   redis at 127.0.0.1:6379 refuses to grow the index: "OOM command not
+  //   allowed when used memory > 'maxmemory'." ...
+  absl::Status OutOfMemory(absl::string_view reply) const;
+
+  // Whether the server can serve now, in one round trip on a pooled
+  // connection (cheap enough for a probe every second): INFO memory. OK;
+  // UNAVAILABLE when it does not answer or answers with an error (e.g.
+  // NOAUTH); RESOURCE_EXHAUSTED while it refuses writes for lack of memory,
+  // i.e. maxmemory > 0, used_memory - mem_not_counted_for_evict > maxmemory
+  // (Redis' own test) and a maxmemory-policy other than allkeys-* (which
+  // evicts instead). A server that does not allow INFO is PINGed instead
+  // and never reported full.
+  absl::Status Probe();
 
   // Sends SCRIPT LOAD for every script again (after NOSCRIPT).
   absl::Status LoadScripts(redisContext* context) const;
@@ -140,6 +159,11 @@ class RedisEndpoint {
   std::string last_error_;           // guarded by mu_
   bool policy_checked_ = false;      // guarded by mu_: since the last failure
 };
+
+// Whether an error reply is Redis refusing a write for lack of memory: "OOM
+// command not allowed when used memory > 'maxmemory'." (with " script: ..."
+// after it when a script's command was refused).
+bool IsOutOfMemoryReply(absl::string_view error);
 
 // Sends one command (binary-safe arguments) and reads its reply. nullptr on
 // an I/O error (then the context is unusable).

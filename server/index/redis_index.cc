@@ -41,25 +41,49 @@ namespace {
 //   ARGV[2] record TTL in ms
 //   ARGV[3] record argument ('' for none)
 
-// Both scripts below are kEntryPrologue, then their per-entry function
-// `apply(j)` with the constant `bias`, and kRecordedCall: the per-entry
-// results of a call, recorded under the stream's positions when a record is
-// given. A string record stores result + bias per position (zero means "not
-// recorded", so a result that can be 0 needs bias 1); a hash record stores
-// the result itself. Positions already recorded are answered from the
-// record and not applied again.
+// Both scripts below are kEntryPrologue, then their per-entry functions
+// `apply(j)` and `admit(j, pending)` with the constant `bias`, and
+// kRecordedCall: the per-entry results of a call, recorded under the
+// stream's positions when a record is given. A string record stores
+// result + bias per position (zero means "not recorded", so a result that
+// can be 0 needs bias 1); a hash record stores the result itself. Positions
+// already recorded are answered from the record and not applied again.
+//
+// A full Redis. While used memory is over maxmemory (policy noeviction),
+// Redis refuses a script's first write of a command that may grow memory
+// (HINCRBY, HSET, SETRANGE) with "OOM command not allowed ...", and lets a
+// script that has written anything finish (so that scripts stay atomic).
+// So the first entry j a call applies goes through admit(j, pending)
+// (pending(k): whether entry k > j is to be applied too, i.e. is not
+// recorded), which makes that first write with redis.pcall and returns
+// apply's result, or the refusal as an error table when the call must
+// fail: nothing was written, the call is refused as a whole. A call that
+// only counts entries that exist (duplicates; any release) is not refused:
+// admit first deletes a hash field no entry has (HDEL: never refused, as it
+// cannot grow memory), and the rest of the call then runs, its record
+// included. A full Redis thus refuses new entries only, and grows past
+// maxmemory by no more than the write-token records of the positions
+// written meanwhile.
 constexpr char kEntryPrologue[] = R"lua(
 local call = redis.call
 local mode = ARGV[1]
 local m = 1
 if mode == '0' then m = 0 end
 local n = #KEYS - m
+-- Whether a redis.pcall reply is Redis refusing a write for lack of memory.
+local function oom(reply)
+  return type(reply) == 'table' and reply.err ~= nil and
+         string.sub(reply.err, 1, 4) == 'OOM '
+end
 )lua";
 
 constexpr char kRecordedCall[] = R"lua(
 local out = {}
 if m == 0 then
-  for j = 1, n do out[j] = apply(j) end
+  local first = admit(1, function() return true end)
+  if type(first) == 'table' then return first end
+  out[1] = first
+  for j = 2, n do out[j] = apply(j) end
   return out
 end
 local rec = KEYS[1]
@@ -72,8 +96,14 @@ if mode == 's' then
   local was = {struct.unpack(fmt, prev .. string.rep('\0', 8 * n - #prev))}
   for j = 1, n do
     if was[j] == 0 then
-      was[j] = apply(j) + bias
-      applied = true
+      if applied then
+        was[j] = apply(j) + bias
+      else
+        local v = admit(j, function(k) return was[k] == 0 end)
+        if type(v) == 'table' then return v end
+        was[j] = v + bias
+        applied = true
+      end
     end
     out[j] = was[j] - bias
   end
@@ -89,11 +119,17 @@ else
     if prev[j] then
       out[j] = tonumber(prev[j])
     else
-      local v = apply(j)
+      local v
+      if applied then
+        v = apply(j)
+      else
+        v = admit(j, function(k) return not prev[k] end)
+        if type(v) == 'table' then return v end
+        applied = true
+      end
       out[j] = v
       set[#set + 1] = pos[j]
       set[#set + 1] = tostring(v)
-      applied = true
     end
   end
   if applied then call('HSET', rec, unpack(set)) end
@@ -106,13 +142,14 @@ return out
 //   ARGV[4] sizes of the entries, comma-separated decimals
 // Returns, per entry, 2 * count + (1 if this call created the entry): never
 // 0, so bias 0.
-constexpr char kInsertEntry[] = R"lua(-- chunkd insert v6
+constexpr char kInsertEntry[] = R"lua(-- chunkd insert v7
 local bias = 0
 local sizes
 -- HINCRBY creates a new entry (count 1); only then is its size stored.
-local function apply(j)
+-- c: the count after HINCRBY when admit made it already.
+local function apply(j, c)
   local key = KEYS[m + j]
-  local c = call('HINCRBY', key, 'r', '1')
+  c = c or call('HINCRBY', key, 'r', '1')
   if c ~= 1 then return c * 2 end
   if not sizes then
     sizes = {}
@@ -121,21 +158,49 @@ local function apply(j)
   call('HSET', key, 's', sizes[j])
   return 3
 end
+-- When full, a call of entries that all exist still counts them.
+local function admit(j, pending)
+  local key = KEYS[m + j]
+  local c = redis.pcall('HINCRBY', key, 'r', '1')
+  if not oom(c) then
+    if type(c) == 'table' then return c end
+    return apply(j, c)
+  end
+  for k = j, n do
+    if (k == j or pending(k)) and call('EXISTS', KEYS[m + k]) == 0 then
+      return c
+    end
+  end
+  call('HDEL', key, '')
+  return apply(j)
+end
 )lua";
 
 // Drop a reference; delete the entry at zero.
 // Returns, per entry, the count left (0 for a removed or absent entry), so
 // bias 1.
-constexpr char kReleaseEntry[] = R"lua(-- chunkd release v5
+constexpr char kReleaseEntry[] = R"lua(-- chunkd release v6
 local bias = 1
 -- One HINCRBY for an entry that exists (the common case); an absent one is
 -- created by it and deleted again at once, invisibly (a script is atomic).
-local function apply(j)
+-- left: the count after HINCRBY when admit made it already.
+local function apply(j, left)
   local key = KEYS[m + j]
-  local left = call('HINCRBY', key, 'r', '-1')
+  left = left or call('HINCRBY', key, 'r', '-1')
   if left > 0 then return left end
   call('DEL', key)
   return 0
+end
+-- When full, releases still run: they free memory.
+local function admit(j, pending)
+  local key = KEYS[m + j]
+  local left = redis.pcall('HINCRBY', key, 'r', '-1')
+  if not oom(left) then
+    if type(left) == 'table' then return left end
+    return apply(j, left)
+  end
+  call('HDEL', key, '')
+  return apply(j)
 end
 )lua";
 
@@ -144,10 +209,14 @@ end
 //   ARGV[2+j] size for entry j (canonical decimal)
 // Absent entries are skipped; a list that would not change is not written
 // again (a duplicate stream mostly sees the sizes it saw before, and a
-// write costs Redis more than the read). Returns the number recorded.
-constexpr char kRecordNextScript[] = R"lua(-- chunkd next size v3
+// write costs Redis more than the read). Returns the number recorded, or
+// -1 when Redis refused the call's first write for lack of memory: then
+// nothing was recorded (hints only save work; a full Redis keeps its
+// memory for entries).
+constexpr char kRecordNextScript[] = R"lua(-- chunkd next size v4
 local max = tonumber(ARGV[2])
 local done = 0
+local wrote = false
 for j = 1, #KEYS do
   local size = ARGV[2 + j]
   local cur = redis.call('HGET', KEYS[j], ARGV[1])
@@ -160,7 +229,20 @@ for j = 1, #KEYS do
       end
     end
     local list = table.concat(out, ',')
-    if list ~= cur then redis.call('HSET', KEYS[j], ARGV[1], list) end
+    if list ~= cur then
+      if wrote then
+        redis.call('HSET', KEYS[j], ARGV[1], list)
+      else
+        local r = redis.pcall('HSET', KEYS[j], ARGV[1], list)
+        if type(r) == 'table' then
+          if r.err ~= nil and string.sub(r.err, 1, 4) == 'OOM ' then
+            return -1
+          end
+          return r
+        end
+        wrote = true
+      end
+    end
     done = done + 1
   end
 end
@@ -253,19 +335,7 @@ class SingleTopology final : public RedisTopology {
     return nullptr;
   }
   void NodeFailed(RedisEndpoint*) override {}
-  absl::Status Health() override {
-    auto lease = endpoint_.Acquire();
-    if (!lease.ok()) return lease.status();
-    ReplyPtr reply = RedisCommand(lease->context(), {"PING"});
-    if (reply == nullptr) {
-      lease->MarkBroken();
-      return endpoint_.ContextError(lease->context());
-    }
-    if (reply->type == REDIS_REPLY_ERROR) {
-      return endpoint_.ReplyError(absl::string_view(reply->str, reply->len));
-    }
-    return absl::OkStatus();
-  }
+  absl::Status Health() override { return endpoint_.Probe(); }
 
  private:
   RedisEndpoint endpoint_;
@@ -861,6 +931,9 @@ absl::Status RedisIndex::Run(BatchOp& op) {
             single.slot = call_slot;
             calls.push_back(std::move(single));
           }
+        } else if (IsOutOfMemoryReply(error)) {
+          // Nothing of the call ran (see admit in the scripts).
+          if (failure.ok()) failure = g.endpoint->OutOfMemory(error);
         } else {
           if (absl::StartsWith(error, "CLUSTERDOWN") ||
               absl::StartsWith(error, "MASTERDOWN") ||

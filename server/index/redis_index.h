@@ -23,9 +23,26 @@
 // batch of up to 256 fingerprints is applied all or nothing (unless its
 // WriteToken positions cross a multiple of 65536, where a call ends: see
 // the records below). (Redis does not roll back a script that fails
-// half-way, which only an out-of-memory error could cause here: run Redis
-// with maxmemory-policy noeviction — eviction would silently drop entries
-// anyway — and leave headroom.)
+// half-way; Redis refuses a script for lack of memory only at its first
+// write, before it changed anything, so that none does here.)
+//
+// A full Redis (maxmemory reached, maxmemory-policy noeviction; an evicting
+// Redis would silently drop entries instead, see IndexOptions::warn).
+// Redis refuses the writes that would grow it with "OOM command not allowed
+// when used memory > 'maxmemory'.": a script call that would create an
+// entry is refused as a whole, and the batch fails with RESOURCE_EXHAUSTED
+// naming the server, quoting Redis and saying what to do (raise maxmemory,
+// release chunks). Other calls of the batch may have been applied (on one
+// server every call of up to 256 fingerprints before it; in a cluster the
+// calls to other slots): retry with the same WriteToken. Everything else
+// keeps working: reads, releases, and inserts whose fingerprints all exist
+// (they count references, created nothing; the scripts get past Redis'
+// check, see redis_index.cc, so Redis grows past maxmemory by their
+// idempotency records only). RecordNextSizes records nothing on a full
+// server and returns OK (hints only save work). Health() is
+// RESOURCE_EXHAUSTED while INFO memory says a server is full (see
+// RedisEndpoint::Probe), OK again once it has room. EntryCount() is
+// nullopt: counting would scan every server.
 //
 // Batches. A batch is one pipelined round trip per server: all commands
 // appended, then all replies read. In a cluster the batch is split by slot
@@ -39,8 +56,8 @@
 // WAIT for its replica (IndexOptions::cluster_wait_replicas): a batch is
 // reported applied only once a failover can no longer lose it.
 //
-// Failures. Every error is UNAVAILABLE naming the server; the index never
-// aborts (nor dies of SIGPIPE). A batch whose connection failed after its
+// Failures. Every error but a full server's is UNAVAILABLE naming the
+// server; the index never aborts (nor dies of SIGPIPE). A batch whose connection failed after its
 // commands were sent, or whose WAIT fell short, has an unknown outcome per
 // call: reads and token-carrying writes are re-sent once on a fresh
 // connection (that is safe), other writes fail — and may have been applied.
@@ -102,7 +119,9 @@ class RedisTopology {
                                   bool moved, RedisEndpoint* from) = 0;
   // `endpoint` failed: the routing may be stale.
   virtual void NodeFailed(RedisEndpoint* endpoint) = 0;
-  // OK when every slot has a reachable server (one PING each).
+  // OK when every slot has a reachable server with room
+  // (RedisEndpoint::Probe of each): UNAVAILABLE naming the first that is
+  // unreachable, else RESOURCE_EXHAUSTED naming the first that is full.
   virtual absl::Status Health() = 0;
 };
 

@@ -232,6 +232,56 @@ std::map<uint64_t, uint64_t> ExpectedCounts(
   return expected;
 }
 
+// ---- A full server (maxmemory reached, noeviction) ----------------------
+
+absl::StatusOr<uint64_t> UsedMemory(int port) {
+  auto direct = DirectRedis::Connect("127.0.0.1", port);
+  if (!direct.ok()) return direct.status();
+  auto info = (*direct)->Command({"INFO", "memory"});
+  if (!info.ok()) return info.status();
+  const absl::string_view text((*info)->str, (*info)->len);
+  const size_t at = text.find("used_memory:");
+  uint64_t used = 0;
+  if (at == absl::string_view::npos ||
+      !absl::SimpleAtoi(text.substr(at + 12, text.find('\r', at) - at - 12),
+                        &used)) {
+    return absl::InternalError("INFO memory without used_memory");
+  }
+  return used;
+}
+
+absl::Status SetMaxmemory(int port, absl::string_view bytes) {
+  auto direct = DirectRedis::Connect("127.0.0.1", port);
+  if (!direct.ok()) return direct.status();
+  auto ok = (*direct)->Command(
+      {"CONFIG", "SET", "maxmemory", std::string(bytes)});
+  return ok.ok() ? absl::OkStatus() : ok.status();
+}
+
+// What a refused insert says about the server on `port`.
+void ExpectRefusedForMemory(const absl::Status& status, int port) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  const std::string m(status.message());
+  EXPECT_TRUE(absl::StrContains(m, absl::StrCat("redis at 127.0.0.1:", port)))
+      << m;
+  EXPECT_TRUE(absl::StrContains(
+      m, "\"OOM command not allowed when used memory > 'maxmemory'.\""))
+      << m;
+  EXPECT_TRUE(absl::StrContains(m, "raise its maxmemory")) << m;
+  EXPECT_TRUE(absl::StrContains(m, "releasing chunks")) << m;
+}
+
+// What Health() says about the full server on `port`.
+void ExpectHealthFull(const absl::Status& status, int port) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  const std::string m(status.message());
+  EXPECT_TRUE(absl::StrContains(m, absl::StrCat("redis at 127.0.0.1:", port)))
+      << m;
+  EXPECT_TRUE(absl::StrContains(m, "for lack of memory")) << m;
+  EXPECT_TRUE(absl::StrContains(m, "maxmemory-policy noeviction")) << m;
+  EXPECT_TRUE(absl::StrContains(m, "raise its maxmemory")) << m;
+}
+
 // ============================== redis ======================================
 
 TEST(RedisIndexIntegration, DownAtStartThenRecoversByItself) {
@@ -551,6 +601,108 @@ TEST(RedisIndexIntegration, PasswordFromTheEnvironment) {
   EXPECT_TRUE((*with_password)->Insert("ns", {{Fp(1), 1}}).ok());
 }
 
+// Redis fills up to its maxmemory (noeviction) under a stream of new
+// chunks: the insert that meets the limit fails with RESOURCE_EXHAUSTED
+// quoting Redis, and applies nothing; lookups, duplicates, releases and new
+// connections keep working, Health() says the server is full; once
+// maxmemory is raised, Health() is OK and the retried batch lands, counts
+// exact.
+TEST(RedisIndexIntegration, FullRedisRefusesNewEntriesUntilMaxmemoryIsRaised) {
+  SKIP_WITHOUT_REDIS();
+  auto server = RedisProcess::Start({});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  auto index = CreateIndex(absl::StrCat("redis://", (*server)->address()));
+  ASSERT_TRUE(index.ok());
+  ASSERT_TRUE((*index)->Health().ok()) << (*index)->Health();
+  // Room for a few thousand entries (about 100 bytes each).
+  auto used = UsedMemory(port);
+  ASSERT_TRUE(used.ok()) << used.status();
+  ASSERT_TRUE(SetMaxmemory(port, std::to_string(*used + 1000000)).ok());
+  EXPECT_TRUE((*index)->Health().ok()) << (*index)->Health();
+
+  constexpr int kBatch = 200;
+  std::map<uint64_t, uint64_t> expected;
+  absl::Status refused;
+  std::vector<InsertEntry> batch;
+  WriteToken token{"filling", 0};
+  for (int b = 0; b < 1000 && refused.ok(); ++b) {
+    batch.clear();
+    for (int i = 0; i < kBatch; ++i) batch.push_back({Fp(b * kBatch + i), 100});
+    token.first_position = uint64_t(b) * kBatch;
+    auto r = (*index)->Insert("full", batch, &token);
+    if (!r.ok()) {
+      refused = r.status();
+      break;
+    }
+    for (int i = 0; i < kBatch; ++i) {
+      ASSERT_TRUE((*r)[i].is_new);
+      expected[b * kBatch + i] = 1;
+    }
+  }
+  ASSERT_FALSE(refused.ok()) << "1 MB of room never filled up";
+  ExpectRefusedForMemory(refused, port);
+  ASSERT_GT(expected.size(), 1000u);
+  // One script call: the refused batch applied nothing.
+  ExpectCounts({port}, "full", expected);
+  ExpectHealthFull((*index)->Health(), port);
+
+  // Reads work.
+  const std::string old_fp = Fp(0);
+  const std::string refused_fp = batch[0].fingerprint;
+  auto found = (*index)->Lookup("full", {old_fp, refused_fp});
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, (std::vector<bool>{true, false}));
+  auto hints = (*index)->NextSizes("full", "p", {old_fp});
+  ASSERT_TRUE(hints.ok()) << hints.status();
+  // Duplicates count, with and without a token.
+  std::vector<InsertEntry> dups;
+  for (int i = 0; i < kBatch; ++i) dups.push_back({Fp(i), 100});
+  auto dup = (*index)->Insert("full", dups);
+  ASSERT_TRUE(dup.ok()) << dup.status();
+  EXPECT_EQ((*dup)[0].ref_count, 2u);
+  const WriteToken dup_token{"dups", 0};
+  auto tokened = (*index)->Insert("full", dups, &dup_token);
+  ASSERT_TRUE(tokened.ok()) << tokened.status();
+  EXPECT_EQ((*tokened)[0].ref_count, 3u);
+  // A batch of duplicates and one new chunk is refused as a whole.
+  dups.push_back(batch[0]);
+  ExpectRefusedForMemory((*index)->Insert("full", dups).status(), port);
+  dups.pop_back();
+  // Hints are not learned on a full server, and that is no failure.
+  EXPECT_TRUE((*index)->RecordNextSizes("full", "p", {{old_fp, 7}}).ok());
+  // Releases work (they free memory).
+  std::vector<std::string> drop;
+  for (int i = 0; i < kBatch; ++i) drop.push_back(Fp(i));
+  auto left = (*index)->Release("full", drop);
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ((*left)[0], 2u);
+  for (int i = 0; i < kBatch; ++i) expected[i] = 2;
+  // A new connection (its handshake loads the scripts) works too.
+  auto fresh = CreateIndex(absl::StrCat("redis://", (*server)->address()));
+  ASSERT_TRUE(fresh.ok());
+  auto fresh_found = (*fresh)->Lookup("full", {old_fp});
+  ASSERT_TRUE(fresh_found.ok()) << fresh_found.status();
+  EXPECT_TRUE((*fresh_found)[0]);
+  ExpectHealthFull((*fresh)->Health(), port);
+  ExpectCounts({port}, "full", expected);
+
+  // More memory: healthy again, and the refused batch lands on retry.
+  ASSERT_TRUE(SetMaxmemory(port, "256mb").ok());
+  EXPECT_TRUE((*index)->Health().ok()) << (*index)->Health();
+  auto retry = (*index)->Insert("full", batch, &token);
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    EXPECT_TRUE((*retry)[i].is_new) << i;
+    expected[token.first_position + i] = 1;
+  }
+  ExpectCounts({port}, "full", expected);
+  EXPECT_TRUE((*index)->RecordNextSizes("full", "p", {{old_fp, 7}}).ok());
+  auto learned = (*index)->NextSizes("full", "p", {old_fp});
+  ASSERT_TRUE(learned.ok());
+  EXPECT_EQ((*learned)[0], (std::vector<uint32_t>{7}));
+}
+
 TEST(RedisIndexIntegration, WarnsOnceWhenRedisMayEvictEntries) {
   SKIP_WITHOUT_REDIS();
   RedisProcess::Options evicting;
@@ -640,6 +792,8 @@ class RedisClusterIntegration : public ::testing::Test {
     for (int port : masters_) {
       auto direct = DirectRedis::Connect("127.0.0.1", port);
       ASSERT_TRUE(direct.ok());
+      ASSERT_TRUE(
+          (*direct)->Command({"CONFIG", "SET", "maxmemory", "0"}).ok());
       ASSERT_TRUE((*direct)->Command({"FLUSHALL"}).ok());
     }
     auto index = CreateIndex(cluster_->Spec());
@@ -780,6 +934,74 @@ TEST_F(RedisClusterIntegration, NoscriptOnEveryMasterIsRecovered) {
   auto again = index_->Insert("ns", entries);
   ASSERT_TRUE(again.ok()) << again.status();
   for (const InsertResult& r : *again) EXPECT_EQ(r.ref_count, 2u);
+}
+
+// One master of three full: a batch over all of them fails with
+// RESOURCE_EXHAUSTED naming that master, what the others got stays, and a
+// token-carrying retry after its maxmemory was raised completes it with
+// every chunk new exactly once. Meanwhile reads, duplicates and releases on
+// the full master work, and Health() names it.
+TEST_F(RedisClusterIntegration, FullMasterRefusesNewEntriesAndRecovers) {
+  const int full = masters_[1];
+  // Chunks indexed before the master filled up, some of them on it.
+  std::vector<InsertEntry> seeds;
+  std::vector<std::string> seed_fps;
+  for (int i = 0; i < 30; ++i) {
+    seeds.push_back({Fp(1000 + i), 4096});
+    seed_fps.push_back(seeds.back().fingerprint);
+  }
+  ASSERT_TRUE(index_->Insert("seed", seeds).ok());
+  std::map<std::string, uint64_t> on_full;
+  ASSERT_TRUE(ReadCounts(full, "seed", &on_full).ok());
+  ASSERT_FALSE(on_full.empty());
+
+  ASSERT_TRUE(SetMaxmemory(full, "1").ok());
+  struct Restore {
+    ~Restore() { (void)SetMaxmemory(port, "0"); }
+    int port;
+  } restore{full};
+  ExpectHealthFull(index_->Health(), full);
+
+  std::vector<InsertEntry> entries;
+  for (int i = 0; i < 300; ++i) entries.push_back({Fp(i), 4096});
+  const WriteToken token{"cluster-full", 0};
+  ExpectRefusedForMemory(index_->Insert("cf", entries, &token).status(), full);
+  for (int port : masters_) {
+    std::map<std::string, uint64_t> counts;
+    ASSERT_TRUE(ReadCounts(port, "cf", &counts).ok());
+    if (port == full) {
+      EXPECT_TRUE(counts.empty()) << "the full master took nothing";
+    } else {
+      EXPECT_GT(counts.size(), 50u) << "the others took theirs, port " << port;
+    }
+  }
+
+  // Reads, duplicates and releases work on the full master too.
+  auto found = index_->Lookup("seed", seed_fps);
+  ASSERT_TRUE(found.ok()) << found.status();
+  for (bool f : *found) EXPECT_TRUE(f);
+  auto dup = index_->Insert("seed", seeds);
+  ASSERT_TRUE(dup.ok()) << dup.status();
+  for (const InsertResult& r : *dup) EXPECT_EQ(r.ref_count, 2u);
+  auto once = index_->Release("seed", seed_fps);
+  ASSERT_TRUE(once.ok()) << once.status();
+  auto twice = index_->Release("seed", seed_fps);
+  ASSERT_TRUE(twice.ok()) << twice.status();
+  for (uint64_t left : *twice) EXPECT_EQ(left, 0u);
+  ExpectHealthFull(index_->Health(), full);
+
+  ASSERT_TRUE(SetMaxmemory(full, "0").ok());
+  EXPECT_TRUE(index_->Health().ok()) << index_->Health();
+  auto retry = index_->Insert("cf", entries, &token);
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  std::map<uint64_t, uint64_t> expected;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    EXPECT_TRUE((*retry)[i].is_new) << i;
+    EXPECT_EQ((*retry)[i].ref_count, 1u) << i;
+    expected[i] = 1;
+  }
+  ExpectCounts(masters_, "cf", expected);
+  ExpectCounts(masters_, "seed", {});
 }
 
 // Moves one slot between masters by hand, with keys of that slot on both

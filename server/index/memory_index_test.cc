@@ -1,0 +1,383 @@
+// MemoryIndex beyond the contract (index_contract_test.cc): the limit on
+// entries (IndexOptions::max_entries), exact under concurrency, and the
+// bounded write-token records.
+#include "index/memory_index.h"
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace chunkd::index {
+namespace {
+
+// A 32-byte fingerprint, different everywhere.
+std::string Fp(uint64_t i) {
+  std::string fp(32, '\0');
+  uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull;
+  for (char& c : fp) {
+    x ^= x >> 29;
+    x *= 0xbf58476d1ce4e5b9ull;
+    c = static_cast<char>(x >> 56);
+  }
+  return fp;
+}
+
+IndexOptions WithLimit(uint64_t max_entries) {
+  IndexOptions options;
+  options.max_entries = max_entries;
+  return options;
+}
+
+void ExpectLimitMessage(const absl::Status& status, uint64_t limit) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  const std::string m(status.message());
+  EXPECT_TRUE(absl::StrContains(
+      m, absl::StrCat("holds its limit of ", limit, " entries")))
+      << m;
+  EXPECT_TRUE(absl::StrContains(m, "--index_max_entries")) << m;
+  EXPECT_TRUE(absl::StrContains(m, "release chunks")) << m;
+  EXPECT_TRUE(absl::StrContains(m, "Redis")) << m;
+}
+
+TEST(MemoryIndexLimitTest, UnlimitedByDefault) {
+  MemoryIndex index;
+  EXPECT_EQ(index.max_entries(), 0u);
+  std::vector<InsertEntry> entries;
+  for (int i = 0; i < 10000; ++i) entries.push_back({Fp(i), 1});
+  ASSERT_TRUE(index.Insert("ns", entries).ok());
+  EXPECT_EQ(index.EntryCount(), 10000u);
+  EXPECT_TRUE(index.Health().ok());
+  EXPECT_EQ(index.TokenPositionLimit(), 0u);
+}
+
+TEST(MemoryIndexLimitTest, AtTheLimitOnlyNewEntriesAreRefused) {
+  MemoryIndex index(WithLimit(3));
+  EXPECT_TRUE(index.Health().ok());
+  ASSERT_TRUE(index.Insert("ns", {{Fp(1), 10}, {Fp(2), 20}}).ok());
+  EXPECT_TRUE(index.Health().ok()) << "one entry of room left";
+  // Namespaces share the limit.
+  ASSERT_TRUE(index.Insert("other", {{Fp(1), 10}}).ok());
+  EXPECT_EQ(index.EntryCount(), 3u);
+
+  auto refused = index.Insert("ns", {{Fp(3), 30}});
+  ExpectLimitMessage(refused.status(), 3);
+  EXPECT_EQ(refused.status().message(), index.EntryLimitMessage());
+  ExpectLimitMessage(index.Health(), 3);
+  EXPECT_EQ(index.Health().message(), index.EntryLimitMessage());
+  EXPECT_EQ(index.EntryCount(), 3u);
+  EXPECT_EQ(index.size(), 3u);
+
+  // Everything but a new entry works.
+  auto found = index.Lookup("ns", {Fp(1), Fp(2), Fp(3)});
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(*found, (std::vector<bool>{true, true, false}));
+  auto dup = index.Insert("ns", {{Fp(1), 10}, {Fp(2), 20}, {Fp(1), 10}});
+  ASSERT_TRUE(dup.ok()) << dup.status();
+  EXPECT_FALSE((*dup)[0].is_new);
+  EXPECT_EQ((*dup)[2].ref_count, 3u);
+  const WriteToken token{"dups", 0};
+  auto tokened = index.Insert("ns", {{Fp(2), 20}}, &token);
+  ASSERT_TRUE(tokened.ok()) << tokened.status();
+  EXPECT_EQ((*tokened)[0].ref_count, 3u);
+  ASSERT_TRUE(index.RecordNextSizes("ns", "p", {{Fp(1), 7}}).ok());
+  auto hints = index.NextSizes("ns", "p", {Fp(1)});
+  ASSERT_TRUE(hints.ok());
+  EXPECT_EQ((*hints)[0], (std::vector<uint32_t>{7}));
+  auto left = index.Release("ns", {Fp(2)}, &token);
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ((*left)[0], 2u);
+  ExpectLimitMessage(index.Health(), 3);
+
+  // Removing an entry makes room for exactly one.
+  ASSERT_TRUE(index.Release("other", {Fp(1)}).ok());
+  EXPECT_EQ(index.EntryCount(), 2u);
+  EXPECT_TRUE(index.Health().ok()) << index.Health();
+  auto room = index.Insert("ns", {{Fp(3), 30}});
+  ASSERT_TRUE(room.ok()) << room.status();
+  EXPECT_TRUE((*room)[0].is_new);
+  ExpectLimitMessage(index.Insert("ns", {{Fp(4), 40}}).status(), 3);
+  ExpectLimitMessage(index.Health(), 3);
+}
+
+TEST(MemoryIndexLimitTest, RefusedBatchKeepsWhatCameBeforeTheRefusal) {
+  MemoryIndex index(WithLimit(3));
+  ASSERT_TRUE(index.Insert("ns", {{Fp(1), 1}}).ok());
+  // 2 and 3 fill the index, 1 is a duplicate, 4 is refused, 5 and the
+  // duplicate after it are not tried.
+  auto r = index.Insert("ns", {{Fp(2), 1},
+                               {Fp(1), 1},
+                               {Fp(3), 1},
+                               {Fp(4), 1},
+                               {Fp(5), 1},
+                               {Fp(1), 1}});
+  ExpectLimitMessage(r.status(), 3);
+  auto found = index.Lookup("ns", {Fp(1), Fp(2), Fp(3), Fp(4), Fp(5)});
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(*found, (std::vector<bool>{true, true, true, false, false}));
+  auto counts = index.Insert("ns", {{Fp(1), 1}, {Fp(2), 1}, {Fp(3), 1}});
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ((*counts)[0].ref_count, 3u) << "counted once in the refused batch";
+  EXPECT_EQ((*counts)[1].ref_count, 2u);
+  EXPECT_EQ((*counts)[2].ref_count, 2u);
+}
+
+TEST(MemoryIndexLimitTest, TokenRetryAfterRoomWasFreedIsExact) {
+  MemoryIndex index(WithLimit(3));
+  ASSERT_TRUE(index.Insert("ns", {{Fp(9), 1}}).ok());
+  const WriteToken token{"stream", 100};
+  const std::vector<InsertEntry> batch = {
+      {Fp(1), 1}, {Fp(9), 1}, {Fp(2), 1}, {Fp(3), 1}, {Fp(1), 1}};
+  ExpectLimitMessage(index.Insert("ns", batch, &token).status(), 3);
+  // Positions 100..102 were applied (1 and 2 new, 9 counted), 103 refused,
+  // 104 not tried.
+  auto found = index.Lookup("ns", {Fp(1), Fp(2), Fp(3)});
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(*found, (std::vector<bool>{true, true, false}));
+
+  // The same retry, still full: refused again, nothing counted twice.
+  ExpectLimitMessage(index.Insert("ns", batch, &token).status(), 3);
+
+  // Room for one: 9 is released away entirely (two references).
+  ASSERT_TRUE(index.Release("ns", {Fp(9), Fp(9)}).ok());
+  auto retry = index.Insert("ns", batch, &token);
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  // Recorded positions replay what they returned the first time, although
+  // 9 is gone now; 103 and 104 are applied.
+  EXPECT_TRUE((*retry)[0].is_new);
+  EXPECT_EQ((*retry)[0].ref_count, 1u);
+  EXPECT_FALSE((*retry)[1].is_new);
+  EXPECT_EQ((*retry)[1].ref_count, 2u);
+  EXPECT_TRUE((*retry)[2].is_new);
+  EXPECT_TRUE((*retry)[3].is_new);
+  EXPECT_EQ((*retry)[3].ref_count, 1u);
+  EXPECT_FALSE((*retry)[4].is_new);
+  EXPECT_EQ((*retry)[4].ref_count, 2u);
+  EXPECT_EQ(index.EntryCount(), 3u);
+  auto left = index.Release("ns", {Fp(1), Fp(1), Fp(2), Fp(3), Fp(9)});
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(*left, (std::vector<uint64_t>{1, 0, 0, 0, 0}))
+      << "every position counted exactly once";
+  EXPECT_EQ(index.EntryCount(), 0u);
+}
+
+// Threads insert distinct fingerprints past the limit, with and without
+// tokens, while a watcher samples the count: it never passes the limit, and
+// exactly `limit` inserts were reported new.
+TEST(MemoryIndexLimitTest, ConcurrentInsertsNeverPassTheLimit) {
+  constexpr uint64_t kLimit = 1000;
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 400;
+  MemoryIndex index(WithLimit(kLimit));
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> max_seen{0};
+  std::thread watcher([&] {
+    while (!done.load()) {
+      const uint64_t n = *index.EntryCount();
+      if (n > max_seen.load()) max_seen.store(n);
+    }
+  });
+  std::atomic<uint64_t> news{0};
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int b = 0; b < kPerThread / 8; ++b) {
+        std::vector<InsertEntry> batch;
+        for (int i = 0; i < 8; ++i) {
+          batch.push_back({Fp(t * kPerThread + b * 8 + i), 1});
+        }
+        const WriteToken token{absl::StrCat("t", t), uint64_t(b) * 8};
+        auto r = index.Insert("ns", batch, b % 2 == 0 ? &token : nullptr);
+        if (!r.ok()) {
+          EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+          ++refused;
+          continue;
+        }
+        for (const InsertResult& x : *r) news += x.is_new ? 1 : 0;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  done = true;
+  watcher.join();
+  EXPECT_GT(refused.load(), 0);
+  EXPECT_LE(max_seen.load(), kLimit);
+  EXPECT_EQ(*index.EntryCount(), kLimit);
+  EXPECT_EQ(index.size(), kLimit);
+  // Refused batches applied a prefix: count what is there.
+  std::vector<std::string> all;
+  for (int i = 0; i < kThreads * kPerThread; ++i) all.push_back(Fp(i));
+  auto found = index.Lookup("ns", all);
+  ASSERT_TRUE(found.ok());
+  uint64_t present = 0;
+  for (bool f : *found) present += f ? 1 : 0;
+  EXPECT_EQ(present, kLimit);
+  EXPECT_LE(news.load(), kLimit);
+  ExpectLimitMessage(index.Health(), kLimit);
+}
+
+// Threads released at once race for the last free entry, round after
+// round: exactly one wins each time.
+TEST(MemoryIndexLimitTest, RacingForTheLastEntryExactlyOneWins) {
+  const int threads = static_cast<int>(
+      std::clamp(std::thread::hardware_concurrency(), 2u, 4u));
+  MemoryIndex index(WithLimit(1));
+  for (int round = 0; round < 1000; ++round) {
+    std::atomic<int> ready{0};
+    std::atomic<int> won{0};
+    std::vector<std::thread> racers;
+    for (int t = 0; t < threads; ++t) {
+      racers.emplace_back([&, t] {
+        ready.fetch_add(1);
+        while (ready.load() < threads) {
+        }
+        auto r = index.Insert("ns", {{Fp(round * 8 + t), 1}});
+        if (r.ok()) won.fetch_add(1);
+      });
+    }
+    for (auto& r : racers) r.join();
+    ASSERT_EQ(won.load(), 1) << "round " << round;
+    ASSERT_EQ(*index.EntryCount(), 1u);
+    std::vector<std::string> all;
+    for (int t = 0; t < threads; ++t) all.push_back(Fp(round * 8 + t));
+    ASSERT_TRUE(index.Release("ns", all).ok());
+    ASSERT_EQ(*index.EntryCount(), 0u);
+  }
+}
+
+// Inserts and releases racing at the limit: the count stays exact (equal to
+// the maps' sizes) and within the limit.
+TEST(MemoryIndexLimitTest, ConcurrentInsertsAndReleasesKeepTheCountExact) {
+  constexpr uint64_t kLimit = 64;
+  MemoryIndex index(WithLimit(kLimit));
+  std::vector<std::thread> threads;
+  std::atomic<uint64_t> max_seen{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 300; ++round) {
+        std::vector<InsertEntry> batch;
+        std::vector<std::string> fps;
+        for (int i = 0; i < 12; ++i) {
+          fps.push_back(Fp(t * 1000 + (round * 7 + i) % 40));
+          batch.push_back({fps.back(), 1});
+        }
+        auto r = index.Insert("ns", batch);
+        if (r.ok()) {
+          ASSERT_TRUE(index.Release("ns", fps).ok());
+        } else {
+          ASSERT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+        }
+        const uint64_t n = *index.EntryCount();
+        if (n > max_seen.load()) max_seen.store(n);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LE(max_seen.load(), kLimit);
+  EXPECT_EQ(*index.EntryCount(), index.size());
+}
+
+// A long stream of duplicates under tokens at the bound on token positions:
+// refused with its own message until positions expire; releases never.
+TEST(MemoryIndexTokenTest, PositionsAreBoundedAndExpire) {
+  IndexOptions options = WithLimit(2);  // one entry, and room
+  // Long enough for filling the records (about 65000 inserts) on a slow
+  // machine.
+  options.token_ttl = absl::Seconds(2);
+  MemoryIndex index(options);
+  EXPECT_EQ(index.TokenPositionLimit(), MemoryIndex::kMinTokenPositions);
+  ASSERT_TRUE(index.Insert("ns", {{Fp(1), 1}}).ok());
+  EXPECT_EQ(index.TokenPositions(), 0u);
+
+  // The record costs one block's worth, each block of 64 positions one.
+  constexpr uint64_t kBlock = MemoryIndex::kTokenBlockPositions;
+  const uint64_t fit = MemoryIndex::kMinTokenPositions - kBlock;
+  std::vector<InsertEntry> batch(kBlock, InsertEntry{Fp(1), 1});
+  uint64_t position = 0;
+  for (; position < fit; position += kBlock) {
+    const WriteToken token{"long", position};
+    auto r = index.Insert("ns", batch, &token);
+    ASSERT_TRUE(r.ok()) << position << ": " << r.status();
+  }
+  EXPECT_EQ(index.TokenPositions(), MemoryIndex::kMinTokenPositions);
+  const WriteToken next{"long", position};
+  auto refused = index.Insert("ns", {{Fp(1), 1}}, &next);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.status().message(), index.TokenLimitMessage());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                "write-token positions"));
+  EXPECT_TRUE(
+      absl::StrContains(refused.status().message(), "--index_max_entries"));
+  EXPECT_EQ(index.Health().message(), index.TokenLimitMessage());
+  // Another stream cannot start either; a replay of known positions can;
+  // releases are never refused.
+  const WriteToken other{"other", 0};
+  EXPECT_EQ(index.Insert("ns", {{Fp(1), 1}}, &other).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  const WriteToken replay{"long", 0};
+  auto replayed = index.Insert("ns", batch, &replay);
+  ASSERT_TRUE(replayed.ok()) << replayed.status();
+  EXPECT_EQ((*replayed)[0].ref_count, 2u);
+  auto released = index.Release("ns", {Fp(1)}, &other);
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_GT(index.TokenPositions(), MemoryIndex::kMinTokenPositions);
+  auto counted = index.Insert("ns", {{Fp(1), 1}});
+  ASSERT_TRUE(counted.ok());
+  EXPECT_EQ((*counted)[0].ref_count, fit + 1)
+      << "every tokened position counted once, the release undid one";
+
+  // Positions are forgotten token_ttl after they were written.
+  absl::SleepFor(absl::Milliseconds(2300));
+  EXPECT_TRUE(index.Health().ok()) << index.Health();
+  EXPECT_EQ(index.TokenPositions(), 0u);
+  auto later = index.Insert("ns", {{Fp(1), 1}}, &next);
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(index.TokenPositions(), 2 * kBlock);
+}
+
+// A stream that keeps writing holds only the positions of its last
+// token_ttl, not all it ever wrote.
+TEST(MemoryIndexTokenTest, ALongStreamHoldsOnlyItsRecentPositions) {
+  IndexOptions options;
+  options.token_ttl = absl::Milliseconds(200);
+  MemoryIndex index(options);
+  std::vector<InsertEntry> batch(MemoryIndex::kTokenBlockPositions,
+                                 InsertEntry{Fp(1), 1});
+  uint64_t position = 0;
+  for (int round = 0; round < 6; ++round) {
+    for (int b = 0; b < 10; ++b) {
+      const WriteToken token{"long", position};
+      ASSERT_TRUE(index.Insert("ns", batch, &token).ok());
+      position += batch.size();
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  // 60 blocks written; those older than 200 ms (to 220 ms) are gone: at
+  // most the last three rounds' 30 blocks and the record remain.
+  ASSERT_TRUE(index.Health().ok());
+  EXPECT_LE(index.TokenPositions(), 31 * MemoryIndex::kTokenBlockPositions);
+  EXPECT_GE(index.TokenPositions(), 11 * MemoryIndex::kTokenBlockPositions);
+  // The recent positions still replay.
+  const WriteToken last{"long", position - batch.size()};
+  auto replay = index.Insert("ns", batch, &last);
+  ASSERT_TRUE(replay.ok());
+  EXPECT_EQ(replay->back().ref_count, position);
+}
+
+TEST(MemoryIndexLimitTest, CreateIndexPassesTheLimit) {
+  auto index = CreateIndex("memory", WithLimit(1));
+  ASSERT_TRUE(index.ok());
+  ASSERT_TRUE((*index)->Insert("ns", {{Fp(1), 1}}).ok());
+  ExpectLimitMessage((*index)->Insert("ns", {{Fp(2), 1}}).status(), 1);
+  EXPECT_EQ((*index)->EntryCount(), 1u);
+}
+
+}  // namespace
+}  // namespace chunkd::index
