@@ -110,6 +110,11 @@ ABSL_FLAG(uint64_t, memory_budget, uint64_t{1} << 30,
           "read); at the budget streams stop reading. Must be at least "
           "--max_streams x --max_message_bytes, so an idle stream never "
           "blocks the others");
+ABSL_FLAG(int64_t, index_max_entries, -1,
+          "entries the memory index may hold (about 400 bytes each with "
+          "hints and write-token records); a Dedup that would add one more "
+          "ends with RESOURCE_EXHAUSTED; -1 means what half of "
+          "--memory_budget holds (1342177 for 1 GiB), 0 no limit");
 ABSL_FLAG(uint64_t, hint_cache_mib, 64,
           "memory for the RapidCDC hint cache (keyed content hash -> "
           "SHA-256 and next sizes, about 176 bytes per chunk), which lets "
@@ -147,6 +152,10 @@ constexpr absl::Duration kAbuseLogInterval = absl::Seconds(10);
 constexpr int kMinClientPingIntervalMs = 30'000;
 constexpr int kKeepaliveTimeMs = 60'000;
 constexpr int kKeepaliveTimeoutMs = 20'000;
+// The memory index's footprint per entry, RapidCDC hints and write-token
+// records included (index/memory_index.h has the measurements): the
+// default --index_max_entries fits half of --memory_budget.
+constexpr uint64_t kIndexBytesPerEntry = 400;
 // Least memory gRPC's own buffers may use (ResourceQuota).
 constexpr uint64_t kMinGrpcQuota = uint64_t{256} << 20;
 
@@ -312,14 +321,28 @@ int main(int argc, char** argv) {
   index_options.pool_size = absl::GetFlag(FLAGS_redis_pool_size);
   index_options.connect_timeout = absl::GetFlag(FLAGS_redis_connect_timeout);
   index_options.command_timeout = absl::GetFlag(FLAGS_redis_command_timeout);
+  const int64_t max_entries = absl::GetFlag(FLAGS_index_max_entries);
+  if (max_entries < -1) {
+    return Fail(absl::StrCat("--index_max_entries ", max_entries,
+                             " must be -1 (half of --memory_budget), 0 (no "
+                             "limit) or a count"));
+  }
+  index_options.max_entries =
+      max_entries == -1 ? memory_budget / 2 / kIndexBytesPerEntry
+                        : static_cast<uint64_t>(max_entries);
   index_options.warn = [](const std::string& warning) {
     std::fprintf(stderr, "chunkd: %s\n", warning.c_str());
   };
   std::fprintf(stderr, "chunkd: %s\n", malloc_setup.description.c_str());
   auto index = chunkd::index::CreateIndex(index_spec, index_options);
   if (!index.ok()) return Fail(std::string(index.status().message()));
-  std::fprintf(stderr, "chunkd: index %s\n",
-               chunkd::index::RedactIndexSpec(index_spec).c_str());
+  std::fprintf(stderr, "chunkd: index %s%s\n",
+               chunkd::index::RedactIndexSpec(index_spec).c_str(),
+               index_spec != "memory"        ? ""
+               : index_options.max_entries == 0 ? ", no entry limit"
+                   : absl::StrCat(", at most ", index_options.max_entries,
+                                  " entries (--index_max_entries)")
+                         .c_str());
 
   const std::string backend_flag = absl::GetFlag(FLAGS_backend);
   absl::StatusOr<const chunkd::chunking::kernels::Kernel*> kernel =
@@ -368,6 +391,13 @@ int main(int argc, char** argv) {
   chunkd::service::ConnectionGuard* const guard_ptr = guard.get();
   *index = std::make_unique<chunkd::metrics::InstrumentedIndex>(
       *std::move(index), &metrics);
+  if ((*index)->EntryCount().has_value()) {
+    if (index_options.max_entries != 0) {
+      metrics.SetIndexMaxEntries(index_options.max_entries);
+    }
+    metrics.WatchIndexEntries(
+        [index = index->get()] { return index->EntryCount(); });
+  }
   auto grpc_metrics = chunkd::metrics::GrpcMetricsInterceptorFactory::Create(
       &metrics, {chunkd::v1::ChunkService::service_full_name(),
                  "grpc.health.v1.Health",
@@ -475,7 +505,14 @@ int main(int argc, char** argv) {
         health->SetServingStatus(chunkd::service::kDedupHealthService,
                                  status.ok());
         if (status.ok()) {
-          std::fprintf(stderr, "chunkd: index reachable; %s SERVING\n",
+          std::fprintf(stderr, "chunkd: index serving; %s SERVING\n",
+                       chunkd::service::kDedupHealthService);
+        } else if (absl::IsResourceExhausted(status)) {
+          std::fprintf(stderr,
+                       "chunkd: %s; %s NOT_SERVING until the index has room "
+                       "(Chunk, FindMissing, Release and Dedup of indexed "
+                       "chunks keep working)\n",
+                       std::string(status.message()).c_str(),
                        chunkd::service::kDedupHealthService);
         } else {
           std::fprintf(stderr,
@@ -533,6 +570,7 @@ int main(int argc, char** argv) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->Wait();
   metrics.WatchQueueDepth(nullptr);  // the pool goes first
+  metrics.WatchIndexEntries(nullptr);
   abuse_log_flusher.Stop();
   abuse_log.Flush();
   std::fprintf(stderr, "chunkd: stopped\n");

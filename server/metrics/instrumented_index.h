@@ -12,7 +12,9 @@
 #ifndef CHUNKD_METRICS_INSTRUMENTED_INDEX_H_
 #define CHUNKD_METRICS_INSTRUMENTED_INDEX_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,9 @@ class InstrumentedIndex final : public index::FingerprintIndex {
   index::FingerprintIndex* wrapped() const { return index_.get(); }
 
   absl::string_view backend() const override { return index_->backend(); }
+  std::optional<uint64_t> EntryCount() override {
+    return index_->EntryCount();
+  }
   absl::Status Health() override;
   absl::StatusOr<std::vector<bool>> Lookup(
       absl::string_view ns,

@@ -159,6 +159,13 @@ Metrics::Metrics(absl::string_view version, absl::string_view backend)
                             "Entries in the embedded memory index (absent "
                             "with a Redis index).")
                         .Register(*registry_);
+  index_max_entries_ =
+      &prometheus::BuildGauge()
+           .Name("chunkd_index_max_entries")
+           .Help(
+               "Entries the embedded memory index may hold "
+               "(--index_max_entries; absent with a Redis index).")
+           .Register(*registry_);
   queue_depth_ = &prometheus::BuildGauge()
                       .Name("chunkd_worker_queue_depth")
                       .Help(
@@ -265,6 +272,10 @@ void Metrics::WatchIndexEntries(
     std::function<std::optional<uint64_t>()> entries) {
   std::lock_guard<std::mutex> lock(mu_);
   index_entries_source_ = std::move(entries);
+}
+
+void Metrics::SetIndexMaxEntries(uint64_t max_entries) {
+  index_max_entries_->Add({}).Set(static_cast<double>(max_entries));
 }
 
 void Metrics::WatchQueueDepth(std::function<size_t()> depth) {

@@ -16,6 +16,8 @@
 //   chunkd_tls_handshake_failures_total            counter
 //   chunkd_index_entries                           gauge, sampled at scrape
 //                                                  (memory index only)
+//   chunkd_index_max_entries                       gauge: --index_max_entries
+//                                                  (memory index only)
 //   chunkd_worker_queue_depth                      gauge, sampled at scrape
 //   chunkd_index_requests_total{backend,op,result} counter (InstrumentedIndex)
 //   chunkd_index_request_duration_seconds{backend,op}   histogram
@@ -150,6 +152,8 @@ class Metrics {
   // while `entries` is unset or returns nothing. Same contract as
   // WatchQueueDepth.
   void WatchIndexEntries(std::function<std::optional<uint64_t>()> entries);
+  // Exports chunkd_index_max_entries (the memory index's limit).
+  void SetIndexMaxEntries(uint64_t max_entries);
 
   // chunkd_worker_queue_depth is read from `depth` at every scrape (0 until
   // this is called). `depth` must be thread-safe and outlive this object.
@@ -192,6 +196,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* connections_closed_;
   prometheus::Counter* tls_handshake_failures_;
   prometheus::Family<prometheus::Gauge>* index_entries_;
+  prometheus::Family<prometheus::Gauge>* index_max_entries_;
 
   mutable std::mutex mu_;
   std::function<size_t()> queue_depth_source_;  // guarded by mu_

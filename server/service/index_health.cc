@@ -27,18 +27,19 @@ void IndexHealthMonitor::Stop() {
 
 void IndexHealthMonitor::Loop() {
   bool first = true;
-  bool was_ok = false;
+  absl::StatusCode last = absl::StatusCode::kOk;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     lock.unlock();
     const absl::Status status = index_->Health();
     lock.lock();
     if (stop_) break;
-    // Only changes are reported: the reason for being down varies from
-    // probe to probe (backoff times) and would flood the log.
-    if (first || status.ok() != was_ok) {
+    // Only changes of the code are reported (unreachable, full, serving):
+    // the message varies from probe to probe (backoff times, memory
+    // figures) and would flood the log.
+    if (first || status.code() != last) {
       first = false;
-      was_ok = status.ok();
+      last = status.code();
       // Under the lock, so that Stop() cannot return while it runs.
       on_change_(status);
     }

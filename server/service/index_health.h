@@ -32,8 +32,9 @@ inline constexpr char kDedupHealthService[] = "chunkd.v1.ChunkService.Dedup";
 
 class IndexHealthMonitor {
  public:
-  // Called with the first probe's result and then on every change: `status`
-  // is OK when the index serves, otherwise why not.
+  // Called with the first probe's result and then whenever the status code
+  // changes (e.g. UNAVAILABLE to RESOURCE_EXHAUSTED): `status` is OK when
+  // the index serves, otherwise why not.
   using Callback = std::function<void(const absl::Status& status)>;
 
   // REQUIRES: `index` outlives the monitor; interval > 0.

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -15,10 +16,15 @@ namespace {
 class SwitchableIndex final : public index::FingerprintIndex {
  public:
   void set_up(bool up) { up_ = up; }
+  void set_full(bool full) { full_ = full; }
   int probes() const { return probes_; }
 
   absl::Status Health() override {
     ++probes_;
+    if (full_) {
+      return absl::ResourceExhaustedError(
+          "index full (" + std::to_string(probes_) + " probes)");
+    }
     if (up_) return absl::OkStatus();
     return absl::UnavailableError("redis at 127.0.0.1:1 is unreachable");
   }
@@ -52,6 +58,7 @@ class SwitchableIndex final : public index::FingerprintIndex {
  private:
   index::MemoryIndex inner_;
   std::atomic<bool> up_{false};
+  std::atomic<bool> full_{false};
   std::atomic<int> probes_{0};
 };
 
@@ -60,6 +67,11 @@ class Recorder {
   void Add(const absl::Status& s) {
     std::lock_guard<std::mutex> lock(mu_);
     seen_.push_back(s.ok());
+    codes_.push_back(s.code());
+  }
+  std::vector<absl::StatusCode> codes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return codes_;
   }
   std::vector<bool> seen() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -77,6 +89,7 @@ class Recorder {
  private:
   std::mutex mu_;
   std::vector<bool> seen_;
+  std::vector<absl::StatusCode> codes_;
 };
 
 TEST(IndexHealthMonitorTest, ReportsTheFirstStateAndEveryChangeOnly) {
@@ -102,6 +115,28 @@ TEST(IndexHealthMonitorTest, ReportsTheFirstStateAndEveryChangeOnly) {
   idx.set_up(true);
   absl::SleepFor(absl::Milliseconds(30));
   EXPECT_EQ(recorder.seen().size(), 3u);
+}
+
+TEST(IndexHealthMonitorTest, ReportsAChangeOfReasonButNotOfMessage) {
+  SwitchableIndex idx;
+  Recorder recorder;
+  IndexHealthMonitor monitor(&idx, absl::Milliseconds(2),
+                             [&](const absl::Status& s) { recorder.Add(s); });
+  monitor.Start();
+  ASSERT_TRUE(recorder.WaitFor(1));  // unreachable
+  idx.set_full(true);                // reachable but full
+  ASSERT_TRUE(recorder.WaitFor(2));
+  // The message changes with every probe; the report does not repeat.
+  const int probes = idx.probes();
+  while (idx.probes() < probes + 5) absl::SleepFor(absl::Milliseconds(2));
+  idx.set_full(false);
+  idx.set_up(true);
+  ASSERT_TRUE(recorder.WaitFor(3));
+  monitor.Stop();
+  EXPECT_EQ(recorder.codes(),
+            std::vector<absl::StatusCode>({absl::StatusCode::kUnavailable,
+                                           absl::StatusCode::kResourceExhausted,
+                                           absl::StatusCode::kOk}));
 }
 
 TEST(IndexHealthMonitorTest, StopEndsAWaitAtOnce) {

@@ -73,14 +73,14 @@ def test_redis_keeps_every_key(compose: dict) -> None:
 
 def test_referenced_files_exist(compose: dict) -> None:
     mounts = [m for svc in compose["services"].values() for m in bind_mounts(svc)]
-    assert len(mounts) == 3
+    assert len(mounts) == 4
     for source, _ in mounts:
         assert source.exists(), source
 
 
 def test_prometheus_scrapes_chunkd(compose: dict, tmp_path: Path) -> None:
     prometheus = service(compose, "prometheus")
-    (config, target), = bind_mounts(prometheus)
+    config, target = next(m for m in bind_mounts(prometheus) if m[0].name == "prometheus.yml")
     assert f"--config.file={target}" in prometheus["command"]
     promtool = shutil.which("promtool")
     if promtool is None:
@@ -93,6 +93,24 @@ def test_prometheus_scrapes_chunkd(compose: dict, tmp_path: Path) -> None:
     metrics_port = next(p.rsplit(":", 1)[1] for p in service(compose, "chunkd")["ports"]
                         if p.endswith("9464"))
     assert chunkd["static_configs"][0]["targets"] == [f"chunkd:{metrics_port}"]
+
+
+def test_alert_rules_load_and_fire(compose: dict) -> None:
+    """The alert rules are mounted beside the config that loads them, pass
+    `promtool check rules`, and fire as their unit test says."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail("promtool is missing: make deps (Debian package prometheus)", pytrace=False)
+    mounts = dict((source.name, target) for source, target in
+                  bind_mounts(service(compose, "prometheus")))
+    assert mounts["chunkd-alerts.yml"] == "/etc/prometheus/chunkd-alerts.yml"
+    config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    assert config["rule_files"] == ["chunkd-alerts.yml"]
+    rules = DEPLOY / "prometheus" / "chunkd-alerts.yml"
+    assert "SUCCESS: 8 rules found" in run([promtool, "check", "rules", rules]).stdout
+    test = Path(__file__).with_name("chunkd-alerts-test.yml")
+    result = run([promtool, "test", "rules", test])
+    assert "SUCCESS" in result.stdout + result.stderr
 
 
 def test_promtool_rejects_a_broken_config(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ chunkd whose numbers must equal the traffic sent."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from chunkd_client.testing import ChunkdServer, serving
 
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 
-from e2e_util import RPC_TIMEOUT, fastcdc_params, random_bytes
+from e2e_util import REPO, RPC_TIMEOUT, fastcdc_params, random_bytes
 from e2e_util import stub as stub_for
 from metrics_util import (
     PrometheusServer,
@@ -75,6 +76,7 @@ FAMILIES = {
     "chunkd_connections_closed_total": "counter",
     "chunkd_tls_handshake_failures_total": "counter",
     "chunkd_index_entries": "gauge",
+    "chunkd_index_max_entries": "gauge",
 }
 #: chunkd_streams_rejected_total{reason}.
 REJECT_REASONS = ["limit", "per_token_limit", "per_ip_limit", "rate", "idle",
@@ -127,6 +129,9 @@ def test_fresh_server_exports_every_series_at_zero(fresh_server: ChunkdServer) -
     assert value(samples, "chunkd_connections_closed_total", reason="stream_rate") == 0
     assert value(samples, "chunkd_tls_handshake_failures_total") == 0
     assert value(samples, "chunkd_index_entries") == 0
+    # The default --index_max_entries: half of the 1 GiB --memory_budget at
+    # 400 bytes an entry.
+    assert value(samples, "chunkd_index_max_entries") == (1 << 30) // 2 // 400
     for test in HINT_TESTS:
         for result in ["accepted", "rejected"]:
             assert value(samples, "chunkd_hints_total", test=test, result=result) == 0
@@ -295,6 +300,20 @@ def test_dashboard_uses_only_exported_metrics(server: ChunkdServer) -> None:
     for family, kind in FAMILIES.items():
         wanted = family + "_bucket" if kind == "histogram" else family
         assert wanted in used, f"the dashboard does not show {wanted}"
+
+
+def test_alert_rules_use_only_exported_metrics(server: ChunkdServer) -> None:
+    """Every metric deploy/prometheus/chunkd-alerts.yml selects is one chunkd
+    exports (a renamed metric would leave an alert that never fires)."""
+    exported = {name for name, _, _ in parse_samples(scrape(server.metrics_address))}
+    text = (REPO / "deploy" / "prometheus" / "chunkd-alerts.yml").read_text()
+    # Each rule is "- alert: NAME" followed by its one-line "expr:".
+    alerts = re.findall(r"- alert: (\w+)\n\s+expr: (.+)\n", text)
+    assert len(alerts) == text.count("- alert:") >= 8
+    for alert, expr in alerts:
+        names = metric_names(expr)
+        assert names, alert
+        assert names <= exported, f"{alert} uses {sorted(names - exported)}"
 
 
 # --- a real Prometheus ------------------------------------------------------

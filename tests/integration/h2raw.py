@@ -169,7 +169,7 @@ class Connection:
         elif kind == GOAWAY:
             last, code = struct.unpack(">II", payload[:8])
             self.goaway = (last & 0x7FFFFFFF, code, payload[8:])
-        elif kind == DATA and length_of(payload):
+        elif kind == DATA and payload:
             # Give the server its window back so responses keep flowing.
             self.send(frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", len(payload))) +
                       frame(WINDOW_UPDATE, 0, stream, struct.pack(">I", len(payload))))
@@ -183,6 +183,3 @@ class Connection:
             else:
                 self._block[stream] = block
 
-
-def length_of(payload: bytes) -> int:
-    return len(payload)

@@ -16,7 +16,6 @@ import hashlib
 import os
 import re
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -24,7 +23,7 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, List, Optional
 
 import grpc
 import pytest
@@ -32,7 +31,7 @@ import pytest
 from chunkd_client import ChunkdError, Client
 from chunkd_client.aio import AsyncClient
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
-from chunkd_client.testing import ChunkdServer, free_port, health_status, serving
+from chunkd_client.testing import ChunkdServer, free_port, health_status
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import h2raw  # noqa: E402  (the raw HTTP/2 client beside this file)
@@ -219,8 +218,9 @@ def test_header_only_floods_across_tokens(chunkd_bin, tmp_path) -> None:
                 assert c.settings_seen.wait(10)
                 assert c.settings.get(h2raw.MAX_CONCURRENT_STREAMS) == 32
             started = time.monotonic()
-            opened = {c: [c.open_stream(c.headers_block(CHUNK)) for _ in range(25)]
-                      for c in connections}
+            for c in connections:
+                for _ in range(25):
+                    c.open_stream(c.headers_block(CHUNK))
             # Token A holds its quarter of the slots at most.
             active = wait_until(lambda: metric(server, "chunkd_active_streams") == 32 and 32,
                                 10, "token A's 32 streams admitted")
