@@ -48,7 +48,7 @@ from chunkd_client._convert import DEFAULT_MESSAGE_SIZE
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
 from chunkd_client._sources import Source, iter_source
-from chunkd_client.errors import ChunkdError
+from chunkd_client.errors import ChunkdError, unaccounted_stream
 from chunkd_client.records import (
     ChunkRecord,
     ChunkSummary,
@@ -90,7 +90,9 @@ def _next_or_none(pieces: Iterator[bytes]) -> Optional[bytes]:
 
 class _AsyncRequests:
     """The request iterator; keeps a source error for the caller (grpc.aio
-    would only cancel the call)."""
+    would only cancel the call), counts the data bytes it hands over
+    (``sent``) and sets ``complete`` once the source is exhausted (before
+    grpc.aio half-closes the stream)."""
 
     def __init__(
         self,
@@ -102,6 +104,8 @@ class _AsyncRequests:
         self._rest = rest
         self._pieces = pieces
         self.error: Optional[BaseException] = None
+        self.sent = 0
+        self.complete = False
 
     async def __aiter__(self) -> AsyncIterator[object]:
         try:
@@ -109,12 +113,15 @@ class _AsyncRequests:
             async for piece in self._pieces:
                 first = piece
                 break
+            self.sent += len(first)
             yield self._first(first)
             async for piece in self._pieces:
+                self.sent += len(piece)
                 yield self._rest(piece)
         except Exception as e:
             self.error = e
             raise
+        self.complete = True
 
 
 class AsyncResponseStream(Generic[R, S]):
@@ -122,7 +129,8 @@ class AsyncResponseStream(Generic[R, S]):
 
     ``summary`` is set once the iteration has ended; ``collect()`` reads the
     rest and returns ``(records, summary)``; ``cancel()`` (or ``async with``)
-    abandons the call. One consumer.
+    abandons the call. A stream that ends OK but whose summary is missing or
+    does not count every byte sent fails with ``DATA_LOSS``. One consumer.
     """
 
     def __init__(
@@ -175,16 +183,17 @@ class AsyncResponseStream(Generic[R, S]):
         await self._records.aclose()
 
     async def _generate(self) -> AsyncGenerator[R, None]:
+        summary: Any = None
         try:
             async for response in self._call:
                 body = response.WhichOneof("body")
-                if self._summary is not None:
+                if summary is not None:
                     raise self._protocol_error(f"{body} after the summary")
                 if body == "batch":
                     for record in response.batch.chunks:
                         yield self._make_record(record)
                 elif body == "summary":
-                    self._summary = self._make_summary(response.summary)
+                    summary = response.summary
                 else:
                     raise self._protocol_error("a response without a body")
         except grpc.RpcError as e:
@@ -195,10 +204,16 @@ class AsyncResponseStream(Generic[R, S]):
             if self._requests.error is not None:
                 raise self._requests.error from None
             raise
-        if self._summary is None:
-            if self._requests.error is not None:
-                raise self._requests.error
-            raise self._protocol_error("the stream ended without a summary")
+        if self._requests.error is not None:
+            raise self._requests.error
+        error = unaccounted_stream(
+            None if summary is None else summary.total_bytes,
+            self._requests.sent,
+            self._requests.complete,
+        )
+        if error is not None:
+            raise error
+        self._summary = self._make_summary(summary)
 
     def _protocol_error(self, what: str) -> ChunkdError:
         self._call.cancel()
