@@ -23,6 +23,7 @@ from typing import (
     AsyncGenerator,
     AsyncIterator,
     Callable,
+    Coroutine,
     Generic,
     Iterable,
     Iterator,
@@ -61,6 +62,7 @@ __all__ = ["AsyncClient", "AsyncResponseStream", "AsyncSource"]
 
 R = TypeVar("R")
 S = TypeVar("S")
+T = TypeVar("T")
 
 #: What ``AsyncClient.chunk`` and ``dedup`` accept: a ``Source`` or an async
 #: iterable of bytes.
@@ -124,6 +126,17 @@ class _AsyncRequests:
         self.complete = True
 
 
+def _result_now(coroutine: Coroutine[Any, Any, T]) -> Optional[T]:
+    """The result of ``coroutine`` if it finishes without suspending; None
+    (and the coroutine closed) if it would wait."""
+    try:
+        coroutine.send(None)
+    except StopIteration as finished:
+        return finished.value  # type: ignore[no-any-return]
+    coroutine.close()
+    return None
+
+
 class AsyncResponseStream(Generic[R, S]):
     """The records of one Chunk or Dedup call; ``async for`` them.
 
@@ -146,6 +159,36 @@ class AsyncResponseStream(Generic[R, S]):
         self._make_summary = summary
         self._summary: Optional[S] = None
         self._records: AsyncGenerator[R, None] = self._generate()
+        self._status: Optional[Tuple[grpc.StatusCode, str]] = None
+        call.add_done_callback(self._keep_status)
+
+    def _keep_status(self, call: Any) -> None:
+        """Keeps the call's status as it is first set.
+
+        grpc.aio consumes the request iterator in a task of its own; when a
+        write is still in flight as the server ends the call (a stream
+        refused with RESOURCE_EXHAUSTED, a server that fails early), Core
+        fails that write after it delivered the server's status, and
+        grpc.aio then replaces the status with INTERNAL "Internal error from
+        Core". The call is done when this runs, so ``code()`` and
+        ``details()`` return at once, before any such write is processed.
+        """
+        if self._status is not None:
+            return
+        code = _result_now(call.code())
+        details = _result_now(call.details())
+        if isinstance(code, grpc.StatusCode):
+            self._status = (code, details or "")
+
+    def _rpc_error(self, error: grpc.RpcError) -> Optional[ChunkdError]:
+        """The ChunkdError for ``error``, with the status the server gave
+        (see ``_keep_status``); None when the server ended the call OK."""
+        if self._status is None:
+            return ChunkdError.from_rpc_error(error)
+        code, details = self._status
+        if code == grpc.StatusCode.OK:
+            return None
+        return ChunkdError(code, details)
 
     def __aiter__(self) -> "AsyncResponseStream[R, S]":
         return self
@@ -199,7 +242,9 @@ class AsyncResponseStream(Generic[R, S]):
         except grpc.RpcError as e:
             if self._requests.error is not None:
                 raise self._requests.error from None
-            raise ChunkdError.from_rpc_error(e) from None
+            error = self._rpc_error(e)
+            if error is not None:
+                raise error from None
         except asyncio.CancelledError:
             if self._requests.error is not None:
                 raise self._requests.error from None
