@@ -31,6 +31,7 @@ from chunkd_client._channel import (
     channel_options,
 )
 from chunkd_client._convert import (
+    ALGORITHM_PARAMETERS,
     ALGORITHMS,
     DEFAULT_MESSAGE_SIZE,
     FIND_MISSING_BATCH,
@@ -51,6 +52,7 @@ from chunkd_client.records import (
 )
 
 __all__ = [
+    "ALGORITHM_PARAMETERS",
     "ALGORITHMS",
     "DEFAULT_MESSAGE_SIZE",
     "FIND_MISSING_BATCH",
@@ -320,8 +322,12 @@ class Client:
         iterable of bytes; it is streamed in messages of at most
         ``message_size`` bytes, never loaded whole (an iterable's pieces are
         sent as they come, split only when too long). Parameters left ``None``
-        take the algorithm's defaults; ``fingerprint`` is "sha256", "xxh128"
-        or "none".
+        take the algorithm's defaults; give only those the algorithm takes
+        (``ALGORITHM_PARAMETERS``: fastcdc min/avg/max_size,
+        normalization_level and seed; crc32 min/avg/max_size; seqcdc
+        min/max_size and the seq_/skip_ parameters; fixed avg_size), the
+        server refuses any other with INVALID_ARGUMENT. ``fingerprint`` is
+        "sha256", "xxh128" or "none".
 
         Returns an iterator over ``ChunkRecord`` in stream order whose
         ``summary`` (a ``ChunkSummary``) is set once it is exhausted::
