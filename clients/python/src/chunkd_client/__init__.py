@@ -13,6 +13,7 @@ Errors are raised as ChunkdError(code, message).
 """
 
 from chunkd_client.client import (
+    ALGORITHM_PARAMETERS,
     ALGORITHMS,
     FINGERPRINTS,
     HINTS,
@@ -37,6 +38,7 @@ from chunkd_client.records import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALGORITHM_PARAMETERS",
     "ALGORITHMS",
     "FINGERPRINTS",
     "HINTS",

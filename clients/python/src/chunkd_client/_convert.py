@@ -23,6 +23,16 @@ ALGORITHMS = {
     "seqcdc": pb.ALGORITHM_SEQCDC,
     "fixed": pb.ALGORITHM_FIXED,
 }
+#: The ChunkingParams fields each algorithm takes. The server refuses any
+#: other field that is set (INVALID_ARGUMENT naming it); ``seed`` 0 and an
+#: unset ``seq_mode`` count as unset.
+ALGORITHM_PARAMETERS = {
+    "fastcdc": ("min_size", "avg_size", "max_size", "normalization_level", "seed"),
+    "crc32": ("min_size", "avg_size", "max_size"),
+    "seqcdc": ("min_size", "max_size", "seq_mode", "seq_length", "skip_trigger",
+               "skip_size"),
+    "fixed": ("avg_size",),
+}
 #: Fingerprint algorithms by name.
 FINGERPRINTS = {
     "sha256": pb.FINGERPRINT_ALGORITHM_SHA256,
@@ -86,7 +96,10 @@ def chunking_params(
     that the server applies the algorithm's default (see ``server_info()``).
 
     ``algorithm`` and ``seq_mode`` take a name ("fastcdc", "increasing", ...)
-    or the raw enum value. The server validates the values.
+    or the raw enum value. Only the fields given are set (``seed`` 0 is
+    unset). Each algorithm takes only some of them (``ALGORITHM_PARAMETERS``):
+    the server validates the values and refuses a field the algorithm does
+    not use with INVALID_ARGUMENT naming it.
     """
     params = pb.ChunkingParams(
         algorithm=enum_value("algorithm", algorithm, ALGORITHMS), seed=seed

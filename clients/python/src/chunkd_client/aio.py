@@ -23,6 +23,7 @@ from typing import (
     AsyncGenerator,
     AsyncIterator,
     Callable,
+    Coroutine,
     Generic,
     Iterable,
     Iterator,
@@ -48,7 +49,7 @@ from chunkd_client._convert import DEFAULT_MESSAGE_SIZE
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
 from chunkd_client._sources import Source, iter_source
-from chunkd_client.errors import ChunkdError
+from chunkd_client.errors import ChunkdError, unaccounted_stream
 from chunkd_client.records import (
     ChunkRecord,
     ChunkSummary,
@@ -61,6 +62,7 @@ __all__ = ["AsyncClient", "AsyncResponseStream", "AsyncSource"]
 
 R = TypeVar("R")
 S = TypeVar("S")
+T = TypeVar("T")
 
 #: What ``AsyncClient.chunk`` and ``dedup`` accept: a ``Source`` or an async
 #: iterable of bytes.
@@ -90,7 +92,9 @@ def _next_or_none(pieces: Iterator[bytes]) -> Optional[bytes]:
 
 class _AsyncRequests:
     """The request iterator; keeps a source error for the caller (grpc.aio
-    would only cancel the call)."""
+    would only cancel the call), counts the data bytes it hands over
+    (``sent``) and sets ``complete`` once the source is exhausted (before
+    grpc.aio half-closes the stream)."""
 
     def __init__(
         self,
@@ -102,6 +106,8 @@ class _AsyncRequests:
         self._rest = rest
         self._pieces = pieces
         self.error: Optional[BaseException] = None
+        self.sent = 0
+        self.complete = False
 
     async def __aiter__(self) -> AsyncIterator[object]:
         try:
@@ -109,12 +115,26 @@ class _AsyncRequests:
             async for piece in self._pieces:
                 first = piece
                 break
+            self.sent += len(first)
             yield self._first(first)
             async for piece in self._pieces:
+                self.sent += len(piece)
                 yield self._rest(piece)
         except Exception as e:
             self.error = e
             raise
+        self.complete = True
+
+
+def _result_now(coroutine: Coroutine[Any, Any, T]) -> Optional[T]:
+    """The result of ``coroutine`` if it finishes without suspending; None
+    (and the coroutine closed) if it would wait."""
+    try:
+        coroutine.send(None)
+    except StopIteration as finished:
+        return finished.value  # type: ignore[no-any-return]
+    coroutine.close()
+    return None
 
 
 class AsyncResponseStream(Generic[R, S]):
@@ -122,7 +142,8 @@ class AsyncResponseStream(Generic[R, S]):
 
     ``summary`` is set once the iteration has ended; ``collect()`` reads the
     rest and returns ``(records, summary)``; ``cancel()`` (or ``async with``)
-    abandons the call. One consumer.
+    abandons the call. A stream that ends OK but whose summary is missing or
+    does not count every byte sent fails with ``DATA_LOSS``. One consumer.
     """
 
     def __init__(
@@ -138,6 +159,36 @@ class AsyncResponseStream(Generic[R, S]):
         self._make_summary = summary
         self._summary: Optional[S] = None
         self._records: AsyncGenerator[R, None] = self._generate()
+        self._status: Optional[Tuple[grpc.StatusCode, str]] = None
+        call.add_done_callback(self._keep_status)
+
+    def _keep_status(self, call: Any) -> None:
+        """Keeps the call's status as it is first set.
+
+        grpc.aio consumes the request iterator in a task of its own; when a
+        write is still in flight as the server ends the call (a stream
+        refused with RESOURCE_EXHAUSTED, a server that fails early), Core
+        fails that write after it delivered the server's status, and
+        grpc.aio then replaces the status with INTERNAL "Internal error from
+        Core". The call is done when this runs, so ``code()`` and
+        ``details()`` return at once, before any such write is processed.
+        """
+        if self._status is not None:
+            return
+        code = _result_now(call.code())
+        details = _result_now(call.details())
+        if isinstance(code, grpc.StatusCode):
+            self._status = (code, details or "")
+
+    def _rpc_error(self, error: grpc.RpcError) -> Optional[ChunkdError]:
+        """The ChunkdError for ``error``, with the status the server gave
+        (see ``_keep_status``); None when the server ended the call OK."""
+        if self._status is None:
+            return ChunkdError.from_rpc_error(error)
+        code, details = self._status
+        if code == grpc.StatusCode.OK:
+            return None
+        return ChunkdError(code, details)
 
     def __aiter__(self) -> "AsyncResponseStream[R, S]":
         return self
@@ -175,30 +226,39 @@ class AsyncResponseStream(Generic[R, S]):
         await self._records.aclose()
 
     async def _generate(self) -> AsyncGenerator[R, None]:
+        summary: Any = None
         try:
             async for response in self._call:
                 body = response.WhichOneof("body")
-                if self._summary is not None:
+                if summary is not None:
                     raise self._protocol_error(f"{body} after the summary")
                 if body == "batch":
                     for record in response.batch.chunks:
                         yield self._make_record(record)
                 elif body == "summary":
-                    self._summary = self._make_summary(response.summary)
+                    summary = response.summary
                 else:
                     raise self._protocol_error("a response without a body")
         except grpc.RpcError as e:
             if self._requests.error is not None:
                 raise self._requests.error from None
-            raise ChunkdError.from_rpc_error(e) from None
+            error = self._rpc_error(e)
+            if error is not None:
+                raise error from None
         except asyncio.CancelledError:
             if self._requests.error is not None:
                 raise self._requests.error from None
             raise
-        if self._summary is None:
-            if self._requests.error is not None:
-                raise self._requests.error
-            raise self._protocol_error("the stream ended without a summary")
+        if self._requests.error is not None:
+            raise self._requests.error
+        error = unaccounted_stream(
+            None if summary is None else summary.total_bytes,
+            self._requests.sent,
+            self._requests.complete,
+        )
+        if error is not None:
+            raise error
+        self._summary = self._make_summary(summary)
 
     def _protocol_error(self, what: str) -> ChunkdError:
         self._call.cancel()

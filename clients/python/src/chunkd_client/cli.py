@@ -26,7 +26,14 @@ import time
 from typing import IO, Any, Dict, Iterator, List, Optional, Sequence
 
 from chunkd_client._channel import TlsOptions, token_from_file
-from chunkd_client._convert import ALGORITHMS, DEFAULT_MESSAGE_SIZE, FINGERPRINTS, HINTS, SEQ_MODES
+from chunkd_client._convert import (
+    ALGORITHM_PARAMETERS,
+    ALGORITHMS,
+    DEFAULT_MESSAGE_SIZE,
+    FINGERPRINTS,
+    HINTS,
+    SEQ_MODES,
+)
 from chunkd_client.client import Client
 from chunkd_client.errors import ChunkdError
 from chunkd_client.records import DedupSummary, ServerInfo
@@ -38,6 +45,19 @@ EXIT_INTERRUPTED = 130
 
 #: Where the server is when neither --server nor $CHUNKD_SERVER says.
 DEFAULT_SERVER = "127.0.0.1:50051"
+
+#: The flag of each chunking parameter, in the order of ``--help``.
+CHUNKING_FLAGS = {
+    "min_size": "--min",
+    "avg_size": "--avg",
+    "max_size": "--max",
+    "normalization_level": "--level",
+    "seed": "--seed",
+    "seq_mode": "--seq-mode",
+    "seq_length": "--seq-length",
+    "skip_trigger": "--skip-trigger",
+    "skip_size": "--skip-size",
+}
 
 
 class Progress:
@@ -157,14 +177,20 @@ def _parser() -> argparse.ArgumentParser:
     group.add_argument("--json", action="store_true", help="print JSON")
 
     chunking = argparse.ArgumentParser(add_help=False)
-    group = chunking.add_argument_group("chunking (unset: the server's defaults)")
+    group = chunking.add_argument_group(
+        "chunking (unset: the server's defaults)",
+        "Each algorithm takes only its own parameters: "
+        + "; ".join(f"{name} {' '.join(CHUNKING_FLAGS[p] for p in params)}"
+                    for name, params in ALGORITHM_PARAMETERS.items())
+        + ". Another one is a usage error.",
+    )
     group.add_argument("--algorithm", default="fastcdc", choices=sorted(ALGORITHMS))
     group.add_argument("--min", dest="min_size", type=_positive, metavar="N")
     group.add_argument("--avg", dest="avg_size", type=_positive, metavar="N")
     group.add_argument("--max", dest="max_size", type=_positive, metavar="N")
     group.add_argument("--level", dest="normalization_level", type=_positive, metavar="L",
                        help="fastcdc normalization level 0..3")
-    group.add_argument("--seed", type=_positive, default=0, help="fastcdc Gear table seed")
+    group.add_argument("--seed", type=_positive, help="fastcdc Gear table seed (default 0)")
     group.add_argument("--seq-mode", choices=sorted(SEQ_MODES))
     group.add_argument("--seq-length", type=_positive, metavar="N")
     group.add_argument("--skip-trigger", type=_positive, metavar="N")
@@ -229,6 +255,18 @@ class _UsageError(Exception):
     pass
 
 
+def _check_chunking_flags(args: argparse.Namespace) -> None:
+    """Refuses, before any call, a chunking flag the algorithm does not take
+    (the server would refuse its field)."""
+    takes = ALGORITHM_PARAMETERS[args.algorithm]
+    for field, flag in CHUNKING_FLAGS.items():
+        if getattr(args, field) is not None and field not in takes:
+            raise _UsageError(
+                f"{flag} is not a parameter of {args.algorithm} (it takes "
+                f"{', '.join(CHUNKING_FLAGS[f] for f in takes)})"
+            )
+
+
 def _chunking_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
     return dict(
         algorithm=args.algorithm,
@@ -236,7 +274,7 @@ def _chunking_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
         avg_size=args.avg_size,
         max_size=args.max_size,
         normalization_level=args.normalization_level,
-        seed=args.seed,
+        seed=0 if args.seed is None else args.seed,
         seq_mode=args.seq_mode,
         seq_length=args.seq_length,
         skip_trigger=args.skip_trigger,
@@ -271,6 +309,7 @@ def _progress(args: argparse.Namespace, label: str, total: Optional[int]) -> Pro
 def _run_chunk(args: argparse.Namespace, out: IO[str]) -> int:
     if args.message_size < 1:
         raise _UsageError("--message-size must be at least 1")
+    _check_chunking_flags(args)
     with_fingerprint = args.fingerprint != "none"
     with _client(args) as client, _open(args.file) as f:
         progress = _progress(args, args.file, _size(f))
@@ -325,6 +364,7 @@ def _run_dedup(args: argparse.Namespace, out: IO[str]) -> int:
         raise _UsageError('stdin ("-") can be read only once')
     if args.fingerprint == "none":
         raise _UsageError("--fingerprint none: dedup needs a fingerprint (sha256 or xxh128)")
+    _check_chunking_flags(args)
     total = DedupSummary(0, 0, 0, 0)
     with _client(args) as client:
         for name in args.files:

@@ -31,6 +31,7 @@ from chunkd_client._channel import (
     channel_options,
 )
 from chunkd_client._convert import (
+    ALGORITHM_PARAMETERS,
     ALGORITHMS,
     DEFAULT_MESSAGE_SIZE,
     FIND_MISSING_BATCH,
@@ -41,7 +42,7 @@ from chunkd_client._convert import (
     chunking_params,
 )
 from chunkd_client._sources import Source, iter_source
-from chunkd_client.errors import ChunkdError
+from chunkd_client.errors import ChunkdError, unaccounted_stream
 from chunkd_client.records import (
     ChunkRecord,
     ChunkSummary,
@@ -51,6 +52,7 @@ from chunkd_client.records import (
 )
 
 __all__ = [
+    "ALGORITHM_PARAMETERS",
     "ALGORITHMS",
     "DEFAULT_MESSAGE_SIZE",
     "FIND_MISSING_BATCH",
@@ -75,7 +77,9 @@ class _Requests:
 
     grpcio consumes it on its own thread and, when it raises, only cancels the
     call; the exception is kept here so that the caller sees it instead of a
-    bare CANCELLED.
+    bare CANCELLED. It counts the data bytes it hands over (``sent``) and
+    sets ``complete`` when the source is exhausted, which is before grpcio
+    half-closes the stream and so before the server can send its summary.
     """
 
     def __init__(
@@ -86,16 +90,21 @@ class _Requests:
         self._rest = rest
         self._pieces = pieces
         self.error: Optional[BaseException] = None
+        self.sent = 0
+        self.complete = False
 
     def __iter__(self) -> Iterator[object]:
         try:
             first = next(self._pieces, b"")
+            self.sent += len(first)
             yield self._first(first)
             for piece in self._pieces:
+                self.sent += len(piece)
                 yield self._rest(piece)
         except Exception as e:  # handed to the caller by ResponseStream
             self.error = e
             raise
+        self.complete = True
 
 
 class ResponseStream(Generic[R, S]):
@@ -104,7 +113,9 @@ class ResponseStream(Generic[R, S]):
     Iterate it to receive the records as the server makes them final. When the
     iteration ends, ``summary`` holds the server's totals. Any failure is
     raised from the iteration as ``ChunkdError`` (or, when reading the source
-    failed, as the original exception).
+    failed, as the original exception). A stream that ends OK but whose
+    summary is missing or does not count every byte sent fails with
+    ``DATA_LOSS`` instead of passing for success.
 
     Use it as a context manager (or call ``cancel()``) to abandon a stream
     early; ``collect()`` consumes it and returns ``(records, summary)``.
@@ -166,24 +177,31 @@ class ResponseStream(Generic[R, S]):
         self._records.close()
 
     def _generate(self) -> Generator[R, None, None]:
+        summary: Any = None
         try:
             for response in self._call:  # type: ignore[attr-defined]
                 body = response.WhichOneof("body")
-                if self._summary is not None:
+                if summary is not None:
                     raise self._protocol_error(f"{body} after the summary")
                 if body == "batch":
                     for record in response.batch.chunks:
                         yield self._make_record(record)
                 elif body == "summary":
-                    self._summary = self._make_summary(response.summary)
+                    summary = response.summary
                 else:
                     raise self._protocol_error("a response without a body")
         except grpc.RpcError as e:
             if self._requests.error is not None:
                 raise self._requests.error from None
             raise ChunkdError.from_rpc_error(e) from None
-        if self._summary is None:
-            raise self._protocol_error("the stream ended without a summary")
+        error = unaccounted_stream(
+            None if summary is None else summary.total_bytes,
+            self._requests.sent,
+            self._requests.complete,
+        )
+        if error is not None:
+            raise error
+        self._summary = self._make_summary(summary)
 
     def _protocol_error(self, what: str) -> ChunkdError:
         self._call.cancel()
@@ -304,8 +322,12 @@ class Client:
         iterable of bytes; it is streamed in messages of at most
         ``message_size`` bytes, never loaded whole (an iterable's pieces are
         sent as they come, split only when too long). Parameters left ``None``
-        take the algorithm's defaults; ``fingerprint`` is "sha256", "xxh128"
-        or "none".
+        take the algorithm's defaults; give only those the algorithm takes
+        (``ALGORITHM_PARAMETERS``: fastcdc min/avg/max_size,
+        normalization_level and seed; crc32 min/avg/max_size; seqcdc
+        min/max_size and the seq_/skip_ parameters; fixed avg_size), the
+        server refuses any other with INVALID_ARGUMENT. ``fingerprint`` is
+        "sha256", "xxh128" or "none".
 
         Returns an iterator over ``ChunkRecord`` in stream order whose
         ``summary`` (a ``ChunkSummary``) is set once it is exhausted::

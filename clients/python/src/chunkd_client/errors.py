@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import grpc
 
 
@@ -13,7 +15,9 @@ class ChunkdError(Exception):
             for bad parameters (the message names the field and its allowed
             range), ``RESOURCE_EXHAUSTED`` past a server limit,
             ``UNAVAILABLE`` when the server or its index cannot be reached,
-            ``DEADLINE_EXCEEDED`` when the call's timeout expired.
+            ``DEADLINE_EXCEEDED`` when the call's timeout expired,
+            ``DATA_LOSS`` when a Chunk or Dedup stream ended OK but its
+            summary does not account for the bytes the client sent.
         message: the server's status details (or gRPC's own description).
     """
 
@@ -37,3 +41,33 @@ class ChunkdError(Exception):
         if not isinstance(code, grpc.StatusCode):
             code = grpc.StatusCode.UNKNOWN
         return cls(code, details or str(error))
+
+
+def unaccounted_stream(
+    total_bytes: Optional[int], sent: int, complete: bool
+) -> Optional[ChunkdError]:
+    """The DATA_LOSS error of a Chunk or Dedup stream that ended OK without
+    accounting for the data the client sent; None when it did.
+
+    ``total_bytes`` is the summary's (None: no summary arrived), ``sent`` the
+    data bytes the client sent in the stream and ``complete`` whether it had
+    sent all of its source and half-closed the stream.
+    """
+    if total_bytes is None:
+        return ChunkdError(
+            grpc.StatusCode.DATA_LOSS,
+            f"the stream ended without a summary; {sent} bytes were sent",
+        )
+    if not complete:
+        return ChunkdError(
+            grpc.StatusCode.DATA_LOSS,
+            f"server summary reports total_bytes={total_bytes} but the stream "
+            f"ended before all data was sent; {sent} bytes were sent",
+        )
+    if total_bytes != sent:
+        return ChunkdError(
+            grpc.StatusCode.DATA_LOSS,
+            f"server summary reports total_bytes={total_bytes} but {sent} bytes "
+            "were sent",
+        )
+    return None
