@@ -32,37 +32,29 @@ absl::StatusOr<chunking::SeqMode> ParseSeqMode(absl::string_view text) {
       "--seq-mode: expected increasing or decreasing, got \"", text, "\""));
 }
 
-constexpr unsigned Bit(chunking::Algorithm algorithm) {
-  return 1u << static_cast<unsigned>(algorithm);
-}
-constexpr unsigned kFastCdc = Bit(chunking::Algorithm::kFastCdc);
-constexpr unsigned kCrc32 = Bit(chunking::Algorithm::kCrc32);
-constexpr unsigned kSeqCdc = Bit(chunking::Algorithm::kSeqCdc);
-constexpr unsigned kFixed = Bit(chunking::Algorithm::kFixed);
-
-// Each chunking flag and the algorithms that read its ChunkingParams field,
-// as the server checks them: it refuses a field the algorithm does not read.
+// Each chunking flag and the ChunkingParams field it sets; which algorithm
+// reads which field is chunking::ParametersOf's, as the server checks it.
 struct FlagUse {
   const char* flag;
-  unsigned used_by;
+  absl::string_view parameter;
 };
 constexpr FlagUse kFlagUse[] = {
-    {"min", kFastCdc | kCrc32 | kSeqCdc},
-    {"avg", kFastCdc | kCrc32 | kFixed},
-    {"max", kFastCdc | kCrc32 | kSeqCdc},
-    {"level", kFastCdc},
-    {"seed", kFastCdc},
-    {"seq-mode", kSeqCdc},
-    {"seq-length", kSeqCdc},
-    {"skip-trigger", kSeqCdc},
-    {"skip-size", kSeqCdc},
+    {"min", "min_size"},
+    {"avg", "avg_size"},
+    {"max", "max_size"},
+    {"level", "normalization_level"},
+    {"seed", "seed"},
+    {"seq-mode", "seq_mode"},
+    {"seq-length", "seq_length"},
+    {"skip-trigger", "skip_trigger"},
+    {"skip-size", "skip_size"},
 };
 
 // "--min, --avg and --max": the flags `algorithm` takes.
 std::string FlagsOf(chunking::Algorithm algorithm) {
   std::vector<std::string> flags;
   for (const FlagUse& use : kFlagUse) {
-    if ((use.used_by & Bit(algorithm)) != 0) {
+    if (chunking::TakesParameter(algorithm, use.parameter)) {
       flags.push_back(absl::StrCat("--", use.flag));
     }
   }
@@ -96,7 +88,9 @@ void ApplyPreset(const chunking::ChunkerOptions& preset, ChunkFlags* flags) {
 
 bool AlgorithmTakesFlag(chunking::Algorithm algorithm, absl::string_view flag) {
   for (const FlagUse& use : kFlagUse) {
-    if (flag == use.flag) return (use.used_by & Bit(algorithm)) != 0;
+    if (flag == use.flag) {
+      return chunking::TakesParameter(algorithm, use.parameter);
+    }
   }
   return false;
 }

@@ -139,6 +139,17 @@ absl::Status CheckSizes(const ChunkerOptions& options,
                        options.max_size);
 }
 
+// min_size and max_size each within their range.
+absl::Status CheckMinAndMaxRanges(const ChunkerOptions& options,
+                                  const AlgorithmLimits& limits) {
+  if (absl::Status s =
+          CheckRange("min_size", options.min_size, limits.min_size);
+      !s.ok()) {
+    return s;
+  }
+  return CheckRange("max_size", options.max_size, limits.max_size);
+}
+
 absl::Status CheckSeqParams(const ChunkerOptions& options,
                             const AlgorithmLimits& limits) {
   if (options.seq_mode != SeqMode::kIncreasing &&
@@ -190,6 +201,76 @@ absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
   return absl::InvalidArgumentError(
       absl::StrCat("unknown algorithm \"", name,
                    "\"; expected one of fastcdc, crc32, seqcdc, fixed"));
+}
+
+namespace {
+
+constexpr unsigned Bit(Algorithm a) { return 1u << static_cast<unsigned>(a); }
+
+struct ParameterUse {
+  absl::string_view name;
+  unsigned used_by;  // Bit() of each algorithm that reads it
+};
+constexpr unsigned kFastCdcBit = Bit(Algorithm::kFastCdc);
+constexpr unsigned kCrc32Bit = Bit(Algorithm::kCrc32);
+constexpr unsigned kSeqCdcBit = Bit(Algorithm::kSeqCdc);
+constexpr unsigned kFixedBit = Bit(Algorithm::kFixed);
+constexpr ParameterUse kParameterUse[] = {
+    {"min_size", kFastCdcBit | kCrc32Bit | kSeqCdcBit},
+    {"avg_size", kFastCdcBit | kCrc32Bit | kFixedBit},
+    {"max_size", kFastCdcBit | kCrc32Bit | kSeqCdcBit},
+    {"normalization_level", kFastCdcBit},
+    {"seed", kFastCdcBit},
+    {"seq_mode", kSeqCdcBit},
+    {"seq_length", kSeqCdcBit},
+    {"skip_trigger", kSeqCdcBit},
+    {"skip_size", kSeqCdcBit},
+};
+
+std::vector<absl::string_view> MakeParametersOf(unsigned bit) {
+  std::vector<absl::string_view> names;
+  for (const ParameterUse& use : kParameterUse) {
+    if ((use.used_by & bit) != 0) names.push_back(use.name);
+  }
+  return names;
+}
+
+}  // namespace
+
+const std::vector<absl::string_view>& ParametersOf(Algorithm algorithm) {
+  static const auto* const kFastCdc =
+      new std::vector<absl::string_view>(MakeParametersOf(kFastCdcBit));
+  static const auto* const kCrc32 =
+      new std::vector<absl::string_view>(MakeParametersOf(kCrc32Bit));
+  static const auto* const kSeqCdc =
+      new std::vector<absl::string_view>(MakeParametersOf(kSeqCdcBit));
+  static const auto* const kFixed =
+      new std::vector<absl::string_view>(MakeParametersOf(kFixedBit));
+  static const auto* const kNone = new std::vector<absl::string_view>();
+  switch (algorithm) {
+    case Algorithm::kFastCdc:
+      return *kFastCdc;
+    case Algorithm::kCrc32:
+      return *kCrc32;
+    case Algorithm::kSeqCdc:
+      return *kSeqCdc;
+    case Algorithm::kFixed:
+      return *kFixed;
+  }
+  return *kNone;
+}
+
+bool TakesParameter(Algorithm algorithm, absl::string_view parameter) {
+  for (const ParameterUse& use : kParameterUse) {
+    if (use.name == parameter) return (use.used_by & Bit(algorithm)) != 0;
+  }
+  return false;
+}
+
+const std::vector<absl::string_view>& AllParameters() {
+  static const auto* const kAll = new std::vector<absl::string_view>(
+      MakeParametersOf(~0u));
+  return *kAll;
 }
 
 const AlgorithmLimits& LimitsFor(Algorithm algorithm) {
@@ -274,14 +355,7 @@ absl::Status ValidateOptions(const ChunkerOptions& options) {
     case Algorithm::kSeqCdc:
       // SeqCDC's cut points depend on min_size and max_size only: avg_size
       // (its profile's expected average) is not checked against them.
-      if (absl::Status s =
-              CheckRange("min_size", options.min_size, limits.min_size);
-          !s.ok()) {
-        return s;
-      }
-      if (absl::Status s =
-              CheckRange("max_size", options.max_size, limits.max_size);
-          !s.ok()) {
+      if (absl::Status s = CheckMinAndMaxRanges(options, limits); !s.ok()) {
         return s;
       }
       if (absl::Status s = CheckNotAbove("min_size", options.min_size,
@@ -293,14 +367,7 @@ absl::Status ValidateOptions(const ChunkerOptions& options) {
     case Algorithm::kFixed:
       // The chunk size is avg_size; min_size and max_size do not shape the
       // chunks, but a value out of range is still a caller's mistake.
-      if (absl::Status s =
-              CheckRange("min_size", options.min_size, limits.min_size);
-          !s.ok()) {
-        return s;
-      }
-      if (absl::Status s =
-              CheckRange("max_size", options.max_size, limits.max_size);
-          !s.ok()) {
+      if (absl::Status s = CheckMinAndMaxRanges(options, limits); !s.ok()) {
         return s;
       }
       return CheckRange("avg_size", options.avg_size, limits.avg_size);

@@ -313,6 +313,23 @@ TEST(ValidateOptionsTest, IgnoresFieldsOfOtherAlgorithms) {
   EXPECT_TRUE(ValidateOptions(fastcdc).ok());
 }
 
+TEST(ParametersTest, EachAlgorithmReadsItsOwn) {
+  using V = std::vector<absl::string_view>;
+  EXPECT_EQ(ParametersOf(Algorithm::kFastCdc),
+            V({"min_size", "avg_size", "max_size", "normalization_level",
+               "seed"}));
+  EXPECT_EQ(ParametersOf(Algorithm::kCrc32),
+            V({"min_size", "avg_size", "max_size"}));
+  EXPECT_EQ(ParametersOf(Algorithm::kSeqCdc),
+            V({"min_size", "max_size", "seq_mode", "seq_length",
+               "skip_trigger", "skip_size"}));
+  EXPECT_EQ(ParametersOf(Algorithm::kFixed), V({"avg_size"}));
+  EXPECT_EQ(AllParameters().size(), 9u);
+  EXPECT_TRUE(TakesParameter(Algorithm::kFastCdc, "seed"));
+  EXPECT_FALSE(TakesParameter(Algorithm::kFixed, "min_size"));
+  EXPECT_FALSE(TakesParameter(Algorithm::kFastCdc, "no_such_field"));
+}
+
 TEST(ValidateOptionsTest, SeqCdcDoesNotCheckTheAverage) {
   // SeqCDC cuts by min_size and max_size alone; the profile's avg_size
   // (16 KiB by default) may lie outside them.

@@ -13,14 +13,12 @@
 #ifndef CHUNKD_SERVICE_INDEX_HEALTH_H_
 #define CHUNKD_SERVICE_INDEX_HEALTH_H_
 
-#include <condition_variable>
 #include <functional>
-#include <mutex>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "index/fingerprint_index.h"
+#include "service/periodic.h"
 
 namespace chunkd::service {
 
@@ -52,15 +50,15 @@ class IndexHealthMonitor {
   void Stop();
 
  private:
-  void Loop();
+  // One probe; reports the result when its code changed.
+  void Probe();
 
   index::FingerprintIndex* const index_;
-  const absl::Duration interval_;
   const Callback on_change_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
-  std::thread thread_;
+  // Used by Probe() only, on the thread.
+  bool first_ = true;
+  absl::StatusCode last_ = absl::StatusCode::kOk;
+  PeriodicThread thread_;
 };
 
 }  // namespace chunkd::service

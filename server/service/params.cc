@@ -6,60 +6,44 @@
 namespace chunkd::service {
 namespace {
 
-// The ChunkingParams fields each algorithm reads (README, "Algorithms"): a
-// bit per chunking::Algorithm value. Any other field the client sets is a
-// mistake that would otherwise be silently ignored.
-constexpr unsigned Bit(chunking::Algorithm a) {
-  return 1u << static_cast<unsigned>(a);
-}
-constexpr unsigned kFastCdc = Bit(chunking::Algorithm::kFastCdc);
-constexpr unsigned kCrc32 = Bit(chunking::Algorithm::kCrc32);
-constexpr unsigned kSeqCdc = Bit(chunking::Algorithm::kSeqCdc);
-constexpr unsigned kFixed = Bit(chunking::Algorithm::kFixed);
-
-struct FieldUse {
-  const char* name;
-  unsigned used_by;
-  // Presence for the optional fields; a value other than the default for
-  // the two plain ones.
-  bool (*is_set)(const v1::ChunkingParams&);
-};
+// Whether the client set each ChunkingParams field: presence for the
+// optional fields, a value other than the default for the two plain ones.
+// Which algorithm reads which field is chunking::ParametersOf's.
 using P = v1::ChunkingParams;
-constexpr FieldUse kFieldUse[] = {
-    {"min_size", kFastCdc | kCrc32 | kSeqCdc,
-     [](const P& p) { return p.has_min_size(); }},
-    {"avg_size", kFastCdc | kCrc32 | kFixed,
-     [](const P& p) { return p.has_avg_size(); }},
-    {"max_size", kFastCdc | kCrc32 | kSeqCdc,
-     [](const P& p) { return p.has_max_size(); }},
-    {"normalization_level", kFastCdc,
+struct FieldPresence {
+  absl::string_view name;
+  bool (*is_set)(const P&);
+};
+constexpr FieldPresence kFields[] = {
+    {"min_size", [](const P& p) { return p.has_min_size(); }},
+    {"avg_size", [](const P& p) { return p.has_avg_size(); }},
+    {"max_size", [](const P& p) { return p.has_max_size(); }},
+    {"normalization_level",
      [](const P& p) { return p.has_normalization_level(); }},
-    {"seed", kFastCdc, [](const P& p) { return p.seed() != 0; }},
-    {"seq_mode", kSeqCdc,
+    {"seed", [](const P& p) { return p.seed() != 0; }},
+    {"seq_mode",
      [](const P& p) { return p.seq_mode() != v1::SEQ_CDC_MODE_UNSPECIFIED; }},
-    {"seq_length", kSeqCdc, [](const P& p) { return p.has_seq_length(); }},
-    {"skip_trigger", kSeqCdc, [](const P& p) { return p.has_skip_trigger(); }},
-    {"skip_size", kSeqCdc, [](const P& p) { return p.has_skip_size(); }},
+    {"seq_length", [](const P& p) { return p.has_seq_length(); }},
+    {"skip_trigger", [](const P& p) { return p.has_skip_trigger(); }},
+    {"skip_size", [](const P& p) { return p.has_skip_size(); }},
 };
 
 }  // namespace
 
 absl::Status CheckFieldsUsed(const v1::ChunkingParams& params,
                              chunking::Algorithm algorithm) {
-  std::vector<const char*> used;
-  const char* unused = nullptr;
-  for (const FieldUse& field : kFieldUse) {
-    if ((field.used_by & Bit(algorithm)) != 0) {
-      used.push_back(field.name);
-    } else if (unused == nullptr && field.is_set(params)) {
-      unused = field.name;
+  for (const FieldPresence& field : kFields) {
+    if (chunking::TakesParameter(algorithm, field.name) ||
+        !field.is_set(params)) {
+      continue;
     }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunking.", field.name, " is not a parameter of ",
+        chunking::AlgorithmName(algorithm), " (it takes ",
+        absl::StrJoin(chunking::ParametersOf(algorithm), ", "), "); leave ",
+        field.name, " unset"));
   }
-  if (unused == nullptr) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "chunking.", unused, " is not a parameter of ",
-      chunking::AlgorithmName(algorithm), " (it takes ",
-      absl::StrJoin(used, ", "), "); leave ", unused, " unset"));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<chunking::ChunkerOptions> ChunkerOptionsFromProto(

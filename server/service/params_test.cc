@@ -1,6 +1,7 @@
 #include "service/params.h"
 
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -102,6 +103,27 @@ TEST(ChunkerOptionsFromProtoTest, MessageListsWhatTheAlgorithmTakes) {
   EXPECT_EQ(options.status().message(),
             "chunking.min_size is not a parameter of fixed (it takes "
             "avg_size); leave min_size unset");
+}
+
+TEST(ChunkerOptionsFromProtoTest, EveryApiFieldIsAKnownParameter) {
+  // A field added to ChunkingParams must be added to the parameter table
+  // too, or no algorithm would be checked for it.
+  const google::protobuf::Descriptor* d = v1::ChunkingParams::descriptor();
+  std::vector<std::string> fields;
+  for (int i = 0; i < d->field_count(); ++i) {
+    if (d->field(i)->name() != "algorithm") fields.push_back(d->field(i)->name());
+  }
+  std::vector<std::string> known(chunking::AllParameters().begin(),
+                                 chunking::AllParameters().end());
+  EXPECT_EQ(fields, known);
+  // And each is refused by some algorithm when set.
+  for (const std::string& field : fields) {
+    bool refused_somewhere = false;
+    for (chunking::Algorithm a : chunking::AllAlgorithms()) {
+      refused_somewhere |= !chunking::TakesParameter(a, field);
+    }
+    EXPECT_TRUE(refused_somewhere) << field;
+  }
 }
 
 TEST(ChunkerOptionsFromProtoTest, ZeroSeedAndUnsetModeCountAsUnset) {

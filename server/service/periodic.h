@@ -18,14 +18,16 @@ namespace chunkd::service {
 
 class PeriodicThread {
  public:
-  // REQUIRES: interval > 0.
-  PeriodicThread(absl::Duration interval, std::function<void()> tick);
+  // REQUIRES: interval > 0. With `tick_at_start` the first tick runs as
+  // soon as the thread starts, else one interval later.
+  PeriodicThread(absl::Duration interval, std::function<void()> tick,
+                 bool tick_at_start = false);
   PeriodicThread(const PeriodicThread&) = delete;
   PeriodicThread& operator=(const PeriodicThread&) = delete;
   // Stops the thread.
   ~PeriodicThread();
 
-  // Starts the thread; the first tick is one interval later. Idempotent.
+  // Starts the thread. Idempotent.
   void Start();
   // Ends the wait at once (a tick under way finishes first) and joins the
   // thread. Idempotent.
@@ -34,6 +36,7 @@ class PeriodicThread {
  private:
   const absl::Duration interval_;
   const std::function<void()> tick_;
+  const bool tick_at_start_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;  // guarded by mu_

@@ -122,6 +122,17 @@ struct AlgorithmLimits {
 
 const AlgorithmLimits& LimitsFor(Algorithm algorithm);
 
+// The parameters `algorithm` reads, by their API names, in the API's order:
+// fastcdc min_size, avg_size, max_size, normalization_level, seed; crc32
+// min_size, avg_size, max_size; seqcdc min_size, max_size, seq_mode,
+// seq_length, skip_trigger, skip_size; fixed avg_size. Every other field a
+// caller sets would be ignored, so callers refuse it (the server with
+// INVALID_ARGUMENT, chunkctl as a usage error).
+const std::vector<absl::string_view>& ParametersOf(Algorithm algorithm);
+bool TakesParameter(Algorithm algorithm, absl::string_view parameter);
+// Every parameter name, in the API's order.
+const std::vector<absl::string_view>& AllParameters();
+
 // The algorithm's default parameters (DESIGN.md §2): fastcdc 16 KiB average
 // (min 4 KiB, max 64 KiB, level 1); crc32 2/16/64 KiB; seqcdc the authors'
 // 16 KiB profile (increasing, SeqLength 5, SkipTrigger 50, SkipSize 512,

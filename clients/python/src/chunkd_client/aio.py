@@ -49,7 +49,7 @@ from chunkd_client._convert import DEFAULT_MESSAGE_SIZE
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
 from chunkd_client._sources import Source, iter_source
-from chunkd_client.errors import ChunkdError, unaccounted_stream
+from chunkd_client.errors import ChunkdError, check_accounted
 from chunkd_client.records import (
     ChunkRecord,
     ChunkSummary,
@@ -251,13 +251,7 @@ class AsyncResponseStream(Generic[R, S]):
             raise
         if self._requests.error is not None:
             raise self._requests.error
-        error = unaccounted_stream(
-            None if summary is None else summary.total_bytes,
-            self._requests.sent,
-            self._requests.complete,
-        )
-        if error is not None:
-            raise error
+        check_accounted(summary, self._requests)
         self._summary = self._make_summary(summary)
 
     def _protocol_error(self, what: str) -> ChunkdError:

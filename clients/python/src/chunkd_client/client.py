@@ -42,7 +42,7 @@ from chunkd_client._convert import (
     chunking_params,
 )
 from chunkd_client._sources import Source, iter_source
-from chunkd_client.errors import ChunkdError, unaccounted_stream
+from chunkd_client.errors import ChunkdError, check_accounted
 from chunkd_client.records import (
     ChunkRecord,
     ChunkSummary,
@@ -194,13 +194,7 @@ class ResponseStream(Generic[R, S]):
             if self._requests.error is not None:
                 raise self._requests.error from None
             raise ChunkdError.from_rpc_error(e) from None
-        error = unaccounted_stream(
-            None if summary is None else summary.total_bytes,
-            self._requests.sent,
-            self._requests.complete,
-        )
-        if error is not None:
-            raise error
+        check_accounted(summary, self._requests)
         self._summary = self._make_summary(summary)
 
     def _protocol_error(self, what: str) -> ChunkdError:

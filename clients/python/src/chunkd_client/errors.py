@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import grpc
 
@@ -71,3 +71,16 @@ def unaccounted_stream(
             "were sent",
         )
     return None
+
+
+def check_accounted(summary: Any, requests: Any) -> None:
+    """Raises unaccounted_stream's error for a stream that ended OK with
+    ``summary`` (None when none arrived) after ``requests`` (which count
+    ``sent`` bytes and know whether they are ``complete``)."""
+    error = unaccounted_stream(
+        None if summary is None else summary.total_bytes,
+        requests.sent,
+        requests.complete,
+    )
+    if error is not None:
+        raise error
