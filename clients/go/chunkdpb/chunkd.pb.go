@@ -281,7 +281,11 @@ func (HintTest) EnumDescriptor() ([]byte, []int) {
 
 // Parameters of the chunking function. A field left unset takes the
 // algorithm's default, which GetServerInfo reports with the allowed range.
-// Sizes are in bytes.
+// A field the algorithm does not read must stay unset (INVALID_ARGUMENT
+// names it): fastcdc reads min_size, avg_size, max_size,
+// normalization_level and seed; crc32 min_size, avg_size and max_size;
+// seqcdc min_size, max_size and the seq_ fields and skip_ fields; fixed
+// avg_size only. Sizes are in bytes.
 type ChunkingParams struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The algorithm; unset means fastcdc.

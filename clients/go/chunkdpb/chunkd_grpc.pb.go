@@ -47,13 +47,21 @@ type ChunkServiceClient interface {
 	// Cuts one byte stream into chunks. The first request carries `params`
 	// (and may carry data); every later request carries only `data`. Responses
 	// carry batches of chunk records in stream order as they become final, and
-	// a summary last. Errors: INVALID_ARGUMENT for bad parameters or a protocol
-	// violation, RESOURCE_EXHAUSTED past a server limit.
+	// a summary last. Errors: INVALID_ARGUMENT for bad parameters, a protocol
+	// violation or a request message that does not parse (the message names
+	// its position); RESOURCE_EXHAUSTED past a server limit (named);
+	// DEADLINE_EXCEEDED when the stream waited on the client longer than the
+	// server's idle timeout. A stream ends OK only after every byte sent was
+	// processed: clients check that the summary's total_bytes equals the
+	// bytes they sent.
 	Chunk(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ChunkRequest, ChunkResponse], error)
 	// Like Chunk, and additionally records every chunk in the fingerprint index
 	// of `params.namespace`, reporting for each whether it was new. The summary
 	// gives total and unique bytes and chunks. Errors as for Chunk, plus
-	// UNAVAILABLE while the index cannot be reached.
+	// UNAVAILABLE while the index cannot be reached and RESOURCE_EXHAUSTED
+	// while it is full (new chunks only). A stream that ends with an error
+	// keeps the chunks it had committed; retried with the same stream_id it
+	// counts each chunk once.
 	Dedup(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DedupRequest, DedupResponse], error)
 	// Tells which of the given fingerprints a namespace does not have (the idea
 	// of REAPI's FindMissingBlobs), as the index answers now: read only.
@@ -148,13 +156,21 @@ type ChunkServiceServer interface {
 	// Cuts one byte stream into chunks. The first request carries `params`
 	// (and may carry data); every later request carries only `data`. Responses
 	// carry batches of chunk records in stream order as they become final, and
-	// a summary last. Errors: INVALID_ARGUMENT for bad parameters or a protocol
-	// violation, RESOURCE_EXHAUSTED past a server limit.
+	// a summary last. Errors: INVALID_ARGUMENT for bad parameters, a protocol
+	// violation or a request message that does not parse (the message names
+	// its position); RESOURCE_EXHAUSTED past a server limit (named);
+	// DEADLINE_EXCEEDED when the stream waited on the client longer than the
+	// server's idle timeout. A stream ends OK only after every byte sent was
+	// processed: clients check that the summary's total_bytes equals the
+	// bytes they sent.
 	Chunk(grpc.BidiStreamingServer[ChunkRequest, ChunkResponse]) error
 	// Like Chunk, and additionally records every chunk in the fingerprint index
 	// of `params.namespace`, reporting for each whether it was new. The summary
 	// gives total and unique bytes and chunks. Errors as for Chunk, plus
-	// UNAVAILABLE while the index cannot be reached.
+	// UNAVAILABLE while the index cannot be reached and RESOURCE_EXHAUSTED
+	// while it is full (new chunks only). A stream that ends with an error
+	// keeps the chunks it had committed; retried with the same stream_id it
+	// counts each chunk once.
 	Dedup(grpc.BidiStreamingServer[DedupRequest, DedupResponse]) error
 	// Tells which of the given fingerprints a namespace does not have (the idea
 	// of REAPI's FindMissingBlobs), as the index answers now: read only.
