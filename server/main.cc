@@ -536,7 +536,9 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "chunkd %s serving on %s%s%s (metrics on %s, index %s, %zu "
                "threads, chunking backend %s, sha256 %s, content key %s)\n",
-               CHUNKD_VERSION, listen.c_str(),
+               CHUNKD_VERSION,
+               // The port gRPC bound (it picks one for port 0).
+               absl::StrCat(listen.substr(0, listen.rfind(':') + 1), port).c_str(),
                absl::GetFlag(FLAGS_tls_cert).empty()
                    ? ""
                    : (absl::GetFlag(FLAGS_tls_client_ca).empty() ? " with TLS"
@@ -546,6 +548,24 @@ int main(int argc, char** argv) {
                std::string((*index)->backend()).c_str(), threads,
                backend.c_str(), (*sha256)->name,
                chunkd::fingerprint::ContentKeyBackendName(*content_key));
+  auto limit = [](uint64_t value) {
+    return value == 0 ? std::string("no limit") : absl::StrCat(value);
+  };
+  std::fprintf(
+      stderr,
+      "chunkd: limits: %s streams, %s per token, %s per client address, %u "
+      "per connection, %s new streams/s per connection, idle streams end "
+      "after %s, idle connections after %s\n",
+      limit(limits.max_streams).c_str(),
+      tokens == nullptr ? "-" : limit(limits.max_streams_per_token).c_str(),
+      limit(limits.max_streams_per_ip).c_str(), streams_per_connection,
+      limit(stream_rate).c_str(),
+      idle_timeout == absl::ZeroDuration()
+          ? "never"
+          : absl::FormatDuration(idle_timeout).c_str(),
+      connection_idle == absl::ZeroDuration()
+          ? "never"
+          : absl::FormatDuration(connection_idle).c_str());
 
   const int sig = WaitForSignal(signals);
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
