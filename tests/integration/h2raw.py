@@ -93,9 +93,10 @@ class Connection:
         self.send(frame(HEADERS, flags, stream, block))
         return stream
 
-    def rapid_reset(self, method: str, count: int, batch: int = 500) -> float:
+    def rapid_reset(self, method: str, count: int, batch: int = 500) -> Tuple[int, float]:
         """Opens `count` streams of `method`, resetting each at once, as fast
-        as the socket takes them; returns the seconds it took."""
+        as the socket takes them, until the server closes the connection;
+        returns the streams sent and the seconds it took."""
         block = self.headers_block(method)
         rst = struct.pack(">I", CANCEL)
         start = time.monotonic()
@@ -113,7 +114,7 @@ class Connection:
             except OSError:
                 break
             sent += n
-        return time.monotonic() - start
+        return sent, time.monotonic() - start
 
     def data(self, stream: int, payload: bytes, end_stream: bool = False) -> None:
         self.send(frame(DATA, END_STREAM if end_stream else 0, stream, payload))
