@@ -247,8 +247,8 @@ int main(int argc, char** argv) {
       "[--index memory] ...");
   absl::ParseCommandLine(argc, argv);
   // Debian builds Abseil with mutex deadlock detection on; it costs gRPC's
-  // every lock a graph update (a tenth of the CPU under a flood of calls)
-  // and finds nothing in a release build.
+  // every lock a graph update (5 % of the CPU samples under a flood of
+  // calls, by perf) and finds nothing in a release build.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   // Every thread started from here on inherits the blocked signals, so only

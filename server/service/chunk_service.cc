@@ -133,6 +133,8 @@ struct ChunkRpc {
   using Request = v1::ChunkRequest;
   using Response = v1::ChunkResponse;
   static constexpr const char* kMethod = "Chunk";
+  // What a client should know when the stream fails midway.
+  static constexpr const char* kAfterFailure = "";
   // The namespace the stream writes to, checked against the caller's token.
   static const std::string* Namespace(const Request&) { return nullptr; }
 
@@ -158,6 +160,9 @@ struct DedupRpc {
   using Request = v1::DedupRequest;
   using Response = v1::DedupResponse;
   static constexpr const char* kMethod = "Dedup";
+  static constexpr const char* kAfterFailure =
+      " (chunks it committed stay committed: retry the whole stream with the "
+      "same stream_id to count each chunk once)";
   static const std::string* Namespace(const Request& request) {
     return &request.params().namespace_();
   }
@@ -265,10 +270,9 @@ class StreamReactor final
               "the stream ended before a request with params arrived"));
         }
       } else if (!parsed.ok()) {
-        FailLocked(absl::InvalidArgumentError(absl::StrCat(
-            parsed.message(), "; the stream is ended",
-            messages_read_ > 1 ? " (what came before it was processed)"
-                               : "")));
+        FailLocked(absl::InvalidArgumentError(
+            absl::StrCat(parsed.message(), "; the stream is ended",
+                         pipeline_ != nullptr ? Rpc::kAfterFailure : "")));
       } else if (!failed_) {
         AcceptLocked();
       }
