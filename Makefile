@@ -71,8 +71,9 @@ test-python: build $(VENV_STAMP)
 
 test: test-cpp test-python test-chart test-deploy test-go
 
-# `make bench` runs the six below. bench-chunking: the chunking benchmarks
-# (server/bench/), then a table and a chart under $(BENCH_DIR). matplotlib
+# `make bench` runs the seven below, then bench-docs. bench-chunking: the
+# chunking benchmarks (server/bench/), then a table and a chart under
+# $(BENCH_DIR). matplotlib
 # goes into the venv through its own stamp, so the test venv does not need it. BENCH_ARGS go to chunking_bench
 # (Google Benchmark flags, or e.g. --threads=1,2,4 --size=BYTES); the best of
 # the repetitions is reported, in random order so that load from other work
@@ -96,11 +97,21 @@ DEDUP_BENCH_ARGS ?= --size 268435456 --repetitions 5
 # backends, one thread, with the memory-read ceiling; a table of ratios.
 # bench-content-key: the keyed content hash (AES-GMAC, both backends) beside
 # XXH3-128 and SHA-256 on 4, 16 and 64 KiB inputs, one thread.
+# bench-docs: rebuilds docs/benchmarks.md from the pieces under $(BENCH_DIR)
+# (docs/assemble_benchmarks.py): each section whose piece is newer than its
+# table gets the new one, stamped with when and where it ran; the others keep
+# theirs. `make bench` runs it last.
 .PHONY: bench bench-chunking bench-index bench-dedup bench-service bench-rapid \
-  bench-sha256 bench-content-key
+  bench-sha256 bench-content-key bench-docs
 
 bench: bench-chunking bench-index bench-dedup bench-service bench-rapid \
   bench-sha256 bench-content-key
+	$(PYTHON) docs/assemble_benchmarks.py --bench-dir $(BENCH_DIR) \
+	  --doc docs/benchmarks.md
+
+bench-docs:
+	$(PYTHON) docs/assemble_benchmarks.py --bench-dir $(BENCH_DIR) \
+	  --doc docs/benchmarks.md
 
 SHA256_BENCH_ARGS ?= --benchmark_repetitions=5 --benchmark_min_time=0.2 \
   --benchmark_enable_random_interleaving=true
