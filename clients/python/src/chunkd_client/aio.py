@@ -1,10 +1,11 @@
 """The asyncio client: ``AsyncClient``, the same surface as ``Client`` on
 ``grpc.aio``.
 
+    from chunkd_client import ChunkingParams
     from chunkd_client.aio import AsyncClient
 
     async with AsyncClient("localhost:50051", timeout=60) as client:
-        stream = client.chunk("disk.img", avg_size=16384)
+        stream = client.chunk("disk.img", params=ChunkingParams(avg_size=16384))
         async for record in stream:
             ...
         print(stream.summary)
@@ -45,7 +46,7 @@ from chunkd_client._channel import (
     channel_credentials,
     channel_options,
 )
-from chunkd_client._convert import DEFAULT_MESSAGE_SIZE
+from chunkd_client._convert import DEFAULT_MESSAGE_SIZE, ChunkingParams
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
 from chunkd_client._sources import Source, iter_source
@@ -321,38 +322,18 @@ class AsyncClient:
         self,
         source: AsyncSource,
         *,
-        algorithm: Union[str, int] = "fastcdc",
-        min_size: Optional[int] = None,
-        avg_size: Optional[int] = None,
-        max_size: Optional[int] = None,
-        normalization_level: Optional[int] = None,
-        seed: int = 0,
-        seq_mode: Union[str, int, None] = None,
-        seq_length: Optional[int] = None,
-        skip_trigger: Optional[int] = None,
-        skip_size: Optional[int] = None,
+        params: Optional[ChunkingParams] = None,
         fingerprint: Union[str, int] = "sha256",
         message_size: int = DEFAULT_MESSAGE_SIZE,
         timeout: Optional[float] = None,
+        **chunking: Any,
     ) -> AsyncChunkStream:
         """As ``Client.chunk``; ``async for`` the returned stream."""
         if message_size < 1:
             raise ValueError(f"message_size must be at least 1, got {message_size}")
-        params = convert.chunk_params(
-            fingerprint,
-            algorithm=algorithm,
-            min_size=min_size,
-            avg_size=avg_size,
-            max_size=max_size,
-            normalization_level=normalization_level,
-            seed=seed,
-            seq_mode=seq_mode,
-            seq_length=seq_length,
-            skip_trigger=skip_trigger,
-            skip_size=skip_size,
-        )
+        request = convert.chunk_params(fingerprint, params, **chunking)
         requests = _AsyncRequests(
-            lambda data: pb.ChunkRequest(params=params, data=data),
+            lambda data: pb.ChunkRequest(params=request, data=data),
             lambda data: pb.ChunkRequest(data=data),
             _aiter_source(source, message_size),
         )
@@ -375,43 +356,22 @@ class AsyncClient:
         source: AsyncSource,
         *,
         namespace: str,
-        algorithm: Union[str, int] = "fastcdc",
-        min_size: Optional[int] = None,
-        avg_size: Optional[int] = None,
-        max_size: Optional[int] = None,
-        normalization_level: Optional[int] = None,
-        seed: int = 0,
-        seq_mode: Union[str, int, None] = None,
-        seq_length: Optional[int] = None,
-        skip_trigger: Optional[int] = None,
-        skip_size: Optional[int] = None,
+        params: Optional[ChunkingParams] = None,
         fingerprint: Union[str, int] = "sha256",
         stream_id: str = "",
         hints: Union[str, int, None] = None,
         message_size: int = DEFAULT_MESSAGE_SIZE,
         timeout: Optional[float] = None,
+        **chunking: Any,
     ) -> AsyncDedupStream:
         """As ``Client.dedup``; ``async for`` the returned stream."""
         if message_size < 1:
             raise ValueError(f"message_size must be at least 1, got {message_size}")
-        params = convert.dedup_params(
-            namespace,
-            fingerprint,
-            stream_id,
-            hints,
-            algorithm=algorithm,
-            min_size=min_size,
-            avg_size=avg_size,
-            max_size=max_size,
-            normalization_level=normalization_level,
-            seed=seed,
-            seq_mode=seq_mode,
-            seq_length=seq_length,
-            skip_trigger=skip_trigger,
-            skip_size=skip_size,
+        request = convert.dedup_params(
+            namespace, fingerprint, stream_id, hints, params, **chunking
         )
         requests = _AsyncRequests(
-            lambda data: pb.DedupRequest(params=params, data=data),
+            lambda data: pb.DedupRequest(params=request, data=data),
             lambda data: pb.DedupRequest(data=data),
             _aiter_source(source, message_size),
         )

@@ -33,12 +33,14 @@ from chunkd_client._channel import (
 from chunkd_client._convert import (
     ALGORITHM_PARAMETERS,
     ALGORITHMS,
+    CHUNKING_FIELDS,
     DEFAULT_MESSAGE_SIZE,
     FIND_MISSING_BATCH,
     FINGERPRINTS,
     HINTS,
     RELEASE_BATCH,
     SEQ_MODES,
+    ChunkingParams,
     chunking_params,
 )
 from chunkd_client._sources import Source, iter_source
@@ -61,6 +63,7 @@ __all__ = [
     "RELEASE_BATCH",
     "SEQ_MODES",
     "ChunkStream",
+    "ChunkingParams",
     "Client",
     "DedupStream",
     "ResponseStream",
@@ -210,20 +213,9 @@ ChunkStream = ResponseStream[ChunkRecord, ChunkSummary]
 DedupStream = ResponseStream[DedupRecord, DedupSummary]
 
 
-#: The chunking parameters ``chunk`` and ``dedup`` take as keywords (see
-#: ``chunking_params``), passed on as they are.
-CHUNKING_KEYWORDS = (
-    "algorithm",
-    "min_size",
-    "avg_size",
-    "max_size",
-    "normalization_level",
-    "seed",
-    "seq_mode",
-    "seq_length",
-    "skip_trigger",
-    "skip_size",
-)
+#: The chunking parameters ``chunk`` and ``dedup`` take as keywords: the
+#: fields of ``ChunkingParams``.
+CHUNKING_KEYWORDS = CHUNKING_FIELDS
 
 
 class Client:
@@ -296,59 +288,38 @@ class Client:
         self,
         source: Source,
         *,
-        algorithm: Union[str, int] = "fastcdc",
-        min_size: Optional[int] = None,
-        avg_size: Optional[int] = None,
-        max_size: Optional[int] = None,
-        normalization_level: Optional[int] = None,
-        seed: int = 0,
-        seq_mode: Union[str, int, None] = None,
-        seq_length: Optional[int] = None,
-        skip_trigger: Optional[int] = None,
-        skip_size: Optional[int] = None,
+        params: Optional[ChunkingParams] = None,
         fingerprint: Union[str, int] = "sha256",
         message_size: int = DEFAULT_MESSAGE_SIZE,
         timeout: Optional[float] = None,
+        **chunking: Any,
     ) -> ChunkStream:
         """Cuts ``source`` into chunks on the server.
 
         ``source`` is a path, a bytes-like object, a binary file object or an
         iterable of bytes; it is streamed in messages of at most
         ``message_size`` bytes, never loaded whole (an iterable's pieces are
-        sent as they come, split only when too long). Parameters left ``None``
-        take the algorithm's defaults; give only those the algorithm takes
-        (``ALGORITHM_PARAMETERS``: fastcdc min/avg/max_size,
-        normalization_level and seed; crc32 min/avg/max_size; seqcdc
-        min/max_size and the seq_/skip_ parameters; fixed avg_size), the
-        server refuses any other with INVALID_ARGUMENT. ``fingerprint`` is
-        "sha256", "xxh128" or "none".
+        sent as they come, split only when too long). ``params`` says how to
+        cut it (a ``ChunkingParams``; fastcdc with the server's defaults when
+        omitted); the fields of ``ChunkingParams`` may be given as keywords
+        instead (``algorithm="crc32", avg_size=8192``), but not both.
+        ``fingerprint`` is "sha256", "xxh128" or "none".
 
         Returns an iterator over ``ChunkRecord`` in stream order whose
         ``summary`` (a ``ChunkSummary``) is set once it is exhausted::
 
-            stream = client.chunk("big.iso", algorithm="fastcdc")
+            stream = client.chunk("big.iso", params=ChunkingParams("fastcdc"))
             for record in stream:
                 ...
             print(stream.summary.total_chunks)
 
-        Errors are raised from the iteration as ``ChunkdError``.
+        Errors are raised from the iteration as ``ChunkdError`` (a parameter
+        the algorithm does not take: INVALID_ARGUMENT naming it).
         """
         pieces = iter_source(source, message_size)
-        params = convert.chunk_params(
-            fingerprint,
-            algorithm=algorithm,
-            min_size=min_size,
-            avg_size=avg_size,
-            max_size=max_size,
-            normalization_level=normalization_level,
-            seed=seed,
-            seq_mode=seq_mode,
-            seq_length=seq_length,
-            skip_trigger=skip_trigger,
-            skip_size=skip_size,
-        )
+        request = convert.chunk_params(fingerprint, params, **chunking)
         requests = _Requests(
-            lambda data: pb.ChunkRequest(params=params, data=data),
+            lambda data: pb.ChunkRequest(params=request, data=data),
             lambda data: pb.ChunkRequest(data=data),
             pieces,
         )
@@ -369,21 +340,13 @@ class Client:
         source: Source,
         *,
         namespace: str,
-        algorithm: Union[str, int] = "fastcdc",
-        min_size: Optional[int] = None,
-        avg_size: Optional[int] = None,
-        max_size: Optional[int] = None,
-        normalization_level: Optional[int] = None,
-        seed: int = 0,
-        seq_mode: Union[str, int, None] = None,
-        seq_length: Optional[int] = None,
-        skip_trigger: Optional[int] = None,
-        skip_size: Optional[int] = None,
+        params: Optional[ChunkingParams] = None,
         fingerprint: Union[str, int] = "sha256",
         stream_id: str = "",
         hints: Union[str, int, None] = None,
         message_size: int = DEFAULT_MESSAGE_SIZE,
         timeout: Optional[float] = None,
+        **chunking: Any,
     ) -> DedupStream:
         """Cuts ``source`` into chunks and records them in ``namespace``'s index.
 
@@ -409,24 +372,11 @@ class Client:
         ``hints_accepted``, ``hints_rejected`` and ``hint_skipped_bytes``.
         """
         pieces = iter_source(source, message_size)
-        params = convert.dedup_params(
-            namespace,
-            fingerprint,
-            stream_id,
-            hints,
-            algorithm=algorithm,
-            min_size=min_size,
-            avg_size=avg_size,
-            max_size=max_size,
-            normalization_level=normalization_level,
-            seed=seed,
-            seq_mode=seq_mode,
-            seq_length=seq_length,
-            skip_trigger=skip_trigger,
-            skip_size=skip_size,
+        request = convert.dedup_params(
+            namespace, fingerprint, stream_id, hints, params, **chunking
         )
         requests = _Requests(
-            lambda data: pb.DedupRequest(params=params, data=data),
+            lambda data: pb.DedupRequest(params=request, data=data),
             lambda data: pb.DedupRequest(data=data),
             pieces,
         )
