@@ -4,7 +4,7 @@ shared by Client and AsyncClient."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterator, List, Mapping, Optional, Union
+from typing import Any, Iterable, Iterator, List, Mapping, Optional, Union
 
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client.records import (
@@ -276,6 +276,15 @@ def server_info(r: "pb.GetServerInfoResponse") -> ServerInfo:
         max_message_bytes=r.max_message_bytes,
         max_inflight_bytes=r.max_inflight_bytes,
     )
+
+
+def find_missing_requests(
+    namespace: str, fingerprints: Iterable[bytes]
+) -> Iterator["pb.FindMissingRequest"]:
+    """The FindMissing requests for ``fingerprints``, FIND_MISSING_BATCH at a
+    time."""
+    for part in batches([bytes(f) for f in fingerprints]):
+        yield pb.FindMissingRequest(namespace=namespace, fingerprints=part)
 
 
 def release_requests(

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 from typing import (
     Any,
-    Callable,
     Generator,
-    Generic,
     Iterable,
-    Iterator,
     List,
     Optional,
-    Sequence,
     Tuple,
     TypeVar,
     Union,
@@ -21,15 +16,15 @@ from typing import (
 import grpc
 
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
-from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
 from chunkd_client import _convert as convert
-from chunkd_client._channel import (
-    Tls,
-    TlsOptions,
-    call_metadata,
-    channel_credentials,
-    channel_options,
+from chunkd_client._calls import (
+    CHUNK,
+    DEDUP,
+    ClientBase,
+    StreamBase,
+    rpc_errors,
 )
+from chunkd_client._channel import TlsOptions
 from chunkd_client._convert import (
     ALGORITHM_PARAMETERS,
     ALGORITHMS,
@@ -44,7 +39,6 @@ from chunkd_client._convert import (
     chunking_params,
 )
 from chunkd_client._sources import Source, iter_source
-from chunkd_client.errors import ChunkdError, check_accounted
 from chunkd_client.records import (
     ChunkRecord,
     ChunkSummary,
@@ -75,42 +69,7 @@ R = TypeVar("R")
 S = TypeVar("S")
 
 
-class _Requests:
-    """The request iterator handed to grpcio.
-
-    grpcio consumes it on its own thread and, when it raises, only cancels the
-    call; the exception is kept here so that the caller sees it instead of a
-    bare CANCELLED. It counts the data bytes it hands over (``sent``) and
-    sets ``complete`` when the source is exhausted, which is before grpcio
-    half-closes the stream and so before the server can send its summary.
-    """
-
-    def __init__(
-        self, first: Callable[[bytes], object], rest: Callable[[bytes], object],
-        pieces: Iterator[bytes],
-    ) -> None:
-        self._first = first
-        self._rest = rest
-        self._pieces = pieces
-        self.error: Optional[BaseException] = None
-        self.sent = 0
-        self.complete = False
-
-    def __iter__(self) -> Iterator[object]:
-        try:
-            first = next(self._pieces, b"")
-            self.sent += len(first)
-            yield self._first(first)
-            for piece in self._pieces:
-                self.sent += len(piece)
-                yield self._rest(piece)
-        except Exception as e:  # handed to the caller by ResponseStream
-            self.error = e
-            raise
-        self.complete = True
-
-
-class ResponseStream(Generic[R, S]):
+class ResponseStream(StreamBase[R, S]):
     """The records of one Chunk or Dedup call, in stream order.
 
     Iterate it to receive the records as the server makes them final. When the
@@ -125,18 +84,7 @@ class ResponseStream(Generic[R, S]):
     Not thread-safe: one consumer.
     """
 
-    def __init__(
-        self,
-        call: grpc.Call,
-        requests: _Requests,
-        record: Callable[[Any], R],
-        summary: Callable[[Any], S],
-    ) -> None:
-        self._call = call
-        self._requests = requests
-        self._make_record = record
-        self._make_summary = summary
-        self._summary: Optional[S] = None
+    def _start(self) -> None:
         self._records: Generator[R, None, None] = self._generate()
 
     def __iter__(self) -> "ResponseStream[R, S]":
@@ -151,23 +99,6 @@ class ResponseStream(Generic[R, S]):
     def __exit__(self, *exc_info: object) -> None:
         self.cancel()
 
-    @property
-    def done(self) -> bool:
-        """True once the summary has been received."""
-        return self._summary is not None
-
-    @property
-    def summary(self) -> S:
-        """The server's totals; available once the iteration has ended.
-
-        Raises RuntimeError before that.
-        """
-        if self._summary is None:
-            raise RuntimeError(
-                "the summary is available only after all records were read"
-            )
-        return self._summary
-
     def collect(self) -> Tuple[List[R], S]:
         """Reads the remaining records; returns them with the summary."""
         records = list(self)
@@ -180,31 +111,12 @@ class ResponseStream(Generic[R, S]):
         self._records.close()
 
     def _generate(self) -> Generator[R, None, None]:
-        summary: Any = None
         try:
-            for response in self._call:  # type: ignore[attr-defined]
-                body = response.WhichOneof("body")
-                if summary is not None:
-                    raise self._protocol_error(f"{body} after the summary")
-                if body == "batch":
-                    for record in response.batch.chunks:
-                        yield self._make_record(record)
-                elif body == "summary":
-                    summary = response.summary
-                else:
-                    raise self._protocol_error("a response without a body")
+            for response in self._call:
+                yield from self._records_in(response)
         except grpc.RpcError as e:
-            if self._requests.error is not None:
-                raise self._requests.error from None
-            raise ChunkdError.from_rpc_error(e) from None
-        check_accounted(summary, self._requests)
-        self._summary = self._make_summary(summary)
-
-    def _protocol_error(self, what: str) -> ChunkdError:
-        self._call.cancel()
-        return ChunkdError(
-            grpc.StatusCode.INTERNAL, f"protocol violation by the server: {what}"
-        )
+            self._raise_failure(e)
+        self._finish()
 
 
 #: The iterator returned by ``Client.chunk``.
@@ -218,7 +130,7 @@ DedupStream = ResponseStream[DedupRecord, DedupSummary]
 CHUNKING_KEYWORDS = CHUNKING_FIELDS
 
 
-class Client:
+class Client(ClientBase):
     """A connection to one chunkd server.
 
     Args:
@@ -238,28 +150,8 @@ class Client:
     context manager or call ``close()``.
     """
 
-    def __init__(
-        self,
-        target: str,
-        *,
-        tls: Tls = None,
-        token: Optional[str] = None,
-        timeout: Optional[float] = None,
-        metadata: Sequence[Tuple[str, str]] = (),
-        options: Sequence[Tuple[str, object]] = (),
-    ) -> None:
-        self.target = target
-        self.timeout = timeout
-        self._metadata = call_metadata(token, metadata)
-        credentials = channel_credentials(tls)
-        opts = channel_options(tls, options)
-        if credentials is None:
-            self._channel = grpc.insecure_channel(target, options=opts)
-        else:
-            self._channel = grpc.secure_channel(target, credentials, options=opts)
-        self._stub = pb_grpc.ChunkServiceStub(self._channel)
-        self._closed = False
-        self._lock = threading.Lock()
+    _channels = grpc
+    _response_stream = ResponseStream
 
     def __enter__(self) -> "Client":
         return self
@@ -269,20 +161,8 @@ class Client:
 
     def close(self) -> None:
         """Closes the channel; running calls are cancelled. Idempotent."""
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._channel.close()
-
-    @property
-    def stub(self) -> pb_grpc.ChunkServiceStub:
-        """The raw generated stub, for what the wrapper does not cover."""
-        return self._stub
-
-    def _deadline(self, timeout: Optional[float]) -> Optional[float]:
-        if self._closed:
-            raise ValueError("the client is closed")
-        return self.timeout if timeout is None else timeout
+        if self._close_once():
+            self._channel.close()
 
     def chunk(
         self,
@@ -318,15 +198,7 @@ class Client:
         """
         pieces = iter_source(source, message_size)
         request = convert.chunk_params(fingerprint, params, **chunking)
-        requests = _Requests(
-            lambda data: pb.ChunkRequest(params=request, data=data),
-            lambda data: pb.ChunkRequest(data=data),
-            pieces,
-        )
-        call = self._stub.Chunk(
-            iter(requests), timeout=self._deadline(timeout), metadata=self._metadata
-        )
-        return ResponseStream(call, requests, convert.chunk_record, convert.chunk_summary)
+        return self._stream(CHUNK, request, pieces, timeout)
 
     def chunk_all(
         self, source: Source, **kwargs: Any
@@ -375,15 +247,7 @@ class Client:
         request = convert.dedup_params(
             namespace, fingerprint, stream_id, hints, params, **chunking
         )
-        requests = _Requests(
-            lambda data: pb.DedupRequest(params=request, data=data),
-            lambda data: pb.DedupRequest(data=data),
-            pieces,
-        )
-        call = self._stub.Dedup(
-            iter(requests), timeout=self._deadline(timeout), metadata=self._metadata
-        )
-        return ResponseStream(call, requests, convert.dedup_record, convert.dedup_summary)
+        return self._stream(DEDUP, request, pieces, timeout)
 
     def dedup_all(
         self, source: Source, *, namespace: str, **kwargs: Any
@@ -406,14 +270,8 @@ class Client:
         """
         deadline = self._deadline(timeout)
         missing: List[bytes] = []
-        for batch in convert.batches([bytes(f) for f in fingerprints]):
-            request = pb.FindMissingRequest(namespace=namespace, fingerprints=batch)
-            try:
-                response = self._stub.FindMissing(
-                    request, timeout=deadline, metadata=self._metadata
-                )
-            except grpc.RpcError as e:
-                raise ChunkdError.from_rpc_error(e) from None
+        for request in convert.find_missing_requests(namespace, fingerprints):
+            response = self._unary(self._stub.FindMissing, request, deadline)
             missing.extend(response.missing_fingerprints)
         return missing
 
@@ -442,23 +300,18 @@ class Client:
         for request in convert.release_requests(
             namespace, [bytes(f) for f in fingerprints], fingerprint, request_id
         ):
-            try:
-                response = self._stub.Release(
-                    request, timeout=deadline, metadata=self._metadata
-                )
-            except grpc.RpcError as e:
-                raise ChunkdError.from_rpc_error(e) from None
+            response = self._unary(self._stub.Release, request, deadline)
             counts.extend(response.ref_counts)
         return counts
 
     def server_info(self, *, timeout: Optional[float] = None) -> ServerInfo:
         """The server's version, algorithms with their limits, and limits."""
-        try:
-            r = self._stub.GetServerInfo(
-                pb.GetServerInfoRequest(),
-                timeout=self._deadline(timeout),
-                metadata=self._metadata,
-            )
-        except grpc.RpcError as e:
-            raise ChunkdError.from_rpc_error(e) from None
-        return convert.server_info(r)
+        request = pb.GetServerInfoRequest()
+        deadline = self._deadline(timeout)
+        response = self._unary(self._stub.GetServerInfo, request, deadline)
+        return convert.server_info(response)
+
+    def _unary(self, method: Any, request: object, deadline: Optional[float]) -> Any:
+        """The response of one unary call (ChunkdError when it fails)."""
+        with rpc_errors():
+            return method(request, timeout=deadline, metadata=self._metadata)
