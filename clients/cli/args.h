@@ -14,9 +14,12 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
@@ -66,6 +69,24 @@ bool WantsHelp(absl::Span<const std::string> args);
 // --`flag`. INVALID_ARGUMENT says which flag and what was expected.
 absl::StatusOr<uint64_t> ParseUint(absl::string_view flag,
                                    absl::string_view text, uint64_t max);
+
+// When --`name` was given, parses its value with `parse` into *out (which
+// is left as it is otherwise). A failure is INVALID_ARGUMENT
+// "--name: <the parser's message>".
+template <typename T, typename Out>
+absl::Status ParseFlag(const ParsedArgs& args, absl::string_view name,
+                       absl::StatusOr<T> (*parse)(absl::string_view),
+                       Out* out) {
+  std::optional<std::string> text = args.Get(name);
+  if (!text.has_value()) return absl::OkStatus();
+  absl::StatusOr<T> value = parse(*text);
+  if (!value.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": ", value.status().message()));
+  }
+  *out = *std::move(value);
+  return absl::OkStatus();
+}
 
 }  // namespace chunkd::cli
 

@@ -180,22 +180,15 @@ absl::StatusOr<BenchConfig> BenchConfigFromArgs(const ParsedArgs& args) {
   } else {
     config.threads = DefaultThreads();
   }
-  if (std::optional<std::string> text = args.Get("strategy")) {
-    absl::StatusOr<chunking::Strategy> strategy =
-        chunking::ParseStrategy(*text);
-    if (!strategy.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--strategy: ", strategy.status().message()));
-    }
-    config.strategy = *strategy;
+  if (absl::Status s = ParseFlag(args, "strategy", chunking::ParseStrategy,
+                                 &config.strategy);
+      !s.ok()) {
+    return s;
   }
-  if (std::optional<std::string> text = args.Get("dataset")) {
-    absl::StatusOr<bench::Dataset> dataset = bench::ParseDataset(*text);
-    if (!dataset.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--dataset: ", dataset.status().message()));
-    }
-    config.dataset = *dataset;
+  if (absl::Status s =
+          ParseFlag(args, "dataset", bench::ParseDataset, &config.dataset);
+      !s.ok()) {
+    return s;
   }
   if (std::optional<std::string> text = args.Get("size")) {
     absl::StatusOr<uint64_t> size = ParseUint("size", *text, kMaxBenchSize);

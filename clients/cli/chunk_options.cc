@@ -155,13 +155,10 @@ absl::StatusOr<ChunkFlags> ChunkFlagsFromArgs(const ParsedArgs& args) {
     if (!mode.ok()) return mode.status();
     flags.seq_mode = *mode;
   }
-  if (std::optional<std::string> text = args.Get("fingerprint")) {
-    absl::StatusOr<fingerprint::Kind> kind = fingerprint::ParseKind(*text);
-    if (!kind.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--fingerprint: ", kind.status().message()));
-    }
-    flags.fingerprint = *kind;
+  if (absl::Status s = ParseFlag(args, "fingerprint", fingerprint::ParseKind,
+                                 &flags.fingerprint);
+      !s.ok()) {
+    return s;
   }
 
   // Which flags apply depends on the algorithm in effect: the one given, else

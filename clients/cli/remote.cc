@@ -1,7 +1,9 @@
 #include "clients/cli/remote.h"
 
 #include <memory>
+#include <optional>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -161,6 +163,87 @@ absl::Status CheckTotals(bool summary_seen, uint64_t summary_bytes,
   return absl::OkStatus();
 }
 
+// The parts of the messages of a Chunk or Dedup stream.
+template <typename Request>
+using ParamsOf = std::decay_t<decltype(std::declval<Request>().params())>;
+template <typename Response>
+using RecordOf = typename std::decay_t<
+    decltype(std::declval<Response>().batch().chunks())>::value_type;
+template <typename Response>
+using SummaryOf = std::decay_t<decltype(std::declval<Response>().summary())>;
+
+// The stub's method that starts a Chunk or Dedup stream.
+template <typename Request, typename Response>
+using StartStream =
+    std::unique_ptr<grpc::ClientReaderWriterInterface<Request, Response>> (
+        chunkd::v1::ChunkService::StubInterface::*)(grpc::ClientContext*);
+
+// Runs one Chunk or Dedup stream (`start` is the stub's Chunk or Dedup) to
+// its end: sends `params` and the input (Exchange), checks every record
+// (CheckRecord) before passing it to `on_record`, calls `end_batch` after
+// each batch's records, and checks the one summary against the records and
+// the bytes sent (CheckTotals). Returns that summary. When `end_batch`
+// fails, the RPC is cancelled and its error returned.
+template <typename Request, typename Response>
+absl::StatusOr<SummaryOf<Response>> RunStream(
+    StartStream<Request, Response> start,
+    chunkd::v1::ChunkService::StubInterface* stub,
+    const ParamsOf<Request>& params, fingerprint::Kind kind,
+    size_t message_size, InputFile* input,
+    absl::FunctionRef<void(const RecordOf<Response>&)> on_record,
+    absl::FunctionRef<absl::Status()> end_batch) {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriterInterface<Request, Response>> stream =
+      (stub->*start)(&context);
+  Request first;
+  *first.mutable_params() = params;
+
+  const size_t digest_size = fingerprint::DigestSize(kind);
+  uint64_t next_offset = 0;  // the bytes the records cover so far
+  uint64_t chunks = 0;
+  std::optional<SummaryOf<Response>> summary;
+  auto on_response = [&](const Response& response) -> absl::Status {
+    switch (response.body_case()) {
+      case Response::kBatch:
+        if (summary.has_value()) {
+          return ProtocolError("a batch after the summary");
+        }
+        for (const RecordOf<Response>& record : response.batch().chunks()) {
+          if (absl::Status s =
+                  CheckRecord(record.offset(), record.length(),
+                              record.fingerprint(), digest_size, &next_offset);
+              !s.ok()) {
+            return s;
+          }
+          on_record(record);
+          ++chunks;
+        }
+        return end_batch();
+      case Response::kSummary:
+        if (summary.has_value()) return ProtocolError("a second summary");
+        summary = response.summary();
+        return absl::OkStatus();
+      default:
+        return ProtocolError("a response with neither batch nor summary");
+    }
+  };
+  uint64_t bytes_sent = 0;
+  if (absl::Status s = Exchange<Request, Response>(&context, stream.get(),
+                                                   first, message_size, input,
+                                                   on_response, &bytes_sent);
+      !s.ok()) {
+    return s;
+  }
+  const SummaryOf<Response> totals = summary.value_or(SummaryOf<Response>());
+  if (absl::Status s =
+          CheckTotals(summary.has_value(), totals.total_bytes(),
+                      totals.total_chunks(), next_offset, chunks, bytes_sent);
+      !s.ok()) {
+    return s;
+  }
+  return totals;
+}
+
 std::string FingerprintName(int value) {
   switch (value) {
     case chunkd::v1::FINGERPRINT_ALGORITHM_SHA256:
@@ -269,127 +352,45 @@ absl::Status ChunkRemotely(chunkd::v1::ChunkService::StubInterface* stub,
                            const chunkd::v1::ChunkParams& params,
                            fingerprint::Kind kind, size_t message_size,
                            InputFile* input, RecordWriter* out) {
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReaderWriterInterface<chunkd::v1::ChunkRequest,
-                                                    chunkd::v1::ChunkResponse>>
-      stream = stub->Chunk(&context);
-  chunkd::v1::ChunkRequest first;
-  *first.mutable_params() = params;
-
-  const size_t digest_size = fingerprint::DigestSize(kind);
-  uint64_t next_offset = 0;
-  uint64_t chunks = 0;
-  bool summary_seen = false;
-  chunkd::v1::ChunkSummary summary;
-  auto on_response =
-      [&](const chunkd::v1::ChunkResponse& response) -> absl::Status {
-    switch (response.body_case()) {
-      case chunkd::v1::ChunkResponse::kBatch:
-        if (summary_seen) return ProtocolError("a batch after the summary");
-        for (const chunkd::v1::ChunkRecord& record :
-             response.batch().chunks()) {
-          if (absl::Status s =
-                  CheckRecord(record.offset(), record.length(),
-                              record.fingerprint(), digest_size, &next_offset);
-              !s.ok()) {
-            return s;
-          }
-          out->Add(record.offset(), record.length(), record.fingerprint());
-          ++chunks;
-        }
-        return out->Flush();
-      case chunkd::v1::ChunkResponse::kSummary:
-        if (summary_seen) return ProtocolError("a second summary");
-        summary_seen = true;
-        summary = response.summary();
-        return absl::OkStatus();
-      default:
-        return ProtocolError("a response with neither batch nor summary");
-    }
-  };
-  uint64_t bytes_sent = 0;
-  if (absl::Status s =
-          Exchange<chunkd::v1::ChunkRequest, chunkd::v1::ChunkResponse>(
-              &context, stream.get(), first, message_size, input, on_response,
-              &bytes_sent);
-      !s.ok()) {
-    return s;
-  }
-  return CheckTotals(summary_seen, summary.total_bytes(),
-                     summary.total_chunks(), next_offset, chunks, bytes_sent);
+  return RunStream(
+             &chunkd::v1::ChunkService::StubInterface::Chunk, stub, params,
+             kind, message_size, input,
+             [out](const chunkd::v1::ChunkRecord& record) {
+               out->Add(record.offset(), record.length(), record.fingerprint());
+             },
+             [out] { return out->Flush(); })
+      .status();
 }
 
 absl::StatusOr<DedupTotals> DedupRemotely(
     chunkd::v1::ChunkService::StubInterface* stub,
     const chunkd::v1::DedupParams& params, fingerprint::Kind kind,
     size_t message_size, InputFile* input) {
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReaderWriterInterface<chunkd::v1::DedupRequest,
-                                                    chunkd::v1::DedupResponse>>
-      stream = stub->Dedup(&context);
-  chunkd::v1::DedupRequest first;
-  *first.mutable_params() = params;
-
-  const size_t digest_size = fingerprint::DigestSize(kind);
-  uint64_t next_offset = 0;
   DedupTotals records;  // what the records add up to
-  bool summary_seen = false;
-  chunkd::v1::DedupSummary summary;
-  auto on_response =
-      [&](const chunkd::v1::DedupResponse& response) -> absl::Status {
-    switch (response.body_case()) {
-      case chunkd::v1::DedupResponse::kBatch:
-        if (summary_seen) return ProtocolError("a batch after the summary");
-        for (const chunkd::v1::DedupRecord& record :
-             response.batch().chunks()) {
-          if (absl::Status s =
-                  CheckRecord(record.offset(), record.length(),
-                              record.fingerprint(), digest_size, &next_offset);
-              !s.ok()) {
-            return s;
-          }
-          records.bytes += record.length();
-          ++records.chunks;
-          if (record.is_new()) {
-            records.unique_bytes += record.length();
-            ++records.unique_chunks;
-          }
+  absl::StatusOr<chunkd::v1::DedupSummary> summary = RunStream(
+      &chunkd::v1::ChunkService::StubInterface::Dedup, stub, params, kind,
+      message_size, input,
+      [&records](const chunkd::v1::DedupRecord& record) {
+        records.bytes += record.length();
+        ++records.chunks;
+        if (record.is_new()) {
+          records.unique_bytes += record.length();
+          ++records.unique_chunks;
         }
-        return absl::OkStatus();
-      case chunkd::v1::DedupResponse::kSummary:
-        if (summary_seen) return ProtocolError("a second summary");
-        summary_seen = true;
-        summary = response.summary();
-        return absl::OkStatus();
-      default:
-        return ProtocolError("a response with neither batch nor summary");
-    }
-  };
-  uint64_t bytes_sent = 0;
-  if (absl::Status s =
-          Exchange<chunkd::v1::DedupRequest, chunkd::v1::DedupResponse>(
-              &context, stream.get(), first, message_size, input, on_response,
-              &bytes_sent);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckTotals(summary_seen, summary.total_bytes(),
-                                   summary.total_chunks(), records.bytes,
-                                   records.chunks, bytes_sent);
-      !s.ok()) {
-    return s;
-  }
-  if (summary.unique_bytes() != records.unique_bytes ||
-      summary.unique_chunks() != records.unique_chunks) {
+      },
+      [] { return absl::OkStatus(); });
+  if (!summary.ok()) return summary.status();
+  if (summary->unique_bytes() != records.unique_bytes ||
+      summary->unique_chunks() != records.unique_chunks) {
     return ProtocolError(absl::StrCat(
-        "the summary says ", summary.unique_bytes(), " unique bytes in ",
-        summary.unique_chunks(), " chunks; the records say ",
+        "the summary says ", summary->unique_bytes(), " unique bytes in ",
+        summary->unique_chunks(), " chunks; the records say ",
         records.unique_bytes, " in ", records.unique_chunks));
   }
-  records.hints_tried = summary.hints_tried();
-  records.hints_accepted = summary.hints_accepted();
-  records.hints_rejected = summary.hints_rejected();
-  records.hint_skipped_bytes = summary.hint_skipped_bytes();
+  records.hints_tried = summary->hints_tried();
+  records.hints_accepted = summary->hints_accepted();
+  records.hints_rejected = summary->hints_rejected();
+  records.hint_skipped_bytes = summary->hint_skipped_bytes();
   return records;
 }
 

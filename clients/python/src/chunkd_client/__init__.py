@@ -1,10 +1,11 @@
 """Python client for chunkd, the gRPC content-defined chunking and
 deduplication service.
 
-    from chunkd_client import Client
+    from chunkd_client import ChunkingParams, Client
 
     with Client("localhost:50051", timeout=60) as client:  # tls=, token=
-        stream = client.chunk("disk.img", algorithm="fastcdc", avg_size=16384)
+        params = ChunkingParams("fastcdc", avg_size=16384)
+        stream = client.chunk("disk.img", params=params)
         for record in stream:          # ChunkRecord(offset, length, fingerprint)
             ...
         print(stream.summary)          # ChunkSummary, set once exhausted
@@ -18,6 +19,7 @@ from chunkd_client.client import (
     FINGERPRINTS,
     HINTS,
     ChunkStream,
+    ChunkingParams,
     Client,
     DedupStream,
     ResponseStream,
@@ -47,6 +49,7 @@ __all__ = [
     "ChunkStream",
     "ChunkSummary",
     "ChunkdError",
+    "ChunkingParams",
     "Client",
     "DedupRecord",
     "DedupStream",

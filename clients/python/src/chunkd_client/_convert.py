@@ -3,7 +3,8 @@ shared by Client and AsyncClient."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Mapping, Optional, Union
+import dataclasses
+from typing import Any, Iterable, Iterator, List, Mapping, Optional, Union
 
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client.records import (
@@ -79,51 +80,112 @@ def enum_value(kind: str, value: Union[str, int], names: Mapping[str, int]) -> A
     raise TypeError(f"{kind} must be a name or an int, not {type(value).__name__}")
 
 
-def chunking_params(
-    algorithm: Union[str, int] = "fastcdc",
-    *,
-    min_size: Optional[int] = None,
-    avg_size: Optional[int] = None,
-    max_size: Optional[int] = None,
-    normalization_level: Optional[int] = None,
-    seed: int = 0,
-    seq_mode: Union[str, int, None] = None,
-    seq_length: Optional[int] = None,
-    skip_trigger: Optional[int] = None,
-    skip_size: Optional[int] = None,
-) -> pb.ChunkingParams:
-    """Builds the ``ChunkingParams`` message; ``None`` leaves a field unset so
-    that the server applies the algorithm's default (see ``server_info()``).
+@dataclasses.dataclass(frozen=True)
+class ChunkingParams:
+    """How the server cuts a stream into chunks: the fields of chunkd's
+    ``ChunkingParams`` message, for ``Client.chunk`` and ``dedup`` (and
+    their ``AsyncClient`` twins)::
 
-    ``algorithm`` and ``seq_mode`` take a name ("fastcdc", "increasing", ...)
-    or the raw enum value. Only the fields given are set (``seed`` 0 is
-    unset). Each algorithm takes only some of them (``ALGORITHM_PARAMETERS``):
-    the server validates the values and refuses a field the algorithm does
-    not use with INVALID_ARGUMENT naming it.
+        params = ChunkingParams("fastcdc", min_size=4096, avg_size=16384,
+                                max_size=65536)
+        records, summary = client.chunk_all("disk.img", params=params)
+
+    ``algorithm`` and ``seq_mode`` take a name ("fastcdc", "increasing",
+    ...; case-insensitive) or the raw enum value; an unknown name raises
+    ValueError here. A field left ``None`` is not sent, so the server
+    applies the algorithm's default (see ``server_info()``); ``seed`` 0 is
+    the same as unset. Each algorithm takes only some fields
+    (``ALGORITHM_PARAMETERS``): fastcdc min/avg/max_size,
+    normalization_level and seed; crc32 min/avg/max_size; seqcdc
+    min/max_size and the seq_/skip_ fields; fixed avg_size. The values are
+    passed on as they are: the server validates them and refuses a field the
+    algorithm does not take with INVALID_ARGUMENT naming it.
     """
-    params = pb.ChunkingParams(
-        algorithm=enum_value("algorithm", algorithm, ALGORITHMS), seed=seed
+
+    algorithm: Union[str, int] = "fastcdc"
+    min_size: Optional[int] = None
+    avg_size: Optional[int] = None
+    max_size: Optional[int] = None
+    #: fastcdc's normalization level, 0..3.
+    normalization_level: Optional[int] = None
+    #: fastcdc's Gear table seed.
+    seed: int = 0
+    #: seqcdc: "increasing" or "decreasing".
+    seq_mode: Union[str, int, None] = None
+    seq_length: Optional[int] = None
+    skip_trigger: Optional[int] = None
+    skip_size: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        enum_value("algorithm", self.algorithm, ALGORITHMS)
+        if self.seq_mode is not None:
+            enum_value("seq_mode", self.seq_mode, SEQ_MODES)
+
+
+#: The names of the ChunkingParams fields, which ``chunk``, ``dedup`` and
+#: ``chunking_params`` also take as keywords.
+CHUNKING_FIELDS = tuple(f.name for f in dataclasses.fields(ChunkingParams))
+#: The fields that are set in the message only when given (not None).
+_OPTIONAL_FIELDS = tuple(
+    f for f in CHUNKING_FIELDS if f not in ("algorithm", "seed", "seq_mode")
+)
+
+
+def chunking_message(params: ChunkingParams) -> pb.ChunkingParams:
+    """The ``ChunkingParams`` message of ``params``: only the fields given are
+    set (``seed`` 0 is unset)."""
+    message = pb.ChunkingParams(
+        algorithm=enum_value("algorithm", params.algorithm, ALGORITHMS),
+        seed=params.seed,
     )
-    if seq_mode is not None:
-        params.seq_mode = enum_value("seq_mode", seq_mode, SEQ_MODES)
-    for field, value in (
-        ("min_size", min_size),
-        ("avg_size", avg_size),
-        ("max_size", max_size),
-        ("normalization_level", normalization_level),
-        ("seq_length", seq_length),
-        ("skip_trigger", skip_trigger),
-        ("skip_size", skip_size),
-    ):
+    if params.seq_mode is not None:
+        message.seq_mode = enum_value("seq_mode", params.seq_mode, SEQ_MODES)
+    for field in _OPTIONAL_FIELDS:
+        value = getattr(params, field)
         if value is not None:
-            setattr(params, field, value)
+            setattr(message, field, value)
+    return message
+
+
+def chunking_params(
+    algorithm: Union[str, int] = "fastcdc", **fields: Any
+) -> pb.ChunkingParams:
+    """Builds the ``ChunkingParams`` message; ``fields`` are the other fields
+    of the ``ChunkingParams`` dataclass (``min_size=4096``, ...), and ``None``
+    leaves a field unset so that the server applies the algorithm's default
+    (see ``server_info()``).
+
+    Only the fields given are set (``seed`` 0 is unset). Each algorithm
+    takes only some of them (``ALGORITHM_PARAMETERS``): the server validates
+    the values and refuses a field the algorithm does not use with
+    INVALID_ARGUMENT naming it.
+    """
+    return chunking_message(ChunkingParams(algorithm, **fields))
+
+
+def chunking_of(
+    params: Optional[ChunkingParams], fields: Mapping[str, Any]
+) -> ChunkingParams:
+    """The chunking parameters of a call given either ``params`` or the
+    ChunkingParams fields as keywords; TypeError when both are given."""
+    if params is None:
+        return ChunkingParams(**fields)
+    if fields:
+        raise TypeError(
+            f"give params or the chunking keywords ({', '.join(fields)}), not both"
+        )
+    if not isinstance(params, ChunkingParams):
+        raise TypeError(f"params must be a ChunkingParams, not {type(params).__name__}")
     return params
 
 
-def chunk_params(fingerprint: Union[str, int], **chunking: Any) -> pb.ChunkParams:
-    """The first Chunk request's params; ``chunking`` as for chunking_params."""
+def chunk_params(
+    fingerprint: Union[str, int], params: Optional[ChunkingParams] = None, **fields: Any
+) -> pb.ChunkParams:
+    """The first Chunk request's params: ``params`` or the ChunkingParams
+    ``fields`` (see chunking_of)."""
     return pb.ChunkParams(
-        chunking=chunking_params(**chunking),
+        chunking=chunking_message(chunking_of(params, fields)),
         fingerprint=enum_value("fingerprint", fingerprint, FINGERPRINTS),
     )
 
@@ -133,23 +195,25 @@ def dedup_params(
     fingerprint: Union[str, int],
     stream_id: str = "",
     hints: Union[str, int, None] = None,
-    **chunking: Any,
+    params: Optional[ChunkingParams] = None,
+    **fields: Any,
 ) -> pb.DedupParams:
-    """The first Dedup request's params.
+    """The first Dedup request's params; ``params`` or ``fields`` as for
+    chunk_params.
 
     ``hints`` is a name of HINTS (case-insensitive) or the raw ``HintTest``
     value; ``None`` or "" leaves the field unset (the server's default).
     An unknown name raises ValueError here, before any RPC.
     """
-    params = pb.DedupParams(
-        chunking=chunking_params(**chunking),
+    message = pb.DedupParams(
+        chunking=chunking_message(chunking_of(params, fields)),
         fingerprint=enum_value("fingerprint", fingerprint, FINGERPRINTS),
         namespace=namespace,
         stream_id=stream_id,
     )
     if hints is not None and hints != "":
-        params.hints = enum_value("hints", hints, HINTS)
-    return params
+        message.hints = enum_value("hints", hints, HINTS)
+    return message
 
 
 def chunk_record(r: "pb.ChunkRecord") -> ChunkRecord:
@@ -212,6 +276,15 @@ def server_info(r: "pb.GetServerInfoResponse") -> ServerInfo:
         max_message_bytes=r.max_message_bytes,
         max_inflight_bytes=r.max_inflight_bytes,
     )
+
+
+def find_missing_requests(
+    namespace: str, fingerprints: Iterable[bytes]
+) -> Iterator["pb.FindMissingRequest"]:
+    """The FindMissing requests for ``fingerprints``, FIND_MISSING_BATCH at a
+    time."""
+    for part in batches([bytes(f) for f in fingerprints]):
+        yield pb.FindMissingRequest(namespace=namespace, fingerprints=part)
 
 
 def release_requests(

@@ -1,10 +1,11 @@
 """The asyncio client: ``AsyncClient``, the same surface as ``Client`` on
 ``grpc.aio``.
 
+    from chunkd_client import ChunkingParams
     from chunkd_client.aio import AsyncClient
 
     async with AsyncClient("localhost:50051", timeout=60) as client:
-        stream = client.chunk("disk.img", avg_size=16384)
+        stream = client.chunk("disk.img", params=ChunkingParams(avg_size=16384))
         async for record in stream:
             ...
         print(stream.summary)
@@ -22,14 +23,11 @@ from typing import (
     AsyncIterable,
     AsyncGenerator,
     AsyncIterator,
-    Callable,
     Coroutine,
-    Generic,
     Iterable,
     Iterator,
     List,
     Optional,
-    Sequence,
     Tuple,
     TypeVar,
     Union,
@@ -39,17 +37,17 @@ import grpc
 import grpc.aio
 
 from chunkd_client import _convert as convert
-from chunkd_client._channel import (
-    Tls,
-    call_metadata,
-    channel_credentials,
-    channel_options,
+from chunkd_client._calls import (
+    CHUNK,
+    DEDUP,
+    ClientBase,
+    StreamBase,
+    rpc_errors,
 )
-from chunkd_client._convert import DEFAULT_MESSAGE_SIZE
+from chunkd_client._convert import DEFAULT_MESSAGE_SIZE, ChunkingParams
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
-from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
 from chunkd_client._sources import Source, iter_source
-from chunkd_client.errors import ChunkdError, check_accounted
+from chunkd_client.errors import ChunkdError
 from chunkd_client.records import (
     ChunkRecord,
     ChunkSummary,
@@ -86,44 +84,16 @@ async def _aiter_source(source: AsyncSource, message_size: int) -> AsyncIterator
         yield piece
 
 
+def _pieces(source: AsyncSource, message_size: int) -> AsyncIterator[bytes]:
+    """``_aiter_source``, with ``message_size`` checked now (as
+    ``iter_source`` does) rather than at the first read."""
+    if message_size < 1:
+        raise ValueError(f"message_size must be at least 1, got {message_size}")
+    return _aiter_source(source, message_size)
+
+
 def _next_or_none(pieces: Iterator[bytes]) -> Optional[bytes]:
     return next(pieces, None)
-
-
-class _AsyncRequests:
-    """The request iterator; keeps a source error for the caller (grpc.aio
-    would only cancel the call), counts the data bytes it hands over
-    (``sent``) and sets ``complete`` once the source is exhausted (before
-    grpc.aio half-closes the stream)."""
-
-    def __init__(
-        self,
-        first: Callable[[bytes], object],
-        rest: Callable[[bytes], object],
-        pieces: AsyncIterator[bytes],
-    ) -> None:
-        self._first = first
-        self._rest = rest
-        self._pieces = pieces
-        self.error: Optional[BaseException] = None
-        self.sent = 0
-        self.complete = False
-
-    async def __aiter__(self) -> AsyncIterator[object]:
-        try:
-            first = b""
-            async for piece in self._pieces:
-                first = piece
-                break
-            self.sent += len(first)
-            yield self._first(first)
-            async for piece in self._pieces:
-                self.sent += len(piece)
-                yield self._rest(piece)
-        except Exception as e:
-            self.error = e
-            raise
-        self.complete = True
 
 
 def _result_now(coroutine: Coroutine[Any, Any, T]) -> Optional[T]:
@@ -137,7 +107,7 @@ def _result_now(coroutine: Coroutine[Any, Any, T]) -> Optional[T]:
     return None
 
 
-class AsyncResponseStream(Generic[R, S]):
+class AsyncResponseStream(StreamBase[R, S]):
     """The records of one Chunk or Dedup call; ``async for`` them.
 
     ``summary`` is set once the iteration has ended; ``collect()`` reads the
@@ -146,21 +116,10 @@ class AsyncResponseStream(Generic[R, S]):
     does not count every byte sent fails with ``DATA_LOSS``. One consumer.
     """
 
-    def __init__(
-        self,
-        call: Any,
-        requests: _AsyncRequests,
-        record: Callable[[Any], R],
-        summary: Callable[[Any], S],
-    ) -> None:
-        self._call = call
-        self._requests = requests
-        self._make_record = record
-        self._make_summary = summary
-        self._summary: Optional[S] = None
+    def _start(self) -> None:
         self._records: AsyncGenerator[R, None] = self._generate()
         self._status: Optional[Tuple[grpc.StatusCode, str]] = None
-        call.add_done_callback(self._keep_status)
+        self._call.add_done_callback(self._keep_status)
 
     def _keep_status(self, call: Any) -> None:
         """Keeps the call's status as it is first set.
@@ -202,18 +161,6 @@ class AsyncResponseStream(Generic[R, S]):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.cancel()
 
-    @property
-    def done(self) -> bool:
-        """True once the summary has been received."""
-        return self._summary is not None
-
-    @property
-    def summary(self) -> S:
-        """The server's totals; RuntimeError before the iteration ended."""
-        if self._summary is None:
-            raise RuntimeError("the summary is available only after all records were read")
-        return self._summary
-
     async def collect(self) -> Tuple[List[R], S]:
         """Reads the remaining records; returns them with the summary."""
         records = [r async for r in self]
@@ -226,39 +173,19 @@ class AsyncResponseStream(Generic[R, S]):
         await self._records.aclose()
 
     async def _generate(self) -> AsyncGenerator[R, None]:
-        summary: Any = None
         try:
             async for response in self._call:
-                body = response.WhichOneof("body")
-                if summary is not None:
-                    raise self._protocol_error(f"{body} after the summary")
-                if body == "batch":
-                    for record in response.batch.chunks:
-                        yield self._make_record(record)
-                elif body == "summary":
-                    summary = response.summary
-                else:
-                    raise self._protocol_error("a response without a body")
+                for record in self._records_in(response):
+                    yield record
         except grpc.RpcError as e:
-            if self._requests.error is not None:
-                raise self._requests.error from None
-            error = self._rpc_error(e)
-            if error is not None:
-                raise error from None
+            self._raise_failure(e)
         except asyncio.CancelledError:
             if self._requests.error is not None:
                 raise self._requests.error from None
             raise
         if self._requests.error is not None:
             raise self._requests.error
-        check_accounted(summary, self._requests)
-        self._summary = self._make_summary(summary)
-
-    def _protocol_error(self, what: str) -> ChunkdError:
-        self._call.cancel()
-        return ChunkdError(
-            grpc.StatusCode.INTERNAL, f"protocol violation by the server: {what}"
-        )
+        self._finish()
 
 
 #: What ``AsyncClient.chunk`` returns.
@@ -267,33 +194,14 @@ AsyncChunkStream = AsyncResponseStream[ChunkRecord, ChunkSummary]
 AsyncDedupStream = AsyncResponseStream[DedupRecord, DedupSummary]
 
 
-class AsyncClient:
+class AsyncClient(ClientBase):
     """``Client`` for asyncio: the same arguments, methods and results, with
     ``await`` / ``async for``. Create it inside a running event loop and use
     it as an async context manager (or ``await close()``).
     """
 
-    def __init__(
-        self,
-        target: str,
-        *,
-        tls: Tls = None,
-        token: Optional[str] = None,
-        timeout: Optional[float] = None,
-        metadata: Sequence[Tuple[str, str]] = (),
-        options: Sequence[Tuple[str, object]] = (),
-    ) -> None:
-        self.target = target
-        self.timeout = timeout
-        self._metadata = call_metadata(token, metadata)
-        credentials = channel_credentials(tls)
-        opts = channel_options(tls, options)
-        if credentials is None:
-            self._channel = grpc.aio.insecure_channel(target, options=opts)
-        else:
-            self._channel = grpc.aio.secure_channel(target, credentials, options=opts)
-        self._stub = pb_grpc.ChunkServiceStub(self._channel)
-        self._closed = False
+    _channels = grpc.aio
+    _response_stream = AsyncResponseStream
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -303,65 +211,23 @@ class AsyncClient:
 
     async def close(self) -> None:
         """Closes the channel; running calls are cancelled. Idempotent."""
-        if not self._closed:
-            self._closed = True
+        if self._close_once():
             await self._channel.close(None)
-
-    @property
-    def stub(self) -> pb_grpc.ChunkServiceStub:
-        """The raw generated stub (on the aio channel)."""
-        return self._stub
-
-    def _deadline(self, timeout: Optional[float]) -> Optional[float]:
-        if self._closed:
-            raise ValueError("the client is closed")
-        return self.timeout if timeout is None else timeout
 
     def chunk(
         self,
         source: AsyncSource,
         *,
-        algorithm: Union[str, int] = "fastcdc",
-        min_size: Optional[int] = None,
-        avg_size: Optional[int] = None,
-        max_size: Optional[int] = None,
-        normalization_level: Optional[int] = None,
-        seed: int = 0,
-        seq_mode: Union[str, int, None] = None,
-        seq_length: Optional[int] = None,
-        skip_trigger: Optional[int] = None,
-        skip_size: Optional[int] = None,
+        params: Optional[ChunkingParams] = None,
         fingerprint: Union[str, int] = "sha256",
         message_size: int = DEFAULT_MESSAGE_SIZE,
         timeout: Optional[float] = None,
+        **chunking: Any,
     ) -> AsyncChunkStream:
         """As ``Client.chunk``; ``async for`` the returned stream."""
-        if message_size < 1:
-            raise ValueError(f"message_size must be at least 1, got {message_size}")
-        params = convert.chunk_params(
-            fingerprint,
-            algorithm=algorithm,
-            min_size=min_size,
-            avg_size=avg_size,
-            max_size=max_size,
-            normalization_level=normalization_level,
-            seed=seed,
-            seq_mode=seq_mode,
-            seq_length=seq_length,
-            skip_trigger=skip_trigger,
-            skip_size=skip_size,
-        )
-        requests = _AsyncRequests(
-            lambda data: pb.ChunkRequest(params=params, data=data),
-            lambda data: pb.ChunkRequest(data=data),
-            _aiter_source(source, message_size),
-        )
-        call = self._stub.Chunk(
-            requests.__aiter__(), timeout=self._deadline(timeout), metadata=self._metadata
-        )
-        return AsyncResponseStream(
-            call, requests, convert.chunk_record, convert.chunk_summary
-        )
+        pieces = _pieces(source, message_size)
+        request = convert.chunk_params(fingerprint, params, **chunking)
+        return self._stream(CHUNK, request, pieces, timeout)
 
     async def chunk_all(
         self, source: AsyncSource, **kwargs: Any
@@ -375,52 +241,20 @@ class AsyncClient:
         source: AsyncSource,
         *,
         namespace: str,
-        algorithm: Union[str, int] = "fastcdc",
-        min_size: Optional[int] = None,
-        avg_size: Optional[int] = None,
-        max_size: Optional[int] = None,
-        normalization_level: Optional[int] = None,
-        seed: int = 0,
-        seq_mode: Union[str, int, None] = None,
-        seq_length: Optional[int] = None,
-        skip_trigger: Optional[int] = None,
-        skip_size: Optional[int] = None,
+        params: Optional[ChunkingParams] = None,
         fingerprint: Union[str, int] = "sha256",
         stream_id: str = "",
         hints: Union[str, int, None] = None,
         message_size: int = DEFAULT_MESSAGE_SIZE,
         timeout: Optional[float] = None,
+        **chunking: Any,
     ) -> AsyncDedupStream:
         """As ``Client.dedup``; ``async for`` the returned stream."""
-        if message_size < 1:
-            raise ValueError(f"message_size must be at least 1, got {message_size}")
-        params = convert.dedup_params(
-            namespace,
-            fingerprint,
-            stream_id,
-            hints,
-            algorithm=algorithm,
-            min_size=min_size,
-            avg_size=avg_size,
-            max_size=max_size,
-            normalization_level=normalization_level,
-            seed=seed,
-            seq_mode=seq_mode,
-            seq_length=seq_length,
-            skip_trigger=skip_trigger,
-            skip_size=skip_size,
+        pieces = _pieces(source, message_size)
+        request = convert.dedup_params(
+            namespace, fingerprint, stream_id, hints, params, **chunking
         )
-        requests = _AsyncRequests(
-            lambda data: pb.DedupRequest(params=params, data=data),
-            lambda data: pb.DedupRequest(data=data),
-            _aiter_source(source, message_size),
-        )
-        call = self._stub.Dedup(
-            requests.__aiter__(), timeout=self._deadline(timeout), metadata=self._metadata
-        )
-        return AsyncResponseStream(
-            call, requests, convert.dedup_record, convert.dedup_summary
-        )
+        return self._stream(DEDUP, request, pieces, timeout)
 
     async def dedup_all(
         self, source: AsyncSource, *, namespace: str, **kwargs: Any
@@ -439,14 +273,8 @@ class AsyncClient:
         """As ``Client.find_missing``."""
         deadline = self._deadline(timeout)
         missing: List[bytes] = []
-        for batch in convert.batches([bytes(f) for f in fingerprints]):
-            request = pb.FindMissingRequest(namespace=namespace, fingerprints=batch)
-            try:
-                response = await self._stub.FindMissing(
-                    request, timeout=deadline, metadata=self._metadata
-                )
-            except grpc.RpcError as e:
-                raise ChunkdError.from_rpc_error(e) from None
+        for request in convert.find_missing_requests(namespace, fingerprints):
+            response = await self._unary(self._stub.FindMissing, request, deadline)
             missing.extend(response.missing_fingerprints)
         return missing
 
@@ -465,23 +293,18 @@ class AsyncClient:
         for request in convert.release_requests(
             namespace, [bytes(f) for f in fingerprints], fingerprint, request_id
         ):
-            try:
-                response = await self._stub.Release(
-                    request, timeout=deadline, metadata=self._metadata
-                )
-            except grpc.RpcError as e:
-                raise ChunkdError.from_rpc_error(e) from None
+            response = await self._unary(self._stub.Release, request, deadline)
             counts.extend(response.ref_counts)
         return counts
 
     async def server_info(self, *, timeout: Optional[float] = None) -> ServerInfo:
         """As ``Client.server_info``."""
-        try:
-            r = await self._stub.GetServerInfo(
-                pb.GetServerInfoRequest(),
-                timeout=self._deadline(timeout),
-                metadata=self._metadata,
-            )
-        except grpc.RpcError as e:
-            raise ChunkdError.from_rpc_error(e) from None
-        return convert.server_info(r)
+        request = pb.GetServerInfoRequest()
+        deadline = self._deadline(timeout)
+        response = await self._unary(self._stub.GetServerInfo, request, deadline)
+        return convert.server_info(response)
+
+    async def _unary(self, method: Any, request: object, deadline: Optional[float]) -> Any:
+        """The response of one unary call (ChunkdError when it fails)."""
+        with rpc_errors():
+            return await method(request, timeout=deadline, metadata=self._metadata)

@@ -33,6 +33,7 @@ from chunkd_client._convert import (
     FINGERPRINTS,
     HINTS,
     SEQ_MODES,
+    ChunkingParams,
 )
 from chunkd_client.client import Client
 from chunkd_client.errors import ChunkdError
@@ -268,17 +269,13 @@ def _check_chunking_flags(args: argparse.Namespace) -> None:
 
 
 def _chunking_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
+    """The keywords of ``chunk`` and ``dedup`` the flags give: the
+    ChunkingParams, the fingerprint and the message size."""
+    fields = {field: getattr(args, field) for field in CHUNKING_FLAGS}
+    if fields["seed"] is None:
+        fields["seed"] = 0
     return dict(
-        algorithm=args.algorithm,
-        min_size=args.min_size,
-        avg_size=args.avg_size,
-        max_size=args.max_size,
-        normalization_level=args.normalization_level,
-        seed=0 if args.seed is None else args.seed,
-        seq_mode=args.seq_mode,
-        seq_length=args.seq_length,
-        skip_trigger=args.skip_trigger,
-        skip_size=args.skip_size,
+        params=ChunkingParams(args.algorithm, **fields),
         fingerprint=args.fingerprint,
         message_size=args.message_size,
     )

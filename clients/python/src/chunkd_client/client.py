@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 from typing import (
     Any,
-    Callable,
     Generator,
-    Generic,
     Iterable,
-    Iterator,
     List,
     Optional,
-    Sequence,
     Tuple,
     TypeVar,
     Union,
@@ -21,28 +16,29 @@ from typing import (
 import grpc
 
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
-from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
 from chunkd_client import _convert as convert
-from chunkd_client._channel import (
-    Tls,
-    TlsOptions,
-    call_metadata,
-    channel_credentials,
-    channel_options,
+from chunkd_client._calls import (
+    CHUNK,
+    DEDUP,
+    ClientBase,
+    StreamBase,
+    rpc_errors,
 )
+from chunkd_client._channel import TlsOptions
 from chunkd_client._convert import (
     ALGORITHM_PARAMETERS,
     ALGORITHMS,
+    CHUNKING_FIELDS,
     DEFAULT_MESSAGE_SIZE,
     FIND_MISSING_BATCH,
     FINGERPRINTS,
     HINTS,
     RELEASE_BATCH,
     SEQ_MODES,
+    ChunkingParams,
     chunking_params,
 )
 from chunkd_client._sources import Source, iter_source
-from chunkd_client.errors import ChunkdError, check_accounted
 from chunkd_client.records import (
     ChunkRecord,
     ChunkSummary,
@@ -61,6 +57,7 @@ __all__ = [
     "RELEASE_BATCH",
     "SEQ_MODES",
     "ChunkStream",
+    "ChunkingParams",
     "Client",
     "DedupStream",
     "ResponseStream",
@@ -72,42 +69,7 @@ R = TypeVar("R")
 S = TypeVar("S")
 
 
-class _Requests:
-    """The request iterator handed to grpcio.
-
-    grpcio consumes it on its own thread and, when it raises, only cancels the
-    call; the exception is kept here so that the caller sees it instead of a
-    bare CANCELLED. It counts the data bytes it hands over (``sent``) and
-    sets ``complete`` when the source is exhausted, which is before grpcio
-    half-closes the stream and so before the server can send its summary.
-    """
-
-    def __init__(
-        self, first: Callable[[bytes], object], rest: Callable[[bytes], object],
-        pieces: Iterator[bytes],
-    ) -> None:
-        self._first = first
-        self._rest = rest
-        self._pieces = pieces
-        self.error: Optional[BaseException] = None
-        self.sent = 0
-        self.complete = False
-
-    def __iter__(self) -> Iterator[object]:
-        try:
-            first = next(self._pieces, b"")
-            self.sent += len(first)
-            yield self._first(first)
-            for piece in self._pieces:
-                self.sent += len(piece)
-                yield self._rest(piece)
-        except Exception as e:  # handed to the caller by ResponseStream
-            self.error = e
-            raise
-        self.complete = True
-
-
-class ResponseStream(Generic[R, S]):
+class ResponseStream(StreamBase[R, S]):
     """The records of one Chunk or Dedup call, in stream order.
 
     Iterate it to receive the records as the server makes them final. When the
@@ -122,18 +84,7 @@ class ResponseStream(Generic[R, S]):
     Not thread-safe: one consumer.
     """
 
-    def __init__(
-        self,
-        call: grpc.Call,
-        requests: _Requests,
-        record: Callable[[Any], R],
-        summary: Callable[[Any], S],
-    ) -> None:
-        self._call = call
-        self._requests = requests
-        self._make_record = record
-        self._make_summary = summary
-        self._summary: Optional[S] = None
+    def _start(self) -> None:
         self._records: Generator[R, None, None] = self._generate()
 
     def __iter__(self) -> "ResponseStream[R, S]":
@@ -148,23 +99,6 @@ class ResponseStream(Generic[R, S]):
     def __exit__(self, *exc_info: object) -> None:
         self.cancel()
 
-    @property
-    def done(self) -> bool:
-        """True once the summary has been received."""
-        return self._summary is not None
-
-    @property
-    def summary(self) -> S:
-        """The server's totals; available once the iteration has ended.
-
-        Raises RuntimeError before that.
-        """
-        if self._summary is None:
-            raise RuntimeError(
-                "the summary is available only after all records were read"
-            )
-        return self._summary
-
     def collect(self) -> Tuple[List[R], S]:
         """Reads the remaining records; returns them with the summary."""
         records = list(self)
@@ -177,31 +111,12 @@ class ResponseStream(Generic[R, S]):
         self._records.close()
 
     def _generate(self) -> Generator[R, None, None]:
-        summary: Any = None
         try:
-            for response in self._call:  # type: ignore[attr-defined]
-                body = response.WhichOneof("body")
-                if summary is not None:
-                    raise self._protocol_error(f"{body} after the summary")
-                if body == "batch":
-                    for record in response.batch.chunks:
-                        yield self._make_record(record)
-                elif body == "summary":
-                    summary = response.summary
-                else:
-                    raise self._protocol_error("a response without a body")
+            for response in self._call:
+                yield from self._records_in(response)
         except grpc.RpcError as e:
-            if self._requests.error is not None:
-                raise self._requests.error from None
-            raise ChunkdError.from_rpc_error(e) from None
-        check_accounted(summary, self._requests)
-        self._summary = self._make_summary(summary)
-
-    def _protocol_error(self, what: str) -> ChunkdError:
-        self._call.cancel()
-        return ChunkdError(
-            grpc.StatusCode.INTERNAL, f"protocol violation by the server: {what}"
-        )
+            self._raise_failure(e)
+        self._finish()
 
 
 #: The iterator returned by ``Client.chunk``.
@@ -210,23 +125,12 @@ ChunkStream = ResponseStream[ChunkRecord, ChunkSummary]
 DedupStream = ResponseStream[DedupRecord, DedupSummary]
 
 
-#: The chunking parameters ``chunk`` and ``dedup`` take as keywords (see
-#: ``chunking_params``), passed on as they are.
-CHUNKING_KEYWORDS = (
-    "algorithm",
-    "min_size",
-    "avg_size",
-    "max_size",
-    "normalization_level",
-    "seed",
-    "seq_mode",
-    "seq_length",
-    "skip_trigger",
-    "skip_size",
-)
+#: The chunking parameters ``chunk`` and ``dedup`` take as keywords: the
+#: fields of ``ChunkingParams``.
+CHUNKING_KEYWORDS = CHUNKING_FIELDS
 
 
-class Client:
+class Client(ClientBase):
     """A connection to one chunkd server.
 
     Args:
@@ -246,28 +150,8 @@ class Client:
     context manager or call ``close()``.
     """
 
-    def __init__(
-        self,
-        target: str,
-        *,
-        tls: Tls = None,
-        token: Optional[str] = None,
-        timeout: Optional[float] = None,
-        metadata: Sequence[Tuple[str, str]] = (),
-        options: Sequence[Tuple[str, object]] = (),
-    ) -> None:
-        self.target = target
-        self.timeout = timeout
-        self._metadata = call_metadata(token, metadata)
-        credentials = channel_credentials(tls)
-        opts = channel_options(tls, options)
-        if credentials is None:
-            self._channel = grpc.insecure_channel(target, options=opts)
-        else:
-            self._channel = grpc.secure_channel(target, credentials, options=opts)
-        self._stub = pb_grpc.ChunkServiceStub(self._channel)
-        self._closed = False
-        self._lock = threading.Lock()
+    _channels = grpc
+    _response_stream = ResponseStream
 
     def __enter__(self) -> "Client":
         return self
@@ -277,85 +161,44 @@ class Client:
 
     def close(self) -> None:
         """Closes the channel; running calls are cancelled. Idempotent."""
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._channel.close()
-
-    @property
-    def stub(self) -> pb_grpc.ChunkServiceStub:
-        """The raw generated stub, for what the wrapper does not cover."""
-        return self._stub
-
-    def _deadline(self, timeout: Optional[float]) -> Optional[float]:
-        if self._closed:
-            raise ValueError("the client is closed")
-        return self.timeout if timeout is None else timeout
+        if self._close_once():
+            self._channel.close()
 
     def chunk(
         self,
         source: Source,
         *,
-        algorithm: Union[str, int] = "fastcdc",
-        min_size: Optional[int] = None,
-        avg_size: Optional[int] = None,
-        max_size: Optional[int] = None,
-        normalization_level: Optional[int] = None,
-        seed: int = 0,
-        seq_mode: Union[str, int, None] = None,
-        seq_length: Optional[int] = None,
-        skip_trigger: Optional[int] = None,
-        skip_size: Optional[int] = None,
+        params: Optional[ChunkingParams] = None,
         fingerprint: Union[str, int] = "sha256",
         message_size: int = DEFAULT_MESSAGE_SIZE,
         timeout: Optional[float] = None,
+        **chunking: Any,
     ) -> ChunkStream:
         """Cuts ``source`` into chunks on the server.
 
         ``source`` is a path, a bytes-like object, a binary file object or an
         iterable of bytes; it is streamed in messages of at most
         ``message_size`` bytes, never loaded whole (an iterable's pieces are
-        sent as they come, split only when too long). Parameters left ``None``
-        take the algorithm's defaults; give only those the algorithm takes
-        (``ALGORITHM_PARAMETERS``: fastcdc min/avg/max_size,
-        normalization_level and seed; crc32 min/avg/max_size; seqcdc
-        min/max_size and the seq_/skip_ parameters; fixed avg_size), the
-        server refuses any other with INVALID_ARGUMENT. ``fingerprint`` is
-        "sha256", "xxh128" or "none".
+        sent as they come, split only when too long). ``params`` says how to
+        cut it (a ``ChunkingParams``; fastcdc with the server's defaults when
+        omitted); the fields of ``ChunkingParams`` may be given as keywords
+        instead (``algorithm="crc32", avg_size=8192``), but not both.
+        ``fingerprint`` is "sha256", "xxh128" or "none".
 
         Returns an iterator over ``ChunkRecord`` in stream order whose
         ``summary`` (a ``ChunkSummary``) is set once it is exhausted::
 
-            stream = client.chunk("big.iso", algorithm="fastcdc")
+            stream = client.chunk("big.iso", params=ChunkingParams("fastcdc"))
             for record in stream:
                 ...
             print(stream.summary.total_chunks)
 
-        Errors are raised from the iteration as ``ChunkdError``.
+        Errors are raised from the iteration as ``ChunkdError`` (a parameter
+        the algorithm does not take: INVALID_ARGUMENT naming it).
         """
         pieces = iter_source(source, message_size)
-        params = convert.chunk_params(
-            fingerprint,
-            algorithm=algorithm,
-            min_size=min_size,
-            avg_size=avg_size,
-            max_size=max_size,
-            normalization_level=normalization_level,
-            seed=seed,
-            seq_mode=seq_mode,
-            seq_length=seq_length,
-            skip_trigger=skip_trigger,
-            skip_size=skip_size,
-        )
-        requests = _Requests(
-            lambda data: pb.ChunkRequest(params=params, data=data),
-            lambda data: pb.ChunkRequest(data=data),
-            pieces,
-        )
-        call = self._stub.Chunk(
-            iter(requests), timeout=self._deadline(timeout), metadata=self._metadata
-        )
-        return ResponseStream(call, requests, convert.chunk_record, convert.chunk_summary)
+        request = convert.chunk_params(fingerprint, params, **chunking)
+        return self._stream(CHUNK, request, pieces, timeout)
 
     def chunk_all(
         self, source: Source, **kwargs: Any
@@ -369,21 +212,13 @@ class Client:
         source: Source,
         *,
         namespace: str,
-        algorithm: Union[str, int] = "fastcdc",
-        min_size: Optional[int] = None,
-        avg_size: Optional[int] = None,
-        max_size: Optional[int] = None,
-        normalization_level: Optional[int] = None,
-        seed: int = 0,
-        seq_mode: Union[str, int, None] = None,
-        seq_length: Optional[int] = None,
-        skip_trigger: Optional[int] = None,
-        skip_size: Optional[int] = None,
+        params: Optional[ChunkingParams] = None,
         fingerprint: Union[str, int] = "sha256",
         stream_id: str = "",
         hints: Union[str, int, None] = None,
         message_size: int = DEFAULT_MESSAGE_SIZE,
         timeout: Optional[float] = None,
+        **chunking: Any,
     ) -> DedupStream:
         """Cuts ``source`` into chunks and records them in ``namespace``'s index.
 
@@ -409,31 +244,10 @@ class Client:
         ``hints_accepted``, ``hints_rejected`` and ``hint_skipped_bytes``.
         """
         pieces = iter_source(source, message_size)
-        params = convert.dedup_params(
-            namespace,
-            fingerprint,
-            stream_id,
-            hints,
-            algorithm=algorithm,
-            min_size=min_size,
-            avg_size=avg_size,
-            max_size=max_size,
-            normalization_level=normalization_level,
-            seed=seed,
-            seq_mode=seq_mode,
-            seq_length=seq_length,
-            skip_trigger=skip_trigger,
-            skip_size=skip_size,
+        request = convert.dedup_params(
+            namespace, fingerprint, stream_id, hints, params, **chunking
         )
-        requests = _Requests(
-            lambda data: pb.DedupRequest(params=params, data=data),
-            lambda data: pb.DedupRequest(data=data),
-            pieces,
-        )
-        call = self._stub.Dedup(
-            iter(requests), timeout=self._deadline(timeout), metadata=self._metadata
-        )
-        return ResponseStream(call, requests, convert.dedup_record, convert.dedup_summary)
+        return self._stream(DEDUP, request, pieces, timeout)
 
     def dedup_all(
         self, source: Source, *, namespace: str, **kwargs: Any
@@ -456,14 +270,8 @@ class Client:
         """
         deadline = self._deadline(timeout)
         missing: List[bytes] = []
-        for batch in convert.batches([bytes(f) for f in fingerprints]):
-            request = pb.FindMissingRequest(namespace=namespace, fingerprints=batch)
-            try:
-                response = self._stub.FindMissing(
-                    request, timeout=deadline, metadata=self._metadata
-                )
-            except grpc.RpcError as e:
-                raise ChunkdError.from_rpc_error(e) from None
+        for request in convert.find_missing_requests(namespace, fingerprints):
+            response = self._unary(self._stub.FindMissing, request, deadline)
             missing.extend(response.missing_fingerprints)
         return missing
 
@@ -492,23 +300,18 @@ class Client:
         for request in convert.release_requests(
             namespace, [bytes(f) for f in fingerprints], fingerprint, request_id
         ):
-            try:
-                response = self._stub.Release(
-                    request, timeout=deadline, metadata=self._metadata
-                )
-            except grpc.RpcError as e:
-                raise ChunkdError.from_rpc_error(e) from None
+            response = self._unary(self._stub.Release, request, deadline)
             counts.extend(response.ref_counts)
         return counts
 
     def server_info(self, *, timeout: Optional[float] = None) -> ServerInfo:
         """The server's version, algorithms with their limits, and limits."""
-        try:
-            r = self._stub.GetServerInfo(
-                pb.GetServerInfoRequest(),
-                timeout=self._deadline(timeout),
-                metadata=self._metadata,
-            )
-        except grpc.RpcError as e:
-            raise ChunkdError.from_rpc_error(e) from None
-        return convert.server_info(r)
+        request = pb.GetServerInfoRequest()
+        deadline = self._deadline(timeout)
+        response = self._unary(self._stub.GetServerInfo, request, deadline)
+        return convert.server_info(response)
+
+    def _unary(self, method: Any, request: object, deadline: Optional[float]) -> Any:
+        """The response of one unary call (ChunkdError when it fails)."""
+        with rpc_errors():
+            return method(request, timeout=deadline, metadata=self._metadata)

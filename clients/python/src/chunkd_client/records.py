@@ -7,12 +7,8 @@ from typing import Optional, Tuple
 
 
 @dataclass(frozen=True)
-class ChunkRecord:
-    """One chunk: bytes ``[offset, offset + length)`` of the stream.
-
-    ``fingerprint`` is the digest of the chunk's bytes (32 bytes for sha256,
-    16 for xxh128, empty for ``fingerprint="none"``).
-    """
+class _Span:
+    """The place and fingerprint of one chunk, common to both records."""
 
     offset: int
     length: int
@@ -25,22 +21,23 @@ class ChunkRecord:
 
 
 @dataclass(frozen=True)
-class DedupRecord:
+class ChunkRecord(_Span):
+    """One chunk: bytes ``[offset, offset + length)`` of the stream.
+
+    ``fingerprint`` is the digest of the chunk's bytes (32 bytes for sha256,
+    16 for xxh128, empty for ``fingerprint="none"``).
+    """
+
+
+@dataclass(frozen=True)
+class DedupRecord(_Span):
     """A chunk of a Dedup stream and whether the namespace had it before.
 
     ``is_new`` is True when this stream added the fingerprint to the
     namespace's index, False when it was already there (a duplicate).
     """
 
-    offset: int
-    length: int
-    fingerprint: bytes
     is_new: bool
-
-    @property
-    def end(self) -> int:
-        """The offset one past the chunk's last byte."""
-        return self.offset + self.length
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,294 @@
+"""What Client and AsyncClient share: the channel, the stub and the options
+of every call, the requests of a Chunk or Dedup stream, and the checks and
+conversion of its responses. Each client adds only its way of waiting:
+blocking, or asyncio."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass
+from typing import (
+    Any,
+    AsyncIterator,
+    Callable,
+    Generic,
+    Iterator,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+    overload,
+)
+
+import grpc
+
+from chunkd_client import _convert as convert
+from chunkd_client._channel import (
+    Tls,
+    call_metadata,
+    channel_credentials,
+    channel_options,
+)
+from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
+from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
+from chunkd_client.errors import ChunkdError, check_accounted
+from chunkd_client.records import (
+    ChunkRecord,
+    ChunkSummary,
+    DedupRecord,
+    DedupSummary,
+)
+
+R = TypeVar("R")
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class StreamMethod(Generic[R, S]):
+    """One of the two streaming methods: the stub's attribute, its request
+    message and the conversion of its records and summary."""
+
+    name: str
+    request: Callable[..., object]
+    record: Callable[[Any], R]
+    summary: Callable[[Any], S]
+
+
+CHUNK: StreamMethod[ChunkRecord, ChunkSummary] = StreamMethod(
+    "Chunk", pb.ChunkRequest, convert.chunk_record, convert.chunk_summary
+)
+DEDUP: StreamMethod[DedupRecord, DedupSummary] = StreamMethod(
+    "Dedup", pb.DedupRequest, convert.dedup_record, convert.dedup_summary
+)
+
+
+class Requests:
+    """The requests of one Chunk or Dedup stream, made from the data pieces
+    of its source as the gRPC library asks for them (on a thread or in a
+    task of its own).
+
+    The first request carries ``params`` and the first piece (no data for
+    an empty source), each other request one more piece. The gRPC library only cancels the call when the source raises; ``error``
+    keeps that exception so that the caller sees it instead of a bare
+    CANCELLED. ``sent`` counts the data bytes handed over, and ``complete``
+    is set once the source is exhausted, which is before the stream is
+    half-closed and so before the server can send its summary.
+    """
+
+    def __init__(self, message: Callable[..., object], params: object) -> None:
+        self._message = message
+        self._params: Optional[object] = params
+        self.error: Optional[BaseException] = None
+        self.sent = 0
+        self.complete = False
+
+    @overload
+    def over(self, pieces: Iterator[bytes]) -> Iterator[object]: ...
+    @overload
+    def over(self, pieces: AsyncIterator[bytes]) -> AsyncIterator[object]: ...
+
+    def over(
+        self, pieces: Union[Iterator[bytes], AsyncIterator[bytes]]
+    ) -> Union[Iterator[object], AsyncIterator[object]]:
+        """The requests for ``pieces``: an iterator of them for a blocking
+        call, an async iterator for a grpc.aio call when ``pieces`` is one."""
+        if isinstance(pieces, AsyncIterator):
+            return self._over_async(pieces)
+        return self._over(pieces)
+
+    def _over(self, pieces: Iterator[bytes]) -> Iterator[object]:
+        with self._reading():
+            yield self._request(next(pieces, b""))
+            for piece in pieces:
+                yield self._request(piece)
+
+    async def _over_async(self, pieces: AsyncIterator[bytes]) -> AsyncIterator[object]:
+        with self._reading():
+            try:
+                first = await pieces.__anext__()
+            except StopAsyncIteration:
+                first = b""
+            yield self._request(first)
+            async for piece in pieces:
+                yield self._request(piece)
+
+    def _request(self, piece: bytes) -> object:
+        self.sent += len(piece)
+        if self._params is None:
+            return self._message(data=piece)
+        params, self._params = self._params, None
+        return self._message(params=params, data=piece)
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Around reading the source: keeps its error, marks its end."""
+        try:
+            yield
+        except Exception as e:  # handed to the caller by the response stream
+            self.error = e
+            raise
+        self.complete = True
+
+
+class StreamBase(Generic[R, S]):
+    """What ResponseStream and AsyncResponseStream share: the protocol of
+    the responses (batches of records, then exactly one summary that counts
+    every byte sent), their conversion, and the summary."""
+
+    def __init__(
+        self,
+        call: Any,
+        requests: Requests,
+        record: Callable[[Any], R],
+        summary: Callable[[Any], S],
+    ) -> None:
+        self._call = call
+        self._requests = requests
+        self._make_record = record
+        self._make_summary = summary
+        self._received: Any = None  # the summary message, once it arrived
+        self._summary: Optional[S] = None
+        self._start()
+
+    def _start(self) -> None:
+        """Sets up the iteration over the records; called once, last in
+        ``__init__``."""
+        raise NotImplementedError
+
+    @property
+    def done(self) -> bool:
+        """True once the summary has been received."""
+        return self._summary is not None
+
+    @property
+    def summary(self) -> S:
+        """The server's totals; available once the iteration has ended.
+
+        Raises RuntimeError before that.
+        """
+        if self._summary is None:
+            raise RuntimeError(
+                "the summary is available only after all records were read"
+            )
+        return self._summary
+
+    def _records_in(self, response: Any) -> Iterator[R]:
+        """The records of one response, once its place in the stream is
+        checked; keeps the summary."""
+        body = response.WhichOneof("body")
+        if self._received is not None:
+            raise self._protocol_error(f"{body} after the summary")
+        if body == "batch":
+            return map(self._make_record, response.batch.chunks)
+        if body != "summary":
+            raise self._protocol_error("a response without a body")
+        self._received = response.summary
+        return iter(())
+
+    def _raise_failure(self, error: grpc.RpcError) -> None:
+        """Raises what the failed call means: the source's exception when
+        reading it failed, else ``_rpc_error``'s ChunkdError. Returns when
+        there is none (the server ended the call OK)."""
+        if self._requests.error is not None:
+            raise self._requests.error from None
+        failure = self._rpc_error(error)
+        if failure is not None:
+            raise failure from None
+
+    def _rpc_error(self, error: grpc.RpcError) -> Optional[ChunkdError]:
+        """The ChunkdError of a failed call; None when it ended OK."""
+        return ChunkdError.from_rpc_error(error)
+
+    def _finish(self) -> None:
+        """Sets the summary once the stream ended OK; DATA_LOSS when the
+        summary is missing or does not count every byte sent."""
+        check_accounted(self._received, self._requests)
+        self._summary = self._make_summary(self._received)
+
+    def _protocol_error(self, what: str) -> ChunkdError:
+        self._call.cancel()
+        return ChunkdError(
+            grpc.StatusCode.INTERNAL, f"protocol violation by the server: {what}"
+        )
+
+
+@contextlib.contextmanager
+def rpc_errors() -> Iterator[None]:
+    """Raises the ``grpc.RpcError`` of a unary call as ChunkdError."""
+    try:
+        yield
+    except grpc.RpcError as e:
+        raise ChunkdError.from_rpc_error(e) from None
+
+
+class ClientBase:
+    """The connection of Client and AsyncClient (see Client for the
+    arguments): the channel, the stub, the deadline and metadata of every
+    call."""
+
+    #: The module whose ``insecure_channel`` and ``secure_channel`` make the
+    #: channel: grpc, or grpc.aio.
+    _channels: Any = grpc
+    #: The class of the streams ``_stream`` returns (a StreamBase).
+    _response_stream: Any
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        tls: Tls = None,
+        token: Optional[str] = None,
+        timeout: Optional[float] = None,
+        metadata: Sequence[Tuple[str, str]] = (),
+        options: Sequence[Tuple[str, object]] = (),
+    ) -> None:
+        self.target = target
+        self.timeout = timeout
+        self._metadata = call_metadata(token, metadata)
+        credentials = channel_credentials(tls)
+        opts = channel_options(tls, options)
+        if credentials is None:
+            self._channel = self._channels.insecure_channel(target, options=opts)
+        else:
+            self._channel = self._channels.secure_channel(
+                target, credentials, options=opts
+            )
+        self._stub = pb_grpc.ChunkServiceStub(self._channel)
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @property
+    def stub(self) -> pb_grpc.ChunkServiceStub:
+        """The raw generated stub (on the client's channel), for what the
+        wrapper does not cover."""
+        return self._stub
+
+    def _close_once(self) -> bool:
+        """Marks the client closed; True only the first time."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._closed = True
+            return True
+
+    def _deadline(self, timeout: Optional[float]) -> Optional[float]:
+        if self._closed:
+            raise ValueError("the client is closed")
+        return self.timeout if timeout is None else timeout
+
+    def _stream(
+        self,
+        method: StreamMethod[R, S],
+        params: object,
+        pieces: Union[Iterator[bytes], AsyncIterator[bytes]],
+        timeout: Optional[float],
+    ) -> Any:
+        """Starts a ``method`` stream that sends ``params`` and ``pieces``
+        (an async iterator for grpc.aio); returns its ``_response_stream``."""
+        requests = Requests(method.request, params)
+        call = getattr(self._stub, method.name)(
+            requests.over(pieces), timeout=self._deadline(timeout), metadata=self._metadata
+        )
+        return self._response_stream(call, requests, method.record, method.summary)
