@@ -69,7 +69,7 @@ test-python: build $(VENV_STAMP)
 	CHUNKD_GO_BIN=$(CHUNKD_GO_BIN) GRPCURL_BIN=$(TOOLS_BIN)/grpcurl \
 	  $(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e tests/integration
 
-test: test-cpp test-python test-chart test-deploy test-go
+test: test-cpp test-python test-chart test-deploy test-go test-lizard
 
 # `make test-lizard`: no function in server/ or clients/ longer than 100
 # lines or of cyclomatic complexity over 25, by lizard (pinned, installed
