@@ -238,11 +238,17 @@ struct Config {
   const char* method;
 };
 constexpr int kConfigs = 4;
-constexpr Config kConfigList[kConfigs] = {
-    {"sink", kSinkMethod},
-    {"chunk (no fingerprint)", kChunkMethod},
-    {"chunk", kChunkMethod},
-    {"dedup", kDedupMethod}};
+// The configs in the table's order. (A table at namespace scope here would
+// hide every function below it from lizard 1.24.3, which misreads it after
+// the flags' `uint64_t{64} << 20`: keep it in a function.)
+const Config& ConfigAt(int c) {
+  static constexpr Config kList[kConfigs] = {
+      {"sink", kSinkMethod},
+      {"chunk (no fingerprint)", kChunkMethod},
+      {"chunk", kChunkMethod},
+      {"dedup", kDedupMethod}};
+  return kList[c];
+}
 
 // The best run of each config with 1 and w.streams streams, over
 // `repetitions` runs in interleaved order.
@@ -262,7 +268,7 @@ void MeasureBest(grpc::GenericStub* stub, const Workload& w,
                                    chunkd::v1::FINGERPRINT_ALGORITHM_SHA256)
                    : Messages{};
         Run run = RunStreams(
-            stub, kConfigList[c].method,
+            stub, ConfigAt(c).method,
             c == 3 ? dedup_messages : (c == 1 ? cut_messages : chunk_messages),
             stream_counts[n], w.stream_bytes);
         if (run.gbps > best[c][n].gbps) best[c][n] = run;
@@ -286,7 +292,7 @@ std::string Table(const Run best[kConfigs][2], const char* kernel,
   for (int c = 0; c < kConfigs; ++c) {
     table += absl::StrFormat(
         "| %s | %.2f | %.2f | %.0f%% | %.0f%% | %.2f× | %s |\n",
-        kConfigList[c].name, best[c][0].gbps, best[c][1].gbps,
+        ConfigAt(c).name, best[c][0].gbps, best[c][1].gbps,
         100 * best[c][0].gbps / best[0][0].gbps,
         100 * best[c][1].gbps / best[0][1].gbps,
         best[c][1].gbps / best[c][0].gbps,
