@@ -235,12 +235,12 @@ int WaitForSignal(const sigset_t& signals) {
   return sig;
 }
 
-}  // namespace
+int Fail(const absl::Status& status) {
+  return Fail(std::string(status.message()));
+}
 
-int main(int argc, char** argv) {
-  // First, while this is the only thread (service/allocator.h says why).
-  const chunkd::service::MallocSetup malloc_setup =
-      chunkd::service::ConfigureMalloc(std::getenv("GLIBC_TUNABLES"));
+// Usage, flags, and Abseil's mutex deadlock detection off.
+void ParseFlags(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "chunkd: content-defined chunking and deduplication over gRPC.\n"
       "Usage: chunkd [--listen HOST:PORT] [--metrics_listen HOST:PORT] "
@@ -250,72 +250,123 @@ int main(int argc, char** argv) {
   // every lock a graph update (5 % of the CPU samples under a flood of
   // calls, by perf) and finds nothing in a release build.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
 
-  // Every thread started from here on inherits the blocked signals, so only
-  // the sigwait below sees SIGINT and SIGTERM.
+// Every thread started from here on inherits the blocked signals, so only
+// the sigwait in WaitForSignal sees SIGINT and SIGTERM.
+sigset_t BlockStopSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
 
+// What bounds the streams and connections, from the flags.
+struct StreamLimits {
+  uint64_t max_message = 0;
+  uint64_t max_inflight = 0;
+  uint64_t memory_budget = 0;
+  chunkd::service::RegistryLimits registry;
+  uint32_t streams_per_connection = 0;
+  absl::Duration idle_timeout;
+  absl::Duration connection_idle;
+};
+
+// --max_message_bytes and --max_inflight_bytes.
+absl::Status ValidateMessageFlags(StreamLimits* limits) {
   const uint64_t max_message = absl::GetFlag(FLAGS_max_message_bytes);
   if (max_message < kMinMessageBytes || max_message > kMaxMessageBytes) {
-    return Fail(absl::StrCat("--max_message_bytes ", max_message,
-                             " is out of range [", kMinMessageBytes, ", ",
-                             kMaxMessageBytes, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_message_bytes ", max_message, " is out of range [",
+                     kMinMessageBytes, ", ", kMaxMessageBytes, "]"));
   }
   const uint64_t max_inflight = absl::GetFlag(FLAGS_max_inflight_bytes);
   if (max_inflight < max_message) {
-    return Fail(absl::StrCat("--max_inflight_bytes ", max_inflight,
-                             " must be at least --max_message_bytes ",
-                             max_message));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_inflight_bytes ", max_inflight,
+                     " must be at least --max_message_bytes ", max_message));
   }
+  limits->max_message = max_message;
+  limits->max_inflight = max_inflight;
+  return absl::OkStatus();
+}
+
+// --max_streams, --memory_budget, --max_streams_per_ip and
+// --max_streams_per_token; REQUIRES: ValidateMessageFlags passed.
+absl::Status ValidateStreamFlags(StreamLimits* limits) {
+  const uint64_t max_message = limits->max_message;
   const uint32_t max_streams = absl::GetFlag(FLAGS_max_streams);
-  if (max_streams == 0) return Fail("--max_streams must be at least 1");
+  if (max_streams == 0) {
+    return absl::InvalidArgumentError("--max_streams must be at least 1");
+  }
   const uint64_t memory_budget = absl::GetFlag(FLAGS_memory_budget);
   if (memory_budget / max_streams < max_message) {
-    return Fail(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "--memory_budget ", memory_budget, " must be at least --max_streams (",
-        max_streams, ") x --max_message_bytes (", max_message, ") = ",
-        uint64_t{max_streams} * max_message,
+        max_streams, ") x --max_message_bytes (", max_message,
+        ") = ", uint64_t{max_streams} * max_message,
         "; raise it, or lower one of the others"));
   }
-  chunkd::service::RegistryLimits limits;
-  limits.max_streams = max_streams;
-  limits.max_streams_per_ip = absl::GetFlag(FLAGS_max_streams_per_ip);
+  limits->memory_budget = memory_budget;
+  limits->registry.max_streams = max_streams;
+  limits->registry.max_streams_per_ip = absl::GetFlag(FLAGS_max_streams_per_ip);
   const int64_t per_token = absl::GetFlag(FLAGS_max_streams_per_token);
   if (per_token < -1) {
-    return Fail(absl::StrCat("--max_streams_per_token ", per_token,
-                             " must be -1 (a quarter of --max_streams), 0 (no "
-                             "limit) or a count"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_streams_per_token ", per_token,
+                     " must be -1 (a quarter of --max_streams), 0 (no "
+                     "limit) or a count"));
   }
-  limits.max_streams_per_token =
+  limits->registry.max_streams_per_token =
       per_token == -1 ? std::max<size_t>(1, max_streams / 4)
                       : static_cast<size_t>(per_token);
-  const uint32_t streams_per_connection =
+  return absl::OkStatus();
+}
+
+// --max_streams_per_connection, --stream_idle_timeout and
+// --max_connection_idle.
+absl::Status ValidateConnectionFlags(StreamLimits* limits) {
+  limits->streams_per_connection =
       absl::GetFlag(FLAGS_max_streams_per_connection);
-  if (streams_per_connection == 0) {
-    return Fail("--max_streams_per_connection must be at least 1");
+  if (limits->streams_per_connection == 0) {
+    return absl::InvalidArgumentError(
+        "--max_streams_per_connection must be at least 1");
   }
-  const absl::Duration idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout);
-  const absl::Duration connection_idle =
-      absl::GetFlag(FLAGS_max_connection_idle);
-  if (idle_timeout < absl::ZeroDuration() ||
-      connection_idle < absl::ZeroDuration()) {
-    return Fail("--stream_idle_timeout and --max_connection_idle must not be "
-                "negative");
+  limits->idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout);
+  limits->connection_idle = absl::GetFlag(FLAGS_max_connection_idle);
+  if (limits->idle_timeout < absl::ZeroDuration() ||
+      limits->connection_idle < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--stream_idle_timeout and --max_connection_idle must not be "
+        "negative");
   }
-  auto credentials = ServerCredentials();
-  if (!credentials.ok()) return Fail(std::string(credentials.status().message()));
-  std::unique_ptr<chunkd::service::TokenTable> tokens;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StreamLimits> StreamLimitsFromFlags() {
+  StreamLimits limits;
+  if (absl::Status s = ValidateMessageFlags(&limits); !s.ok()) return s;
+  if (absl::Status s = ValidateStreamFlags(&limits); !s.ok()) return s;
+  if (absl::Status s = ValidateConnectionFlags(&limits); !s.ok()) return s;
+  return limits;
+}
+
+// --auth_tokens: nullptr when unset.
+absl::StatusOr<std::unique_ptr<chunkd::service::TokenTable>> LoadTokens() {
   const std::string tokens_path = absl::GetFlag(FLAGS_auth_tokens);
-  if (!tokens_path.empty()) {
-    auto table = chunkd::service::TokenTable::Load(tokens_path);
-    if (!table.ok()) return Fail(std::string(table.status().message()));
-    tokens = std::make_unique<chunkd::service::TokenTable>(*std::move(table));
+  if (tokens_path.empty()) {
+    return std::unique_ptr<chunkd::service::TokenTable>();
   }
-  const std::string index_spec = absl::GetFlag(FLAGS_index);
+  auto table = chunkd::service::TokenTable::Load(tokens_path);
+  if (!table.ok()) return table.status();
+  return std::make_unique<chunkd::service::TokenTable>(*std::move(table));
+}
+
+// The --redis_* flags and --index_max_entries.
+absl::StatusOr<chunkd::index::IndexOptions> IndexOptionsFromFlags(
+    uint64_t memory_budget) {
   chunkd::index::IndexOptions index_options;
   index_options.redis_password_file = absl::GetFlag(FLAGS_redis_password_file);
   index_options.pool_size = absl::GetFlag(FLAGS_redis_pool_size);
@@ -323,9 +374,10 @@ int main(int argc, char** argv) {
   index_options.command_timeout = absl::GetFlag(FLAGS_redis_command_timeout);
   const int64_t max_entries = absl::GetFlag(FLAGS_index_max_entries);
   if (max_entries < -1) {
-    return Fail(absl::StrCat("--index_max_entries ", max_entries,
-                             " must be -1 (half of --memory_budget), 0 (no "
-                             "limit) or a count"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--index_max_entries ", max_entries,
+                     " must be -1 (half of --memory_budget), 0 (no "
+                     "limit) or a count"));
   }
   index_options.max_entries =
       max_entries == -1 ? memory_budget / 2 / kIndexBytesPerEntry
@@ -333,54 +385,104 @@ int main(int argc, char** argv) {
   index_options.warn = [](const std::string& warning) {
     std::fprintf(stderr, "chunkd: %s\n", warning.c_str());
   };
-  std::fprintf(stderr, "chunkd: %s\n", malloc_setup.description.c_str());
+  return index_options;
+}
+
+// The index --index names; the log says which.
+absl::StatusOr<std::unique_ptr<chunkd::index::FingerprintIndex>> OpenIndex(
+    const std::string& index_spec,
+    const chunkd::index::IndexOptions& index_options) {
   auto index = chunkd::index::CreateIndex(index_spec, index_options);
-  if (!index.ok()) return Fail(std::string(index.status().message()));
+  if (!index.ok()) return index.status();
   std::fprintf(stderr, "chunkd: index %s%s\n",
                chunkd::index::RedactIndexSpec(index_spec).c_str(),
-               index_spec != "memory"        ? ""
-               : index_options.max_entries == 0 ? ", no entry limit"
+               index_spec != "memory" ? ""
+               : index_options.max_entries == 0
+                   ? ", no entry limit"
                    : absl::StrCat(", at most ", index_options.max_entries,
                                   " entries (--index_max_entries)")
                          .c_str());
+  return index;
+}
 
+// The chunking kernel (--backend), and how fingerprints and content keys
+// are computed.
+struct Backends {
+  const chunkd::chunking::kernels::Kernel* kernel = nullptr;
+  const chunkd::fingerprint::Sha256Backend* sha256 = nullptr;
+  chunkd::fingerprint::ContentKeyBackend content_key =
+      chunkd::fingerprint::ContentKeyBackend::kOpenSsl;
+};
+
+absl::StatusOr<Backends> BackendsFromFlags() {
+  Backends backends;
   const std::string backend_flag = absl::GetFlag(FLAGS_backend);
   absl::StatusOr<const chunkd::chunking::kernels::Kernel*> kernel =
       backend_flag.empty()
           ? chunkd::chunking::kernels::DefaultKernel()
           : chunkd::chunking::kernels::FindKernel(backend_flag);
   if (!kernel.ok()) {
-    return Fail(
+    return absl::InvalidArgumentError(
         absl::StrCat(backend_flag.empty() ? "CHUNKD_BACKEND: " : "--backend: ",
                      kernel.status().message()));
   }
-  const std::string backend = (*kernel)->name;
+  backends.kernel = *kernel;
   // How sha256 fingerprints are computed ($CHUNKD_SHA256 or the best the CPU
   // runs); a bad value stops chunkd here rather than at the first chunk.
   absl::StatusOr<const chunkd::fingerprint::Sha256Backend*> sha256 =
       chunkd::fingerprint::DefaultSha256Backend();
-  if (!sha256.ok()) return Fail(std::string(sha256.status().message()));
+  if (!sha256.ok()) return sha256.status();
+  backends.sha256 = *sha256;
   // How the hint cache keys contents ($CHUNKD_CONTENT_KEY or the best the
   // CPU runs); a bad value stops chunkd here rather than at the first use.
   absl::StatusOr<chunkd::fingerprint::ContentKeyBackend> content_key =
       chunkd::fingerprint::DefaultContentKeyBackend();
-  if (!content_key.ok()) return Fail(std::string(content_key.status().message()));
-  chunkd::metrics::Metrics metrics(CHUNKD_VERSION, backend);
-  // Clients can cause these at will: counted, and logged as one line per
-  // interval (never a line each).
-  chunkd::service::LogThrottle abuse_log(
-      kAbuseLogInterval, [](const std::string& line) {
-        std::fprintf(stderr, "chunkd: %s\n", line.c_str());
-      });
-  chunkd::service::GrpcLogFilter grpc_log_filter(
-      &abuse_log, [&metrics] { metrics.tls_handshake_failures().Increment(); });
-  chunkd::service::PeriodicThread abuse_log_flusher(
-      kAbuseLogInterval, [&abuse_log] { abuse_log.Flush(); });
-  abuse_log_flusher.Start();
-  const uint32_t stream_rate = absl::GetFlag(FLAGS_max_stream_rate_per_connection);
-  prometheus::Counter& closed_for_rate = metrics.ConnectionsClosed("stream_rate");
-  auto guard = std::make_unique<chunkd::service::ConnectionGuard>(
-      stream_rate, [&](const std::string& peer) {
+  if (!content_key.ok()) return content_key.status();
+  backends.content_key = *content_key;
+  return backends;
+}
+
+// What clients can cause at will (failed TLS handshakes, connections
+// closed): counted, and logged as one line per interval (never a line
+// each).
+class AbuseLog {
+ public:
+  explicit AbuseLog(chunkd::metrics::Metrics& metrics)
+      : log_(kAbuseLogInterval,
+             [](const std::string& line) {
+               std::fprintf(stderr, "chunkd: %s\n", line.c_str());
+             }),
+        grpc_log_filter_(
+            &log_,
+            [&metrics] { metrics.tls_handshake_failures().Increment(); }),
+        flusher_(kAbuseLogInterval, [this] { log_.Flush(); }) {
+    flusher_.Start();
+  }
+
+  chunkd::service::LogThrottle& log() { return log_; }
+
+  // Stops the periodic flush and writes what is left.
+  void Stop() {
+    flusher_.Stop();
+    log_.Flush();
+  }
+
+ private:
+  chunkd::service::LogThrottle log_;
+  chunkd::service::GrpcLogFilter grpc_log_filter_;
+  chunkd::service::PeriodicThread flusher_;
+};
+
+// --max_stream_rate_per_connection: closes connections that open streams
+// too fast (HTTP/2 rapid reset), counted and logged.
+std::unique_ptr<chunkd::service::ConnectionGuard> MakeConnectionGuard(
+    uint32_t stream_rate, chunkd::metrics::Metrics& metrics,
+    chunkd::service::LogThrottle& abuse_log) {
+  prometheus::Counter& closed_for_rate =
+      metrics.ConnectionsClosed("stream_rate");
+  return std::make_unique<chunkd::service::ConnectionGuard>(
+      stream_rate,
+      [&closed_for_rate, &abuse_log, stream_rate](const std::string& peer) {
         closed_for_rate.Increment();
         abuse_log.Note(
             absl::StrCat("connections closed for opening streams faster "
@@ -388,166 +490,190 @@ int main(int argc, char** argv) {
                          stream_rate, "/s)"),
             peer);
       });
-  chunkd::service::ConnectionGuard* const guard_ptr = guard.get();
-  *index = std::make_unique<chunkd::metrics::InstrumentedIndex>(
-      *std::move(index), &metrics);
-  if ((*index)->EntryCount().has_value()) {
-    if (index_options.max_entries != 0) {
-      metrics.SetIndexMaxEntries(index_options.max_entries);
-    }
-    metrics.WatchIndexEntries(
-        [index = index->get()] { return index->EntryCount(); });
-  }
+}
+
+// Counts and times the index's calls; a memory index's entries are
+// exported too.
+void InstrumentIndex(std::unique_ptr<chunkd::index::FingerprintIndex>& index,
+                     chunkd::metrics::Metrics& metrics, uint64_t max_entries) {
+  index = std::make_unique<chunkd::metrics::InstrumentedIndex>(std::move(index),
+                                                               &metrics);
+  if (!index->EntryCount().has_value()) return;
+  if (max_entries != 0) metrics.SetIndexMaxEntries(max_entries);
+  metrics.WatchIndexEntries(
+      [index = index.get()] { return index->EntryCount(); });
+}
+
+// The gRPC metrics interceptor, and /metrics served on `metrics_listen`
+// unless it is empty.
+absl::StatusOr<std::unique_ptr<chunkd::metrics::GrpcMetricsInterceptorFactory>>
+ServeMetrics(chunkd::metrics::Metrics& metrics,
+             const std::string& metrics_listen) {
   auto grpc_metrics = chunkd::metrics::GrpcMetricsInterceptorFactory::Create(
       &metrics, {chunkd::v1::ChunkService::service_full_name(),
                  "grpc.health.v1.Health",
                  "grpc.reflection.v1alpha.ServerReflection"});
-  if (!grpc_metrics.ok()) {
-    return Fail(std::string(grpc_metrics.status().message()));
-  }
-  const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  if (!grpc_metrics.ok()) return grpc_metrics.status();
   if (!metrics_listen.empty()) {
     absl::Status serving = metrics.Serve(metrics_listen);
-    if (!serving.ok()) return Fail(std::string(serving.message()));
+    if (!serving.ok()) return serving;
   }
+  return grpc_metrics;
+}
 
-  // Declared after metrics, so its tasks finish while the metrics they
-  // update still exist.
+// --threads: 0 means one per core.
+size_t WorkerThreads() {
   size_t threads = absl::GetFlag(FLAGS_threads);
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  chunkd::pipeline::WorkerPool pool(threads);
-  metrics.WatchQueueDepth([&pool] { return pool.queue_depth(); });
+  return threads;
+}
 
-  chunkd::pipeline::HintCache hint_cache(
-      absl::GetFlag(FLAGS_hint_cache_mib) * (uint64_t{1} << 20) /
-      chunkd::pipeline::HintCache::kBytesPerEntry);
+// --hint_cache_mib, in entries.
+size_t HintCacheEntries() {
+  return absl::GetFlag(FLAGS_hint_cache_mib) * (uint64_t{1} << 20) /
+         chunkd::pipeline::HintCache::kBytesPerEntry;
+}
 
+// What the service works with, each owned by main().
+struct ServiceParts {
+  chunkd::index::FingerprintIndex* index;
+  bool remote_index;
+  chunkd::pipeline::HintCache* hint_cache;
+  chunkd::pipeline::WorkerPool* pool;
+  chunkd::metrics::Metrics* metrics;
+  chunkd::service::ConnectionGuard* guard;  // nullptr: no stream rate limit
+  chunkd::service::MemoryBudget* budget;
+  const chunkd::service::TokenTable* auth;
+  const chunkd::chunking::kernels::Kernel* kernel;
+};
+
+chunkd::service::ServiceOptions MakeServiceOptions(const ServiceParts& parts,
+                                                   const StreamLimits& limits) {
   chunkd::service::ServiceOptions options;
-  options.index = index->get();
-  options.hint_cache = &hint_cache;
+  options.index = parts.index;
+  options.hint_cache = parts.hint_cache;
   // With a remote index the cache saves a round trip per duplicate chunk.
-  options.hint_cache_all_chunks = index_spec != "memory";
-  options.pool = &pool;
-  options.metrics = &metrics;
-  options.max_message_bytes = max_message;
-  options.max_inflight_bytes = max_inflight;
-  options.limits = limits;
-  options.stream_idle_timeout = idle_timeout;
-  options.guard = stream_rate > 0 ? guard_ptr : nullptr;
-  chunkd::service::MemoryBudget budget(memory_budget);
-  options.memory = &budget;
-  options.auth = tokens.get();
+  options.hint_cache_all_chunks = parts.remote_index;
+  options.pool = parts.pool;
+  options.metrics = parts.metrics;
+  options.max_message_bytes = limits.max_message;
+  options.max_inflight_bytes = limits.max_inflight;
+  options.limits = limits.registry;
+  options.stream_idle_timeout = limits.idle_timeout;
+  options.guard = parts.guard;
+  options.memory = parts.budget;
+  options.auth = parts.auth;
   options.version = CHUNKD_VERSION;
-  options.chunking_backend = backend;
-  options.engine.kernel = *kernel;
-  options.engine.executor = &pool;
-  chunkd::service::ChunkServiceImpl service(options);
+  options.chunking_backend = parts.kernel->name;
+  options.engine.kernel = parts.kernel;
+  options.engine.executor = parts.pool;
+  return options;
+}
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  const std::string listen = absl::GetFlag(FLAGS_listen);
-  int port = 0;
-  builder.AddListeningPort(listen, *credentials, &port);
+// HTTP/2 limits, keepalive, gRPC's memory quota and message size.
+void ConfigureBuilder(grpc::ServerBuilder& builder, grpc::ResourceQuota& quota,
+                      const StreamLimits& limits) {
   // One process per port: gRPC would otherwise set SO_REUSEPORT, and a
   // second chunkd would share the port (and split the clients between two
   // memory indexes).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              static_cast<int>(std::min<uint32_t>(
-                                 INT_MAX, streams_per_connection)));
-  if (connection_idle > absl::ZeroDuration()) {
+                                 INT_MAX, limits.streams_per_connection)));
+  if (limits.connection_idle > absl::ZeroDuration()) {
     builder.AddChannelArgument(
         GRPC_ARG_MAX_CONNECTION_IDLE_MS,
         static_cast<int>(std::min<int64_t>(
-            INT_MAX, absl::ToInt64Milliseconds(connection_idle))));
+            INT_MAX, absl::ToInt64Milliseconds(limits.connection_idle))));
   }
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-                             kMinClientPingIntervalMs);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      kMinClientPingIntervalMs);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             kKeepaliveTimeoutMs);
   // gRPC's own buffers (flow-control windows, read buffers, call state)
   // answer to a quota as large as the streams' budget, with a floor: near
   // its quota gRPC shrinks the windows it offers, and at the quota it sends
   // GOAWAY "Buffers full" to connections, which a small --memory_budget
   // must not cause in normal work.
-  grpc::ResourceQuota quota("chunkd");
-  quota.Resize(std::max<uint64_t>(memory_budget, kMinGrpcQuota));
+  quota.Resize(std::max<uint64_t>(limits.memory_budget, kMinGrpcQuota));
   builder.SetResourceQuota(quota);
-  // Leave room above the data limit so that a slightly larger message reaches
-  // the service and gets an error naming the limit; far larger ones are
-  // refused by gRPC itself, also with RESOURCE_EXHAUSTED.
-  builder.SetMaxReceiveMessageSize(static_cast<int>(
-      std::min<uint64_t>(INT_MAX, max_message * 2 + (uint64_t{1} << 20))));
-  builder.RegisterService(&service);
-  std::vector<std::unique_ptr<
-      grpc::experimental::ServerInterceptorFactoryInterface>>
+  // Leave room above the data limit so that a slightly larger message
+  // reaches the service and gets an error naming the limit; far larger ones
+  // are refused by gRPC itself, also with RESOURCE_EXHAUSTED.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<uint64_t>(
+      INT_MAX, limits.max_message * 2 + (uint64_t{1} << 20))));
+}
+
+// The connection guard first, then the gRPC metrics.
+std::vector<
+    std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+Interceptors(
+    std::unique_ptr<chunkd::service::ConnectionGuard> guard,
+    std::unique_ptr<chunkd::metrics::GrpcMetricsInterceptorFactory> metrics) {
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;
   interceptors.push_back(std::move(guard));
-  interceptors.push_back(*std::move(grpc_metrics));
-  builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    const std::string why = WhyCannotListen(listen);
-    return Fail(absl::StrCat("cannot listen on --listen ", listen,
-                             why.empty() ? "" : ": ", why));
-  }
-  guard_ptr->set_local_port(port);
-  // Dedup needs the index, Chunk does not: the index's reachability has a
-  // health status of its own, probed off the serving threads.
-  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  health->SetServingStatus("chunkd.v1.ChunkService", true);
-  health->SetServingStatus(chunkd::service::kDedupHealthService, false);
-  chunkd::service::IndexHealthMonitor index_health(
-      index->get(), kIndexHealthInterval, [health](const absl::Status& status) {
-        health->SetServingStatus(chunkd::service::kDedupHealthService,
-                                 status.ok());
-        if (status.ok()) {
-          std::fprintf(stderr, "chunkd: index serving; %s SERVING\n",
-                       chunkd::service::kDedupHealthService);
-        } else if (absl::IsResourceExhausted(status)) {
-          std::fprintf(stderr,
-                       "chunkd: %s; %s NOT_SERVING until the index has room "
-                       "(Chunk, FindMissing, Release and Dedup of indexed "
-                       "chunks keep working)\n",
-                       std::string(status.message()).c_str(),
-                       chunkd::service::kDedupHealthService);
-        } else {
-          std::fprintf(stderr,
-                       "chunkd: %s; %s NOT_SERVING until the index is back "
-                       "(Chunk keeps serving)\n",
-                       std::string(status.message()).c_str(),
-                       chunkd::service::kDedupHealthService);
-        }
-      });
-  index_health.Start();
-  // The allocator keeps what a burst freed (ConfigureMalloc); it goes back
-  // to the OS once streams have stopped.
-  chunkd::service::IdleTrimmer trimmer(
-      {absl::Milliseconds(250), kIdleTrimDelay},
-      [&service] {
-        return chunkd::service::StreamActivity{service.active_streams(),
-                                               service.streams_started()};
-      },
-      [] { chunkd::service::TrimMalloc(); });
-  trimmer.Start();
-  std::fprintf(stderr,
-               "chunkd %s serving on %s%s%s (metrics on %s, index %s, %zu "
-               "threads, chunking backend %s, sha256 %s, content key %s)\n",
-               CHUNKD_VERSION,
-               // The port gRPC bound (it picks one for port 0).
-               absl::StrCat(listen.substr(0, listen.rfind(':') + 1), port).c_str(),
-               absl::GetFlag(FLAGS_tls_cert).empty()
-                   ? ""
-                   : (absl::GetFlag(FLAGS_tls_client_ca).empty() ? " with TLS"
-                                                                  : " with mutual TLS"),
-               tokens == nullptr ? "" : ", bearer tokens required",
-               metrics_listen.empty() ? "off" : metrics_listen.c_str(),
-               std::string((*index)->backend()).c_str(), threads,
-               backend.c_str(), (*sha256)->name,
-               chunkd::fingerprint::ContentKeyBackendName(*content_key));
+  interceptors.push_back(std::move(metrics));
+  return interceptors;
+}
+
+// Dedup needs the index, Chunk does not: the index's reachability has a
+// health status of its own (set by the returned callback), probed off the
+// serving threads.
+chunkd::service::IndexHealthMonitor::Callback ReportIndexHealth(
+    grpc::HealthCheckServiceInterface* health) {
+  return [health](const absl::Status& status) {
+    health->SetServingStatus(chunkd::service::kDedupHealthService, status.ok());
+    if (status.ok()) {
+      std::fprintf(stderr, "chunkd: index serving; %s SERVING\n",
+                   chunkd::service::kDedupHealthService);
+    } else if (absl::IsResourceExhausted(status)) {
+      std::fprintf(stderr,
+                   "chunkd: %s; %s NOT_SERVING until the index has room "
+                   "(Chunk, FindMissing, Release and Dedup of indexed "
+                   "chunks keep working)\n",
+                   std::string(status.message()).c_str(),
+                   chunkd::service::kDedupHealthService);
+    } else {
+      std::fprintf(stderr,
+                   "chunkd: %s; %s NOT_SERVING until the index is back "
+                   "(Chunk keeps serving)\n",
+                   std::string(status.message()).c_str(),
+                   chunkd::service::kDedupHealthService);
+    }
+  };
+}
+
+// The start-up line: where chunkd serves, and with what.
+void LogServing(const std::string& listen, int port, bool tokens,
+                const std::string& metrics_listen,
+                absl::string_view index_backend, size_t threads,
+                const Backends& backends) {
+  std::fprintf(
+      stderr,
+      "chunkd %s serving on %s%s%s (metrics on %s, index %s, %zu "
+      "threads, chunking backend %s, sha256 %s, content key %s)\n",
+      CHUNKD_VERSION,
+      // The port gRPC bound (it picks one for port 0).
+      absl::StrCat(listen.substr(0, listen.rfind(':') + 1), port).c_str(),
+      absl::GetFlag(FLAGS_tls_cert).empty()
+          ? ""
+          : (absl::GetFlag(FLAGS_tls_client_ca).empty() ? " with TLS"
+                                                        : " with mutual TLS"),
+      tokens ? ", bearer tokens required" : "",
+      metrics_listen.empty() ? "off" : metrics_listen.c_str(),
+      std::string(index_backend).c_str(), threads, backends.kernel->name,
+      backends.sha256->name,
+      chunkd::fingerprint::ContentKeyBackendName(backends.content_key));
+}
+
+// The start-up line of the limits in force.
+void LogLimits(const StreamLimits& limits, bool tokens, uint32_t stream_rate) {
   auto limit = [](uint64_t value) {
     return value == 0 ? std::string("no limit") : absl::StrCat(value);
   };
@@ -556,22 +682,29 @@ int main(int argc, char** argv) {
       "chunkd: limits: %s streams, %s per token, %s per client address, %u "
       "per connection, %s new streams/s per connection, idle streams end "
       "after %s, idle connections after %s\n",
-      limit(limits.max_streams).c_str(),
-      tokens == nullptr ? "-" : limit(limits.max_streams_per_token).c_str(),
-      limit(limits.max_streams_per_ip).c_str(), streams_per_connection,
-      limit(stream_rate).c_str(),
-      idle_timeout == absl::ZeroDuration()
+      limit(limits.registry.max_streams).c_str(),
+      tokens ? limit(limits.registry.max_streams_per_token).c_str() : "-",
+      limit(limits.registry.max_streams_per_ip).c_str(),
+      limits.streams_per_connection, limit(stream_rate).c_str(),
+      limits.idle_timeout == absl::ZeroDuration()
           ? "never"
-          : absl::FormatDuration(idle_timeout).c_str(),
-      connection_idle == absl::ZeroDuration()
+          : absl::FormatDuration(limits.idle_timeout).c_str(),
+      limits.connection_idle == absl::ZeroDuration()
           ? "never"
-          : absl::FormatDuration(connection_idle).c_str());
+          : absl::FormatDuration(limits.connection_idle).c_str());
+}
 
-  const int sig = WaitForSignal(signals);
+// After SIGINT or SIGTERM: unhealthy at once, running streams get
+// --shutdown_grace to finish and are cancelled after it, then the server
+// stops.
+void Drain(int sig, chunkd::service::ChunkServiceImpl& service,
+           chunkd::service::IndexHealthMonitor& index_health,
+           chunkd::service::IdleTrimmer& trimmer,
+           grpc::HealthCheckServiceInterface* health, grpc::Server& server) {
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
-  std::fprintf(stderr,
-               "chunkd: signal %d, draining (%zu streams, grace %s)\n", sig,
-               service.active_streams(), absl::FormatDuration(grace).c_str());
+  std::fprintf(stderr, "chunkd: signal %d, draining (%zu streams, grace %s)\n",
+               sig, service.active_streams(),
+               absl::FormatDuration(grace).c_str());
   // Draining wins over the index monitor: stopped first, and Shutdown()
   // makes the health service ignore any later update.
   index_health.Stop();
@@ -587,12 +720,101 @@ int main(int argc, char** argv) {
                      " grace period and was cancelled")));
     service.WaitForStreams(absl::Now() + absl::Seconds(5));
   }
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  server->Wait();
+  server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server.Wait();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // First, while this is the only thread (service/allocator.h says why).
+  const chunkd::service::MallocSetup malloc_setup =
+      chunkd::service::ConfigureMalloc(std::getenv("GLIBC_TUNABLES"));
+  ParseFlags(argc, argv);
+  const sigset_t signals = BlockStopSignals();
+
+  auto limits = StreamLimitsFromFlags();
+  if (!limits.ok()) return Fail(limits.status());
+  auto credentials = ServerCredentials();
+  if (!credentials.ok()) return Fail(credentials.status());
+  auto tokens = LoadTokens();
+  if (!tokens.ok()) return Fail(tokens.status());
+  const std::string index_spec = absl::GetFlag(FLAGS_index);
+  auto index_options = IndexOptionsFromFlags(limits->memory_budget);
+  if (!index_options.ok()) return Fail(index_options.status());
+  std::fprintf(stderr, "chunkd: %s\n", malloc_setup.description.c_str());
+  auto index = OpenIndex(index_spec, *index_options);
+  if (!index.ok()) return Fail(index.status());
+  auto backends = BackendsFromFlags();
+  if (!backends.ok()) return Fail(backends.status());
+
+  chunkd::metrics::Metrics metrics(CHUNKD_VERSION, backends->kernel->name);
+  AbuseLog abuse_log(metrics);
+  const uint32_t stream_rate =
+      absl::GetFlag(FLAGS_max_stream_rate_per_connection);
+  auto guard = MakeConnectionGuard(stream_rate, metrics, abuse_log.log());
+  chunkd::service::ConnectionGuard* const guard_ptr = guard.get();
+  InstrumentIndex(*index, metrics, index_options->max_entries);
+  const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  auto grpc_metrics = ServeMetrics(metrics, metrics_listen);
+  if (!grpc_metrics.ok()) return Fail(grpc_metrics.status());
+
+  // Declared after metrics, so its tasks finish while the metrics they
+  // update still exist.
+  const size_t threads = WorkerThreads();
+  chunkd::pipeline::WorkerPool pool(threads);
+  metrics.WatchQueueDepth([&pool] { return pool.queue_depth(); });
+  chunkd::pipeline::HintCache hint_cache(HintCacheEntries());
+  chunkd::service::MemoryBudget budget(limits->memory_budget);
+  chunkd::service::ChunkServiceImpl service(MakeServiceOptions(
+      {index->get(), index_spec != "memory", &hint_cache, &pool, &metrics,
+       stream_rate > 0 ? guard_ptr : nullptr, &budget, tokens->get(),
+       backends->kernel},
+      *limits));
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string listen = absl::GetFlag(FLAGS_listen);
+  int port = 0;
+  builder.AddListeningPort(listen, *credentials, &port);
+  grpc::ResourceQuota quota("chunkd");
+  ConfigureBuilder(builder, quota, *limits);
+  builder.RegisterService(&service);
+  builder.experimental().SetInterceptorCreators(
+      Interceptors(std::move(guard), *std::move(grpc_metrics)));
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    const std::string why = WhyCannotListen(listen);
+    return Fail(absl::StrCat("cannot listen on --listen ", listen,
+                             why.empty() ? "" : ": ", why));
+  }
+  guard_ptr->set_local_port(port);
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus("chunkd.v1.ChunkService", true);
+  health->SetServingStatus(chunkd::service::kDedupHealthService, false);
+  chunkd::service::IndexHealthMonitor index_health(
+      index->get(), kIndexHealthInterval, ReportIndexHealth(health));
+  index_health.Start();
+  // The allocator keeps what a burst freed (ConfigureMalloc); it goes back
+  // to the OS once streams have stopped.
+  chunkd::service::IdleTrimmer trimmer(
+      {absl::Milliseconds(250), kIdleTrimDelay},
+      [&service] {
+        return chunkd::service::StreamActivity{service.active_streams(),
+                                               service.streams_started()};
+      },
+      [] { chunkd::service::TrimMalloc(); });
+  trimmer.Start();
+  LogServing(listen, port, *tokens != nullptr, metrics_listen,
+             (*index)->backend(), threads, *backends);
+  LogLimits(*limits, *tokens != nullptr, stream_rate);
+
+  Drain(WaitForSignal(signals), service, index_health, trimmer, health,
+        *server);
   metrics.WatchQueueDepth(nullptr);  // the pool goes first
   metrics.WatchIndexEntries(nullptr);
-  abuse_log_flusher.Stop();
-  abuse_log.Flush();
+  abuse_log.Stop();
   std::fprintf(stderr, "chunkd: stopped\n");
   return 0;
 }

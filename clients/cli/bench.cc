@@ -207,121 +207,182 @@ absl::StatusOr<BenchConfig> BenchConfigFromArgs(const ParsedArgs& args) {
   return config;
 }
 
-absl::Status RunBench(const BenchConfig& config, std::FILE* out) {
-  bool write_ok = true;
-  auto print = [&](const std::string& text) {
-    write_ok =
-        write_ok && std::fputs(text.c_str(), out) >= 0 && std::fflush(out) == 0;
-  };
+namespace {
 
-  const std::vector<uint8_t> data =
-      bench::MakeDataset(config.dataset, config.size);
+// One `chunkctl bench` run: the header, the memory-read ceilings, then a
+// row for the reference and for every backend x thread count, per
+// algorithm.
+class BenchRun {
+ public:
+  BenchRun(const BenchConfig& config, std::FILE* out)
+      : config_(config), out_(out) {}
+
+  absl::Status Run();
+
+ private:
+  void Print(const std::string& text);
+  void PrintHeader();
+  void MakeExecutors();
+  chunking::Executor* ExecutorFor(size_t n) const;
+  void MeasureCeilings();
+  absl::Status RunAlgorithm(Algorithm algorithm);
+  absl::Status RunEngine(const chunking::ChunkerOptions& options,
+                         const std::string& alg, const std::vector<Chunk>& want,
+                         double ref_gbps, const Kernel* kernel, size_t n);
+
+  const BenchConfig& config_;
+  std::FILE* const out_;
+  bool write_ok_ = true;
+  std::vector<uint8_t> data_;
+  // One pool per thread count, shared by every algorithm; 1: no pool.
+  std::map<size_t, std::unique_ptr<chunking::Executor>> executors_;
+  std::map<size_t, double> ceiling_;  // GB/s
+  std::vector<std::string> mismatches_;
+};
+
+absl::Status BenchRun::Run() {
+  data_ = bench::MakeDataset(config_.dataset, config_.size);
+  PrintHeader();
+  MakeExecutors();
+  MeasureCeilings();
+  Print(absl::StrFormat(kRowFormat, "algorithm", "backend", "threads",
+                        "strategy", "GB/s", "x ref", "of ceiling", "chunks",
+                        "check"));
+  for (Algorithm algorithm : config_.algorithms) {
+    if (absl::Status s = RunAlgorithm(algorithm); !s.ok()) return s;
+  }
+  if (!write_ok_) return absl::UnavailableError("writing output failed");
+  if (!mismatches_.empty()) {
+    return absl::InternalError(
+        absl::StrCat("chunks differ from the reference: ",
+                     absl::StrJoin(mismatches_, "; ")));
+  }
+  return absl::OkStatus();
+}
+
+void BenchRun::Print(const std::string& text) {
+  write_ok_ = write_ok_ && std::fputs(text.c_str(), out_) >= 0 &&
+              std::fflush(out_) == 0;
+}
+
+void BenchRun::PrintHeader() {
   std::vector<std::string> names;
-  for (const Kernel* kernel : config.kernels) names.push_back(kernel->name);
-  print(absl::StrFormat(
+  for (const Kernel* kernel : config_.kernels) names.push_back(kernel->name);
+  Print(absl::StrFormat(
       "chunkctl bench: %d bytes of %s data (seed %d); backends %s; strategy "
       "%s\n",
-      data.size(), bench::DatasetName(config.dataset), bench::kBenchSeed,
+      data_.size(), bench::DatasetName(config_.dataset), bench::kBenchSeed,
       names.empty() ? "none" : absl::StrJoin(names, ", "),
-      chunking::StrategyName(config.strategy)));
-  if (!config.skipped.empty()) {
-    print(absl::StrCat("skipped: ", absl::StrJoin(config.skipped, ", "), "\n"));
+      chunking::StrategyName(config_.strategy)));
+  if (!config_.skipped.empty()) {
+    Print(
+        absl::StrCat("skipped: ", absl::StrJoin(config_.skipped, ", "), "\n"));
   }
+}
 
-  // One pool per thread count, shared by every algorithm; 1: no pool.
-  std::map<size_t, std::unique_ptr<chunking::Executor>> executors;
-  for (size_t n : config.threads) {
-    if (n > 1) executors[n] = std::make_unique<chunking::ThreadPoolExecutor>(n);
+void BenchRun::MakeExecutors() {
+  for (size_t n : config_.threads) {
+    if (n > 1)
+      executors_[n] = std::make_unique<chunking::ThreadPoolExecutor>(n);
   }
-  auto executor_for = [&](size_t n) -> chunking::Executor* {
-    auto it = executors.find(n);
-    return it == executors.end() ? nullptr : it->second.get();
-  };
+}
 
-  // The memory-read ceiling on every thread count the table uses.
-  std::vector<size_t> ceiling_threads = config.threads;
+chunking::Executor* BenchRun::ExecutorFor(size_t n) const {
+  auto it = executors_.find(n);
+  return it == executors_.end() ? nullptr : it->second.get();
+}
+
+// The memory-read ceiling on every thread count the table uses.
+void BenchRun::MeasureCeilings() {
+  std::vector<size_t> ceiling_threads = config_.threads;
   if (std::find(ceiling_threads.begin(), ceiling_threads.end(), 1) ==
       ceiling_threads.end()) {
     ceiling_threads.insert(ceiling_threads.begin(), 1);
   }
-  std::map<size_t, double> ceiling;  // GB/s
-  volatile uint64_t sink = 0;        // keeps the sums from being optimized away
+  volatile uint64_t sink = 0;  // keeps the sums from being optimized away
   std::vector<std::string> ceiling_text;
   for (size_t n : ceiling_threads) {
-    const double best = TimeBest(config.seconds, [&] {
-      sink = bench::SumWordsParallel(executor_for(n), data.data(), data.size());
+    const double best = TimeBest(config_.seconds, [&] {
+      sink =
+          bench::SumWordsParallel(ExecutorFor(n), data_.data(), data_.size());
       return true;
     });
-    ceiling[n] = GigabytesPerSecond(data.size(), best);
+    ceiling_[n] = GigabytesPerSecond(data_.size(), best);
     ceiling_text.push_back(
-        absl::StrFormat("%s %.2f GB/s", ThreadsLabel(n), ceiling[n]));
+        absl::StrFormat("%s %.2f GB/s", ThreadsLabel(n), ceiling_[n]));
   }
-  print(absl::StrCat("memory read (sum of 64-bit words): ",
+  Print(absl::StrCat("memory read (sum of 64-bit words): ",
                      absl::StrJoin(ceiling_text, ", "), "\n\n"));
-  print(absl::StrFormat(kRowFormat, "algorithm", "backend", "threads",
-                        "strategy", "GB/s", "x ref", "of ceiling", "chunks",
-                        "check"));
+}
 
-  std::vector<std::string> mismatches;
-  for (Algorithm algorithm : config.algorithms) {
-    const chunking::ChunkerOptions options = bench::BenchOptions(algorithm);
-    const std::string alg(chunking::AlgorithmName(algorithm));
-    std::vector<Chunk> want;
-    const double ref_seconds = TimeBest(config.seconds, [&] {
-      want = chunking::ReferenceChunks(options, data);
-      return true;
-    });
-    const double ref_gbps = GigabytesPerSecond(data.size(), ref_seconds);
-    print(absl::StrFormat(kRowFormat, alg, "reference", "1", "reference",
-                          absl::StrFormat("%.2f", ref_gbps), "1.00x",
-                          OfCeiling(ref_gbps, ceiling[1]),
-                          absl::StrCat(want.size()), "(the reference)"));
-
-    for (const Kernel* kernel : config.kernels) {
-      for (size_t n : config.threads) {
-        chunking::EngineOptions engine;
-        engine.kernel = kernel;
-        engine.executor = executor_for(n);
-        engine.strategy = config.strategy;
-        absl::StatusOr<chunking::EnginePlan> plan =
-            chunking::PlanEngine(options, engine);
-        if (!plan.ok()) return plan.status();
-        absl::Status check;
-        absl::Status failure;
-        const double best = TimeBest(config.seconds, [&] {
-          absl::StatusOr<std::vector<Chunk>> got =
-              chunking::FastChunks(options, data, engine);
-          if (!got.ok()) {
-            failure = got.status();
-            return false;
-          }
-          check = bench::CompareChunks(want, *got);
-          return check.ok();
-        });
-        if (!failure.ok()) return failure;
-        const double gbps = GigabytesPerSecond(data.size(), best);
-        std::string verdict = "ok";
-        if (!check.ok()) {
-          verdict = absl::StrCat("MISMATCH: ", check.message());
-          mismatches.push_back(absl::StrCat(alg, " ", kernel->name, " ",
-                                            ThreadsLabel(n), ": ",
-                                            check.message()));
-        }
-        print(absl::StrFormat(
-            kRowFormat, alg, kernel->name, absl::StrCat(n),
-            chunking::StrategyName(plan->strategy),
-            absl::StrFormat("%.2f", gbps),
-            absl::StrFormat("%.2fx", ref_gbps > 0 ? gbps / ref_gbps : 0.0),
-            OfCeiling(gbps, ceiling[n]), absl::StrCat(want.size()), verdict));
-      }
+// The reference's row, then every backend x thread count's.
+absl::Status BenchRun::RunAlgorithm(Algorithm algorithm) {
+  const chunking::ChunkerOptions options = bench::BenchOptions(algorithm);
+  const std::string alg(chunking::AlgorithmName(algorithm));
+  std::vector<Chunk> want;
+  const double ref_seconds = TimeBest(config_.seconds, [&] {
+    want = chunking::ReferenceChunks(options, data_);
+    return true;
+  });
+  const double ref_gbps = GigabytesPerSecond(data_.size(), ref_seconds);
+  Print(absl::StrFormat(kRowFormat, alg, "reference", "1", "reference",
+                        absl::StrFormat("%.2f", ref_gbps), "1.00x",
+                        OfCeiling(ref_gbps, ceiling_[1]),
+                        absl::StrCat(want.size()), "(the reference)"));
+  for (const Kernel* kernel : config_.kernels) {
+    for (size_t n : config_.threads) {
+      absl::Status s = RunEngine(options, alg, want, ref_gbps, kernel, n);
+      if (!s.ok()) return s;
     }
   }
-  if (!write_ok) return absl::UnavailableError("writing output failed");
-  if (!mismatches.empty()) {
-    return absl::InternalError(absl::StrCat(
-        "chunks differ from the reference: ", absl::StrJoin(mismatches, "; ")));
-  }
   return absl::OkStatus();
+}
+
+// The engine with `kernel` on `n` threads, checked against `want`.
+absl::Status BenchRun::RunEngine(const chunking::ChunkerOptions& options,
+                                 const std::string& alg,
+                                 const std::vector<Chunk>& want,
+                                 double ref_gbps, const Kernel* kernel,
+                                 size_t n) {
+  chunking::EngineOptions engine;
+  engine.kernel = kernel;
+  engine.executor = ExecutorFor(n);
+  engine.strategy = config_.strategy;
+  absl::StatusOr<chunking::EnginePlan> plan =
+      chunking::PlanEngine(options, engine);
+  if (!plan.ok()) return plan.status();
+  absl::Status check;
+  absl::Status failure;
+  const double best = TimeBest(config_.seconds, [&] {
+    absl::StatusOr<std::vector<Chunk>> got =
+        chunking::FastChunks(options, data_, engine);
+    if (!got.ok()) {
+      failure = got.status();
+      return false;
+    }
+    check = bench::CompareChunks(want, *got);
+    return check.ok();
+  });
+  if (!failure.ok()) return failure;
+  const double gbps = GigabytesPerSecond(data_.size(), best);
+  std::string verdict = "ok";
+  if (!check.ok()) {
+    verdict = absl::StrCat("MISMATCH: ", check.message());
+    mismatches_.push_back(absl::StrCat(alg, " ", kernel->name, " ",
+                                       ThreadsLabel(n), ": ", check.message()));
+  }
+  Print(absl::StrFormat(
+      kRowFormat, alg, kernel->name, absl::StrCat(n),
+      chunking::StrategyName(plan->strategy), absl::StrFormat("%.2f", gbps),
+      absl::StrFormat("%.2fx", ref_gbps > 0 ? gbps / ref_gbps : 0.0),
+      OfCeiling(gbps, ceiling_[n]), absl::StrCat(want.size()), verdict));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunBench(const BenchConfig& config, std::FILE* out) {
+  return BenchRun(config, out).Run();
 }
 
 }  // namespace chunkd::cli

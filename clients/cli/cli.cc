@@ -340,14 +340,8 @@ std::unique_ptr<Progress> ProgressFor(std::FILE* err, InputFile* input) {
   return progress;
 }
 
-int RunChunk(absl::Span<const std::string> words, std::FILE* out,
-             std::FILE* err) {
-  const Io io(out, err, "chunk");
-  if (WantsHelp(words)) {
-    return io.Usage(absl::StrCat(kChunkUsage, "\n", ChunkFlagsHelp(), "\n",
-                                 kChunkOutputUsage, "\n", kConnectionUsage,
-                                 kProgressNote));
-  }
+// RunChunk's flags and FILE, with exactly one of --server and --local.
+absl::StatusOr<ParsedArgs> ParseChunkArgs(absl::Span<const std::string> words) {
   absl::StatusOr<ParsedArgs> args =
       ParseArgs(words, WithConnectionFlags(WithChunkFlags({{"server"},
                                                            {"local", false},
@@ -356,91 +350,139 @@ int RunChunk(absl::Span<const std::string> words, std::FILE* out,
                                                            {"backend"},
                                                            {"threads"},
                                                            {"help", false}})));
-  if (!args.ok()) return io.UsageError(args.status().message());
+  if (!args.ok()) return args.status();
   if (args->Has("server") == args->Has("local")) {
-    return io.UsageError("give exactly one of --server ADDR and --local");
+    return absl::InvalidArgumentError(
+        "give exactly one of --server ADDR and --local");
   }
   if (args->positional().size() != 1) {
-    return io.UsageError(args->positional().empty()
-                             ? "missing FILE (\"-\" for stdin)"
-                             : "give exactly one FILE");
+    return absl::InvalidArgumentError(args->positional().empty()
+                                          ? "missing FILE (\"-\" for stdin)"
+                                          : "give exactly one FILE");
   }
+  return args;
+}
+
+// --format, CSV when not given.
+absl::StatusOr<OutputFormat> ChunkOutputFormat(const ParsedArgs& args) {
+  if (std::optional<std::string> name = args.Get("format")) {
+    return ParseOutputFormat(*name);
+  }
+  return OutputFormat::kCsv;
+}
+
+// The flags that apply to only one of --server and --local.
+absl::Status CheckChunkTarget(const ParsedArgs& args) {
+  if (args.Has("server") && (args.Has("backend") || args.Has("threads"))) {
+    return absl::InvalidArgumentError(
+        "--backend and --threads apply to --local; the server has its own");
+  }
+  for (const char* flag :
+       {"tls", "tls_ca", "tls_cert", "tls_key", "token", "token_file"}) {
+    if (args.Has("local") && args.Has(flag)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " applies to --server"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// --backend, else the default kernel; with --local, $CHUNKD_SHA256 is
+// checked too (reported here, not at the first chunk).
+absl::StatusOr<const chunking::kernels::Kernel*> ChunkKernel(
+    const ParsedArgs& args) {
+  absl::StatusOr<const chunking::kernels::Kernel*> kernel;
+  if (std::optional<std::string> name = args.Get("backend")) {
+    kernel = chunking::kernels::FindKernel(*name);
+    if (!kernel.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--backend: ", kernel.status().message()));
+    }
+  } else {
+    kernel = chunking::kernels::DefaultKernel();
+    if (!kernel.ok()) return kernel.status();
+  }
+  if (args.Has("local")) {
+    absl::StatusOr<const fingerprint::Sha256Backend*> sha256 =
+        fingerprint::DefaultSha256Backend();
+    if (!sha256.ok()) return sha256.status();
+  }
+  return kernel;
+}
+
+// --threads, 1 when not given.
+absl::StatusOr<size_t> LocalThreads(const ParsedArgs& args) {
+  std::optional<std::string> text = args.Get("threads");
+  if (!text.has_value()) return 1;
+  absl::StatusOr<uint64_t> n = ParseUint("threads", *text, kMaxLocalThreads);
+  if (!n.ok() || *n == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads: expected an integer in 1..", kMaxLocalThreads,
+                     ", got \"", *text, "\""));
+  }
+  return static_cast<size_t>(*n);
+}
+
+// Chunks `input` into `writer`, here (--local) or on the server.
+absl::Status ChunkInput(const ParsedArgs& args, const ChunkFlags& flags,
+                        const ConnectOptions& connect, fingerprint::Kind kind,
+                        size_t message_size,
+                        const chunking::EngineOptions& engine, InputFile* input,
+                        RecordWriter* writer) {
+  if (args.Has("local")) {
+    return ChunkLocally(ToChunkerOptions(flags), kind, message_size, input,
+                        writer, engine);
+  }
+  chunkd::v1::ChunkParams params;
+  ToProto(flags, params.mutable_chunking());
+  params.set_fingerprint(ToProtoFingerprint(flags));
+  return ChunkRemotely(Connect(connect).get(), params, kind, message_size,
+                       input, writer);
+}
+
+int RunChunk(absl::Span<const std::string> words, std::FILE* out,
+             std::FILE* err) {
+  const Io io(out, err, "chunk");
+  if (WantsHelp(words)) {
+    return io.Usage(absl::StrCat(kChunkUsage, "\n", ChunkFlagsHelp(), "\n",
+                                 kChunkOutputUsage, "\n", kConnectionUsage,
+                                 kProgressNote));
+  }
+  absl::StatusOr<ParsedArgs> args = ParseChunkArgs(words);
+  if (!args.ok()) return io.UsageError(args.status().message());
   absl::StatusOr<ChunkFlags> flags = ChunkFlagsFromArgs(*args);
   if (!flags.ok()) return io.UsageError(flags.status().message());
-  OutputFormat format = OutputFormat::kCsv;
-  if (std::optional<std::string> name = args->Get("format")) {
-    absl::StatusOr<OutputFormat> parsed = ParseOutputFormat(*name);
-    if (!parsed.ok()) return io.UsageError(parsed.status().message());
-    format = *parsed;
-  }
+  absl::StatusOr<OutputFormat> format = ChunkOutputFormat(*args);
+  if (!format.ok()) return io.UsageError(format.status().message());
   absl::StatusOr<size_t> message_size = MessageSize(*args);
   if (!message_size.ok()) return io.UsageError(message_size.status().message());
   if (absl::Status s = Validate(*flags); !s.ok()) {
     return io.InvalidParameters(s);
   }
 
-  if (args->Has("server") && (args->Has("backend") || args->Has("threads"))) {
-    return io.UsageError(
-        "--backend and --threads apply to --local; the server has its own");
-  }
-  for (const char* flag :
-       {"tls", "tls_ca", "tls_cert", "tls_key", "token", "token_file"}) {
-    if (args->Has("local") && args->Has(flag)) {
-      return io.UsageError(absl::StrCat("--", flag, " applies to --server"));
-    }
+  if (absl::Status s = CheckChunkTarget(*args); !s.ok()) {
+    return io.UsageError(s.message());
   }
   absl::StatusOr<ConnectOptions> connect = ConnectOptionsFromArgs(*args);
   if (!connect.ok()) return io.UsageError(connect.status().message());
   chunking::EngineOptions engine;
-  if (std::optional<std::string> name = args->Get("backend")) {
-    absl::StatusOr<const chunking::kernels::Kernel*> kernel =
-        chunking::kernels::FindKernel(*name);
-    if (!kernel.ok()) {
-      return io.UsageError(absl::StrCat("--backend: ", kernel.status().message()));
-    }
-    engine.kernel = *kernel;
-  } else {
-    absl::StatusOr<const chunking::kernels::Kernel*> kernel =
-        chunking::kernels::DefaultKernel();
-    if (!kernel.ok()) return io.UsageError(kernel.status().message());
-    engine.kernel = *kernel;
-  }
-  if (args->Has("local")) {
-    // An invalid $CHUNKD_SHA256 is reported here, not at the first chunk.
-    absl::StatusOr<const fingerprint::Sha256Backend*> sha256 =
-        fingerprint::DefaultSha256Backend();
-    if (!sha256.ok()) return io.UsageError(sha256.status().message());
-  }
-  size_t threads = 1;
-  if (std::optional<std::string> text = args->Get("threads")) {
-    absl::StatusOr<uint64_t> n = ParseUint("threads", *text, kMaxLocalThreads);
-    if (!n.ok() || *n == 0) {
-      return io.UsageError(absl::StrCat("--threads: expected an integer in 1..",
-                                        kMaxLocalThreads, ", got \"", *text,
-                                        "\""));
-    }
-    threads = static_cast<size_t>(*n);
-  }
+  absl::StatusOr<const chunking::kernels::Kernel*> kernel = ChunkKernel(*args);
+  if (!kernel.ok()) return io.UsageError(kernel.status().message());
+  engine.kernel = *kernel;
+  absl::StatusOr<size_t> threads = LocalThreads(*args);
+  if (!threads.ok()) return io.UsageError(threads.status().message());
   std::optional<chunking::ThreadPoolExecutor> pool;
-  if (threads > 1) engine.executor = &pool.emplace(threads);
+  if (*threads > 1) engine.executor = &pool.emplace(*threads);
 
   absl::StatusOr<std::unique_ptr<InputFile>> input =
       InputFile::Open(args->positional()[0]);
   if (!input.ok()) return io.Failure(input.status());
   const fingerprint::Kind kind = EffectiveFingerprint(*flags);
-  RecordWriter writer(out, format, kind != fingerprint::Kind::kNone);
+  RecordWriter writer(out, *format, kind != fingerprint::Kind::kNone);
   const std::unique_ptr<Progress> progress = ProgressFor(err, input->get());
-  absl::Status status;
-  if (args->Has("local")) {
-    status = ChunkLocally(ToChunkerOptions(*flags), kind, *message_size,
-                          input->get(), &writer, engine);
-  } else {
-    chunkd::v1::ChunkParams params;
-    ToProto(*flags, params.mutable_chunking());
-    params.set_fingerprint(ToProtoFingerprint(*flags));
-    status = ChunkRemotely(Connect(*connect).get(), params, kind, *message_size,
-                           input->get(), &writer);
-  }
+  const absl::Status status =
+      ChunkInput(*args, *flags, *connect, kind, *message_size, engine,
+                 input->get(), &writer);
   progress->Finish();
   if (!status.ok()) return io.Failure(status);
   return kExitOk;

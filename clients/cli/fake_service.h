@@ -143,95 +143,140 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
     }
   }
 
-  // Serves Chunk (index == nullptr) or Dedup.
-  template <typename Request, typename Response, typename GetParams>
-  grpc::Status Serve(grpc::ServerReaderWriter<Response, Request>* stream,
-                     GetParams get_params, std::set<std::string>* index) {
-    Request request;
-    if (!stream->Read(&request) || !request.has_params()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "the first message must carry params");
+  // One Chunk (index == nullptr) or Dedup stream.
+  template <typename Request, typename Response>
+  class Stream {
+   public:
+    Stream(FakeChunkService* service,
+           grpc::ServerReaderWriter<Response, Request>* stream,
+           std::set<std::string>* index)
+        : service_(service), stream_(stream), index_(index) {}
+
+    // Reads the first message: its params, checked, and a chunker for them.
+    template <typename GetParams>
+    grpc::Status Start(GetParams get_params) {
+      if (!stream_->Read(&request_) || !request_.has_params()) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "the first message must carry params");
+      }
+      if (fault() == Fault::kFail) return service_->fail_status;
+      if (fault() == Fault::kReject) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "min_size 1 is outside 64..1048576");
+      }
+      const auto params = get_params(request_);
+      kind_ = Kind(params.fingerprint());
+      const chunking::ChunkerOptions options = Options(params.chunking());
+      if (const char* field =
+              UnusedField(params.chunking(), options.algorithm)) {
+        return grpc::Status(
+            grpc::StatusCode::INVALID_ARGUMENT,
+            std::string("chunking.") + field + " is not a parameter of " +
+                std::string(chunking::AlgorithmName(options.algorithm)));
+      }
+      auto chunker = chunking::StreamChunker::Create(options);
+      if (!chunker.ok()) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            std::string(chunker.status().message()));
+      }
+      chunker_ = *std::move(chunker);
+      return grpc::Status::OK;
     }
-    if (fault == Fault::kFail) return fail_status;
-    if (fault == Fault::kReject) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "min_size 1 is outside 64..1048576");
+
+    // The data messages, from the first one on, then the summary.
+    grpc::Status Run() {
+      bool first = true;
+      do {
+        if (!first && request_.has_params()) {
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              "params only in the first message");
+        }
+        first = false;
+        bytes_ += request_.data().size();
+        chunker_->Append(request_.data(), &cut_);
+        Send();
+        if (fault() == Fault::kFailMidStream && chunks_ > 0) {
+          return service_->fail_status;
+        }
+        if (fault() == Fault::kEarlyOk && bytes_ > 0) break;
+      } while (stream_->Read(&request_));
+      if (fault() != Fault::kEarlyOk) {
+        chunker_->Finish(&cut_);
+        Send();
+      }
+      if (fault() == Fault::kFailMidStream) return service_->fail_status;
+      if (fault() == Fault::kNoSummary) return grpc::Status::OK;
+      SendSummary();
+      return grpc::Status::OK;
     }
-    const auto params = get_params(request);
-    const fingerprint::Kind kind = Kind(params.fingerprint());
-    const chunking::ChunkerOptions options = Options(params.chunking());
-    if (const char* field = UnusedField(params.chunking(), options.algorithm)) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          std::string("chunking.") + field +
-                              " is not a parameter of " +
-                              std::string(chunking::AlgorithmName(
-                                  options.algorithm)));
-    }
-    auto chunker = chunking::StreamChunker::Create(options);
-    if (!chunker.ok()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          std::string(chunker.status().message()));
-    }
-    uint64_t bytes = 0, chunks = 0, unique_bytes = 0, unique_chunks = 0;
-    std::vector<chunking::Chunk> cut;
-    auto send = [&] {
+
+   private:
+    Fault fault() const { return service_->fault; }
+
+    // The chunks cut so far, as one batch (possibly empty).
+    void Send() {
       Response response;
       auto* batch = response.mutable_batch();
-      for (const chunking::Chunk& chunk : cut) {
-        ++chunks;
-        if (fault == Fault::kSkipRecord && chunks == 2) continue;
+      for (const chunking::Chunk& chunk : cut_) {
+        ++chunks_;
+        if (fault() == Fault::kSkipRecord && chunks_ == 2) continue;
         auto* record = batch->add_chunks();
         record->set_offset(chunk.offset);
         record->set_length(chunk.length);
         std::string digest =
-            fingerprint::Digest(kind, (*chunker)->ChunkData(chunk));
-        if (fault == Fault::kShortFingerprint) digest.pop_back();
+            fingerprint::Digest(kind_, chunker_->ChunkData(chunk));
+        if (fault() == Fault::kShortFingerprint) digest.pop_back();
         if constexpr (std::is_same_v<Response, chunkd::v1::DedupResponse>) {
-          std::lock_guard<std::mutex> lock(mu_);
-          const bool is_new = index->insert(digest).second;
+          std::lock_guard<std::mutex> lock(service_->mu_);
+          const bool is_new = index_->insert(digest).second;
           record->set_is_new(is_new);
           if (is_new) {
-            unique_bytes += chunk.length;
-            ++unique_chunks;
+            unique_bytes_ += chunk.length;
+            ++unique_chunks_;
           }
         }
         record->set_fingerprint(std::move(digest));
       }
-      cut.clear();
-      stream->Write(response);
-    };
-    bool first = true;
-    do {
-      if (!first && request.has_params()) {
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            "params only in the first message");
+      cut_.clear();
+      stream_->Write(response);
+    }
+
+    void SendSummary() {
+      Response response;
+      auto* summary = response.mutable_summary();
+      summary->set_total_bytes(fault() == Fault::kWrongTotal ? bytes_ - 1
+                                                             : bytes_);
+      summary->set_total_chunks(
+          fault() == Fault::kWrongSummary && index_ == nullptr ? chunks_ - 1
+                                                               : chunks_);
+      if constexpr (std::is_same_v<Response, chunkd::v1::DedupResponse>) {
+        summary->set_unique_bytes(unique_bytes_);
+        summary->set_unique_chunks(fault() == Fault::kWrongSummary
+                                       ? unique_chunks_ - 1
+                                       : unique_chunks_);
       }
-      first = false;
-      bytes += request.data().size();
-      (*chunker)->Append(request.data(), &cut);
-      send();
-      if (fault == Fault::kFailMidStream && chunks > 0) return fail_status;
-      if (fault == Fault::kEarlyOk && bytes > 0) break;
-    } while (stream->Read(&request));
-    if (fault != Fault::kEarlyOk) {
-      (*chunker)->Finish(&cut);
-      send();
+      stream_->Write(response);
     }
-    if (fault == Fault::kFailMidStream) return fail_status;
-    if (fault == Fault::kNoSummary) return grpc::Status::OK;
-    Response response;
-    auto* summary = response.mutable_summary();
-    summary->set_total_bytes(fault == Fault::kWrongTotal ? bytes - 1 : bytes);
-    summary->set_total_chunks(fault == Fault::kWrongSummary && index == nullptr
-                                  ? chunks - 1
-                                  : chunks);
-    if constexpr (std::is_same_v<Response, chunkd::v1::DedupResponse>) {
-      summary->set_unique_bytes(unique_bytes);
-      summary->set_unique_chunks(
-          fault == Fault::kWrongSummary ? unique_chunks - 1 : unique_chunks);
+
+    FakeChunkService* const service_;
+    grpc::ServerReaderWriter<Response, Request>* const stream_;
+    std::set<std::string>* const index_;
+    Request request_;
+    fingerprint::Kind kind_ = fingerprint::Kind::kNone;
+    std::unique_ptr<chunking::StreamChunker> chunker_;
+    std::vector<chunking::Chunk> cut_;
+    uint64_t bytes_ = 0, chunks_ = 0, unique_bytes_ = 0, unique_chunks_ = 0;
+  };
+
+  // Serves Chunk (index == nullptr) or Dedup.
+  template <typename Request, typename Response, typename GetParams>
+  grpc::Status Serve(grpc::ServerReaderWriter<Response, Request>* stream,
+                     GetParams get_params, std::set<std::string>* index) {
+    Stream<Request, Response> served(this, stream, index);
+    if (grpc::Status status = served.Start(get_params); !status.ok()) {
+      return status;
     }
-    stream->Write(response);
-    return grpc::Status::OK;
+    return served.Run();
   }
 
   std::mutex mu_;

@@ -234,9 +234,17 @@ def target_rows(t, dataset):
     return rows
 
 
-def markdown(context, t):
-    out = []
-    w = out.append
+def caches_line(caches):
+    return "- Caches: " + ", ".join(
+        "L%d %s %d KiB%s" % (c.get("level", 0), c.get("type", ""),
+                            c.get("size", 0) // 1024,
+                            " ×%d" % c["num_sharing"]
+                            if c.get("num_sharing", 0) > 1 else "")
+        for c in caches) + "."
+
+
+def header(w, context):
+    """The title, the machine and what the columns mean."""
     w("# chunkd chunking benchmarks")
     w("")
     w("Written by `server/bench/report.py` from the JSON of "
@@ -251,12 +259,7 @@ def markdown(context, t):
           context.get("host_name", "?"), context.get("date", "?")))
     caches = context.get("caches", [])
     if caches:
-        w("- Caches: " + ", ".join(
-            "L%d %s %d KiB%s" % (c.get("level", 0), c.get("type", ""),
-                                c.get("size", 0) // 1024,
-                                " ×%d" % c["num_sharing"]
-                                if c.get("num_sharing", 0) > 1 else "")
-            for c in caches) + ".")
+        w(caches_line(caches))
     load = context.get("load_avg")
     if load:
         w("- Load average when the run started: %s." %
@@ -282,169 +285,211 @@ def markdown(context, t):
       "there as a check, not as a speed.")
     w("")
 
-    errors = [r for r in t.results.values() if r.error is not None]
 
-    for dataset in t.datasets():
-        w("## Targets of issue 3 — `%s`" % dataset)
-        w("")
-        w("| target | fastest path measured | required | | with `auto` |")
-        w("|---|---|---|---|---|")
-        for text, best, value, auto, required in target_rows(t, dataset):
-            verdict = "—" if value is None else (
-                "met" if value >= required else
-                "**missed** (%.0f %% short)" % (100 * (1 - value / required)))
-            w("| %s | %s | ≥ %.1f× | %s | %s |" % (text, best, required,
-                                                  verdict, auto))
-        w("")
+def targets(w, t, dataset):
+    w("## Targets of issue 3 — `%s`" % dataset)
+    w("")
+    w("| target | fastest path measured | required | | with `auto` |")
+    w("|---|---|---|---|---|")
+    for text, best, value, auto, required in target_rows(t, dataset):
+        verdict = "—" if value is None else (
+            "met" if value >= required else
+            "**missed** (%.0f %% short)" % (100 * (1 - value / required)))
+        w("| %s | %s | ≥ %.1f× | %s | %s |" % (text, best, required,
+                                              verdict, auto))
+    w("")
 
-    for dataset in t.datasets():
-        w("## Throughput — `%s`" % dataset)
+
+def ceilings_line(t, dataset):
+    """The memory ceilings of `dataset` per thread count, or None."""
+    ceilings = []
+    for threads in t.threads():
+        s = t.ceiling_rate(dataset, threads, "sum64")
+        c = t.ceiling_rate(dataset, threads, "memcpy")
+        if s is not None:
+            ceilings.append("%d thread%s: read %.2f GB/s%s" % (
+                threads, "" if threads == 1 else "s", gbps(s),
+                "" if c is None else ", memcpy %.2f GB/s" % gbps(c)))
+    if not ceilings:
+        return None
+    return "Memory ceiling — " + "; ".join(ceilings) + "."
+
+
+def throughput_row(t, key, ref):
+    r = t.chunk[key]
+    _, algorithm, dataset, backend, strategy, threads = key
+    strat = r.chosen or strategy
+    if strategy == "auto" and r.chosen:
+        strat = "auto → %s" % r.chosen
+    if r.error is not None:
+        return "| %s | %s | %s | %d | error | | | |" % (
+            algorithm, backend, strat, threads)
+    x_ref = "%.2f×" % (r.best / ref.best) if ref else "—"
+    ceil = t.ceiling_rate(dataset, threads)
+    frac = "%.0f %%" % (100 * r.best / ceil) if ceil else "—"
+    return "| %s | %s | %s | %d | %s | %s | %s | %s |" % (
+        algorithm, backend, strat, threads, fmt_rate(r), x_ref,
+        frac, r.chunks if r.chunks is not None else "")
+
+
+def throughput(w, t, dataset):
+    w("## Throughput — `%s`" % dataset)
+    w("")
+    ceilings = ceilings_line(t, dataset)
+    if ceilings:
+        w(ceilings)
         w("")
-        ceilings = []
-        for threads in t.threads():
-            s = t.ceiling_rate(dataset, threads, "sum64")
-            c = t.ceiling_rate(dataset, threads, "memcpy")
-            if s is not None:
-                ceilings.append("%d thread%s: read %.2f GB/s%s" % (
-                    threads, "" if threads == 1 else "s", gbps(s),
-                    "" if c is None else ", memcpy %.2f GB/s" % gbps(c)))
-        if ceilings:
-            w("Memory ceiling — " + "; ".join(ceilings) + ".")
-            w("")
-        w("| algorithm | backend | strategy | threads | GB/s | × ref | "
-          "of ceiling | chunks |")
-        w("|---|---|---|---:|---:|---:|---:|---:|")
+    w("| algorithm | backend | strategy | threads | GB/s | × ref | "
+      "of ceiling | chunks |")
+    w("|---|---|---|---:|---:|---:|---:|---:|")
+    for algorithm in t.algorithms(dataset):
+        ref = t.reference(algorithm, dataset)
+        for key in t.rows(algorithm, dataset, ("reference", "auto")):
+            w(throughput_row(t, key, ref))
+    w("")
+
+
+def stage1_best(t, blocks, algorithm, dataset, backend):
+    """The best stage-1 rate over the call lengths, or None."""
+    rates = [r.best for b in blocks
+             for r in [t.stage1.get(("stage1", algorithm, dataset,
+                                     backend, b, 1))]
+             if r is not None and r.error is None and r.best]
+    return max(rates) if rates else None
+
+
+def stage1_row(t, blocks, algorithm, dataset, backend):
+    cells = []
+    for b in blocks:
+        r = t.stage1.get(("stage1", algorithm, dataset, backend, b, 1))
+        cells.append("error" if r is None or r.error is not None
+                     else fmt_rate(r))
+    best = stage1_best(t, blocks, algorithm, dataset, backend)
+    scalar = stage1_best(t, blocks, algorithm, dataset, "scalar")
+    ref = t.reference(algorithm, dataset)
+    ceil = t.ceiling_rate(dataset, 1)
+    e2e = t.get(algorithm, dataset, backend, "auto", 1)
+    return "| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        dataset, algorithm, backend, " | ".join(cells),
+        "%.2f×" % (best / scalar) if best and scalar else "—",
+        "%.2f×" % (best / ref.best) if best and ref else "—",
+        "%.0f %%" % (100 * best / ceil) if best and ceil else "—",
+        fmt_rate(e2e) if e2e else "—")
+
+
+def stage1(w, t):
+    blocks = sorted({k[4] for k in t.stage1})
+    w("## Stage 1 alone (one thread)")
+    w("")
+    w("The kernel's bitmaps for every byte of the buffer in calls of the "
+      "given length, checked against the scalar kernel's; no stage 2. "
+      "`× ref` sets the best call length against the whole reference "
+      "chunker; `end to end` is the `auto` engine with the same kernel "
+      "on one thread. End to end far below stage 1: stage 2 or the "
+      "engine dominates; close to it: the kernel does; above it: the "
+      "engine skips bytes (the sequential scan). A power-of-two call "
+      "length much slower than the other points at cache-set aliasing "
+      "between lanes spaced length / lanes apart.")
+    w("")
+    w("| dataset | algorithm | backend | " + " | ".join(
+        "stage 1 GB/s, %s KiB calls" % (b // 1024) for b in blocks) +
+      " | × scalar | × ref | of ceiling | end to end GB/s |")
+    w("|---|---|---|" + "---:|" * (len(blocks) + 4))
+    combos = sorted({k[1:4] for k in t.stage1}, key=lambda c: (
+        order(c[1], DATASET_ORDER), order(c[0], ALGORITHM_ORDER),
+        order(c[2], BACKEND_ORDER)))
+    for algorithm, dataset, backend in combos:
+        w(stage1_row(t, blocks, algorithm, dataset, backend))
+    w("")
+
+
+def forced_row(t, algorithm, dataset, backend, threads):
+    two = t.chunk.get(("chunk", algorithm, dataset, backend,
+                       "two-stage", threads))
+    seq = t.chunk.get(("chunk", algorithm, dataset, backend,
+                       "sequential", threads))
+    ref = t.chunk.get(("chunk", algorithm, dataset,
+                       REFERENCE, REFERENCE, threads))
+    auto = t.chunk.get(("chunk", algorithm, dataset, backend,
+                        "auto", threads))
+    return "| %s | %s | %s | %d | %s | %s | %s | %s |" % (
+        dataset, algorithm, backend, threads,
+        fmt_rate(two) if two else "",
+        fmt_rate(seq) if seq else "",
+        fmt_rate(ref) if ref and ref.best else "",
+        auto.chosen if auto else "")
+
+
+def forced_strategies(w, t):
+    w("## Each strategy forced (what `auto` chooses from)")
+    w("")
+    w("The reference strategy (the reference cutter, in speculative "
+      "segments with several threads) uses no kernel; its column repeats "
+      "on every backend's row.")
+    w("")
+    w("| dataset | algorithm | backend | threads | two-stage GB/s | "
+      "sequential GB/s | reference GB/s | auto ran |")
+    w("|---|---|---|---:|---:|---:|---:|---|")
+    for dataset in t.datasets():
         for algorithm in t.algorithms(dataset):
-            ref = t.reference(algorithm, dataset)
-            for key in t.rows(algorithm, dataset, ("reference", "auto")):
-                r = t.chunk[key]
-                _, _, _, backend, strategy, threads = key
-                strat = r.chosen or strategy
-                if strategy == "auto" and r.chosen:
-                    strat = "auto → %s" % r.chosen
-                if r.error is not None:
-                    w("| %s | %s | %s | %d | error | | | |" % (
-                        algorithm, backend, strat, threads))
+            seen = set()
+            for key in t.rows(algorithm, dataset,
+                              ("two-stage", "sequential")):
+                _, _, _, backend, _, threads = key
+                if (backend, threads) in seen:
                     continue
-                x_ref = "%.2f×" % (r.best / ref.best) if ref else "—"
-                ceil = t.ceiling_rate(dataset, threads)
-                frac = "%.0f %%" % (100 * r.best / ceil) if ceil else "—"
-                w("| %s | %s | %s | %d | %s | %s | %s | %s |" % (
-                    algorithm, backend, strat, threads, fmt_rate(r), x_ref,
-                    frac, r.chunks if r.chunks is not None else ""))
-        w("")
+                seen.add((backend, threads))
+                w(forced_row(t, algorithm, dataset, backend, threads))
+    w("")
 
+
+def stream_chunker(w, t, streams):
+    w("## StreamChunker (1 MiB pieces) against FastChunks (whole buffer)")
+    w("")
+    w("| dataset | algorithm | backend | threads | stream GB/s | "
+      "FastChunks auto GB/s | stream ÷ FastChunks |")
+    w("|---|---|---|---:|---:|---:|---:|")
+    for key in sorted(streams, key=lambda k: (
+            order(k[2], DATASET_ORDER), order(k[1], ALGORITHM_ORDER),
+            order(k[3], BACKEND_ORDER), k[5])):
+        _, algorithm, dataset, backend, _, threads = key
+        st = t.get(algorithm, dataset, backend, "stream", threads)
+        fa = t.get(algorithm, dataset, backend, "auto", threads)
+        if st is None:
+            continue
+        w("| %s | %s | %s | %d | %s | %s | %s |" % (
+            dataset, algorithm, backend, threads, fmt_rate(st),
+            fmt_rate(fa) if fa else "—",
+            "%.2f" % (st.best / fa.best) if fa else "—"))
+    w("")
+
+
+def error_list(w, errors):
+    w("## Errors and skipped backends")
+    w("")
+    for r in errors:
+        w("- `%s`: %s" % ("/".join(str(f) for f in r.fields[1:]), r.error))
+    w("")
+
+
+def markdown(context, t):
+    out = []
+    w = out.append
+    header(w, context)
+    for dataset in t.datasets():
+        targets(w, t, dataset)
+    for dataset in t.datasets():
+        throughput(w, t, dataset)
     if t.stage1:
-        blocks = sorted({k[4] for k in t.stage1})
-        w("## Stage 1 alone (one thread)")
-        w("")
-        w("The kernel's bitmaps for every byte of the buffer in calls of the "
-          "given length, checked against the scalar kernel's; no stage 2. "
-          "`× ref` sets the best call length against the whole reference "
-          "chunker; `end to end` is the `auto` engine with the same kernel "
-          "on one thread. End to end far below stage 1: stage 2 or the "
-          "engine dominates; close to it: the kernel does; above it: the "
-          "engine skips bytes (the sequential scan). A power-of-two call "
-          "length much slower than the other points at cache-set aliasing "
-          "between lanes spaced length / lanes apart.")
-        w("")
-        w("| dataset | algorithm | backend | " + " | ".join(
-            "stage 1 GB/s, %s KiB calls" % (b // 1024) for b in blocks) +
-          " | × scalar | × ref | of ceiling | end to end GB/s |")
-        w("|---|---|---|" + "---:|" * (len(blocks) + 4))
-        combos = sorted({k[1:4] for k in t.stage1}, key=lambda c: (
-            order(c[1], DATASET_ORDER), order(c[0], ALGORITHM_ORDER),
-            order(c[2], BACKEND_ORDER)))
-
-        def best_of(algorithm, dataset, backend):
-            rates = [r.best for b in blocks
-                     for r in [t.stage1.get(("stage1", algorithm, dataset,
-                                             backend, b, 1))]
-                     if r is not None and r.error is None and r.best]
-            return max(rates) if rates else None
-
-        for algorithm, dataset, backend in combos:
-            cells = []
-            for b in blocks:
-                r = t.stage1.get(("stage1", algorithm, dataset, backend, b, 1))
-                cells.append("error" if r is None or r.error is not None
-                             else fmt_rate(r))
-            best = best_of(algorithm, dataset, backend)
-            scalar = best_of(algorithm, dataset, "scalar")
-            ref = t.reference(algorithm, dataset)
-            ceil = t.ceiling_rate(dataset, 1)
-            e2e = t.get(algorithm, dataset, backend, "auto", 1)
-            w("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                dataset, algorithm, backend, " | ".join(cells),
-                "%.2f×" % (best / scalar) if best and scalar else "—",
-                "%.2f×" % (best / ref.best) if best and ref else "—",
-                "%.0f %%" % (100 * best / ceil) if best and ceil else "—",
-                fmt_rate(e2e) if e2e else "—"))
-        w("")
-
-    explicit = [k for k in t.chunk if k[4] in ("two-stage", "sequential")]
-    if explicit:
-        w("## Each strategy forced (what `auto` chooses from)")
-        w("")
-        w("The reference strategy (the reference cutter, in speculative "
-          "segments with several threads) uses no kernel; its column repeats "
-          "on every backend's row.")
-        w("")
-        w("| dataset | algorithm | backend | threads | two-stage GB/s | "
-          "sequential GB/s | reference GB/s | auto ran |")
-        w("|---|---|---|---:|---:|---:|---:|---|")
-        for dataset in t.datasets():
-            for algorithm in t.algorithms(dataset):
-                seen = set()
-                for key in t.rows(algorithm, dataset,
-                                  ("two-stage", "sequential")):
-                    _, _, _, backend, _, threads = key
-                    if (backend, threads) in seen:
-                        continue
-                    seen.add((backend, threads))
-                    two = t.chunk.get(("chunk", algorithm, dataset, backend,
-                                       "two-stage", threads))
-                    seq = t.chunk.get(("chunk", algorithm, dataset, backend,
-                                       "sequential", threads))
-                    ref = t.chunk.get(("chunk", algorithm, dataset,
-                                       REFERENCE, REFERENCE, threads))
-                    auto = t.chunk.get(("chunk", algorithm, dataset, backend,
-                                        "auto", threads))
-                    w("| %s | %s | %s | %d | %s | %s | %s | %s |" % (
-                        dataset, algorithm, backend, threads,
-                        fmt_rate(two) if two else "",
-                        fmt_rate(seq) if seq else "",
-                        fmt_rate(ref) if ref and ref.best else "",
-                        auto.chosen if auto else ""))
-        w("")
-
+        stage1(w, t)
+    if any(k[4] in ("two-stage", "sequential") for k in t.chunk):
+        forced_strategies(w, t)
     streams = [k for k in t.chunk if k[4] == "stream"]
     if streams:
-        w("## StreamChunker (1 MiB pieces) against FastChunks (whole buffer)")
-        w("")
-        w("| dataset | algorithm | backend | threads | stream GB/s | "
-          "FastChunks auto GB/s | stream ÷ FastChunks |")
-        w("|---|---|---|---:|---:|---:|---:|")
-        for key in sorted(streams, key=lambda k: (
-                order(k[2], DATASET_ORDER), order(k[1], ALGORITHM_ORDER),
-                order(k[3], BACKEND_ORDER), k[5])):
-            _, algorithm, dataset, backend, _, threads = key
-            st = t.get(algorithm, dataset, backend, "stream", threads)
-            fa = t.get(algorithm, dataset, backend, "auto", threads)
-            if st is None:
-                continue
-            w("| %s | %s | %s | %d | %s | %s | %s |" % (
-                dataset, algorithm, backend, threads, fmt_rate(st),
-                fmt_rate(fa) if fa else "—",
-                "%.2f" % (st.best / fa.best) if fa else "—"))
-        w("")
-
+        stream_chunker(w, t, streams)
+    errors = [r for r in t.results.values() if r.error is not None]
     if errors:
-        w("## Errors and skipped backends")
-        w("")
-        for r in errors:
-            w("- `%s`: %s" % ("/".join(str(f) for f in r.fields[1:]), r.error))
-        w("")
+        error_list(w, errors)
     return "\n".join(out)
 
 

@@ -359,145 +359,142 @@ Rate Measure(FingerprintIndex& index, testing::DirectRedis& direct, Op op,
   return rate;
 }
 
-int Main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "index_bench: %s\n",
+               std::string(status.message()).c_str());
+  return 1;
+}
+
+// The redis-server measured: a private one, or --redis.
+struct Server {
   std::unique_ptr<testing::RedisProcess> own;
   std::string host = "127.0.0.1";
   int port = 0;
+};
+
+absl::Status StartOrFindServer(Server* server) {
   const std::string redis = absl::GetFlag(FLAGS_redis);
   if (redis.empty()) {
     auto started = testing::RedisProcess::Start({});
-    if (!started.ok()) {
-      std::fprintf(stderr, "index_bench: %s\n",
-                   std::string(started.status().message()).c_str());
-      return 1;
-    }
-    own = *std::move(started);
-    port = own->port();
-  } else {
-    std::vector<std::string> parts = absl::StrSplit(redis, ':');
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &port)) {
-      std::fprintf(stderr, "index_bench: --redis must be host:port\n");
-      return 1;
-    }
-    host = parts[0];
+    if (!started.ok()) return started.status();
+    server->own = *std::move(started);
+    server->port = server->own->port();
+    return absl::OkStatus();
   }
-  auto direct = testing::DirectRedis::Connect(host, port);
-  if (!direct.ok()) {
-    std::fprintf(stderr, "index_bench: %s\n",
-                 std::string(direct.status().message()).c_str());
-    return 1;
+  std::vector<std::string> parts = absl::StrSplit(redis, ':');
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &server->port)) {
+    return absl::InvalidArgumentError("--redis must be host:port");
   }
+  server->host = parts[0];
+  return absl::OkStatus();
+}
 
-  const int threads = absl::GetFlag(FLAGS_threads);
-  const int n = absl::GetFlag(FLAGS_fingerprints);
-  IndexOptions options;
-  options.pool_size = absl::GetFlag(FLAGS_pool_size) > 0
-                          ? absl::GetFlag(FLAGS_pool_size)
-                          : std::max(threads, 1);
-  auto index = CreateIndex(absl::StrCat("redis://", host, ":", port), options);
-  if (!index.ok()) {
-    std::fprintf(stderr, "index_bench: %s\n",
-                 std::string(index.status().message()).c_str());
-    return 1;
-  }
-
+absl::StatusOr<std::vector<int>> ParseBatches() {
   std::vector<int> batches;
   for (absl::string_view b : absl::StrSplit(absl::GetFlag(FLAGS_batch), ',')) {
     int batch = 0;
     if (!absl::SimpleAtoi(b, &batch) || batch < 1) {
-      std::fprintf(stderr, "index_bench: bad --batch entry '%s'\n",
-                   std::string(b).c_str());
-      return 1;
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad --batch entry '", b, "'"));
     }
     batches.push_back(batch);
   }
-  const struct {
-    Op op;
-    const char* name;
-  } kOps[] = {{Op::kInsertNew, "insert (new)"},
-              {Op::kInsertDuplicate, "insert (duplicate)"},
-              {Op::kInsertTokened, "insert (dup, token)"},
-              {Op::kLookup, "lookup"}};
-  constexpr int kNumOps = 4;
+  return batches;
+}
 
+constexpr int kNumOps = 4;
+constexpr struct {
+  Op op;
+  const char* name;
+} kOps[kNumOps] = {{Op::kInsertNew, "insert (new)"},
+                   {Op::kInsertDuplicate, "insert (duplicate)"},
+                   {Op::kInsertTokened, "insert (dup, token)"},
+                   {Op::kLookup, "lookup"}};
+// The raw command measured beside each of kOps.
+constexpr const char* kRawName[kNumOps] = {"HSET", "HINCRBY", "HINCRBY",
+                                           "EXISTS"};
+
+// Per batch size and operation, one value per repetition.
+struct Series {
+  std::vector<double> rps, ratio, server_us, server_busy, server_ratio, raw_rps,
+      ratio_raw, raw_server_us;
+};
+
+// What every measurement runs on.
+struct Setup {
+  FingerprintIndex* index;
+  testing::DirectRedis* direct;
+  std::string host;
+  int port;
+  int n;  // fingerprints per measurement
+  int threads;
+};
+
+void PrintBaselines(int rep, const Baselines& b) {
   std::printf(
-      "redis at %s:%d, %d client threads, pool of %d connections, %d "
-      "fingerprints per measurement, %d repetitions\n",
-      host.c_str(), port, threads, options.pool_size, n,
-      absl::GetFlag(FLAGS_repetitions));
-  const int requests = absl::GetFlag(FLAGS_benchmark_requests);
-  std::vector<Baselines> baselines;
-  // Per batch and operation, one value per repetition.
-  struct Series {
-    std::vector<double> rps, ratio, server_us, server_busy, server_ratio,
-        raw_rps, ratio_raw, raw_server_us;
-  };
-  std::vector<std::vector<Series>> series(batches.size(),
-                                          std::vector<Series>(kNumOps));
-  uint64_t run = 0;
-  bool all_ok = true;
-  for (int rep = 0; rep < absl::GetFlag(FLAGS_repetitions); ++rep) {
-    auto measured = MeasureBaselines(**direct, host, port, requests);
-    if (!measured.ok()) {
-      std::fprintf(stderr, "index_bench: %s\n",
-                   std::string(measured.status().message()).c_str());
-      return 1;
-    }
-    const Baselines& b = *measured;
-    baselines.push_back(b);
-    std::printf(
-        "rep %d: redis-benchmark -P 64: SET %.0f/s, SET -r %.0f/s, "
-        "HSET (new) %.0f/s, HINCRBY %.0f/s, EXISTS %.0f/s; server CPU per "
-        "op %.2f / %.2f / %.2f / %.2f / %.2f us\n",
-        rep + 1, b.set.ops, b.set_r.ops, b.hset_new.ops, b.hincrby.ops,
-        b.exists.ops, b.set.server_us, b.set_r.server_us, b.hset_new.server_us,
-        b.hincrby.server_us, b.exists.server_us);
-    for (size_t k = 0; k < batches.size(); ++k) {
-      ++run;
-      (void)(*direct)->Command({"FLUSHDB"});
-      Rate rates[kNumOps];
-      for (int o = 0; o < kNumOps; ++o) {
-        rates[o] = Measure(**index, **direct, kOps[o].op, run, n, batches[k],
-                           threads);
-      }
-      // The raw commands last: HINCRBY counts a fourth reference, HSET
-      // creates the entries of another run.
-      const Rate exists = MeasureRaw(**direct, host, port, Raw::kExists, run,
-                                     n, batches[k], threads, 0);
-      const Rate hincrby = MeasureRaw(**direct, host, port, Raw::kHincrby,
-                                      run, n, batches[k], threads, 4);
-      const Rate hset_new =
-          MeasureRaw(**direct, host, port, Raw::kHsetNew, run + 1000000, n,
-                     batches[k], threads, 0);
-      const Rate raw[kNumOps] = {hset_new, hincrby, hincrby, exists};
-      for (int o = 0; o < kNumOps; ++o) {
-        const Rate& r = rates[o];
-        if (r.ops < 0 || raw[o].ops < 0) {
-          all_ok = false;
-          continue;
-        }
-        Series& s = series[k][o];
-        s.rps.push_back(r.ops);
-        s.ratio.push_back(r.ops / b.set.ops);
-        s.server_us.push_back(r.server_us);
-        s.server_busy.push_back(r.server_busy);
-        s.server_ratio.push_back(r.server_us / b.set.server_us);
-        s.raw_rps.push_back(raw[o].ops);
-        s.ratio_raw.push_back(r.ops / raw[o].ops);
-        s.raw_server_us.push_back(raw[o].server_us);
-      }
-    }
+      "rep %d: redis-benchmark -P 64: SET %.0f/s, SET -r %.0f/s, "
+      "HSET (new) %.0f/s, HINCRBY %.0f/s, EXISTS %.0f/s; server CPU per "
+      "op %.2f / %.2f / %.2f / %.2f / %.2f us\n",
+      rep + 1, b.set.ops, b.set_r.ops, b.hset_new.ops, b.hincrby.ops,
+      b.exists.ops, b.set.server_us, b.set_r.server_us, b.hset_new.server_us,
+      b.hincrby.server_us, b.exists.server_us);
+}
+
+// Measures every operation and its raw command with batches of `batch`
+// on fingerprints of `run`, adding to `series` (one per operation); false
+// if a measurement failed.
+bool MeasureBatch(const Setup& setup, uint64_t run, int batch,
+                  const Baselines& b, std::vector<Series>& series) {
+  testing::DirectRedis& direct = *setup.direct;
+  const int n = setup.n;
+  const int threads = setup.threads;
+  (void)direct.Command({"FLUSHDB"});
+  Rate rates[kNumOps];
+  for (int o = 0; o < kNumOps; ++o) {
+    rates[o] =
+        Measure(*setup.index, direct, kOps[o].op, run, n, batch, threads);
   }
-  auto median = [](std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
+  // The raw commands last: HINCRBY counts a fourth reference, HSET
+  // creates the entries of another run.
+  const Rate exists = MeasureRaw(direct, setup.host, setup.port, Raw::kExists,
+                                 run, n, batch, threads, 0);
+  const Rate hincrby = MeasureRaw(direct, setup.host, setup.port, Raw::kHincrby,
+                                  run, n, batch, threads, 4);
+  const Rate hset_new =
+      MeasureRaw(direct, setup.host, setup.port, Raw::kHsetNew, run + 1000000,
+                 n, batch, threads, 0);
+  const Rate raw[kNumOps] = {hset_new, hincrby, hincrby, exists};
+  bool all_ok = true;
+  for (int o = 0; o < kNumOps; ++o) {
+    const Rate& r = rates[o];
+    if (r.ops < 0 || raw[o].ops < 0) {
+      all_ok = false;
+      continue;
+    }
+    Series& s = series[o];
+    s.rps.push_back(r.ops);
+    s.ratio.push_back(r.ops / b.set.ops);
+    s.server_us.push_back(r.server_us);
+    s.server_busy.push_back(r.server_busy);
+    s.server_ratio.push_back(r.server_us / b.set.server_us);
+    s.raw_rps.push_back(raw[o].ops);
+    s.ratio_raw.push_back(r.ops / raw[o].ops);
+    s.raw_server_us.push_back(raw[o].server_us);
+  }
+  return all_ok;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void PrintBaselineMedians(const std::vector<Baselines>& baselines) {
   auto median_of = [&](Rate Baselines::*field, double Rate::*what) {
     std::vector<double> v;
     for (const Baselines& b : baselines) v.push_back(b.*field.*what);
-    return median(v);
+    return Median(v);
   };
   std::printf("\nmedians, redis-benchmark -P 64 (50 connections):\n");
   std::printf("%-34s %10s %18s %12s\n", "baseline", "ops/s",
@@ -516,7 +513,10 @@ int Main(int argc, char** argv) {
                 median_of(base.field, &Rate::server_us),
                 100 * median_of(base.field, &Rate::server_busy));
   }
-  const char* raw_name[kNumOps] = {"HSET", "HINCRBY", "HINCRBY", "EXISTS"};
+}
+
+void PrintSeries(const std::vector<int>& batches,
+                 const std::vector<std::vector<Series>>& series) {
   std::printf(
       "\nchunkd's redis backend; server: redis-server CPU per operation, x "
       "SET: that over SET's per request; raw: the plainest command on the "
@@ -530,12 +530,60 @@ int Main(int argc, char** argv) {
       std::printf(
           "%-6d %-19s %10.0f %7.0f%% %10.2f %6.1fx %6.0f%%   %-7s %10.0f "
           "%6.0f%% %10.2f\n",
-          batches[k], kOps[o].name, median(s.rps), 100 * median(s.ratio),
-          median(s.server_us), median(s.server_ratio),
-          100 * median(s.server_busy), raw_name[o], median(s.raw_rps),
-          100 * median(s.ratio_raw), median(s.raw_server_us));
+          batches[k], kOps[o].name, Median(s.rps), 100 * Median(s.ratio),
+          Median(s.server_us), Median(s.server_ratio),
+          100 * Median(s.server_busy), kRawName[o], Median(s.raw_rps),
+          100 * Median(s.ratio_raw), Median(s.raw_server_us));
     }
   }
+}
+
+int Main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  Server server;
+  if (absl::Status s = StartOrFindServer(&server); !s.ok()) return Fail(s);
+  auto direct = testing::DirectRedis::Connect(server.host, server.port);
+  if (!direct.ok()) return Fail(direct.status());
+
+  const int threads = absl::GetFlag(FLAGS_threads);
+  const int n = absl::GetFlag(FLAGS_fingerprints);
+  IndexOptions options;
+  options.pool_size = absl::GetFlag(FLAGS_pool_size) > 0
+                          ? absl::GetFlag(FLAGS_pool_size)
+                          : std::max(threads, 1);
+  auto index = CreateIndex(
+      absl::StrCat("redis://", server.host, ":", server.port), options);
+  if (!index.ok()) return Fail(index.status());
+  auto batches = ParseBatches();
+  if (!batches.ok()) return Fail(batches.status());
+
+  std::printf(
+      "redis at %s:%d, %d client threads, pool of %d connections, %d "
+      "fingerprints per measurement, %d repetitions\n",
+      server.host.c_str(), server.port, threads, options.pool_size, n,
+      absl::GetFlag(FLAGS_repetitions));
+  const Setup setup{index->get(), direct->get(), server.host, server.port, n,
+                    threads};
+  const int requests = absl::GetFlag(FLAGS_benchmark_requests);
+  std::vector<Baselines> baselines;
+  std::vector<std::vector<Series>> series(batches->size(),
+                                          std::vector<Series>(kNumOps));
+  uint64_t run = 0;
+  bool all_ok = true;
+  for (int rep = 0; rep < absl::GetFlag(FLAGS_repetitions); ++rep) {
+    auto measured =
+        MeasureBaselines(**direct, server.host, server.port, requests);
+    if (!measured.ok()) return Fail(measured.status());
+    baselines.push_back(*measured);
+    PrintBaselines(rep, *measured);
+    for (size_t k = 0; k < batches->size(); ++k) {
+      ++run;
+      all_ok = MeasureBatch(setup, run, (*batches)[k], *measured, series[k]) &&
+               all_ok;
+    }
+  }
+  PrintBaselineMedians(baselines);
+  PrintSeries(*batches, series);
   (void)(*direct)->Command({"FLUSHDB"});
   return all_ok ? 0 : 1;
 }

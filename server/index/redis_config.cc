@@ -131,6 +131,118 @@ absl::Status ValidateOptions(absl::string_view spec, const IndexOptions& o,
   return absl::OkStatus();
 }
 
+// `userinfo` is the URL's "[user]:password", percent-encoded.
+absl::Status ParseCredentials(absl::string_view spec,
+                              absl::string_view userinfo, std::string* username,
+                              std::string* password) {
+  const size_t colon = userinfo.find(':');
+  if (colon == absl::string_view::npos) {
+    return Bad(spec, "credentials must be written [user]:password@");
+  }
+  if (!PercentDecode(userinfo.substr(0, colon), username) ||
+      !PercentDecode(userinfo.substr(colon + 1), password)) {
+    return Bad(spec, "credentials have a malformed %-escape");
+  }
+  return absl::OkStatus();
+}
+
+// `rest` is the URL's "host:port[,host:port...][/db]".
+absl::Status ParseServers(absl::string_view spec, absl::string_view rest,
+                          RedisConfig* config) {
+  absl::string_view hosts = rest;
+  if (const size_t slash = rest.find('/'); slash != absl::string_view::npos) {
+    hosts = rest.substr(0, slash);
+    absl::string_view db = rest.substr(slash + 1);
+    if (!db.empty()) {
+      if (config->cluster && db != "0") {
+        return Bad(spec, "a Redis Cluster has only database 0");
+      }
+      if (!absl::SimpleAtoi(db, &config->db) || config->db < 0 ||
+          config->db > 15) {
+        return Bad(spec, "the database must be a number 0..15");
+      }
+    }
+  }
+  if (hosts.empty()) return Bad(spec, "no host:port");
+  for (absl::string_view host : absl::StrSplit(hosts, ',')) {
+    auto address = ParseRedisAddress(host);
+    if (!address.ok()) return Bad(spec, address.status().message());
+    config->servers.push_back(*std::move(address));
+  }
+  if (!config->cluster && config->servers.size() != 1) {
+    return Bad(
+        spec, "redis:// takes one host:port; use redis-cluster:// for several");
+  }
+  return absl::OkStatus();
+}
+
+// One option of the URL's query, its value percent-decoded.
+absl::Status ParseQueryOption(absl::string_view spec, absl::string_view name,
+                              const std::string& value, IndexOptions* options,
+                              std::string* password_file) {
+  if (name == "password_file") {
+    *password_file = value;
+    return absl::OkStatus();
+  }
+  if (name == "connect_timeout_ms") {
+    return ParseMillis(spec, name, value, &options->connect_timeout);
+  }
+  if (name == "command_timeout_ms") {
+    return ParseMillis(spec, name, value, &options->command_timeout);
+  }
+  if (name == "pool_size") {
+    if (!absl::SimpleAtoi(value, &options->pool_size)) {
+      return Bad(spec, absl::StrCat("pool_size must be 1..", kMaxPoolSize));
+    }
+    return absl::OkStatus();
+  }
+  return Bad(spec, absl::StrCat("unknown option '", name,
+                                "'; known: password_file, connect_timeout_ms, "
+                                "command_timeout_ms, pool_size"));
+}
+
+// `query` is the URL's "name=value&...", after the '?'.
+absl::Status ParseQuery(absl::string_view spec, absl::string_view query,
+                        IndexOptions* options, std::string* password_file) {
+  if (query.empty()) return absl::OkStatus();
+  for (absl::string_view pair : absl::StrSplit(query, '&')) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    std::string value;
+    if (!PercentDecode(kv.second, &value)) {
+      return Bad(spec, absl::StrCat(kv.first, " has a malformed %-escape"));
+    }
+    absl::Status s =
+        ParseQueryOption(spec, kv.first, value, options, password_file);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// The first source that is set wins: the URL's password, its
+// password_file, --redis_password, --redis_password_file, the environment.
+absl::Status ResolvePassword(absl::string_view spec,
+                             const IndexOptions& options,
+                             std::string url_password,
+                             const std::string& url_password_file,
+                             std::string* password) {
+  if (!url_password.empty()) {
+    *password = std::move(url_password);
+  } else if (!url_password_file.empty()) {
+    return ReadPasswordFile(
+        absl::StrCat("--index '", RedactIndexSpec(spec), "'"),
+        url_password_file, password);
+  } else if (!options.redis_password.empty()) {
+    *password = options.redis_password;
+  } else if (!options.redis_password_file.empty()) {
+    return ReadPasswordFile("--redis_password_file",
+                            options.redis_password_file, password);
+  } else if (const char* env = std::getenv(kRedisPasswordEnv); env != nullptr) {
+    *password = env;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string RedisAddress::ToString() const {
@@ -194,94 +306,26 @@ absl::StatusOr<RedisConfig> ParseRedisSpec(absl::string_view spec,
 
   std::string url_password;
   if (const size_t at = rest.rfind('@'); at != absl::string_view::npos) {
-    absl::string_view userinfo = rest.substr(0, at);
+    absl::Status s = ParseCredentials(spec, rest.substr(0, at),
+                                      &config.username, &url_password);
+    if (!s.ok()) return s;
     rest = rest.substr(at + 1);
-    const size_t colon = userinfo.find(':');
-    if (colon == absl::string_view::npos) {
-      return Bad(spec, "credentials must be written [user]:password@");
-    }
-    if (!PercentDecode(userinfo.substr(0, colon), &config.username) ||
-        !PercentDecode(userinfo.substr(colon + 1), &url_password)) {
-      return Bad(spec, "credentials have a malformed %-escape");
-    }
   }
-
-  absl::string_view hosts = rest;
-  if (const size_t slash = rest.find('/'); slash != absl::string_view::npos) {
-    hosts = rest.substr(0, slash);
-    absl::string_view db = rest.substr(slash + 1);
-    if (!db.empty()) {
-      if (config.cluster && db != "0") {
-        return Bad(spec, "a Redis Cluster has only database 0");
-      }
-      if (!absl::SimpleAtoi(db, &config.db) || config.db < 0 ||
-          config.db > 15) {
-        return Bad(spec, "the database must be a number 0..15");
-      }
-    }
-  }
-  if (hosts.empty()) return Bad(spec, "no host:port");
-  for (absl::string_view host : absl::StrSplit(hosts, ',')) {
-    auto address = ParseRedisAddress(host);
-    if (!address.ok()) return Bad(spec, address.status().message());
-    config.servers.push_back(*std::move(address));
-  }
-  if (!config.cluster && config.servers.size() != 1) {
-    return Bad(
-        spec, "redis:// takes one host:port; use redis-cluster:// for several");
-  }
+  if (absl::Status s = ParseServers(spec, rest, &config); !s.ok()) return s;
 
   std::string url_password_file;
-  if (!query.empty()) {
-    for (absl::string_view pair : absl::StrSplit(query, '&')) {
-      std::pair<absl::string_view, absl::string_view> kv =
-          absl::StrSplit(pair, absl::MaxSplits('=', 1));
-      std::string value;
-      if (!PercentDecode(kv.second, &value)) {
-        return Bad(spec, absl::StrCat(kv.first, " has a malformed %-escape"));
-      }
-      if (kv.first == "password_file") {
-        url_password_file = value;
-      } else if (kv.first == "connect_timeout_ms") {
-        absl::Status s =
-            ParseMillis(spec, kv.first, value, &config.options.connect_timeout);
-        if (!s.ok()) return s;
-      } else if (kv.first == "command_timeout_ms") {
-        absl::Status s =
-            ParseMillis(spec, kv.first, value, &config.options.command_timeout);
-        if (!s.ok()) return s;
-      } else if (kv.first == "pool_size") {
-        if (!absl::SimpleAtoi(value, &config.options.pool_size)) {
-          return Bad(spec, absl::StrCat("pool_size must be 1..", kMaxPoolSize));
-        }
-      } else {
-        return Bad(spec,
-                   absl::StrCat("unknown option '", kv.first,
-                                "'; known: password_file, connect_timeout_ms, "
-                                "command_timeout_ms, pool_size"));
-      }
-    }
+  if (absl::Status s =
+          ParseQuery(spec, query, &config.options, &url_password_file);
+      !s.ok()) {
+    return s;
   }
   absl::Status valid = ValidateOptions(spec, config.options, config.cluster);
   if (!valid.ok()) return valid;
 
-  // The first source that is set wins.
-  if (!url_password.empty()) {
-    config.password = std::move(url_password);
-  } else if (!url_password_file.empty()) {
-    absl::Status s = ReadPasswordFile(
-        absl::StrCat("--index '", RedactIndexSpec(spec), "'"),
-        url_password_file, &config.password);
-    if (!s.ok()) return s;
-  } else if (!options.redis_password.empty()) {
-    config.password = options.redis_password;
-  } else if (!options.redis_password_file.empty()) {
-    absl::Status s = ReadPasswordFile("--redis_password_file",
-                                      options.redis_password_file,
-                                      &config.password);
-    if (!s.ok()) return s;
-  } else if (const char* env = std::getenv(kRedisPasswordEnv); env != nullptr) {
-    config.password = env;
+  if (absl::Status s = ResolvePassword(spec, options, std::move(url_password),
+                                       url_password_file, &config.password);
+      !s.ok()) {
+    return s;
   }
   if (!config.username.empty() && config.password.empty()) {
     return Bad(spec, "a user name needs a password");

@@ -661,6 +661,389 @@ bool ParseRedirect(absl::string_view error, absl::string_view kind, int* slot,
   return true;
 }
 
+// One command over items of one slot.
+struct Call {
+  std::vector<size_t> items;
+  int slot = -1;
+  RedisEndpoint* redirect = nullptr;  // MOVED/ASK target for the next round
+  bool asking = false;
+  int failures = 0;
+};
+
+// The calls of one round that go to one server: one pipeline.
+struct Group {
+  RedisEndpoint* endpoint = nullptr;
+  int replicas = 0;
+  std::vector<size_t> calls;
+  std::optional<RedisEndpoint::Lease> lease;
+  int wait = 0;  // replicas the WAIT at the end of the pipeline asks for
+  bool reload_scripts = false;
+};
+
+// One run of a BatchOp. Its items are split into calls, then sent in
+// rounds: a round groups the pending calls by server, sends every server's
+// pipeline, then reads the replies; the calls redirected, to re-send or to
+// retry after a failure make the next round, until none is left or the
+// batch has failed.
+class Batch {
+ public:
+  Batch(RedisIndex::BatchOp& op, RedisTopology& topology,
+        const IndexOptions& options)
+      : op_(op),
+        topology_(topology),
+        options_(options),
+        cluster_(topology.cluster()) {}
+
+  absl::Status Run();
+
+ private:
+  void SplitConsecutive();
+  void SplitBySlot();
+  bool BeginRound(int round);
+  std::vector<Group> GroupByServer();
+  void SendAll(std::vector<Group>& groups);
+  void Send(Group& g);
+  void AppendWait(Group& g, redisContext* context);
+  void ReadReplies(Group& g);
+  absl::Status ReadReply(Group& g, redisContext* context, size_t c);
+  absl::Status Broke(Group& g, redisContext* context, size_t c);
+  void OnError(Group& g, size_t c, absl::string_view error);
+  void Redirect(Group& g, size_t c, absl::string_view error, int slot,
+                absl::string_view address);
+  void SplitIntoSingles(size_t c);
+  absl::Status ReadWait(Group& g, redisContext* context);
+  void Resend(size_t c);
+  void RetryOrFail(size_t c, absl::Status status, bool sent);
+  void Fail(absl::Status status);
+
+  RedisIndex::BatchOp& op_;
+  RedisTopology& topology_;
+  const IndexOptions& options_;
+  const bool cluster_;
+  std::vector<Call> calls_;
+  std::vector<size_t> pending_;  // calls to send this round
+  std::vector<size_t> next_;     // calls to send next round
+  absl::Status failure_;
+  // TRYAGAIN (a multi-key call meets a slot in migration): wait a little,
+  // longer each time (10, 20, 40 ... ms; about 1.3 s over all rounds).
+  bool try_again_later_ = false;
+  int try_again_wait_ms_ = 10;
+};
+
+absl::Status Batch::Run() {
+  if (op_.size() == 0) return absl::OkStatus();
+  if (cluster_) {
+    SplitBySlot();
+  } else {
+    SplitConsecutive();
+  }
+  pending_.resize(calls_.size());
+  for (size_t c = 0; c < calls_.size(); ++c) pending_[c] = c;
+  for (int round = 0; !pending_.empty() && failure_.ok(); ++round) {
+    if (!BeginRound(round)) break;
+    std::vector<Group> groups = GroupByServer();
+    SendAll(groups);
+    for (Group& g : groups) {
+      if (g.lease.has_value()) ReadReplies(g);
+    }
+    groups.clear();  // returns the leases before the next round
+    std::sort(next_.begin(), next_.end());
+    next_.erase(std::unique(next_.begin(), next_.end()), next_.end());
+    pending_.swap(next_);
+  }
+  return failure_;
+}
+
+// One server: consecutive items, up to max_keys_per_call() a call.
+void Batch::SplitConsecutive() {
+  const size_t max_keys = op_.max_keys_per_call();
+  for (size_t i = 0; i < op_.size(); ++i) {
+    if (calls_.empty() || calls_.back().items.size() == max_keys ||
+        op_.StartsCall(i)) {
+      calls_.emplace_back();
+    }
+    calls_.back().items.push_back(i);
+  }
+}
+
+// A cluster: the items of one slot, up to max_keys_per_call() a call.
+void Batch::SplitBySlot() {
+  const size_t max_keys = op_.max_keys_per_call();
+  absl::flat_hash_map<int, size_t> open;  // slot -> call being filled
+  for (size_t i = 0; i < op_.size(); ++i) {
+    const int slot = KeySlot(op_.key(i));
+    auto [it, added] = open.try_emplace(slot, calls_.size());
+    if (added || calls_[it->second].items.size() == max_keys) {
+      it->second = calls_.size();
+      calls_.emplace_back();
+      calls_.back().slot = slot;
+    }
+    calls_[it->second].items.push_back(i);
+  }
+}
+
+// False (and the batch has failed) when `round` is one too many.
+bool Batch::BeginRound(int round) {
+  if (round == kMaxRounds) {
+    failure_ = absl::UnavailableError(absl::StrCat(
+        "redis: ", pending_.size(),
+        " commands were still redirected or "
+        "failing after ",
+        kMaxRounds, " attempts (cluster resharding or failing over)"));
+    return false;
+  }
+  if (try_again_later_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(try_again_wait_ms_));
+    try_again_wait_ms_ *= 2;
+    try_again_later_ = false;
+  }
+  topology_.Refresh();
+  next_.clear();
+  return true;
+}
+
+// The pending calls by server; a call nobody serves is retried or fails.
+std::vector<Group> Batch::GroupByServer() {
+  std::vector<Group> groups;
+  for (size_t c : pending_) {
+    RedisRoute route;
+    if (calls_[c].redirect != nullptr) {
+      route.endpoint = calls_[c].redirect;
+    } else {
+      route = topology_.Route(calls_[c].slot);
+      if (route.endpoint == nullptr) {
+        RetryOrFail(c, topology_.NoRoute(calls_[c].slot), /*sent=*/false);
+        continue;
+      }
+    }
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+      return g.endpoint == route.endpoint;
+    });
+    if (g == groups.end()) {
+      groups.emplace_back();
+      g = groups.end() - 1;
+      g->endpoint = route.endpoint;
+    }
+    g->replicas = std::max(g->replicas, route.replicas);
+    g->calls.push_back(c);
+  }
+  return groups;
+}
+
+// Sends every group's pipeline before reading any reply, so that the
+// servers work in parallel. Leases are taken in one global order (by
+// endpoint) so that batches holding several never wait in a cycle.
+void Batch::SendAll(std::vector<Group>& groups) {
+  std::vector<size_t> order(groups.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::less<RedisEndpoint*>()(groups[a].endpoint, groups[b].endpoint);
+  });
+  for (size_t k : order) Send(groups[k]);
+}
+
+// Writes the pipeline of `g`; g.lease is set when it was sent.
+void Batch::Send(Group& g) {
+  auto lease = g.endpoint->Acquire();
+  if (!lease.ok()) {
+    topology_.NodeFailed(g.endpoint);
+    for (size_t c : g.calls) RetryOrFail(c, lease.status(), /*sent=*/false);
+    return;
+  }
+  redisContext* context = lease->context();
+  for (size_t c : g.calls) {
+    if (calls_[c].asking) {
+      const char* asking = "ASKING";
+      const size_t asking_len = 6;
+      RedisAppend(context, 1, &asking, &asking_len);
+    }
+    op_.Append(context, calls_[c].items, calls_[c].slot);
+  }
+  AppendWait(g, context);
+  if (!RedisFlush(context)) {
+    lease->MarkBroken();
+    topology_.NodeFailed(g.endpoint);
+    const absl::Status status = g.endpoint->ContextError(context);
+    for (size_t c : g.calls) RetryOrFail(c, status, /*sent=*/true);
+    return;
+  }
+  g.lease.emplace(*std::move(lease));
+}
+
+// Writes in a cluster end the pipeline with WAIT for the master's replicas.
+void Batch::AppendWait(Group& g, redisContext* context) {
+  if (!cluster_ || !op_.writes() || options_.cluster_wait_replicas <= 0 ||
+      g.replicas <= 0) {
+    return;
+  }
+  g.wait = std::min(options_.cluster_wait_replicas, g.replicas);
+  const std::string replicas = std::to_string(g.wait);
+  const std::string timeout =
+      std::to_string(absl::ToInt64Milliseconds(options_.cluster_wait_timeout));
+  const char* argv[] = {"WAIT", replicas.c_str(), timeout.c_str()};
+  const size_t argv_len[] = {4, replicas.size(), timeout.size()};
+  RedisAppend(context, 3, argv, argv_len);
+}
+
+// Reads the replies of the pipeline of `g`, its WAIT's included, and
+// reloads the scripts after NOSCRIPT.
+void Batch::ReadReplies(Group& g) {
+  redisContext* context = g.lease->context();
+  absl::Status broken;
+  for (size_t c : g.calls) {
+    if (!broken.ok()) {
+      RetryOrFail(c, broken, /*sent=*/true);
+      continue;
+    }
+    broken = ReadReply(g, context, c);
+  }
+  if (broken.ok() && g.wait > 0) broken = ReadWait(g, context);
+  if (broken.ok() && g.reload_scripts) {
+    absl::Status loaded = g.endpoint->LoadScripts(context);
+    if (!loaded.ok()) {
+      // Re-sending would meet NOSCRIPT again.
+      Fail(loaded);
+      broken = loaded;
+    }
+  }
+  if (!broken.ok()) {
+    g.lease->MarkBroken();
+    topology_.NodeFailed(g.endpoint);
+  }
+}
+
+// Reads the reply of call c (after ASKING's, if sent); not OK when the
+// connection broke.
+absl::Status Batch::ReadReply(Group& g, redisContext* context, size_t c) {
+  if (calls_[c].asking && RedisReadReply(context) == nullptr) {
+    return Broke(g, context, c);
+  }
+  ReplyPtr reply = RedisReadReply(context);
+  if (reply == nullptr) return Broke(g, context, c);
+  if (reply->type != REDIS_REPLY_ERROR) {
+    if (!op_.Accept(calls_[c].items, *reply)) {
+      Fail(absl::InternalError(
+          absl::StrCat("redis at ", g.endpoint->name(),
+                       " sent an unexpected reply of type ", reply->type)));
+    }
+    return absl::OkStatus();
+  }
+  OnError(g, c, absl::string_view(reply->str, reply->len));
+  return absl::OkStatus();
+}
+
+// The connection broke while reading call c's reply.
+absl::Status Batch::Broke(Group& g, redisContext* context, size_t c) {
+  absl::Status broken = g.endpoint->ContextError(context);
+  RetryOrFail(c, broken, /*sent=*/true);
+  return broken;
+}
+
+// Call c got the error reply `error`.
+void Batch::OnError(Group& g, size_t c, absl::string_view error) {
+  int slot = -1;
+  absl::string_view address;
+  if (ParseRedirect(error, "MOVED ", &slot, &address) ||
+      ParseRedirect(error, "ASK ", &slot, &address)) {
+    Redirect(g, c, error, slot, address);
+  } else if (absl::StartsWith(error, "NOSCRIPT")) {
+    g.reload_scripts = true;
+    Resend(c);
+  } else if (absl::StartsWith(error, "TRYAGAIN")) {
+    try_again_later_ = true;
+    Resend(c);
+    SplitIntoSingles(c);
+  } else if (IsOutOfMemoryReply(error)) {
+    // Nothing of the call ran (see admit in the scripts).
+    Fail(g.endpoint->OutOfMemory(error));
+  } else {
+    if (absl::StartsWith(error, "CLUSTERDOWN") ||
+        absl::StartsWith(error, "MASTERDOWN") ||
+        absl::StartsWith(error, "READONLY")) {
+      topology_.NodeFailed(g.endpoint);
+    }
+    Fail(g.endpoint->ReplyError(error));
+  }
+}
+
+// MOVED or ASK: call c goes to the server named, next round (nothing ran:
+// safe to re-send).
+void Batch::Redirect(Group& g, size_t c, absl::string_view error, int slot,
+                     absl::string_view address) {
+  const bool moved = absl::StartsWith(error, "MOVED");
+  RedisEndpoint* to = topology_.Redirect(slot, address, moved, g.endpoint);
+  if (to == nullptr) {
+    Fail(g.endpoint->ReplyError(error));
+    return;
+  }
+  calls_[c].redirect = to;
+  calls_[c].asking = !moved;
+  next_.push_back(c);
+}
+
+// After TRYAGAIN some of call c's keys have moved and some not: one call
+// per key lets each go where it is. Call c keeps its first item.
+void Batch::SplitIntoSingles(size_t c) {
+  const std::vector<size_t> rest(calls_[c].items.begin() + 1,
+                                 calls_[c].items.end());
+  const int slot = calls_[c].slot;
+  calls_[c].items.resize(1);
+  for (size_t item : rest) {
+    next_.push_back(calls_.size());
+    Call single;
+    single.items = {item};
+    single.slot = slot;
+    calls_.push_back(std::move(single));
+  }
+}
+
+// Reads the WAIT's reply; not OK when the connection broke.
+absl::Status Batch::ReadWait(Group& g, redisContext* context) {
+  ReplyPtr acks = RedisReadReply(context);
+  if (acks == nullptr) {
+    absl::Status broken = g.endpoint->ContextError(context);
+    for (size_t c : g.calls) RetryOrFail(c, broken, /*sent=*/true);
+    return broken;
+  }
+  if (acks->type != REDIS_REPLY_INTEGER || acks->integer < g.wait) {
+    // Applied on the master only: a failover now (or one under way, that
+    // demoted this master without its knowing yet) would lose it. The
+    // outcome is unknown to the caller, as after a broken connection.
+    const absl::Status unconfirmed = absl::UnavailableError(absl::StrCat(
+        "redis at ", g.endpoint->name(), ": writes not confirmed by ", g.wait,
+        " replica(s) within ",
+        absl::FormatDuration(options_.cluster_wait_timeout),
+        " (failover under way?)"));
+    for (size_t c : g.calls) RetryOrFail(c, unconfirmed, /*sent=*/true);
+  }
+  return absl::OkStatus();
+}
+
+// Nothing of call c ran: it is re-sent next round, routed afresh.
+void Batch::Resend(size_t c) {
+  calls_[c].redirect = nullptr;
+  calls_[c].asking = false;
+  next_.push_back(c);
+}
+
+// Call c failed with `status`; `sent` when the server may have run it.
+void Batch::RetryOrFail(size_t c, absl::Status status, bool sent) {
+  Call& call = calls_[c];
+  call.redirect = nullptr;
+  call.asking = false;
+  if ((!sent || op_.idempotent()) && call.failures < kMaxFailureRetries) {
+    ++call.failures;
+    next_.push_back(c);
+    return;
+  }
+  Fail(std::move(status));
+}
+
+// The batch fails with the first failure.
+void Batch::Fail(absl::Status status) {
+  if (failure_.ok()) failure_ = std::move(status);
+}
+
 }  // namespace
 
 const std::vector<std::string>& RedisIndex::Scripts() {
@@ -703,284 +1086,7 @@ absl::string_view RedisIndex::backend() const {
 absl::Status RedisIndex::Health() { return topology_->Health(); }
 
 absl::Status RedisIndex::Run(BatchOp& op) {
-  const size_t n = op.size();
-  if (n == 0) return absl::OkStatus();
-  const bool cluster = topology_->cluster();
-
-  // One command over items of one slot.
-  struct Call {
-    std::vector<size_t> items;
-    int slot = -1;
-    RedisEndpoint* redirect = nullptr;  // MOVED/ASK target for the next round
-    bool asking = false;
-    int failures = 0;
-  };
-  std::vector<Call> calls;
-  {
-    const size_t max_keys = op.max_keys_per_call();
-    if (!cluster) {
-      for (size_t i = 0; i < n; ++i) {
-        if (calls.empty() || calls.back().items.size() == max_keys ||
-            op.StartsCall(i)) {
-          calls.emplace_back();
-        }
-        calls.back().items.push_back(i);
-      }
-    } else {
-      absl::flat_hash_map<int, size_t> open;  // slot -> call being filled
-      for (size_t i = 0; i < n; ++i) {
-        const int slot = KeySlot(op.key(i));
-        auto [it, added] = open.try_emplace(slot, calls.size());
-        if (added || calls[it->second].items.size() == max_keys) {
-          it->second = calls.size();
-          calls.emplace_back();
-          calls.back().slot = slot;
-        }
-        calls[it->second].items.push_back(i);
-      }
-    }
-  }
-
-  struct Group {
-    RedisEndpoint* endpoint = nullptr;
-    int replicas = 0;
-    std::vector<size_t> calls;
-    std::optional<RedisEndpoint::Lease> lease;
-    int wait = 0;  // replicas the WAIT at the end of the pipeline asks for
-    bool reload_scripts = false;
-  };
-
-  absl::Status failure;
-  std::vector<size_t> pending(calls.size());
-  for (size_t c = 0; c < calls.size(); ++c) pending[c] = c;
-  std::vector<size_t> next;
-  // TRYAGAIN (a multi-key call meets a slot in migration): wait a little,
-  // longer each time (10, 20, 40 ... ms; about 1.3 s over all rounds).
-  bool try_again_later = false;
-  int try_again_wait_ms = 10;
-
-  // Call c failed with `status`; `sent` when the server may have run it.
-  auto retry_or_fail = [&](size_t c, absl::Status status, bool sent) {
-    Call& call = calls[c];
-    call.redirect = nullptr;
-    call.asking = false;
-    if ((!sent || op.idempotent()) && call.failures < kMaxFailureRetries) {
-      ++call.failures;
-      next.push_back(c);
-      return;
-    }
-    if (failure.ok()) failure = std::move(status);
-  };
-
-  for (int round = 0; !pending.empty() && failure.ok(); ++round) {
-    if (round == kMaxRounds) {
-      failure = absl::UnavailableError(absl::StrCat(
-          "redis: ", pending.size(),
-          " commands were still redirected or "
-          "failing after ",
-          kMaxRounds, " attempts (cluster resharding or failing over)"));
-      break;
-    }
-    if (try_again_later) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(try_again_wait_ms));
-      try_again_wait_ms *= 2;
-      try_again_later = false;
-    }
-    topology_->Refresh();
-    next.clear();
-
-    // Group calls by server.
-    std::vector<Group> groups;
-    for (size_t c : pending) {
-      RedisRoute route;
-      if (calls[c].redirect != nullptr) {
-        route.endpoint = calls[c].redirect;
-      } else {
-        route = topology_->Route(calls[c].slot);
-        if (route.endpoint == nullptr) {
-          retry_or_fail(c, topology_->NoRoute(calls[c].slot), /*sent=*/false);
-          continue;
-        }
-      }
-      auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
-        return g.endpoint == route.endpoint;
-      });
-      if (g == groups.end()) {
-        groups.emplace_back();
-        g = groups.end() - 1;
-        g->endpoint = route.endpoint;
-      }
-      g->replicas = std::max(g->replicas, route.replicas);
-      g->calls.push_back(c);
-    }
-
-    // Send every group's pipeline before reading any reply, so that the
-    // servers work in parallel. Leases are taken in one global order (by
-    // endpoint) so that batches holding several never wait in a cycle.
-    std::vector<size_t> order(groups.size());
-    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return std::less<RedisEndpoint*>()(groups[a].endpoint,
-                                         groups[b].endpoint);
-    });
-    for (size_t k : order) {
-      Group& g = groups[k];
-      auto lease = g.endpoint->Acquire();
-      if (!lease.ok()) {
-        topology_->NodeFailed(g.endpoint);
-        for (size_t c : g.calls) retry_or_fail(c, lease.status(), false);
-        continue;
-      }
-      redisContext* context = lease->context();
-      for (size_t c : g.calls) {
-        if (calls[c].asking) {
-          const char* asking = "ASKING";
-          const size_t asking_len = 6;
-          RedisAppend(context, 1, &asking, &asking_len);
-        }
-        op.Append(context, calls[c].items, calls[c].slot);
-      }
-      if (cluster && op.writes() && config_.options.cluster_wait_replicas > 0 &&
-          g.replicas > 0) {
-        g.wait = std::min(config_.options.cluster_wait_replicas, g.replicas);
-        const std::string replicas = std::to_string(g.wait);
-        const std::string timeout = std::to_string(
-            absl::ToInt64Milliseconds(config_.options.cluster_wait_timeout));
-        const char* argv[] = {"WAIT", replicas.c_str(), timeout.c_str()};
-        const size_t argv_len[] = {4, replicas.size(), timeout.size()};
-        RedisAppend(context, 3, argv, argv_len);
-      }
-      if (!RedisFlush(context)) {
-        lease->MarkBroken();
-        topology_->NodeFailed(g.endpoint);
-        const absl::Status status = g.endpoint->ContextError(context);
-        for (size_t c : g.calls) retry_or_fail(c, status, /*sent=*/true);
-        continue;
-      }
-      g.lease.emplace(*std::move(lease));
-    }
-
-    for (Group& g : groups) {
-      if (!g.lease.has_value()) continue;
-      redisContext* context = g.lease->context();
-      absl::Status broken;
-      for (size_t c : g.calls) {
-        Call& call = calls[c];
-        if (!broken.ok()) {
-          retry_or_fail(c, broken, /*sent=*/true);
-          continue;
-        }
-        if (call.asking) {
-          ReplyPtr ok = RedisReadReply(context);
-          if (ok == nullptr) {
-            broken = g.endpoint->ContextError(context);
-            retry_or_fail(c, broken, /*sent=*/true);
-            continue;
-          }
-        }
-        ReplyPtr reply = RedisReadReply(context);
-        if (reply == nullptr) {
-          broken = g.endpoint->ContextError(context);
-          retry_or_fail(c, broken, /*sent=*/true);
-          continue;
-        }
-        if (reply->type != REDIS_REPLY_ERROR) {
-          if (!op.Accept(call.items, *reply) && failure.ok()) {
-            failure = absl::InternalError(absl::StrCat(
-                "redis at ", g.endpoint->name(),
-                " sent an unexpected reply of type ", reply->type));
-          }
-          continue;
-        }
-        const absl::string_view error(reply->str, reply->len);
-        int slot = -1;
-        absl::string_view address;
-        if (ParseRedirect(error, "MOVED ", &slot, &address) ||
-            ParseRedirect(error, "ASK ", &slot, &address)) {
-          const bool moved = absl::StartsWith(error, "MOVED");
-          RedisEndpoint* to =
-              topology_->Redirect(slot, address, moved, g.endpoint);
-          if (to == nullptr) {
-            if (failure.ok()) failure = g.endpoint->ReplyError(error);
-            continue;
-          }
-          call.redirect = to;
-          call.asking = !moved;
-          next.push_back(c);  // nothing ran: safe to re-send
-        } else if (absl::StartsWith(error, "NOSCRIPT")) {
-          g.reload_scripts = true;
-          call.redirect = nullptr;
-          call.asking = false;
-          next.push_back(c);  // nothing ran: safe to re-send
-        } else if (absl::StartsWith(error, "TRYAGAIN")) {
-          // Nothing ran: safe to re-send. Some of the call's keys have
-          // moved and some not: one call per key lets each go where it is.
-          try_again_later = true;
-          call.redirect = nullptr;
-          call.asking = false;
-          next.push_back(c);
-          const std::vector<size_t> rest(call.items.begin() + 1,
-                                         call.items.end());
-          const int call_slot = call.slot;
-          call.items.resize(1);
-          // (push_back may move `call`: it is not used below.)
-          for (size_t item : rest) {
-            next.push_back(calls.size());
-            Call single;
-            single.items = {item};
-            single.slot = call_slot;
-            calls.push_back(std::move(single));
-          }
-        } else if (IsOutOfMemoryReply(error)) {
-          // Nothing of the call ran (see admit in the scripts).
-          if (failure.ok()) failure = g.endpoint->OutOfMemory(error);
-        } else {
-          if (absl::StartsWith(error, "CLUSTERDOWN") ||
-              absl::StartsWith(error, "MASTERDOWN") ||
-              absl::StartsWith(error, "READONLY")) {
-            topology_->NodeFailed(g.endpoint);
-          }
-          if (failure.ok()) failure = g.endpoint->ReplyError(error);
-        }
-      }
-      if (broken.ok() && g.wait > 0) {
-        ReplyPtr acks = RedisReadReply(context);
-        if (acks == nullptr) {
-          broken = g.endpoint->ContextError(context);
-          for (size_t c : g.calls) retry_or_fail(c, broken, /*sent=*/true);
-        } else if (acks->type != REDIS_REPLY_INTEGER ||
-                   acks->integer < g.wait) {
-          // Applied on the master only: a failover now (or one under way,
-          // that demoted this master without its knowing yet) would lose
-          // it. The outcome is unknown to the caller, as after a broken
-          // connection.
-          const absl::Status unconfirmed = absl::UnavailableError(absl::StrCat(
-              "redis at ", g.endpoint->name(), ": writes not confirmed by ",
-              g.wait, " replica(s) within ",
-              absl::FormatDuration(config_.options.cluster_wait_timeout),
-              " (failover under way?)"));
-          for (size_t c : g.calls) retry_or_fail(c, unconfirmed, /*sent=*/true);
-        }
-      }
-      if (broken.ok() && g.reload_scripts) {
-        absl::Status loaded = g.endpoint->LoadScripts(context);
-        if (!loaded.ok()) {
-          // Re-sending would meet NOSCRIPT again.
-          if (failure.ok()) failure = loaded;
-          broken = loaded;
-        }
-      }
-      if (!broken.ok()) {
-        g.lease->MarkBroken();
-        topology_->NodeFailed(g.endpoint);
-      }
-    }
-    groups.clear();  // returns the leases before the next round
-    std::sort(next.begin(), next.end());
-    next.erase(std::unique(next.begin(), next.end()), next.end());
-    pending.swap(next);
-  }
-  return failure;
+  return Batch(op, *topology_, config_.options).Run();
 }
 
 absl::StatusOr<std::vector<bool>> RedisIndex::Lookup(

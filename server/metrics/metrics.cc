@@ -53,6 +53,102 @@ constexpr const char* kGrpcCodes[17] = {"OK",
                                         "DataLoss",
                                         "Unauthenticated"};
 
+// A metric family: its name and help text.
+struct FamilyDef {
+  const char* name;
+  const char* help;
+};
+
+constexpr FamilyDef kIngestBytes = {
+    "chunkd_ingest_bytes_total", "Bytes received by Chunk and Dedup streams."};
+constexpr FamilyDef kChunks = {"chunkd_chunks_total",
+                               "Chunks produced by Chunk and Dedup streams."};
+constexpr FamilyDef kDuplicateBytes = {
+    "chunkd_duplicate_bytes_total",
+    "Bytes of Dedup chunks already in the index."};
+constexpr FamilyDef kDuplicateChunks = {"chunkd_duplicate_chunks_total",
+                                        "Dedup chunks already in the index."};
+constexpr FamilyDef kHints = {
+    "chunkd_hints_total",
+    "RapidCDC next-chunk sizes tested in Dedup, by acceptance "
+    "test and result (accepted or rejected)."};
+constexpr FamilyDef kHintSkippedBytes = {
+    "chunkd_hint_skipped_bytes_total",
+    "Bytes of chunks taken from accepted RapidCDC "
+    "hints: not scanned for boundaries."};
+constexpr FamilyDef kHintCache = {
+    "chunkd_hint_cache_total",
+    "Accepted RapidCDC hints whose SHA-256 came from "
+    "the hint cache (hit) or had to be computed (miss)."};
+constexpr FamilyDef kStageSeconds = {
+    "chunkd_stage_seconds_total",
+    "Worker time spent per pipeline stage (chunk, "
+    "fingerprint, index), summed over streams."};
+constexpr FamilyDef kActiveStreams = {"chunkd_active_streams",
+                                      "Chunk and Dedup streams in progress."};
+constexpr FamilyDef kStreamsRejected = {
+    "chunkd_streams_rejected_total",
+    "Chunk and Dedup streams refused at admission or ended by a "
+    "limit, by reason (limit, per_token_limit, per_ip_limit, "
+    "rate, idle, token, auth, shutdown)."};
+constexpr FamilyDef kConnectionsClosed = {
+    "chunkd_connections_closed_total",
+    "Client connections chunkd shut down, by reason "
+    "(stream_rate: streams opened far past "
+    "--max_stream_rate_per_connection)."};
+constexpr FamilyDef kTlsHandshakeFailures = {
+    "chunkd_tls_handshake_failures_total",
+    "TLS handshakes that failed (the log has a count per "
+    "interval)."};
+constexpr FamilyDef kIndexEntries = {
+    "chunkd_index_entries",
+    "Entries in the embedded memory index (absent "
+    "with a Redis index)."};
+constexpr FamilyDef kIndexMaxEntries = {
+    "chunkd_index_max_entries",
+    "Entries the embedded memory index may hold "
+    "(--index_max_entries; absent with a Redis index)."};
+constexpr FamilyDef kQueueDepth = {
+    "chunkd_worker_queue_depth",
+    "Tasks waiting for a thread of the shared worker "
+    "pool."};
+constexpr FamilyDef kIndexRequests = {"chunkd_index_requests_total",
+                                      "Fingerprint index calls, by backend, "
+                                      "operation and result (ok or error)."};
+constexpr FamilyDef kIndexDuration = {"chunkd_index_request_duration_seconds",
+                                      "Duration of fingerprint index calls, by "
+                                      "backend and operation."};
+constexpr FamilyDef kGrpcStarted = {"grpc_server_started_total",
+                                    "RPCs started on the server."};
+constexpr FamilyDef kGrpcHandled = {
+    "grpc_server_handled_total",
+    "RPCs completed on the server, regardless of "
+    "success or failure."};
+constexpr FamilyDef kGrpcHandling = {"grpc_server_handling_seconds",
+                                     "Response latency (seconds) of gRPC calls "
+                                     "handled by the server."};
+constexpr FamilyDef kBuildInfo = {
+    "chunkd_build_info",
+    "Constant 1, labelled with the version and chunking backend."};
+
+prometheus::Family<prometheus::Counter>& Counters(
+    prometheus::Registry& registry, const FamilyDef& def) {
+  return prometheus::BuildCounter().Name(def.name).Help(def.help).Register(
+      registry);
+}
+
+prometheus::Family<prometheus::Gauge>& Gauges(prometheus::Registry& registry,
+                                              const FamilyDef& def) {
+  return prometheus::BuildGauge().Name(def.name).Help(def.help).Register(
+      registry);
+}
+
+prometheus::Family<prometheus::Histogram>& Histograms(
+    prometheus::Registry& registry, const FamilyDef& def) {
+  return prometheus::BuildHistogram().Name(def.name).Help(def.help).Register(
+      registry);
+}
+
 }  // namespace
 
 absl::string_view GrpcCodeLabel(int code) {
@@ -75,40 +171,14 @@ class Metrics::Collector final : public prometheus::Collectable {
 
 Metrics::Metrics(absl::string_view version, absl::string_view backend)
     : registry_(std::make_shared<prometheus::Registry>()) {
-  ingest_bytes_ = &prometheus::BuildCounter()
-                       .Name("chunkd_ingest_bytes_total")
-                       .Help("Bytes received by Chunk and Dedup streams.")
-                       .Register(*registry_);
-  chunks_ = &prometheus::BuildCounter()
-                 .Name("chunkd_chunks_total")
-                 .Help("Chunks produced by Chunk and Dedup streams.")
-                 .Register(*registry_);
-  duplicate_bytes_ = &prometheus::BuildCounter()
-                          .Name("chunkd_duplicate_bytes_total")
-                          .Help("Bytes of Dedup chunks already in the index.")
-                          .Register(*registry_);
-  duplicate_chunks_ = &prometheus::BuildCounter()
-                           .Name("chunkd_duplicate_chunks_total")
-                           .Help("Dedup chunks already in the index.")
-                           .Register(*registry_);
-  hints_ = &prometheus::BuildCounter()
-                .Name("chunkd_hints_total")
-                .Help(
-                    "RapidCDC next-chunk sizes tested in Dedup, by acceptance "
-                    "test and result (accepted or rejected).")
-                .Register(*registry_);
-  hint_skipped_bytes_ = &prometheus::BuildCounter()
-                             .Name("chunkd_hint_skipped_bytes_total")
-                             .Help(
-                                 "Bytes of chunks taken from accepted RapidCDC "
-                                 "hints: not scanned for boundaries.")
-                             .Register(*registry_);
-  hint_cache_ = &prometheus::BuildCounter()
-                     .Name("chunkd_hint_cache_total")
-                     .Help(
-                         "Accepted RapidCDC hints whose SHA-256 came from "
-                         "the hint cache (hit) or had to be computed (miss).")
-                     .Register(*registry_);
+  prometheus::Registry& r = *registry_;
+  ingest_bytes_ = &Counters(r, kIngestBytes);
+  chunks_ = &Counters(r, kChunks);
+  duplicate_bytes_ = &Counters(r, kDuplicateBytes);
+  duplicate_chunks_ = &Counters(r, kDuplicateChunks);
+  hints_ = &Counters(r, kHints);
+  hint_skipped_bytes_ = &Counters(r, kHintSkippedBytes);
+  hint_cache_ = &Counters(r, kHintCache);
   hint_cache_->Add({{"result", "hit"}});
   hint_cache_->Add({{"result", "miss"}});
   for (const char* test : kHintTests) {
@@ -116,95 +186,23 @@ Metrics::Metrics(absl::string_view version, absl::string_view backend)
     hints_->Add({{"test", test}, {"result", "rejected"}});
     hint_skipped_bytes_->Add({{"test", test}});
   }
-  auto& stage = prometheus::BuildCounter()
-                    .Name("chunkd_stage_seconds_total")
-                    .Help(
-                        "Worker time spent per pipeline stage (chunk, "
-                        "fingerprint, index), summed over streams.")
-                    .Register(*registry_);
+  auto& stage = Counters(r, kStageSeconds);
   stages_.chunk = &stage.Add({{"stage", "chunk"}});
   stages_.fingerprint = &stage.Add({{"stage", "fingerprint"}});
   stages_.index = &stage.Add({{"stage", "index"}});
-  active_streams_ = &prometheus::BuildGauge()
-                         .Name("chunkd_active_streams")
-                         .Help("Chunk and Dedup streams in progress.")
-                         .Register(*registry_)
-                         .Add({});
-  streams_rejected_ =
-      &prometheus::BuildCounter()
-           .Name("chunkd_streams_rejected_total")
-           .Help(
-               "Chunk and Dedup streams refused at admission or ended by a "
-               "limit, by reason (limit, per_token_limit, per_ip_limit, "
-               "rate, idle, token, auth, shutdown).")
-           .Register(*registry_);
-  connections_closed_ =
-      &prometheus::BuildCounter()
-           .Name("chunkd_connections_closed_total")
-           .Help(
-               "Client connections chunkd shut down, by reason "
-               "(stream_rate: streams opened far past "
-               "--max_stream_rate_per_connection).")
-           .Register(*registry_);
-  tls_handshake_failures_ =
-      &prometheus::BuildCounter()
-           .Name("chunkd_tls_handshake_failures_total")
-           .Help("TLS handshakes that failed (the log has a count per "
-                 "interval).")
-           .Register(*registry_)
-           .Add({});
-  index_entries_ = &prometheus::BuildGauge()
-                        .Name("chunkd_index_entries")
-                        .Help(
-                            "Entries in the embedded memory index (absent "
-                            "with a Redis index).")
-                        .Register(*registry_);
-  index_max_entries_ =
-      &prometheus::BuildGauge()
-           .Name("chunkd_index_max_entries")
-           .Help(
-               "Entries the embedded memory index may hold "
-               "(--index_max_entries; absent with a Redis index).")
-           .Register(*registry_);
-  queue_depth_ = &prometheus::BuildGauge()
-                      .Name("chunkd_worker_queue_depth")
-                      .Help(
-                          "Tasks waiting for a thread of the shared worker "
-                          "pool.")
-                      .Register(*registry_)
-                      .Add({});
-  index_requests_ = &prometheus::BuildCounter()
-                         .Name("chunkd_index_requests_total")
-                         .Help(
-                             "Fingerprint index calls, by backend, "
-                             "operation and result (ok or error).")
-                         .Register(*registry_);
-  index_duration_ = &prometheus::BuildHistogram()
-                         .Name("chunkd_index_request_duration_seconds")
-                         .Help(
-                             "Duration of fingerprint index calls, by "
-                             "backend and operation.")
-                         .Register(*registry_);
-  grpc_started_ = &prometheus::BuildCounter()
-                       .Name("grpc_server_started_total")
-                       .Help("RPCs started on the server.")
-                       .Register(*registry_);
-  grpc_handled_ = &prometheus::BuildCounter()
-                       .Name("grpc_server_handled_total")
-                       .Help(
-                           "RPCs completed on the server, regardless of "
-                           "success or failure.")
-                       .Register(*registry_);
-  grpc_handling_ = &prometheus::BuildHistogram()
-                        .Name("grpc_server_handling_seconds")
-                        .Help(
-                            "Response latency (seconds) of gRPC calls "
-                            "handled by the server.")
-                        .Register(*registry_);
-  prometheus::BuildGauge()
-      .Name("chunkd_build_info")
-      .Help("Constant 1, labelled with the version and chunking backend.")
-      .Register(*registry_)
+  active_streams_ = &Gauges(r, kActiveStreams).Add({});
+  streams_rejected_ = &Counters(r, kStreamsRejected);
+  connections_closed_ = &Counters(r, kConnectionsClosed);
+  tls_handshake_failures_ = &Counters(r, kTlsHandshakeFailures).Add({});
+  index_entries_ = &Gauges(r, kIndexEntries);
+  index_max_entries_ = &Gauges(r, kIndexMaxEntries);
+  queue_depth_ = &Gauges(r, kQueueDepth).Add({});
+  index_requests_ = &Counters(r, kIndexRequests);
+  index_duration_ = &Histograms(r, kIndexDuration);
+  grpc_started_ = &Counters(r, kGrpcStarted);
+  grpc_handled_ = &Counters(r, kGrpcHandled);
+  grpc_handling_ = &Histograms(r, kGrpcHandling);
+  Gauges(r, kBuildInfo)
       .Add({{"version", std::string(version)},
             {"backend", std::string(backend)}})
       .Set(1);
