@@ -34,15 +34,15 @@
 #include "grpcpp/server_builder.h"
 #include "grpcpp/resource_quota.h"
 #include "index/fingerprint_index.h"
-#include "metrics/grpc_metrics.h"
-#include "metrics/instrumented_index.h"
 #include "metrics/metrics.h"
 #include "pipeline/hint_cache.h"
 #include "pipeline/worker_pool.h"
 #include "service/allocator.h"
 #include "service/chunk_service.h"
 #include "service/connection_guard.h"
+#include "service/grpc_metrics.h"
 #include "service/index_health.h"
+#include "service/instrumented_index.h"
 #include "service/log_throttle.h"
 #include "service/periodic.h"
 #include "service/tls_files.h"
@@ -496,7 +496,7 @@ std::unique_ptr<chunkd::service::ConnectionGuard> MakeConnectionGuard(
 // exported too.
 void InstrumentIndex(std::unique_ptr<chunkd::index::FingerprintIndex>& index,
                      chunkd::metrics::Metrics& metrics, uint64_t max_entries) {
-  index = std::make_unique<chunkd::metrics::InstrumentedIndex>(std::move(index),
+  index = std::make_unique<chunkd::service::InstrumentedIndex>(std::move(index),
                                                                &metrics);
   if (!index->EntryCount().has_value()) return;
   if (max_entries != 0) metrics.SetIndexMaxEntries(max_entries);
@@ -506,10 +506,10 @@ void InstrumentIndex(std::unique_ptr<chunkd::index::FingerprintIndex>& index,
 
 // The gRPC metrics interceptor, and /metrics served on `metrics_listen`
 // unless it is empty.
-absl::StatusOr<std::unique_ptr<chunkd::metrics::GrpcMetricsInterceptorFactory>>
+absl::StatusOr<std::unique_ptr<chunkd::service::GrpcMetricsInterceptorFactory>>
 ServeMetrics(chunkd::metrics::Metrics& metrics,
              const std::string& metrics_listen) {
-  auto grpc_metrics = chunkd::metrics::GrpcMetricsInterceptorFactory::Create(
+  auto grpc_metrics = chunkd::service::GrpcMetricsInterceptorFactory::Create(
       &metrics, {chunkd::v1::ChunkService::service_full_name(),
                  "grpc.health.v1.Health",
                  "grpc.reflection.v1alpha.ServerReflection"});
@@ -613,7 +613,7 @@ std::vector<
     std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
 Interceptors(
     std::unique_ptr<chunkd::service::ConnectionGuard> guard,
-    std::unique_ptr<chunkd::metrics::GrpcMetricsInterceptorFactory> metrics) {
+    std::unique_ptr<chunkd::service::GrpcMetricsInterceptorFactory> metrics) {
   std::vector<
       std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;

@@ -20,8 +20,8 @@
 // series at will.
 //
 // Thread safety: thread-safe; the factory must outlive the server.
-#ifndef CHUNKD_METRICS_GRPC_METRICS_H_
-#define CHUNKD_METRICS_GRPC_METRICS_H_
+#ifndef CHUNKD_SERVICE_GRPC_METRICS_H_
+#define CHUNKD_SERVICE_GRPC_METRICS_H_
 
 #include <string>
 #include <vector>
@@ -31,7 +31,7 @@
 #include "grpcpp/support/server_interceptor.h"
 #include "metrics/metrics.h"
 
-namespace chunkd::metrics {
+namespace chunkd::service {
 
 class GrpcMetricsInterceptorFactory final
     : public grpc::experimental::ServerInterceptorFactoryInterface {
@@ -41,7 +41,7 @@ class GrpcMetricsInterceptorFactory final
   // generated C++ code, from a built-in table. NOT_FOUND naming a service
   // that is neither.
   static absl::StatusOr<std::unique_ptr<GrpcMetricsInterceptorFactory>> Create(
-      Metrics* metrics, const std::vector<std::string>& services);
+      metrics::Metrics* metrics, const std::vector<std::string>& services);
 
   GrpcMetricsInterceptorFactory(const GrpcMetricsInterceptorFactory&) = delete;
   GrpcMetricsInterceptorFactory& operator=(
@@ -51,15 +51,15 @@ class GrpcMetricsInterceptorFactory final
       grpc::experimental::ServerRpcInfo* info) override;
 
  private:
-  explicit GrpcMetricsInterceptorFactory(Metrics* metrics);
+  explicit GrpcMetricsInterceptorFactory(metrics::Metrics* metrics);
 
-  Metrics* const metrics_;
+  metrics::Metrics* const metrics_;
   // Keyed by the method path, "/chunkd.v1.ChunkService/Chunk". Filled by
   // Create, read-only afterwards.
-  absl::flat_hash_map<std::string, GrpcMethodMetrics> methods_;
-  GrpcMethodMetrics unknown_;
+  absl::flat_hash_map<std::string, metrics::GrpcMethodMetrics> methods_;
+  metrics::GrpcMethodMetrics unknown_;
 };
 
-}  // namespace chunkd::metrics
+}  // namespace chunkd::service
 
-#endif  // CHUNKD_METRICS_GRPC_METRICS_H_
+#endif  // CHUNKD_SERVICE_GRPC_METRICS_H_

@@ -1,9 +1,9 @@
-#include "metrics/instrumented_index.h"
+#include "service/instrumented_index.h"
 
 #include <chrono>
 #include <utility>
 
-namespace chunkd::metrics {
+namespace chunkd::service {
 namespace {
 
 bool IsOk(const absl::Status& status) { return status.ok(); }
@@ -14,7 +14,7 @@ bool IsOk(const absl::StatusOr<T>& result) {
 
 // Runs `call`, then counts it in `m` by result and records its duration.
 template <typename Call>
-auto Measure(const IndexOpMetrics& m, Call&& call) -> decltype(call()) {
+auto Measure(const metrics::IndexOpMetrics& m, Call&& call) -> decltype(call()) {
   const auto start = std::chrono::steady_clock::now();
   auto result = call();
   const std::chrono::duration<double> elapsed =
@@ -27,7 +27,7 @@ auto Measure(const IndexOpMetrics& m, Call&& call) -> decltype(call()) {
 }  // namespace
 
 InstrumentedIndex::InstrumentedIndex(
-    std::unique_ptr<index::FingerprintIndex> index, Metrics* metrics)
+    std::unique_ptr<index::FingerprintIndex> index, metrics::Metrics* metrics)
     : index_(std::move(index)),
       lookup_(metrics->ForIndexOp(index_->backend(), "lookup")),
       insert_(metrics->ForIndexOp(index_->backend(), "insert")),
@@ -71,4 +71,4 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> InstrumentedIndex::NextSizes(
       hints_, [&] { return index_->NextSizes(ns, params_key, fingerprints); });
 }
 
-}  // namespace chunkd::metrics
+}  // namespace chunkd::service

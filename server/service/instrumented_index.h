@@ -9,8 +9,8 @@
 // exists from construction, at zero. Results pass through unchanged.
 //
 // Thread safety: as thread-safe as the wrapped index (every backend is).
-#ifndef CHUNKD_METRICS_INSTRUMENTED_INDEX_H_
-#define CHUNKD_METRICS_INSTRUMENTED_INDEX_H_
+#ifndef CHUNKD_SERVICE_INSTRUMENTED_INDEX_H_
+#define CHUNKD_SERVICE_INSTRUMENTED_INDEX_H_
 
 #include <cstdint>
 #include <memory>
@@ -21,7 +21,7 @@
 #include "index/fingerprint_index.h"
 #include "metrics/metrics.h"
 
-namespace chunkd::metrics {
+namespace chunkd::service {
 
 // The label values of chunkd_index_requests_total{op}.
 inline constexpr const char* kIndexOps[] = {"lookup", "insert", "release",
@@ -31,7 +31,7 @@ class InstrumentedIndex final : public index::FingerprintIndex {
  public:
   // REQUIRES: index and metrics not null; metrics outlives this object.
   InstrumentedIndex(std::unique_ptr<index::FingerprintIndex> index,
-                    Metrics* metrics);
+                    metrics::Metrics* metrics);
   InstrumentedIndex(const InstrumentedIndex&) = delete;
   InstrumentedIndex& operator=(const InstrumentedIndex&) = delete;
 
@@ -62,9 +62,9 @@ class InstrumentedIndex final : public index::FingerprintIndex {
 
  private:
   std::unique_ptr<index::FingerprintIndex> index_;
-  IndexOpMetrics lookup_, insert_, release_, hints_, health_;
+  metrics::IndexOpMetrics lookup_, insert_, release_, hints_, health_;
 };
 
-}  // namespace chunkd::metrics
+}  // namespace chunkd::service
 
-#endif  // CHUNKD_METRICS_INSTRUMENTED_INDEX_H_
+#endif  // CHUNKD_SERVICE_INSTRUMENTED_INDEX_H_

@@ -1,4 +1,4 @@
-#include "metrics/grpc_metrics.h"
+#include "service/grpc_metrics.h"
 
 #include <atomic>
 #include <chrono>
@@ -8,7 +8,7 @@
 #include "google/protobuf/descriptor.h"
 #include "grpcpp/support/status.h"
 
-namespace chunkd::metrics {
+namespace chunkd::service {
 namespace {
 
 using grpc::experimental::InterceptionHookPoints;
@@ -26,7 +26,7 @@ const char* TypeLabel(bool client_streaming, bool server_streaming) {
 // Counts one RPC: started on construction, handled when the status is sent.
 class GrpcMetricsInterceptor final : public grpc::experimental::Interceptor {
  public:
-  explicit GrpcMetricsInterceptor(const GrpcMethodMetrics* metrics)
+  explicit GrpcMetricsInterceptor(const metrics::GrpcMethodMetrics* metrics)
       : metrics_(metrics), start_(std::chrono::steady_clock::now()) {
     metrics_->started->Increment();
   }
@@ -55,19 +55,19 @@ class GrpcMetricsInterceptor final : public grpc::experimental::Interceptor {
     metrics_->handled[index >= 0 && index < 17 ? index : 2]->Increment();
   }
 
-  const GrpcMethodMetrics* const metrics_;
+  const metrics::GrpcMethodMetrics* const metrics_;
   const std::chrono::steady_clock::time_point start_;
   std::atomic<bool> handled_{false};
 };
 
 }  // namespace
 
-GrpcMetricsInterceptorFactory::GrpcMetricsInterceptorFactory(Metrics* metrics)
+GrpcMetricsInterceptorFactory::GrpcMetricsInterceptorFactory(metrics::Metrics* metrics)
     : metrics_(metrics) {}
 
 absl::StatusOr<std::unique_ptr<GrpcMetricsInterceptorFactory>>
 GrpcMetricsInterceptorFactory::Create(
-    Metrics* metrics, const std::vector<std::string>& services) {
+    metrics::Metrics* metrics, const std::vector<std::string>& services) {
   std::unique_ptr<GrpcMetricsInterceptorFactory> factory(
       new GrpcMetricsInterceptorFactory(metrics));
   auto add = [&](const std::string& service, const std::string& method,
@@ -107,4 +107,4 @@ GrpcMetricsInterceptorFactory::CreateServerInterceptor(ServerRpcInfo* info) {
                                                          : &it->second);
 }
 
-}  // namespace chunkd::metrics
+}  // namespace chunkd::service
