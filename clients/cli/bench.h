@@ -1,6 +1,6 @@
 // `chunkctl bench`: the chunking benchmark of `make bench`, interactively.
 //
-// For each algorithm (with the parameters of issue 3's targets,
+// For each algorithm (with the parameters of the chunking targets,
 // bench::BenchOptions) it times the scalar reference, ReferenceChunks, then
 // FastChunks with every selected kernel on every selected thread count, over
 // the same in-memory dataset (server/bench/harness.h), and prints one row per

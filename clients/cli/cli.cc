@@ -130,7 +130,7 @@ A line where RapidCDC hints were tried ends with
   --message-size N     bytes per data message, 1..67108864 (default 1048576)
   --hints NAME         RapidCDC: after a duplicate chunk, how a size that
                        followed it before is accepted instead of cutting
-                       (fastcdc only; see the README): ff_rwt_fpt (the
+                       (fastcdc only; see docs/design.md): ff_rwt_fpt (the
                        server's default for fastcdc; the same chunks as off),
                        ff_rwt, ff_mt, ff (faster, chunks may differ) or off
 )";

@@ -1,6 +1,6 @@
 // BestRateReporter: Google Benchmark's console output, plus each benchmark's
 // best bytes_per_second over its repetitions, from which a benchmark prints
-// its table of ratios (side by side in one run, STYLE.md "Benchmarks") in
+// its table of ratios (side by side in one run, docs/benchmarks.md, "How we measure") in
 // Finalize().
 //
 // Thread safety: used by the benchmark runner on one thread.

@@ -1,5 +1,5 @@
 // chunking_bench: throughput of every chunking path side by side, on the same
-// buffers in one run (issue 3, item 8; STYLE.md "Benchmarks").
+// buffers in one run (docs/benchmarks.md, "How we measure").
 //
 // Registrations, each reporting bytes/s of input (real time, so that
 // multi-threaded runs are measured by the wall clock):
@@ -28,7 +28,7 @@
 //       what no chunker reading every byte can beat.
 //
 // ALG is fastcdc, crc32, seqcdc or fixed with BenchOptions() (the parameters
-// of issue 3's targets); DATASET is `random` (64 MiB of seeded random bytes)
+// of the chunking targets); DATASET is `random` (64 MiB of seeded random bytes)
 // or `versioned` (an 8 MiB base file and 7 edited versions, concatenated).
 // Every run compares its chunks with ReferenceChunks of the same buffer
 // (computed once, before any timing) and fails with SkipWithError at the

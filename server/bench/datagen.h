@@ -3,7 +3,7 @@
 //
 // The output of every function here is part of the project's contract: a
 // benchmark's chunk counts, a test's golden vectors and the ratios reported
-// in issue 3 are only comparable across commits if the bytes are the same.
+// are only comparable across commits if the bytes are the same.
 // So the generators are written out here (SplitMix64 and xoshiro256**, the
 // public-domain generators of Vigna et al.) rather than taken from <random>,
 // whose distributions are implementation-defined, and datagen_test.cc pins

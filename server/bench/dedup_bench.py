@@ -13,7 +13,7 @@ passes per repetition and server into a namespace of their own: "new" (every
 chunk inserted) and "duplicate" (the same bytes again: every chunk found).
 The servers take turns in a random order per repetition so that load from
 other work on the machine spreads over both; the median of the repetitions is
-reported, with the ratio redis / memory (issue 5's target: >= 70 %).
+reported, with the ratio redis / memory (the target: >= 70 %).
 
 Every run checks its output: the new pass must report every byte unique, the
 duplicate pass none. Needs chunkd_client (the test virtualenv has it).
@@ -133,7 +133,7 @@ def main(argv=None):
             ok = ok and ratio >= 0.70
             lines.append(f"| {p} | {memory / 1e6:.0f} | {redis_rate / 1e6:.0f} | "
                          f"{100 * ratio:.0f} % |")
-        lines += ["", "target (issue 5): redis >= 70 % of memory: "
+        lines += ["", "target: redis >= 70 % of memory: "
                   + ("met" if ok else "NOT met")]
         text = "\n".join(lines) + "\n"
         print(text)

@@ -3,7 +3,7 @@
 // 3's targets, the check of a fast path's chunks against the reference, and
 // the memory-read ceiling.
 //
-// Speed claims are ratios measured side by side in one run (STYLE.md,
+// Speed claims are ratios measured side by side in one run (docs/benchmarks.md,
 // Benchmarks); nothing here times anything.
 //
 // Thread safety: pure functions; the parallel ones run on the given Executor.
@@ -51,7 +51,7 @@ absl::StatusOr<Dataset> ParseDataset(absl::string_view name);
 // The bytes of `dataset` at about `size` bytes (exactly, for kRandom).
 std::vector<uint8_t> MakeDataset(Dataset dataset, size_t size);
 
-// The parameters the targets of issue 3 are measured with: fastcdc min 4 KiB,
+// The parameters the chunking targets are measured with: fastcdc min 4 KiB,
 // avg 16 KiB, max 64 KiB, level 2; crc32 2 / 16 / 64 KiB; seqcdc the
 // "seqcdc-16k" preset; fixed 16 KiB.
 chunking::ChunkerOptions BenchOptions(chunking::Algorithm algorithm);

@@ -1,4 +1,4 @@
-// rapid_bench: RapidCDC hints in Dedup (issue 6 item 5). Dedups versioned
+// rapid_bench: RapidCDC hints in Dedup. Dedups versioned
 // datasets (RapidCDC's synthetic recipe: a random base, then versions with N
 // modifications of ~100 bytes) through StreamPipeline with the memory index
 // and sha256, each version one stream, with hints off and with each test;

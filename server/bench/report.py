@@ -7,7 +7,7 @@ The table gives, per dataset, GB/s (10^9 bytes of input per second, wall
 clock) for every algorithm x backend x threads, the ratio to the scalar
 reference on one thread measured in the same run, and the fraction of the
 memory-read ceiling (the sum64 loop over the same buffer on as many threads).
-The targets of issue 3 are checked at the top. The chart plots throughput
+The chunking targets are checked at the top. The chart plots throughput
 against threads, one line per backend, one panel per algorithm and dataset.
 
 With --benchmark_repetitions, each figure is the best repetition (the least
@@ -188,7 +188,7 @@ ALL_STRATEGIES = ("auto", "two-stage", "sequential", "reference")
 
 
 def target_rows(t, dataset):
-    """Issue 3's targets: (target, fastest text, fastest ratio, auto text,
+    """The chunking targets: (target, fastest text, fastest ratio, auto text,
     required). "Fastest path" is the fastest of every strategy measured;
     the `auto` column is what FastChunks does by default."""
     rows = []
@@ -287,7 +287,7 @@ def header(w, context):
 
 
 def targets(w, t, dataset):
-    w("## Targets of issue 3 — `%s`" % dataset)
+    w("## Targets — `%s`" % dataset)
     w("")
     w("| target | fastest path measured | required | | with `auto` |")
     w("|---|---|---|---|---|")

@@ -1,5 +1,5 @@
 // service_bench: end-to-end throughput of chunkd's Chunk and Dedup streams
-// over loopback gRPC, side by side with a raw gRPC byte sink (issue 4 item 7).
+// over loopback gRPC, side by side with a raw gRPC byte sink.
 //
 // One process hosts a real ChunkServiceImpl (shared WorkerPool, memory index,
 // sha256) and, on the same port, a generic "sink" method that reads and

@@ -1,4 +1,4 @@
-// Chunk fingerprints (DESIGN.md §4): the digest of a chunk's bytes.
+// Chunk fingerprints (docs/design.md, "Fingerprints"): the digest of a chunk's bytes.
 //
 //   sha256  the default. One message: OpenSSL, which uses the CPU's SHA
 //           extensions. Many (DigestMany): several messages at once per core

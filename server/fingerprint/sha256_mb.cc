@@ -32,7 +32,7 @@ constexpr Sha256Backend kShaNi2 = {"shani-x2", 2};
 constexpr Sha256Backend kShaNi3 = {"shani-x3", 3};
 constexpr Sha256Backend kShaNi4 = {"shani-x4", 4};
 // Best first. sha256_bench on a Zen 4 core: four lanes 1.7x OpenSSL, three
-// 1.6x, two 1.5x, one 1.03x (README, "Fingerprints"). One message waits
+// 1.6x, two 1.5x, one 1.03x (docs/benchmarks.md, "SHA-256"). One message waits
 // for each round's latency; two lanes still leave the SHA unit idle part of
 // the time, four keep it busy at its throughput.
 constexpr const Sha256Backend* kBackends[] = {&kShaNi4, &kShaNi3, &kShaNi2,

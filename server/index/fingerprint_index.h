@@ -1,5 +1,5 @@
 // FingerprintIndex: the deduplication index shared by all streams (and, with
-// the Redis backends, by all replicas). DESIGN.md §5.
+// the Redis backends, by all replicas). docs/design.md, "The fingerprint index".
 //
 // Every call is batched: one call carries many fingerprints and returns one
 // result per fingerprint, in order. Entries live in a namespace (one tenant's

@@ -1,6 +1,6 @@
 // index_bench: fingerprint index operations per second through chunkd's
 // redis backend, side by side with redis-benchmark on the same server in the
-// same run (STYLE: speed claims are ratios measured side by side). Issue 5's
+// same run (docs/benchmarks.md, "How we measure"). The
 // yardstick is `redis-benchmark -P 64 -t set`, which overwrites one key
 // again and again. Two more yardsticks tell where the time goes:
 //  - the redis-server's CPU time per operation (INFO cpu before and after),
@@ -140,7 +140,7 @@ Rate RedisBenchmark(testing::DirectRedis& direct, const std::string& host,
 }
 
 // The baselines, each redis-benchmark -P 64 on the same server:
-//   SET      SET of one key, again and again (`-t set`): issue 5's yardstick;
+//   SET      SET of one key, again and again (`-t set`): the yardstick;
 //   SET -r   SET of new keys;
 //   HSET, HINCRBY, EXISTS of random keys: the plain commands an insert of a
 //            new entry, of a known one and a lookup need at the least.

@@ -1,4 +1,4 @@
-// The FingerprintIndex contract, run against every backend (DESIGN.md §5):
+// The FingerprintIndex contract, run against every backend (docs/design.md, "The contract"):
 // memory, and — when built with Redis — redis and redis_cluster against real
 // servers this process starts on free 127.0.0.1 ports (one redis-server; a
 // 3-master + 3-replica cluster). Each backend is its own ctest entry, so a

@@ -1,5 +1,5 @@
 // RedisIndex: the FingerprintIndex in one Redis server ("redis") or in a
-// Redis Cluster ("redis-cluster"). DESIGN.md §5.
+// Redis Cluster ("redis-cluster"). docs/design.md, "The fingerprint index".
 //
 // Data model. One key per entry, exactly `chunkd:<ns>:<fingerprint>` with the
 // fingerprint in binary and no hash tag (a namespace has no braces), so one

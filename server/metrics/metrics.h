@@ -1,5 +1,5 @@
 // Metrics: every Prometheus metric chunkd exports is defined here and nowhere
-// else (DESIGN.md §8). Served by prometheus-cpp on its own port at /metrics.
+// else (docs/operations.md, "Metrics"). Served by prometheus-cpp on its own port at /metrics.
 //
 // The families, each registered once by the constructor:
 //   chunkd_ingest_bytes_total{rpc,algorithm}       counter

@@ -7,7 +7,7 @@
 // kernel must zero first: under load chunkd spent about 40 % of its CPU in
 // the kernel's clear_page. Raising the mmap threshold above the largest
 // message and the trim threshold above what a burst frees keeps those pages
-// in the process and reuses them (README, "How a stream is served").
+// in the process and reuses them (docs/design.md, "The allocator").
 //
 // The price is memory kept after a burst; IdleTrimmer returns it to the OS
 // with malloc_trim(0) once streams have stopped for a while. malloc_trim
@@ -37,7 +37,7 @@ inline constexpr size_t kMmapThreshold = size_t{32} << 20;
 // Free memory at the top of a heap beyond this is given back at free().
 // Below glibc's thread-arena heap size (64 MiB), as malloc_trim never
 // releases those tops: each arena keeps at most this much when idle. 16 MiB
-// faulted as rarely as 32 or 256 MiB in the measurements (README).
+// faulted as rarely as 32 or 256 MiB in the measurements (docs/benchmarks.md, "Allocator set-up").
 inline constexpr size_t kTrimThreshold = size_t{16} << 20;
 
 // What ConfigureMalloc did, for the start-up log.

@@ -1,4 +1,4 @@
-// Bearer-token authorization for ChunkService (DESIGN.md §7).
+// Bearer-token authorization for ChunkService (docs/design.md, "API and authorization").
 //
 // `chunkd --auth_tokens FILE` turns authorization on. The file has one token
 // per line, followed by the namespaces that token may use:

@@ -1,4 +1,4 @@
-// ChunkServiceImpl: the gRPC face of chunkd (DESIGN.md §1, §7), on the
+// ChunkServiceImpl: the gRPC face of chunkd (docs/design.md, "The data path of one stream"), on the
 // callback API.
 //
 // Each Chunk or Dedup stream is one reactor. Reactor callbacks never block:

@@ -5,7 +5,7 @@
 //
 // Why a thread of its own: a probe of a remote index blocks for up to the
 // connect or command timeout while the server is unreachable, and neither a
-// gRPC reactor nor a worker of the shared pool may block (DESIGN §1).
+// gRPC reactor nor a worker of the shared pool may block (docs/design.md, "Threading model").
 //
 // Thread safety: Start and Stop from one owner thread; the callback runs on
 // the monitor's thread, never concurrently with itself, and never after

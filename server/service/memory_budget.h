@@ -1,5 +1,5 @@
 // MemoryBudget: the global bound on request bytes held by all streams
-// (DESIGN.md §1, backpressure).
+// (docs/design.md, "Backpressure").
 //
 // A stream reserves max_message_bytes before it starts a read, keeps the
 // received bytes charged while they wait in its inbox and are processed, and

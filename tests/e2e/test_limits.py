@@ -1,4 +1,4 @@
-"""Stream limits and the global memory budget (issue 4 items 3 and 4):
+"""Stream limits and the global memory budget:
 past --max_streams a stream gets RESOURCE_EXHAUSTED naming the flag; under a
 tight --memory_budget streams pause instead of failing and every chunk comes
 out exactly as without the budget; impossible settings stop startup."""

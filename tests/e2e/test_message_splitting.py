@@ -1,5 +1,5 @@
 """However the client splits the stream into messages, the chunks are the
-same (DESIGN.md §2, "chunking invariability")."""
+same (docs/design.md, "The reference is the specification")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The metrics chunkd exports (DESIGN §8, issue 7): what a fresh server
+"""The metrics chunkd exports (docs/operations.md, "Metrics"): what a fresh server
 exports, that promtool accepts it, that the Grafana dashboard's every query
 parses and uses only exported metrics, and a real Prometheus scraping a real
 chunkd whose numbers must equal the traffic sent."""
@@ -54,7 +54,7 @@ GRPC_METHODS = [
     ("server_stream", "grpc.health.v1.Health", "Watch"),
     ("bidi_stream", "grpc.reflection.v1alpha.ServerReflection", "ServerReflectionInfo"),
 ]
-#: Every metric family issue 7 names, with its type.
+#: Every metric family chunkd exports, with its type.
 FAMILIES = {
     "grpc_server_started_total": "counter",
     "grpc_server_handled_total": "counter",

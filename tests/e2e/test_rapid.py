@@ -1,4 +1,4 @@
-"""RapidCDC hints in Dedup through the real server (issue 6): with the
+"""RapidCDC hints in Dedup through the real server: with the
 default test (FF+RWT+FPT) Dedup returns exactly the records Dedup without
 hints returns, on versions with inserts, deletes and overwrites, and the
 summary reports the hints; a hint test with another algorithm is refused."""

@@ -1,4 +1,4 @@
-"""chunkd with the shared Redis index (DESIGN §5, issue 5) through failures:
+"""chunkd with the shared Redis index (docs/design.md, "The redis and redis-cluster backends") through failures:
 real redis-server processes and a 3-master + 3-replica Redis Cluster on free
 loopback ports, started and killed by the tests. Reference counts are read
 back from Redis directly (redis_util.read_counts), never through chunkd."""

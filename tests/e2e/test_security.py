@@ -1,4 +1,4 @@
-"""TLS, mutual TLS and bearer tokens (issue 4 item 5), against a real chunkd:
+"""TLS, mutual TLS and bearer tokens , against a real chunkd:
 ChunkService needs a known token and, for a namespace, one that grants it;
 health stays open; TLS servers refuse plaintext and, with --tls_client_ca,
 clients without a certificate."""

@@ -1,4 +1,4 @@
-"""Load and fault test of a real chunkd (issue 4 item 8), loopback only.
+"""Load and fault test of a real chunkd, loopback only.
 
 Rounds of 64 concurrent streams of mixed sizes: Chunk and Dedup streams that
 must come out exact, streams the client cancels midway, malformed streams
@@ -6,7 +6,7 @@ must come out exact, streams the client cancels midway, malformed streams
 their deadline passes. After every round: the server is alive, every stream
 ended with its expected code and nothing else, `chunkd_active_streams` is back
 to 0, and resident memory is back near the level of the first round. The
-peak resident memory stays under the bound the README documents.
+peak resident memory stays under the bound docs/design.md ("Memory bounds") gives.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def test_rounds_of_64_mixed_streams(server: ChunkdServer) -> None:
     # hundreds of MiB over the rounds) ...
     baseline = rss_after[0]
     assert rss_after[-1] <= baseline * 1.5 + 64 * 1024, rss_after
-    # ... and the peak stays under the README's bound: base + memory_budget +
+    # ... and the peak stays under the bound of docs/design.md: base + memory_budget +
     # max_streams x (2 x window + 2 x max_size + 1 MiB), window = 2 MiB here.
     peak_kib = server.vm_kib("VmHWM")
     bound_kib = (64 * MiB + MEMORY_BUDGET + STREAMS * (2 * 2 * MiB + 2 * 32768 + MiB)) // 1024

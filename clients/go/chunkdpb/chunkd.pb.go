@@ -3,7 +3,7 @@
 // A client streams bytes in; the server streams back chunk records (offset,
 // length, fingerprint) as they become final and, for Dedup, whether each chunk
 // was new to the namespace's fingerprint index. The chunking semantics of every
-// algorithm are fixed by DESIGN.md §2: the same bytes and parameters give the
+// algorithm are fixed by docs/design.md ("Chunking algorithms"): the same bytes and parameters give the
 // same chunks whatever the server's backend, thread count or how the client
 // splits the stream into messages.
 //
@@ -33,7 +33,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// The chunking algorithm (DESIGN.md §2).
+// The chunking algorithm (docs/design.md, "Chunking algorithms").
 type Algorithm int32
 
 const (
@@ -95,7 +95,7 @@ func (Algorithm) EnumDescriptor() ([]byte, []int) {
 	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{0}
 }
 
-// How each chunk's fingerprint is computed (DESIGN.md §4).
+// How each chunk's fingerprint is computed (docs/design.md, "Fingerprints").
 type FingerprintAlgorithm int32
 
 const (
@@ -206,7 +206,7 @@ func (SeqCdcMode) EnumDescriptor() ([]byte, []int) {
 	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{2}
 }
 
-// RapidCDC (DESIGN.md §6): after a duplicate chunk, Dedup tries the sizes of
+// RapidCDC (docs/design.md, "RapidCDC hints in Dedup"): after a duplicate chunk, Dedup tries the sizes of
 // the chunks that followed it before (most recent first) and accepts one
 // with this test instead of cutting. Hints apply to FastCDC only.
 type HintTest int32

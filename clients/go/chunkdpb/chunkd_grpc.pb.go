@@ -3,7 +3,7 @@
 // A client streams bytes in; the server streams back chunk records (offset,
 // length, fingerprint) as they become final and, for Dedup, whether each chunk
 // was new to the namespace's fingerprint index. The chunking semantics of every
-// algorithm are fixed by DESIGN.md §2: the same bytes and parameters give the
+// algorithm are fixed by docs/design.md ("Chunking algorithms"): the same bytes and parameters give the
 // same chunks whatever the server's backend, thread count or how the client
 // splits the stream into messages.
 //

@@ -5,7 +5,7 @@
 // This header is included by the SHA translation unit, which is compiled
 // with -msha -msse4.1 -mssse3: it declares plain types only, so that no
 // inline function of a shared header is compiled with those flags
-// (STYLE.md "SIMD dispatch"; check_shani_object.cmake checks the object).
+// (docs/design.md, "Kernels and their selection"; check_shani_object.cmake checks the object).
 #ifndef CHUNKD_FINGERPRINT_SHANI_SHA256_SHANI_H_
 #define CHUNKD_FINGERPRINT_SHANI_SHA256_SHANI_H_
 

@@ -5,7 +5,7 @@
 // This header is included by the translation unit compiled with -mavx512f
 // -mavx512bw -mavx512vl -mvpclmulqdq -mpclmul: it declares plain types and
 // functions only, so that no inline function of a shared header is compiled
-// with those flags (STYLE.md "SIMD dispatch"; check_isa_objects.cmake checks
+// with those flags (docs/design.md, "Kernels and their selection"; check_isa_objects.cmake checks
 // the object).
 #ifndef CHUNKD_FINGERPRINT_VPCLMUL_GHASH_VPCLMUL_H_
 #define CHUNKD_FINGERPRINT_VPCLMUL_GHASH_VPCLMUL_H_

@@ -1,14 +1,14 @@
 // chunkd chunking library: content-defined chunking of byte streams.
 //
 // A chunker cuts a byte stream into chunks [offset, offset + length) that cover
-// every byte exactly once. Each algorithm (DESIGN.md §2) has a scalar,
+// every byte exactly once. Each algorithm (docs/design.md, "Chunking algorithms") has a scalar,
 // sequential reference implementation, `ReferenceChunks`, which *is* the
 // specification: every faster path (StreamChunker, any backend, any thread
 // count, any way the stream is split into pieces) must return the identical
 // list of chunks.
 //
 // The fast paths, FastChunks (a whole buffer) and StreamChunker (a stream in
-// pieces), run the engine of DESIGN.md §3 (chunking/engine.h): stage 1
+// pieces), run the engine of docs/design.md, "The two-stage engine" (chunking/engine.h): stage 1
 // computes per-byte candidate bitmaps with a SIMD kernel (scalar, avx2,
 // avx512), in segments spread over an Executor's threads; stage 2 picks the
 // cut points from them with the reference's exact rules. EngineOptions
@@ -133,7 +133,7 @@ bool TakesParameter(Algorithm algorithm, absl::string_view parameter);
 // Every parameter name, in the API's order.
 const std::vector<absl::string_view>& AllParameters();
 
-// The algorithm's default parameters (DESIGN.md §2): fastcdc 16 KiB average
+// The algorithm's default parameters (docs/design.md, "Parameters, ranges and defaults"): fastcdc 16 KiB average
 // (min 4 KiB, max 64 KiB, level 1); crc32 2/16/64 KiB; seqcdc the authors'
 // 16 KiB profile (increasing, SeqLength 5, SkipTrigger 50, SkipSize 512,
 // min 8 KiB, max 32 KiB); fixed 16 KiB.
@@ -177,7 +177,7 @@ struct Chunk {
 std::vector<Chunk> ReferenceChunks(const ChunkerOptions& options,
                                    absl::Span<const uint8_t> data);
 
-// How the engine finds cut points (DESIGN.md §3). Every strategy returns
+// How the engine finds cut points (docs/design.md, "Strategies"). Every strategy returns
 // exactly ReferenceChunks(); they differ only in speed.
 enum class Strategy : int {
   // The fastest of the others for the algorithm, the kernel and the
