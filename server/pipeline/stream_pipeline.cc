@@ -84,7 +84,7 @@ absl::StatusOr<std::unique_ptr<StreamPipeline>> StreamPipeline::Create(
   if (pipeline->hints_on()) {
     const chunking::ChunkerOptions& c = pipeline->options_.chunking;
     pipeline->params_key_ = HintParamsKey(c);
-    pipeline->boundary_ = std::make_unique<FastCdcBoundary>(c);
+    pipeline->boundary_ = std::make_unique<chunking::FastCdcBoundary>(c);
     // Twice what a chunk and its test read (FastCdcBoundary::Needed).
     pipeline->bridge_size_ = 2 * (size_t{c.max_size} + 64);
     auto cutter = chunking::MakeCutter(c);

@@ -41,6 +41,7 @@
 #include "absl/strings/string_view.h"
 #include "chunkd/chunker.h"
 #include "chunking/cutter.h"
+#include "chunking/fastcdc_boundary.h"
 #include "fingerprint/fingerprint.h"
 #include "index/fingerprint_index.h"
 #include "metrics/metrics.h"
@@ -233,7 +234,7 @@ class StreamPipeline {
   std::string last_fp_;
   bool last_learnable_ = false;
   std::string params_key_;
-  std::unique_ptr<FastCdcBoundary> boundary_;
+  std::unique_ptr<chunking::FastCdcBoundary> boundary_;
 
   // Hint cache (null when not used) and the stream's scope in it.
   HintCache* cache_ = nullptr;
