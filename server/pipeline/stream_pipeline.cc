@@ -1,7 +1,6 @@
 #include "pipeline/stream_pipeline.h"
 
 #include <algorithm>
-#include <chrono>
 #include <optional>
 #include <utility>
 
@@ -13,48 +12,6 @@ namespace {
 
 // Bytes of chunks one fingerprinting task hashes (about 0.1 ms of SHA-256).
 constexpr size_t kFingerprintGroupBytes = size_t{256} << 10;
-
-// Adds the seconds from construction to destruction to *total and to the
-// stage's counter (chunkd_stage_seconds_total), each when not null.
-class Stopwatch {
- public:
-  Stopwatch(double* total, prometheus::Counter* counter)
-      : total_(total),
-        counter_(counter),
-        start_(std::chrono::steady_clock::now()) {}
-  ~Stopwatch() {
-    const double seconds = std::chrono::duration<double>(
-                               std::chrono::steady_clock::now() - start_)
-                               .count();
-    if (total_ != nullptr) *total_ += seconds;
-    if (counter_ != nullptr) counter_->Increment(seconds);
-  }
-  Stopwatch(const Stopwatch&) = delete;
-  Stopwatch& operator=(const Stopwatch&) = delete;
-
- private:
-  double* total_;
-  prometheus::Counter* counter_;
-  std::chrono::steady_clock::time_point start_;
-};
-
-// Splits a stretch of time between stages with one clock read per switch:
-// each Lap() adds the time since the one before (or since construction) to
-// *total and to the stage's counter, each when not null.
-class Laps {
- public:
-  Laps() : last_(std::chrono::steady_clock::now()) {}
-  void Lap(double* total, prometheus::Counter* counter) {
-    const auto now = std::chrono::steady_clock::now();
-    const double seconds = std::chrono::duration<double>(now - last_).count();
-    last_ = now;
-    if (total != nullptr) *total += seconds;
-    if (counter != nullptr) counter->Increment(seconds);
-  }
-
- private:
-  std::chrono::steady_clock::time_point last_;
-};
 
 }  // namespace
 

@@ -47,6 +47,8 @@
 #include "metrics/metrics.h"
 #include "pipeline/hint_cache.h"
 #include "pipeline/rapid_cdc.h"
+#include "pipeline/records.h"
+#include "pipeline/stage_clock.h"
 
 namespace chunkd::pipeline {
 
@@ -80,32 +82,6 @@ struct PipelineOptions {
   // gets every reference counted exactly once and the same answers.
   // REQUIRES: empty or valid (index::ValidateWriteToken).
   std::string stream_id;
-};
-
-struct ChunkRecord {
-  uint64_t offset = 0;
-  uint32_t length = 0;
-  std::string fingerprint;
-  bool is_new = false;  // Dedup only
-};
-
-struct StreamTotals {
-  uint64_t bytes = 0;
-  uint64_t chunks = 0;
-  uint64_t unique_bytes = 0;   // Dedup only
-  uint64_t unique_chunks = 0;  // Dedup only
-  // RapidCDC: sizes tested, chunks accepted, tests failed, accepted bytes.
-  uint64_t hints_tried = 0;
-  uint64_t hints_accepted = 0;
-  uint64_t hints_rejected = 0;
-  uint64_t hint_skipped_bytes = 0;
-  // Hint cache: accepted chunks whose fingerprint came from the cache, and
-  // those the chain had to hash (the cache did not hold their content).
-  uint64_t cache_hits = 0;
-  uint64_t cache_misses = 0;
-  // Time spent finding boundaries: in the chunker, and (hints) in the
-  // acceptance tests without their fingerprints and index calls.
-  double chunk_seconds = 0;
 };
 
 class StreamPipeline {
@@ -143,7 +119,7 @@ class StreamPipeline {
   // The counter of one stage, or null when stages are not measured.
   prometheus::Counter* Stage(
       prometheus::Counter* metrics::StageCounters::*stage) const {
-    return options_.stages == nullptr ? nullptr : options_.stages->*stage;
+    return StageCounter(options_.stages, stage);
   }
   enum class Mode { kChunker, kHints, kSequential };
   // Moves the stream on by `piece` (and to its end when `at_end`), switching
