@@ -1,5 +1,8 @@
-// What a StreamPipeline answers: ChunkRecord, one per chunk, and
-// StreamTotals, the stream's counters.
+// What flows through a StreamPipeline (bytes -> boundaries -> fingerprints ->
+// index -> records): CutChunk, a chunk the boundaries found, which the
+// fingerprint stage completes; ChunkRecord, what the stream answers for it;
+// StreamTotals, the stream's counters, each kept by the stage that does the
+// counted work.
 //
 // Thread safety: plain values.
 #ifndef CHUNKD_PIPELINE_RECORDS_H_
@@ -8,7 +11,30 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/strings/string_view.h"
+#include "pipeline/hint_cache.h"
+
 namespace chunkd::pipeline {
+
+// A chunk the boundaries found, on its way to the fingerprint and index
+// stages. Defaults: a chunk still to be fingerprinted, which teaches a hint,
+// without a hint cache key.
+struct CutChunk {
+  uint64_t offset = 0;  // in the stream
+  // The chunk's bytes (its length is bytes.size()); see CutSink::Take for
+  // how long they stay valid.
+  absl::string_view bytes;
+  // Empty: the fingerprint stage computes it. The hint follower sets it: it
+  // needed the fingerprint to find the chunk.
+  std::string fingerprint;
+  // Whether its size, following the chunk before it, teaches the index a
+  // next-chunk hint: not when a hint suggested it (the index has that one)
+  // nor when the stream's end may have cut it.
+  bool learnable = true;
+  // Whether `key` holds the chunk's hint cache key (hint_cache.h).
+  bool keyed = false;
+  HintCache::Key key;
+};
 
 struct ChunkRecord {
   uint64_t offset = 0;
