@@ -1,7 +1,7 @@
 // RapidCDC next-chunk hints for Dedup (DESIGN.md §6): the pieces that do not
 // depend on the stream's state — the acceptance tests, the hint encoding and
-// the key hints are stored under. StreamPipeline drives them; the
-// rolling-window test itself is chunking::FastCdcBoundary
+// the key hints are stored under. HintFollower (hint_follower.h) drives them;
+// the rolling-window test itself is chunking::FastCdcBoundary
 // (chunking/fastcdc_boundary.h).
 //
 // A hint is the size of the chunk that followed a chunk in an earlier stream,
