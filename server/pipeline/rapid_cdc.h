@@ -1,6 +1,8 @@
 // RapidCDC next-chunk hints for Dedup (DESIGN.md §6): the pieces that do not
 // depend on the stream's state — the acceptance tests, the hint encoding and
-// the key hints are stored under. StreamPipeline drives them.
+// the key hints are stored under. HintFollower (hint_follower.h) drives them;
+// the rolling-window test itself is chunking::FastCdcBoundary
+// (chunking/fastcdc_boundary.h).
 //
 // A hint is the size of the chunk that followed a chunk in an earlier stream,
 // stored in the index under that chunk's fingerprint and the chunking
@@ -19,12 +21,10 @@
 // positions below the largest even number <= min(remaining, max)) a hash cut
 // is accepted only when that bound is known to lie beyond p+s.
 //
-// Thread safety: the functions are pure; FastCdcBoundary is immutable.
+// Thread safety: the functions are pure.
 #ifndef CHUNKD_PIPELINE_RAPID_CDC_H_
 #define CHUNKD_PIPELINE_RAPID_CDC_H_
 
-#include <array>
-#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -48,36 +48,6 @@ inline uint32_t HintSize(uint32_t hint) { return (hint & 0xffffffu) + 1; }
 inline uint8_t HintMarker(uint32_t hint) {
   return static_cast<uint8_t>(hint >> 24);
 }
-
-// FastCDC's boundary condition at a suggested chunk end (the RWT test).
-class FastCdcBoundary {
- public:
-  // REQUIRES: options are valid fastcdc options with defaults resolved.
-  explicit FastCdcBoundary(const chunking::ChunkerOptions& options);
-
-  // `chunk` holds `avail` bytes from a chunk start; `at_end` when the stream
-  // ends after them. True when the reference, cutting from that start, may
-  // end the chunk at exactly `size` bytes: the boundary condition holds at
-  // byte `size` (and FastCDC tests that position), or size is max_size, or
-  // the stream ends at `size`. False also when more bytes are needed to know
-  // (Needed() says how many).
-  bool Holds(const uint8_t* chunk, size_t avail, bool at_end,
-             size_t size) const;
-
-  // Bytes from the chunk start Holds() needs to decide on `size` before the
-  // stream end is known.
-  size_t Needed(size_t size) const;
-
-  uint32_t max_size() const { return max_size_; }
-
- private:
-  uint32_t min_size_;
-  uint32_t avg_size_;
-  uint32_t max_size_;
-  uint64_t mask_s_;
-  uint64_t mask_l_;
-  std::array<uint64_t, 256> gear_;
-};
 
 }  // namespace chunkd::pipeline
 

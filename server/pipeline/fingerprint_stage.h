@@ -1,0 +1,97 @@
+// FingerprintStage: the fingerprints of a stream's chunks, the second stage
+// of StreamPipeline.
+//
+// Fill() fingerprints the chunks a chunker cut, in parallel on the engine's
+// executor (the shared pool in the service), in groups of about
+// kGroupBytes so that a task is worth its hand-off; each chunk keeps its
+// place. With a hint cache (Dedup with RapidCDC hints and sha256; see
+// hint_cache.h) that takes every chunk, it also computes their cache keys
+// and caches their SHA-256.
+//
+// The hint follower fingerprints single chunks with Lookup(): from the cache
+// when it holds the chunk's content (keyed with a secret key, so that a hit
+// is as good as hashing the bytes), hashed and cached otherwise. Fill() is
+// timed as the fingerprint stage; the single-chunk calls are not, since the
+// follower times its steps itself.
+//
+// Defaults: sha256, no cache, the calling thread hashes everything.
+// Thread safety: no state of its own beyond its options; calls may run
+// concurrently on different chunks (the executor and the cache are shared
+// with other streams and are thread-safe).
+#ifndef CHUNKD_PIPELINE_FINGERPRINT_STAGE_H_
+#define CHUNKD_PIPELINE_FINGERPRINT_STAGE_H_
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "chunking/executor.h"
+#include "fingerprint/fingerprint.h"
+#include "metrics/metrics.h"
+#include "pipeline/hint_cache.h"
+#include "pipeline/records.h"
+
+namespace chunkd::pipeline {
+
+class FingerprintStage {
+ public:
+  struct Options {
+    fingerprint::Kind kind = fingerprint::Kind::kSha256;
+    // Runs Fill's groups; null: the calling thread. Must outlive the stage.
+    chunking::Executor* executor = nullptr;
+    // The hint cache and the stream's scope in it; null: none. Must
+    // outlive the stage. REQUIRES: kind sha256 when set.
+    HintCache* cache = nullptr;
+    HintCache::Scope scope{};
+    // Whether Fill() keys and caches every chunk (else the cache is only
+    // for Lookup and for the index stage's duplicates).
+    bool cache_all = false;
+    // The fingerprint stage's counter; null: not measured.
+    prometheus::Counter* stage = nullptr;
+  };
+
+  // Bytes of chunks one task of Fill() hashes (about 0.1 ms of SHA-256).
+  static constexpr size_t kGroupBytes = size_t{256} << 10;
+
+  explicit FingerprintStage(Options options) : options_(options) {}
+
+  FingerprintStage(const FingerprintStage&) = delete;
+  FingerprintStage& operator=(const FingerprintStage&) = delete;
+
+  // Fingerprints the chunks of `cuts` that have none (with cache_all also
+  // keys them and caches their SHA-256).
+  void Fill(absl::Span<CutChunk> cuts) const;
+
+  // Whether the stage has a hint cache (Lookup and KeyOf need one).
+  bool cached() const { return options_.cache != nullptr; }
+
+  // The fingerprint of `bytes`, without the cache.
+  std::string Digest(absl::string_view bytes) const {
+    return fingerprint::Digest(options_.kind, bytes);
+  }
+
+  // The hint cache key of `bytes`. REQUIRES: cached().
+  HintCache::Key KeyOf(absl::string_view bytes) const {
+    return options_.cache->KeyOf(options_.scope, bytes);
+  }
+
+  // Sets *fingerprint to the SHA-256 of `bytes`, whose key is `key`: the
+  // cache's entry when it holds one (returned, with its next sizes), else
+  // hashed and cached (nullopt). REQUIRES: cached().
+  std::optional<HintCache::Entry> Lookup(const HintCache::Key& key,
+                                         absl::string_view bytes,
+                                         std::string* fingerprint) const;
+
+ private:
+  // Fingerprints (and with cache_all, keys and caches) the chunks of `cuts`
+  // without a fingerprint, together (sha256 hashes several at once).
+  void FillGroup(absl::Span<CutChunk> cuts) const;
+
+  const Options options_;
+};
+
+}  // namespace chunkd::pipeline
+
+#endif  // CHUNKD_PIPELINE_FINGERPRINT_STAGE_H_

@@ -1,0 +1,83 @@
+#include "pipeline/held_bytes.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace chunkd::pipeline {
+
+void HeldBytes::Hold(absl::string_view bytes) {
+  held_.assign(bytes.data(), bytes.size());
+  data_ = held_;
+  skip_ = 0;
+}
+
+void HeldBytes::Append(absl::string_view piece) {
+  if (piece.empty()) return;
+  if (view().empty()) {
+    // Nothing held: cut the caller's bytes where they lie.
+    held_.clear();
+    data_ = piece;
+    skip_ = 0;
+    return;
+  }
+  // Held bytes and the start of the piece together, enough for any chunk
+  // (and the bytes its test reads) that begins in the held ones; Refill()
+  // moves on to the piece itself.
+  if (data_.data() == held_.data()) {
+    held_.erase(0, skip_);
+  } else {
+    held_.assign(view().data(), view().size());
+  }
+  skip_ = 0;
+  bridged_ = std::min(piece.size(), bridge_size_);
+  held_.append(piece.data(), bridged_);
+  data_ = held_;
+  rest_ = piece.substr(bridged_);
+}
+
+bool HeldBytes::Refill() {
+  if (rest_.empty()) return false;
+  const size_t left = data_.size() - skip_;
+  if (left <= bridged_) {
+    // What is left lies in the piece's first bytes: go on in the piece.
+    data_ = absl::string_view(rest_.data() - bridged_, bridged_ + rest_.size());
+    skip_ = bridged_ - left;
+    held_.clear();
+  } else {
+    held_.erase(0, skip_);
+    held_.append(rest_.data(), rest_.size());
+    data_ = held_;
+    skip_ = 0;
+  }
+  rest_ = absl::string_view();
+  return true;
+}
+
+absl::string_view HeldBytes::Release() {
+  // (view() and rest_ may point into released_ itself.)
+  std::string next = absl::StrCat(view(), rest_);
+  released_.swap(next);
+  held_.clear();
+  data_ = absl::string_view();
+  skip_ = 0;
+  rest_ = absl::string_view();
+  return released_;
+}
+
+void HeldBytes::Keep() {
+  if (data_.data() != held_.data()) {
+    held_.assign(view().data(), view().size());
+    skip_ = 0;
+  } else if (skip_ > 0 && skip_ >= held_.size() - skip_) {
+    // Drop the bytes behind once they outnumber the bytes kept.
+    held_.erase(0, skip_);
+    skip_ = 0;
+  }
+  held_.append(rest_.data(), rest_.size());
+  rest_ = absl::string_view();
+  data_ = held_;
+  std::string().swap(released_);
+}
+
+}  // namespace chunkd::pipeline

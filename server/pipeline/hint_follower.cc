@@ -1,0 +1,326 @@
+#include "pipeline/hint_follower.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "pipeline/stage_clock.h"
+
+namespace chunkd::pipeline {
+
+absl::StatusOr<std::unique_ptr<HintFollower>> HintFollower::Create(
+    Options options, FingerprintStage* fingerprints, IndexStage* index,
+    StreamTotals* totals) {
+  auto cutter = chunking::MakeCutter(options.chunking);
+  if (!cutter.ok()) return cutter.status();
+  std::unique_ptr<HintFollower> follower(new HintFollower(
+      std::move(options), *std::move(cutter), fingerprints, index, totals));
+  absl::Status status = follower->StartChunker();
+  if (!status.ok()) return status;
+  return follower;
+}
+
+HintFollower::HintFollower(Options options,
+                           std::unique_ptr<chunking::Cutter> cutter,
+                           FingerprintStage* fingerprints, IndexStage* index,
+                           StreamTotals* totals)
+    : options_(std::move(options)),
+      fingerprints_(fingerprints),
+      index_(index),
+      totals_(totals),
+      chunk_stage_(
+          StageCounter(options_.stages, &metrics::StageCounters::chunk)),
+      fingerprint_stage_(
+          StageCounter(options_.stages, &metrics::StageCounters::fingerprint)),
+      cutter_(std::move(cutter)),
+      boundary_(options_.chunking),
+      // Twice what a chunk and its test read (FastCdcBoundary::Needed).
+      held_(2 * (size_t{options_.chunking.max_size} + 64)) {}
+
+absl::Status HintFollower::Cut(absl::string_view piece, bool at_end,
+                               CutSink* sink) {
+  absl::Status status = Advance(piece, at_end, sink);
+  // What is left of the caller's bytes must outlive this call.
+  held_.Keep();
+  if (!status.ok()) return status;
+  return sink->Commit();
+}
+
+absl::Status HintFollower::Advance(absl::string_view piece, bool at_end,
+                                   CutSink* sink) {
+  for (;;) {
+    absl::Status status;
+    if (mode_ == Mode::kChunker) {
+      absl::string_view rest;
+      status = FeedChunker(piece, at_end, sink, &rest);
+      if (!status.ok() || mode_ == Mode::kChunker) return status;
+      piece = rest;
+    }
+    held_.Append(piece);
+    piece = absl::string_view();
+    if (mode_ == Mode::kHints) {
+      bool fall_back = false;
+      status = FollowHints(at_end, sink, &fall_back);
+      if (!status.ok()) return status;
+      if (!fall_back) {
+        if (held_.Refill()) continue;
+        return status;  // more bytes, or done
+      }
+      // After a run of accepted hints the data most likely changed a little
+      // (an edit): cut chunk by chunk until the hints resume. A duplicate
+      // that leads nowhere sends the stream back to the fast chunker.
+      mode_ = run_accepted_ ? Mode::kSequential : Mode::kChunker;
+      sequential_misses_ = 0;
+    }
+    if (mode_ == Mode::kSequential) {
+      status = CutSequential(at_end, sink);
+      if (!status.ok()) return status;
+      if (mode_ == Mode::kHints) continue;
+      if (mode_ == Mode::kSequential) {
+        if (held_.Refill()) continue;
+        return status;  // more bytes, or done
+      }
+    }
+    // Many chunks in a row without hints: new data, so the fast chunker
+    // takes the held bytes over.
+    status = sink->Commit();
+    if (status.ok()) status = StartChunker();
+    if (!status.ok()) return status;
+    piece = held_.Release();
+  }
+}
+
+absl::Status HintFollower::StartChunker() {
+  auto chunker =
+      ChunkerBoundaries::Create(options_.chunking, options_.engine, held_start_,
+                                &totals_->chunk_seconds, chunk_stage_);
+  if (!chunker.ok()) return chunker.status();
+  chunker_ = *std::move(chunker);
+  slice_ = 0;
+  return absl::OkStatus();
+}
+
+absl::Status HintFollower::FeedChunker(absl::string_view piece, bool at_end,
+                                       CutSink* sink, absl::string_view* rest) {
+  // In slices: a duplicate at the end of a slice's chunks hands the rest of
+  // the piece to the hints. A new chunker starts with short slices, so that
+  // duplicate data reaches the hints soon, and doubles them up to its window
+  // while the data stays new.
+  const size_t window = std::max<size_t>(chunker_->window_size(), 1);
+  if (slice_ == 0) {
+    // The shortest piece the StreamChunker cuts at once (4 x (max + its
+    // context); shorter ones wait for its window), and one chunk more.
+    const size_t max = options_.chunking.max_size;
+    slice_ = std::min(window, 4 * (max + chunking::kContext) + max);
+  }
+  do {
+    const absl::string_view part = piece.substr(0, slice_);
+    slice_ = std::min(window, 2 * slice_);
+    piece.remove_prefix(part.size());
+    const uint64_t committed = index_->committed();
+    absl::Status status = chunker_->Cut(part, /*at_end=*/false, sink);
+    if (status.ok()) status = sink->Commit();
+    if (!status.ok()) return status;
+    if (index_->committed() > committed && !index_->last_is_new()) {
+      // The last chunk is a duplicate: follow the hints from its end.
+      held_.Hold(chunker_->Pending());
+      held_start_ = chunker_->end();
+      hint_fp_ = index_->last_fingerprint();
+      candidates_known_ = false;
+      run_accepted_ = false;
+      chunker_.reset();
+      mode_ = Mode::kHints;
+      *rest = piece;
+      return absl::OkStatus();
+    }
+  } while (!piece.empty());
+  if (!at_end) return absl::OkStatus();
+  absl::Status status = chunker_->Cut(absl::string_view(), at_end, sink);
+  return status.ok() ? sink->Commit() : status;
+}
+
+absl::Status HintFollower::FollowHints(bool at_end, CutSink* sink,
+                                       bool* fall_back) {
+  const bool rwt =
+      options_.test == HintTest::kFFRWT || options_.test == HintTest::kFFRWTFPT;
+  Found found;  // reused from chunk to chunk (it keeps its capacity)
+  for (;;) {
+    const absl::string_view bytes = held_.view();
+    if (bytes.empty() && at_end) return absl::OkStatus();
+    if (!candidates_known_) {
+      auto sizes = index_->NextSizes(hint_fp_, nullptr);
+      if (!sizes.ok()) return sizes.status();
+      candidates_ = *std::move(sizes);
+      candidates_known_ = true;
+      next_candidate_ = 0;
+    }
+    if (next_candidate_ >= candidates_.size()) {
+      *fall_back = true;
+      return absl::OkStatus();
+    }
+    const uint32_t candidate = candidates_[next_candidate_];
+    const size_t size = HintSize(candidate);
+    const size_t needed = rwt ? boundary_.Needed(size) : size;
+    if (!at_end && bytes.size() < needed) return absl::OkStatus();
+    ++totals_->hints_tried;
+    absl::StatusOr<bool> accepted = Accept(candidate, bytes, at_end, &found);
+    if (!accepted.ok()) return accepted.status();
+    if (!*accepted) {
+      ++totals_->hints_rejected;
+      ++next_candidate_;
+      continue;
+    }
+    ++totals_->hints_accepted;
+    totals_->hint_skipped_bytes += size;
+    run_accepted_ = true;
+    hint_fp_ = found.fingerprint;
+    absl::Status status = Hand(size, &found, /*learnable=*/false, sink);
+    if (!status.ok()) return status;
+    candidates_.swap(found.next);
+    candidates_known_ = found.next_known;
+    next_candidate_ = 0;
+  }
+}
+
+absl::StatusOr<bool> HintFollower::Accept(uint32_t candidate,
+                                          absl::string_view bytes, bool at_end,
+                                          Found* found) {
+  const size_t size = HintSize(candidate);
+  if (size > bytes.size() || size > boundary_.max_size()) return false;
+  const absl::string_view chunk = bytes.substr(0, size);
+  const bool cached = fingerprints_->cached();
+  Laps laps;
+  if (cached) {
+    // The key first (cheap next to SHA-256): reading the chunk for it also
+    // brings the bytes the test reads at its end into the CPU's caches.
+    found->key = fingerprints_->KeyOf(chunk);
+    laps.Lap(nullptr, fingerprint_stage_);
+  }
+  const bool pass = Passes(candidate, bytes, at_end);
+  laps.Lap(&totals_->chunk_seconds, chunk_stage_);
+  if (!pass) return false;
+  std::optional<HintCache::Entry> hit;
+  if (cached) {
+    hit = fingerprints_->Lookup(found->key, chunk, &found->fingerprint);
+    ++(hit.has_value() ? totals_->cache_hits : totals_->cache_misses);
+  } else {
+    found->fingerprint = fingerprints_->Digest(chunk);
+  }
+  laps.Lap(nullptr, fingerprint_stage_);
+  found->next_known = false;
+  if (hit.has_value() && hit->num_sizes > 0) {
+    // The cache knows this content was cut under these parameters before
+    // (what FPT asks the index), and what followed it: no round trip.
+    found->next.assign(hit->sizes.begin(), hit->sizes.begin() + hit->num_sizes);
+    found->next_known = true;
+    return true;
+  }
+  if (options_.test != HintTest::kFFRWTFPT) return true;
+  // FPT: the suggested chunk's own hints under these parameters exist only
+  // if these very bytes were cut as a chunk under them (see rapid_cdc.h);
+  // they are also the candidates for the chunk after it.
+  auto sizes =
+      index_->NextSizes(found->fingerprint, cached ? &found->key : nullptr);
+  if (!sizes.ok()) return sizes.status();
+  found->next = *std::move(sizes);
+  found->next_known = true;
+  return !found->next.empty();
+}
+
+bool HintFollower::Passes(uint32_t candidate, absl::string_view bytes,
+                          bool at_end) const {
+  const size_t size = HintSize(candidate);
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  switch (options_.test) {
+    case HintTest::kOff:
+      return false;
+    case HintTest::kFF:
+      return true;
+    case HintTest::kFFMT:
+      return data[size - 1] == HintMarker(candidate);
+    case HintTest::kFFRWT:
+    case HintTest::kFFRWTFPT:
+      return boundary_.Holds(data, bytes.size(), at_end, size);
+  }
+  return false;
+}
+
+absl::Status HintFollower::CutSequential(bool at_end, CutSink* sink) {
+  Found found;  // reused from chunk to chunk (it keeps its capacity)
+  for (;;) {
+    const absl::string_view bytes = held_.view();
+    if (bytes.empty()) return absl::OkStatus();
+    if (!at_end && bytes.size() < cutter_->max_size()) {
+      return absl::OkStatus();
+    }
+    size_t size;
+    {
+      Stopwatch watch(&totals_->chunk_seconds, chunk_stage_);
+      uint64_t hash = 0;
+      size = cutter_->Cut(reinterpret_cast<const uint8_t*>(bytes.data()),
+                          bytes.size(), 0, &hash);
+    }
+    // A chunk the stream's end cut says nothing about what follows.
+    const bool end_cut = at_end && size == bytes.size();
+    absl::Status status = Look(bytes.substr(0, size), end_cut, &found);
+    if (!status.ok()) return status;
+    hint_fp_ = found.fingerprint;
+    status = Hand(size, &found, /*learnable=*/!end_cut, sink);
+    if (!status.ok()) return status;
+    if (!found.next.empty()) {
+      candidates_.swap(found.next);
+      candidates_known_ = true;
+      next_candidate_ = 0;
+      mode_ = Mode::kHints;
+      return absl::OkStatus();
+    }
+    if (++sequential_misses_ >= kMaxMisses && !at_end) {
+      mode_ = Mode::kChunker;
+      return absl::OkStatus();
+    }
+  }
+}
+
+absl::Status HintFollower::Look(absl::string_view chunk, bool end_cut,
+                                Found* found) {
+  found->next.clear();
+  found->next_known = false;
+  {
+    Stopwatch watch(nullptr, fingerprint_stage_);
+    if (!fingerprints_->cached()) {
+      found->fingerprint = fingerprints_->Digest(chunk);
+    } else {
+      found->key = fingerprints_->KeyOf(chunk);
+      auto hit = fingerprints_->Lookup(found->key, chunk, &found->fingerprint);
+      if (hit.has_value() && !end_cut && hit->num_sizes > 0) {
+        // Seen before (as in Accept): its hints too.
+        found->next.assign(hit->sizes.begin(),
+                           hit->sizes.begin() + hit->num_sizes);
+        found->next_known = true;
+      }
+    }
+  }
+  if (end_cut || found->next_known) return absl::OkStatus();
+  auto sizes = index_->NextSizes(
+      found->fingerprint, fingerprints_->cached() ? &found->key : nullptr);
+  if (!sizes.ok()) return sizes.status();
+  found->next = *std::move(sizes);
+  return absl::OkStatus();
+}
+
+absl::Status HintFollower::Hand(size_t size, Found* found, bool learnable,
+                                CutSink* sink) {
+  cut_.offset = held_start_;
+  cut_.bytes = held_.view().substr(0, size);
+  cut_.fingerprint = std::move(found->fingerprint);
+  cut_.learnable = learnable;
+  cut_.keyed = fingerprints_->cached();
+  cut_.key = found->key;
+  absl::Status status = sink->Take(absl::MakeSpan(&cut_, 1));
+  held_start_ += size;
+  held_.Skip(size);
+  found->fingerprint.clear();  // moved from: valid, unspecified
+  return status;
+}
+
+}  // namespace chunkd::pipeline

@@ -1,0 +1,131 @@
+// IndexStage: a Dedup stream's chunks recorded in the namespace's index, the
+// third stage of StreamPipeline, which turns them into records.
+//
+// Chunks wait (Add) until the owner commits them in one batch (Commit): one
+// Insert, one round trip, which says which chunks are new. When the stream
+// has an id, every Insert carries the WriteToken {stream id, ordinal of the
+// batch's first chunk in the stream}: the positions of a stream's chunks
+// are the same however its bytes arrive and its batches fall, so that a
+// stream retried with the same id after a failure gets every reference
+// counted exactly once and the same answers.
+//
+// With RapidCDC hints (a params key) it also learns, from every chunk that
+// is learnable (records.h), which size followed the chunk before it, and
+// records what it learned after the batch's Insert (the index drops hints of
+// fingerprints it does not have); NextSizes() reads hints back. With a hint
+// cache it teaches the cache the same: the sizes learned and read, and, once
+// a batch is in, which of the chunks without a key were duplicates (what
+// comes again, the hint chain will meet). Index calls are timed as the
+// index stage; keying duplicates as the fingerprint stage.
+//
+// Defaults: no stream id, no hints, no cache.
+// Thread safety: not thread-safe; the index and the cache are shared with
+// other streams.
+#ifndef CHUNKD_PIPELINE_INDEX_STAGE_H_
+#define CHUNKD_PIPELINE_INDEX_STAGE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "index/fingerprint_index.h"
+#include "metrics/metrics.h"
+#include "pipeline/hint_cache.h"
+#include "pipeline/records.h"
+
+namespace chunkd::pipeline {
+
+class IndexStage {
+ public:
+  struct Options {
+    // Must outlive the stage.
+    index::FingerprintIndex* index = nullptr;
+    std::string ns;
+    // Not empty: the WriteToken's stream id. REQUIRES: empty or valid
+    // (index::ValidateWriteToken).
+    std::string stream_id;
+    // Hints: the key they are stored under (HintParamsKey); empty: none
+    // learned.
+    std::string params_key;
+    // The hint cache and the stream's scope in it; null: none. Must
+    // outlive the stage.
+    HintCache* cache = nullptr;
+    HintCache::Scope scope{};
+    // The index and fingerprint stages' counters; null: not measured.
+    prometheus::Counter* index_stage = nullptr;
+    prometheus::Counter* fingerprint_stage = nullptr;
+  };
+
+  // Counts new chunks and bytes in *totals (unique_chunks, unique_bytes),
+  // which must outlive the stage.
+  IndexStage(Options options, StreamTotals* totals);
+
+  IndexStage(const IndexStage&) = delete;
+  IndexStage& operator=(const IndexStage&) = delete;
+
+  // Queues the fingerprinted `cuts` for the next batch, taking their
+  // fingerprints, and learns what followed what.
+  void Add(absl::Span<CutChunk> cuts);
+
+  // Chunks waiting for the next batch.
+  size_t pending() const { return pending_.size(); }
+
+  // Inserts the waiting chunks in one batch and appends their records to
+  // *out; then records the hints learned, and caches the duplicates. An
+  // index error is returned as is; after a failed Insert nothing waits.
+  absl::Status Commit(std::vector<ChunkRecord>* out);
+
+  // Drops the chunks and hints that wait (the stream failed).
+  void Discard();
+
+  // The next sizes the index holds for `fingerprint`; with a `key`, a
+  // non-empty answer is also put in the cache's entry of that key.
+  absl::StatusOr<std::vector<uint32_t>> NextSizes(
+      const std::string& fingerprint, const HintCache::Key* key);
+
+  // Chunks committed so far.
+  uint64_t committed() const { return committed_; }
+  // Whether the last chunk committed was new.
+  bool last_is_new() const { return last_is_new_; }
+  // With hints: the fingerprint of the last chunk added.
+  const std::string& last_fingerprint() const { return last_fp_; }
+
+ private:
+  // Learns the hint that `cut` teaches about the chunk before it, and
+  // remembers `cut` as that chunk for the next.
+  void Learn(const CutChunk& cut);
+  // Inserts the waiting chunks and moves their records to *out.
+  absl::Status Insert(std::vector<ChunkRecord>* out);
+  // Records the hints learned since the last batch.
+  absl::Status RecordLearned();
+  // Caches the duplicates among the unkeyed chunks of the batch whose
+  // records start at `first` in `records`.
+  void CacheDuplicates(const std::vector<ChunkRecord>& records, size_t first);
+
+  const Options options_;
+  StreamTotals* const totals_;
+  std::vector<ChunkRecord> pending_;
+  // Pending chunks without a cache key (with a cache): their place in
+  // pending_ and their bytes, to cache those that are duplicates.
+  struct Unkeyed {
+    size_t index;
+    absl::string_view bytes;
+  };
+  std::vector<Unkeyed> unkeyed_;
+  std::vector<index::NextSize> learned_;
+  uint64_t committed_ = 0;
+  bool last_is_new_ = false;
+  // The last chunk added (with hints): its fingerprint and cache key.
+  bool has_last_ = false;
+  std::string last_fp_;
+  bool last_keyed_ = false;
+  HintCache::Key last_key_;
+};
+
+}  // namespace chunkd::pipeline
+
+#endif  // CHUNKD_PIPELINE_INDEX_STAGE_H_

@@ -1,0 +1,236 @@
+#include "pipeline/index_stage.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "index/memory_index.h"
+#include "pipeline/rapid_cdc.h"
+
+namespace chunkd::pipeline {
+namespace {
+
+// Forwards to a MemoryIndex and logs each write: "insert@<first position>"
+// (or "insert" without a token) and "record:<hints>"; fails every Insert
+// while `fail` is set.
+class LoggingIndex final : public index::FingerprintIndex {
+ public:
+  absl::string_view backend() const override { return "test"; }
+  absl::StatusOr<std::vector<bool>> Lookup(
+      absl::string_view ns, absl::Span<const std::string> fps) override {
+    return inner.Lookup(ns, fps);
+  }
+  using FingerprintIndex::Insert;
+  absl::StatusOr<std::vector<index::InsertResult>> Insert(
+      absl::string_view ns, absl::Span<const index::InsertEntry> entries,
+      const index::WriteToken* token) override {
+    if (fail) return absl::UnavailableError("down");
+    log.push_back(token == nullptr ? "insert"
+                                   : token->stream_id + "@" +
+                                         std::to_string(token->first_position));
+    return inner.Insert(ns, entries, token);
+  }
+  absl::StatusOr<std::vector<uint64_t>> Release(
+      absl::string_view ns, absl::Span<const std::string> fps,
+      const index::WriteToken* token) override {
+    return inner.Release(ns, fps, token);
+  }
+  absl::Status RecordNextSizes(absl::string_view ns, absl::string_view key,
+                               absl::Span<const index::NextSize> h) override {
+    log.push_back("record:" + std::to_string(h.size()));
+    return inner.RecordNextSizes(ns, key, h);
+  }
+  absl::StatusOr<std::vector<std::vector<uint32_t>>> NextSizes(
+      absl::string_view ns, absl::string_view key,
+      absl::Span<const std::string> fps) override {
+    return inner.NextSizes(ns, key, fps);
+  }
+
+  index::MemoryIndex inner;
+  std::vector<std::string> log;
+  bool fail = false;
+};
+
+// Chunks over `data` at the given ends, fingerprinted as their bytes.
+std::vector<CutChunk> Cuts(const std::string& data,
+                           const std::vector<size_t>& ends) {
+  std::vector<CutChunk> cuts;
+  size_t at = 0;
+  for (size_t end : ends) {
+    CutChunk& c = cuts.emplace_back();
+    c.offset = at;
+    c.bytes = absl::string_view(data).substr(at, end - at);
+    c.fingerprint = "fp:" + std::string(c.bytes);
+    at = end;
+  }
+  return cuts;
+}
+
+IndexStage::Options Options(index::FingerprintIndex* index) {
+  IndexStage::Options o;
+  o.index = index;
+  o.ns = "ns";
+  return o;
+}
+
+TEST(IndexStageTest, CommitSaysWhichChunksAreNew) {
+  LoggingIndex idx;
+  StreamTotals totals;
+  IndexStage stage(Options(&idx), &totals);
+  const std::string data = "aaaabbbbbbaaaa";
+  std::vector<CutChunk> cuts = Cuts(data, {4, 10, 14});
+  stage.Add(absl::MakeSpan(cuts));
+  EXPECT_EQ(stage.pending(), 3u);
+  EXPECT_TRUE(idx.log.empty()) << "Add waits for Commit";
+  std::vector<ChunkRecord> out;
+  ASSERT_TRUE(stage.Commit(&out).ok());
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_TRUE(out[0].is_new);
+  EXPECT_TRUE(out[1].is_new);
+  EXPECT_FALSE(out[2].is_new);
+  EXPECT_EQ(out[1].offset, 4u);
+  EXPECT_EQ(out[1].length, 6u);
+  EXPECT_EQ(out[1].fingerprint, "fp:bbbbbb");
+  EXPECT_EQ(totals.unique_chunks, 2u);
+  EXPECT_EQ(totals.unique_bytes, 10u);
+  EXPECT_EQ(stage.committed(), 3u);
+  EXPECT_FALSE(stage.last_is_new());
+  EXPECT_EQ(stage.pending(), 0u);
+  EXPECT_EQ(idx.log, std::vector<std::string>({"insert"}));
+  ASSERT_TRUE(stage.Commit(&out).ok());
+  EXPECT_EQ(idx.log.size(), 1u) << "nothing waits: no call";
+}
+
+// Each batch's token starts at the ordinal of its first chunk.
+TEST(IndexStageTest, WriteTokensCarryChunkOrdinals) {
+  LoggingIndex idx;
+  StreamTotals totals;
+  IndexStage::Options o = Options(&idx);
+  o.stream_id = "stream-1";
+  IndexStage stage(o, &totals);
+  const std::string data = "abcdefghij";
+  std::vector<CutChunk> first = Cuts(data, {1, 2, 3});
+  std::vector<CutChunk> second = Cuts(data, {5, 10});
+  std::vector<ChunkRecord> out;
+  stage.Add(absl::MakeSpan(first));
+  ASSERT_TRUE(stage.Commit(&out).ok());
+  stage.Add(absl::MakeSpan(second));
+  ASSERT_TRUE(stage.Commit(&out).ok());
+  EXPECT_EQ(idx.log, std::vector<std::string>({"stream-1@0", "stream-1@3"}));
+}
+
+// With hints, each learnable chunk teaches the size that followed the chunk
+// before it, recorded after the batch's Insert; NextSizes reads it back.
+TEST(IndexStageTest, LearnsHintsAndRecordsThemAfterTheInsert) {
+  LoggingIndex idx;
+  StreamTotals totals;
+  IndexStage::Options o = Options(&idx);
+  o.params_key = "params";
+  IndexStage stage(o, &totals);
+  const std::string data = "AAAABBBBBBCCC";
+  std::vector<CutChunk> cuts = Cuts(data, {4, 10, 13});
+  cuts[2].learnable = false;  // e.g. cut by the stream's end
+  stage.Add(absl::MakeSpan(cuts));
+  EXPECT_EQ(stage.last_fingerprint(), "fp:CCC");
+  auto before = stage.NextSizes("fp:AAAA", nullptr);
+  ASSERT_TRUE(before.ok());
+  EXPECT_TRUE(before->empty()) << "not recorded before the commit";
+  std::vector<ChunkRecord> out;
+  ASSERT_TRUE(stage.Commit(&out).ok());
+  EXPECT_EQ(idx.log, std::vector<std::string>({"insert", "record:1"}));
+  auto a = stage.NextSizes("fp:AAAA", nullptr);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, std::vector<uint32_t>({EncodeHint(6, 'B')}));
+  auto b = stage.NextSizes("fp:BBBBBB", nullptr);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->empty());
+}
+
+// A failed Insert drops the batch and what it taught.
+TEST(IndexStageTest, FailedInsertDropsTheBatch) {
+  LoggingIndex idx;
+  StreamTotals totals;
+  IndexStage::Options o = Options(&idx);
+  o.params_key = "params";
+  IndexStage stage(o, &totals);
+  const std::string data = "AAAABBBB";
+  std::vector<CutChunk> cuts = Cuts(data, {4, 8});
+  stage.Add(absl::MakeSpan(cuts));
+  idx.fail = true;
+  std::vector<ChunkRecord> out;
+  EXPECT_EQ(stage.Commit(&out).code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(stage.pending(), 0u);
+  idx.fail = false;
+  ASSERT_TRUE(stage.Commit(&out).ok());
+  EXPECT_TRUE(idx.log.empty());
+  EXPECT_EQ(stage.committed(), 0u);
+}
+
+TEST(IndexStageTest, DiscardDropsWhatWaits) {
+  LoggingIndex idx;
+  StreamTotals totals;
+  IndexStage stage(Options(&idx), &totals);
+  const std::string data = "AAAABBBB";
+  std::vector<CutChunk> cuts = Cuts(data, {4, 8});
+  stage.Add(absl::MakeSpan(cuts));
+  stage.Discard();
+  EXPECT_EQ(stage.pending(), 0u);
+  std::vector<ChunkRecord> out;
+  ASSERT_TRUE(stage.Commit(&out).ok());
+  EXPECT_TRUE(out.empty());
+  EXPECT_TRUE(idx.log.empty());
+}
+
+// With a hint cache: duplicates among the chunks without a key are cached
+// once the batch is in; the cache learns what followed keyed chunks, and
+// takes the sizes NextSizes reads for a key.
+TEST(IndexStageTest, TeachesTheHintCache) {
+  LoggingIndex idx;
+  StreamTotals totals;
+  HintCache cache(64);
+  IndexStage::Options o = Options(&idx);
+  o.params_key = "params";
+  o.cache = &cache;
+  o.scope = cache.ScopeOf("ns", "params");
+  IndexStage stage(o, &totals);
+  const std::string sha_a(32, 'a');
+  const std::string data = "AAAABBBBBB";
+  std::vector<ChunkRecord> out;
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<CutChunk> cuts = Cuts(data, {4, 10});
+    cuts[0].fingerprint = sha_a;
+    stage.Add(absl::MakeSpan(cuts));
+    ASSERT_TRUE(stage.Commit(&out).ok());
+    // New the first time: not cached; a duplicate the second: cached.
+    const auto entry = cache.Get(cache.KeyOf(o.scope, "AAAA"));
+    EXPECT_EQ(entry.has_value(), pass == 1) << pass;
+  }
+
+  // Keyed chunks: the cache learns the size that followed.
+  const HintCache::Key key_a = cache.KeyOf(o.scope, "AAAA");
+  std::vector<CutChunk> keyed = Cuts(data, {4, 10});
+  keyed[0].fingerprint = sha_a;
+  for (CutChunk& c : keyed) {
+    c.keyed = true;
+    c.key = cache.KeyOf(o.scope, c.bytes);
+  }
+  stage.Add(absl::MakeSpan(keyed));
+  const auto learned = cache.Get(key_a);
+  ASSERT_TRUE(learned.has_value());
+  ASSERT_EQ(learned->num_sizes, 1);
+  EXPECT_EQ(learned->sizes[0], EncodeHint(6, 'B'));
+  ASSERT_TRUE(stage.Commit(&out).ok());
+
+  // What the index answers for a key lands in its entry.
+  cache.SetSizes(key_a, {});
+  auto sizes = stage.NextSizes(sha_a, &key_a);
+  ASSERT_TRUE(sizes.ok());
+  ASSERT_FALSE(sizes->empty());
+  const auto read = cache.Get(key_a);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->num_sizes, sizes->size());
+}
+
+}  // namespace
+}  // namespace chunkd::pipeline
