@@ -156,7 +156,7 @@ bench-rapid: build
 
 bench-index: build
 	@mkdir -p $(BENCH_DIR)
-	$(BUILD_DIR)/server/index/index_bench $(INDEX_BENCH_ARGS) \
+	$(BUILD_DIR)/server/bench/index_bench $(INDEX_BENCH_ARGS) \
 	  | tee $(BENCH_DIR)/index.txt
 
 bench-dedup: build $(VENV_STAMP)

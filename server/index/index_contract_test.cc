@@ -20,7 +20,7 @@
 #include "index/memory_index.h"
 
 #ifdef CHUNKD_WITH_REDIS
-#include "index/redis_process.h"
+#include "support/redis_process.h"
 #endif
 
 namespace chunkd::index {

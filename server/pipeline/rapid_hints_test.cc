@@ -17,7 +17,7 @@
 #include "index/fingerprint_index.h"
 #include "pipeline/stream_pipeline.h"
 #ifdef CHUNKD_WITH_REDIS
-#include "index/redis_process.h"
+#include "support/redis_process.h"
 #endif
 
 namespace chunkd::pipeline {

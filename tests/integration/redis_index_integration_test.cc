@@ -5,7 +5,7 @@
 // back from Redis directly, not through the index.
 //
 // Every server is started by this test on free 127.0.0.1 ports in its own
-// temporary directory and dies with the test (see index/redis_process.h).
+// temporary directory and dies with the test (see tests/support/redis_process.h).
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -26,7 +26,7 @@
 #include "index/redis_cluster.h"
 #include "index/redis_config.h"
 #include "index/redis_index.h"
-#include "index/redis_process.h"
+#include "support/redis_process.h"
 
 namespace chunkd::index {
 namespace {

@@ -11,8 +11,8 @@
 //
 // Thread safety: not thread-safe; one owner drives a process. DirectRedis is
 // one connection, for one thread.
-#ifndef CHUNKD_INDEX_REDIS_PROCESS_H_
-#define CHUNKD_INDEX_REDIS_PROCESS_H_
+#ifndef CHUNKD_TESTS_SUPPORT_REDIS_PROCESS_H_
+#define CHUNKD_TESTS_SUPPORT_REDIS_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -130,4 +130,4 @@ class RedisClusterProcesses {
 
 }  // namespace chunkd::index::testing
 
-#endif  // CHUNKD_INDEX_REDIS_PROCESS_H_
+#endif  // CHUNKD_TESTS_SUPPORT_REDIS_PROCESS_H_

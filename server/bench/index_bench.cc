@@ -43,7 +43,7 @@
 #include "index/fingerprint_index.h"
 #include "index/redis_connection.h"
 #include "index/redis_index.h"
-#include "index/redis_process.h"
+#include "support/redis_process.h"
 
 ABSL_FLAG(std::string, redis, "",
           "host:port of a Redis to measure (its database 0 is flushed); "

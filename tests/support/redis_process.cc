@@ -1,4 +1,4 @@
-#include "index/redis_process.h"
+#include "support/redis_process.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
