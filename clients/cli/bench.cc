@@ -22,10 +22,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "bench/harness.h"
 #include "chunkd/chunker.h"
 #include "chunking/executor.h"
 #include "chunking/kernels/kernels.h"
+#include "workload/harness.h"
 
 namespace chunkd::cli {
 namespace {
@@ -186,7 +186,7 @@ absl::StatusOr<BenchConfig> BenchConfigFromArgs(const ParsedArgs& args) {
     return s;
   }
   if (absl::Status s =
-          ParseFlag(args, "dataset", bench::ParseDataset, &config.dataset);
+          ParseFlag(args, "dataset", workload::ParseDataset, &config.dataset);
       !s.ok()) {
     return s;
   }
@@ -241,7 +241,7 @@ class BenchRun {
 };
 
 absl::Status BenchRun::Run() {
-  data_ = bench::MakeDataset(config_.dataset, config_.size);
+  data_ = workload::MakeDataset(config_.dataset, config_.size);
   PrintHeader();
   MakeExecutors();
   MeasureCeilings();
@@ -271,8 +271,8 @@ void BenchRun::PrintHeader() {
   Print(absl::StrFormat(
       "chunkctl bench: %d bytes of %s data (seed %d); backends %s; strategy "
       "%s\n",
-      data_.size(), bench::DatasetName(config_.dataset), bench::kBenchSeed,
-      names.empty() ? "none" : absl::StrJoin(names, ", "),
+      data_.size(), workload::DatasetName(config_.dataset),
+      workload::kBenchSeed, names.empty() ? "none" : absl::StrJoin(names, ", "),
       chunking::StrategyName(config_.strategy)));
   if (!config_.skipped.empty()) {
     Print(
@@ -303,8 +303,8 @@ void BenchRun::MeasureCeilings() {
   std::vector<std::string> ceiling_text;
   for (size_t n : ceiling_threads) {
     const double best = TimeBest(config_.seconds, [&] {
-      sink =
-          bench::SumWordsParallel(ExecutorFor(n), data_.data(), data_.size());
+      sink = workload::SumWordsParallel(ExecutorFor(n), data_.data(),
+                                        data_.size());
       return true;
     });
     ceiling_[n] = GigabytesPerSecond(data_.size(), best);
@@ -317,7 +317,7 @@ void BenchRun::MeasureCeilings() {
 
 // The reference's row, then every backend x thread count's.
 absl::Status BenchRun::RunAlgorithm(Algorithm algorithm) {
-  const chunking::ChunkerOptions options = bench::BenchOptions(algorithm);
+  const chunking::ChunkerOptions options = workload::BenchOptions(algorithm);
   const std::string alg(chunking::AlgorithmName(algorithm));
   std::vector<Chunk> want;
   const double ref_seconds = TimeBest(config_.seconds, [&] {
@@ -360,7 +360,7 @@ absl::Status BenchRun::RunEngine(const chunking::ChunkerOptions& options,
       failure = got.status();
       return false;
     }
-    check = bench::CompareChunks(want, *got);
+    check = workload::CompareChunks(want, *got);
     return check.ok();
   });
   if (!failure.ok()) return failure;

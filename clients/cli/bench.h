@@ -1,7 +1,7 @@
 // `chunkctl bench`: the chunking benchmark of `make bench`, interactively.
 //
 // For each algorithm (with the parameters of the chunking targets,
-// bench::BenchOptions) it times the scalar reference, ReferenceChunks, then
+// workload::BenchOptions) it times the scalar reference, ReferenceChunks, then
 // FastChunks with every selected kernel on every selected thread count, over
 // the same in-memory dataset (server/bench/harness.h), and prints one row per
 // measurement as soon as it is done: GB/s, the ratio to the reference, the
@@ -22,10 +22,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "bench/harness.h"
 #include "chunkd/chunker.h"
 #include "chunking/kernels/kernels.h"
 #include "clients/cli/args.h"
+#include "workload/harness.h"
 
 namespace chunkd::cli {
 
@@ -49,9 +49,9 @@ struct BenchConfig {
   // --strategy: the engine's strategy. Default auto.
   chunking::Strategy strategy = chunking::Strategy::kAuto;
   // --dataset random|versioned. Default random.
-  bench::Dataset dataset = bench::Dataset::kRandom;
+  workload::Dataset dataset = workload::Dataset::kRandom;
   // --size BYTES. Default 64 MiB.
-  size_t size = bench::kDefaultBenchSize;
+  size_t size = workload::kDefaultBenchSize;
   // --seconds S: how long each measurement repeats; the fastest run counts.
   // At least one run. Default 1.
   double seconds = 1.0;

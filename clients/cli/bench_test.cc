@@ -66,7 +66,7 @@ TEST(BenchConfigTest, Defaults) {
   ASSERT_FALSE(config->threads.empty());
   EXPECT_EQ(config->threads[0], 1u);
   EXPECT_EQ(config->strategy, chunking::Strategy::kAuto);
-  EXPECT_EQ(config->dataset, bench::Dataset::kRandom);
+  EXPECT_EQ(config->dataset, workload::Dataset::kRandom);
   EXPECT_EQ(config->size, size_t{64} << 20);
   EXPECT_EQ(config->seconds, 1.0);
 }
@@ -83,7 +83,7 @@ TEST(BenchConfigTest, ParsesEveryFlag) {
   EXPECT_STREQ(config->kernels[0]->name, "scalar");
   EXPECT_THAT(config->threads, ElementsAre(2u, 1u));
   EXPECT_EQ(config->strategy, chunking::Strategy::kTwoStage);
-  EXPECT_EQ(config->dataset, bench::Dataset::kVersioned);
+  EXPECT_EQ(config->dataset, workload::Dataset::kVersioned);
   EXPECT_EQ(config->size, 1000u);
   EXPECT_EQ(config->seconds, 0.25);
 }

@@ -63,11 +63,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "bench/harness.h"
 #include "chunkd/chunker.h"
 #include "chunking/executor.h"
 #include "chunking/fastcdc.h"
 #include "chunking/kernels/kernels.h"
+#include "workload/harness.h"
 
 namespace chunkd::bench {
 namespace {
@@ -78,8 +78,9 @@ using chunking::Strategy;
 
 struct Flags {
   std::vector<size_t> threads = {1, 2};
-  size_t size = kDefaultBenchSize;
-  std::vector<Dataset> datasets = {Dataset::kRandom, Dataset::kVersioned};
+  size_t size = workload::kDefaultBenchSize;
+  std::vector<workload::Dataset> datasets = {workload::Dataset::kRandom,
+                                             workload::Dataset::kVersioned};
   std::vector<Strategy> strategies = {Strategy::kAuto, Strategy::kTwoStage,
                                       Strategy::kSequentialScan,
                                       Strategy::kReference};
@@ -94,21 +95,21 @@ Flags& GetFlags() {
 // any timed loop) and kept for the whole run.
 class Fixtures {
  public:
-  static const std::vector<uint8_t>& Data(Dataset dataset) {
+  static const std::vector<uint8_t>& Data(workload::Dataset dataset) {
     auto& slot = Instance().data_[dataset];
     if (slot == nullptr) {
       slot = std::make_unique<std::vector<uint8_t>>(
-          MakeDataset(dataset, GetFlags().size));
+          workload::MakeDataset(dataset, GetFlags().size));
     }
     return *slot;
   }
 
   static const std::vector<Chunk>& Reference(Algorithm algorithm,
-                                             Dataset dataset) {
+                                             workload::Dataset dataset) {
     auto& slot = Instance().reference_[{algorithm, dataset}];
     if (slot == nullptr) {
-      slot = std::make_unique<std::vector<Chunk>>(
-          chunking::ReferenceChunks(BenchOptions(algorithm), Data(dataset)));
+      slot = std::make_unique<std::vector<Chunk>>(chunking::ReferenceChunks(
+          workload::BenchOptions(algorithm), Data(dataset)));
     }
     return *slot;
   }
@@ -119,8 +120,9 @@ class Fixtures {
     return *fixtures;
   }
 
-  std::map<Dataset, std::unique_ptr<std::vector<uint8_t>>> data_;
-  std::map<std::pair<Algorithm, Dataset>, std::unique_ptr<std::vector<Chunk>>>
+  std::map<workload::Dataset, std::unique_ptr<std::vector<uint8_t>>> data_;
+  std::map<std::pair<Algorithm, workload::Dataset>,
+           std::unique_ptr<std::vector<Chunk>>>
       reference_;
 };
 
@@ -138,13 +140,13 @@ void Finish(benchmark::State& state, size_t bytes, size_t chunks) {
 }
 
 void BM_Reference(benchmark::State& state, Algorithm algorithm,
-                  Dataset dataset) {
+                  workload::Dataset dataset) {
   const std::vector<uint8_t>& data = Fixtures::Data(dataset);
   const std::vector<Chunk>& want = Fixtures::Reference(algorithm, dataset);
-  const chunking::ChunkerOptions options = BenchOptions(algorithm);
+  const chunking::ChunkerOptions options = workload::BenchOptions(algorithm);
   for (auto _ : state) {
     std::vector<Chunk> got = chunking::ReferenceChunks(options, data);
-    if (absl::Status s = CompareChunks(want, got); !s.ok()) {
+    if (absl::Status s = workload::CompareChunks(want, got); !s.ok()) {
       state.SkipWithError(std::string(s.message()).c_str());
       break;
     }
@@ -153,9 +155,9 @@ void BM_Reference(benchmark::State& state, Algorithm algorithm,
   Finish(state, data.size(), want.size());
 }
 
-void BM_Fast(benchmark::State& state, Algorithm algorithm, Dataset dataset,
-             const chunking::kernels::Kernel* kernel, Strategy strategy,
-             size_t threads) {
+void BM_Fast(benchmark::State& state, Algorithm algorithm,
+             workload::Dataset dataset, const chunking::kernels::Kernel* kernel,
+             Strategy strategy, size_t threads) {
   if (!kernel->supported()) {
     state.SkipWithError(
         absl::StrCat(kernel->name, ": not supported by this CPU or OS")
@@ -166,7 +168,7 @@ void BM_Fast(benchmark::State& state, Algorithm algorithm, Dataset dataset,
   }
   const std::vector<uint8_t>& data = Fixtures::Data(dataset);
   const std::vector<Chunk>& want = Fixtures::Reference(algorithm, dataset);
-  const chunking::ChunkerOptions options = BenchOptions(algorithm);
+  const chunking::ChunkerOptions options = workload::BenchOptions(algorithm);
   std::unique_ptr<chunking::Executor> executor = MakeExecutor(threads);
   chunking::EngineOptions engine;
   engine.kernel = kernel;
@@ -187,7 +189,7 @@ void BM_Fast(benchmark::State& state, Algorithm algorithm, Dataset dataset,
       state.SkipWithError(std::string(got.status().message()).c_str());
       break;
     }
-    if (absl::Status s = CompareChunks(want, *got); !s.ok()) {
+    if (absl::Status s = workload::CompareChunks(want, *got); !s.ok()) {
       state.SkipWithError(
           absl::StrCat(kernel->name,
                        " differs from the reference: ", s.message())
@@ -206,7 +208,8 @@ void BM_Fast(benchmark::State& state, Algorithm algorithm, Dataset dataset,
 // costs over FastChunks on the whole buffer.
 constexpr size_t kStreamPiece = size_t{1} << 20;
 
-void BM_Stream(benchmark::State& state, Algorithm algorithm, Dataset dataset,
+void BM_Stream(benchmark::State& state, Algorithm algorithm,
+               workload::Dataset dataset,
                const chunking::kernels::Kernel* kernel, size_t threads) {
   if (!kernel->supported()) {
     state.SkipWithError(
@@ -218,7 +221,7 @@ void BM_Stream(benchmark::State& state, Algorithm algorithm, Dataset dataset,
   }
   const std::vector<uint8_t>& data = Fixtures::Data(dataset);
   const std::vector<Chunk>& want = Fixtures::Reference(algorithm, dataset);
-  const chunking::ChunkerOptions options = BenchOptions(algorithm);
+  const chunking::ChunkerOptions options = workload::BenchOptions(algorithm);
   std::unique_ptr<chunking::Executor> executor = MakeExecutor(threads);
   chunking::EngineOptions engine;
   engine.kernel = kernel;
@@ -243,7 +246,7 @@ void BM_Stream(benchmark::State& state, Algorithm algorithm, Dataset dataset,
           &got);
     }
     (*chunker)->Finish(&got);
-    if (absl::Status s = CompareChunks(want, got); !s.ok()) {
+    if (absl::Status s = workload::CompareChunks(want, got); !s.ok()) {
       state.SkipWithError(absl::StrCat(kernel->name,
                                        " stream differs from the reference: ",
                                        s.message())
@@ -272,7 +275,7 @@ class Stage1Runner {
         block_(block),
         s_(chunking::kernels::BitmapWords(block)),
         l_(chunking::kernels::BitmapWords(block)) {
-    const chunking::ChunkerOptions options = BenchOptions(algorithm);
+    const chunking::ChunkerOptions options = workload::BenchOptions(algorithm);
     if (algorithm == Algorithm::kFastCdc) {
       const chunking::FastCdcCutter cutter(
           options.min_size, options.avg_size, options.max_size,
@@ -328,7 +331,8 @@ class Stage1Runner {
   std::vector<uint64_t> l_;
 };
 
-void BM_Stage1(benchmark::State& state, Algorithm algorithm, Dataset dataset,
+void BM_Stage1(benchmark::State& state, Algorithm algorithm,
+               workload::Dataset dataset,
                const chunking::kernels::Kernel* kernel, size_t block) {
   if (!kernel->supported()) {
     state.SkipWithError(
@@ -354,13 +358,14 @@ void BM_Stage1(benchmark::State& state, Algorithm algorithm, Dataset dataset,
                           static_cast<int64_t>(data.size()));
 }
 
-void BM_SumWords(benchmark::State& state, Dataset dataset, size_t threads) {
+void BM_SumWords(benchmark::State& state, workload::Dataset dataset,
+                 size_t threads) {
   const std::vector<uint8_t>& data = Fixtures::Data(dataset);
   std::unique_ptr<chunking::Executor> executor = MakeExecutor(threads);
-  const uint64_t want = SumWords(data.data(), data.size());
+  const uint64_t want = workload::SumWords(data.data(), data.size());
   for (auto _ : state) {
     const uint64_t sum =
-        SumWordsParallel(executor.get(), data.data(), data.size());
+        workload::SumWordsParallel(executor.get(), data.data(), data.size());
     benchmark::DoNotOptimize(sum);
     if (sum != want) {
       state.SkipWithError("parallel sum differs from the sequential one");
@@ -371,12 +376,14 @@ void BM_SumWords(benchmark::State& state, Dataset dataset, size_t threads) {
                           static_cast<int64_t>(data.size()));
 }
 
-void BM_MemCopy(benchmark::State& state, Dataset dataset, size_t threads) {
+void BM_MemCopy(benchmark::State& state, workload::Dataset dataset,
+                size_t threads) {
   const std::vector<uint8_t>& data = Fixtures::Data(dataset);
   std::unique_ptr<chunking::Executor> executor = MakeExecutor(threads);
   std::vector<uint8_t> copy(data.size());
   for (auto _ : state) {
-    CopyParallel(executor.get(), copy.data(), data.data(), data.size());
+    workload::CopyParallel(executor.get(), copy.data(), data.data(),
+                           data.size());
     benchmark::ClobberMemory();
   }
   if (std::memcmp(copy.data(), data.data(), data.size()) != 0) {
@@ -392,8 +399,8 @@ void Configure(benchmark::internal::Benchmark* b) {
 
 void RegisterAll() {
   const Flags& flags = GetFlags();
-  for (Dataset dataset : flags.datasets) {
-    const std::string ds(DatasetName(dataset));
+  for (workload::Dataset dataset : flags.datasets) {
+    const std::string ds(workload::DatasetName(dataset));
     for (size_t threads : flags.threads) {
       Configure(benchmark::RegisterBenchmark(
           absl::StrCat("ceiling/sum64/", ds, "/threads:", threads).c_str(),
@@ -405,8 +412,8 @@ void RegisterAll() {
   }
   for (Algorithm algorithm : chunking::AllAlgorithms()) {
     const std::string alg(chunking::AlgorithmName(algorithm));
-    for (Dataset dataset : flags.datasets) {
-      const std::string ds(DatasetName(dataset));
+    for (workload::Dataset dataset : flags.datasets) {
+      const std::string ds(workload::DatasetName(dataset));
       Configure(benchmark::RegisterBenchmark(
           absl::StrCat("chunk/", alg, "/", ds, "/reference/reference/threads:1")
               .c_str(),
@@ -498,7 +505,7 @@ bool ParseOwnFlags(int* argc, char** argv) {
     } else if (value_of("datasets", &value)) {
       flags.datasets.clear();
       for (absl::string_view word : absl::StrSplit(value, ',')) {
-        absl::StatusOr<Dataset> d = ParseDataset(word);
+        absl::StatusOr<workload::Dataset> d = workload::ParseDataset(word);
         if (!d.ok()) {
           std::fprintf(stderr, "--datasets: %s\n",
                        std::string(d.status().message()).c_str());
@@ -540,7 +547,8 @@ void AddContext() {
                               chunking::kernels::BestKernel().name);
   benchmark::AddCustomContext("chunkd_bytes_per_dataset",
                               absl::StrCat(GetFlags().size));
-  benchmark::AddCustomContext("chunkd_seed", absl::StrCat(kBenchSeed));
+  benchmark::AddCustomContext("chunkd_seed",
+                              absl::StrCat(workload::kBenchSeed));
 }
 
 }  // namespace

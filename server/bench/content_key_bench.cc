@@ -40,12 +40,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "bench/best_rate_reporter.h"
-#include "bench/datagen.h"
-#include "bench/harness.h"
 #include "fingerprint/content_key.h"
+#include "workload/datagen.h"
+#include "workload/harness.h"
 
 namespace chunkd::bench {
 namespace {
@@ -61,7 +61,7 @@ size_t& BufferSize() {
 
 const std::vector<uint8_t>& Buffer() {
   static const std::vector<uint8_t> bytes =
-      RandomBytes(BufferSize(), kBenchSeed);
+      workload::RandomBytes(BufferSize(), workload::kBenchSeed);
   return bytes;
 }
 
@@ -138,7 +138,8 @@ void BM_Sha256(benchmark::State& state, size_t input_size) {
 
 void BM_SumWords(benchmark::State& state) {
   for (auto _ : state) {
-    benchmark::DoNotOptimize(SumWords(Buffer().data(), Buffer().size()));
+    benchmark::DoNotOptimize(
+        workload::SumWords(Buffer().data(), Buffer().size()));
   }
   SetBytes(state);
 }

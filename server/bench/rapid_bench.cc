@@ -19,11 +19,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "bench/datagen.h"
-#include "bench/harness.h"
 #include "chunking/executor.h"
 #include "index/fingerprint_index.h"
 #include "pipeline/stream_pipeline.h"
+#include "workload/datagen.h"
+#include "workload/harness.h"
 
 ABSL_FLAG(std::string, tests, "all",
           "which runs beside hints off (always run, the baseline): all, or a "
@@ -136,17 +136,18 @@ int main(int argc, char** argv) {
        {size_t{absl::GetFlag(FLAGS_edits)}, size_t{base / 2048}}) {
     if (wanted.count(modifications == base / 2048 ? "low" : "high") == 0)
       continue;
-    chunkd::bench::VersionedOptions v;
+    chunkd::workload::VersionedOptions v;
     v.base_size = base;
     v.versions = absl::GetFlag(FLAGS_versions);
     v.modifications = modifications;
     v.seed = 2026;
-    datasets.push_back({absl::StrFormat("versioned, %d edits/version", modifications),
-                        chunkd::bench::GenerateVersioned(v).versions});
+    datasets.push_back(
+        {absl::StrFormat("versioned, %d edits/version", modifications),
+         chunkd::workload::GenerateVersioned(v).versions});
   }
   if (wanted.count("unique") != 0) {
     datasets.push_back(
-        {"unique random", {chunkd::bench::RandomBytes(base * 2, 99)}});
+        {"unique random", {chunkd::workload::RandomBytes(base * 2, 99)}});
   }
 
   const Config tests[] = {
@@ -200,7 +201,7 @@ int main(int argc, char** argv) {
   }
   std::fputs(table.c_str(), stdout);
   const std::string markdown = absl::GetFlag(FLAGS_markdown);
-  if (!markdown.empty() && !chunkd::bench::WriteTextFile(markdown, table)) {
+  if (!markdown.empty() && !chunkd::workload::WriteTextFile(markdown, table)) {
     std::fprintf(stderr, "cannot write %s\n", markdown.c_str());
     return 1;
   }

@@ -26,10 +26,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
-#include "bench/datagen.h"
-#include "bench/harness.h"
-#include "chunking/kernels/kernels.h"
 #include "chunkd/v1/chunkd.grpc.pb.h"
+#include "chunking/kernels/kernels.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -38,6 +36,8 @@
 #include "pipeline/worker_pool.h"
 #include "service/allocator.h"
 #include "service/chunk_service.h"
+#include "workload/datagen.h"
+#include "workload/harness.h"
 
 ABSL_FLAG(uint64_t, stream_bytes, uint64_t{64} << 20,
           "bytes each stream sends");
@@ -377,7 +377,7 @@ int main(int argc, char** argv) {
 
   // Messages per stream: distinct random data, so Dedup sees new chunks.
   const std::vector<uint8_t> random =
-      chunkd::bench::RandomBytes(w.stream_bytes * w.streams, 7);
+      chunkd::workload::RandomBytes(w.stream_bytes * w.streams, 7);
   w.data.assign(random.begin(), random.end());
   Run best[kConfigs][2];
   const uint32_t repetitions = std::max(1u, absl::GetFlag(FLAGS_repetitions));
@@ -387,7 +387,7 @@ int main(int argc, char** argv) {
       Table(best, (*kernel)->name, threads, w, repetitions, malloc_setup);
   std::fputs(table.c_str(), stdout);
   const std::string markdown = absl::GetFlag(FLAGS_markdown);
-  if (!markdown.empty() && !chunkd::bench::WriteTextFile(markdown, table)) {
+  if (!markdown.empty() && !chunkd::workload::WriteTextFile(markdown, table)) {
     std::fprintf(stderr, "cannot write %s\n", markdown.c_str());
     return 1;
   }

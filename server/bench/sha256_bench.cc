@@ -25,7 +25,6 @@
 //   --group_bytes=BYTES  bytes per Sha256Many call (default 262144)
 // `make bench-sha256` runs this.
 #include <benchmark/benchmark.h>
-
 #include <openssl/sha.h>
 
 #include <algorithm>
@@ -43,13 +42,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/types/span.h"
 #include "bench/best_rate_reporter.h"
-#include "bench/datagen.h"
-#include "bench/harness.h"
 #include "fingerprint/sha256_mb.h"
+#include "workload/datagen.h"
+#include "workload/harness.h"
 
 namespace chunkd::bench {
 namespace {
@@ -81,8 +80,8 @@ const Data& GetData(const std::string& name) {
   auto it = cache.find(name);
   if (it != cache.end()) return it->second;
   Data& d = cache[name];
-  d.bytes = RandomBytes(GetFlags().size, kBenchSeed);
-  std::mt19937_64 rng(kBenchSeed);
+  d.bytes = workload::RandomBytes(GetFlags().size, workload::kBenchSeed);
+  std::mt19937_64 rng(workload::kBenchSeed);
   std::vector<absl::string_view> group;
   size_t group_bytes = 0;
   for (size_t at = 0; at < d.bytes.size();) {
@@ -142,7 +141,8 @@ void BM_Sha256(benchmark::State& state, const Sha256Backend* backend,
 void BM_SumWords(benchmark::State& state, std::string dataset) {
   const Data& d = GetData(dataset);
   for (auto _ : state) {
-    benchmark::DoNotOptimize(SumWords(d.bytes.data(), d.bytes.size()));
+    benchmark::DoNotOptimize(
+        workload::SumWords(d.bytes.data(), d.bytes.size()));
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(d.bytes.size()));

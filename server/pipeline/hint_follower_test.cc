@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/datagen.h"
 #include "gtest/gtest.h"
 #include "index/memory_index.h"
+#include "workload/datagen.h"
 
 namespace chunkd::pipeline {
 namespace {
@@ -108,19 +108,19 @@ void ExpectReference(const Stream& run, const std::vector<uint8_t>& data) {
   }
 }
 
-bench::VersionedDataset Versions() {
-  bench::VersionedOptions v;
+workload::VersionedDataset Versions() {
+  workload::VersionedOptions v;
   v.base_size = size_t{1} << 20;
   v.versions = 2;
   v.modifications = 10;
   v.seed = 7;
-  return bench::GenerateVersioned(v);
+  return workload::GenerateVersioned(v);
 }
 
 // New data goes through the chunker; an edited version mostly through the
 // hints, and the chunks are the reference's all the same.
 TEST(HintFollowerTest, FollowsHintsThroughEditedVersionsExactly) {
-  const bench::VersionedDataset data = Versions();
+  const workload::VersionedDataset data = Versions();
   index::MemoryIndex idx;
   const Stream base = Follow(&idx, data.versions[0], 65536);
   ExpectReference(base, data.versions[0]);
@@ -140,11 +140,11 @@ TEST(HintFollowerTest, FollowsHintsThroughEditedVersionsExactly) {
 // Duplicate data followed by new data: the hints run out and a chunker
 // takes over, exactly where the reference would cut.
 TEST(HintFollowerTest, HandsNewDataBackToTheChunker) {
-  const bench::VersionedDataset data = Versions();
+  const workload::VersionedDataset data = Versions();
   index::MemoryIndex idx;
   Follow(&idx, data.versions[0], 1 << 20);
   std::vector<uint8_t> mixed = data.versions[0];
-  const std::vector<uint8_t> fresh = bench::RandomBytes(1 << 20, 99);
+  const std::vector<uint8_t> fresh = workload::RandomBytes(1 << 20, 99);
   mixed.insert(mixed.end(), fresh.begin(), fresh.end());
   const Stream run = Follow(&idx, mixed, 100000);
   ExpectReference(run, mixed);
@@ -159,7 +159,7 @@ TEST(HintFollowerTest, HandsNewDataBackToTheChunker) {
 
 // With a hint cache the chain takes fingerprints from it.
 TEST(HintFollowerTest, TakesFingerprintsFromTheCache) {
-  const bench::VersionedDataset data = Versions();
+  const workload::VersionedDataset data = Versions();
   index::MemoryIndex idx;
   HintCache cache(1 << 14);
   Follow(&idx, data.versions[0], 65536, &cache);

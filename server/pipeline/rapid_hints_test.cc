@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "bench/datagen.h"
 #include "chunking/executor.h"
 #include "gtest/gtest.h"
 #include "index/fingerprint_index.h"
 #include "pipeline/stream_pipeline.h"
+#include "workload/datagen.h"
 #ifdef CHUNKD_WITH_REDIS
 #include "support/redis_process.h"
 #endif
@@ -71,13 +71,13 @@ Stream Dedup(index::FingerprintIndex* idx, const std::string& ns,
   return s;
 }
 
-bench::VersionedDataset Versions() {
-  bench::VersionedOptions v;
+workload::VersionedDataset Versions() {
+  workload::VersionedOptions v;
   v.base_size = size_t{3} << 20;
   v.versions = 4;
   v.modifications = 30;
   v.seed = 42;
-  return bench::GenerateVersioned(v);
+  return workload::GenerateVersioned(v);
 }
 
 class RapidHintsTest : public ::testing::TestWithParam<std::string> {
@@ -137,7 +137,7 @@ void ExpectSameRecords(const Stream& hinted, const Stream& plain,
 // and the records equal those of plain Dedup, for several message splits;
 // from the third version on the hint cache gives most fingerprints.
 TEST_P(RapidHintsTest, FfRwtFptIsExactOnVersionedData) {
-  const bench::VersionedDataset data = Versions();
+  const workload::VersionedDataset data = Versions();
   chunking::ThreadPoolExecutor pool(2);
   HintCache cache(1 << 16);
   const size_t pieces[] = {1 << 20, 4093, 0, 65536, 0};
@@ -180,7 +180,7 @@ TEST_P(RapidHintsTest, FfRwtFptIsExactOnVersionedData) {
 // gets no fingerprint from it (no tenant learns what another stored), and
 // its records are still exact.
 TEST_P(RapidHintsTest, CacheIsNotSharedBetweenNamespaces) {
-  const bench::VersionedDataset data = Versions();
+  const workload::VersionedDataset data = Versions();
   chunking::ThreadPoolExecutor pool(2);
   HintCache cache(1 << 16);
   for (size_t v = 0; v < 3; ++v) {
@@ -212,7 +212,7 @@ TEST_P(RapidHintsTest, CacheIsNotSharedBetweenNamespaces) {
 // Hints are keyed by the chunking parameters: a stream with other parameters
 // in the same namespace never uses them, and stays exact.
 TEST_P(RapidHintsTest, HintsOfOtherParametersAreNotUsed) {
-  const bench::VersionedDataset data = Versions();
+  const workload::VersionedDataset data = Versions();
   Dedup(with_hints_.get(), "ns", HintTest::kFFRWTFPT, data.versions[0], 1 << 20);
   PipelineOptions o;
   o.chunking = Params();
@@ -236,7 +236,7 @@ TEST_P(RapidHintsTest, HintsOfOtherParametersAreNotUsed) {
 // The inexact tests still produce a valid chunking of every byte with true
 // fingerprints; how far their boundaries move is reported.
 TEST_P(RapidHintsTest, InexactTestsCoverEveryByte) {
-  const bench::VersionedDataset data = Versions();
+  const workload::VersionedDataset data = Versions();
   for (HintTest test : {HintTest::kFF, HintTest::kFFMT, HintTest::kFFRWT}) {
     auto idx = index::CreateIndex("memory");
     ASSERT_TRUE(idx.ok());

@@ -1,4 +1,4 @@
-#include "bench/datagen.h"
+#include "workload/datagen.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace chunkd::bench {
+namespace chunkd::workload {
 namespace {
 
 using ::testing::ElementsAre;
@@ -181,4 +181,4 @@ TEST(VersionedTest, EditKindsAndEdgeCases) {
 }
 
 }  // namespace
-}  // namespace chunkd::bench
+}  // namespace chunkd::workload

@@ -19,14 +19,14 @@
 //
 // Thread safety: the generators are values with no shared state; one object,
 // one thread at a time. The free functions are thread-safe.
-#ifndef CHUNKD_BENCH_DATAGEN_H_
-#define CHUNKD_BENCH_DATAGEN_H_
+#ifndef CHUNKD_WORKLOAD_DATAGEN_H_
+#define CHUNKD_WORKLOAD_DATAGEN_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-namespace chunkd::bench {
+namespace chunkd::workload {
 
 // SplitMix64 (Steele, Lea and Flood, OOPSLA 2014; Vigna's C version): used to
 // expand a 64-bit seed into a xoshiro state. Every seed, 0 included, is fine.
@@ -134,6 +134,6 @@ struct VersionedDataset {
 // REQUIRES: options.modification_size >= 1.
 VersionedDataset GenerateVersioned(const VersionedOptions& options);
 
-}  // namespace chunkd::bench
+}  // namespace chunkd::workload
 
-#endif  // CHUNKD_BENCH_DATAGEN_H_
+#endif  // CHUNKD_WORKLOAD_DATAGEN_H_

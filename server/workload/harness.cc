@@ -1,4 +1,4 @@
-#include "bench/harness.h"
+#include "workload/harness.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -12,11 +12,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "bench/datagen.h"
 #include "chunkd/chunker.h"
 #include "chunking/executor.h"
+#include "workload/datagen.h"
 
-namespace chunkd::bench {
+namespace chunkd::workload {
 
 using chunking::Algorithm;
 using chunking::Chunk;
@@ -157,4 +157,4 @@ void CopyParallel(chunking::Executor* executor, uint8_t* dst,
   });
 }
 
-}  // namespace chunkd::bench
+}  // namespace chunkd::workload

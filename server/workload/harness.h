@@ -7,8 +7,8 @@
 // Benchmarks); nothing here times anything.
 //
 // Thread safety: pure functions; the parallel ones run on the given Executor.
-#ifndef CHUNKD_BENCH_HARNESS_H_
-#define CHUNKD_BENCH_HARNESS_H_
+#ifndef CHUNKD_WORKLOAD_HARNESS_H_
+#define CHUNKD_WORKLOAD_HARNESS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +22,7 @@
 #include "chunkd/chunker.h"
 #include "chunking/executor.h"
 
-namespace chunkd::bench {
+namespace chunkd::workload {
 
 // The seed of every benchmark dataset.
 inline constexpr uint64_t kBenchSeed = 42;
@@ -83,6 +83,6 @@ void CopyParallel(chunking::Executor* executor, uint8_t* dst,
 // The pieces the parallel loops above use: 1 MiB.
 inline constexpr size_t kCeilingPiece = size_t{1} << 20;
 
-}  // namespace chunkd::bench
+}  // namespace chunkd::workload
 
-#endif  // CHUNKD_BENCH_HARNESS_H_
+#endif  // CHUNKD_WORKLOAD_HARNESS_H_

@@ -1,4 +1,4 @@
-#include "bench/harness.h"
+#include "workload/harness.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -6,13 +6,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "bench/datagen.h"
 #include "chunkd/chunker.h"
 #include "chunking/executor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "workload/datagen.h"
 
-namespace chunkd::bench {
+namespace chunkd::workload {
 namespace {
 
 using chunking::Algorithm;
@@ -113,4 +113,4 @@ TEST(CeilingTest, ParallelEqualsSequential) {
 }
 
 }  // namespace
-}  // namespace chunkd::bench
+}  // namespace chunkd::workload

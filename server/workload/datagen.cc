@@ -1,4 +1,4 @@
-#include "bench/datagen.h"
+#include "workload/datagen.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-namespace chunkd::bench {
+namespace chunkd::workload {
 
 Xoshiro256::Xoshiro256(uint64_t seed) {
   SplitMix64 expand(seed);
@@ -122,4 +122,4 @@ VersionedDataset GenerateVersioned(const VersionedOptions& options) {
   return dataset;
 }
 
-}  // namespace chunkd::bench
+}  // namespace chunkd::workload
