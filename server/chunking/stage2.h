@@ -32,7 +32,8 @@
 // crc32. The window is stream-global, so the bitmap bit of position p is the
 // candidate test itself; the chunk ends after the first candidate at or after
 // offset min - 1, else at min(avail, max). The hash at a candidate is the CRC
-// of the 256-byte window ending there, recomputed once per chunk.
+// of the 256-byte window ending there, recomputed once per chunk
+// (Crc32WindowAt, crc32.h).
 //
 // seqcdc. The authors' state machine reads two facts per byte — greater or
 // less than the previous byte — which are the gt/lt bitmaps; "supporting"
@@ -63,6 +64,8 @@
 #include <cstdint>
 #include <type_traits>
 #include <utility>
+
+#include "chunking/crc32.h"
 
 namespace chunkd::chunking::stage2 {
 
@@ -268,11 +271,6 @@ struct Crc32Params {
   size_t min_size = 0;
   size_t max_size = 0;
 };
-
-// The window CRC at chunk[p], given `context` readable bytes before chunk
-// (fewer than kCrc32WindowSize - 1 only where the stream starts). Defined in
-// engine.cc with crc32.h's tables.
-uint32_t Crc32WindowAt(const uint8_t* chunk, size_t p, size_t context);
 
 // REQUIRES: chunk[-min(context, 255), min(avail, max_size)) readable; source
 // covers [chunk_pos + min_size - 1, chunk_pos + min(avail, max_size)) with
