@@ -1,6 +1,6 @@
 // The avx512 kernels. This translation unit alone is compiled with the
 // AVX-512 flags (CMakeLists.txt); kernels.cc calls it only after checking
-// the CPU and OS (backends.h lists the features).
+// the CPU and OS for the features those flags enable (kRequiredFeatures).
 //
 // seqcdc and crc32 are the generic bodies over the primitives of simd.h.
 // fastcdc has its own algorithm here, described at FastCdcLanes.
@@ -168,7 +168,7 @@ __attribute__((noinline, cold)) void ScatterHits(
 
 template <int G, bool kSparse>
 void FastCdcLanes(const LaneGeometry& geo, const GearPlanes& planes,
-                  const GearArgs& params, uint64_t* hits_s, uint64_t* hits_l) {
+                  const GearParams& params, uint64_t* hits_s, uint64_t* hits_l) {
   const Vec order = LoadIndex(kLaneOrder);
   const Vec two = _mm512_set1_epi64(2);
   const Vec ms = _mm512_set1_epi64(static_cast<long long>(params.mask_s));
@@ -309,7 +309,7 @@ void FastCdcLanes(const LaneGeometry& geo, const GearPlanes& planes,
 
 template <int G>
 void FastCdcLanesDispatch(const LaneGeometry& geo, const GearPlanes& planes,
-                          const GearArgs& params, uint64_t* hits_s,
+                          const GearParams& params, uint64_t* hits_s,
                           uint64_t* hits_l) {
   if (PopCount64(params.mask_s & params.mask_l) >= kSparseMinBits) {
     FastCdcLanes<G, true>(geo, planes, params, hits_s, hits_l);
@@ -321,7 +321,7 @@ void FastCdcLanesDispatch(const LaneGeometry& geo, const GearPlanes& planes,
 }  // namespace
 
 void FastCdc(const uint8_t* data, size_t begin, size_t end,
-             const GearArgs& params, uint64_t* hits_s, uint64_t* hits_l) {
+             const GearParams& params, uint64_t* hits_s, uint64_t* hits_l) {
   if (begin >= end) return;
   const uint64_t any = params.mask_s | params.mask_l;
   const int top_bit = any == 0 ? -1 : 63 - __builtin_clzll(any);
@@ -362,6 +362,9 @@ void SeqCdc(const uint8_t* data, size_t begin, size_t end, uint64_t* gt,
             uint64_t* lt) {
   SeqCdcGeneric(data, begin, end, gt, lt);
 }
+
+// What the CPU and OS must offer before this unit's code runs (backends.h).
+const uint32_t kRequiredFeatures = kCompiledFeatures;
 
 }  // namespace chunkd::chunking::kernels::avx512
 

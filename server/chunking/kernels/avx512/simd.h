@@ -3,8 +3,8 @@
 // the one translation unit compiled with the AVX-512 flags.
 //
 // Uses F, BW (byte compares, vpmovb2m), DQ (kmovb), VBMI (vpermb,
-// vpermi2b), IFMA (vpmadd52luq, in avx512.cc) and GFNI (gf2p8affineqb);
-// backends.h lists them for the CPU check.
+// vpermi2b), IFMA (vpmadd52luq, in avx512.cc) and GFNI (gf2p8affineqb):
+// the flags of kernels/CMakeLists.txt, which the CPU check follows.
 //
 // Thread safety: pure functions.
 #ifndef CHUNKD_CHUNKING_KERNELS_AVX512_SIMD_H_
