@@ -652,7 +652,7 @@ TEST(EnginePlanTest, ValidatesEngineOptions) {
   EXPECT_EQ(plan->window_size, size_t{8} << 20);
 }
 
-// The automatic choice follows the measured rule of engine.cc.
+// The automatic choice follows the measured rule of engine.h.
 TEST(EnginePlanTest, AutomaticStrategyFollowsTheMeasuredRule) {
   ThreadPoolExecutor two(2);
   const auto chosen = [&](Algorithm algorithm, const kernels::Kernel* kernel,
