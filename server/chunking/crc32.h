@@ -44,6 +44,9 @@ uint32_t Crc32Roll(uint32_t crc, uint8_t out, uint8_t in);
 // fewer than kCrc32WindowSize - 1 only where the stream starts.
 uint32_t Crc32WindowAt(const uint8_t* chunk, size_t p, size_t context);
 
+// The crc32 cut function of the definition above, rolling the window CRC
+// byte by byte. Thread safety: immutable; Cut may run on any number of
+// threads. No defaults: the parameters are the validated options'.
 class Crc32Cutter final : public Cutter {
  public:
   // REQUIRES: the parameters pass ValidateOptions (avg a power of two,

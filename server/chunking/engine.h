@@ -6,7 +6,10 @@
 // Three strategies, one answer. All return exactly ReferenceChunks(): stage 1
 // is a kernel (kernels/kernels.h) that turns bytes into per-position
 // predicate bitmaps, stage 2 (stage2.h) turns bitmaps into cut points with the
-// reference cutter's rules.
+// reference cutter's rules. Everything particular to an algorithm — its
+// kernel function, its selector, its reference cutter, its block sizes and
+// its automatic choice — is its strategy (strategies/strategy.h); the
+// engine's code is the same for all of them.
 //
 //   two-stage   A pipeline without rounds or barriers. The input ahead of
 //               the bits computed so far is cut into segments on the word
@@ -93,10 +96,6 @@
 // 1.94x at quiet moments, about 1.7x under a load average of 5, against
 // 1.46-1.48x for the old rounds in the same sessions); speculative segments
 // scale about 1.9x.
-//
-// Thread safety: an Engine is not thread-safe (it keeps the bitmap window of
-// one stream); it calls the Executor, which may run stage-1 segments on other
-// threads while the calling thread takes part and waits.
 #ifndef CHUNKD_CHUNKING_ENGINE_H_
 #define CHUNKD_CHUNKING_ENGINE_H_
 
@@ -116,6 +115,12 @@
 
 namespace chunkd::chunking {
 
+// Cuts one stream's chunks as its EnginePlan says (the header comment above),
+// with the algorithm's strategy (strategies/strategy.h) and the plan's
+// kernel. Built by Create only, every setting resolved there (PlanEngine).
+// Thread safety: not thread-safe — one stream, one thread at a time; it
+// keeps that stream's bitmaps. The Executor runs parts of a call on other
+// threads while the calling thread takes part and waits.
 class Engine {
  public:
   // A view of part of the stream: data[0] is stream byte `offset`. The

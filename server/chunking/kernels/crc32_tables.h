@@ -29,6 +29,8 @@ namespace chunkd::chunking::kernels {
 // Bytes in the rolling window, the current byte included.
 inline constexpr size_t kCrcWindow = 256;
 
+// The tables of one rolling step (above) in every form a kernel uses them.
+// Immutable constants (kCrcTables); default: all zero.
 struct CrcTables {
   uint32_t byte[256];  // T
   uint32_t out[256];   // OUT

@@ -41,7 +41,8 @@
 
 namespace chunkd::chunking::kernels {
 
-// FastCDC's Gear parameters: the seeded one-byte table and the two masks.
+// FastCDC's Gear parameters: the seeded one-byte table and the two masks. A
+// plain value; default: no table, both masks 0.
 struct GearParams {
   const uint64_t* gear = nullptr;  // 256 entries, seed already applied
   uint64_t mask_s = 0;

@@ -20,7 +20,10 @@
 
 namespace chunkd::chunking::kernels {
 
-// One backend: an instruction set's stage-1 functions.
+// One backend: an instruction set's stage-1 functions. The table's entries
+// are constant and every function is pure, so a Kernel may be used from any
+// thread. No defaults: kernels come from AllKernels() and FindKernel()
+// (tests build their own, e.g. wrapping another's functions).
 struct Kernel {
   // "scalar", "avx2", "avx512": the folder, namespace, flag value and metric
   // label of this instruction set (kernels/CMakeLists.txt lists them).

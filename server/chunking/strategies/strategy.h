@@ -1,7 +1,15 @@
 // The engine's interface to one chunking algorithm (engine.h runs it). Every
 // algorithm has a strategy in strategies/<algorithm>_strategy.cc, created by
-// NewStrategy from the table in strategies/registry.cc; adding an algorithm
-// to the engine is its file and a row there.
+// NewStrategy from the table in strategies/registry.cc.
+//
+// Adding an algorithm to the engine, once its specification exists (the
+// Algorithm, its options and its reference Cutter): a file
+// strategies/<algorithm>_strategy.cc defining the factory its registry row
+// names, the row, and the file in CMakeLists.txt. With a stage 1, the file's
+// class derives from SelectorStrategy, its kernel function is a row of
+// CHUNKD_KERNEL_FUNCTIONS (kernels/functions.h) with a body in every backend,
+// and its selector goes to stage2.h; without, it derives from
+// AlgorithmStrategy (as fixed does).
 //
 // What the engine asks of an algorithm:
 //   - for every algorithm, the sequential-only path: Cut() gives a chunk's
@@ -15,10 +23,6 @@
 //     from blocks computed on demand (sequential scan; bit_sources.h).
 // Besides, each says which of the engine's strategies is fastest with a
 // kernel (AutoStrategy) and how long the sequential scan's blocks are.
-//
-// Thread safety: a strategy is immutable after construction; all its
-// methods may be called from any number of threads (the engine's helper
-// engines share one).
 #ifndef CHUNKD_CHUNKING_STRATEGIES_STRATEGY_H_
 #define CHUNKD_CHUNKING_STRATEGIES_STRATEGY_H_
 
@@ -35,7 +39,8 @@
 
 namespace chunkd::chunking {
 
-// A chunk to cut: its first byte and where it lies.
+// A chunk to cut: its first byte and where it lies. A plain value; default:
+// no bytes.
 struct ChunkView {
   const uint8_t* data = nullptr;  // the chunk's first byte
   uint64_t pos = 0;               // its stream position
@@ -46,8 +51,13 @@ struct ChunkView {
 };
 
 // Sequential-scan block lengths, multiples of 64 in [256, kMaxBlock]. A
-// kernel call has a fixed cost and the bits computed past the cut are
-// wasted, so blocks follow where the cut is likely.
+// kernel call has a fixed cost (the avx512 fastcdc kernel builds its lookup
+// planes and warms 8-16 lanes up by 48 bytes; crc32 warms every lane up by
+// 256 bytes) and the bits computed past the cut are wasted, so blocks follow
+// where the cut is likely. With each block the engine prefetches the bytes up
+// to `prefetch` past it, where the scan goes next: the next block, the next
+// chunk's min offset, or where a SeqCDC jump lands. A plain value; default:
+// all 0 (an algorithm without stage 1 has none).
 struct BlockSizes {
   size_t first = 0;     // a chunk's first block
   size_t then = 0;      // the next ones, doubling
@@ -65,7 +75,10 @@ inline constexpr size_t kPrefetchAhead = size_t{16} << 10;
 
 class BitmapStrategy;
 
-// One algorithm as the engine runs it. Default: none (abstract).
+// One algorithm as the engine runs it: the sequential-only path, and the two
+// stages when it has them. Thread safety: immutable after construction; every
+// method may be called from any number of threads at once (an engine's
+// helpers share its strategy). Abstract: NewStrategy makes them.
 class AlgorithmStrategy {
  public:
   AlgorithmStrategy(const AlgorithmStrategy&) = delete;
@@ -96,7 +109,8 @@ class AlgorithmStrategy {
 
 // An algorithm whose cut points follow from per-position candidate bitmaps:
 // stage 1 computes them with a kernel, stage 2 selects the cuts from them.
-// Derive from SelectorStrategy below. Default: none (abstract).
+// Thread safety: as AlgorithmStrategy. Abstract: derive from SelectorStrategy
+// below.
 class BitmapStrategy : public AlgorithmStrategy {
  public:
   const BitmapStrategy* two_stage() const final { return this; }
@@ -130,7 +144,8 @@ class BitmapStrategy : public AlgorithmStrategy {
   const BlockSizes block_sizes_;
 };
 
-// A BitmapStrategy whose stage 2 is one template for both sources:
+// A BitmapStrategy whose stage 2 is one template for both sources (thread
+// safety: as AlgorithmStrategy):
 //   template <class Source>
 //   stage2::Cut Derived::SelectFrom(const ChunkView&, Source&) const;
 // which the overrides call directly, so that the source's Get inlines into

@@ -105,6 +105,8 @@ inline void GtLt64(const uint8_t* cur, uint64_t* gt, uint64_t* lt) {
 inline constexpr size_t kCrcLanes = 64;
 using CrcLaneBits = uint64_t;
 
+// The constants of one Crc32Lanes call, as vectors (MakeCrcConsts). A plain
+// value on the caller's stack; no defaults.
 struct CrcConsts {
   Vec byte_affine[4];  // byte j of T[x]
   Vec out_affine[4];   // byte j of OUT[x]
