@@ -1,6 +1,6 @@
 // Stage 2 of the two-stage engine (SS-CDC; DESIGN.md §3): per-algorithm
 // selectors that find a chunk's cut point from the stage-1 bitmaps
-// (chunking/kernels/kernels.h) and return exactly what the reference cutter
+// (chunking/kernels/functions.h) and return exactly what the reference cutter
 // (fastcdc.h, crc32.h, seqcdc.h) returns — length and hash.
 //
 // A selector sees the chunk's bytes and a bit source: Get(which, pos) returns
@@ -76,7 +76,7 @@ struct Cut {
   uint64_t hash = 0;
 };
 
-// Which bitmap a source returns: kernels.h fills, in this order,
+// Which bitmap a source returns: functions.h fills, in this order,
 // (hits_s, hits_l), (hits), (gt, lt).
 inline constexpr int kFirst = 0;
 inline constexpr int kSecond = 1;
@@ -215,7 +215,7 @@ struct FastCdcParams {
   uint64_t mask_l = 0;
   const uint64_t* gear = nullptr;  // 256 entries, seeded
 
-  // The Gear hash of the 64 bytes ending at `last` (W(p) of kernels.h).
+  // The Gear hash of the 64 bytes ending at `last` (W(p) of functions.h).
   uint64_t Window64(const uint8_t* last) const {
     uint64_t h = 0;
     for (const uint8_t* b = last - 63; b <= last; ++b) h = (h << 1) + gear[*b];

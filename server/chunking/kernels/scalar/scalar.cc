@@ -1,4 +1,4 @@
-// The scalar kernels: the definitions of kernels.h, one position after the
+// The scalar kernels: the definitions of functions.h, one position after the
 // other. They are the reference of the differential tests, so they stay the
 // plain rolling loops of the definitions — clear first, fast second (bits
 // are collected a word at a time in registers).
