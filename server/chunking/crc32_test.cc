@@ -63,8 +63,8 @@ TEST(Crc32Test, RollingEqualsDirectWindowCrcEverywhere) {
 // fewer only where the stream starts).
 TEST(Crc32Test, WindowAtEqualsDirectWindowCrc) {
   const Bytes data = testing::RandomBytes(4096, 33);
-  for (size_t s : {size_t{0}, size_t{1}, size_t{100}, size_t{255},
-                   size_t{256}, size_t{1000}}) {
+  for (size_t s : {size_t{0}, size_t{1}, size_t{100}, size_t{255}, size_t{256},
+                   size_t{1000}}) {
     const size_t context = std::min<size_t>(s, 256);
     for (size_t p = 0; s + p < data.size(); ++p) {
       ASSERT_EQ(Crc32WindowAt(data.data() + s, p, context),

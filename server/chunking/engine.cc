@@ -181,9 +181,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     const ChunkerOptions& options, const EngineOptions& engine) {
   absl::StatusOr<Resolved> r = Resolve(options, engine);
   if (!r.ok()) return r.status();
-  return std::unique_ptr<Engine>(new Engine(std::move(r->strategy),
-                                            std::move(r->plan), r->kernel,
-                                            engine.executor));
+  return std::unique_ptr<Engine>(new Engine(
+      std::move(r->strategy), std::move(r->plan), r->kernel, engine.executor));
 }
 
 Engine::Engine(std::shared_ptr<const AlgorithmStrategy> strategy,

@@ -38,8 +38,8 @@ struct Backend {
 
 #define CHUNKD_KERNEL_FUNCTION_OF(Function, member, parameters, name) \
   &name::Function,
-#define CHUNKD_KERNEL_BACKEND(name)                                        \
-  Backend{Kernel{#name, &Supported<&name::kRequiredFeatures>,              \
+#define CHUNKD_KERNEL_BACKEND(name)                                         \
+  Backend{Kernel{#name, &Supported<&name::kRequiredFeatures>,               \
                  CHUNKD_KERNEL_FUNCTIONS(CHUNKD_KERNEL_FUNCTION_OF, name)}, \
           &name::kRequiredFeatures},
 // Best first: BestKernel() takes the first supported one.

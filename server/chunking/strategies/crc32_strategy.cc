@@ -44,8 +44,8 @@ class Crc32Strategy final : public SelectorStrategy<Crc32Strategy> {
     return CutWith(cutter_, chunk);
   }
 
-  void Stage1(const kernels::Kernel& kernel, const uint8_t* data,
-              size_t begin, size_t end, uint64_t* first,
+  void Stage1(const kernels::Kernel& kernel, const uint8_t* data, size_t begin,
+              size_t end, uint64_t* first,
               uint64_t* /*second*/) const override {
     kernel.crc32(data, begin, end, mask_, first);
   }

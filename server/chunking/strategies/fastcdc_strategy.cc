@@ -50,9 +50,8 @@ class FastCdcStrategy final : public SelectorStrategy<FastCdcStrategy> {
     return CutWith(cutter_, chunk);
   }
 
-  void Stage1(const kernels::Kernel& kernel, const uint8_t* data,
-              size_t begin, size_t end, uint64_t* first,
-              uint64_t* second) const override {
+  void Stage1(const kernels::Kernel& kernel, const uint8_t* data, size_t begin,
+              size_t end, uint64_t* first, uint64_t* second) const override {
     kernel.fastcdc(data, begin, end, gear_, first, second);
   }
 

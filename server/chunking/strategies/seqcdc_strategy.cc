@@ -45,9 +45,8 @@ class SeqCdcStrategy final : public SelectorStrategy<SeqCdcStrategy> {
     return CutWith(cutter_, chunk);
   }
 
-  void Stage1(const kernels::Kernel& kernel, const uint8_t* data,
-              size_t begin, size_t end, uint64_t* first,
-              uint64_t* second) const override {
+  void Stage1(const kernels::Kernel& kernel, const uint8_t* data, size_t begin,
+              size_t end, uint64_t* first, uint64_t* second) const override {
     kernel.seqcdc(data, begin, end, first, second);
   }
 

@@ -153,12 +153,10 @@ class BitmapStrategy : public AlgorithmStrategy {
 template <class Derived>
 class SelectorStrategy : public BitmapStrategy {
  public:
-  stage2::Cut Select(const ChunkView& chunk,
-                     WindowSource& source) const final {
+  stage2::Cut Select(const ChunkView& chunk, WindowSource& source) const final {
     return static_cast<const Derived&>(*this).SelectFrom(chunk, source);
   }
-  stage2::Cut Select(const ChunkView& chunk,
-                     BlockSource& source) const final {
+  stage2::Cut Select(const ChunkView& chunk, BlockSource& source) const final {
     return static_cast<const Derived&>(*this).SelectFrom(chunk, source);
   }
 

@@ -239,10 +239,10 @@ struct LaneMasks {
 // Sparse: 8 steps of group g from lane step `step` on, with one branch.
 // `clear` keeps the lanes whose shared bits were nonzero at every step so
 // far: one masked vptestmq per step, no separate OR of per-step masks.
-CHUNKD_INLINE void SparseSteps(const LaneGeometry& geo, const GearPlanes& planes,
-                               const LaneMasks& m, int g, size_t step,
-                               const Vec q[8], Vec idx, Vec* w,
-                               uint64_t* hits_s, uint64_t* hits_l) {
+CHUNKD_INLINE void SparseSteps(const LaneGeometry& geo,
+                               const GearPlanes& planes, const LaneMasks& m,
+                               int g, size_t step, const Vec q[8], Vec idx,
+                               Vec* w, uint64_t* hits_s, uint64_t* hits_l) {
   const Vec two = _mm512_set1_epi64(2);
   const Vec w0 = *w;
   __mmask8 clear = 0xFF;
@@ -258,8 +258,8 @@ CHUNKD_INLINE void SparseSteps(const LaneGeometry& geo, const GearPlanes& planes
 
 // Dense: 8 steps, their lane masks stored at kbits[8k..8k+7], rows of each
 // qword in reverse order for the bit transpose.
-CHUNKD_INLINE void DenseSteps(const LaneMasks& m, int k, const Vec q[8],
-                              Vec* w, uint8_t* kbits_s, uint8_t* kbits_l) {
+CHUNKD_INLINE void DenseSteps(const LaneMasks& m, int k, const Vec q[8], Vec* w,
+                              uint8_t* kbits_s, uint8_t* kbits_l) {
   const Vec two = _mm512_set1_epi64(2);
   for (int s = 0; s < 8; ++s) {
     *w = _mm512_madd52lo_epu64(q[s], *w, two);
@@ -307,7 +307,8 @@ CHUNKD_INLINE void StoreDenseWords(const LaneGeometry& geo, int g, size_t b,
 
 template <int G, bool kSparse>
 void FastCdcLanes(const LaneGeometry& geo, const GearPlanes& planes,
-                  const GearParams& params, uint64_t* hits_s, uint64_t* hits_l) {
+                  const GearParams& params, uint64_t* hits_s,
+                  uint64_t* hits_l) {
   LaneMasks m;
   m.s = _mm512_set1_epi64(static_cast<long long>(params.mask_s));
   m.l = _mm512_set1_epi64(static_cast<long long>(params.mask_l));
@@ -353,8 +354,8 @@ void FastCdcLanes(const LaneGeometry& geo, const GearPlanes& planes,
     }
     if (kSparse) continue;
     for (int g = 0; g < G; ++g) {
-      StoreDenseWords(geo, g, b, kbits_s[g], kbits_l[g], &prev_s[g],
-                      &prev_l[g], hits_s, hits_l);
+      StoreDenseWords(geo, g, b, kbits_s[g], kbits_l[g], &prev_s[g], &prev_l[g],
+                      hits_s, hits_l);
     }
   }
 }
