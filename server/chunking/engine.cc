@@ -15,7 +15,6 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "chunkd/chunker.h"
-#include "chunking/bit_sources.h"
 #include "chunking/cutter.h"
 #include "chunking/executor.h"
 #include "chunking/kernels/kernels.h"

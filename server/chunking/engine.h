@@ -107,7 +107,6 @@
 
 #include "absl/status/statusor.h"
 #include "chunkd/chunker.h"
-#include "chunking/bit_sources.h"
 #include "chunking/executor.h"
 #include "chunking/kernels/kernels.h"
 #include "chunking/stage2.h"

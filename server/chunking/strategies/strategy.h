@@ -20,24 +20,33 @@
 //     position, so segments run on any thread — and its stage 2, Select(),
 //     which cuts a chunk sequentially from those bitmaps with the
 //     reference's rules (stage2.h), from the ring (two-stage strategy) or
-//     from blocks computed on demand (sequential scan; bit_sources.h).
+//     from blocks computed on demand (sequential scan), the two bit sources
+//     defined below.
 // Besides, each says which of the engine's strategies is fastest with a
 // kernel (AutoStrategy) and how long the sequential scan's blocks are.
 #ifndef CHUNKD_CHUNKING_STRATEGIES_STRATEGY_H_
 #define CHUNKD_CHUNKING_STRATEGIES_STRATEGY_H_
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "chunkd/chunker.h"
-#include "chunking/bit_sources.h"
 #include "chunking/cutter.h"
 #include "chunking/kernels/kernels.h"
 #include "chunking/stage2.h"
 
 namespace chunkd::chunking {
+
+// Stage-1 bitmaps per position at most: stage2::kFirst and kSecond.
+inline constexpr int kMaxBitmaps = 2;
+
+// The longest block the sequential scan computes (its scratch bitmaps are
+// sized for it).
+inline constexpr size_t kMaxBlock = size_t{64} << 10;
 
 // A chunk to cut: its first byte and where it lies. A plain value; default:
 // no bytes.
@@ -74,6 +83,8 @@ inline size_t ClampBlock(size_t n) {
 inline constexpr size_t kPrefetchAhead = size_t{16} << 10;
 
 class BitmapStrategy;
+class WindowSource;
+class BlockSource;
 
 // One algorithm as the engine runs it: the sequential-only path, and the two
 // stages when it has them. Thread safety: immutable after construction; every
@@ -142,6 +153,118 @@ class BitmapStrategy : public AlgorithmStrategy {
  private:
   const int bitmaps_;
   const BlockSizes block_sizes_;
+};
+
+// The two-stage strategy's source: a view of the engine's ring of bitmap
+// words, in which position origin + 64 g + b is bit b of word g & mask.
+//
+// Thread safety: reads only; valid while the engine's ring is neither grown
+// nor rewritten under the positions stage 2 reads.
+class WindowSource {
+ public:
+  // words[k]: bitmap k's ring (unused entries may be null).
+  WindowSource(uint64_t origin, uint64_t mask,
+               const std::array<const uint64_t*, kMaxBitmaps>& words)
+      : origin_(origin), mask_(mask), words_(words) {}
+
+  uint64_t Get(int which, uint64_t pos) const {
+    const uint64_t rel = pos - origin_;
+    const uint64_t g = rel / 64;
+    const unsigned b = static_cast<unsigned>(rel % 64);
+    const uint64_t* w = words_[which];
+    const uint64_t lo = w[g & mask_];
+    if (b == 0) return lo;
+    return (lo >> b) | (w[(g + 1) & mask_] << (64 - b));
+  }
+
+  uint64_t FindFirst(int which, uint64_t lo, uint64_t hi) const {
+    return stage2::FindFirstInWords(words_[which], mask_, origin_, lo, hi);
+  }
+
+ private:
+  const uint64_t origin_;
+  const uint64_t mask_;
+  const std::array<const uint64_t*, kMaxBitmaps> words_;
+};
+
+// The sequential scan's current block: the bitmaps of stream positions
+// [begin, end), kept from one chunk to the next. Empty while begin > end.
+// Default: empty, no scratch (the engine sizes `bits` for kMaxBlock).
+struct ScanBlock {
+  std::array<std::vector<uint64_t>, kMaxBitmaps> bits;
+  uint64_t begin = 1;
+  uint64_t end = 0;
+};
+
+// The sequential strategy's source: a block computed where the selector
+// asks, growing while the chunk goes on. The block outlives the chunk: when
+// the next chunk's scan starts inside it — short chunks, e.g. crc32 on zeros
+// — it is used again instead of paying another kernel call.
+//
+// Thread safety: not thread-safe; it writes the engine's ScanBlock.
+class BlockSource {
+ public:
+  // The input is data[0, size), stream positions [offset, offset + size);
+  // the chunk's bits are never needed at or past hard_end.
+  BlockSource(const BitmapStrategy& strategy, const kernels::Kernel& kernel,
+              ScanBlock* block, const uint8_t* data, uint64_t offset,
+              size_t size, uint64_t hard_end)
+      : strategy_(strategy),
+        kernel_(kernel),
+        block_(*block),
+        data_(data),
+        offset_(offset),
+        size_(size),
+        hard_end_(hard_end),
+        next_(strategy.block_sizes().first) {}
+
+  uint64_t Get(int which, uint64_t pos) {
+    // Bits past the chunk's hard end are never looked at.
+    const uint64_t need = std::min(pos + 64, hard_end_);
+    if (pos < block_.begin || need > block_.end) Refill(pos);
+    return stage2::BitsAt(block_.bits[which].data(),
+                          static_cast<size_t>(pos - block_.begin));
+  }
+
+ private:
+  // Computes the block that starts at `pos`. Inline, as Get, so that the
+  // selector's loop keeps it.
+  void Refill(uint64_t pos) {
+    const BlockSizes& sizes = strategy_.block_sizes();
+    // A scan that jumped past the block starts over with short blocks; one
+    // that ran off its end continues with longer ones.
+    if (pos > block_.end + 64) next_ = sizes.first;
+    const uint64_t end = std::min(hard_end_, pos + next_);
+    next_ = next_ == sizes.first ? sizes.then : std::min(2 * next_, kMaxBlock);
+    const size_t words = kernels::BitmapWords(static_cast<size_t>(end - pos));
+    // The block's bytes and what follows, fetched from memory before the
+    // kernel reads them: the scan jumps (min_size at every chunk, SeqCDC's
+    // SkipSize) where the hardware prefetcher cannot follow, and a kernel's
+    // lanes start mid-block. On data from DRAM this doubles the throughput
+    // of the sequential scan; on cached data it costs a few instructions.
+    const uint64_t fetch_end = std::min(offset_ + size_, end + sizes.prefetch);
+    for (uint64_t at = pos; at < fetch_end; at += 64) {
+      __builtin_prefetch(data_ + (at - offset_));
+    }
+    uint64_t* out0 = block_.bits[0].data();
+    uint64_t* out1 = strategy_.bitmaps() > 1 ? block_.bits[1].data() : nullptr;
+    strategy_.Stage1(kernel_, data_, static_cast<size_t>(pos - offset_),
+                     static_cast<size_t>(end - offset_), out0, out1);
+    // The padding word read by unaligned BitsAt at the block's end.
+    out0[words] = 0;
+    if (out1 != nullptr) out1[words] = 0;
+    block_.begin = pos;
+    block_.end = end;
+  }
+
+  const BitmapStrategy& strategy_;
+  const kernels::Kernel& kernel_;
+  ScanBlock& block_;
+  const uint8_t* const data_;
+  const uint64_t offset_;
+  const size_t size_;
+  const uint64_t hard_end_;
+  size_t next_;  // the length of the next block
 };
 
 // A BitmapStrategy whose stage 2 is one template for both sources (thread
