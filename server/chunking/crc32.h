@@ -38,6 +38,15 @@ uint32_t Crc32Update(uint32_t crc, const uint8_t* data, size_t n);
 // given the CRC of a full kCrc32WindowSize-byte window.
 uint32_t Crc32Roll(uint32_t crc, uint8_t out, uint8_t in);
 
+// hash(p) of the definition above at chunk[p], computed directly (slicing by
+// eight, four interleaved 64-byte pieces) rather than rolled: the hash stage
+// 2 reports for a chunk cut at p. `context` readable bytes precede chunk;
+// fewer than kCrc32WindowSize - 1 only where the stream starts.
+uint32_t Crc32WindowAt(const uint8_t* chunk, size_t p, size_t context);
+
+// The crc32 cut function of the definition above, rolling the window CRC
+// byte by byte. Thread safety: immutable; Cut may run on any number of
+// threads. No defaults: the parameters are the validated options'.
 class Crc32Cutter final : public Cutter {
  public:
   // REQUIRES: the parameters pass ValidateOptions (avg a power of two,

@@ -58,6 +58,22 @@ TEST(Crc32Test, RollingEqualsDirectWindowCrcEverywhere) {
   }
 }
 
+// Stage 2's window CRC at a chunk starting at s: every offset p of the
+// chunk, with the context a caller keeps (all bytes before s up to kContext,
+// fewer only where the stream starts).
+TEST(Crc32Test, WindowAtEqualsDirectWindowCrc) {
+  const Bytes data = testing::RandomBytes(4096, 33);
+  for (size_t s : {size_t{0}, size_t{1}, size_t{100}, size_t{255}, size_t{256},
+                   size_t{1000}}) {
+    const size_t context = std::min<size_t>(s, 256);
+    for (size_t p = 0; s + p < data.size(); ++p) {
+      ASSERT_EQ(Crc32WindowAt(data.data() + s, p, context),
+                WindowCrc(data, s + p))
+          << "chunk at " << s << ", offset " << p;
+    }
+  }
+}
+
 // An independent implementation of the spec, slow on purpose: every candidate
 // test computes the window CRC from scratch.
 std::vector<Chunk> DirectChunks(const Bytes& data, size_t min, size_t avg,

@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -16,110 +15,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "chunkd/chunker.h"
-#include "chunking/crc32.h"
 #include "chunking/cutter.h"
 #include "chunking/executor.h"
-#include "chunking/fastcdc.h"
 #include "chunking/kernels/kernels.h"
-#include "chunking/limits.h"
 #include "chunking/stage2.h"
+#include "chunking/strategies/strategy.h"
 
 namespace chunkd::chunking {
-
-namespace stage2 {
-namespace {
-
-// Slicing-by-8 tables for the reflected CRC-32 register (0xEDB88320): t[0]
-// is the byte table, t[k][b] the effect of byte b followed by k zero bytes. The
-// window CRC is recomputed once per chunk over 256 bytes; eight bytes per step
-// keep that off stage 2's critical path (short chunks, e.g. zeros, cut every
-// min_size bytes).
-struct Crc32Slices {
-  uint32_t t[8][256] = {};
-  constexpr Crc32Slices() {
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t crc = i;
-      for (int bit = 0; bit < 8; ++bit) {
-        crc = (crc & 1) != 0 ? (crc >> 1) ^ 0xEDB88320u : crc >> 1;
-      }
-      t[0][i] = crc;
-    }
-    for (int k = 1; k < 8; ++k) {
-      for (uint32_t i = 0; i < 256; ++i) {
-        t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
-      }
-    }
-  }
-};
-constexpr Crc32Slices kCrc32Slices;
-
-// The CRC register after 64 more zero bytes, byte by byte: the register is
-// linear in its bits (initial value 0, no final XOR), so with
-// CRC(A || B) = Shift(CRC(A), |B|) ^ CRC(B) the 256-byte window splits into
-// four 64-byte pieces whose CRCs are independent dependency chains.
-struct Crc32Shift64 {
-  uint32_t t[4][256] = {};
-  constexpr Crc32Shift64() {
-    for (int j = 0; j < 4; ++j) {
-      for (uint32_t b = 0; b < 256; ++b) {
-        uint32_t crc = b << (8 * j);
-        for (int step = 0; step < 64; ++step) {
-          crc = (crc >> 8) ^ kCrc32Slices.t[0][crc & 0xFF];
-        }
-        t[j][b] = crc;
-      }
-    }
-  }
-  uint32_t operator()(uint32_t crc) const {
-    return t[0][crc & 0xFF] ^ t[1][(crc >> 8) & 0xFF] ^
-           t[2][(crc >> 16) & 0xFF] ^ t[3][crc >> 24];
-  }
-};
-constexpr Crc32Shift64 kCrc32Shift64;
-
-uint32_t Load32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;  // x86: little-endian, as the reflected CRC consumes bytes
-}
-
-}  // namespace
-
-uint32_t Crc32WindowAt(const uint8_t* chunk, size_t p, size_t context) {
-  // The window is data[p - 255, p], cut where the stream starts.
-  const ptrdiff_t lowest = -static_cast<ptrdiff_t>(context);
-  const ptrdiff_t first = std::max(
-      static_cast<ptrdiff_t>(p) - static_cast<ptrdiff_t>(kCrc32WindowSize - 1),
-      lowest);
-  const uint8_t* b = chunk + first;
-  size_t n = static_cast<size_t>(static_cast<ptrdiff_t>(p) - first + 1);
-  const auto& t = kCrc32Slices.t;
-  const auto step8 = [&t](uint32_t crc, const uint8_t* at) {
-    const uint32_t lo = Load32(at) ^ crc;
-    const uint32_t hi = Load32(at + 4);
-    return t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^
-           t[4][lo >> 24] ^ t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^
-           t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
-  };
-  if (n == kCrc32WindowSize) {
-    // The whole window (every chunk but those near the stream's start):
-    // four interleaved chains of 64 bytes, joined by Shift64.
-    static_assert(kCrc32WindowSize == 4 * 64, "four pieces of 64 bytes");
-    uint32_t c0 = 0, c1 = 0, c2 = 0, c3 = 0;
-    for (size_t i = 0; i < 64; i += 8) {
-      c0 = step8(c0, b + i);
-      c1 = step8(c1, b + 64 + i);
-      c2 = step8(c2, b + 128 + i);
-      c3 = step8(c3, b + 192 + i);
-    }
-    return kCrc32Shift64(kCrc32Shift64(kCrc32Shift64(c0) ^ c1) ^ c2) ^ c3;
-  }
-  uint32_t crc = 0;
-  for (; n >= 8; n -= 8, b += 8) crc = step8(crc, b);
-  return Crc32Update(crc, b, n);
-}
-
-}  // namespace stage2
 
 namespace {
 
@@ -163,88 +65,6 @@ size_t AutoSegment(size_t len, size_t parallelism) {
 size_t GuidedSegment(size_t left, size_t segment, size_t parallelism) {
   return std::min(segment, std::max(kAutoSegmentFloor,
                                     RoundUp64(left / (2 * parallelism))));
-}
-
-// Sequential-scan block sizes. A kernel call has a fixed cost (the avx512
-// fastcdc kernel builds its lookup planes and warms 8-16 lanes up by 48
-// bytes; crc32 warms every lane up by 256 bytes), and the bytes computed past
-// the cut are wasted, so blocks follow where the cut is likely:
-//   fastcdc  the strict-mask region [min + 64, avg) in one block (a cut there
-//            is rare: probability 1 - exp(-(avg - min) / 2^(bits + level))),
-//            then blocks of the mean distance to a loose-mask hit,
-//            2^(bits - level), doubling.
-//   seqcdc   on random data it jumps SkipSize bytes after about
-//            2 * SkipTrigger examined positions, so a block of a few words
-//            per jump; doubling while the scan stays contiguous (no jumps:
-//            plateaus, zeros).
-//   crc32    candidates from min - 1 on, mean distance avg: blocks of avg.
-// Every block is capped at kMaxBlock (the scratch bitmaps are sized for it).
-// With each block the engine prefetches the bytes up to `prefetch` past it,
-// where the scan goes next: the next block, the next chunk's min offset
-// (fastcdc, crc32: 16 KiB), or where a SeqCDC jump lands (1 KiB).
-constexpr size_t kMaxBlock = size_t{64} << 10;
-constexpr size_t kPrefetchAhead = size_t{16} << 10;
-constexpr size_t kSeqCdcPrefetchAhead = 1024;
-
-}  // namespace
-
-Engine::BlockSizes Engine::BlockSizesFor(const ChunkerOptions& options) {
-  const auto clamp = [](size_t n) {
-    return std::min(kMaxBlock, std::max<size_t>(256, (n + 63) / 64 * 64));
-  };
-  switch (options.algorithm) {
-    case Algorithm::kFastCdc: {
-      const uint32_t bits = FastCdcLog2Round(options.avg_size);
-      const size_t strict = options.avg_size > options.min_size + 64
-                                ? options.avg_size - options.min_size - 64
-                                : 0;
-      const size_t loose = size_t{1} << (bits - options.normalization_level);
-      return {clamp(std::max(strict, loose)), clamp(loose), kPrefetchAhead};
-    }
-    case Algorithm::kSeqCdc: {
-      const size_t scan = 2 * size_t{options.skip_trigger} + 64;
-      return {clamp(scan), clamp(scan), kSeqCdcPrefetchAhead};
-    }
-    case Algorithm::kCrc32:
-      return {clamp(options.avg_size), clamp(options.avg_size), kPrefetchAhead};
-    case Algorithm::kFixed:
-      break;
-  }
-  return {256, 256, 0};
-}
-
-namespace {
-
-// The automatic strategy: the fastest per algorithm and kernel, the
-// reference cutter included (measurements: engine.h); the same ranking held
-// on one and two threads.
-//   seqcdc   sequential with every kernel: its skipping leaves about a fifth
-//            of the bytes to examine; two-stage must read them all.
-//   fastcdc  two-stage with avx512, on any number of threads (the
-//            pipeline overlaps stage 2 with stage 1, so two-stage now
-//            scales as well as speculative segments and starts faster);
-//            otherwise the reference cutter, which skips min_size per chunk
-//            and rolls two bytes per step, beats both strategies of the
-//            avx2 and scalar kernels.
-//   crc32    two-stage with a SIMD kernel (the stream-global window skips
-//            only min_size - 1 bytes; every kernel call warms 256 bytes up
-//            per lane); with the scalar kernel the reference cutter.
-//   fixed    no stage 1 at all (sequential: cuts by length).
-// With several threads, sequential and reference run in speculative
-// segments and two-stage in its pipeline; both scale the single-thread
-// ranking by about the thread count.
-Strategy ChooseStrategy(Algorithm algorithm, const kernels::Kernel& kernel) {
-  const absl::string_view name = kernel.name;
-  switch (algorithm) {
-    case Algorithm::kSeqCdc:
-    case Algorithm::kFixed:
-      return Strategy::kSequentialScan;
-    case Algorithm::kFastCdc:
-      return name == "avx512" ? Strategy::kTwoStage : Strategy::kReference;
-    case Algorithm::kCrc32:
-      return name == "scalar" ? Strategy::kReference : Strategy::kTwoStage;
-  }
-  return Strategy::kTwoStage;
 }
 
 absl::Status CheckEngineOptions(const EngineOptions& engine) {
@@ -309,13 +129,26 @@ absl::StatusOr<Strategy> ParseStrategy(absl::string_view name) {
                    "sequential, reference"));
 }
 
-absl::StatusOr<EnginePlan> PlanEngine(const ChunkerOptions& options,
-                                      const EngineOptions& engine) {
+namespace {
+
+// What PlanEngine and Engine::Create resolve: the options' strategy, the
+// kernel and the plan.
+struct Resolved {
+  std::shared_ptr<const AlgorithmStrategy> strategy;
+  const kernels::Kernel* kernel = nullptr;
+  EnginePlan plan;
+};
+
+absl::StatusOr<Resolved> Resolve(const ChunkerOptions& options,
+                                 const EngineOptions& engine) {
   if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
   if (absl::Status s = CheckEngineOptions(engine); !s.ok()) return s;
   absl::StatusOr<const kernels::Kernel*> kernel = ResolveKernel(engine);
   if (!kernel.ok()) return kernel.status();
-  EnginePlan plan;
+  Resolved r;
+  r.strategy = NewStrategy(options);
+  r.kernel = *kernel;
+  EnginePlan& plan = r.plan;
   plan.kernel = (*kernel)->name;
   plan.parallelism = engine.executor == nullptr
                          ? 1
@@ -330,76 +163,40 @@ absl::StatusOr<EnginePlan> PlanEngine(const ChunkerOptions& options,
                           : engine.segment_size;
   plan.strategy = engine.strategy != Strategy::kAuto
                       ? engine.strategy
-                      : ChooseStrategy(options.algorithm, **kernel);
-  return plan;
+                      : r.strategy->AutoStrategy(**kernel);
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<EnginePlan> PlanEngine(const ChunkerOptions& options,
+                                      const EngineOptions& engine) {
+  absl::StatusOr<Resolved> resolved = Resolve(options, engine);
+  if (!resolved.ok()) return resolved.status();
+  return std::move(resolved->plan);
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     const ChunkerOptions& options, const EngineOptions& engine) {
-  absl::StatusOr<EnginePlan> plan = PlanEngine(options, engine);
-  if (!plan.ok()) return plan.status();
-  absl::StatusOr<const kernels::Kernel*> kernel = ResolveKernel(engine);
-  if (!kernel.ok()) return kernel.status();
-  return std::unique_ptr<Engine>(
-      new Engine(options, *std::move(plan), *kernel, engine.executor));
+  absl::StatusOr<Resolved> r = Resolve(options, engine);
+  if (!r.ok()) return r.status();
+  return std::unique_ptr<Engine>(new Engine(
+      std::move(r->strategy), std::move(r->plan), r->kernel, engine.executor));
 }
 
-Engine::Engine(const ChunkerOptions& options, EnginePlan plan,
-               const kernels::Kernel* kernel, Executor* executor)
-    : options_(options),
+Engine::Engine(std::shared_ptr<const AlgorithmStrategy> strategy,
+               EnginePlan plan, const kernels::Kernel* kernel,
+               Executor* executor)
+    : strategy_(std::move(strategy)),
+      stages_(strategy_->two_stage()),
+      bitmaps_(stages_ == nullptr ? 0 : stages_->bitmaps()),
+      final_size_(strategy_->final_size()),
       plan_(std::move(plan)),
       kernel_(kernel),
       executor_(plan_.parallelism > 1 ? executor : nullptr) {
-  switch (options.algorithm) {
-    case Algorithm::kFastCdc: {
-      bitmaps_ = 2;
-      final_size_ = options.max_size;
-      const FastCdcCutter cutter(options.min_size, options.avg_size,
-                                 options.max_size, options.normalization_level,
-                                 options.seed);
-      gear_ = cutter.gear();
-      gear_params_.gear = gear_.data();
-      gear_params_.mask_s = cutter.mask_s();
-      gear_params_.mask_l = cutter.mask_l();
-      fastcdc_.min_size = options.min_size;
-      fastcdc_.avg_size = options.avg_size;
-      fastcdc_.max_size = options.max_size;
-      fastcdc_.mask_s = cutter.mask_s();
-      fastcdc_.mask_l = cutter.mask_l();
-      fastcdc_.gear = gear_.data();
-      break;
-    }
-    case Algorithm::kCrc32:
-      bitmaps_ = 1;
-      final_size_ = options.max_size;
-      crc_mask_ = options.avg_size - 1;
-      crc32_.min_size = options.min_size;
-      crc32_.max_size = options.max_size;
-      break;
-    case Algorithm::kSeqCdc:
-      bitmaps_ = 2;
-      final_size_ = options.max_size;
-      seqcdc_.increasing = options.seq_mode != SeqMode::kDecreasing;
-      seqcdc_.min_size = options.min_size;
-      seqcdc_.max_size = options.max_size;
-      seqcdc_.seq_length = options.seq_length;
-      seqcdc_.skip_trigger = options.skip_trigger;
-      seqcdc_.skip_size = options.skip_size;
-      break;
-    case Algorithm::kFixed:
-      bitmaps_ = 0;
-      final_size_ = options.avg_size;
-      break;
-  }
   if (plan_.strategy == Strategy::kSequentialScan && bitmaps_ > 0) {
-    block_sizes_ = BlockSizesFor(options);
     const size_t words = kernels::BitmapWords(kMaxBlock) + 1;
-    for (int k = 0; k < bitmaps_; ++k) block_[k].assign(words, 0);
-  }
-  if (plan_.strategy == Strategy::kReference) {
-    // The options were validated by PlanEngine.
-    absl::StatusOr<std::unique_ptr<Cutter>> cutter = MakeCutter(options);
-    if (cutter.ok()) cutter_ = *std::move(cutter);
+    for (int k = 0; k < bitmaps_; ++k) block_.bits[k].assign(words, 0);
   }
 }
 
@@ -407,109 +204,8 @@ Engine::~Engine() = default;
 
 void Engine::Stage1(const uint8_t* data, size_t begin, size_t end,
                     uint64_t* out0, uint64_t* out1) const {
-  switch (options_.algorithm) {
-    case Algorithm::kFastCdc:
-      kernel_->fastcdc(data, begin, end, gear_params_, out0, out1);
-      return;
-    case Algorithm::kCrc32:
-      kernel_->crc32(data, begin, end, crc_mask_, out0);
-      return;
-    case Algorithm::kSeqCdc:
-      kernel_->seqcdc(data, begin, end, out0, out1);
-      return;
-    case Algorithm::kFixed:
-      return;
-  }
+  stages_->Stage1(*kernel_, data, begin, end, out0, out1);
 }
-
-// The two-stage strategy's source: the ring of bitmap words.
-class Engine::WindowSource {
- public:
-  explicit WindowSource(const Engine& engine)
-      : origin_(engine.origin_),
-        mask_(engine.ring_mask_),
-        words_{engine.ring_[0].data(), engine.ring_[1].data()} {}
-
-  uint64_t Get(int which, uint64_t pos) const {
-    const uint64_t rel = pos - origin_;
-    const uint64_t g = rel / 64;
-    const unsigned b = static_cast<unsigned>(rel % 64);
-    const uint64_t* w = words_[which];
-    const uint64_t lo = w[g & mask_];
-    if (b == 0) return lo;
-    return (lo >> b) | (w[(g + 1) & mask_] << (64 - b));
-  }
-
-  uint64_t FindFirst(int which, uint64_t lo, uint64_t hi) const {
-    return stage2::FindFirstInWords(words_[which], mask_, origin_, lo, hi);
-  }
-
- private:
-  const uint64_t origin_;
-  const uint64_t mask_;
-  const uint64_t* const words_[2];
-};
-
-// The sequential strategy's source: a block computed where the selector
-// asks, growing while the chunk goes on. The block (stream positions
-// [block_begin_, block_end_)) outlives the chunk: when the next chunk's scan
-// starts inside it — short chunks, e.g. crc32 on zeros — it is used again
-// instead of paying another kernel call.
-class Engine::BlockSource {
- public:
-  BlockSource(Engine& engine, const Input& input, uint64_t hard_end)
-      : engine_(engine),
-        input_(input),
-        hard_end_(hard_end),
-        next_(engine.block_sizes_.first) {}
-
-  uint64_t Get(int which, uint64_t pos) {
-    // Bits past the chunk's hard end are never looked at.
-    const uint64_t need = std::min(pos + 64, hard_end_);
-    if (pos < engine_.block_begin_ || need > engine_.block_end_) Refill(pos);
-    return stage2::BitsAt(engine_.block_[which].data(),
-                          static_cast<size_t>(pos - engine_.block_begin_));
-  }
-
- private:
-  void Refill(uint64_t pos) {
-    // A scan that jumped past the block starts over with short blocks; one
-    // that ran off its end continues with longer ones.
-    if (pos > engine_.block_end_ + 64) {
-      next_ = engine_.block_sizes_.first;
-    }
-    const uint64_t end = std::min(hard_end_, pos + next_);
-    next_ = next_ == engine_.block_sizes_.first
-                ? engine_.block_sizes_.then
-                : std::min(2 * next_, kMaxBlock);
-    const size_t words = kernels::BitmapWords(static_cast<size_t>(end - pos));
-    // The block's bytes and what follows, fetched from memory before the
-    // kernel reads them: the scan jumps (min_size at every chunk, SeqCDC's
-    // SkipSize) where the hardware prefetcher cannot follow, and a kernel's
-    // lanes start mid-block. On data from DRAM this doubles the throughput
-    // of the sequential scan; on cached data it costs a few instructions.
-    const uint64_t input_end = input_.offset + input_.size;
-    const uint64_t fetch_end =
-        std::min(input_end, end + engine_.block_sizes_.prefetch);
-    for (uint64_t at = pos; at < fetch_end; at += 64) {
-      __builtin_prefetch(input_.data + (at - input_.offset));
-    }
-    uint64_t* out0 = engine_.block_[0].data();
-    uint64_t* out1 = engine_.bitmaps_ > 1 ? engine_.block_[1].data() : nullptr;
-    engine_.Stage1(input_.data, static_cast<size_t>(pos - input_.offset),
-                   static_cast<size_t>(end - input_.offset), out0, out1);
-    // The padding word read by unaligned BitsAt at the block's end.
-    out0[words] = 0;
-    if (out1 != nullptr) out1[words] = 0;
-    engine_.block_begin_ = pos;
-    engine_.block_end_ = end;
-  }
-
-  Engine& engine_;
-  const Input& input_;
-  const uint64_t hard_end_;
-  size_t next_;
-};
 
 // Stage 1 of stream positions [begin, end) into the ring: begin lies on a
 // word boundary relative to origin_ (or the words before it are written
@@ -550,39 +246,24 @@ void Engine::GrowRing(size_t words) {
 
 stage2::Cut Engine::Select(const Input& input, size_t start, size_t avail,
                            uint64_t hard_end) {
-  const uint8_t* chunk = input.data + start;
-  const uint64_t pos = input.offset + start;
-  if (options_.algorithm == Algorithm::kFixed) {
-    return {std::min(avail, final_size_), 0};
-  }
-  if (cutter_ != nullptr) {
-    // The caller keeps kContext bytes before every chunk start unless the
-    // input starts with the stream.
-    stage2::Cut cut;
-    cut.length = cutter_->Cut(chunk, avail, std::min(start, kContext),
-                              &cut.hash);
-    return cut;
+  ChunkView chunk;
+  chunk.data = input.data + start;
+  chunk.pos = input.offset + start;
+  chunk.avail = avail;
+  // The caller keeps kContext bytes before every chunk start unless the
+  // input starts with the stream.
+  chunk.context = std::min(start, kContext);
+  if (stages_ == nullptr || plan_.strategy == Strategy::kReference) {
+    return strategy_->Cut(chunk);
   }
   if (plan_.strategy == Strategy::kTwoStage) {
-    WindowSource source(*this);
-    switch (options_.algorithm) {
-      case Algorithm::kFastCdc:
-        return stage2::SelectFastCdc(fastcdc_, chunk, pos, avail, source);
-      case Algorithm::kCrc32:
-        return stage2::SelectCrc32(crc32_, chunk, pos, avail, start, source);
-      default:
-        return stage2::SelectSeqCdc(seqcdc_, pos, avail, source);
-    }
+    WindowSource source(origin_, ring_mask_,
+                        {ring_[0].data(), ring_[1].data()});
+    return stages_->Select(chunk, source);
   }
-  BlockSource source(*this, input, hard_end);
-  switch (options_.algorithm) {
-    case Algorithm::kFastCdc:
-      return stage2::SelectFastCdc(fastcdc_, chunk, pos, avail, source);
-    case Algorithm::kCrc32:
-      return stage2::SelectCrc32(crc32_, chunk, pos, avail, start, source);
-    default:
-      return stage2::SelectSeqCdc(seqcdc_, pos, avail, source);
-  }
+  BlockSource source(*stages_, *kernel_, &block_, input.data, input.offset,
+                     input.size, hard_end);
+  return stages_->Select(chunk, source);
 }
 
 size_t Engine::SelectUpTo(const Input& input, size_t start, uint64_t limit,
@@ -819,8 +500,8 @@ size_t Engine::CutFinalSpeculative(const Input& input, size_t start,
   while (helpers_.size() < parallelism) {
     EnginePlan plan = plan_;
     plan.parallelism = 1;
-    helpers_.push_back(
-        std::unique_ptr<Engine>(new Engine(options_, plan, kernel_, nullptr)));
+    helpers_.push_back(std::unique_ptr<Engine>(
+        new Engine(strategy_, std::move(plan), kernel_, nullptr)));
   }
   speculated_.resize(parallelism);
   while (start < stop) {
@@ -873,10 +554,10 @@ size_t Engine::CutFinalSpeculative(const Input& input, size_t start,
 
 size_t Engine::CutFinal(const Input& input, size_t start,
                         std::vector<Chunk>* out) {
-  if (plan_.strategy == Strategy::kTwoStage && bitmaps_ > 0) {
+  if (plan_.strategy == Strategy::kTwoStage && stages_ != nullptr) {
     return CutFinalTwoStage(input, start, out);
   }
-  if (executor_ != nullptr && bitmaps_ > 0) {
+  if (executor_ != nullptr && stages_ != nullptr) {
     return CutFinalSpeculative(input, start, out);
   }
   return SelectUpTo(input, start, ~uint64_t{0}, out);

@@ -6,7 +6,10 @@
 // Three strategies, one answer. All return exactly ReferenceChunks(): stage 1
 // is a kernel (kernels/kernels.h) that turns bytes into per-position
 // predicate bitmaps, stage 2 (stage2.h) turns bitmaps into cut points with the
-// reference cutter's rules.
+// reference cutter's rules. Everything particular to an algorithm — its
+// kernel function, its selector, its reference cutter, its block sizes and
+// its automatic choice — is its strategy (strategies/strategy.h); the
+// engine's code is the same for all of them.
 //
 //   two-stage   A pipeline without rounds or barriers. The input ahead of
 //               the bits computed so far is cut into segments on the word
@@ -33,10 +36,11 @@
 //   sequential  For each chunk, stage 1 runs on blocks starting at the first
 //               position the algorithm examines — the chunk's min offset, or
 //               where a SeqCDC jump lands — sized to where the cut is likely
-//               (engine.cc), prefetched together with the bytes that follow,
-//               until stage 2 finds the cut. Bytes that FastCDC (min_size
-//               per chunk) and SeqCDC (min_size, and every jump) skip are
-//               never read, which a full stage-1 scan cannot avoid.
+//               (each algorithm's BlockSizes, strategies/), prefetched
+//               together with the bytes that follow, until stage 2 finds
+//               the cut. Bytes that FastCDC (min_size per chunk) and SeqCDC
+//               (min_size, and every jump) skip are never read, which a full
+//               stage-1 scan cannot avoid.
 //   reference   The reference cutter (cutter.h), chunk after chunk: no
 //               kernel. FastCDC's reference skips min_size and rolls two
 //               bytes per step, which the avx2 and scalar kernels do not beat.
@@ -57,8 +61,9 @@
 // not on that grid) the calling thread re-cuts the whole segment: slower, not
 // different. Fixed-size chunking needs no guesses and runs sequentially.
 //
-// The automatic choice (Strategy::kAuto; ChooseStrategy in engine.cc), the
-// fastest per algorithm and kernel (the same on one and two threads):
+// The automatic choice (Strategy::kAuto; each algorithm's AutoStrategy in
+// strategies/), the fastest per algorithm and kernel (the same on one and two
+// threads):
 //
 //              scalar       avx2         avx512
 //   fastcdc    reference    reference    two-stage
@@ -91,10 +96,6 @@
 // 1.94x at quiet moments, about 1.7x under a load average of 5, against
 // 1.46-1.48x for the old rounds in the same sessions); speculative segments
 // scale about 1.9x.
-//
-// Thread safety: an Engine is not thread-safe (it keeps the bitmap window of
-// one stream); it calls the Executor, which may run stage-1 segments on other
-// threads while the calling thread takes part and waits.
 #ifndef CHUNKD_CHUNKING_ENGINE_H_
 #define CHUNKD_CHUNKING_ENGINE_H_
 
@@ -106,13 +107,19 @@
 
 #include "absl/status/statusor.h"
 #include "chunkd/chunker.h"
-#include "chunking/cutter.h"
 #include "chunking/executor.h"
 #include "chunking/kernels/kernels.h"
 #include "chunking/stage2.h"
+#include "chunking/strategies/strategy.h"
 
 namespace chunkd::chunking {
 
+// Cuts one stream's chunks as its EnginePlan says (the header comment above),
+// with the algorithm's strategy (strategies/strategy.h) and the plan's
+// kernel. Built by Create only, every setting resolved there (PlanEngine).
+// Thread safety: not thread-safe — one stream, one thread at a time; it
+// keeps that stream's bitmaps. The Executor runs parts of a call on other
+// threads while the calling thread takes part and waits.
 class Engine {
  public:
   // A view of part of the stream: data[0] is stream byte `offset`. The
@@ -148,22 +155,12 @@ class Engine {
   const EnginePlan& plan() const { return plan_; }
 
  private:
-  class WindowSource;
-  class BlockSource;
-
   // One pipelined two-stage run (engine.cc).
   struct Pipeline;
 
-  // Sequential-scan block lengths (engine.cc explains the choice).
-  struct BlockSizes {
-    size_t first = 0;     // a chunk's first block
-    size_t then = 0;      // the next ones, doubling
-    size_t prefetch = 0;  // bytes after a block fetched with it
-  };
-
-  Engine(const ChunkerOptions& options, EnginePlan plan,
+  // helpers share `strategy`.
+  Engine(std::shared_ptr<const AlgorithmStrategy> strategy, EnginePlan plan,
          const kernels::Kernel* kernel, Executor* executor);
-  static BlockSizes BlockSizesFor(const ChunkerOptions& options);
 
   bool HasFinalChunk(const Input& input, size_t start) const;
   // Cuts final chunks from `start` while their bits lie below `limit`.
@@ -179,8 +176,8 @@ class Engine {
   // returns the end of the last one.
   size_t CutRange(const Input& input, size_t start, size_t stop,
                   std::vector<Chunk>* out);
-  // Runs the kernel over data[begin, end) into out[0], out[1] (bitmaps
-  // relative to begin; crc32 uses out[0] only).
+  // Runs the kernel over data[begin, end) into out0, out1 (bitmaps relative
+  // to begin; out1 is null for an algorithm with one bitmap).
   void Stage1(const uint8_t* data, size_t begin, size_t end, uint64_t* out0,
               uint64_t* out1) const;
   // Stage 1 of stream positions [begin, end) into the ring; begin on a word
@@ -194,19 +191,15 @@ class Engine {
   bool TrySelect(Pipeline& p);
   void PipelineWorker(Pipeline& p);
 
-  const ChunkerOptions options_;
+  // The algorithm; its two stages (null for fixed) and their bitmaps per
+  // position (0 without).
+  const std::shared_ptr<const AlgorithmStrategy> strategy_;
+  const BitmapStrategy* const stages_;
+  const int bitmaps_;
+  const size_t final_size_;
   const EnginePlan plan_;
   const kernels::Kernel* const kernel_;
   Executor* const executor_;
-  size_t final_size_ = 0;
-  int bitmaps_ = 0;  // per position: fastcdc, seqcdc 2; crc32 1; fixed 0
-
-  std::array<uint64_t, 256> gear_{};
-  kernels::GearParams gear_params_;
-  uint32_t crc_mask_ = 0;
-  stage2::FastCdcParams fastcdc_;
-  stage2::Crc32Params crc32_;
-  stage2::SeqCdcParams seqcdc_;
 
   // Two-stage window: the bits of stream positions [lo_, covered_end_) in a
   // ring of words. Global word g holds positions [origin_ + 64 g,
@@ -219,21 +212,15 @@ class Engine {
   uint64_t lo_ = 0;
   uint64_t covered_end_ = 0;
   uint64_t ring_mask_ = 0;  // ring size - 1, a power of two minus one
-  std::array<std::vector<uint64_t>, 2> ring_;
+  std::array<std::vector<uint64_t>, kMaxBitmaps> ring_;
 
-  // Sequential scan: the current block, stream positions
-  // [block_begin_, block_end_) (empty while begin > end).
-  // Reference strategy: the reference cutter.
-  std::unique_ptr<Cutter> cutter_;
+  // Sequential scan: the current block.
+  ScanBlock block_;
+
   // Speculative segments: one single-threaded engine per task, and the
   // chunks each found.
   std::vector<std::unique_ptr<Engine>> helpers_;
   std::vector<std::vector<Chunk>> speculated_;
-
-  std::array<std::vector<uint64_t>, 2> block_;
-  uint64_t block_begin_ = 1;
-  uint64_t block_end_ = 0;
-  BlockSizes block_sizes_;
 };
 
 }  // namespace chunkd::chunking

@@ -7,10 +7,10 @@
 // parameters and tiny segments, so that segment, word and vector-width edges
 // fall on every offset; and default-size parameters on a few MiB.
 //
-// The suites are instantiated once per kernel name (test names end in
-// /scalar, /avx2, /avx512; CMake labels them so that `ctest -L avx512` runs
-// one backend). A kernel this binary lacks or this CPU cannot run is skipped
-// with the reason.
+// The suites are instantiated once per kernel built into the binary (test
+// names end in /scalar, /avx2, /avx512; CMake labels them so that
+// `ctest -L avx512` runs one backend). A kernel this CPU cannot run is
+// skipped with the reason.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -581,7 +581,14 @@ TEST_P(EngineTest, TwoStageStallBoundsTheLookahead) {
   RecordProperty("runs_with_help_during_stall", static_cast<int>(helped));
 }
 
-std::vector<std::string> KernelNames() { return {"scalar", "avx2", "avx512"}; }
+// Every kernel built into this binary (those the CPU lacks are skipped).
+std::vector<std::string> KernelNames() {
+  std::vector<std::string> names;
+  for (const kernels::Kernel* kernel : kernels::AllKernels()) {
+    names.push_back(kernel->name);
+  }
+  return names;
+}
 
 INSTANTIATE_TEST_SUITE_P(Kernels, EngineTest,
                          ::testing::ValuesIn(KernelNames()),
@@ -652,7 +659,7 @@ TEST(EnginePlanTest, ValidatesEngineOptions) {
   EXPECT_EQ(plan->window_size, size_t{8} << 20);
 }
 
-// The automatic choice follows the measured rule of engine.cc.
+// The automatic choice follows the measured rule of engine.h.
 TEST(EnginePlanTest, AutomaticStrategyFollowsTheMeasuredRule) {
   ThreadPoolExecutor two(2);
   const auto chosen = [&](Algorithm algorithm, const kernels::Kernel* kernel,

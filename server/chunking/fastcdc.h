@@ -85,6 +85,9 @@ const std::array<uint64_t, 256>& FastCdcGearTable();
 // integer arithmetic. 0 for 0.
 uint32_t FastCdcLog2Round(uint32_t value);
 
+// FastCDC 2020's cut function, the crate's two-bytes-per-step loops verbatim.
+// Thread safety: immutable; Cut may run on any number of threads. No
+// defaults: the parameters are the validated options'.
 class FastCdcCutter final : public Cutter {
  public:
   // REQUIRES: the parameters pass ValidateOptions (min >= 64, avg in

@@ -14,6 +14,8 @@
 
 namespace chunkd::chunking {
 
+// Cuts every chunk `size` bytes long but the last. Thread safety: immutable;
+// Cut may run on any number of threads. No default size.
 class FixedCutter final : public Cutter {
  public:
   // REQUIRES: size >= 1.

@@ -55,6 +55,9 @@
 
 namespace chunkd::chunking {
 
+// SeqCDC's cut function, the authors' find_cutpoint statement by statement.
+// Thread safety: immutable; Cut may run on any number of threads. No
+// defaults: the parameters are the validated options'.
 class SeqCdcCutter final : public Cutter {
  public:
   // REQUIRES: the parameters pass ValidateOptions (min >= 1, seq_length >= 1,

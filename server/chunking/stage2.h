@@ -1,6 +1,6 @@
 // Stage 2 of the two-stage engine (SS-CDC; DESIGN.md §3): per-algorithm
 // selectors that find a chunk's cut point from the stage-1 bitmaps
-// (chunking/kernels/kernels.h) and return exactly what the reference cutter
+// (chunking/kernels/functions.h) and return exactly what the reference cutter
 // (fastcdc.h, crc32.h, seqcdc.h) returns — length and hash.
 //
 // A selector sees the chunk's bytes and a bit source: Get(which, pos) returns
@@ -32,7 +32,8 @@
 // crc32. The window is stream-global, so the bitmap bit of position p is the
 // candidate test itself; the chunk ends after the first candidate at or after
 // offset min - 1, else at min(avail, max). The hash at a candidate is the CRC
-// of the 256-byte window ending there, recomputed once per chunk.
+// of the 256-byte window ending there, recomputed once per chunk
+// (Crc32WindowAt, crc32.h).
 //
 // seqcdc. The authors' state machine reads two facts per byte — greater or
 // less than the previous byte — which are the gt/lt bitmaps; "supporting"
@@ -64,6 +65,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "chunking/crc32.h"
+
 namespace chunkd::chunking::stage2 {
 
 // The cut a selector found: the chunk's length and the algorithm's hash at
@@ -73,7 +76,7 @@ struct Cut {
   uint64_t hash = 0;
 };
 
-// Which bitmap a source returns: kernels.h fills, in this order,
+// Which bitmap a source returns: functions.h fills, in this order,
 // (hits_s, hits_l), (hits), (gt, lt).
 inline constexpr int kFirst = 0;
 inline constexpr int kSecond = 1;
@@ -212,7 +215,7 @@ struct FastCdcParams {
   uint64_t mask_l = 0;
   const uint64_t* gear = nullptr;  // 256 entries, seeded
 
-  // The Gear hash of the 64 bytes ending at `last` (W(p) of kernels.h).
+  // The Gear hash of the 64 bytes ending at `last` (W(p) of functions.h).
   uint64_t Window64(const uint8_t* last) const {
     uint64_t h = 0;
     for (const uint8_t* b = last - 63; b <= last; ++b) h = (h << 1) + gear[*b];
@@ -268,11 +271,6 @@ struct Crc32Params {
   size_t min_size = 0;
   size_t max_size = 0;
 };
-
-// The window CRC at chunk[p], given `context` readable bytes before chunk
-// (fewer than kCrc32WindowSize - 1 only where the stream starts). Defined in
-// engine.cc with crc32.h's tables.
-uint32_t Crc32WindowAt(const uint8_t* chunk, size_t p, size_t context);
 
 // REQUIRES: chunk[-min(context, 255), min(avail, max_size)) readable; source
 // covers [chunk_pos + min_size - 1, chunk_pos + min(avail, max_size)) with

@@ -1,10 +1,14 @@
-// The kernel functions of each instruction set, for the dispatch table in
-// kernels.cc. Internal to the kernels.
+// The backends' side of the kernel table: what every backend's translation
+// unit defines, declared for all of them at once. Internal to the kernels.
 //
-// Each namespace's functions are defined in that set's own translation unit
-// (scalar/scalar.cc, avx2/avx2.cc, avx512/avx512.cc), the only one compiled
-// with the wider instruction set; callers reach them only through the table,
-// after checking the CPU.
+// The backends themselves are listed once, best first, in
+// kernels/CMakeLists.txt, which compiles backend `name` from name/name.cc
+// with that table's flags and generates CHUNKD_KERNEL_BACKENDS(X) =
+// X(avx512) X(avx2) X(scalar) (on x86-64) into
+// chunking/kernels/backend_list.h. Each backend defines, in namespace
+// kernels::name, every function of CHUNKD_KERNEL_FUNCTIONS (functions.h) and
+// kRequiredFeatures; kernels.cc builds the dispatch table from the same two
+// lists and calls a backend only after checking the CPU and OS.
 //
 // This header is all the ISA translation units include of the library: no
 // kernels.h, no absl, no <iostream>. Any inline function or static object
@@ -13,44 +17,90 @@
 // every CPU, and an inline function could be the copy the linker keeps for
 // the whole program. avx2.cc and avx512.cc check this at compile time.
 //
-// Thread safety: all functions are pure.
+// Thread safety: all functions are pure; the constants are immutable.
 #ifndef CHUNKD_CHUNKING_KERNELS_BACKENDS_H_
 #define CHUNKD_CHUNKING_KERNELS_BACKENDS_H_
 
 #include <cstddef>
 #include <cstdint>
 
+#include "chunking/kernels/backend_list.h"
+#include "chunking/kernels/functions.h"
+#include "chunking/kernels/isa_features.h"
+
 namespace chunkd::chunking::kernels {
 
-// GearParams (kernels.h) as the backends see it; kernels.cc converts.
-struct GearArgs {
-  const uint64_t* gear;  // 256 entries, seed applied
-  uint64_t mask_s;
-  uint64_t mask_l;
-};
+// The features the compiler flags of the including translation unit let it
+// use, of those isa.h knows: what a backend needs from the CPU and OS, the OS
+// state included (YMM with AVX, ZMM with AVX-512). SSSE3 and SSE4.1 count
+// only without AVX: with it the compiler emits their VEX forms, which AVX
+// covers. Internal linkage: each translation unit has its own value.
+constexpr uint32_t kCompiledFeatures = 0
+#ifdef __POPCNT__
+                                       | kPopcnt
+#endif
+#ifdef __BMI__
+                                       | kBmi1
+#endif
+#ifdef __BMI2__
+                                       | kBmi2
+#endif
+#ifdef __AVX__
+                                       | kAvx | kOsYmm
+#elif defined(__SSSE3__)
+                                       | kSsse3
+#endif
+#if defined(__SSE4_1__) && !defined(__AVX__)
+                                       | kSse41
+#endif
+#ifdef __AVX2__
+                                       | kAvx2
+#endif
+#ifdef __AVX512F__
+                                       | kAvx512F | kOsZmm
+#endif
+#ifdef __AVX512DQ__
+                                       | kAvx512Dq
+#endif
+#ifdef __AVX512BW__
+                                       | kAvx512Bw
+#endif
+#ifdef __AVX512VL__
+                                       | kAvx512Vl
+#endif
+#ifdef __AVX512VBMI__
+                                       | kAvx512Vbmi
+#endif
+#ifdef __AVX512IFMA__
+                                       | kAvx512Ifma
+#endif
+#ifdef __GFNI__
+                                       | kGfni
+#endif
+#ifdef __SHA__
+                                       | kSha
+#endif
+#ifdef __PCLMUL__
+                                       | kPclmul
+#endif
+#ifdef __VPCLMULQDQ__
+                                       | kVpclmulqdq
+#endif
+    ;
 
-// The signatures of Kernel (kernels.h), with GearArgs for GearParams.
-#define CHUNKD_KERNELS_DECLARE_BACKEND()                                    \
-  void FastCdc(const uint8_t* data, size_t begin, size_t end,               \
-               const GearArgs& params, uint64_t* hits_s, uint64_t* hits_l); \
-  void Crc32(const uint8_t* data, size_t begin, size_t end, uint32_t mask,  \
-             uint64_t* hits);                                               \
-  void SeqCdc(const uint8_t* data, size_t begin, size_t end, uint64_t* gt,  \
-              uint64_t* lt)
-
-namespace scalar {
-CHUNKD_KERNELS_DECLARE_BACKEND();
-}  // namespace scalar
-
-namespace avx2 {
-CHUNKD_KERNELS_DECLARE_BACKEND();
-}  // namespace avx2
-
-namespace avx512 {
-CHUNKD_KERNELS_DECLARE_BACKEND();
-}  // namespace avx512
-
-#undef CHUNKD_KERNELS_DECLARE_BACKEND
+// In the namespace of every backend: its stage-1 functions, and the CPU and
+// OS features it needs, which its translation unit defines as its
+// kCompiledFeatures.
+#define CHUNKD_KERNEL_DECLARE_FUNCTION(Function, member, parameters, unused) \
+  void Function parameters;
+#define CHUNKD_KERNEL_DECLARE_BACKEND(name)                  \
+  namespace name {                                           \
+  CHUNKD_KERNEL_FUNCTIONS(CHUNKD_KERNEL_DECLARE_FUNCTION, _) \
+  extern const uint32_t kRequiredFeatures;                   \
+  }
+CHUNKD_KERNEL_BACKENDS(CHUNKD_KERNEL_DECLARE_BACKEND)
+#undef CHUNKD_KERNEL_DECLARE_BACKEND
+#undef CHUNKD_KERNEL_DECLARE_FUNCTION
 
 }  // namespace chunkd::chunking::kernels
 

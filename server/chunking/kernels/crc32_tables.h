@@ -1,8 +1,10 @@
 // Constant tables of the rolling CRC-32 (reflected 0xEDB88320, initial 0, no
 // final XOR, 256-byte window; DESIGN.md §2), shared by every kernel.
 //
-// The kernels need their own copy of the tables of chunking/crc32.cc: that
-// library links against this one, not the other way round.
+// The one place the tables are computed: chunking/crc32.cc (the reference
+// cutter and stage 2's window CRC) uses them as well. They live with the
+// kernels because that library is the lower layer: chunkd_chunking links
+// against it, not the other way round.
 //
 // One rolling step is  crc' = T[(crc ^ in) & 0xff] ^ (crc >> 8) ^ OUT[out]
 // (T[b] = CRC of the single byte b, OUT[b] = CRC of b followed by 256 zero
@@ -27,6 +29,8 @@ namespace chunkd::chunking::kernels {
 // Bytes in the rolling window, the current byte included.
 inline constexpr size_t kCrcWindow = 256;
 
+// The tables of one rolling step (above) in every form a kernel uses them.
+// Immutable constants (kCrcTables); default: all zero.
 struct CrcTables {
   uint32_t byte[256];  // T
   uint32_t out[256];   // OUT

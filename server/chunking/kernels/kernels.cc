@@ -4,6 +4,8 @@
 
 #include "chunking/kernels/kernels.h"
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -21,64 +23,48 @@
 namespace chunkd::chunking::kernels {
 namespace {
 
-// The CPU and OS features each backend needs. Keep in sync with the -m flags
-// of its translation unit in CMakeLists.txt: the compiler may use any
-// instruction those flags enable, anywhere in that unit.
-constexpr uint32_t kScalarRequired = 0;
-constexpr uint32_t kAvx2Required =
-    kPopcnt | kBmi1 | kBmi2 | kAvx | kAvx2 | kOsYmm;
-// VBMI (vpermb, vpermi2b), IFMA (vpmadd52luq), GFNI (gf2p8affineqb) and DQ
-// (kmovb) are what the kernels are built on; every CPU with VBMI and IFMA
-// since Ice Lake and Zen 4 also has the others.
-constexpr uint32_t kAvx512Required = kAvx2Required | kAvx512F | kAvx512Dq |
-                                     kAvx512Bw | kAvx512Vl | kAvx512Vbmi |
-                                     kAvx512Ifma | kGfni | kOsZmm;
-
-template <uint32_t kRequired>
+// Kernel::supported of a backend that needs *kRequired.
+template <const uint32_t* kRequired>
 bool Supported() {
-  return (CpuFeatures() & kRequired) == kRequired;
+  return (CpuFeatures() & *kRequired) == *kRequired;
 }
 
-// Kernel::fastcdc takes GearParams, the backends GearArgs (backends.h says
-// why); one direct call more per range.
-using BackendFastCdc = void (*)(const uint8_t*, size_t, size_t, const GearArgs&,
-                                uint64_t*, uint64_t*);
-template <BackendFastCdc kFastCdc>
-void FastCdcAdapter(const uint8_t* data, size_t begin, size_t end,
-                    const GearParams& params, uint64_t* hits_s,
-                    uint64_t* hits_l) {
-  const GearArgs args{params.gear, params.mask_s, params.mask_l};
-  kFastCdc(data, begin, end, args, hits_s, hits_l);
-}
-
-constexpr Kernel kScalar = {"scalar", &Supported<kScalarRequired>,
-                            &FastCdcAdapter<&scalar::FastCdc>, &scalar::Crc32,
-                            &scalar::SeqCdc};
-#if CHUNKD_KERNELS_X86_BACKENDS
-constexpr Kernel kAvx2 = {"avx2", &Supported<kAvx2Required>,
-                          &FastCdcAdapter<&avx2::FastCdc>, &avx2::Crc32,
-                          &avx2::SeqCdc};
-constexpr Kernel kAvx512 = {"avx512", &Supported<kAvx512Required>,
-                            &FastCdcAdapter<&avx512::FastCdc>, &avx512::Crc32,
-                            &avx512::SeqCdc};
-#endif
-
-// Best first: BestKernel() takes the first supported entry.
-constexpr const Kernel* kAll[] = {
-#if CHUNKD_KERNELS_X86_BACKENDS
-    &kAvx512,
-    &kAvx2,
-#endif
-    &kScalar,
+// A row of the backend list: its Kernel, with the functions in the order of
+// CHUNKD_KERNEL_FUNCTIONS, and the features it needs.
+struct Backend {
+  Kernel kernel;
+  const uint32_t* required;
 };
 
-uint32_t RequiredFeatures(const Kernel& kernel) {
-#if CHUNKD_KERNELS_X86_BACKENDS
-  if (&kernel == &kAvx512) return kAvx512Required;
-  if (&kernel == &kAvx2) return kAvx2Required;
-#endif
-  return kScalarRequired;
+#define CHUNKD_KERNEL_FUNCTION_OF(Function, member, parameters, name) \
+  &name::Function,
+#define CHUNKD_KERNEL_BACKEND(name)                                         \
+  Backend{Kernel{#name, &Supported<&name::kRequiredFeatures>,               \
+                 CHUNKD_KERNEL_FUNCTIONS(CHUNKD_KERNEL_FUNCTION_OF, name)}, \
+          &name::kRequiredFeatures},
+// Best first: BestKernel() takes the first supported one.
+constexpr Backend kBackends[] = {CHUNKD_KERNEL_BACKENDS(CHUNKD_KERNEL_BACKEND)};
+#undef CHUNKD_KERNEL_BACKEND
+#undef CHUNKD_KERNEL_FUNCTION_OF
+
+constexpr size_t kCount = sizeof(kBackends) / sizeof(kBackends[0]);
+
+constexpr std::array<const Kernel*, kCount> MakeAll() {
+  std::array<const Kernel*, kCount> all{};
+  for (size_t i = 0; i < kCount; ++i) all[i] = &kBackends[i].kernel;
+  return all;
 }
+constexpr std::array<const Kernel*, kCount> kAll = MakeAll();
+
+constexpr bool IsScalar(const char* name) {
+  const char scalar[] = "scalar";
+  for (size_t i = 0; i < sizeof(scalar); ++i) {
+    if (name[i] != scalar[i]) return false;
+  }
+  return true;
+}
+static_assert(IsScalar(kBackends[kCount - 1].kernel.name),
+              "the backend list ends with scalar, which every CPU runs");
 
 std::string KnownNames() {
   std::vector<absl::string_view> names;
@@ -90,7 +76,7 @@ std::string KnownNames() {
 
 absl::Span<const Kernel* const> AllKernels() { return kAll; }
 
-const Kernel& ScalarKernel() { return kScalar; }
+const Kernel& ScalarKernel() { return kBackends[kCount - 1].kernel; }
 
 const Kernel& BestKernel() {
   // Detected once; the table is immutable, so the pointer never changes.
@@ -98,16 +84,17 @@ const Kernel& BestKernel() {
     for (const Kernel* k : kAll) {
       if (k->supported()) return k;
     }
-    return &kScalar;  // unreachable: scalar is always supported
+    return &ScalarKernel();  // unreachable: scalar is always supported
   }();
   return *best;
 }
 
 absl::StatusOr<const Kernel*> FindKernel(absl::string_view name) {
-  for (const Kernel* k : kAll) {
+  for (const Backend& backend : kBackends) {
+    const Kernel* k = &backend.kernel;
     if (name != k->name) continue;
     const std::vector<std::string> missing =
-        MissingFeatures(RequiredFeatures(*k), CpuFeatures());
+        MissingFeatures(*backend.required, CpuFeatures());
     if (!missing.empty()) {
       return absl::FailedPreconditionError(
           absl::StrCat("kernel backend \"", name,

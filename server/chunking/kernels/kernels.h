@@ -1,18 +1,10 @@
 // Stage 1 of the two-stage engine (SS-CDC; DESIGN.md §3): per-byte predicate
-// bitmaps of each algorithm, computed by one kernel per instruction set.
-//
-// A kernel fills bitmaps for the positions [begin, end) of a buffer `data`.
-// Bit (p - begin) % 64 of word (p - begin) / 64 (least significant bit
-// first) belongs to position p. Every word that covers [begin, end) is
-// written in full; bits for positions >= end are zero. Windows reach back
-// from p into data[0..p) — never before data[0] — so a caller either starts
-// the buffer at the stream's first byte or passes a begin with enough bytes
-// of left context before it (fastcdc 63, crc32 255, seqcdc 1). Kernels are
-// pure functions of their inputs: any split of [begin, end) into pieces gives
-// the same bits, which is what lets segments run on different threads.
+// bitmaps of each algorithm (functions.h), computed by one kernel per
+// instruction set, and the choice among the kernels.
 //
 // Every kernel must produce exactly the bits of the scalar kernel, which
-// follows the definitions below literally; the differential test enforces it.
+// follows the definitions of functions.h literally; the differential test
+// enforces it.
 //
 // Thread safety: kernels are pure functions; the table is immutable.
 #ifndef CHUNKD_CHUNKING_KERNELS_KERNELS_H_
@@ -24,44 +16,28 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "chunking/kernels/functions.h"
 
 namespace chunkd::chunking::kernels {
 
-// FastCDC's Gear parameters: the seeded one-byte table and the two masks.
-struct GearParams {
-  const uint64_t* gear = nullptr;  // 256 entries, seed already applied
-  uint64_t mask_s = 0;
-  uint64_t mask_l = 0;
-};
-
+// One backend: an instruction set's stage-1 functions. The table's entries
+// are constant and every function is pure, so a Kernel may be used from any
+// thread. No defaults: kernels come from AllKernels() and FindKernel()
+// (tests build their own, e.g. wrapping another's functions).
 struct Kernel {
   // "scalar", "avx2", "avx512": the folder, namespace, flag value and metric
-  // label of this instruction set.
+  // label of this instruction set (kernels/CMakeLists.txt lists them).
   const char* name;
 
   // True when this CPU and OS can run the kernel (cpuid + xgetbv).
   bool (*supported)();
 
-  // fastcdc: with the windowed Gear hash
-  //   W(p) = sum over i in [0, min(63, p)] of gear[data[p - i]] << i (mod 2^64)
-  // sets bit p in hits_s when (W(p) & mask_s) == 0 and in hits_l when
-  // (W(p) & mask_l) == 0. W(p) equals the crate's rolled hash at p once that
-  // hash has seen at least 64 bytes (bit k depends on the last k + 1 bytes
-  // only); stage 2 recomputes the first 64 positions after each restart.
-  void (*fastcdc)(const uint8_t* data, size_t begin, size_t end,
-                  const GearParams& params, uint64_t* hits_s,
-                  uint64_t* hits_l);
-
-  // crc32: sets bit p when (C(p) & mask) == 0, C(p) being the CRC-32
-  // (reflected 0xEDB88320, initial 0, no final XOR) of data[max(0, p - 255),
-  // p] — the 256-byte window of DESIGN.md §2 (mask = avg_size - 1).
-  void (*crc32)(const uint8_t* data, size_t begin, size_t end, uint32_t mask,
-                uint64_t* hits);
-
-  // seqcdc: sets bit p in gt when data[p] > data[p - 1] and in lt when
-  // data[p] < data[p - 1]; position 0 has neither.
-  void (*seqcdc)(const uint8_t* data, size_t begin, size_t end, uint64_t* gt,
-                 uint64_t* lt);
+  // One pointer per row of CHUNKD_KERNEL_FUNCTIONS (functions.h), in its
+  // order: fastcdc, crc32, seqcdc.
+#define CHUNKD_KERNEL_MEMBER(Function, member, parameters, unused) \
+  void(*member) parameters;
+  CHUNKD_KERNEL_FUNCTIONS(CHUNKD_KERNEL_MEMBER, _)
+#undef CHUNKD_KERNEL_MEMBER
 };
 
 // Words needed for the bitmap of n positions.

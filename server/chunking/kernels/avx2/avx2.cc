@@ -1,6 +1,6 @@
 // The avx2 kernels. This translation unit alone is compiled with the AVX2
 // flags (CMakeLists.txt); kernels.cc calls it only after checking the CPU and
-// OS (backends.h lists the features).
+// OS for the features those flags enable (kRequiredFeatures).
 //
 // seqcdc and crc32 are the generic bodies over the primitives of simd.h.
 // fastcdc is the interleaved scalar rolling body (generic/fastcdc_rolling.h):
@@ -24,7 +24,7 @@ namespace chunkd::chunking::kernels::avx2 {
 #include "chunking/kernels/generic/seqcdc.h"
 
 void FastCdc(const uint8_t* data, size_t begin, size_t end,
-             const GearArgs& params, uint64_t* hits_s, uint64_t* hits_l) {
+             const GearParams& params, uint64_t* hits_s, uint64_t* hits_l) {
   FastCdcRollingGeneric(data, begin, end, params, hits_s, hits_l);
 }
 
@@ -37,6 +37,9 @@ void SeqCdc(const uint8_t* data, size_t begin, size_t end, uint64_t* gt,
             uint64_t* lt) {
   SeqCdcGeneric(data, begin, end, gt, lt);
 }
+
+// What the CPU and OS must offer before this unit's code runs (backends.h).
+const uint32_t kRequiredFeatures = kCompiledFeatures;
 
 }  // namespace chunkd::chunking::kernels::avx2
 

@@ -55,6 +55,8 @@ inline void GtLt64(const uint8_t* cur, uint64_t* gt, uint64_t* lt) {
 inline constexpr size_t kCrcLanes = 32;
 using CrcLaneBits = uint32_t;
 
+// The constants of one Crc32Lanes call, as vectors (MakeCrcConsts). A plain
+// value on the caller's stack; no defaults.
 struct CrcConsts {
   Vec byte_lo[4], byte_hi[4];  // byte j of T[n], T[n << 4]
   Vec out_lo[4], out_hi[4];    // byte j of OUT[n], OUT[n << 4]

@@ -1,6 +1,6 @@
 // The avx512 kernels. This translation unit alone is compiled with the
 // AVX-512 flags (CMakeLists.txt); kernels.cc calls it only after checking
-// the CPU and OS (backends.h lists the features).
+// the CPU and OS for the features those flags enable (kRequiredFeatures).
 //
 // seqcdc and crc32 are the generic bodies over the primitives of simd.h.
 // fastcdc has its own algorithm here, described at FastCdcLanes.
@@ -166,14 +166,153 @@ __attribute__((noinline, cold)) void ScatterHits(
   }
 }
 
+// FastCdcLanes is split into the helpers below, all inlined into it: one
+// function for the compiler, so that the hashes stay in registers.
+#define CHUNKD_INLINE __attribute__((always_inline)) inline
+
+// The 64 bytes of block b of lane `lane` (transposed by the caller), from
+// the data when they lie inside it, else through `bounce`.
+CHUNKD_INLINE Vec LoadLane(const LaneGeometry& geo, size_t lane, size_t b,
+                           uint8_t* bounce) {
+  const ptrdiff_t pos =
+      static_cast<ptrdiff_t>(geo.begin + lane * geo.lane_len + 64 * b) - kWarm;
+  if (lane < geo.active && Inside(pos, 64, geo.end)) {
+    const Vec r = _mm512_loadu_si512(geo.data + pos);
+    // The lanes of the next tile, while this one runs from L1.
+    if (pos + geo.prefetch < geo.end) {
+      _mm_prefetch(reinterpret_cast<const char*>(geo.data + pos + geo.prefetch),
+                   _MM_HINT_T0);
+    }
+    return r;
+  }
+  if (lane < geo.active) {
+    CopyClamped(geo.data, pos, 64, geo.end, bounce);
+  } else {
+    memset(bounce, 0, 64);
+  }
+  return _mm512_load_si512(bounce);
+}
+
+// Loads and transposes block b of every lane: steps[g][k] holds the bytes of
+// steps 8k..8k+7 of the lanes of group g, in LookupSteps' order.
+template <int G>
+CHUNKD_INLINE void LoadBlock(const LaneGeometry& geo, size_t b,
+                             uint8_t (*bounce)[64], Vec (*steps)[8]) {
+  const Vec order = LoadIndex(kLaneOrder);
+  for (int g = 0; g < G; ++g) {
+    Vec r[8];
+    for (int i = 0; i < 8; ++i) r[i] = LoadLane(geo, 8 * g + i, b, bounce[i]);
+    Transpose8x8Qwords(r);  // r[k] qword i: lane 8g+i, steps 8k..8k+7
+    for (int k = 0; k < 8; ++k) {
+      steps[g][k] = _mm512_permutexvar_epi8(order, r[k]);
+    }
+  }
+}
+
+// The first kWarm steps of block 0: rolled without testing. Lane 0's hash
+// stays 0 for its first lane0_void steps, which lie before data[0].
+template <int G>
+CHUNKD_INLINE void WarmUp(const GearPlanes& planes, const Vec (*steps)[8],
+                          size_t lane0_void, Vec* w) {
+  const Vec two = _mm512_set1_epi64(2);
+  for (int k = 0; k < kWarm / 8; ++k) {
+    for (int g = 0; g < G; ++g) {
+      Vec q[8];
+      LookupSteps(planes, steps[g][k], q);
+      for (int s = 0; s < 8; ++s) {
+        w[g] = _mm512_madd52lo_epu64(q[s], w[g], two);
+        if (g == 0 && static_cast<size_t>(8 * k + s) < lane0_void) {
+          w[0] = _mm512_maskz_mov_epi64(0xFE, w[0]);
+        }
+      }
+    }
+  }
+}
+
+// The masks as vectors: mask_s, mask_l and the bits they share.
+struct LaneMasks {
+  Vec s;
+  Vec l;
+  Vec common;
+};
+
+// Sparse: 8 steps of group g from lane step `step` on, with one branch.
+// `clear` keeps the lanes whose shared bits were nonzero at every step so
+// far: one masked vptestmq per step, no separate OR of per-step masks.
+CHUNKD_INLINE void SparseSteps(const LaneGeometry& geo,
+                               const GearPlanes& planes, const LaneMasks& m,
+                               int g, size_t step, const Vec q[8], Vec idx,
+                               Vec* w, uint64_t* hits_s, uint64_t* hits_l) {
+  const Vec two = _mm512_set1_epi64(2);
+  const Vec w0 = *w;
+  __mmask8 clear = 0xFF;
+  CHUNKD_UNROLL
+  for (int s = 0; s < 8; ++s) {
+    *w = _mm512_madd52lo_epu64(q[s], *w, two);
+    clear = _mm512_mask_test_epi64_mask(clear, *w, m.common);
+  }
+  if (!_kortestc_mask8_u8(clear, clear)) {
+    ScatterHits(geo, planes, g, step, w0, idx, m.s, m.l, hits_s, hits_l);
+  }
+}
+
+// Dense: 8 steps, their lane masks stored at kbits[8k..8k+7], rows of each
+// qword in reverse order for the bit transpose.
+CHUNKD_INLINE void DenseSteps(const LaneMasks& m, int k, const Vec q[8], Vec* w,
+                              uint8_t* kbits_s, uint8_t* kbits_l) {
+  const Vec two = _mm512_set1_epi64(2);
+  for (int s = 0; s < 8; ++s) {
+    *w = _mm512_madd52lo_epu64(q[s], *w, two);
+    kbits_s[8 * k + 7 - s] = _mm512_testn_epi64_mask(*w, m.s);
+    kbits_l[8 * k + 7 - s] = _mm512_testn_epi64_mask(*w, m.l);
+  }
+}
+
+// Dense: the lane words of group g that block b completes. A lane's bits of
+// a block (qword i: lane 8g+i, bit t = step 64b + t) straddle two output
+// words because of the 48-step offset, so each word joins the previous
+// block's bits (prev) with this one's.
+CHUNKD_INLINE void StoreDenseWords(const LaneGeometry& geo, int g, size_t b,
+                                   const uint8_t* kbits_s,
+                                   const uint8_t* kbits_l, Vec* prev_s,
+                                   Vec* prev_l, uint64_t* hits_s,
+                                   uint64_t* hits_l) {
+  const Vec bytes = LoadIndex(kByteTranspose8x8);
+  const Vec cur_s = _mm512_permutexvar_epi8(
+      bytes, TransposeBitsReversed(_mm512_load_si512(kbits_s)));
+  const Vec cur_l = _mm512_permutexvar_epi8(
+      bytes, TransposeBitsReversed(_mm512_load_si512(kbits_l)));
+  if (b > 0) {
+    alignas(64) uint64_t out_s[8], out_l[8];
+    _mm512_store_si512(out_s,
+                       _mm512_or_si512(_mm512_srli_epi64(*prev_s, kWarm),
+                                       _mm512_slli_epi64(cur_s, 64 - kWarm)));
+    _mm512_store_si512(out_l,
+                       _mm512_or_si512(_mm512_srli_epi64(*prev_l, kWarm),
+                                       _mm512_slli_epi64(cur_l, 64 - kWarm)));
+    for (int i = 0; i < 8; ++i) {
+      const size_t lane = 8 * g + i;
+      if (lane >= geo.active) break;
+      const size_t word = lane * geo.lane_words + (b - 1);
+      if (word >= geo.words) continue;
+      const uint64_t keep =
+          word + 1 == geo.words ? LowBits(geo.n - 64 * word) : ~uint64_t{0};
+      hits_s[word] = out_s[i] & keep;
+      hits_l[word] = out_l[i] & keep;
+    }
+  }
+  *prev_s = cur_s;
+  *prev_l = cur_l;
+}
+
 template <int G, bool kSparse>
 void FastCdcLanes(const LaneGeometry& geo, const GearPlanes& planes,
-                  const GearArgs& params, uint64_t* hits_s, uint64_t* hits_l) {
-  const Vec order = LoadIndex(kLaneOrder);
-  const Vec two = _mm512_set1_epi64(2);
-  const Vec ms = _mm512_set1_epi64(static_cast<long long>(params.mask_s));
-  const Vec ml = _mm512_set1_epi64(static_cast<long long>(params.mask_l));
-  const Vec common =
+                  const GearParams& params, uint64_t* hits_s,
+                  uint64_t* hits_l) {
+  LaneMasks m;
+  m.s = _mm512_set1_epi64(static_cast<long long>(params.mask_s));
+  m.l = _mm512_set1_epi64(static_cast<long long>(params.mask_l));
+  m.common =
       _mm512_set1_epi64(static_cast<long long>(params.mask_s & params.mask_l));
   if (kSparse) {
     memset(hits_s, 0, geo.words * 8);
@@ -196,120 +335,36 @@ void FastCdcLanes(const LaneGeometry& geo, const GearPlanes& planes,
   }
 
   for (size_t b = 0; b < blocks; ++b) {
-    // Load and transpose 64 bytes of every lane.
-    for (int g = 0; g < G; ++g) {
-      Vec r[8];
-      for (int i = 0; i < 8; ++i) {
-        const size_t lane = 8 * g + i;
-        const ptrdiff_t pos =
-            static_cast<ptrdiff_t>(geo.begin + lane * geo.lane_len + 64 * b) -
-            kWarm;
-        if (lane < geo.active && Inside(pos, 64, geo.end)) {
-          r[i] = _mm512_loadu_si512(geo.data + pos);
-          // The lanes of the next tile, while this one runs from L1.
-          if (pos + geo.prefetch < geo.end) {
-            _mm_prefetch(
-                reinterpret_cast<const char*>(geo.data + pos + geo.prefetch),
-                _MM_HINT_T0);
-          }
-        } else {
-          if (lane < geo.active) {
-            CopyClamped(geo.data, pos, 64, geo.end, bounce[i]);
-          } else {
-            memset(bounce[i], 0, 64);
-          }
-          r[i] = _mm512_load_si512(bounce[i]);
-        }
-      }
-      Transpose8x8Qwords(r);  // r[k] qword i: lane 8g+i, steps 8k..8k+7
-      for (int k = 0; k < 8; ++k) {
-        steps[g][k] = _mm512_permutexvar_epi8(order, r[k]);
-      }
-    }
+    LoadBlock<G>(geo, b, bounce, steps);
+    if (b == 0) WarmUp<G>(planes, steps, lane0_void, w);
     const int k_begin = b == 0 ? kWarm / 8 : 0;
     const int k_end = b + 1 == blocks ? kWarm / 8 : 8;
-    if (b == 0) {
-      // Warm-up: roll without testing.
-      for (int k = 0; k < k_begin; ++k) {
-        for (int g = 0; g < G; ++g) {
-          Vec q[8];
-          LookupSteps(planes, steps[g][k], q);
-          for (int s = 0; s < 8; ++s) {
-            w[g] = _mm512_madd52lo_epu64(q[s], w[g], two);
-            if (g == 0 && static_cast<size_t>(8 * k + s) < lane0_void) {
-              w[0] = _mm512_maskz_mov_epi64(0xFE, w[0]);
-            }
-          }
-        }
-      }
-    }
     for (int k = k_begin; k < k_end; ++k) {
       CHUNKD_UNROLL
       for (int g = 0; g < G; ++g) {
         Vec q[8];
         LookupSteps(planes, steps[g][k], q);
         if (kSparse) {
-          // One branch per 8 steps. `clear` keeps the lanes whose shared
-          // bits were nonzero at every step so far: one masked vptestmq per
-          // step, no separate OR of per-step masks.
-          const Vec w0 = w[g];
-          __mmask8 clear = 0xFF;
-          CHUNKD_UNROLL
-          for (int s = 0; s < 8; ++s) {
-            w[g] = _mm512_madd52lo_epu64(q[s], w[g], two);
-            clear = _mm512_mask_test_epi64_mask(clear, w[g], common);
-          }
-          if (!_kortestc_mask8_u8(clear, clear)) {
-            ScatterHits(geo, planes, g, 64 * b + 8 * k, w0, steps[g][k], ms, ml,
-                        hits_s, hits_l);
-          }
+          SparseSteps(geo, planes, m, g, 64 * b + 8 * k, q, steps[g][k], &w[g],
+                      hits_s, hits_l);
         } else {
-          for (int s = 0; s < 8; ++s) {
-            w[g] = _mm512_madd52lo_epu64(q[s], w[g], two);
-            // Rows of each qword in reverse order, for the bit transpose.
-            kbits_s[g][8 * k + 7 - s] = _mm512_testn_epi64_mask(w[g], ms);
-            kbits_l[g][8 * k + 7 - s] = _mm512_testn_epi64_mask(w[g], ml);
-          }
+          DenseSteps(m, k, q, &w[g], kbits_s[g], kbits_l[g]);
         }
       }
     }
     if (kSparse) continue;
-    // Dense: the block's bits per lane, then words (48-bit offset).
-    const Vec bytes = LoadIndex(kByteTranspose8x8);
     for (int g = 0; g < G; ++g) {
-      // qword i: lane 8g+i, bit t = step 64b + t
-      const Vec cur_s = _mm512_permutexvar_epi8(
-          bytes, TransposeBitsReversed(_mm512_load_si512(kbits_s[g])));
-      const Vec cur_l = _mm512_permutexvar_epi8(
-          bytes, TransposeBitsReversed(_mm512_load_si512(kbits_l[g])));
-      if (b > 0) {
-        alignas(64) uint64_t out_s[8], out_l[8];
-        _mm512_store_si512(
-            out_s, _mm512_or_si512(_mm512_srli_epi64(prev_s[g], kWarm),
-                                   _mm512_slli_epi64(cur_s, 64 - kWarm)));
-        _mm512_store_si512(
-            out_l, _mm512_or_si512(_mm512_srli_epi64(prev_l[g], kWarm),
-                                   _mm512_slli_epi64(cur_l, 64 - kWarm)));
-        for (int i = 0; i < 8; ++i) {
-          const size_t lane = 8 * g + i;
-          if (lane >= geo.active) break;
-          const size_t word = lane * geo.lane_words + (b - 1);
-          if (word >= geo.words) continue;
-          const uint64_t keep =
-              word + 1 == geo.words ? LowBits(geo.n - 64 * word) : ~uint64_t{0};
-          hits_s[word] = out_s[i] & keep;
-          hits_l[word] = out_l[i] & keep;
-        }
-      }
-      prev_s[g] = cur_s;
-      prev_l[g] = cur_l;
+      StoreDenseWords(geo, g, b, kbits_s[g], kbits_l[g], &prev_s[g], &prev_l[g],
+                      hits_s, hits_l);
     }
   }
 }
 
+#undef CHUNKD_INLINE
+
 template <int G>
 void FastCdcLanesDispatch(const LaneGeometry& geo, const GearPlanes& planes,
-                          const GearArgs& params, uint64_t* hits_s,
+                          const GearParams& params, uint64_t* hits_s,
                           uint64_t* hits_l) {
   if (PopCount64(params.mask_s & params.mask_l) >= kSparseMinBits) {
     FastCdcLanes<G, true>(geo, planes, params, hits_s, hits_l);
@@ -321,7 +376,7 @@ void FastCdcLanesDispatch(const LaneGeometry& geo, const GearPlanes& planes,
 }  // namespace
 
 void FastCdc(const uint8_t* data, size_t begin, size_t end,
-             const GearArgs& params, uint64_t* hits_s, uint64_t* hits_l) {
+             const GearParams& params, uint64_t* hits_s, uint64_t* hits_l) {
   if (begin >= end) return;
   const uint64_t any = params.mask_s | params.mask_l;
   const int top_bit = any == 0 ? -1 : 63 - __builtin_clzll(any);
@@ -362,6 +417,9 @@ void SeqCdc(const uint8_t* data, size_t begin, size_t end, uint64_t* gt,
             uint64_t* lt) {
   SeqCdcGeneric(data, begin, end, gt, lt);
 }
+
+// What the CPU and OS must offer before this unit's code runs (backends.h).
+const uint32_t kRequiredFeatures = kCompiledFeatures;
 
 }  // namespace chunkd::chunking::kernels::avx512
 

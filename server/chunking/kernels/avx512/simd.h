@@ -3,8 +3,8 @@
 // the one translation unit compiled with the AVX-512 flags.
 //
 // Uses F, BW (byte compares, vpmovb2m), DQ (kmovb), VBMI (vpermb,
-// vpermi2b), IFMA (vpmadd52luq, in avx512.cc) and GFNI (gf2p8affineqb);
-// backends.h lists them for the CPU check.
+// vpermi2b), IFMA (vpmadd52luq, in avx512.cc) and GFNI (gf2p8affineqb):
+// the flags of kernels/CMakeLists.txt, which the CPU check follows.
 //
 // Thread safety: pure functions.
 #ifndef CHUNKD_CHUNKING_KERNELS_AVX512_SIMD_H_
@@ -105,6 +105,8 @@ inline void GtLt64(const uint8_t* cur, uint64_t* gt, uint64_t* lt) {
 inline constexpr size_t kCrcLanes = 64;
 using CrcLaneBits = uint64_t;
 
+// The constants of one Crc32Lanes call, as vectors (MakeCrcConsts). A plain
+// value on the caller's stack; no defaults.
 struct CrcConsts {
   Vec byte_affine[4];  // byte j of T[x]
   Vec out_affine[4];   // byte j of OUT[x]

@@ -26,7 +26,7 @@ inline constexpr int kRollSparseMinBits = 10;
 // before `begin`; rel0 is begin's bit offset in the output.
 template <bool kSparse>
 inline void RollTail(const uint8_t* data, size_t begin, size_t end,
-                     const GearArgs& params, uint64_t h, size_t rel0,
+                     const GearParams& params, uint64_t h, size_t rel0,
                      uint64_t* hits_s, uint64_t* hits_l) {
   const uint64_t* const gear = params.gear;
   if (kSparse) {
@@ -78,7 +78,7 @@ inline RollHashes Pack(const uint64_t (&h)[kRollLanes]) {
 // Sets the bits of every lane's hash at lane step t (rare).
 __attribute__((noinline, cold)) inline void RollHits(RollHashes hashes,
                                                      size_t t, size_t lane_len,
-                                                     const GearArgs& params,
+                                                     const GearParams& params,
                                                      uint64_t* hits_s,
                                                      uint64_t* hits_l) {
   for (int l = 0; l < kRollLanes; ++l) {
@@ -100,7 +100,7 @@ inline uint64_t GearWarmUp(const uint8_t* data, size_t pos,
 
 template <bool kSparse>
 void FastCdcRollingLanes(const uint8_t* data, size_t begin, size_t end,
-                         const GearArgs& params, uint64_t* hits_s,
+                         const GearParams& params, uint64_t* hits_s,
                          uint64_t* hits_l) {
   constexpr int K = kRollLanes;
   const uint64_t* const gear = params.gear;
@@ -197,7 +197,7 @@ void FastCdcRollingLanes(const uint8_t* data, size_t begin, size_t end,
 inline int PopCount64(uint64_t x) { return __builtin_popcountll(x); }
 
 inline void FastCdcRollingGeneric(const uint8_t* data, size_t begin, size_t end,
-                                  const GearArgs& params, uint64_t* hits_s,
+                                  const GearParams& params, uint64_t* hits_s,
                                   uint64_t* hits_l) {
   if (begin >= end) return;
   if (PopCount64(params.mask_s & params.mask_l) >= kRollSparseMinBits) {

@@ -1,4 +1,4 @@
-// The scalar kernels: the definitions of kernels.h, one position after the
+// The scalar kernels: the definitions of functions.h, one position after the
 // other. They are the reference of the differential tests, so they stay the
 // plain rolling loops of the definitions — clear first, fast second (bits
 // are collected a word at a time in registers).
@@ -35,7 +35,7 @@ void ForEachWord(size_t begin, size_t end, uint64_t* out_a, uint64_t* out_b,
 }  // namespace
 
 void FastCdc(const uint8_t* data, size_t begin, size_t end,
-             const GearArgs& params, uint64_t* hits_s, uint64_t* hits_l) {
+             const GearParams& params, uint64_t* hits_s, uint64_t* hits_l) {
   const uint64_t* const gear = params.gear;
   // Rolling `h = (h << 1) + gear[byte]` from 63 bytes before `begin` (or from
   // data[0]) gives exactly W(p): the byte 64 back is shifted out of 64 bits.
@@ -75,5 +75,8 @@ void SeqCdc(const uint8_t* data, size_t begin, size_t end, uint64_t* gt,
     *l = p > 0 && data[p] < data[p - 1];
   });
 }
+
+// What the CPU and OS must offer before this unit's code runs (backends.h).
+const uint32_t kRequiredFeatures = kCompiledFeatures;
 
 }  // namespace chunkd::chunking::kernels::scalar

@@ -1,0 +1,71 @@
+// The stage-1 functions of a kernel, one per algorithm with a stage 1: the
+// one list of them. Kernel (kernels.h) has a pointer to each and every
+// backend (backends.h) defines each, both expanded from
+// CHUNKD_KERNEL_FUNCTIONS below; an algorithm's stage 1 is a row there and
+// its body in every backend.
+//
+// A function fills bitmaps for the positions [begin, end) of a buffer
+// `data`. Bit (p - begin) % 64 of word (p - begin) / 64 (least significant
+// bit first) belongs to position p. Every word that covers [begin, end) is
+// written in full; bits for positions >= end are zero. Windows reach back
+// from p into data[0..p) — never before data[0] — so a caller either starts
+// the buffer at the stream's first byte or passes a begin with enough bytes
+// of left context before it (fastcdc 63, crc32 255, seqcdc 1). The functions
+// are pure: any split of [begin, end) into pieces gives the same bits, which
+// is what lets segments run on different threads.
+//
+//   fastcdc  with the windowed Gear hash
+//              W(p) = sum over i in [0, min(63, p)] of
+//                     gear[data[p - i]] << i (mod 2^64)
+//            sets bit p in hits_s when (W(p) & mask_s) == 0 and in hits_l
+//            when (W(p) & mask_l) == 0. W(p) equals the crate's rolled hash
+//            at p once that hash has seen at least 64 bytes (bit k depends on
+//            the last k + 1 bytes only); stage 2 recomputes the first 64
+//            positions after each restart.
+//   crc32    sets bit p when (C(p) & mask) == 0, C(p) being the CRC-32
+//            (reflected 0xEDB88320, initial 0, no final XOR) of
+//            data[max(0, p - 255), p] — the 256-byte window of DESIGN.md §2
+//            (mask = avg_size - 1).
+//   seqcdc   sets bit p in gt when data[p] > data[p - 1] and in lt when
+//            data[p] < data[p - 1]; position 0 has neither.
+//
+// Plain declarations and constants only: the ISA translation units include
+// this through backends.h.
+//
+// Thread safety: the functions are pure; GearParams is a plain value.
+#ifndef CHUNKD_CHUNKING_KERNELS_FUNCTIONS_H_
+#define CHUNKD_CHUNKING_KERNELS_FUNCTIONS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace chunkd::chunking::kernels {
+
+// FastCDC's Gear parameters: the seeded one-byte table and the two masks. A
+// plain value; default: no table, both masks 0.
+struct GearParams {
+  const uint64_t* gear = nullptr;  // 256 entries, seed already applied
+  uint64_t mask_s = 0;
+  uint64_t mask_l = 0;
+};
+
+// X(Function, member, parameters, arg) for every stage-1 function: its name
+// in a backend's namespace, its Kernel member and its parameter list; `arg`
+// is passed through to X.
+#define CHUNKD_KERNEL_FUNCTIONS(X, arg)                                       \
+  X(FastCdc, fastcdc,                                                         \
+    (const uint8_t* data, size_t begin, size_t end, const GearParams& params, \
+     uint64_t* hits_s, uint64_t* hits_l),                                     \
+    arg)                                                                      \
+  X(Crc32, crc32,                                                             \
+    (const uint8_t* data, size_t begin, size_t end, uint32_t mask,            \
+     uint64_t* hits),                                                         \
+    arg)                                                                      \
+  X(SeqCdc, seqcdc,                                                           \
+    (const uint8_t* data, size_t begin, size_t end, uint64_t* gt,             \
+     uint64_t* lt),                                                           \
+    arg)
+
+}  // namespace chunkd::chunking::kernels
+
+#endif  // CHUNKD_CHUNKING_KERNELS_FUNCTIONS_H_

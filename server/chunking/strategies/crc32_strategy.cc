@@ -1,0 +1,72 @@
+// crc32 in the engine: one bitmap, the candidates of the stream-global
+// window CRC, the selector that takes the first one from min_size - 1 on, and
+// the rolling cutter for the sequential-only path.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/strings/string_view.h"
+#include "chunkd/chunker.h"
+#include "chunking/crc32.h"
+#include "chunking/kernels/kernels.h"
+#include "chunking/stage2.h"
+#include "chunking/strategies/strategy.h"
+
+namespace chunkd::chunking {
+namespace {
+
+// Thread safety: immutable (strategy.h).
+class Crc32Strategy final : public SelectorStrategy<Crc32Strategy> {
+ public:
+  // REQUIRES: ValidateOptions(options).ok().
+  explicit Crc32Strategy(const ChunkerOptions& options)
+      // Candidates from min - 1 on, a mean distance of avg apart: blocks of
+      // avg.
+      : SelectorStrategy(options.max_size, 1,
+                         {ClampBlock(options.avg_size),
+                          ClampBlock(options.avg_size), kPrefetchAhead}),
+        cutter_(options.min_size, options.avg_size, options.max_size),
+        mask_(options.avg_size - 1) {
+    params_.min_size = options.min_size;
+    params_.max_size = options.max_size;
+  }
+
+  // Two-stage with a SIMD kernel (the stream-global window skips only
+  // min_size - 1 bytes; every kernel call warms 256 bytes up per lane);
+  // with the scalar kernel the reference cutter.
+  Strategy AutoStrategy(const kernels::Kernel& kernel) const override {
+    return absl::string_view(kernel.name) == "scalar" ? Strategy::kReference
+                                                      : Strategy::kTwoStage;
+  }
+
+  stage2::Cut Cut(const ChunkView& chunk) const override {
+    return CutWith(cutter_, chunk);
+  }
+
+  void Stage1(const kernels::Kernel& kernel, const uint8_t* data, size_t begin,
+              size_t end, uint64_t* first,
+              uint64_t* /*second*/) const override {
+    kernel.crc32(data, begin, end, mask_, first);
+  }
+
+  template <class Source>
+  stage2::Cut SelectFrom(const ChunkView& chunk, Source& source) const {
+    return stage2::SelectCrc32(params_, chunk.data, chunk.pos, chunk.avail,
+                               chunk.context, source);
+  }
+
+ private:
+  const Crc32Cutter cutter_;
+  const uint32_t mask_;  // avg_size - 1
+  stage2::Crc32Params params_;
+};
+
+}  // namespace
+
+std::unique_ptr<AlgorithmStrategy> NewCrc32Strategy(
+    const ChunkerOptions& options) {
+  return std::make_unique<Crc32Strategy>(options);
+}
+
+}  // namespace chunkd::chunking

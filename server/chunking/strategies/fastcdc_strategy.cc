@@ -1,0 +1,90 @@
+// fastcdc in the engine: the two bitmaps of the windowed Gear hash (mask_s
+// and mask_l), the selector that restarts the hash at min_size, and the
+// crate's cutter for the sequential-only path.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/strings/string_view.h"
+#include "chunkd/chunker.h"
+#include "chunking/fastcdc.h"
+#include "chunking/kernels/kernels.h"
+#include "chunking/stage2.h"
+#include "chunking/strategies/strategy.h"
+
+namespace chunkd::chunking {
+namespace {
+
+// Thread safety: immutable (strategy.h).
+class FastCdcStrategy final : public SelectorStrategy<FastCdcStrategy> {
+ public:
+  // REQUIRES: ValidateOptions(options).ok().
+  explicit FastCdcStrategy(const ChunkerOptions& options)
+      : SelectorStrategy(options.max_size, 2, BlockSizesFor(options)),
+        cutter_(options.min_size, options.avg_size, options.max_size,
+                options.normalization_level, options.seed) {
+    gear_.gear = cutter_.gear().data();
+    gear_.mask_s = cutter_.mask_s();
+    gear_.mask_l = cutter_.mask_l();
+    params_.min_size = options.min_size;
+    params_.avg_size = options.avg_size;
+    params_.max_size = options.max_size;
+    params_.mask_s = cutter_.mask_s();
+    params_.mask_l = cutter_.mask_l();
+    params_.gear = cutter_.gear().data();
+  }
+
+  // Two-stage with avx512, on any number of threads (the pipeline overlaps
+  // stage 2 with stage 1, so two-stage scales as well as speculative
+  // segments and starts faster); otherwise the reference cutter, which
+  // skips min_size per chunk and rolls two bytes per step, beats both
+  // strategies of the avx2 and scalar kernels.
+  Strategy AutoStrategy(const kernels::Kernel& kernel) const override {
+    return absl::string_view(kernel.name) == "avx512" ? Strategy::kTwoStage
+                                                      : Strategy::kReference;
+  }
+
+  stage2::Cut Cut(const ChunkView& chunk) const override {
+    return CutWith(cutter_, chunk);
+  }
+
+  void Stage1(const kernels::Kernel& kernel, const uint8_t* data, size_t begin,
+              size_t end, uint64_t* first, uint64_t* second) const override {
+    kernel.fastcdc(data, begin, end, gear_, first, second);
+  }
+
+  template <class Source>
+  stage2::Cut SelectFrom(const ChunkView& chunk, Source& source) const {
+    return stage2::SelectFastCdc(params_, chunk.data, chunk.pos, chunk.avail,
+                                 source);
+  }
+
+ private:
+  // The strict-mask region [min + 64, avg) in one block (a cut there is
+  // rare: probability 1 - exp(-(avg - min) / 2^(bits + level))), then blocks
+  // of the mean distance to a loose-mask hit, 2^(bits - level), doubling.
+  static BlockSizes BlockSizesFor(const ChunkerOptions& options) {
+    const uint32_t bits = FastCdcLog2Round(options.avg_size);
+    const size_t strict = options.avg_size > options.min_size + 64
+                              ? options.avg_size - options.min_size - 64
+                              : 0;
+    const size_t loose = size_t{1} << (bits - options.normalization_level);
+    return {ClampBlock(std::max(strict, loose)), ClampBlock(loose),
+            kPrefetchAhead};
+  }
+
+  const FastCdcCutter cutter_;
+  kernels::GearParams gear_;
+  stage2::FastCdcParams params_;
+};
+
+}  // namespace
+
+std::unique_ptr<AlgorithmStrategy> NewFastCdcStrategy(
+    const ChunkerOptions& options) {
+  return std::make_unique<FastCdcStrategy>(options);
+}
+
+}  // namespace chunkd::chunking
