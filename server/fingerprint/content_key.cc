@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "chunking/kernels/isa.h"
+#include "platform/isa.h"
 
 #ifdef CHUNKD_CONTENT_KEY_VPCLMUL
 #include "fingerprint/vpclmul/ghash_vpclmul.h"
@@ -21,15 +21,13 @@
 namespace chunkd::fingerprint {
 namespace {
 
-namespace isa = chunking::kernels;
-
 #ifdef CHUNKD_CONTENT_KEY_VPCLMUL
 static_assert(vpclmul::kKeyWords == 64, "ContentKeyer::powers_ size");
 // Exactly the instruction sets ghash_vpclmul.cc is compiled for, and the
 // ZMM state they need.
-constexpr uint32_t kVpclmulFeatures = isa::kAvx512F | isa::kAvx512Bw |
-                                      isa::kAvx512Vl | isa::kPclmul |
-                                      isa::kVpclmulqdq | isa::kOsZmm;
+constexpr uint32_t kVpclmulFeatures = platform::kAvx512F | platform::kAvx512Bw |
+                                      platform::kAvx512Vl | platform::kPclmul |
+                                      platform::kVpclmulqdq | platform::kOsZmm;
 #endif
 
 [[noreturn]] void Die(const std::string& message) {
@@ -40,7 +38,7 @@ constexpr uint32_t kVpclmulFeatures = isa::kAvx512F | isa::kAvx512Bw |
 std::vector<std::string> Missing(ContentKeyBackend backend) {
   if (backend == ContentKeyBackend::kOpenSsl) return {};
 #ifdef CHUNKD_CONTENT_KEY_VPCLMUL
-  return isa::MissingFeatures(kVpclmulFeatures, isa::CpuFeatures());
+  return platform::MissingFeatures(kVpclmulFeatures, platform::CpuFeatures());
 #else
   return {"not built for this architecture"};
 #endif

@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "chunking/kernels/isa.h"
+#include "platform/isa.h"
 
 #ifdef CHUNKD_SHA256_SHANI
 #include "fingerprint/shani/sha256_shani.h"
@@ -20,8 +20,6 @@
 
 namespace chunkd::fingerprint {
 namespace {
-
-namespace isa = chunking::kernels;
 
 constexpr size_t kDigestBytes = 32;
 
@@ -38,7 +36,8 @@ constexpr Sha256Backend kShaNi4 = {"shani-x4", 4};
 constexpr const Sha256Backend* kBackends[] = {&kShaNi4, &kShaNi3, &kShaNi2,
                                               &kShaNi1, &kOpenSsl};
 // Exactly the instruction sets sha256_shani.cc is compiled for.
-constexpr uint32_t kShaNiFeatures = isa::kSha | isa::kSse41 | isa::kSsse3;
+constexpr uint32_t kShaNiFeatures =
+    platform::kSha | platform::kSse41 | platform::kSsse3;
 #else
 constexpr const Sha256Backend* kBackends[] = {&kOpenSsl};
 #endif
@@ -70,7 +69,7 @@ absl::Span<const Sha256Backend* const> AllSha256Backends() {
 std::vector<std::string> Sha256BackendMissing(const Sha256Backend& backend) {
   if (backend.lanes == 0) return {};
 #ifdef CHUNKD_SHA256_SHANI
-  return isa::MissingFeatures(kShaNiFeatures, isa::CpuFeatures());
+  return platform::MissingFeatures(kShaNiFeatures, platform::CpuFeatures());
 #else
   return {"not built for this architecture"};
 #endif

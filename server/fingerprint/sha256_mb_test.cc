@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
-#include "chunking/kernels/isa.h"
 #include "fingerprint/fingerprint.h"
 #include "gtest/gtest.h"
+#include "platform/isa.h"
 
 #if defined(__x86_64__)
 #include "fingerprint/shani/sha256_shani.h"

@@ -26,7 +26,7 @@
 
 #include "chunking/kernels/backend_list.h"
 #include "chunking/kernels/functions.h"
-#include "chunking/kernels/isa_features.h"
+#include "platform/isa_features.h"
 
 namespace chunkd::chunking::kernels {
 
@@ -37,54 +37,54 @@ namespace chunkd::chunking::kernels {
 // covers. Internal linkage: each translation unit has its own value.
 constexpr uint32_t kCompiledFeatures = 0
 #ifdef __POPCNT__
-                                       | kPopcnt
+                                       | platform::kPopcnt
 #endif
 #ifdef __BMI__
-                                       | kBmi1
+                                       | platform::kBmi1
 #endif
 #ifdef __BMI2__
-                                       | kBmi2
+                                       | platform::kBmi2
 #endif
 #ifdef __AVX__
-                                       | kAvx | kOsYmm
+                                       | platform::kAvx | platform::kOsYmm
 #elif defined(__SSSE3__)
-                                       | kSsse3
+                                       | platform::kSsse3
 #endif
 #if defined(__SSE4_1__) && !defined(__AVX__)
-                                       | kSse41
+                                       | platform::kSse41
 #endif
 #ifdef __AVX2__
-                                       | kAvx2
+                                       | platform::kAvx2
 #endif
 #ifdef __AVX512F__
-                                       | kAvx512F | kOsZmm
+                                       | platform::kAvx512F | platform::kOsZmm
 #endif
 #ifdef __AVX512DQ__
-                                       | kAvx512Dq
+                                       | platform::kAvx512Dq
 #endif
 #ifdef __AVX512BW__
-                                       | kAvx512Bw
+                                       | platform::kAvx512Bw
 #endif
 #ifdef __AVX512VL__
-                                       | kAvx512Vl
+                                       | platform::kAvx512Vl
 #endif
 #ifdef __AVX512VBMI__
-                                       | kAvx512Vbmi
+                                       | platform::kAvx512Vbmi
 #endif
 #ifdef __AVX512IFMA__
-                                       | kAvx512Ifma
+                                       | platform::kAvx512Ifma
 #endif
 #ifdef __GFNI__
-                                       | kGfni
+                                       | platform::kGfni
 #endif
 #ifdef __SHA__
-                                       | kSha
+                                       | platform::kSha
 #endif
 #ifdef __PCLMUL__
-                                       | kPclmul
+                                       | platform::kPclmul
 #endif
 #ifdef __VPCLMULQDQ__
-                                       | kVpclmulqdq
+                                       | platform::kVpclmulqdq
 #endif
     ;
 

@@ -18,7 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "chunking/kernels/backends.h"
-#include "chunking/kernels/isa.h"
+#include "platform/isa.h"
 
 namespace chunkd::chunking::kernels {
 namespace {
@@ -26,7 +26,7 @@ namespace {
 // Kernel::supported of a backend that needs *kRequired.
 template <const uint32_t* kRequired>
 bool Supported() {
-  return (CpuFeatures() & *kRequired) == *kRequired;
+  return (platform::CpuFeatures() & *kRequired) == *kRequired;
 }
 
 // A row of the backend list: its Kernel, with the functions in the order of
@@ -94,7 +94,7 @@ absl::StatusOr<const Kernel*> FindKernel(absl::string_view name) {
     const Kernel* k = &backend.kernel;
     if (name != k->name) continue;
     const std::vector<std::string> missing =
-        MissingFeatures(*backend.required, CpuFeatures());
+        platform::MissingFeatures(*backend.required, platform::CpuFeatures());
     if (!missing.empty()) {
       return absl::FailedPreconditionError(
           absl::StrCat("kernel backend \"", name,

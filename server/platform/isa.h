@@ -1,5 +1,6 @@
-// Instruction-set detection for the stage-1 kernels: what the CPU implements
-// (cpuid) and what the operating system saves on a context switch (xgetbv).
+// Instruction-set detection for every instruction-set-specific unit (the
+// stage-1 kernels, the fingerprint code): what the CPU implements (cpuid)
+// and what the operating system saves on a context switch (xgetbv).
 //
 // A vector kernel may run only when both agree: the CPU has every instruction
 // the kernel's translation unit was compiled for, and the OS has enabled the
@@ -9,16 +10,16 @@
 //
 // Thread safety: CpuFeatures() detects once (thread-safe static
 // initialization) and returns an immutable value.
-#ifndef CHUNKD_CHUNKING_KERNELS_ISA_H_
-#define CHUNKD_CHUNKING_KERNELS_ISA_H_
+#ifndef CHUNKD_PLATFORM_ISA_H_
+#define CHUNKD_PLATFORM_ISA_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "chunking/kernels/isa_features.h"
+#include "platform/isa_features.h"
 
-namespace chunkd::chunking::kernels {
+namespace chunkd::platform {
 
 // "popcnt", "avx512vbmi", "os-zmm-state", ...
 const char* IsaFeatureName(IsaFeature feature);
@@ -37,6 +38,6 @@ uint32_t FeaturesFromCpuid(uint32_t leaf1_ecx, uint32_t leaf7_ebx,
 // IsaFeature order; empty when all are present.
 std::vector<std::string> MissingFeatures(uint32_t required, uint32_t available);
 
-}  // namespace chunkd::chunking::kernels
+}  // namespace chunkd::platform
 
-#endif  // CHUNKD_CHUNKING_KERNELS_ISA_H_
+#endif  // CHUNKD_PLATFORM_ISA_H_

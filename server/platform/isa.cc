@@ -1,4 +1,4 @@
-#include "chunking/kernels/isa.h"
+#include "platform/isa.h"
 
 #include <cstdint>
 #include <string>
@@ -9,7 +9,7 @@
 #define CHUNKD_KERNELS_X86 1
 #endif
 
-namespace chunkd::chunking::kernels {
+namespace chunkd::platform {
 namespace {
 
 // cpuid leaf 1, ECX.
@@ -145,4 +145,4 @@ std::vector<std::string> MissingFeatures(uint32_t required,
   return missing;
 }
 
-}  // namespace chunkd::chunking::kernels
+}  // namespace chunkd::platform

@@ -4,12 +4,12 @@
 //
 // Plain constants and nothing else, so that the ISA translation units can
 // include this (see backends.h).
-#ifndef CHUNKD_CHUNKING_KERNELS_ISA_FEATURES_H_
-#define CHUNKD_CHUNKING_KERNELS_ISA_FEATURES_H_
+#ifndef CHUNKD_PLATFORM_ISA_FEATURES_H_
+#define CHUNKD_PLATFORM_ISA_FEATURES_H_
 
 #include <cstdint>
 
-namespace chunkd::chunking::kernels {
+namespace chunkd::platform {
 
 // One bit per feature a kernel may require. The names (IsaFeatureName) are
 // those of /proc/cpuinfo and of the compilers' -m flags.
@@ -39,6 +39,6 @@ enum IsaFeature : uint32_t {
   kVpclmulqdq = 1u << 18,
 };
 
-}  // namespace chunkd::chunking::kernels
+}  // namespace chunkd::platform
 
-#endif  // CHUNKD_CHUNKING_KERNELS_ISA_FEATURES_H_
+#endif  // CHUNKD_PLATFORM_ISA_FEATURES_H_
