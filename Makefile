@@ -67,7 +67,7 @@ test-cpp: build
 # (More prerequisites of test-python in the Go clients section below.)
 test-python: build $(VENV_STAMP)
 	CHUNKD_GO_BIN=$(CHUNKD_GO_BIN) GRPCURL_BIN=$(TOOLS_BIN)/grpcurl \
-	  $(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e tests/integration
+	  $(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e tests/integration tests/build
 
 test: test-cpp test-python test-chart test-deploy test-go test-lizard
 
