@@ -3,7 +3,7 @@
 // Paper: F. Ni, X. Lin, S. Jiang, "SS-CDC: A Two-stage Parallel
 // Content-Defined Chunking for Deduplicating Backup Storage", SYSTOR 2019.
 //
-// Definition (DESIGN.md §2): hash(p) is the CRC-32 (reflected polynomial
+// Definition (docs/design.md, "crc32: rolling CRC-32"): hash(p) is the CRC-32 (reflected polynomial
 // 0xEDB88320, initial value 0, no final XOR) of the 256-byte window ending at
 // stream position p — of all bytes [0, p] while p < 255. Position p is a
 // candidate when (hash(p) & (avg_size - 1)) == 0. A chunk starting at s ends

@@ -17,7 +17,7 @@ namespace {
 
 using testing::Bytes;
 
-// The definition of DESIGN.md §2, computed directly: CRC of the window of up
+// The definition (docs/design.md, "crc32: rolling CRC-32"), computed directly: CRC of the window of up
 // to 256 bytes ending at p.
 uint32_t WindowCrc(const Bytes& data, size_t p) {
   const size_t first =

@@ -1,6 +1,7 @@
 // Engine: the fast chunking engine behind FastChunks and StreamChunker — the
-// two-stage parallel design of SS-CDC (Ni et al., SYSTOR 2019; DESIGN.md §3)
-// plus a vectorized sequential scan for where skipping wins (issue 3 item 5)
+// two-stage parallel design of SS-CDC (Ni et al., SYSTOR 2019; docs/design.md,
+// "The two-stage engine") plus a vectorized sequential scan for where
+// skipping wins
 // and the reference cutter itself, both parallelized by speculative segments.
 //
 // Three strategies, one answer. All return exactly ReferenceChunks(): stage 1
@@ -71,31 +72,8 @@
 //   seqcdc     sequential   sequential   sequential
 //   fixed      sequential (cut by length, no stage 1)
 //
-// Measured side by side in one run (`make bench` with 15 repetitions, best
-// of them, random data only: chunking_bench over 64 MiB of seeded random
-// bytes, the parameters of issue 3) on the 2-core AMD EPYC VM (family 26,
-// Zen 5) shared with other builds; GB/s, two-stage / sequential / reference.
-// The avx512 fastcdc and crc32 rows were measured again after the two-stage
-// pipeline replaced the round barriers (load average about 3; "-": not
-// re-measured); the rest are from the run before it:
-//
-//                        1 thread                 2 threads
-//   fastcdc L2 scalar    1.13 / 1.23 / 4.40       2.01 / 2.36 / 7.62
-//              avx2      2.47 / 2.36 / 4.40       4.13 / 4.62 / 7.62
-//              avx512    5.49 / 5.20 / 4.50      11.75 / 9.98 / 8.52
-//   crc32      scalar    0.43 / 0.43 / 0.54       0.84 / 0.73 / 1.04
-//              avx2      4.42 / 3.17 / 0.54       7.45 / 5.01 / 1.04
-//              avx512   10.63 /  -   / 0.55      20.53 /  -   / 1.09
-//   seqcdc     scalar    1.48 / 6.26 / 3.31       2.18 / 10.99 / 6.23
-//              avx2     13.49 / 14.80 / 3.31     17.36 / 27.98 / 6.23
-//              avx512   14.73 / 16.61 / 3.31     18.61 / 23.25 / 6.23
-//
-// Two threads are noisy on this shared VM (another process on one core
-// halves a two-thread run); the rule follows the orderings that held in
-// every run. Two-stage crc32 scales 1.93x on two threads in that run (1.87-
-// 1.94x at quiet moments, about 1.7x under a load average of 5, against
-// 1.46-1.48x for the old rounds in the same sessions); speculative segments
-// scale about 1.9x.
+// The choice follows the measurements of every strategy x kernel x thread
+// count in docs/benchmarks.md, "Strategies behind the automatic choice".
 #ifndef CHUNKD_CHUNKING_ENGINE_H_
 #define CHUNKD_CHUNKING_ENGINE_H_
 

@@ -1,5 +1,4 @@
-// Exactness of the fast engine (DESIGN.md §2 "chunking invariability"; issue 3
-// item 7): FastChunks and StreamChunker equal ReferenceChunks for every
+// Exactness of the fast engine (docs/design.md, "How exactness is tested"): FastChunks and StreamChunker equal ReferenceChunks for every
 // algorithm × every kernel × threads {1, 2, 3, 8} × segment sizes
 // {4 KiB + 1, 64 KiB, 1 MiB} × message splits {1 B, 4093 B, 1 MiB, random}
 // × both strategies, on seeded random data, zeros, 0xFF, short repeating

@@ -1,5 +1,5 @@
 // Executor: how the chunking engine runs independent tasks (stage-1 segments,
-// DESIGN.md §3) in parallel, without the chunking library depending on any
+// docs/design.md, "The two-stage engine") in parallel, without the chunking library depending on any
 // particular thread pool. pipeline::WorkerPool implements it for the service;
 // ThreadPoolExecutor below is a small owning pool for tools, benchmarks and
 // tests. A null Executor* means "run everything on the calling thread".

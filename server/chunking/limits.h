@@ -1,7 +1,7 @@
 // Named bounds and defaults of every chunking parameter.
 //
 // Parameters arrive over the network, so ValidateOptions() checks them against
-// these constants in every build (STYLE.md "Errors"); LimitsFor() publishes
+// these constants in every build; LimitsFor() publishes
 // them, e.g. in GetServerInfo. Sizes are in bytes.
 #ifndef CHUNKD_CHUNKING_LIMITS_H_
 #define CHUNKD_CHUNKING_LIMITS_H_

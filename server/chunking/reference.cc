@@ -1,4 +1,4 @@
-// MakeCutter and ReferenceChunks: the specification loop of DESIGN.md §2.
+// MakeCutter and ReferenceChunks: the specification loop (docs/design.md, "Chunking algorithms").
 
 #include <cstddef>
 #include <cstdint>

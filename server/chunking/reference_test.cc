@@ -1,4 +1,4 @@
-// Invariants of ReferenceChunks for every algorithm (DESIGN.md §2): chunks are
+// Invariants of ReferenceChunks for every algorithm (docs/design.md, "Chunking algorithms"): chunks are
 // contiguous, non-empty, cover every byte once and respect min..max except the
 // last — on random, constant, repeating and text inputs and at tiny sizes.
 #include <cstddef>

@@ -1,4 +1,4 @@
-// Stage 2 of the two-stage engine (SS-CDC; DESIGN.md §3): per-algorithm
+// Stage 2 of the two-stage engine (SS-CDC; docs/design.md, "Stage 2: cut points"): per-algorithm
 // selectors that find a chunk's cut point from the stage-1 bitmaps
 // (chunking/kernels/functions.h) and return exactly what the reference cutter
 // (fastcdc.h, crc32.h, seqcdc.h) returns — length and hash.

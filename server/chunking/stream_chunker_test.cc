@@ -1,5 +1,5 @@
 // StreamChunker == ReferenceChunks for every algorithm and every way of
-// splitting the stream (DESIGN.md §2 "chunking invariability").
+// splitting the stream (docs/design.md, "The reference is the specification").
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>

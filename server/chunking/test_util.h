@@ -1,5 +1,5 @@
 // Helpers shared by the chunking tests: deterministic inputs and the chunk
-// list invariants of DESIGN.md §2. Test-only; not part of the library.
+// list invariants of docs/design.md, "Chunking algorithms". Test-only; not part of the library.
 #ifndef CHUNKD_CHUNKING_TEST_UTIL_H_
 #define CHUNKD_CHUNKING_TEST_UTIL_H_
 

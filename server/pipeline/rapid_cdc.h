@@ -1,4 +1,4 @@
-// RapidCDC next-chunk hints for Dedup (DESIGN.md §6): the pieces that do not
+// RapidCDC next-chunk hints for Dedup (docs/design.md, "RapidCDC hints in Dedup"): the pieces that do not
 // depend on the stream's state — the acceptance tests, the hint encoding and
 // the key hints are stored under. HintFollower (hint_follower.h) drives them;
 // the rolling-window test itself is chunking::FastCdcBoundary

@@ -1,5 +1,5 @@
 // Dedup with RapidCDC hints against Dedup without, on versioned data with
-// inserts, deletes and overwrites (DESIGN.md §6): with FF+RWT+FPT the records
+// inserts, deletes and overwrites (docs/design.md, "Why FF+RWT+FPT is exact"): with FF+RWT+FPT the records
 // are identical, whatever the message split or executor; FF and FF+MT still
 // cover every byte with correct fingerprints, and the test reports how many
 // boundaries they moved. Runs on the memory index, and on a real

@@ -1,5 +1,5 @@
-// WorkerPool: the one pool of worker threads shared by every stream (DESIGN.md
-// §1). Streams submit short tasks; no stream owns a thread.
+// WorkerPool: the one pool of worker threads shared by every stream (docs/design.md,
+// "Threading model"). Streams submit short tasks; no stream owns a thread.
 //
 // It is also the chunking engine's Executor: a stream's task fans its stage-1
 // segments out with ParallelFor, taking part itself and never waiting for a

@@ -16,11 +16,6 @@ inline constexpr size_t kMaxErrorMessageBytes = 1024;
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
-// "OK", "INVALID_ARGUMENT", ...: the code's canonical name, for messages.
-// (Metrics label codes with metrics::GrpcCodeLabel, the go-grpc-prometheus
-// names.)
-std::string CodeName(grpc::StatusCode code);
-
 }  // namespace chunkd::service
 
 #endif  // CHUNKD_SERVICE_STATUS_UTIL_H_

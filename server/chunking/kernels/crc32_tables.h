@@ -1,5 +1,5 @@
 // Constant tables of the rolling CRC-32 (reflected 0xEDB88320, initial 0, no
-// final XOR, 256-byte window; DESIGN.md §2), shared by every kernel.
+// final XOR, 256-byte window; docs/design.md, "crc32: rolling CRC-32"), shared by every kernel.
 //
 // The one place the tables are computed: chunking/crc32.cc (the reference
 // cutter and stage 2's window CRC) uses them as well. They live with the

@@ -24,7 +24,7 @@
 //            positions after each restart.
 //   crc32    sets bit p when (C(p) & mask) == 0, C(p) being the CRC-32
 //            (reflected 0xEDB88320, initial 0, no final XOR) of
-//            data[max(0, p - 255), p] — the 256-byte window of DESIGN.md §2
+//            data[max(0, p - 255), p] — the 256-byte window of crc32 (docs/design.md)
 //            (mask = avg_size - 1).
 //   seqcdc   sets bit p in gt when data[p] > data[p - 1] and in lt when
 //            data[p] < data[p - 1]; position 0 has neither.

@@ -1,4 +1,4 @@
-// Stage 1 of the two-stage engine (SS-CDC; DESIGN.md §3): per-byte predicate
+// Stage 1 of the two-stage engine (SS-CDC; docs/design.md, "Stage 1: candidate bitmaps"): per-byte predicate
 // bitmaps of each algorithm (functions.h), computed by one kernel per
 // instruction set, and the choice among the kernels.
 //
