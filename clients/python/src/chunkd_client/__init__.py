@@ -14,26 +14,13 @@ Errors are raised as ChunkdError(code, message).
 """
 
 from chunkd_client.client import (
-    ALGORITHM_PARAMETERS,
-    ALGORITHMS,
-    FINGERPRINTS,
-    HINTS,
-    ChunkStream,
-    ChunkingParams,
-    Client,
-    DedupStream,
-    ResponseStream,
-    chunking_params,
+    ALGORITHM_PARAMETERS, ALGORITHMS, FINGERPRINTS, HINTS, ChunkStream, ChunkingParams,
+    Client, DedupStream, ResponseStream, chunking_params,
 )
 from chunkd_client._channel import TlsOptions
 from chunkd_client.errors import ChunkdError
 from chunkd_client.records import (
-    AlgorithmInfo,
-    ChunkRecord,
-    ChunkSummary,
-    DedupRecord,
-    DedupSummary,
-    ParamRange,
+    AlgorithmInfo, ChunkRecord, ChunkSummary, DedupRecord, DedupSummary, ParamRange,
     ServerInfo,
 )
 

@@ -9,37 +9,20 @@ import contextlib
 import threading
 from dataclasses import dataclass
 from typing import (
-    Any,
-    AsyncIterator,
-    Callable,
-    Generic,
-    Iterator,
-    Optional,
-    Sequence,
-    Tuple,
-    TypeVar,
-    Union,
-    overload,
+    Any, AsyncIterator, Callable, Generic, Iterator, Optional, Sequence, Tuple,
+    TypeVar, Union, overload,
 )
 
 import grpc
 
 from chunkd_client import _convert as convert
 from chunkd_client._channel import (
-    Tls,
-    call_metadata,
-    channel_credentials,
-    channel_options,
+    Tls, call_metadata, channel_credentials, channel_options,
 )
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
 from chunkd_client.errors import ChunkdError, check_accounted
-from chunkd_client.records import (
-    ChunkRecord,
-    ChunkSummary,
-    DedupRecord,
-    DedupSummary,
-)
+from chunkd_client.records import ChunkRecord, ChunkSummary, DedupRecord, DedupSummary
 
 R = TypeVar("R")
 S = TypeVar("S")

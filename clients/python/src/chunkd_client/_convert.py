@@ -8,12 +8,7 @@ from typing import Any, Iterable, Iterator, List, Mapping, Optional, Union
 
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client.records import (
-    AlgorithmInfo,
-    ChunkRecord,
-    ChunkSummary,
-    DedupRecord,
-    DedupSummary,
-    ParamRange,
+    AlgorithmInfo, ChunkRecord, ChunkSummary, DedupRecord, DedupSummary, ParamRange,
     ServerInfo,
 )
 

@@ -19,41 +19,21 @@ from __future__ import annotations
 
 import asyncio
 from typing import (
-    Any,
-    AsyncIterable,
-    AsyncGenerator,
-    AsyncIterator,
-    Coroutine,
-    Iterable,
-    Iterator,
-    List,
-    Optional,
-    Tuple,
-    TypeVar,
-    Union,
+    Any, AsyncIterable, AsyncGenerator, AsyncIterator, Coroutine, Iterable, Iterator,
+    List, Optional, Tuple, TypeVar, Union,
 )
 
 import grpc
 import grpc.aio
 
 from chunkd_client import _convert as convert
-from chunkd_client._calls import (
-    CHUNK,
-    DEDUP,
-    ClientBase,
-    StreamBase,
-    rpc_errors,
-)
+from chunkd_client._calls import CHUNK, DEDUP, ClientBase, StreamBase, rpc_errors
 from chunkd_client._convert import DEFAULT_MESSAGE_SIZE, ChunkingParams
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client._sources import Source, iter_source
 from chunkd_client.errors import ChunkdError
 from chunkd_client.records import (
-    ChunkRecord,
-    ChunkSummary,
-    DedupRecord,
-    DedupSummary,
-    ServerInfo,
+    ChunkRecord, ChunkSummary, DedupRecord, DedupSummary, ServerInfo,
 )
 
 __all__ = ["AsyncClient", "AsyncResponseStream", "AsyncSource"]
@@ -214,16 +194,10 @@ class AsyncClient(ClientBase):
         if self._close_once():
             await self._channel.close(None)
 
-    def chunk(
-        self,
-        source: AsyncSource,
-        *,
-        params: Optional[ChunkingParams] = None,
-        fingerprint: Union[str, int] = "sha256",
-        message_size: int = DEFAULT_MESSAGE_SIZE,
-        timeout: Optional[float] = None,
-        **chunking: Any,
-    ) -> AsyncChunkStream:
+    def chunk(self, source: AsyncSource, *, params: Optional[ChunkingParams] = None,
+              fingerprint: Union[str, int] = "sha256",
+              message_size: int = DEFAULT_MESSAGE_SIZE,
+              timeout: Optional[float] = None, **chunking: Any) -> AsyncChunkStream:
         """As ``Client.chunk``; ``async for`` the returned stream."""
         pieces = _pieces(source, message_size)
         request = convert.chunk_params(fingerprint, params, **chunking)
@@ -236,19 +210,12 @@ class AsyncClient(ClientBase):
         async with self.chunk(source, **kwargs) as stream:
             return await stream.collect()
 
-    def dedup(
-        self,
-        source: AsyncSource,
-        *,
-        namespace: str,
-        params: Optional[ChunkingParams] = None,
-        fingerprint: Union[str, int] = "sha256",
-        stream_id: str = "",
-        hints: Union[str, int, None] = None,
-        message_size: int = DEFAULT_MESSAGE_SIZE,
-        timeout: Optional[float] = None,
-        **chunking: Any,
-    ) -> AsyncDedupStream:
+    def dedup(self, source: AsyncSource, *, namespace: str,
+              params: Optional[ChunkingParams] = None,
+              fingerprint: Union[str, int] = "sha256", stream_id: str = "",
+              hints: Union[str, int, None] = None,
+              message_size: int = DEFAULT_MESSAGE_SIZE,
+              timeout: Optional[float] = None, **chunking: Any) -> AsyncDedupStream:
         """As ``Client.dedup``; ``async for`` the returned stream."""
         pieces = _pieces(source, message_size)
         request = convert.dedup_params(
@@ -263,13 +230,8 @@ class AsyncClient(ClientBase):
         async with self.dedup(source, namespace=namespace, **kwargs) as stream:
             return await stream.collect()
 
-    async def find_missing(
-        self,
-        namespace: str,
-        fingerprints: Iterable[bytes],
-        *,
-        timeout: Optional[float] = None,
-    ) -> List[bytes]:
+    async def find_missing(self, namespace: str, fingerprints: Iterable[bytes], *,
+                           timeout: Optional[float] = None) -> List[bytes]:
         """As ``Client.find_missing``."""
         deadline = self._deadline(timeout)
         missing: List[bytes] = []
@@ -278,15 +240,9 @@ class AsyncClient(ClientBase):
             missing.extend(response.missing_fingerprints)
         return missing
 
-    async def release(
-        self,
-        namespace: str,
-        fingerprints: Iterable[bytes],
-        *,
-        fingerprint: Union[str, int] = "sha256",
-        request_id: str = "",
-        timeout: Optional[float] = None,
-    ) -> List[int]:
+    async def release(self, namespace: str, fingerprints: Iterable[bytes], *,
+                      fingerprint: Union[str, int] = "sha256", request_id: str = "",
+                      timeout: Optional[float] = None) -> List[int]:
         """As ``Client.release``."""
         deadline = self._deadline(timeout)
         counts: List[int] = []

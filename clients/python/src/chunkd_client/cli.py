@@ -27,13 +27,8 @@ from typing import IO, Any, Dict, Iterator, List, Optional, Sequence
 
 from chunkd_client._channel import TlsOptions, token_from_file
 from chunkd_client._convert import (
-    ALGORITHM_PARAMETERS,
-    ALGORITHMS,
-    DEFAULT_MESSAGE_SIZE,
-    FINGERPRINTS,
-    HINTS,
-    SEQ_MODES,
-    ChunkingParams,
+    ALGORITHM_PARAMETERS, ALGORITHMS, DEFAULT_MESSAGE_SIZE, FINGERPRINTS, HINTS,
+    SEQ_MODES, ChunkingParams,
 )
 from chunkd_client.client import Client
 from chunkd_client.errors import ChunkdError

@@ -2,49 +2,22 @@
 
 from __future__ import annotations
 
-from typing import (
-    Any,
-    Generator,
-    Iterable,
-    List,
-    Optional,
-    Tuple,
-    TypeVar,
-    Union,
-)
+from typing import Any, Generator, Iterable, List, Optional, Tuple, TypeVar, Union
 
 import grpc
 
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client import _convert as convert
-from chunkd_client._calls import (
-    CHUNK,
-    DEDUP,
-    ClientBase,
-    StreamBase,
-    rpc_errors,
-)
+from chunkd_client._calls import CHUNK, DEDUP, ClientBase, StreamBase, rpc_errors
 from chunkd_client._channel import TlsOptions
 from chunkd_client._convert import (
-    ALGORITHM_PARAMETERS,
-    ALGORITHMS,
-    CHUNKING_FIELDS,
-    DEFAULT_MESSAGE_SIZE,
-    FIND_MISSING_BATCH,
-    FINGERPRINTS,
-    HINTS,
-    RELEASE_BATCH,
-    SEQ_MODES,
-    ChunkingParams,
+    ALGORITHM_PARAMETERS, ALGORITHMS, CHUNKING_FIELDS, DEFAULT_MESSAGE_SIZE,
+    FIND_MISSING_BATCH, FINGERPRINTS, HINTS, RELEASE_BATCH, SEQ_MODES, ChunkingParams,
     chunking_params,
 )
 from chunkd_client._sources import Source, iter_source
 from chunkd_client.records import (
-    ChunkRecord,
-    ChunkSummary,
-    DedupRecord,
-    DedupSummary,
-    ServerInfo,
+    ChunkRecord, ChunkSummary, DedupRecord, DedupSummary, ServerInfo,
 )
 
 __all__ = [
@@ -164,16 +137,10 @@ class Client(ClientBase):
         if self._close_once():
             self._channel.close()
 
-    def chunk(
-        self,
-        source: Source,
-        *,
-        params: Optional[ChunkingParams] = None,
-        fingerprint: Union[str, int] = "sha256",
-        message_size: int = DEFAULT_MESSAGE_SIZE,
-        timeout: Optional[float] = None,
-        **chunking: Any,
-    ) -> ChunkStream:
+    def chunk(self, source: Source, *, params: Optional[ChunkingParams] = None,
+              fingerprint: Union[str, int] = "sha256",
+              message_size: int = DEFAULT_MESSAGE_SIZE,
+              timeout: Optional[float] = None, **chunking: Any) -> ChunkStream:
         """Cuts ``source`` into chunks on the server.
 
         ``source`` is a path, a bytes-like object, a binary file object or an
@@ -207,19 +174,12 @@ class Client(ClientBase):
         with self.chunk(source, **kwargs) as stream:
             return stream.collect()
 
-    def dedup(
-        self,
-        source: Source,
-        *,
-        namespace: str,
-        params: Optional[ChunkingParams] = None,
-        fingerprint: Union[str, int] = "sha256",
-        stream_id: str = "",
-        hints: Union[str, int, None] = None,
-        message_size: int = DEFAULT_MESSAGE_SIZE,
-        timeout: Optional[float] = None,
-        **chunking: Any,
-    ) -> DedupStream:
+    def dedup(self, source: Source, *, namespace: str,
+              params: Optional[ChunkingParams] = None,
+              fingerprint: Union[str, int] = "sha256", stream_id: str = "",
+              hints: Union[str, int, None] = None,
+              message_size: int = DEFAULT_MESSAGE_SIZE,
+              timeout: Optional[float] = None, **chunking: Any) -> DedupStream:
         """Cuts ``source`` into chunks and records them in ``namespace``'s index.
 
         Like ``chunk``; the records are ``DedupRecord`` (with ``is_new``) and
@@ -256,13 +216,8 @@ class Client(ClientBase):
         with self.dedup(source, namespace=namespace, **kwargs) as stream:
             return stream.collect()
 
-    def find_missing(
-        self,
-        namespace: str,
-        fingerprints: Iterable[bytes],
-        *,
-        timeout: Optional[float] = None,
-    ) -> List[bytes]:
+    def find_missing(self, namespace: str, fingerprints: Iterable[bytes], *,
+                     timeout: Optional[float] = None) -> List[bytes]:
         """The given fingerprints that ``namespace`` does not have, in order.
 
         Longer lists are sent in requests of FIND_MISSING_BATCH fingerprints;
@@ -275,15 +230,9 @@ class Client(ClientBase):
             missing.extend(response.missing_fingerprints)
         return missing
 
-    def release(
-        self,
-        namespace: str,
-        fingerprints: Iterable[bytes],
-        *,
-        fingerprint: Union[str, int] = "sha256",
-        request_id: str = "",
-        timeout: Optional[float] = None,
-    ) -> List[int]:
+    def release(self, namespace: str, fingerprints: Iterable[bytes], *,
+                fingerprint: Union[str, int] = "sha256", request_id: str = "",
+                timeout: Optional[float] = None) -> List[int]:
         """Drops one reference per listed fingerprint from ``namespace``
         (e.g. when a backup that referenced the chunks is deleted); an entry
         whose count reaches zero is removed. Returns, in order, the count left
