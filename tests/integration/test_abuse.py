@@ -308,6 +308,19 @@ def test_per_ip_limit(chunkd_bin) -> None:
         assert metric(server, "chunkd_streams_rejected_total", reason="per_ip_limit") == 2
 
 
+def test_idle_connection_gets_goaway(chunkd_bin) -> None:
+    """--max_connection_idle: a connection without calls is closed by the
+    server with GOAWAY (clients reconnect on their next call)."""
+    with ChunkdServer(chunkd_bin, extra_args=["--max_connection_idle=1s"]) as server:
+        conn = h2raw.Connection(server.address)
+        try:
+            assert conn.settings_seen.wait(10)
+            wait_until(lambda: conn.goaway is not None, 15, "GOAWAY on the idle connection")
+        finally:
+            conn.close()
+        assert_serving(server)
+
+
 # --- 3. /metrics with idle connections -----------------------------------------------
 
 
