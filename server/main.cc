@@ -91,7 +91,9 @@ ABSL_FLAG(uint32_t, max_streams_per_ip, 0,
           "share one address");
 ABSL_FLAG(uint32_t, max_streams_per_connection, 32,
           "HTTP/2 streams (calls of any kind) one connection may have open, "
-          "advertised as SETTINGS_MAX_CONCURRENT_STREAMS");
+          "advertised as SETTINGS_MAX_CONCURRENT_STREAMS; chunkd also "
+          "refuses a connection's Chunk and Dedup streams past it, counting "
+          "the streams it reset until chunkd has ended them");
 ABSL_FLAG(uint32_t, max_stream_rate_per_connection, 1000,
           "new streams per second one connection may open (bursts of as many "
           "included); past it ChunkService calls are refused with "
@@ -334,6 +336,9 @@ absl::Status ValidateConnectionFlags(StreamLimits* limits) {
     return absl::InvalidArgumentError(
         "--max_streams_per_connection must be at least 1");
   }
+  // Also counted by chunkd: HTTP/2 resets let a client open streams past
+  // the SETTINGS limit, and a reset stream lives until chunkd ends it.
+  limits->registry.max_streams_per_connection = limits->streams_per_connection;
   limits->idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout);
   limits->connection_idle = absl::GetFlag(FLAGS_max_connection_idle);
   if (limits->idle_timeout < absl::ZeroDuration() ||

@@ -90,7 +90,7 @@ constexpr FamilyDef kStreamsRejected = {
     "chunkd_streams_rejected_total",
     "Chunk and Dedup streams refused at admission or ended by a "
     "limit, by reason (limit, per_token_limit, per_ip_limit, "
-    "rate, idle, token, auth, shutdown)."};
+    "per_connection_limit, rate, idle, token, auth, shutdown)."};
 constexpr FamilyDef kConnectionsClosed = {
     "chunkd_connections_closed_total",
     "Client connections chunkd shut down, by reason "

@@ -839,6 +839,9 @@ ChunkServiceImpl::RawReactor* ChunkServiceImpl::OpenStream(
   if (options_.limits.max_streams_per_ip != 0) {
     owner.ip = PeerIp(context->peer());
   }
+  if (options_.limits.max_streams_per_connection != 0) {
+    owner.connection = context->peer();
+  }
   return new StreamReactor<Rpc>(this, std::move(authorization), owner);
 }
 

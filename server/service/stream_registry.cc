@@ -17,6 +17,8 @@ const char* RejectReasonLabel(RejectReason reason) {
       return "per_token_limit";
     case RejectReason::kPerIpLimit:
       return "per_ip_limit";
+    case RejectReason::kPerConnectionLimit:
+      return "per_connection_limit";
     case RejectReason::kRate:
       return "rate";
     case RejectReason::kIdle:
@@ -31,7 +33,40 @@ const char* RejectReasonLabel(RejectReason reason) {
   return "unknown";
 }
 
-StreamRegistry::StreamRegistry(RegistryLimits limits) : limits_(limits) {}
+StreamRegistry::StreamRegistry(RegistryLimits limits) : limits_(limits) {
+  shares_[0].limit = limits.max_streams_per_token;
+  shares_[1].limit = limits.max_streams_per_ip;
+  shares_[2].limit = limits.max_streams_per_connection;
+}
+
+StreamRegistry::Keys StreamRegistry::KeysOf(const StreamOwner& owner) {
+  return {owner.token, owner.ip, owner.connection};
+}
+
+Admission StreamRegistry::Refusal(size_t i, const std::string& key) const {
+  const size_t limit = shares_[i].limit;
+  switch (i) {
+    case 0:
+      return {absl::ResourceExhaustedError(absl::StrCat(
+                  "this bearer token already runs ", limit,
+                  " streams, its limit (--max_streams_per_token); finish or "
+                  "cancel some, or retry later with backoff")),
+              RejectReason::kPerTokenLimit};
+    case 1:
+      return {absl::ResourceExhaustedError(absl::StrCat(
+                  "client ", key, " already runs ", limit,
+                  " streams, its limit (--max_streams_per_ip); finish or "
+                  "cancel some, or retry later with backoff")),
+              RejectReason::kPerIpLimit};
+    default:
+      return {absl::ResourceExhaustedError(absl::StrCat(
+                  "this connection already runs ", limit,
+                  " streams, its limit (--max_streams_per_connection; a "
+                  "stream the client reset counts until chunkd has ended "
+                  "it); finish some, or open another connection")),
+              RejectReason::kPerConnectionLimit};
+  }
+}
 
 Admission StreamRegistry::Admit(ActiveStream* stream,
                                 const StreamOwner& owner) {
@@ -49,41 +84,21 @@ Admission StreamRegistry::Admit(ActiveStream* stream,
                 "another replica")),
             RejectReason::kLimit};
   }
-  auto count_of = [](const absl::flat_hash_map<std::string, size_t>& counts,
-                     const std::string& key) -> size_t {
-    auto it = counts.find(key);
-    return it == counts.end() ? 0 : it->second;
-  };
-  const bool per_token =
-      limits_.max_streams_per_token != 0 && !owner.token.empty();
-  const bool per_ip = limits_.max_streams_per_ip != 0 && !owner.ip.empty();
-  if (per_token &&
-      count_of(per_token_, owner.token) >= limits_.max_streams_per_token) {
-    return {absl::ResourceExhaustedError(absl::StrCat(
-                "this bearer token already runs ",
-                limits_.max_streams_per_token,
-                " streams, its limit (--max_streams_per_token); finish or "
-                "cancel some, or retry later with backoff")),
-            RejectReason::kPerTokenLimit};
+  Keys keys = KeysOf(owner);
+  for (size_t i = 0; i < kShares; ++i) {
+    if (shares_[i].limit == 0 || keys[i].empty()) {
+      keys[i].clear();  // not counted
+      continue;
+    }
+    auto it = shares_[i].counts.find(keys[i]);
+    if (it != shares_[i].counts.end() && it->second >= shares_[i].limit) {
+      return Refusal(i, keys[i]);
+    }
   }
-  if (per_ip && count_of(per_ip_, owner.ip) >= limits_.max_streams_per_ip) {
-    return {absl::ResourceExhaustedError(absl::StrCat(
-                "client ", owner.ip, " already runs ",
-                limits_.max_streams_per_ip,
-                " streams, its limit (--max_streams_per_ip); finish or "
-                "cancel some, or retry later with backoff")),
-            RejectReason::kPerIpLimit};
+  for (size_t i = 0; i < kShares; ++i) {
+    if (!keys[i].empty()) ++shares_[i].counts[keys[i]];
   }
-  Entry entry;
-  if (per_token) {
-    ++per_token_[owner.token];
-    entry.token = owner.token;
-  }
-  if (per_ip) {
-    ++per_ip_[owner.ip];
-    entry.ip = owner.ip;
-  }
-  streams_.emplace(stream, std::move(entry));
+  streams_.emplace(stream, std::move(keys));
   ++admitted_;
   return {absl::OkStatus(), RejectReason::kLimit};
 }
@@ -93,14 +108,14 @@ void StreamRegistry::Remove(ActiveStream* stream) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = streams_.find(stream);
     if (it == streams_.end()) return;
-    auto release = [](absl::flat_hash_map<std::string, size_t>& counts,
-                      const std::string& key) {
-      if (key.empty()) return;
-      auto count = counts.find(key);
-      if (count != counts.end() && --count->second == 0) counts.erase(count);
-    };
-    release(per_token_, it->second.token);
-    release(per_ip_, it->second.ip);
+    for (size_t i = 0; i < kShares; ++i) {
+      const std::string& key = it->second[i];
+      if (key.empty()) continue;
+      auto count = shares_[i].counts.find(key);
+      if (count != shares_[i].counts.end() && --count->second == 0) {
+        shares_[i].counts.erase(count);
+      }
+    }
     streams_.erase(it);
   }
   cv_.notify_all();

@@ -2,9 +2,12 @@
 // admission of new ones (docs/operations.md, "Running chunkd exposed").
 //
 // A stream is admitted when the server is not draining, fewer than
-// max_streams run, and its caller's token (with --auth_tokens) or client IP
-// address holds fewer than its own limit; otherwise Admit names the limit
-// that refused it. Only admitted streams are counted, so refused streams
+// max_streams run, and its caller's token (with --auth_tokens), client IP
+// address and connection each hold fewer than their own limit; otherwise
+// Admit names the limit that refused it. The per-connection share matters
+// because HTTP/2 lets a client reset streams and open new ones past
+// SETTINGS_MAX_CONCURRENT_STREAMS: a reset stream counts here until chunkd
+// has ended it. Only admitted streams are counted, so refused streams
 // never take a slot and the count never exceeds max_streams.
 //
 // Thread safety: thread-safe. The visitor of ForEach runs under the
@@ -13,6 +16,7 @@
 #ifndef CHUNKD_SERVICE_STREAM_REGISTRY_H_
 #define CHUNKD_SERVICE_STREAM_REGISTRY_H_
 
+#include <array>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +37,7 @@ enum class RejectReason {
   kLimit,          // --max_streams
   kPerTokenLimit,  // --max_streams_per_token
   kPerIpLimit,     // --max_streams_per_ip
+  kPerConnectionLimit,  // --max_streams_per_connection
   kRate,           // --max_stream_rate_per_connection
   kIdle,           // ended by --stream_idle_timeout
   kToken,          // no known bearer token (UNAUTHENTICATED)
@@ -41,7 +46,8 @@ enum class RejectReason {
 };
 inline constexpr RejectReason kAllRejectReasons[] = {
     RejectReason::kLimit, RejectReason::kPerTokenLimit,
-    RejectReason::kPerIpLimit, RejectReason::kRate, RejectReason::kIdle,
+    RejectReason::kPerIpLimit, RejectReason::kPerConnectionLimit,
+    RejectReason::kRate, RejectReason::kIdle,
     RejectReason::kToken, RejectReason::kAuth, RejectReason::kShutdown};
 const char* RejectReasonLabel(RejectReason reason);
 
@@ -64,13 +70,16 @@ struct RegistryLimits {
   size_t max_streams_per_token = 0;
   // Streams at once per client IP address; 0: no limit.
   size_t max_streams_per_ip = 0;
+  // Streams at once per connection; 0: no limit.
+  size_t max_streams_per_connection = 0;
 };
 
-// Who opens a stream: the keys its per-token and per-IP limits count under
-// (empty: not counted).
+// Who opens a stream: the keys its per-token, per-IP and per-connection
+// limits count under (empty: not counted).
 struct StreamOwner {
   std::string token;
   std::string ip;
+  std::string connection;  // the gRPC peer string
 };
 
 // The outcome of Admit.
@@ -104,17 +113,24 @@ class StreamRegistry {
   uint64_t admitted() const;
 
  private:
-  struct Entry {
-    std::string token;
-    std::string ip;
+  // One share of the streams: a limit per key (a token, an address, a
+  // connection) and the streams each key runs.
+  struct Share {
+    size_t limit = 0;  // 0: not counted
+    absl::flat_hash_map<std::string, size_t> counts;
   };
+  static constexpr size_t kShares = 3;  // token, IP, connection
+  using Keys = std::array<std::string, kShares>;
+  static Keys KeysOf(const StreamOwner& owner);
+  // The refusal of share `i` for `key`.
+  Admission Refusal(size_t i, const std::string& key) const;
 
   const RegistryLimits limits_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  absl::flat_hash_map<ActiveStream*, Entry> streams_;  // guarded by mu_
-  absl::flat_hash_map<std::string, size_t> per_token_;  // guarded by mu_
-  absl::flat_hash_map<std::string, size_t> per_ip_;     // guarded by mu_
+  // The keys each stream counts under ("" where not counted).
+  absl::flat_hash_map<ActiveStream*, Keys> streams_;  // guarded by mu_
+  std::array<Share, kShares> shares_;                 // guarded by mu_
   uint64_t admitted_ = 0;                               // guarded by mu_
   bool shutting_down_ = false;                          // guarded by mu_
 };

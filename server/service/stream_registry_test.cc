@@ -20,7 +20,7 @@ class FakeStream : public ActiveStream {
 };
 
 TEST(StreamRegistryTest, GlobalLimitCountsAdmittedStreamsOnly) {
-  StreamRegistry registry({/*max_streams=*/2, 0, 0});
+  StreamRegistry registry({/*max_streams=*/2, 0, 0, 0});
   FakeStream a, b, c, d;
   EXPECT_TRUE(registry.Admit(&a, {}).status.ok());
   EXPECT_TRUE(registry.Admit(&b, {}).status.ok());
@@ -40,31 +40,49 @@ TEST(StreamRegistryTest, GlobalLimitCountsAdmittedStreamsOnly) {
 }
 
 TEST(StreamRegistryTest, PerTokenLimitLeavesOtherTokensTheirSlots) {
-  StreamRegistry registry({/*max_streams=*/10, /*per_token=*/2, 0});
+  StreamRegistry registry({/*max_streams=*/10, /*per_token=*/2, 0, 0});
   std::vector<FakeStream> streams(6);
-  EXPECT_TRUE(registry.Admit(&streams[0], {"alpha", ""}).status.ok());
-  EXPECT_TRUE(registry.Admit(&streams[1], {"alpha", ""}).status.ok());
-  Admission refused = registry.Admit(&streams[2], {"alpha", ""});
+  EXPECT_TRUE(registry.Admit(&streams[0], {"alpha", "", ""}).status.ok());
+  EXPECT_TRUE(registry.Admit(&streams[1], {"alpha", "", ""}).status.ok());
+  Admission refused = registry.Admit(&streams[2], {"alpha", "", ""});
   EXPECT_EQ(refused.status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(refused.reason, RejectReason::kPerTokenLimit);
   EXPECT_THAT(std::string(refused.status.message()),
               HasSubstr("--max_streams_per_token"));
-  EXPECT_TRUE(registry.Admit(&streams[3], {"beta", ""}).status.ok());
+  EXPECT_TRUE(registry.Admit(&streams[3], {"beta", "", ""}).status.ok());
   registry.Remove(&streams[0]);
-  EXPECT_TRUE(registry.Admit(&streams[4], {"alpha", ""}).status.ok());
+  EXPECT_TRUE(registry.Admit(&streams[4], {"alpha", "", ""}).status.ok());
   // No token (auth off): only the global limit applies.
   EXPECT_TRUE(registry.Admit(&streams[5], {}).status.ok());
 }
 
 TEST(StreamRegistryTest, PerIpLimit) {
-  StreamRegistry registry({0, 0, /*per_ip=*/1});
+  StreamRegistry registry({0, 0, /*per_ip=*/1, 0});
   FakeStream a, b, c;
-  EXPECT_TRUE(registry.Admit(&a, {"", "10.0.0.1"}).status.ok());
-  Admission refused = registry.Admit(&b, {"", "10.0.0.1"});
+  EXPECT_TRUE(registry.Admit(&a, {"", "10.0.0.1", ""}).status.ok());
+  Admission refused = registry.Admit(&b, {"", "10.0.0.1", ""});
   EXPECT_EQ(refused.reason, RejectReason::kPerIpLimit);
   EXPECT_THAT(std::string(refused.status.message()),
               HasSubstr("client 10.0.0.1 already runs 1 streams"));
-  EXPECT_TRUE(registry.Admit(&c, {"", "10.0.0.2"}).status.ok());
+  EXPECT_TRUE(registry.Admit(&c, {"", "10.0.0.2", ""}).status.ok());
+}
+
+TEST(StreamRegistryTest, PerConnectionLimitHoldsAgainstResets) {
+  // A client that resets streams can open more than its SETTINGS limit;
+  // chunkd counts them until it has ended them.
+  StreamRegistry registry({/*max_streams=*/128, 0, 0, /*per_connection=*/2});
+  std::vector<FakeStream> streams(4);
+  const StreamOwner a{"", "", "ipv4:127.0.0.1:4000"};
+  const StreamOwner b{"", "", "ipv4:127.0.0.1:4001"};
+  EXPECT_TRUE(registry.Admit(&streams[0], a).status.ok());
+  EXPECT_TRUE(registry.Admit(&streams[1], a).status.ok());
+  Admission refused = registry.Admit(&streams[2], a);
+  EXPECT_EQ(refused.reason, RejectReason::kPerConnectionLimit);
+  EXPECT_THAT(std::string(refused.status.message()),
+              HasSubstr("--max_streams_per_connection"));
+  EXPECT_TRUE(registry.Admit(&streams[3], b).status.ok());
+  registry.Remove(&streams[1]);
+  EXPECT_TRUE(registry.Admit(&streams[2], a).status.ok());
 }
 
 TEST(StreamRegistryTest, ShutdownRefusesAndWaitSeesTheLastStreamGo) {
@@ -94,7 +112,7 @@ TEST(RejectReasonTest, LabelsAreDistinct) {
   for (RejectReason r : kAllRejectReasons) labels.push_back(RejectReasonLabel(r));
   std::sort(labels.begin(), labels.end());
   EXPECT_EQ(std::unique(labels.begin(), labels.end()), labels.end());
-  EXPECT_EQ(labels.size(), 8u);
+  EXPECT_EQ(labels.size(), 9u);
 }
 
 }  // namespace

@@ -79,7 +79,8 @@ FAMILIES = {
     "chunkd_index_max_entries": "gauge",
 }
 #: chunkd_streams_rejected_total{reason}.
-REJECT_REASONS = ["limit", "per_token_limit", "per_ip_limit", "rate", "idle",
+REJECT_REASONS = ["limit", "per_token_limit", "per_ip_limit", "per_connection_limit",
+                  "rate", "idle",
                   "token", "auth", "shutdown"]
 
 
