@@ -64,9 +64,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "chunkd/chunker.h"
+#include "chunking/buzhash.h"
 #include "chunking/executor.h"
 #include "chunking/fastcdc.h"
 #include "chunking/kernels/kernels.h"
+#include "chunking/rabin.h"
 #include "workload/harness.h"
 
 namespace chunkd::bench {
@@ -286,6 +288,14 @@ class Stage1Runner {
       params_.mask_l = cutter.mask_l();
     }
     crc_mask_ = options.avg_size - 1;
+    if (algorithm == Algorithm::kRabin) {
+      rabin_tables_ = chunking::MakeRabinTables(options.polynomial);
+      rabin_.out = rabin_tables_.out.data();
+      rabin_.mod = rabin_tables_.mod.data();
+      rabin_.mask = options.avg_size - 1;
+    }
+    buzhash_.table = chunking::BuzhashTable().data();
+    buzhash_.discriminator = chunking::BuzhashDiscriminator(options.avg_size);
   }
 
   uint64_t Run(const chunking::kernels::Kernel& kernel,
@@ -310,6 +320,19 @@ class Stage1Runner {
         case Algorithm::kSeqCdc:
           kernel.seqcdc(data.data(), begin, end, s_.data(), l_.data());
           break;
+        case Algorithm::kRabin:
+          kernel.rabin(data.data(), begin, end, rabin_, s_.data());
+          two = false;
+          break;
+        case Algorithm::kBuzhash:
+          kernel.buzhash(data.data(), begin, end, buzhash_, s_.data());
+          two = false;
+          break;
+        case Algorithm::kRepMaxCdc:
+          kernel.repmaxcdc(data.data(), begin, end,
+                           chunking::FastCdcGearTable().data(), s_.data());
+          two = false;
+          break;
         case Algorithm::kFixed:
           return 0;
       }
@@ -327,6 +350,9 @@ class Stage1Runner {
   std::array<uint64_t, 256> gear_{};
   chunking::kernels::GearParams params_;
   uint32_t crc_mask_ = 0;
+  chunking::RabinTables rabin_tables_;
+  chunking::kernels::RabinParams rabin_;
+  chunking::kernels::BuzhashParams buzhash_;
   std::vector<uint64_t> s_;
   std::vector<uint64_t> l_;
 };

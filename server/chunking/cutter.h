@@ -4,9 +4,10 @@
 // A cut function answers one question: given the bytes from a chunk's start,
 // how long is that chunk? It sees `avail` bytes from the chunk start and
 // `context` bytes before it (the tail of the previous chunk; crc32's window
-// reaches back up to 255 bytes). Its answer is final once avail >= max_size()
-// — no algorithm looks past max_size bytes — or when the stream ends at
-// chunk_start + avail. The reference loop is then simply
+// reaches back up to 255 bytes). Its answer is final once avail >=
+// final_size() — max_size() for every algorithm but repmaxcdc, which looks
+// past its longest chunk — or when the stream ends at chunk_start + avail.
+// The reference loop is then simply
 //
 //   for (pos = 0; pos < n; pos += len) len = Cut(data + pos, n - pos, pos, &h);
 //
@@ -40,13 +41,16 @@ class Cutter {
   // *hash (see Chunk::hash).
   // REQUIRES: avail >= 1; chunk_start[-context, avail) is readable;
   //   context >= min(kContext, bytes of the stream before chunk_start);
-  //   avail >= max_size() or the stream ends at chunk_start + avail.
+  //   avail >= final_size() or the stream ends at chunk_start + avail.
   virtual size_t Cut(const uint8_t* chunk_start, size_t avail, size_t context,
                      uint64_t* hash) const = 0;
 
-  // The longest chunk this cutter produces; also the number of bytes after
-  // which a cut decision is final (fixed: avg_size).
+  // The longest chunk this cutter produces (fixed: avg_size).
   virtual size_t max_size() const = 0;
+
+  // The number of bytes after which a cut decision is final: max_size(),
+  // except for algorithms that look ahead past their longest chunk.
+  virtual size_t final_size() const { return max_size(); }
 };
 
 // The cutter for `options`. INVALID_ARGUMENT as ValidateOptions().

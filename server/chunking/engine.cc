@@ -422,16 +422,20 @@ size_t Engine::CutFinalTwoStage(const Input& input, size_t start,
 
   // A previous input ended inside a word: its remaining positions first,
   // ORed into the bits already there (a kernel zeroes the positions past
-  // its range).
+  // its range) — or, for words that are not bitmaps, the whole word again.
   if (covered_end_ < input_end && (covered_end_ - origin_) % 64 != 0) {
     const uint64_t to =
         std::min(input_end, origin_ + RoundUp64(covered_end_ - origin_));
     uint64_t bits[2] = {0, 0};
-    Stage1(input.data, static_cast<size_t>(covered_end_ - input.offset),
-           static_cast<size_t>(to - input.offset), &bits[0], &bits[1]);
     const unsigned shift = static_cast<unsigned>((covered_end_ - origin_) % 64);
     const uint64_t slot = ((covered_end_ - origin_) / 64) & ring_mask_;
-    for (int k = 0; k < bitmaps_; ++k) ring_[k][slot] |= bits[k] << shift;
+    const bool by_or = stages_->WordsCombineByOr();
+    const uint64_t from = by_or ? covered_end_ : covered_end_ - shift;
+    Stage1(input.data, static_cast<size_t>(from - input.offset),
+           static_cast<size_t>(to - input.offset), &bits[0], &bits[1]);
+    for (int k = 0; k < bitmaps_; ++k) {
+      ring_[k][slot] = by_or ? ring_[k][slot] | bits[k] << shift : bits[k];
+    }
     covered_end_ = to;
   }
 

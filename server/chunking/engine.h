@@ -71,9 +71,13 @@
 //   crc32      reference    two-stage    two-stage
 //   seqcdc     sequential   sequential   sequential
 //   fixed      sequential (cut by length, no stage 1)
+//   repmaxcdc  two-stage with every kernel; reference when horizon < min
+//   rabin      reference    two-stage    two-stage
+//   buzhash    reference    sequential   sequential
 //
 // The choice follows the measurements of every strategy x kernel x thread
-// count in docs/benchmarks.md, "Strategies behind the automatic choice".
+// count in docs/benchmarks.md, "Strategies behind the automatic choice", and
+// for the last three on their pages in docs/algorithms/.
 #ifndef CHUNKD_CHUNKING_ENGINE_H_
 #define CHUNKD_CHUNKING_ENGINE_H_
 

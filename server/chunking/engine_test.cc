@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "chunkd/chunker.h"
+#include "chunking/cutter.h"
 #include "chunking/executor.h"
 #include "chunking/kernels/kernels.h"
 #include "chunking/test_util.h"
@@ -95,7 +96,7 @@ void ExpectStream(const ChunkerOptions& options, const EngineOptions& engine,
   absl::StatusOr<std::unique_ptr<StreamChunker>> chunker =
       StreamChunker::Create(options, engine);
   ASSERT_TRUE(chunker.ok()) << chunker.status();
-  const uint64_t final_size = testing::BoundsFor(options).max;
+  const uint64_t final_size = MakeCutter(options).value()->final_size();
   const uint64_t window = (*chunker)->plan().window_size;
   std::vector<Chunk> out;
   size_t emitted = 0;
@@ -185,6 +186,23 @@ std::vector<NamedOptions> SmallOptionSets() {
   ChunkerOptions fixed = testing::SmallOptions(Algorithm::kFixed);
   fixed.avg_size = 1000;
   sets.push_back({"fixed", fixed});
+  sets.push_back({"repmaxcdc", testing::SmallOptions(Algorithm::kRepMaxCdc)});
+  ChunkerOptions narrow = testing::SmallOptions(Algorithm::kRepMaxCdc);
+  narrow.min_size = 100;
+  narrow.horizon_size = 37;
+  sets.push_back({"repmaxcdc_narrow_horizon", narrow});
+  sets.push_back({"rabin", testing::SmallOptions(Algorithm::kRabin)});
+  ChunkerOptions rabin = testing::SmallOptions(Algorithm::kRabin);
+  rabin.min_size = 300;
+  rabin.avg_size = 64;
+  rabin.max_size = 301;
+  sets.push_back({"rabin_avg_below_min", rabin});
+  sets.push_back({"buzhash", testing::SmallOptions(Algorithm::kBuzhash)});
+  ChunkerOptions buzhash = testing::SmallOptions(Algorithm::kBuzhash);
+  buzhash.min_size = 48;
+  buzhash.avg_size = 100;
+  buzhash.max_size = 149;
+  sets.push_back({"buzhash_min_window", buzhash});
   return sets;
 }
 
@@ -541,20 +559,38 @@ void StallingSeqCdc(const uint8_t* data, size_t begin, size_t end, uint64_t* gt,
   StallFirst(begin);
   g_stall_inner->seqcdc(data, begin, end, gt, lt);
 }
+void StallingRabin(const uint8_t* data, size_t begin, size_t end,
+                   const kernels::RabinParams& params, uint64_t* hits) {
+  NoteCall(end);
+  StallFirst(begin);
+  g_stall_inner->rabin(data, begin, end, params, hits);
+}
+void StallingBuzhash(const uint8_t* data, size_t begin, size_t end,
+                     const kernels::BuzhashParams& params, uint64_t* hits) {
+  NoteCall(end);
+  StallFirst(begin);
+  g_stall_inner->buzhash(data, begin, end, params, hits);
+}
+void StallingRepMaxCdc(const uint8_t* data, size_t begin, size_t end,
+                       const uint64_t* gear, uint64_t* max) {
+  NoteCall(end);
+  StallFirst(begin);
+  g_stall_inner->repmaxcdc(data, begin, end, gear, max);
+}
 bool AlwaysSupported() { return true; }
 
 TEST_P(EngineTest, TwoStageStallBoundsTheLookahead) {
   g_stall_inner = kernel_;
-  const kernels::Kernel stalling{kernel_->name, AlwaysSupported,
-                                 StallingFastCdc, StallingCrc32,
-                                 StallingSeqCdc};
+  const kernels::Kernel stalling{
+      kernel_->name,  AlwaysSupported, StallingFastCdc,  StallingCrc32,
+      StallingSeqCdc, StallingRabin,   StallingBuzhash, StallingRepMaxCdc};
   const Bytes data = testing::RandomBytes(size_t{3} << 20, 31);
   size_t helped = 0;
   for (const NamedOptions& set : SmallOptionSets()) {
     if (set.options.algorithm == Algorithm::kFixed) continue;
     SCOPED_TRACE(set.name);
     const std::vector<Chunk> reference = ReferenceChunks(set.options, data);
-    const size_t final_size = set.options.max_size;
+    const size_t final_size = MakeCutter(set.options).value()->final_size();
     for (size_t threads : {size_t{2}, size_t{8}}) {
       for (size_t segment : {size_t{4096}, size_t{0}}) {
         EngineOptions engine = Engine(threads, segment, Strategy::kTwoStage, 1);
@@ -683,6 +719,20 @@ TEST(EnginePlanTest, AutomaticStrategyFollowsTheMeasuredRule) {
       const Strategy fastcdc =
           name == "avx512" ? Strategy::kTwoStage : Strategy::kReference;
       EXPECT_EQ(chosen(Algorithm::kFastCdc, kernel, executor), fastcdc);
+      EXPECT_EQ(chosen(Algorithm::kRabin, kernel, executor),
+                name == "scalar" ? Strategy::kReference : Strategy::kTwoStage);
+      EXPECT_EQ(chosen(Algorithm::kBuzhash, kernel, executor),
+                name == "scalar" ? Strategy::kReference
+                                 : Strategy::kSequentialScan);
+      EXPECT_EQ(chosen(Algorithm::kRepMaxCdc, kernel, executor),
+                Strategy::kTwoStage);
+      ChunkerOptions uniform = DefaultOptions(Algorithm::kRepMaxCdc);
+      uniform.horizon_size = uniform.min_size - 1;
+      EngineOptions engine;
+      engine.kernel = kernel;
+      engine.executor = executor;
+      EXPECT_EQ(PlanEngine(uniform, engine).value().strategy,
+                Strategy::kReference);
     }
   }
 }

@@ -90,6 +90,44 @@ inline constexpr uint32_t kSeqCdc8kSkipTrigger = 50;
 inline constexpr uint32_t kSeqCdc8kSkipSize = 256;
 
 // fixed: every chunk but the last is exactly avg_size bytes.
+// repmaxcdc: go-cdc needs min >= 64 (its Gear window); the bounds keep
+// 2 * min + horizon, what one cut looks at, at most 24 MiB.
+inline constexpr uint32_t kRepMaxCdcMinSizeLowerBound = 64;
+inline constexpr uint32_t kRepMaxCdcMinSizeUpperBound = 4 * kMiB;
+inline constexpr uint32_t kRepMaxCdcHorizonLowerBound = 0;
+inline constexpr uint32_t kRepMaxCdcHorizonUpperBound = 16 * kMiB;
+inline constexpr uint32_t kRepMaxCdcDefaultMinSize = 256 * kKiB;
+inline constexpr uint32_t kRepMaxCdcDefaultHorizon = 8 * 256 * kKiB;
+inline constexpr uint32_t kRepMaxCdcWindowSize = 64;
+
+// rabin: restic's window of 64 bytes, so min >= 64; its defaults.
+inline constexpr uint32_t kRabinMinSizeLowerBound = 64;
+inline constexpr uint32_t kRabinMinSizeUpperBound = 8 * kMiB;
+inline constexpr uint32_t kRabinAvgSizeLowerBound = 64;
+inline constexpr uint32_t kRabinAvgSizeUpperBound = 16 * kMiB;
+inline constexpr uint32_t kRabinMaxSizeLowerBound = 64;
+inline constexpr uint32_t kRabinMaxSizeUpperBound = 16 * kMiB;
+inline constexpr uint32_t kRabinDefaultMinSize = 512 * kKiB;
+inline constexpr uint32_t kRabinDefaultAvgSize = 1 * kMiB;
+inline constexpr uint32_t kRabinDefaultMaxSize = 8 * kMiB;
+inline constexpr uint64_t kRabinPolynomialLowerBound = uint64_t{1} << 53;
+inline constexpr uint64_t kRabinPolynomialUpperBound = (uint64_t{1} << 54) - 1;
+inline constexpr uint64_t kRabinDefaultPolynomial = 0x3DA3358B4DC173;
+inline constexpr uint32_t kRabinWindowSize = 64;
+
+// buzhash: desync needs min >= its window of 48 bytes and min <= avg <=
+// max; its discriminator formula is positive for avg up to ~9.3 MB.
+inline constexpr uint32_t kBuzhashMinSizeLowerBound = 48;
+inline constexpr uint32_t kBuzhashMinSizeUpperBound = 4 * kMiB;
+inline constexpr uint32_t kBuzhashAvgSizeLowerBound = 48;
+inline constexpr uint32_t kBuzhashAvgSizeUpperBound = 4 * kMiB;
+inline constexpr uint32_t kBuzhashMaxSizeLowerBound = 48;
+inline constexpr uint32_t kBuzhashMaxSizeUpperBound = 16 * kMiB;
+inline constexpr uint32_t kBuzhashDefaultMinSize = 16 * kKiB;
+inline constexpr uint32_t kBuzhashDefaultAvgSize = 64 * kKiB;
+inline constexpr uint32_t kBuzhashDefaultMaxSize = 256 * kKiB;
+inline constexpr uint32_t kBuzhashWindowSize = 48;
+
 inline constexpr uint32_t kFixedSizeLowerBound = 64;
 inline constexpr uint32_t kFixedSizeUpperBound = 16 * kMiB;
 inline constexpr uint32_t kFixedDefaultSize = 16 * kKiB;

@@ -7,9 +7,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "chunkd/chunker.h"
 #include "chunking/limits.h"
+#include "chunking/rabin.h"
 
 namespace chunkd::chunking {
 namespace {
@@ -24,6 +26,9 @@ bool IsKnown(Algorithm algorithm) {
     case Algorithm::kCrc32:
     case Algorithm::kSeqCdc:
     case Algorithm::kFixed:
+    case Algorithm::kRepMaxCdc:
+    case Algorithm::kRabin:
+    case Algorithm::kBuzhash:
       return true;
   }
   return false;
@@ -84,6 +89,42 @@ AlgorithmLimits MakeFixedLimits() {
   limits.avg_size = size;
   limits.max_size = size;
   limits.avg_power_of_two = false;
+  return limits;
+}
+
+// repmaxcdc reads min_size and horizon_size only (its chunks lie in
+// [min, 2 min)): avg_size and max_size have no range.
+AlgorithmLimits MakeRepMaxCdcLimits() {
+  AlgorithmLimits limits;
+  limits.min_size = {kRepMaxCdcMinSizeLowerBound, kRepMaxCdcMinSizeUpperBound,
+                     kRepMaxCdcDefaultMinSize};
+  limits.horizon_size = {kRepMaxCdcHorizonLowerBound,
+                         kRepMaxCdcHorizonUpperBound, kRepMaxCdcDefaultHorizon};
+  return limits;
+}
+
+AlgorithmLimits MakeRabinLimits() {
+  AlgorithmLimits limits;
+  limits.min_size = {kRabinMinSizeLowerBound, kRabinMinSizeUpperBound,
+                     kRabinDefaultMinSize};
+  limits.avg_size = {kRabinAvgSizeLowerBound, kRabinAvgSizeUpperBound,
+                     kRabinDefaultAvgSize};
+  limits.max_size = {kRabinMaxSizeLowerBound, kRabinMaxSizeUpperBound,
+                     kRabinDefaultMaxSize};
+  limits.avg_power_of_two = true;
+  limits.polynomial = {kRabinPolynomialLowerBound, kRabinPolynomialUpperBound,
+                       kRabinDefaultPolynomial};
+  return limits;
+}
+
+AlgorithmLimits MakeBuzhashLimits() {
+  AlgorithmLimits limits;
+  limits.min_size = {kBuzhashMinSizeLowerBound, kBuzhashMinSizeUpperBound,
+                     kBuzhashDefaultMinSize};
+  limits.avg_size = {kBuzhashAvgSizeLowerBound, kBuzhashAvgSizeUpperBound,
+                     kBuzhashDefaultAvgSize};
+  limits.max_size = {kBuzhashMaxSizeLowerBound, kBuzhashMaxSizeUpperBound,
+                     kBuzhashDefaultMaxSize};
   return limits;
 }
 
@@ -171,12 +212,52 @@ absl::Status CheckSeqParams(const ChunkerOptions& options,
   return CheckRange("skip_size", options.skip_size, limits.skip_size);
 }
 
+// rabin: the sizes in range, the average a power of two, min <= max (restic
+// does not order the average against them), and a polynomial of degree 53
+// that is irreducible.
+absl::Status CheckRabin(const ChunkerOptions& options,
+                        const AlgorithmLimits& limits) {
+  if (absl::Status s = CheckMinAndMaxRanges(options, limits); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          CheckRange("avg_size", options.avg_size, limits.avg_size);
+      !s.ok()) {
+    return s;
+  }
+  if ((options.avg_size & (options.avg_size - 1)) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("avg_size ", options.avg_size, " must be a power of two"));
+  }
+  if (absl::Status s = CheckNotAbove("min_size", options.min_size, "max_size",
+                                     options.max_size);
+      !s.ok()) {
+    return s;
+  }
+  if (options.polynomial < limits.polynomial.min ||
+      options.polynomial > limits.polynomial.max) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "polynomial 0x", absl::Hex(options.polynomial),
+        " does not have degree 53 (it must lie in [0x",
+        absl::Hex(limits.polynomial.min), ", 0x",
+        absl::Hex(limits.polynomial.max), "])"));
+  }
+  if (!RabinPolynomialIsIrreducible(options.polynomial)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("polynomial 0x", absl::Hex(options.polynomial),
+                     " is not irreducible over GF(2)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const std::vector<Algorithm>& AllAlgorithms() {
   static const std::vector<Algorithm>* const kAll =
-      new std::vector<Algorithm>{Algorithm::kFastCdc, Algorithm::kCrc32,
-                                 Algorithm::kSeqCdc, Algorithm::kFixed};
+      new std::vector<Algorithm>{Algorithm::kFastCdc,   Algorithm::kCrc32,
+                                 Algorithm::kSeqCdc,    Algorithm::kFixed,
+                                 Algorithm::kRepMaxCdc, Algorithm::kRabin,
+                                 Algorithm::kBuzhash};
   return *kAll;
 }
 
@@ -190,6 +271,12 @@ absl::string_view AlgorithmName(Algorithm algorithm) {
       return "seqcdc";
     case Algorithm::kFixed:
       return "fixed";
+    case Algorithm::kRepMaxCdc:
+      return "repmaxcdc";
+    case Algorithm::kRabin:
+      return "rabin";
+    case Algorithm::kBuzhash:
+      return "buzhash";
   }
   return "unknown";
 }
@@ -198,9 +285,13 @@ absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
   for (Algorithm algorithm : AllAlgorithms()) {
     if (AlgorithmName(algorithm) == name) return algorithm;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown algorithm \"", name,
-                   "\"; expected one of fastcdc, crc32, seqcdc, fixed"));
+  std::vector<absl::string_view> names;
+  for (Algorithm algorithm : AllAlgorithms()) {
+    names.push_back(AlgorithmName(algorithm));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown algorithm \"", name, "\"; expected one of ",
+      absl::StrJoin(names, ", ")));
 }
 
 namespace {
@@ -215,16 +306,23 @@ constexpr unsigned kFastCdcBit = Bit(Algorithm::kFastCdc);
 constexpr unsigned kCrc32Bit = Bit(Algorithm::kCrc32);
 constexpr unsigned kSeqCdcBit = Bit(Algorithm::kSeqCdc);
 constexpr unsigned kFixedBit = Bit(Algorithm::kFixed);
+constexpr unsigned kRepMaxCdcBit = Bit(Algorithm::kRepMaxCdc);
+constexpr unsigned kRabinBit = Bit(Algorithm::kRabin);
+constexpr unsigned kBuzhashBit = Bit(Algorithm::kBuzhash);
 constexpr ParameterUse kParameterUse[] = {
-    {"min_size", kFastCdcBit | kCrc32Bit | kSeqCdcBit},
-    {"avg_size", kFastCdcBit | kCrc32Bit | kFixedBit},
-    {"max_size", kFastCdcBit | kCrc32Bit | kSeqCdcBit},
+    {"min_size", kFastCdcBit | kCrc32Bit | kSeqCdcBit | kRepMaxCdcBit |
+                     kRabinBit | kBuzhashBit},
+    {"avg_size", kFastCdcBit | kCrc32Bit | kFixedBit | kRabinBit | kBuzhashBit},
+    {"max_size",
+     kFastCdcBit | kCrc32Bit | kSeqCdcBit | kRabinBit | kBuzhashBit},
     {"normalization_level", kFastCdcBit},
     {"seed", kFastCdcBit},
     {"seq_mode", kSeqCdcBit},
     {"seq_length", kSeqCdcBit},
     {"skip_trigger", kSeqCdcBit},
     {"skip_size", kSeqCdcBit},
+    {"horizon_size", kRepMaxCdcBit},
+    {"polynomial", kRabinBit},
 };
 
 std::vector<absl::string_view> MakeParametersOf(unsigned bit) {
@@ -246,8 +344,20 @@ const std::vector<absl::string_view>& ParametersOf(Algorithm algorithm) {
       new std::vector<absl::string_view>(MakeParametersOf(kSeqCdcBit));
   static const auto* const kFixed =
       new std::vector<absl::string_view>(MakeParametersOf(kFixedBit));
+  static const auto* const kRepMaxCdc =
+      new std::vector<absl::string_view>(MakeParametersOf(kRepMaxCdcBit));
+  static const auto* const kRabin =
+      new std::vector<absl::string_view>(MakeParametersOf(kRabinBit));
+  static const auto* const kBuzhash =
+      new std::vector<absl::string_view>(MakeParametersOf(kBuzhashBit));
   static const auto* const kNone = new std::vector<absl::string_view>();
   switch (algorithm) {
+    case Algorithm::kRepMaxCdc:
+      return *kRepMaxCdc;
+    case Algorithm::kRabin:
+      return *kRabin;
+    case Algorithm::kBuzhash:
+      return *kBuzhash;
     case Algorithm::kFastCdc:
       return *kFastCdc;
     case Algorithm::kCrc32:
@@ -278,8 +388,17 @@ const AlgorithmLimits& LimitsFor(Algorithm algorithm) {
   static const AlgorithmLimits kCrc32 = MakeCrc32Limits();
   static const AlgorithmLimits kSeqCdc = MakeSeqCdcLimits();
   static const AlgorithmLimits kFixed = MakeFixedLimits();
+  static const AlgorithmLimits kRepMaxCdc = MakeRepMaxCdcLimits();
+  static const AlgorithmLimits kRabin = MakeRabinLimits();
+  static const AlgorithmLimits kBuzhash = MakeBuzhashLimits();
   static const AlgorithmLimits kNone;
   switch (algorithm) {
+    case Algorithm::kRepMaxCdc:
+      return kRepMaxCdc;
+    case Algorithm::kRabin:
+      return kRabin;
+    case Algorithm::kBuzhash:
+      return kBuzhash;
     case Algorithm::kFastCdc:
       return kFastCdc;
     case Algorithm::kCrc32:
@@ -307,6 +426,8 @@ ChunkerOptions DefaultOptions(Algorithm algorithm) {
   options.seq_length = kSeqCdc16kSeqLength;
   options.skip_trigger = kSeqCdc16kSkipTrigger;
   options.skip_size = kSeqCdc16kSkipSize;
+  options.horizon_size = kRepMaxCdcDefaultHorizon;
+  options.polynomial = kRabinDefaultPolynomial;
   return options;
 }
 
@@ -342,7 +463,7 @@ absl::Status ValidateOptions(const ChunkerOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("algorithm ", static_cast<int>(options.algorithm),
                      " is not one of 1 (fastcdc), 2 (crc32), 3 (seqcdc), "
-                     "4 (fixed)"));
+                     "4 (fixed), 5 (repmaxcdc), 6 (rabin), 7 (buzhash)"));
   }
   const AlgorithmLimits& limits = LimitsFor(options.algorithm);
   switch (options.algorithm) {
@@ -371,6 +492,18 @@ absl::Status ValidateOptions(const ChunkerOptions& options) {
         return s;
       }
       return CheckRange("avg_size", options.avg_size, limits.avg_size);
+    case Algorithm::kRepMaxCdc:
+      if (absl::Status s =
+              CheckRange("min_size", options.min_size, limits.min_size);
+          !s.ok()) {
+        return s;
+      }
+      return CheckRange("horizon_size", options.horizon_size,
+                        limits.horizon_size);
+    case Algorithm::kRabin:
+      return CheckRabin(options, limits);
+    case Algorithm::kBuzhash:
+      return CheckSizes(options, limits);
   }
   return absl::OkStatus();
 }

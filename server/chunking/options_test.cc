@@ -18,11 +18,16 @@ using ::testing::HasSubstr;
 TEST(AlgorithmNameTest, RoundTripsEveryAlgorithm) {
   EXPECT_EQ(AllAlgorithms(),
             (std::vector<Algorithm>{Algorithm::kFastCdc, Algorithm::kCrc32,
-                                    Algorithm::kSeqCdc, Algorithm::kFixed}));
+                                    Algorithm::kSeqCdc, Algorithm::kFixed,
+                                    Algorithm::kRepMaxCdc, Algorithm::kRabin,
+                                    Algorithm::kBuzhash}));
   EXPECT_EQ(AlgorithmName(Algorithm::kFastCdc), "fastcdc");
   EXPECT_EQ(AlgorithmName(Algorithm::kCrc32), "crc32");
   EXPECT_EQ(AlgorithmName(Algorithm::kSeqCdc), "seqcdc");
   EXPECT_EQ(AlgorithmName(Algorithm::kFixed), "fixed");
+  EXPECT_EQ(AlgorithmName(Algorithm::kRepMaxCdc), "repmaxcdc");
+  EXPECT_EQ(AlgorithmName(Algorithm::kRabin), "rabin");
+  EXPECT_EQ(AlgorithmName(Algorithm::kBuzhash), "buzhash");
   for (Algorithm algorithm : AllAlgorithms()) {
     absl::StatusOr<Algorithm> parsed = ParseAlgorithm(AlgorithmName(algorithm));
     ASSERT_TRUE(parsed.ok()) << parsed.status();
@@ -35,7 +40,7 @@ TEST(AlgorithmNameTest, UnknownNameIsInvalidArgumentListingNames) {
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(parsed.status().message(),
             "unknown algorithm \"FastCDC\"; expected one of fastcdc, crc32, "
-            "seqcdc, fixed");
+            "seqcdc, fixed, repmaxcdc, rabin, buzhash");
   EXPECT_EQ(AlgorithmName(static_cast<Algorithm>(99)), "unknown");
 }
 
@@ -262,7 +267,32 @@ INSTANTIATE_TEST_SUITE_P(
         {"UnknownAlgorithm", Algorithm::kFastCdc,
          [](ChunkerOptions* o) { o->algorithm = static_cast<Algorithm>(9); },
          "algorithm 9 is not one of 1 (fastcdc), 2 (crc32), 3 (seqcdc), "
-         "4 (fixed)"},
+         "4 (fixed), 5 (repmaxcdc), 6 (rabin), 7 (buzhash)"},
+        {"RepMaxCdcMinBelowWindow", Algorithm::kRepMaxCdc,
+         [](ChunkerOptions* o) { o->min_size = 63; },
+         "min_size 63 is out of range [64, 4194304]"},
+        {"RepMaxCdcHorizonTooLarge", Algorithm::kRepMaxCdc,
+         [](ChunkerOptions* o) { o->horizon_size = 16777217; },
+         "horizon_size 16777217 is out of range [0, 16777216]"},
+        {"RabinAvgNotPowerOfTwo", Algorithm::kRabin,
+         [](ChunkerOptions* o) { o->avg_size = 1000000; },
+         "avg_size 1000000 must be a power of two"},
+        {"RabinMinAboveMax", Algorithm::kRabin,
+         [](ChunkerOptions* o) { o->min_size = 8388608; o->max_size = 4096; },
+         "min_size 8388608 must not exceed max_size 4096"},
+        {"RabinPolynomialDegree", Algorithm::kRabin,
+         [](ChunkerOptions* o) { o->polynomial = 0x3DA3358B4DC17; },
+         "polynomial 0x3da3358b4dc17 does not have degree 53 (it must lie in "
+         "[0x20000000000000, 0x3fffffffffffff])"},
+        {"RabinPolynomialReducible", Algorithm::kRabin,
+         [](ChunkerOptions* o) { o->polynomial = 0x3DA3358B4DC172; },
+         "polynomial 0x3da3358b4dc172 is not irreducible over GF(2)"},
+        {"BuzhashMinBelowWindow", Algorithm::kBuzhash,
+         [](ChunkerOptions* o) { o->min_size = 47; },
+         "min_size 47 is out of range [48, 4194304]"},
+        {"BuzhashAvgAboveMax", Algorithm::kBuzhash,
+         [](ChunkerOptions* o) { o->avg_size = 4194304; o->max_size = 65536; },
+         "avg_size 4194304 must not exceed max_size 65536"},
     }),
     [](const ::testing::TestParamInfo<InvalidCase>& info) {
       return info.param.name;
@@ -324,7 +354,13 @@ TEST(ParametersTest, EachAlgorithmReadsItsOwn) {
             V({"min_size", "max_size", "seq_mode", "seq_length",
                "skip_trigger", "skip_size"}));
   EXPECT_EQ(ParametersOf(Algorithm::kFixed), V({"avg_size"}));
-  EXPECT_EQ(AllParameters().size(), 9u);
+  EXPECT_EQ(ParametersOf(Algorithm::kRepMaxCdc),
+            V({"min_size", "horizon_size"}));
+  EXPECT_EQ(ParametersOf(Algorithm::kRabin),
+            V({"min_size", "avg_size", "max_size", "polynomial"}));
+  EXPECT_EQ(ParametersOf(Algorithm::kBuzhash),
+            V({"min_size", "avg_size", "max_size"}));
+  EXPECT_EQ(AllParameters().size(), 11u);
   EXPECT_TRUE(TakesParameter(Algorithm::kFastCdc, "seed"));
   EXPECT_FALSE(TakesParameter(Algorithm::kFixed, "min_size"));
   EXPECT_FALSE(TakesParameter(Algorithm::kFastCdc, "no_such_field"));

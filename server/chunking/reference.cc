@@ -9,10 +9,13 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "chunkd/chunker.h"
+#include "chunking/buzhash.h"
 #include "chunking/crc32.h"
 #include "chunking/cutter.h"
 #include "chunking/fastcdc.h"
 #include "chunking/fixed.h"
+#include "chunking/rabin.h"
+#include "chunking/repmaxcdc.h"
 #include "chunking/seqcdc.h"
 
 namespace chunkd::chunking {
@@ -34,6 +37,16 @@ absl::StatusOr<std::unique_ptr<Cutter>> MakeCutter(
           options.seq_length, options.skip_trigger, options.skip_size);
     case Algorithm::kFixed:
       return std::make_unique<FixedCutter>(options.avg_size);
+    case Algorithm::kRepMaxCdc:
+      return std::make_unique<RepMaxCdcCutter>(options.min_size,
+                                               options.horizon_size);
+    case Algorithm::kRabin:
+      return std::make_unique<RabinCutter>(options.min_size, options.avg_size,
+                                           options.max_size,
+                                           options.polynomial);
+    case Algorithm::kBuzhash:
+      return std::make_unique<BuzhashCutter>(options.min_size, options.avg_size,
+                                             options.max_size);
   }
   // Unreachable: ValidateOptions rejects unknown algorithms.
   return absl::InvalidArgumentError("unknown algorithm");

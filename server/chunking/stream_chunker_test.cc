@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "chunkd/chunker.h"
+#include "chunking/cutter.h"
 #include "chunking/executor.h"
 #include "chunking/test_util.h"
 #include "gtest/gtest.h"
@@ -44,7 +45,7 @@ void ExpectStreamEqualsReference(const ChunkerOptions& options,
   absl::StatusOr<std::unique_ptr<StreamChunker>> chunker =
       StreamChunker::Create(options, EveryAppend());
   ASSERT_TRUE(chunker.ok()) << chunker.status();
-  const uint64_t final_size = testing::BoundsFor(options).max;
+  const uint64_t final_size = MakeCutter(options).value()->final_size();
   std::vector<Chunk> all;
   std::vector<Chunk> out;
   size_t pos = 0;

@@ -81,6 +81,8 @@ inline SizeBounds BoundsFor(const ChunkerOptions& options) {
     case Algorithm::kFastCdc:
       // The crate scans from min rounded down to even.
       return {options.min_size & ~uint64_t{1}, options.max_size};
+    case Algorithm::kRepMaxCdc:
+      return {options.min_size, 2 * uint64_t{options.min_size} - 1};
     default:
       return {options.min_size, options.max_size};
   }
@@ -130,6 +132,8 @@ inline ChunkerOptions SmallOptions(Algorithm algorithm) {
   options.max_size = 1024;
   options.skip_size = 64;
   options.skip_trigger = 20;
+  // repmaxcdc: chunks in [64, 128), looking 8 * 64 bytes past min.
+  options.horizon_size = 512;
   return options;
 }
 
@@ -159,6 +163,20 @@ inline std::vector<std::pair<std::string, ChunkerOptions>> AllOptionSets() {
   ChunkerOptions fixed = SmallOptions(Algorithm::kFixed);
   fixed.avg_size = 1000;
   sets.emplace_back("fixed_1000", fixed);
+  ChunkerOptions uniform = SmallOptions(Algorithm::kRepMaxCdc);
+  uniform.min_size = 100;
+  uniform.horizon_size = 0;
+  sets.emplace_back("repmaxcdc_horizon0", uniform);
+  ChunkerOptions rabin = SmallOptions(Algorithm::kRabin);
+  rabin.min_size = 300;
+  rabin.avg_size = 128;
+  rabin.max_size = 1000;
+  sets.emplace_back("rabin_avg_below_min", rabin);
+  ChunkerOptions buzhash = SmallOptions(Algorithm::kBuzhash);
+  buzhash.min_size = 48;
+  buzhash.avg_size = 100;
+  buzhash.max_size = 101;
+  sets.emplace_back("buzhash_window_min", buzhash);
   for (const char* preset : {"fastcdc-reapi", "seqcdc-8k", "seqcdc-16k"}) {
     sets.emplace_back(preset, Preset(preset).value());
   }

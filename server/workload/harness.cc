@@ -78,6 +78,11 @@ ChunkerOptions BenchOptions(Algorithm algorithm) {
     case Algorithm::kFixed:
       options.avg_size = 16 << 10;
       break;
+    case Algorithm::kRepMaxCdc:
+    case Algorithm::kRabin:
+    case Algorithm::kBuzhash:
+      // The upstream libraries' own defaults, which DefaultOptions are.
+      break;
   }
   return options;
 }

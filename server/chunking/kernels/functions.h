@@ -10,7 +10,8 @@
 // written in full; bits for positions >= end are zero. Windows reach back
 // from p into data[0..p) — never before data[0] — so a caller either starts
 // the buffer at the stream's first byte or passes a begin with enough bytes
-// of left context before it (fastcdc 63, crc32 255, seqcdc 1). The functions
+// of left context before it (fastcdc 63, crc32 255, seqcdc 1, rabin 63,
+// buzhash 47, repmaxcdc 63). The functions
 // are pure: any split of [begin, end) into pieces gives the same bits, which
 // is what lets segments run on different threads.
 //
@@ -28,6 +29,19 @@
 //            (mask = avg_size - 1).
 //   seqcdc   sets bit p in gt when data[p] > data[p - 1] and in lt when
 //            data[p] < data[p - 1]; position 0 has neither.
+//   rabin    sets bit p when (D(p) & mask) == 0, D(p) being restic's Rabin
+//            digest of the 64-byte window data[max(0, p - 63), p] modulo
+//            its polynomial (out and mod are restic's tables).
+//   buzhash  sets bit p when H(p) % d == d - 1, H(p) being the buzhash of
+//            the 48-byte window data[max(0, p - 47), p]:
+//            XOR over i in [0, min(47, p)] of rotl32(table[data[p - i]], i).
+//   repmaxcdc  is not a bitmap: word g gets the largest W(p) (fastcdc's
+//            windowed Gear hash, unseeded table) over the positions p of
+//            group g, [begin + 64 g, min(begin + 64 g + 64, end)), into max.
+//            Not where in the group: finding the first occurrence costs the
+//            kernels a third of their speed, and stage 2 needs it only for
+//            the few groups that hold a new maximum, which it hashes again
+//            (docs/algorithms/repmaxcdc.md).
 //
 // Plain declarations and constants only: the ISA translation units include
 // this through backends.h.
@@ -49,6 +63,21 @@ struct GearParams {
   uint64_t mask_l = 0;
 };
 
+// restic's Rabin tables and the candidate mask (avg_size - 1). A plain
+// value; default: no tables.
+struct RabinParams {
+  const uint64_t* out = nullptr;  // 256 entries
+  const uint64_t* mod = nullptr;  // 256 entries
+  uint64_t mask = 0;
+};
+
+// casync's buzhash table and desync's discriminator. A plain value; default:
+// no table.
+struct BuzhashParams {
+  const uint32_t* table = nullptr;  // 256 entries
+  uint32_t discriminator = 1;
+};
+
 // X(Function, member, parameters, arg) for every stage-1 function: its name
 // in a backend's namespace, its Kernel member and its parameter list; `arg`
 // is passed through to X.
@@ -64,6 +93,18 @@ struct GearParams {
   X(SeqCdc, seqcdc,                                                           \
     (const uint8_t* data, size_t begin, size_t end, uint64_t* gt,             \
      uint64_t* lt),                                                           \
+    arg)                                                                      \
+  X(Rabin, rabin,                                                             \
+    (const uint8_t* data, size_t begin, size_t end, const RabinParams& params, \
+     uint64_t* hits),                                                         \
+    arg)                                                                      \
+  X(Buzhash, buzhash,                                                         \
+    (const uint8_t* data, size_t begin, size_t end,                           \
+     const BuzhashParams& params, uint64_t* hits),                            \
+    arg)                                                                      \
+  X(RepMaxCdc, repmaxcdc,                                                     \
+    (const uint8_t* data, size_t begin, size_t end, const uint64_t* gear,     \
+     uint64_t* max),                                                          \
     arg)
 
 }  // namespace chunkd::chunking::kernels

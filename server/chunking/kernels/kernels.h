@@ -33,7 +33,7 @@ struct Kernel {
   bool (*supported)();
 
   // One pointer per row of CHUNKD_KERNEL_FUNCTIONS (functions.h), in its
-  // order: fastcdc, crc32, seqcdc.
+  // order: fastcdc, crc32, seqcdc, rabin, buzhash, repmaxcdc.
 #define CHUNKD_KERNEL_MEMBER(Function, member, parameters, unused) \
   void(*member) parameters;
   CHUNKD_KERNEL_FUNCTIONS(CHUNKD_KERNEL_MEMBER, _)

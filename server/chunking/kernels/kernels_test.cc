@@ -29,9 +29,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "chunkd/chunker.h"
+#include "chunking/buzhash.h"
 #include "chunking/crc32.h"
 #include "chunking/fastcdc.h"
 #include "chunking/limits.h"
+#include "chunking/rabin.h"
 #include "chunking/test_util.h"
 #include "gtest/gtest.h"
 #include "platform/isa.h"
@@ -723,6 +725,595 @@ std::vector<const char*> WiderKernels() {
 }
 
 INSTANTIATE_TEST_SUITE_P(VsScalar, KernelDiffTest,
+                         ::testing::ValuesIn(WiderKernels()),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
+
+// --------------------------------------------------------------- buzhash --
+
+Result RunBuzhash(const Kernel& k, const uint8_t* data, size_t begin,
+                  size_t end, const BuzhashParams& params) {
+  Bitmap h(end - begin);
+  k.buzhash(data, begin, end, params, h.data());
+  return {h.words(), {}, h.CanariesIntact()};
+}
+
+BuzhashParams CasyncBuzhash(uint32_t d) { return {BuzhashTable().data(), d}; }
+
+uint32_t Rotl32(uint32_t x, size_t n) {
+  n %= 32;
+  return n == 0 ? x : (x << n) | (x >> (32 - n));
+}
+
+// H(p) of functions.h, term by term.
+uint32_t BuzhashDirect(const uint8_t* data, size_t p, const uint32_t* table) {
+  uint32_t h = 0;
+  for (size_t i = 0; i <= std::min<size_t>(47, p); ++i) {
+    h ^= Rotl32(table[data[p - i]], i);
+  }
+  return h;
+}
+
+// Discriminators: 1 (every position), powers of two (no bias, the rotation
+// of the test), odd ones (desync's for averages 48, 16 KiB, 64 KiB, 1 MiB)
+// and even ones with an odd factor (256 B, 256 KiB, 4 MiB), the largest.
+std::vector<uint32_t> SomeBuzhashDivisors() {
+  return {1,     2,           3,           36,          64,         192,
+          12318, 49535,       65536,       202440,      886711,     5721670,
+          5,     0x80000000u, 0x80000001u, 0xFFFFFFFEu, 0xFFFFFFFFu};
+}
+
+// A 48-byte window whose hash is `target`. All bytes are `a` but where the
+// window puts byte b instead: at age i (0: the newest byte) that adds
+// rotl32(v, i) with v = table[a] ^ table[b]. The 32 rotations of a word of
+// odd weight span all of GF(2)^32 (v is then prime to x^32 + 1), so
+// elimination over ages 0..31 finds the positions for any target.
+std::vector<uint8_t> WindowWithHash(uint32_t target) {
+  const uint32_t* t = BuzhashTable().data();
+  const uint8_t a = 0;
+  uint8_t b = 1;
+  while (__builtin_popcount(t[a] ^ t[b]) % 2 == 0) ++b;
+  const uint32_t v = t[a] ^ t[b];
+  std::vector<uint8_t> window(48, a);
+  // pivot[k]: a combination of rotations whose highest set bit is k, and
+  // which ages it uses.
+  uint32_t pivot[32] = {};
+  uint32_t uses[32] = {};
+  for (size_t age = 0; age < 32; ++age) {
+    uint32_t x = Rotl32(v, age);
+    uint32_t u = uint32_t{1} << age;
+    for (int k = 31; k >= 0 && x != 0; --k) {
+      if (!((x >> k) & 1)) continue;
+      if (pivot[k] == 0) {
+        pivot[k] = x;
+        uses[k] = u;
+        break;
+      }
+      x ^= pivot[k];
+      u ^= uses[k];
+    }
+  }
+  uint32_t want = target ^ BuzhashDirect(window.data(), 47, t);
+  uint32_t ages = 0;
+  for (int k = 31; k >= 0; --k) {
+    if ((want >> k) & 1) {
+      want ^= pivot[k];
+      ages ^= uses[k];
+    }
+  }
+  EXPECT_EQ(want, 0u) << "no window for 0x" << absl::StrCat(absl::Hex(target));
+  for (size_t age = 0; age < 32; ++age) {
+    if ((ages >> age) & 1) window[47 - age] = b;
+  }
+  return window;
+}
+
+TEST(ScalarKernelTest, BuzhashIsTheWindowDefinition) {
+  const Bytes data = RandomBytes(2000, 4);
+  const uint32_t* table = BuzhashTable().data();
+  for (uint32_t d : {1u, 3u, 7u, 64u, 49535u}) {
+    for (size_t begin : {0, 1, 46, 47, 48, 49, 100, 1999}) {
+      const Result r = RunBuzhash(ScalarKernel(), data.data(), begin,
+                                  data.size(), CasyncBuzhash(d));
+      ASSERT_TRUE(r.canaries);
+      for (size_t p = begin; p < data.size(); ++p) {
+        ASSERT_EQ(Bit(r.a, p - begin),
+                  BuzhashDirect(data.data(), p, table) % d == d - 1)
+            << "d " << d << " begin " << begin << " p " << p;
+      }
+      const size_t n = data.size() - begin;
+      if (n % 64 != 0) {
+        EXPECT_EQ(r.a.back() >> (n % 64), 0u);
+      }
+    }
+  }
+}
+
+TEST(ScalarKernelTest, BuzhashWindowCraftingHitsItsTarget) {
+  for (uint32_t target : {0u, 1u, 49534u, 0x80000000u, 0xFFFFFFFFu}) {
+    const std::vector<uint8_t> w = WindowWithHash(target);
+    EXPECT_EQ(BuzhashDirect(w.data(), 47, BuzhashTable().data()), target);
+  }
+}
+
+// Every buzhash chunk cut at a candidate ends on a kernel bit, and no bit
+// lies between the chunk's min offset and that cut.
+TEST(ScalarKernelTest, BuzhashBitsExplainTheReferenceCuts) {
+  ChunkerOptions o = DefaultOptions(Algorithm::kBuzhash);
+  o.min_size = 256;
+  o.avg_size = 1024;
+  o.max_size = 8192;
+  const Bytes data = RandomBytes(1 << 19, 9);
+  const Result r = RunBuzhash(ScalarKernel(), data.data(), 0, data.size(),
+                              CasyncBuzhash(BuzhashDiscriminator(1024)));
+  int checked = 0;
+  for (const Chunk& c : ReferenceChunks(o, data)) {
+    if (c.hash == 0) continue;  // cut by max_size or the end
+    const size_t last = c.offset + c.length - 1;
+    ASSERT_TRUE(Bit(r.a, last)) << c.offset;
+    EXPECT_EQ(c.hash, BuzhashDirect(data.data(), last, BuzhashTable().data()));
+    for (size_t p = c.offset + o.min_size; p < last; ++p) {
+      ASSERT_FALSE(Bit(r.a, p)) << p;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 100);
+}
+
+class BuzhashDiffTest : public KernelDiffTest {
+ protected:
+  void CheckBuzhash(const uint8_t* data, size_t begin, size_t end,
+                    const BuzhashParams& params, const std::string& what) {
+    const Result want = RunBuzhash(ScalarKernel(), data, begin, end, params);
+    const Result got = RunBuzhash(*kernel_, data, begin, end, params);
+    ASSERT_TRUE(SameResult(want, got, begin))
+        << "buzhash " << what << " d " << params.discriminator << " begin "
+        << begin << " end " << end;
+  }
+};
+
+// The candidate test without a division, on hashes where it could go
+// wrong: 0, d - 1 and its neighbours, the last h with h % d == d - 1 below
+// 2^32, 2^32 - 1 (where h + 1 wraps) and 2^31, for odd d, powers of two and
+// even d with an odd factor. Windows crafted to those hashes, one every 48
+// bytes, at several alignments of the range.
+TEST_P(BuzhashDiffTest, EdgeHashes) {
+  for (uint32_t d : SomeBuzhashDivisors()) {
+    const uint64_t last_hit = (uint64_t{0xFFFFFFFF} + 1) / d * d - 1;
+    // 14413: the false boundary of desync's earlier fast test (v1.0.1 to
+    // v1.0.3) for d 49535.
+    std::vector<uint32_t> targets = {
+        0,         1,          d - 1,      d,
+        2 * d - 1, 2 * d,      0xFFFFFFFF, 0xFFFFFFFE,
+        14413,     0x80000000, 0x7FFFFFFF, static_cast<uint32_t>(last_hit)};
+    if (d >= 2) targets.push_back(d - 2);
+    if (last_hit >= d) targets.push_back(static_cast<uint32_t>(last_hit - d));
+    Bytes data;
+    std::vector<size_t> crafted;
+    for (uint32_t target : targets) {
+      const std::vector<uint8_t> w = WindowWithHash(target);
+      data.insert(data.end(), w.begin(), w.end());
+      crafted.push_back(data.size() - 1);
+    }
+    const Bytes tail = RandomBytes(200, d);
+    data.insert(data.end(), tail.begin(), tail.end());
+    for (size_t begin : {0, 1, 5, 47, 48, 63, 64, 100}) {
+      const BuzhashParams params = CasyncBuzhash(d);
+      CheckBuzhash(data.data(), begin, data.size(), params, "crafted");
+      if (HasFatalFailure()) return;
+      const Result r =
+          RunBuzhash(*kernel_, data.data(), begin, data.size(), params);
+      for (size_t i = 0; i < targets.size(); ++i) {
+        if (crafted[i] < begin) continue;
+        ASSERT_EQ(Bit(r.a, crafted[i] - begin), targets[i] % d == d - 1)
+            << "h " << targets[i] << " d " << d << " begin " << begin;
+      }
+    }
+  }
+}
+
+// Every length 0..300 at many begins, each buffer ending at a guard page
+// and, separately, starting at one.
+TEST_P(BuzhashDiffTest, EveryLengthUpTo300) {
+  const std::vector<size_t> begins = {0, 1, 17, 47, 48, 63, 64, 65, 255, 1000};
+  const size_t size = 1000 + 300;
+  GuardedBuffer buffer(size);
+  for (const DataSet& set : DataSets(size)) {
+    for (size_t begin : begins) {
+      for (size_t len = 0; len <= 300; ++len) {
+        const size_t end = begin + len;
+        for (auto align : {GuardedBuffer::Align::kEndAtGuard,
+                           GuardedBuffer::Align::kStartAtGuard}) {
+          const uint8_t* d = buffer.Place(set.bytes.data(), end, align);
+          for (uint32_t div : {3u, 64u}) {
+            CheckBuzhash(d, begin, end, CasyncBuzhash(div), set.name);
+            if (HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Lengths at vector, word, block and lane edges and segment-sized ranges,
+// with every discriminator of SomeBuzhashDivisors.
+TEST_P(BuzhashDiffTest, EdgeLengthsEveryDivisor) {
+  std::vector<size_t> lengths;
+  for (size_t edge : {64, 128, 256, 512, 1024, 4096, 16384}) {
+    for (size_t d = 0; d <= 6; ++d) lengths.push_back(edge - 3 + d);
+  }
+  for (size_t len : {size_t{65535}, size_t{65536}, size_t{100000},
+                     size_t{1} << 18, size_t{(1 << 20) + 1}}) {
+    lengths.push_back(len);
+  }
+  const size_t size = 4095 + (1 << 20) + 1;
+  GuardedBuffer buffer(size);
+  const std::vector<DataSet> sets = {DataSets(size)[0], DataSets(size)[1],
+                                     DataSets(size)[5]};
+  for (const DataSet& set : sets) {
+    for (size_t begin : {0, 1, 48, 255, 4095}) {
+      for (size_t len : lengths) {
+        const size_t end = begin + len;
+        const uint8_t* d = buffer.Place(set.bytes.data(), end,
+                                        GuardedBuffer::Align::kEndAtGuard);
+        for (uint32_t div : SomeBuzhashDivisors()) {
+          CheckBuzhash(d, begin, end, CasyncBuzhash(div), set.name);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// Random ranges with casync's and a random table, and the pure-function
+// property: word-aligned pieces of a range give the bits of the whole.
+TEST_P(BuzhashDiffTest, RandomRangesAndPieces) {
+  const size_t size = 1 << 22;
+  const Bytes data = RandomBytes(size, 98);
+  std::mt19937_64 rng(6);
+  std::vector<uint32_t> random_table(256);
+  for (uint32_t& e : random_table) e = static_cast<uint32_t>(rng());
+  const std::vector<uint32_t> divisors = SomeBuzhashDivisors();
+  for (int iter = 0; iter < 40; ++iter) {
+    const size_t begin = rng() % (size / 2);
+    const size_t end = begin + rng() % (size - begin);
+    const BuzhashParams params{
+        iter % 2 == 0 ? BuzhashTable().data() : random_table.data(),
+        divisors[rng() % divisors.size()]};
+    CheckBuzhash(data.data(), begin, end, params, "random");
+    if (HasFatalFailure()) return;
+    const Result whole = RunBuzhash(*kernel_, data.data(), begin, end, params);
+    Result pieces;
+    for (size_t p = begin; p < end;) {
+      const size_t len = std::min<size_t>(end - p, 64 * (1 + rng() % 3000));
+      const Result r = RunBuzhash(*kernel_, data.data(), p, p + len, params);
+      pieces.a.insert(pieces.a.end(), r.a.begin(), r.a.end());
+      p += len;
+    }
+    ASSERT_TRUE(SameResult(whole, pieces, begin)) << "buzhash pieces";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(VsScalar, BuzhashDiffTest,
+                         ::testing::ValuesIn(WiderKernels()),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
+
+// ----------------------------------------------------------------- rabin --
+
+Result RunRabin(const Kernel& k, const uint8_t* data, size_t begin, size_t end,
+                const RabinParams& params) {
+  Bitmap h(end - begin);
+  k.rabin(data, begin, end, params, h.data());
+  return {h.words(), {}, h.CanariesIntact()};
+}
+
+// restic's tables for its test polynomial and for another irreducible one.
+const RabinTables& ResticTables(int which) {
+  static const RabinTables* const kTables[] = {
+      new RabinTables(MakeRabinTables(0x3DA3358B4DC173)),
+      new RabinTables(MakeRabinTables(0x2482734cacca49))};
+  return *kTables[which];
+}
+
+RabinParams Rabin(uint64_t mask, int which = 0) {
+  return {ResticTables(which).out.data(), ResticTables(which).mod.data(), mask};
+}
+
+// Masks: dense (every position, or a few bits: bits collected per word) and
+// sparse (the branch per candidate), up to restic's largest average, 16 MiB.
+std::vector<uint64_t> SomeRabinMasks() {
+  return {0, 0x1, 0xFF, 0x1FF, 0x3FF, 0xFFFF, 0xFFFFF, 0xFFFFFF};
+}
+
+// D(p) of functions.h without rolling: the 64-byte window (fewer bytes
+// before p = 63) appended one byte at a time to a zero digest, which is
+// restic's appendByte with its mod table.
+uint64_t RabinDirect(const uint8_t* data, size_t p, const RabinTables& t) {
+  uint64_t d = 0;
+  for (size_t q = p >= 63 ? p - 63 : 0; q <= p; ++q) {
+    d = ((d << 8) | data[q]) ^ t.mod[d >> 45];
+  }
+  return d;
+}
+
+TEST(ScalarKernelTest, RabinIsTheWindowDefinition) {
+  const Bytes data = RandomBytes(2000, 5);
+  for (uint64_t mask : {uint64_t{0x3}, uint64_t{0x1F}, uint64_t{0}}) {
+    for (size_t begin : {0, 1, 62, 63, 64, 65, 100, 1999}) {
+      const Result r = RunRabin(ScalarKernel(), data.data(), begin, data.size(),
+                                Rabin(mask));
+      ASSERT_TRUE(r.canaries);
+      for (size_t p = begin; p < data.size(); ++p) {
+        ASSERT_EQ(Bit(r.a, p - begin),
+                  (RabinDirect(data.data(), p, ResticTables(0)) & mask) == 0)
+            << "mask " << mask << " begin " << begin << " p " << p;
+      }
+      const size_t n = data.size() - begin;
+      if (n % 64 != 0) {
+        EXPECT_EQ(r.a.back() >> (n % 64), 0u);
+      }
+    }
+  }
+}
+
+// Every rabin chunk cut at a candidate ends on a kernel bit whose digest is
+// the chunk's hash, and no bit lies between length min_size and the cut.
+TEST(ScalarKernelTest, RabinBitsExplainTheReferenceCuts) {
+  ChunkerOptions o = DefaultOptions(Algorithm::kRabin);
+  o.min_size = 256;
+  o.avg_size = 1024;
+  o.max_size = 8192;
+  const Bytes data = RandomBytes(1 << 19, 10);
+  const Result r =
+      RunRabin(ScalarKernel(), data.data(), 0, data.size(), Rabin(1023));
+  int checked = 0;
+  for (const Chunk& c : ReferenceChunks(o, data)) {
+    if (c.hash == 0) continue;  // cut by max_size or the end
+    const size_t last = c.offset + c.length - 1;
+    ASSERT_TRUE(Bit(r.a, last)) << c.offset;
+    EXPECT_EQ(c.hash, RabinDirect(data.data(), last, ResticTables(0)));
+    for (size_t p = c.offset + o.min_size - 1; p < last; ++p) {
+      ASSERT_FALSE(Bit(r.a, p)) << p;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 100);
+}
+
+class RabinDiffTest : public KernelDiffTest {
+ protected:
+  void CheckRabin(const uint8_t* data, size_t begin, size_t end,
+                  const RabinParams& params, const std::string& what) {
+    const Result want = RunRabin(ScalarKernel(), data, begin, end, params);
+    const Result got = RunRabin(*kernel_, data, begin, end, params);
+    ASSERT_TRUE(SameResult(want, got, begin))
+        << "rabin " << what << " mask 0x"
+        << absl::StrCat(absl::Hex(params.mask)) << " begin " << begin << " end "
+        << end;
+  }
+};
+
+// Every length 0..300 at many begins (at 0, inside the first window, past
+// it), each buffer ending at a guard page and, separately, starting at one.
+TEST_P(RabinDiffTest, EveryLengthUpTo300) {
+  const std::vector<size_t> begins = {0, 1, 17, 62, 63, 64, 65, 127, 255, 1000};
+  const size_t size = 1000 + 300;
+  GuardedBuffer buffer(size);
+  for (const DataSet& set : DataSets(size)) {
+    for (size_t begin : begins) {
+      for (size_t len = 0; len <= 300; ++len) {
+        const size_t end = begin + len;
+        for (auto align : {GuardedBuffer::Align::kEndAtGuard,
+                           GuardedBuffer::Align::kStartAtGuard}) {
+          const uint8_t* d = buffer.Place(set.bytes.data(), end, align);
+          for (uint64_t mask : {uint64_t{0xF}, uint64_t{0x3FF}}) {
+            CheckRabin(d, begin, end, Rabin(mask), set.name);
+            if (HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Lengths at word and lane edges (six lanes of whole words) and
+// segment-sized ranges, with every mask of SomeRabinMasks.
+TEST_P(RabinDiffTest, EdgeLengthsEveryMask) {
+  std::vector<size_t> lengths;
+  for (size_t edge : {64, 128, 384, 448, 512, 1024, 4096, 16384}) {
+    for (size_t d = 0; d <= 6; ++d) lengths.push_back(edge - 3 + d);
+  }
+  for (size_t len : {size_t{6 * 64 * 7 + 1}, size_t{65535}, size_t{65536},
+                     size_t{100000}, size_t{1} << 18, size_t{(1 << 20) + 1}}) {
+    lengths.push_back(len);
+  }
+  const size_t size = 4095 + (1 << 20) + 1;
+  GuardedBuffer buffer(size);
+  const std::vector<DataSet> sets = {DataSets(size)[0], DataSets(size)[1],
+                                     DataSets(size)[5]};
+  for (const DataSet& set : sets) {
+    for (size_t begin : {0, 1, 63, 64, 255, 4095}) {
+      for (size_t len : lengths) {
+        const size_t end = begin + len;
+        const uint8_t* d = buffer.Place(set.bytes.data(), end,
+                                        GuardedBuffer::Align::kEndAtGuard);
+        for (uint64_t mask : SomeRabinMasks()) {
+          CheckRabin(d, begin, end, Rabin(mask), set.name);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// Random ranges with both polynomials and every mask, and the pure-function
+// property: word-aligned pieces of a range give the bits of the whole.
+TEST_P(RabinDiffTest, RandomRangesAndPieces) {
+  const size_t size = 1 << 22;
+  const Bytes data = RandomBytes(size, 97);
+  const std::vector<uint64_t> masks = SomeRabinMasks();
+  std::mt19937_64 rng(7);
+  for (int iter = 0; iter < 40; ++iter) {
+    const size_t begin = rng() % (size / 2);
+    const size_t end = begin + rng() % (size - begin);
+    const RabinParams params =
+        Rabin(masks[rng() % masks.size()], static_cast<int>(iter % 2));
+    CheckRabin(data.data(), begin, end, params, "random");
+    if (HasFatalFailure()) return;
+    const Result whole = RunRabin(*kernel_, data.data(), begin, end, params);
+    Result pieces;
+    for (size_t p = begin; p < end;) {
+      const size_t len = std::min<size_t>(end - p, 64 * (1 + rng() % 3000));
+      const Result r = RunRabin(*kernel_, data.data(), p, p + len, params);
+      pieces.a.insert(pieces.a.end(), r.a.begin(), r.a.end());
+      p += len;
+    }
+    ASSERT_TRUE(SameResult(whole, pieces, begin)) << "rabin pieces";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(VsScalar, RabinDiffTest,
+                         ::testing::ValuesIn(WiderKernels()),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
+
+// ------------------------------------------------------------- repmaxcdc --
+
+// The group maxima of the repmaxcdc kernel (functions.h): one word per 64
+// positions, the largest W(p).
+Result RunRepMaxCdc(const Kernel& k, const uint8_t* data, size_t begin,
+                    size_t end, const uint64_t* gear) {
+  Bitmap max(end - begin);
+  k.repmaxcdc(data, begin, end, gear, max.data());
+  return {max.words(), {}, max.CanariesIntact()};
+}
+
+// The first differing group, or success: the words are maxima, not bits.
+::testing::AssertionResult SameMaxima(const Result& want, const Result& got) {
+  if (!got.canaries) {
+    return ::testing::AssertionFailure() << "wrote past the last group word";
+  }
+  if (want.a.size() != got.a.size()) {
+    return ::testing::AssertionFailure()
+           << "word count " << got.a.size() << ", want " << want.a.size();
+  }
+  for (size_t g = 0; g < want.a.size(); ++g) {
+    if (want.a[g] == got.a[g]) continue;
+    return ::testing::AssertionFailure()
+           << "group " << g << ": want 0x" << absl::StrCat(absl::Hex(want.a[g]))
+           << ", got 0x" << absl::StrCat(absl::Hex(got.a[g]));
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(ScalarKernelTest, RepMaxCdcIsTheGroupMaximumOfW) {
+  for (const DataSet& set : DataSets(1500)) {
+    for (const GearTable& table : GearTables()) {
+      for (size_t begin : {0, 1, 62, 63, 64, 100, 1499}) {
+        const Result r = RunRepMaxCdc(ScalarKernel(), set.bytes.data(), begin,
+                                      set.bytes.size(), table.gear.data());
+        ASSERT_TRUE(r.canaries);
+        for (size_t g = 0; g < r.a.size(); ++g) {
+          uint64_t want = 0;
+          const size_t first = begin + 64 * g;
+          for (size_t p = first; p < std::min(first + 64, set.bytes.size());
+               ++p) {
+            want = std::max(want,
+                            WindowedGear(set.bytes.data(), p, table.gear.data()));
+          }
+          ASSERT_EQ(r.a[g], want) << set.name << " " << table.name << " begin "
+                                  << begin << " group " << g;
+        }
+      }
+    }
+  }
+}
+
+class RepMaxCdcDiffTest : public KernelDiffTest {
+ protected:
+  void CheckRepMaxCdc(const uint8_t* data, size_t begin, size_t end,
+                      const uint64_t* gear, const std::string& what) {
+    const Result want = RunRepMaxCdc(ScalarKernel(), data, begin, end, gear);
+    const Result got = RunRepMaxCdc(*kernel_, data, begin, end, gear);
+    ASSERT_TRUE(SameMaxima(want, got))
+        << "repmaxcdc " << what << " begin " << begin << " end " << end;
+  }
+};
+
+// Every length 0..600 (the lanes start at 8 whole groups) at several
+// begins, against guard pages on both sides.
+TEST_P(RepMaxCdcDiffTest, EveryLengthUpTo600) {
+  const size_t size = 1000 + 600;
+  GuardedBuffer buffer(size);
+  const GearTable table = GearTables()[3];
+  for (const DataSet& set : DataSets(size)) {
+    for (size_t begin : {0, 1, 63, 64, 65, 1000}) {
+      for (size_t len = 0; len <= 600; ++len) {
+        for (auto align : {GuardedBuffer::Align::kEndAtGuard,
+                           GuardedBuffer::Align::kStartAtGuard}) {
+          const uint8_t* d = buffer.Place(set.bytes.data(), begin + len, align);
+          CheckRepMaxCdc(d, begin, begin + len, table.gear.data(), set.name);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// Lengths at lane and group edges up to segment sizes, every Gear table.
+TEST_P(RepMaxCdcDiffTest, EdgeLengthsAndTables) {
+  std::vector<size_t> lengths;
+  for (size_t edge : {256, 512, 1024, 4096, 16384, 65536}) {
+    for (size_t d = 0; d <= 130; d += 13) lengths.push_back(edge - 65 + d);
+  }
+  lengths.push_back((size_t{1} << 20) + 1);
+  const size_t size = 4095 + (size_t{1} << 20) + 1;
+  GuardedBuffer buffer(size);
+  const std::vector<DataSet> sets = DataSets(size);
+  for (const DataSet& set : {sets[0], sets[1], sets[3], sets[5]}) {
+    for (const GearTable& table : GearTables()) {
+      for (size_t begin : {0, 1, 48, 4095}) {
+        for (size_t len : lengths) {
+          const uint8_t* d = buffer.Place(set.bytes.data(), begin + len,
+                                          GuardedBuffer::Align::kEndAtGuard);
+          CheckRepMaxCdc(d, begin, begin + len, table.gear.data(),
+                         set.name + " " + table.name);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// Random ranges, and the pure-function property the engine's segments rely
+// on: word-aligned pieces of a range give the words of the whole.
+TEST_P(RepMaxCdcDiffTest, RandomRangesAndPieces) {
+  const size_t size = 1 << 22;
+  const Bytes data = RandomBytes(size, 77);
+  const uint64_t* gear = FastCdcGearTable().data();
+  std::mt19937_64 rng(8);
+  for (int iter = 0; iter < 40; ++iter) {
+    const size_t begin = rng() % (size / 2);
+    const size_t end = begin + rng() % (size - begin);
+    CheckRepMaxCdc(data.data(), begin, end, gear, "random");
+    if (HasFatalFailure()) return;
+    const Result whole = RunRepMaxCdc(*kernel_, data.data(), begin, end, gear);
+    Result pieces;
+    for (size_t p = begin; p < end;) {
+      const size_t len = std::min<size_t>(end - p, 64 * (1 + rng() % 3000));
+      const Result r = RunRepMaxCdc(*kernel_, data.data(), p, p + len, gear);
+      pieces.a.insert(pieces.a.end(), r.a.begin(), r.a.end());
+      p += len;
+    }
+    ASSERT_TRUE(SameMaxima(whole, pieces)) << "repmaxcdc pieces";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(VsScalar, RepMaxCdcDiffTest,
                          ::testing::ValuesIn(WiderKernels()),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);

@@ -14,7 +14,10 @@ namespace chunkd::chunking {
   X(kFastCdc, NewFastCdcStrategy)   \
   X(kCrc32, NewCrc32Strategy)       \
   X(kSeqCdc, NewSeqCdcStrategy)     \
-  X(kFixed, NewFixedStrategy)
+  X(kFixed, NewFixedStrategy)       \
+  X(kRepMaxCdc, NewRepMaxCdcStrategy) \
+  X(kRabin, NewRabinStrategy)       \
+  X(kBuzhash, NewBuzhashStrategy)
 
 #define CHUNKD_DECLARE_FACTORY(algorithm, factory) \
   std::unique_ptr<AlgorithmStrategy> factory(const ChunkerOptions& options);

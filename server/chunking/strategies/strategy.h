@@ -130,6 +130,12 @@ class BitmapStrategy : public AlgorithmStrategy {
   int bitmaps() const { return bitmaps_; }
   const BlockSizes& block_sizes() const { return block_sizes_; }
 
+  // Whether a stage-1 word computed in two pieces is the OR of the pieces'
+  // words (bitmaps: yes). repmaxcdc's words, a maximum per 64 positions,
+  // are not: the engine computes such a word again whole, from its first
+  // position, for which the 63 bytes of window before it suffice.
+  virtual bool WordsCombineByOr() const { return true; }
+
   // Stage 1 over data[begin, end) with `kernel` into `first` and `second`
   // (null for an algorithm with one bitmap): kernels/functions.h.
   virtual void Stage1(const kernels::Kernel& kernel, const uint8_t* data,
@@ -180,6 +186,13 @@ class WindowSource {
   uint64_t FindFirst(int which, uint64_t lo, uint64_t hi) const {
     return stage2::FindFirstInWords(words_[which], mask_, origin_, lo, hi);
   }
+
+  // The ring itself, for a selector whose stage-1 words are not bitmaps
+  // (repmaxcdc: a maximum per 64 positions, which Get cannot shift): word
+  // g & mask() of words(which) holds positions origin() + 64 g + [0, 64).
+  uint64_t origin() const { return origin_; }
+  uint64_t mask() const { return mask_; }
+  const uint64_t* words(int which) const { return words_[which]; }
 
  private:
   const uint64_t origin_;

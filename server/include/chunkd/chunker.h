@@ -26,6 +26,17 @@
 //   seqcdc   SeqCDC (Udayashankar et al., Middleware 2024): hashless, cut after
 //            a run of monotonic byte steps, with content-defined skipping.
 //   fixed    Fixed-size chunks of avg_size bytes.
+//   repmaxcdc  RepMaxCDC, REAPI's REP_MAX_CDC, byte-exact with Go module
+//            github.com/buildbarn/go-cdc v0.0.10: the Gear hash over 64
+//            bytes, cut where it is maximal within the horizon; every chunk
+//            but the last in [min_size, 2 * min_size)
+//            (docs/algorithms/repmaxcdc.md).
+//   rabin    restic's Rabin fingerprint chunker (github.com/restic/chunker
+//            v0.4.0): a 64-byte window over GF(2)[x] modulo the client's
+//            irreducible polynomial of degree 53 (docs/algorithms/rabin.md).
+//   buzhash  casync's buzhash chunker as desync v1.0.4 implements it: a
+//            48-byte window, cut where hash % d == d - 1
+//            (docs/algorithms/buzhash.md).
 //
 // Thread safety: free functions are thread-safe. A StreamChunker is not: one
 // stream, one thread at a time.
@@ -55,12 +66,15 @@ enum class Algorithm : int {
   kCrc32 = 2,
   kSeqCdc = 3,
   kFixed = 4,
+  kRepMaxCdc = 5,
+  kRabin = 6,
+  kBuzhash = 7,
 };
 
 // Every algorithm, in the order above.
 const std::vector<Algorithm>& AllAlgorithms();
 
-// "fastcdc", "crc32", "seqcdc", "fixed".
+// "fastcdc", "crc32", "seqcdc", "fixed", "repmaxcdc", "rabin", "buzhash".
 absl::string_view AlgorithmName(Algorithm algorithm);
 
 // Parses a name as returned by AlgorithmName. INVALID_ARGUMENT names the
@@ -98,6 +112,13 @@ struct ChunkerOptions {
   uint32_t skip_trigger = 50;
   // seqcdc: bytes skipped by a jump. Default 512.
   uint32_t skip_size = 512;
+  // repmaxcdc: how far past min_size the best cut is looked for (REAPI's
+  // horizon_size_bytes); 0 gives chunks of min_size. Default 8 * 256 KiB.
+  uint32_t horizon_size = 2 * 1024 * 1024;
+  // rabin: the irreducible polynomial of degree 53 over GF(2), bit i the
+  // coefficient of x^i (restic's Pol). Default 0x3DA3358B4DC173, the one of
+  // restic's own tests: a restic repository's is in its config file.
+  uint64_t polynomial = 0x3DA3358B4DC173;
 };
 
 // The allowed range of one parameter and its default.
@@ -118,6 +139,9 @@ struct AlgorithmLimits {
   ParamRange seq_length;           // seqcdc only
   ParamRange skip_trigger;         // seqcdc only
   ParamRange skip_size;            // seqcdc only
+  ParamRange horizon_size;         // repmaxcdc only
+  // rabin only: degree 53, i.e. [2^53, 2^54), and irreducible.
+  ParamRange polynomial;
 };
 
 const AlgorithmLimits& LimitsFor(Algorithm algorithm);
@@ -125,7 +149,9 @@ const AlgorithmLimits& LimitsFor(Algorithm algorithm);
 // The parameters `algorithm` reads, by their API names, in the API's order:
 // fastcdc min_size, avg_size, max_size, normalization_level, seed; crc32
 // min_size, avg_size, max_size; seqcdc min_size, max_size, seq_mode,
-// seq_length, skip_trigger, skip_size; fixed avg_size. Every other field a
+// seq_length, skip_trigger, skip_size; fixed avg_size; repmaxcdc min_size,
+// horizon_size; rabin min_size, avg_size, max_size, polynomial; buzhash
+// min_size, avg_size, max_size. Every other field a
 // caller sets would be ignored, so callers refuse it (the server with
 // INVALID_ARGUMENT, chunkctl as a usage error).
 const std::vector<absl::string_view>& ParametersOf(Algorithm algorithm);
@@ -136,7 +162,9 @@ const std::vector<absl::string_view>& AllParameters();
 // The algorithm's default parameters (docs/design.md, "Parameters, ranges and defaults"): fastcdc 16 KiB average
 // (min 4 KiB, max 64 KiB, level 1); crc32 2/16/64 KiB; seqcdc the authors'
 // 16 KiB profile (increasing, SeqLength 5, SkipTrigger 50, SkipSize 512,
-// min 8 KiB, max 32 KiB); fixed 16 KiB.
+// min 8 KiB, max 32 KiB); fixed 16 KiB; repmaxcdc REAPI's recommendation
+// (min 256 KiB, horizon 8 * min); rabin restic's (min 512 KiB, avg 1 MiB,
+// max 8 MiB, restic's test polynomial); buzhash casync's (16/64/256 KiB).
 ChunkerOptions DefaultOptions(Algorithm algorithm);
 
 // Named presets: "seqcdc-8k" and "seqcdc-16k" (the SeqCDC authors'
@@ -163,7 +191,11 @@ struct Chunk {
   //   crc32: the window CRC at the chunk's last byte when the chunk was cut
   //     there as a candidate (length >= min_size); otherwise — cut by
   //     max_size or the end of the stream — 0.
-  //   seqcdc, fixed: 0 (no hash).
+  //   rabin: the digest at the chunk's last byte when the chunk was cut there
+//     as a candidate (restic's Chunk.Cut); otherwise 0.
+//   buzhash: the 32-bit buzhash at the chunk's last byte when the chunk was
+//     cut there as a candidate; otherwise 0.
+//   seqcdc, fixed, repmaxcdc: 0 (no hash reported).
   uint64_t hash = 0;
 
   friend bool operator==(const Chunk& a, const Chunk& b) {
@@ -269,7 +301,8 @@ absl::StatusOr<std::vector<Chunk>> FastChunks(
 // the concatenated pieces, for any split into pieces and any EngineOptions.
 //
 // When chunks come out: a chunk is final once max_size bytes from its start
-// have arrived (no algorithm looks further) or at Finish(). The chunker runs
+// have arrived (no algorithm looks further, except repmaxcdc: 2 * min_size +
+// horizon_size) or at Finish(). The chunker runs
 // the engine when at least window_size bytes have arrived since its last run,
 // for every piece of at least 4 * (256 + max_size) bytes, and at Finish();
 // each run emits every final chunk. So a final chunk is

@@ -19,6 +19,9 @@ namespace chunkd::chunking::kernels::avx512 {
 #include "chunking/kernels/generic/crc32.h"
 #include "chunking/kernels/generic/fastcdc_rolling.h"
 #include "chunking/kernels/generic/seqcdc.h"
+#include "chunking/kernels/generic/rabin.h"
+#include "chunking/kernels/generic/buzhash.h"
+#include "chunking/kernels/generic/repmaxcdc.h"
 
 namespace {
 
@@ -416,6 +419,21 @@ void Crc32(const uint8_t* data, size_t begin, size_t end, uint32_t mask,
 void SeqCdc(const uint8_t* data, size_t begin, size_t end, uint64_t* gt,
             uint64_t* lt) {
   SeqCdcGeneric(data, begin, end, gt, lt);
+}
+
+void Rabin(const uint8_t* data, size_t begin, size_t end,
+           const RabinParams& params, uint64_t* hits) {
+  RabinGeneric(data, begin, end, params, hits);
+}
+
+void Buzhash(const uint8_t* data, size_t begin, size_t end,
+             const BuzhashParams& params, uint64_t* hits) {
+  BuzhashGeneric(data, begin, end, params, hits);
+}
+
+void RepMaxCdc(const uint8_t* data, size_t begin, size_t end,
+               const uint64_t* gear, uint64_t* max) {
+  RepMaxCdcGeneric(data, begin, end, gear, max);
 }
 
 // What the CPU and OS must offer before this unit's code runs (backends.h).

@@ -76,6 +76,72 @@ void SeqCdc(const uint8_t* data, size_t begin, size_t end, uint64_t* gt,
   });
 }
 
+// rabin: scalar body (definition in functions.h).
+void Rabin(const uint8_t* data, size_t begin, size_t end,
+           const RabinParams& params, uint64_t* hits) {
+  // restic's slide: remove the leaving byte (out), append the new one and
+  // reduce the top byte (mod, shifted out above bit 53 - 8 = 45).
+  constexpr int kShift = 45;
+  constexpr size_t kWindow = 64;
+  auto slide = [&params](uint64_t d, uint8_t leaving, uint8_t in) {
+    d ^= params.out[leaving];
+    return ((d << 8) | in) ^ params.mod[d >> kShift];
+  };
+  // The window starts all zero at `warm` (or data[0]): out[0] == 0, so its
+  // first 64 slides remove nothing, and from there D(p) holds exactly the
+  // 64 bytes ending at p.
+  const size_t warm = begin >= kWindow - 1 ? begin - (kWindow - 1) : 0;
+  uint64_t d = 0;
+  for (size_t q = warm; q < begin; ++q) d = slide(d, 0, data[q]);
+  ForEachWord(begin, end, hits, nullptr, [&](size_t p, bool* hit, bool*) {
+    d = slide(d, p >= warm + kWindow ? data[p - kWindow] : 0, data[p]);
+    *hit = (d & params.mask) == 0;
+  });
+}
+// end rabin
+
+// buzhash: scalar body (definition in functions.h).
+void Buzhash(const uint8_t* data, size_t begin, size_t end,
+             const BuzhashParams& params, uint64_t* hits) {
+  const uint32_t* const table = params.table;
+  const uint32_t d = params.discriminator;
+  auto rotl = [](uint32_t x, unsigned n) {
+    return n % 32 == 0 ? x : (x << n % 32) | (x >> (32 - n % 32));
+  };
+  // h = H(begin - 1) over its full window (48 bytes, fewer near data[0]), so
+  // that the first step below can drop the byte 48 back like every other.
+  uint32_t h = 0;
+  for (size_t q = begin >= 48 ? begin - 48 : 0; q < begin; ++q) {
+    h = rotl(h, 1) ^ table[data[q]];
+  }
+  ForEachWord(begin, end, hits, nullptr, [&](size_t p, bool* hit, bool*) {
+    h = rotl(h, 1) ^ table[data[p]];
+    if (p >= 48) h ^= rotl(table[data[p - 48]], 48);
+    *hit = h % d == d - 1;
+  });
+}
+// end buzhash
+
+// repmaxcdc: scalar body (definition in functions.h).
+void RepMaxCdc(const uint8_t* data, size_t begin, size_t end,
+               const uint64_t* gear, uint64_t* max) {
+  // W(begin - 1) from up to 63 bytes, as in FastCdc above.
+  uint64_t h = 0;
+  for (size_t q = begin >= 63 ? begin - 63 : 0; q < begin; ++q) {
+    h = (h << 1) + gear[data[q]];
+  }
+  for (size_t group = begin; group < end; group += 64) {
+    const size_t stop = end - group < 64 ? end : group + 64;
+    uint64_t best = 0;
+    for (size_t p = group; p < stop; ++p) {
+      h = (h << 1) + gear[data[p]];
+      if (h > best) best = h;
+    }
+    *max++ = best;
+  }
+}
+// end repmaxcdc
+
 // What the CPU and OS must offer before this unit's code runs (backends.h).
 const uint32_t kRequiredFeatures = kCompiledFeatures;
 
