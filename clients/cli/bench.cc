@@ -25,6 +25,7 @@
 #include "chunkd/chunker.h"
 #include "chunking/executor.h"
 #include "chunking/kernels/kernels.h"
+#include "clients/cli/input_file.h"
 #include "workload/harness.h"
 
 namespace chunkd::cli {
@@ -158,8 +159,8 @@ constexpr absl::string_view kRowFormat =
 }  // namespace
 
 std::vector<FlagSpec> BenchFlagSpecs() {
-  return {{"algorithm"}, {"backend"}, {"threads"}, {"strategy"},
-          {"dataset"},   {"size"},    {"seconds"}, {"help", false}};
+  return {{"algorithm"}, {"backend"}, {"threads"}, {"strategy"},   {"dataset"},
+          {"size"},      {"seconds"}, {"input"},   {"help", false}};
 }
 
 absl::StatusOr<BenchConfig> BenchConfigFromArgs(const ParsedArgs& args) {
@@ -204,10 +205,48 @@ absl::StatusOr<BenchConfig> BenchConfigFromArgs(const ParsedArgs& args) {
     if (!seconds.ok()) return seconds.status();
     config.seconds = *seconds;
   }
+  if (std::optional<std::string> input = args.Get("input")) {
+    // The file's bytes replace the generated data: a dataset or size given
+    // alongside would be silently ignored.
+    if (input->empty() || args.Has("dataset") || args.Has("size")) {
+      return absl::InvalidArgumentError(
+          "--input: expected a file name, and neither --dataset nor --size");
+    }
+    config.input = *input;
+  }
   return config;
 }
 
 namespace {
+
+// The whole of the file `name`, at most kMaxBenchSize bytes.
+absl::StatusOr<std::vector<uint8_t>> ReadInput(const std::string& name) {
+  absl::StatusOr<std::unique_ptr<InputFile>> file = InputFile::Open(name);
+  if (!file.ok()) return file.status();
+  std::vector<uint8_t> data;
+  data.reserve(std::min<uint64_t>((*file)->size(), kMaxBenchSize));
+  constexpr size_t kPiece = size_t{1} << 20;
+  for (;;) {
+    const size_t at = data.size();
+    // One byte past the bound is enough to tell that the file exceeds it.
+    const size_t want = std::min<uint64_t>(kPiece, kMaxBenchSize + 1 - at);
+    data.resize(at + want);
+    absl::StatusOr<size_t> n =
+        (*file)->Read(reinterpret_cast<char*>(data.data() + at), want);
+    if (!n.ok()) return n.status();
+    data.resize(at + *n);
+    if (*n == 0) break;
+    if (data.size() > kMaxBenchSize) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--input: ", name, " is larger than ", kMaxBenchSize, " bytes"));
+    }
+  }
+  if (data.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--input: ", name, " is empty"));
+  }
+  return data;
+}
 
 // One `chunkctl bench` run: the header, the memory-read ceilings, then a
 // row for the reference and for every backend x thread count, per
@@ -241,7 +280,13 @@ class BenchRun {
 };
 
 absl::Status BenchRun::Run() {
-  data_ = workload::MakeDataset(config_.dataset, config_.size);
+  if (config_.input.empty()) {
+    data_ = workload::MakeDataset(config_.dataset, config_.size);
+  } else {
+    absl::StatusOr<std::vector<uint8_t>> data = ReadInput(config_.input);
+    if (!data.ok()) return data.status();
+    data_ = *std::move(data);
+  }
   PrintHeader();
   MakeExecutors();
   MeasureCeilings();
@@ -268,11 +313,15 @@ void BenchRun::Print(const std::string& text) {
 void BenchRun::PrintHeader() {
   std::vector<std::string> names;
   for (const Kernel* kernel : config_.kernels) names.push_back(kernel->name);
+  const std::string what =
+      config_.input.empty()
+          ? absl::StrFormat("%s data (seed %d)",
+                            workload::DatasetName(config_.dataset),
+                            workload::kBenchSeed)
+          : absl::StrCat("the file ", config_.input);
   Print(absl::StrFormat(
-      "chunkctl bench: %d bytes of %s data (seed %d); backends %s; strategy "
-      "%s\n",
-      data_.size(), workload::DatasetName(config_.dataset),
-      workload::kBenchSeed, names.empty() ? "none" : absl::StrJoin(names, ", "),
+      "chunkctl bench: %d bytes of %s; backends %s; strategy %s\n",
+      data_.size(), what, names.empty() ? "none" : absl::StrJoin(names, ", "),
       chunking::StrategyName(config_.strategy)));
   if (!config_.skipped.empty()) {
     Print(

@@ -1,13 +1,14 @@
 // `chunkctl bench`: the chunking benchmark of `make bench`, interactively.
 //
 // For each algorithm (with the parameters of the chunking targets,
-// workload::BenchOptions) it times the scalar reference, ReferenceChunks, then
-// FastChunks with every selected kernel on every selected thread count, over
-// the same in-memory dataset (server/bench/harness.h), and prints one row per
-// measurement as soon as it is done: GB/s, the ratio to the reference, the
-// fraction of the memory-read ceiling on as many threads, and whether the
-// chunk list equals the reference's. A row that differs says where, and makes
-// the command fail: a fast wrong kernel never passes for a result.
+// workload::BenchOptions; for repmaxcdc, rabin and buzhash their defaults,
+// those of the upstream Go modules they match) it times the scalar reference,
+// ReferenceChunks, then FastChunks with every selected kernel on every selected
+// thread count, over the same in-memory dataset (server/bench/harness.h), and
+// prints one row per measurement as soon as it is done: GB/s, the ratio to the
+// reference, the fraction of the memory-read ceiling on as many threads, and
+// whether the chunk list equals the reference's. A row that differs says where,
+// and makes the command fail: a fast wrong kernel never passes for a result.
 //
 // Thread safety: RunBench uses its own thread pools; one call at a time per
 // output stream.
@@ -52,6 +53,11 @@ struct BenchConfig {
   workload::Dataset dataset = workload::Dataset::kRandom;
   // --size BYTES. Default 64 MiB.
   size_t size = workload::kDefaultBenchSize;
+  // --input FILE: time FILE's bytes (read into memory, at most kMaxBenchSize)
+  // instead of a generated dataset, so that another program can be timed on
+  // the same bytes (server/bench/upstream_bench.py). Empty: generate. Not
+  // with --dataset or --size.
+  std::string input;
   // --seconds S: how long each measurement repeats; the fastest run counts.
   // At least one run. Default 1.
   double seconds = 1.0;
@@ -68,7 +74,9 @@ absl::StatusOr<BenchConfig> BenchConfigFromArgs(const ParsedArgs& args);
 // Runs the measurements and prints the table to `out` as it goes. OK when
 // every fast path's chunks equal the reference's; INTERNAL naming the
 // mismatching rows otherwise (after printing every row); UNAVAILABLE when
-// writing fails; the engine's error if it rejects a configuration.
+// writing fails; the engine's error if it rejects a configuration; the
+// error of reading --input (naming the file), or INVALID_ARGUMENT when it
+// is empty or larger than kMaxBenchSize.
 absl::Status RunBench(const BenchConfig& config, std::FILE* out);
 
 }  // namespace chunkd::cli

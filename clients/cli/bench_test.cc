@@ -1,16 +1,24 @@
 #include "clients/cli/bench.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "chunkd/chunker.h"
 #include "chunking/kernels/kernels.h"
 #include "clients/cli/args.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "workload/datagen.h"
+#include "workload/harness.h"
 
 namespace chunkd::cli {
 namespace {
@@ -69,6 +77,40 @@ TEST(BenchConfigTest, Defaults) {
   EXPECT_EQ(config->dataset, workload::Dataset::kRandom);
   EXPECT_EQ(config->size, size_t{64} << 20);
   EXPECT_EQ(config->seconds, 1.0);
+  EXPECT_EQ(config->input, "");
+}
+
+TEST(BenchConfigTest, AllCoversTheUpstreamAlgorithms) {
+  absl::StatusOr<BenchConfig> config = Config({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  for (Algorithm a :
+       {Algorithm::kRepMaxCdc, Algorithm::kRabin, Algorithm::kBuzhash}) {
+    EXPECT_THAT(config->algorithms, ::testing::Contains(a))
+        << chunking::AlgorithmName(a);
+  }
+  config = Config({"--algorithm", "buzhash,repmaxcdc,rabin,buzhash"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(config->algorithms,
+              ElementsAre(Algorithm::kBuzhash, Algorithm::kRepMaxCdc,
+                          Algorithm::kRabin));
+}
+
+TEST(BenchConfigTest, InputExcludesTheGeneratedDataFlags) {
+  absl::StatusOr<BenchConfig> config = Config({"--input", "/some/file"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->input, "/some/file");
+  for (const std::vector<std::string>& words :
+       std::vector<std::vector<std::string>>{
+           {"--input", "f", "--size", "1000"},
+           {"--input", "f", "--dataset", "random"},
+           {"--input", ""},
+       }) {
+    config = Config(words);
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument)
+        << words.size();
+    EXPECT_THAT(config.status().message(), HasSubstr("--input: "))
+        << words.size();
+  }
 }
 
 TEST(BenchConfigTest, ParsesEveryFlag) {
@@ -94,7 +136,8 @@ TEST(BenchConfigTest, RejectsBadValuesNamingTheFlag) {
     std::string message;
   };
   for (const Case& c : std::vector<Case>{
-           {{"--algorithm", "rabin"}, "--algorithm: "},
+           {{"--algorithm", "rabin64"}, "--algorithm: "},
+           {{"--algorithm", "rabin64"}, "repmaxcdc, rabin, buzhash"},
            {{"--algorithm", "fastcdc,"}, "--algorithm: "},
            {{"--backend", "neon"}, "--backend: "},
            {{"--backend", "neon"}, "scalar"},
@@ -151,6 +194,91 @@ TEST(RunBenchTest, PrintsARowPerMeasurementAndChecksThem) {
   EXPECT_THAT(run.out, HasSubstr("\nseqcdc     scalar           2  "));
 }
 
+// The chunk count of `algorithm`'s reference row in `out`; -1 if none.
+int ReferenceChunkCount(const std::string& out, absl::string_view algorithm) {
+  const size_t at = out.find(absl::StrCat("\n", algorithm, " "));
+  if (at == std::string::npos) return -1;
+  const size_t end = out.find('\n', at + 1);
+  const std::vector<std::string> fields =
+      absl::StrSplit(out.substr(at + 1, end - at - 1), ' ', absl::SkipEmpty());
+  int chunks = -1;
+  if (fields.size() < 8 || fields[1] != "reference" ||
+      !absl::SimpleAtoi(fields[7], &chunks)) {
+    return -1;
+  }
+  return chunks;
+}
+
+// The upstream algorithms at their defaults: every fast path gives the
+// reference's chunks, of the sizes their parameters allow.
+TEST(RunBenchTest, MeasuresTheUpstreamAlgorithmsAtTheirDefaults) {
+  BenchConfig config;
+  config.algorithms = {Algorithm::kRepMaxCdc, Algorithm::kRabin,
+                       Algorithm::kBuzhash};
+  config.kernels = {&chunking::kernels::ScalarKernel()};
+  config.threads = {1, 3};
+  config.size = 24 << 20;  // several chunks even at rabin's 1 MiB average
+  config.seconds = 0.001;
+  BenchRun run = RunConfig(config);
+  ASSERT_TRUE(run.status.ok()) << run.status << "\n" << run.out;
+  for (const char* row : {"\nrepmaxcdc  scalar           1  ",
+                          "\nrepmaxcdc  scalar           3  ",
+                          "\nrabin      scalar           1  ",
+                          "\nrabin      scalar           3  ",
+                          "\nbuzhash    scalar           1  ",
+                          "\nbuzhash    scalar           3  "}) {
+    EXPECT_THAT(run.out, HasSubstr(row));
+  }
+  // repmaxcdc: every chunk but the last in [256 KiB, 512 KiB).
+  const int repmaxcdc = ReferenceChunkCount(run.out, "repmaxcdc");
+  EXPECT_GE(repmaxcdc, 48) << run.out;
+  EXPECT_LE(repmaxcdc, 97) << run.out;
+  // rabin: chunks in [512 KiB, 8 MiB]; buzhash: in [16 KiB, 256 KiB].
+  const int rabin = ReferenceChunkCount(run.out, "rabin");
+  EXPECT_GE(rabin, 3) << run.out;
+  EXPECT_LE(rabin, 48) << run.out;
+  const int buzhash = ReferenceChunkCount(run.out, "buzhash");
+  EXPECT_GE(buzhash, 96) << run.out;
+  EXPECT_LE(buzhash, 1536) << run.out;
+}
+
+TEST(RunBenchTest, TimesTheBytesOfAnInputFile) {
+  const std::string path =
+      absl::StrCat(::testing::TempDir(), "/bench_test_input_", ::getpid());
+  const std::vector<uint8_t> bytes = workload::RandomBytes(200000, 7);
+  {
+    std::ofstream file(path, std::ios::binary);
+    file.write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  }
+  BenchConfig config;
+  config.algorithms = {Algorithm::kFastCdc};
+  config.kernels = {&chunking::kernels::ScalarKernel()};
+  config.threads = {1};
+  config.input = path;
+  config.seconds = 0.001;
+  BenchRun run = RunConfig(config);
+  ASSERT_TRUE(run.status.ok()) << run.status << "\n" << run.out;
+  EXPECT_THAT(run.out, HasSubstr(absl::StrCat(
+                           "chunkctl bench: 200000 bytes of the file ", path,
+                           "; backends scalar")));
+  // The chunks are those of the file's bytes, not of the generated data's.
+  const int want =
+      static_cast<int>(chunking::ReferenceChunks(
+                           workload::BenchOptions(Algorithm::kFastCdc), bytes)
+                           .size());
+  EXPECT_EQ(ReferenceChunkCount(run.out, "fastcdc"), want) << run.out;
+
+  std::ofstream(path, std::ios::binary | std::ios::trunc).close();
+  run = RunConfig(config);
+  EXPECT_EQ(run.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(run.status.message(), HasSubstr("is empty"));
+  std::remove(path.c_str());
+
+  run = RunConfig(config);
+  EXPECT_FALSE(run.status.ok());
+  EXPECT_THAT(run.status.message(), HasSubstr(path));
+}
+
 // A kernel that finds no candidates anywhere: fast, and wrong.
 void NoFastCdc(const uint8_t*, size_t begin, size_t end,
                const chunking::kernels::GearParams&, uint64_t* s, uint64_t* l) {
@@ -166,8 +294,21 @@ void NoSeqCdc(const uint8_t*, size_t begin, size_t end, uint64_t* gt,
   std::memset(gt, 0, BitmapWords(end - begin) * sizeof(uint64_t));
   std::memset(lt, 0, BitmapWords(end - begin) * sizeof(uint64_t));
 }
+void NoRabin(const uint8_t*, size_t begin, size_t end,
+             const chunking::kernels::RabinParams&, uint64_t* hits) {
+  std::memset(hits, 0, BitmapWords(end - begin) * sizeof(uint64_t));
+}
+void NoBuzhash(const uint8_t*, size_t begin, size_t end,
+               const chunking::kernels::BuzhashParams&, uint64_t* hits) {
+  std::memset(hits, 0, BitmapWords(end - begin) * sizeof(uint64_t));
+}
+void NoRepMaxCdc(const uint8_t*, size_t begin, size_t end, const uint64_t*,
+                 uint64_t* max) {
+  std::memset(max, 0, BitmapWords(end - begin) * sizeof(uint64_t));
+}
 bool Yes() { return true; }
-const Kernel kBroken = {"broken", &Yes, &NoFastCdc, &NoCrc32, &NoSeqCdc};
+const Kernel kBroken = {"broken",  &Yes,     &NoFastCdc, &NoCrc32,
+                        &NoSeqCdc, &NoRabin, &NoBuzhash, &NoRepMaxCdc};
 
 TEST(RunBenchTest, AWrongKernelFails) {
   for (chunking::Strategy strategy :
@@ -187,6 +328,25 @@ TEST(RunBenchTest, AWrongKernelFails) {
     EXPECT_THAT(run.status.message(), HasSubstr("; crc32 broken 1 thread: "));
     EXPECT_THAT(run.out, HasSubstr("  MISMATCH: chunk 0 of "));
   }
+}
+
+TEST(RunBenchTest, AWrongKernelFailsTheUpstreamAlgorithms) {
+  BenchConfig config;
+  config.algorithms = {Algorithm::kRabin, Algorithm::kBuzhash};
+  config.kernels = {&kBroken};
+  config.threads = {1};
+  config.strategy = chunking::Strategy::kTwoStage;
+  // Past rabin's 8 MiB maximum: without candidates it cuts there, where the
+  // reference has cut several times.
+  config.size = 12 << 20;
+  config.seconds = 0.001;
+  BenchRun run = RunConfig(config);
+  EXPECT_EQ(run.status.code(), absl::StatusCode::kInternal) << run.out;
+  EXPECT_THAT(run.status.message(),
+              HasSubstr("chunks differ from the reference: rabin broken 1 "
+                        "thread: "));
+  EXPECT_THAT(std::string(run.status.message()),
+              HasSubstr("; buzhash broken 1 thread: "));
 }
 
 }  // namespace

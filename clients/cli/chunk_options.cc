@@ -12,6 +12,22 @@
 namespace chunkd::cli {
 namespace {
 
+// ToProto relies on the API numbering the algorithms as the library does.
+static_assert(static_cast<int>(chunking::Algorithm::kFastCdc) ==
+                  chunkd::v1::ALGORITHM_FASTCDC &&
+              static_cast<int>(chunking::Algorithm::kCrc32) ==
+                  chunkd::v1::ALGORITHM_CRC32 &&
+              static_cast<int>(chunking::Algorithm::kSeqCdc) ==
+                  chunkd::v1::ALGORITHM_SEQCDC &&
+              static_cast<int>(chunking::Algorithm::kFixed) ==
+                  chunkd::v1::ALGORITHM_FIXED &&
+              static_cast<int>(chunking::Algorithm::kRepMaxCdc) ==
+                  chunkd::v1::ALGORITHM_REP_MAX_CDC &&
+              static_cast<int>(chunking::Algorithm::kRabin) ==
+                  chunkd::v1::ALGORITHM_RABIN &&
+              static_cast<int>(chunking::Algorithm::kBuzhash) ==
+                  chunkd::v1::ALGORITHM_BUZHASH);
+
 constexpr uint64_t kMaxUint32 = std::numeric_limits<uint32_t>::max();
 constexpr uint64_t kMaxUint64 = std::numeric_limits<uint64_t>::max();
 
@@ -48,6 +64,8 @@ constexpr FlagUse kFlagUse[] = {
     {"seq-length", "seq_length"},
     {"skip-trigger", "skip_trigger"},
     {"skip-size", "skip_size"},
+    {"horizon", "horizon_size"},
+    {"polynomial", "polynomial"},
 };
 
 // "--min, --avg and --max": the flags `algorithm` takes.
@@ -98,12 +116,14 @@ bool AlgorithmTakesFlag(chunking::Algorithm algorithm, absl::string_view flag) {
 std::vector<FlagSpec> ChunkFlagSpecs() {
   return {{"algorithm"},  {"preset"},       {"min"},       {"avg"},
           {"max"},        {"level"},        {"seed"},      {"seq-mode"},
-          {"seq-length"}, {"skip-trigger"}, {"skip-size"}, {"fingerprint"}};
+          {"seq-length"}, {"skip-trigger"}, {"skip-size"}, {"horizon"},
+          {"polynomial"}, {"fingerprint"}};
 }
 
 absl::string_view ChunkFlagsHelp() {
   return R"(Chunking options (unset ones take the algorithm's defaults; see `chunkctl info`):
-  --algorithm NAME     fastcdc (default), crc32, seqcdc or fixed
+  --algorithm NAME     fastcdc (default), crc32, seqcdc, fixed, repmaxcdc,
+                       rabin or buzhash
   --preset NAME        fastcdc-reapi, seqcdc-8k or seqcdc-16k; flags given
                        alongside override the preset's values
   --min N              smallest chunk in bytes, except the last (not fixed)
@@ -116,12 +136,20 @@ absl::string_view ChunkFlagsHelp() {
   --seq-length N       seqcdc: monotonic steps that make a cut (default 5)
   --skip-trigger N     seqcdc: opposing steps that trigger a jump (default 50)
   --skip-size N        seqcdc: bytes skipped by a jump (default 512)
+  --horizon N          repmaxcdc: bytes past --min searched for the best cut
+                       (default 2097152; 0 gives chunks of --min)
+  --polynomial P       rabin: irreducible polynomial of degree 53, hex 0x...
+                       or decimal (default 0x3DA3358B4DC173; restic keeps a
+                       repository's in its config)
   --fingerprint NAME   sha256 (default), xxh128 or none
 Each algorithm takes only its own flags; any other is a usage error:
-  fastcdc  --min --avg --max --level --seed
-  crc32    --min --avg --max
-  seqcdc   --min --max --seq-mode --seq-length --skip-trigger --skip-size
-  fixed    --avg
+  fastcdc    --min --avg --max --level --seed
+  crc32      --min --avg --max
+  seqcdc     --min --max --seq-mode --seq-length --skip-trigger --skip-size
+  fixed      --avg
+  repmaxcdc  --min --horizon
+  rabin      --min --avg --max --polynomial
+  buzhash    --min --avg --max
 )";
 }
 
@@ -142,13 +170,20 @@ absl::StatusOr<ChunkFlags> ChunkFlagsFromArgs(const ParsedArgs& args) {
         std::pair{"level", &flags.normalization_level},
         std::pair{"seq-length", &flags.seq_length},
         std::pair{"skip-trigger", &flags.skip_trigger},
-        std::pair{"skip-size", &flags.skip_size}}) {
+        std::pair{"skip-size", &flags.skip_size},
+        std::pair{"horizon", &flags.horizon_size}}) {
     if (absl::Status s = ParseUint32Flag(args, name, field); !s.ok()) return s;
   }
   if (std::optional<std::string> text = args.Get("seed")) {
     absl::StatusOr<uint64_t> seed = ParseUint("seed", *text, kMaxUint64);
     if (!seed.ok()) return seed.status();
     flags.seed = *seed;
+  }
+  if (std::optional<std::string> text = args.Get("polynomial")) {
+    absl::StatusOr<uint64_t> polynomial =
+        ParseUint("polynomial", *text, kMaxUint64);
+    if (!polynomial.ok()) return polynomial.status();
+    flags.polynomial = *polynomial;
   }
   if (std::optional<std::string> text = args.Get("seq-mode")) {
     absl::StatusOr<chunking::SeqMode> mode = ParseSeqMode(*text);
@@ -228,6 +263,8 @@ chunking::ChunkerOptions ToChunkerOptions(const ChunkFlags& flags) {
   if (flags.seq_length) options.seq_length = *flags.seq_length;
   if (flags.skip_trigger) options.skip_trigger = *flags.skip_trigger;
   if (flags.skip_size) options.skip_size = *flags.skip_size;
+  if (flags.horizon_size) options.horizon_size = *flags.horizon_size;
+  if (flags.polynomial) options.polynomial = *flags.polynomial;
   return options;
 }
 
@@ -237,20 +274,9 @@ absl::Status Validate(const ChunkFlags& flags) {
 
 void ToProto(const ChunkFlags& flags, chunkd::v1::ChunkingParams* params) {
   if (flags.algorithm) {
-    switch (*flags.algorithm) {
-      case chunking::Algorithm::kFastCdc:
-        params->set_algorithm(chunkd::v1::ALGORITHM_FASTCDC);
-        break;
-      case chunking::Algorithm::kCrc32:
-        params->set_algorithm(chunkd::v1::ALGORITHM_CRC32);
-        break;
-      case chunking::Algorithm::kSeqCdc:
-        params->set_algorithm(chunkd::v1::ALGORITHM_SEQCDC);
-        break;
-      case chunking::Algorithm::kFixed:
-        params->set_algorithm(chunkd::v1::ALGORITHM_FIXED);
-        break;
-    }
+    // The API's numbers are the library's (chunkd.proto, Algorithm).
+    params->set_algorithm(
+        static_cast<chunkd::v1::Algorithm>(static_cast<int>(*flags.algorithm)));
   }
   const chunking::Algorithm algorithm = EffectiveAlgorithm(flags);
   auto given = [algorithm](const auto& field, absl::string_view flag) {
@@ -276,6 +302,12 @@ void ToProto(const ChunkFlags& flags, chunkd::v1::ChunkingParams* params) {
   }
   if (given(flags.skip_size, "skip-size")) {
     params->set_skip_size(*flags.skip_size);
+  }
+  if (given(flags.horizon_size, "horizon")) {
+    params->set_horizon_size(*flags.horizon_size);
+  }
+  if (given(flags.polynomial, "polynomial")) {
+    params->set_polynomial(*flags.polynomial);
   }
 }
 

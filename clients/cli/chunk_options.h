@@ -14,6 +14,9 @@
 //   crc32    --min --avg --max
 //   seqcdc   --min --max --seq-mode --seq-length --skip-trigger --skip-size
 //   fixed    --avg
+//   repmaxcdc  --min --horizon
+//   rabin    --min --avg --max --polynomial
+//   buzhash  --min --avg --max
 // A flag the algorithm does not take is a usage error (for --local too), and
 // ToProto never sends such a field, not even from a preset (seqcdc-8k's
 // avg_size): --local keeps the preset's value, which changes no chunk.
@@ -50,6 +53,8 @@ struct ChunkFlags {
   std::optional<uint32_t> seq_length;
   std::optional<uint32_t> skip_trigger;
   std::optional<uint32_t> skip_size;
+  std::optional<uint32_t> horizon_size;
+  std::optional<uint64_t> polynomial;
   std::optional<fingerprint::Kind> fingerprint;
 };
 
@@ -60,7 +65,7 @@ bool AlgorithmTakesFlag(chunking::Algorithm algorithm, absl::string_view flag);
 
 // The flags behind ChunkFlags: --algorithm, --preset, --min, --avg, --max,
 // --level, --seed, --seq-mode, --seq-length, --skip-trigger, --skip-size,
-// --fingerprint.
+// --horizon, --polynomial, --fingerprint.
 std::vector<FlagSpec> ChunkFlagSpecs();
 
 // The help text of those flags, for a command's usage.

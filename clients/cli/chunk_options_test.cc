@@ -154,7 +154,17 @@ TEST(ChunkOptionsTest, RejectsBadAndMisappliedFlags) {
     std::string message;
   };
   for (const Case& c : std::vector<Case>{
-           {{"--algorithm", "rabin"}, "--algorithm"},
+           {{"--algorithm", "gear"}, "--algorithm"},
+           {{"--algorithm", "rabin", "--polynomial", "0xZZ"},
+            "--polynomial: expected an integer"},
+           {{"--algorithm", "repmaxcdc", "--horizon", "-1"},
+            "--horizon: expected an integer"},
+           {{"--algorithm", "rabin", "--horizon", "5"},
+            "--horizon does not apply to rabin; rabin takes --min, --avg, "
+            "--max and --polynomial"},
+           {{"--algorithm", "repmaxcdc", "--avg", "4096"},
+            "--avg does not apply to repmaxcdc; repmaxcdc takes --min and "
+            "--horizon"},
            {{"--fingerprint", "md5"}, "--fingerprint"},
            {{"--min", "x"}, "--min: expected an integer"},
            {{"--max", "4294967296"}, "--max: expected an integer"},
@@ -224,13 +234,38 @@ bool HasField(const chunkd::v1::ChunkingParams& p, const std::string& flag) {
   if (flag == "seq-length") return p.has_seq_length();
   if (flag == "skip-trigger") return p.has_skip_trigger();
   if (flag == "skip-size") return p.has_skip_size();
+  if (flag == "horizon") return p.has_horizon_size();
+  if (flag == "polynomial") return p.has_polynomial();
   ADD_FAILURE() << "unknown flag " << flag;
   return false;
 }
 
 const std::vector<std::string> kChunkingFlags = {
-    "min",        "avg",          "max",      "level", "seed", "seq-mode",
-    "seq-length", "skip-trigger", "skip-size"};
+    "min",        "avg",          "max",       "level",   "seed",
+    "seq-mode",   "seq-length",   "skip-trigger", "skip-size", "horizon",
+    "polynomial"};
+
+TEST(ChunkOptionsTest, HorizonAndPolynomialReachBothDestinations) {
+  absl::StatusOr<ChunkFlags> flags = FromWords(
+      {"--algorithm", "rabin", "--min", "4096", "--polynomial", "0x3DA3358B4DC173"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(ToChunkerOptions(*flags).polynomial, uint64_t{0x3DA3358B4DC173});
+  chunkd::v1::ChunkingParams params;
+  ToProto(*flags, &params);
+  EXPECT_EQ(params.algorithm(), chunkd::v1::ALGORITHM_RABIN);
+  EXPECT_EQ(params.polynomial(), uint64_t{0x3DA3358B4DC173});
+  EXPECT_FALSE(params.has_horizon_size());
+
+  flags = FromWords({"--algorithm", "repmaxcdc", "--horizon", "0"});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(ToChunkerOptions(*flags).horizon_size, 0u);
+  params.Clear();
+  ToProto(*flags, &params);
+  EXPECT_EQ(params.algorithm(), chunkd::v1::ALGORITHM_REP_MAX_CDC);
+  ASSERT_TRUE(params.has_horizon_size());  // 0 is a value, not "unset"
+  EXPECT_EQ(params.horizon_size(), 0u);
+  EXPECT_FALSE(params.has_polynomial());
+}
 
 TEST(ChunkOptionsTest, EachAlgorithmTakesExactlyTheFieldsItReads) {
   for (const auto& [algorithm, taken] : FlagsTaken()) {
@@ -325,7 +360,7 @@ TEST(ChunkOptionsTest, HelpListsTheFlagsEachAlgorithmTakes) {
   const std::string help(ChunkFlagsHelp());
   for (chunking::Algorithm algorithm : chunking::AllAlgorithms()) {
     const std::string name(chunking::AlgorithmName(algorithm));
-    std::string line = "\n  " + name + std::string(9 - name.size(), ' ');
+    std::string line = "\n  " + name + std::string(11 - name.size(), ' ');
     for (const std::string& flag : kChunkingFlags) {
       if (AlgorithmTakesFlag(algorithm, flag)) line += "--" + flag + " ";
     }

@@ -160,10 +160,13 @@ fails the command (exit status 1).
 
 Parameters are those of the project's speed targets: fastcdc min 4 KiB, avg
 16 KiB, max 64 KiB, level 2; crc32 2/16/64 KiB; seqcdc the seqcdc-16k
-preset; fixed 16 KiB.
+preset; fixed 16 KiB; and the defaults of the algorithms that match upstream
+Go modules: repmaxcdc min 256 KiB, horizon 2 MiB; rabin 512 KiB/1 MiB/8 MiB
+with restic's test polynomial; buzhash 16/64/256 KiB.
 
-  --algorithm A        fastcdc, crc32, seqcdc, fixed, a comma-separated
-                       list of them, or all (default)
+  --algorithm A        fastcdc, crc32, seqcdc, fixed, repmaxcdc, rabin,
+                       buzhash, a comma-separated list of them, or all
+                       (default)
   --backend B          scalar, avx2, avx512, a comma-separated list, or all
                        (default: every backend this CPU supports; a backend
                        named here must be supported)
@@ -173,6 +176,8 @@ preset; fixed 16 KiB.
   --dataset D          random (default: seeded random bytes) or versioned (a
                        base file and 7 edited versions, concatenated)
   --size BYTES         bytes of data, 1..4294967296 (default 67108864)
+  --input FILE         time FILE's bytes instead (read into memory, at most
+                       4294967296; not with --dataset or --size)
   --seconds S          how long to repeat each measurement, e.g. 0.5; at
                        least one run (default 1)
 )";

@@ -425,16 +425,32 @@ std::string FormatServerInfo(const chunkd::v1::GetServerInfoResponse& info) {
     auto param = [&out](absl::string_view name, const std::string& value) {
       absl::StrAppend(&out, absl::StrFormat("    %-20s %s\n", name, value));
     };
+    // A range with max 0 is a parameter the algorithm does not take.
+    auto takes = [](const chunkd::v1::ParamRange& range) {
+      return range.max() != 0;
+    };
     param("min_size", FormatRange(algorithm.min_size()));
-    param("avg_size",
-          absl::StrCat(
-              FormatRange(algorithm.avg_size()),
-              algorithm.avg_size_power_of_two() ? ", a power of two" : ""));
-    param("max_size", FormatRange(algorithm.max_size()));
-    if (algorithm.has_normalization_level() &&
-        algorithm.normalization_level().max() != 0) {
+    if (takes(algorithm.avg_size())) {
+      param("avg_size",
+            absl::StrCat(
+                FormatRange(algorithm.avg_size()),
+                algorithm.avg_size_power_of_two() ? ", a power of two" : ""));
+    }
+    if (takes(algorithm.max_size())) {
+      param("max_size", FormatRange(algorithm.max_size()));
+    }
+    if (takes(algorithm.normalization_level())) {
       param("normalization_level",
             FormatRange(algorithm.normalization_level()));
+    }
+    if (takes(algorithm.horizon_size())) {
+      param("horizon_size", FormatRange(algorithm.horizon_size()));
+    }
+    if (takes(algorithm.polynomial())) {
+      const chunkd::v1::ParamRange& p = algorithm.polynomial();
+      param("polynomial",
+            absl::StrFormat("0x%x..0x%x (default 0x%x), irreducible", p.min(),
+                            p.max(), p.default_value()));
     }
   }
   return out;

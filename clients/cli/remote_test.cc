@@ -351,9 +351,33 @@ TEST(FormatServerInfoTest, Readable) {
   fastcdc->mutable_min_size()->set_default_value(4096);
   fastcdc->mutable_normalization_level()->set_max(3);
   fastcdc->mutable_normalization_level()->set_default_value(1);
+  fastcdc->mutable_avg_size()->set_min(256);
+  fastcdc->mutable_avg_size()->set_max(4194304);
+  fastcdc->mutable_avg_size()->set_default_value(16384);
+  fastcdc->mutable_max_size()->set_min(1024);
+  fastcdc->mutable_max_size()->set_max(16777216);
+  fastcdc->mutable_max_size()->set_default_value(65536);
   auto* crc32 = info.add_algorithms();
   crc32->set_algorithm(chunkd::v1::ALGORITHM_CRC32);
+  crc32->set_name("crc32");
+  crc32->mutable_min_size()->set_max(1);
+  crc32->mutable_avg_size()->set_max(2);
+  crc32->mutable_max_size()->set_max(3);
   crc32->set_avg_size_power_of_two(true);
+  // Parameters an algorithm does not take (max 0) are left out.
+  auto* repmax = info.add_algorithms();
+  repmax->set_algorithm(chunkd::v1::ALGORITHM_REP_MAX_CDC);
+  repmax->set_name("repmaxcdc");
+  repmax->mutable_min_size()->set_max(4194304);
+  repmax->mutable_horizon_size()->set_max(16777216);
+  repmax->mutable_horizon_size()->set_default_value(2097152);
+  auto* rabin = info.add_algorithms();
+  rabin->set_algorithm(chunkd::v1::ALGORITHM_RABIN);
+  rabin->set_name("rabin");
+  rabin->mutable_min_size()->set_max(5);
+  rabin->mutable_polynomial()->set_min(uint64_t{1} << 53);
+  rabin->mutable_polynomial()->set_max((uint64_t{1} << 54) - 1);
+  rabin->mutable_polynomial()->set_default_value(0x3DA3358B4DC173);
   EXPECT_EQ(FormatServerInfo(info),
             "version:             0.1.0\n"
             "chunking backend:    avx2\n"
@@ -364,13 +388,20 @@ TEST(FormatServerInfoTest, Readable) {
             "algorithms:\n"
             "  fastcdc\n"
             "    min_size             64..1048576 (default 4096)\n"
-            "    avg_size             0..0 (default 0)\n"
-            "    max_size             0..0 (default 0)\n"
+            "    avg_size             256..4194304 (default 16384)\n"
+            "    max_size             1024..16777216 (default 65536)\n"
             "    normalization_level  0..3 (default 1)\n"
             "  crc32\n"
-            "    min_size             0..0 (default 0)\n"
-            "    avg_size             0..0 (default 0), a power of two\n"
-            "    max_size             0..0 (default 0)\n");
+            "    min_size             0..1 (default 0)\n"
+            "    avg_size             0..2 (default 0), a power of two\n"
+            "    max_size             0..3 (default 0)\n"
+            "  repmaxcdc\n"
+            "    min_size             0..4194304 (default 0)\n"
+            "    horizon_size         0..16777216 (default 2097152)\n"
+            "  rabin\n"
+            "    min_size             0..5 (default 0)\n"
+            "    polynomial           0x20000000000000..0x3fffffffffffff "
+            "(default 0x3da3358b4dc173), irreducible\n");
 }
 
 }  // namespace

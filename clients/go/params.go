@@ -21,12 +21,16 @@ const DefaultMessageSize = 1 << 20
 //	crc32    MinSize, AvgSize, MaxSize
 //	seqcdc   MinSize, MaxSize, SeqMode, SeqLength, SkipTrigger, SkipSize
 //	fixed    AvgSize
+//	repmaxcdc  MinSize, HorizonSize
+//	rabin    MinSize, AvgSize, MaxSize, Polynomial
+//	buzhash  MinSize, AvgSize, MaxSize
 //
 // and the server refuses another one set with INVALID_ARGUMENT naming it:
 // "chunking.normalization_level is not a parameter of crc32 (it takes
 // min_size, avg_size, max_size); leave normalization_level unset".
 type Params struct {
-	// Algorithm is "fastcdc" (also for ""), "crc32", "seqcdc" or "fixed".
+	// Algorithm is "fastcdc" (also for ""), "crc32", "seqcdc", "fixed",
+	// "repmaxcdc", "rabin" or "buzhash".
 	Algorithm string
 	// Chunk sizes in bytes; 0: the algorithm's default. seqcdc takes no
 	// AvgSize, fixed only AvgSize (the size of every chunk but the last).
@@ -40,6 +44,13 @@ type Params struct {
 	SeqMode string
 	// SeqLength, SkipTrigger, SkipSize: seqcdc's parameters; 0: defaults.
 	SeqLength, SkipTrigger, SkipSize uint32
+	// HorizonSize is repmaxcdc's horizon in bytes past MinSize (0 gives
+	// chunks of MinSize); nil: the default (2 MiB).
+	HorizonSize *uint32
+	// Polynomial is rabin's irreducible polynomial of degree 53 (a restic
+	// repository's is in its config); 0: the default, restic's test
+	// polynomial 0x3DA3358B4DC173.
+	Polynomial uint64
 	// Fingerprint is "sha256" (also for ""), "xxh128" or "none" (Chunk only).
 	Fingerprint string
 	// MessageSize is the number of input bytes per data message; 0:
@@ -62,12 +73,18 @@ type Params struct {
 // Level returns a pointer to level, for Params.NormalizationLevel.
 func Level(level uint32) *uint32 { return &level }
 
+// Horizon returns a pointer to size, for Params.HorizonSize.
+func Horizon(size uint32) *uint32 { return &size }
+
 var algorithms = map[string]pb.Algorithm{
-	"":        pb.Algorithm_ALGORITHM_FASTCDC,
-	"fastcdc": pb.Algorithm_ALGORITHM_FASTCDC,
-	"crc32":   pb.Algorithm_ALGORITHM_CRC32,
-	"seqcdc":  pb.Algorithm_ALGORITHM_SEQCDC,
-	"fixed":   pb.Algorithm_ALGORITHM_FIXED,
+	"":          pb.Algorithm_ALGORITHM_FASTCDC,
+	"fastcdc":   pb.Algorithm_ALGORITHM_FASTCDC,
+	"crc32":     pb.Algorithm_ALGORITHM_CRC32,
+	"seqcdc":    pb.Algorithm_ALGORITHM_SEQCDC,
+	"fixed":     pb.Algorithm_ALGORITHM_FIXED,
+	"repmaxcdc": pb.Algorithm_ALGORITHM_REP_MAX_CDC,
+	"rabin":     pb.Algorithm_ALGORITHM_RABIN,
+	"buzhash":   pb.Algorithm_ALGORITHM_BUZHASH,
 }
 
 var fingerprintNames = map[string]pb.FingerprintAlgorithm{
@@ -124,9 +141,16 @@ func optional(v uint32) *uint32 {
 	return &v
 }
 
+func optional64(v uint64) *uint64 {
+	if v == 0 {
+		return nil
+	}
+	return &v
+}
+
 // proto translates p; an unknown name is an error naming the field.
 func (p Params) proto() (*pb.ChunkingParams, pb.FingerprintAlgorithm, int, error) {
-	algorithm, err := lookup("Algorithm", p.Algorithm, p.Algorithm, algorithms, "fastcdc, crc32, seqcdc, fixed")
+	algorithm, err := lookup("Algorithm", p.Algorithm, p.Algorithm, algorithms, "fastcdc, crc32, seqcdc, fixed, repmaxcdc, rabin, buzhash")
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -156,5 +180,7 @@ func (p Params) proto() (*pb.ChunkingParams, pb.FingerprintAlgorithm, int, error
 		SeqLength:          optional(p.SeqLength),
 		SkipTrigger:        optional(p.SkipTrigger),
 		SkipSize:           optional(p.SkipSize),
+		HorizonSize:        p.HorizonSize,
+		Polynomial:         optional64(p.Polynomial),
 	}, fingerprint, size, nil
 }

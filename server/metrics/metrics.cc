@@ -31,7 +31,11 @@ const prometheus::Histogram::BucketBoundaries& IndexBuckets() {
   return *buckets;
 }
 
-constexpr const char* kAlgorithms[] = {"fastcdc", "crc32", "seqcdc", "fixed"};
+// The label values: chunking::AlgorithmName of every algorithm (this library
+// does not depend on chunking; metrics_wiring_test checks the list).
+constexpr const char* kAlgorithms[] = {"fastcdc", "crc32",     "seqcdc",
+                                       "fixed",   "repmaxcdc", "rabin",
+                                       "buzhash"};
 constexpr const char* kRpcs[] = {"Chunk", "Dedup"};
 
 // grpc-go's codes.Code.String(), which go-grpc-prometheus puts in grpc_code.

@@ -30,7 +30,7 @@ TEST(MetricsTest, FixedSeriesStartAtZero) {
   Metrics m("1.2.3", "avx2");
   const std::string text = Exposition(m);
   for (const char* rpc : {"Chunk", "Dedup"}) {
-    for (const char* alg : {"fastcdc", "crc32", "seqcdc", "fixed"}) {
+    for (const char* alg : {"fastcdc", "crc32", "seqcdc", "fixed", "repmaxcdc", "rabin", "buzhash"}) {
       const std::string labels =
           absl::StrCat("{algorithm=\"", alg, "\",rpc=\"", rpc, "\"} 0");
       EXPECT_TRUE(HasLine(text, "chunkd_ingest_bytes_total" + labels))
@@ -38,7 +38,7 @@ TEST(MetricsTest, FixedSeriesStartAtZero) {
       EXPECT_TRUE(HasLine(text, "chunkd_chunks_total" + labels)) << labels;
     }
   }
-  for (const char* alg : {"fastcdc", "crc32", "seqcdc", "fixed"}) {
+  for (const char* alg : {"fastcdc", "crc32", "seqcdc", "fixed", "repmaxcdc", "rabin", "buzhash"}) {
     const std::string labels = absl::StrCat("{algorithm=\"", alg, "\"} 0");
     EXPECT_TRUE(HasLine(text, "chunkd_duplicate_bytes_total" + labels));
     EXPECT_TRUE(HasLine(text, "chunkd_duplicate_chunks_total" + labels));

@@ -947,6 +947,8 @@ void ChunkServiceImpl::FillServerInfo(v1::GetServerInfoResponse* response) const
     set(limits.max_size, info->mutable_max_size());
     info->set_avg_size_power_of_two(limits.avg_power_of_two);
     set(limits.normalization_level, info->mutable_normalization_level());
+    set(limits.horizon_size, info->mutable_horizon_size());
+    set(limits.polynomial, info->mutable_polynomial());
   }
   response->add_fingerprints(v1::FINGERPRINT_ALGORITHM_SHA256);
   response->add_fingerprints(v1::FINGERPRINT_ALGORITHM_XXH128);

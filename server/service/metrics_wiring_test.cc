@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "chunkd/chunker.h"
 #include "gtest/gtest.h"
 #include "index/fingerprint_index.h"
 #include "metrics/metrics.h"
@@ -30,6 +31,20 @@ std::string Exposition(Metrics& m) {
 bool HasLine(const std::string& text, const std::string& line) {
   return absl::StrContains(absl::StrCat("\n", text),
                            absl::StrCat("\n", line, "\n"));
+}
+
+// The metrics library lists the algorithm label values itself (it does not
+// depend on the chunking library): every algorithm's series must exist.
+TEST(MetricsWiringTest, EveryAlgorithmHasItsSeries) {
+  Metrics m("1.2.3", "avx2");
+  const std::string text = Exposition(m);
+  for (chunking::Algorithm algorithm : chunking::AllAlgorithms()) {
+    const std::string labels =
+        absl::StrCat("{algorithm=\"", chunking::AlgorithmName(algorithm),
+                     "\",rpc=\"Chunk\"} 0");
+    EXPECT_TRUE(absl::StrContains(text, "chunkd_chunks_total" + labels))
+        << labels;
+  }
 }
 
 TEST(GrpcMetricsTest, UnknownServiceIsAnError) {

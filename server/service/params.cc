@@ -1,5 +1,9 @@
 #include "service/params.h"
 
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -26,7 +30,36 @@ constexpr FieldPresence kFields[] = {
     {"seq_length", [](const P& p) { return p.has_seq_length(); }},
     {"skip_trigger", [](const P& p) { return p.has_skip_trigger(); }},
     {"skip_size", [](const P& p) { return p.has_skip_size(); }},
+    {"horizon_size", [](const P& p) { return p.has_horizon_size(); }},
+    {"polynomial", [](const P& p) { return p.has_polynomial(); }},
 };
+
+// The API's algorithms and the library's, one row each.
+struct AlgorithmRow {
+  v1::Algorithm proto;
+  chunking::Algorithm algorithm;
+};
+constexpr AlgorithmRow kAlgorithms[] = {
+    {v1::ALGORITHM_FASTCDC, chunking::Algorithm::kFastCdc},
+    {v1::ALGORITHM_CRC32, chunking::Algorithm::kCrc32},
+    {v1::ALGORITHM_SEQCDC, chunking::Algorithm::kSeqCdc},
+    {v1::ALGORITHM_FIXED, chunking::Algorithm::kFixed},
+    {v1::ALGORITHM_REP_MAX_CDC, chunking::Algorithm::kRepMaxCdc},
+    {v1::ALGORITHM_RABIN, chunking::Algorithm::kRabin},
+    {v1::ALGORITHM_BUZHASH, chunking::Algorithm::kBuzhash},
+};
+
+// "ALGORITHM_FASTCDC (1), ..., or ALGORITHM_BUZHASH (7)".
+std::string KnownAlgorithms() {
+  std::vector<std::string> names;
+  for (const AlgorithmRow& row : kAlgorithms) {
+    names.push_back(absl::StrCat(v1::Algorithm_Name(row.proto), " (",
+                                 static_cast<int>(row.proto), ")"));
+  }
+  const std::string last = names.back();
+  names.pop_back();
+  return absl::StrCat(absl::StrJoin(names, ", "), " or ", last);
+}
 
 }  // namespace
 
@@ -48,27 +81,19 @@ absl::Status CheckFieldsUsed(const v1::ChunkingParams& params,
 
 absl::StatusOr<chunking::ChunkerOptions> ChunkerOptionsFromProto(
     const v1::ChunkingParams& p) {
-  chunking::Algorithm algorithm;
-  switch (p.algorithm()) {
-    case v1::ALGORITHM_UNSPECIFIED:
-    case v1::ALGORITHM_FASTCDC:
-      algorithm = chunking::Algorithm::kFastCdc;
-      break;
-    case v1::ALGORITHM_CRC32:
-      algorithm = chunking::Algorithm::kCrc32;
-      break;
-    case v1::ALGORITHM_SEQCDC:
-      algorithm = chunking::Algorithm::kSeqCdc;
-      break;
-    case v1::ALGORITHM_FIXED:
-      algorithm = chunking::Algorithm::kFixed;
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "algorithm ", static_cast<int>(p.algorithm()),
-          " is unknown; use ALGORITHM_FASTCDC (1), ALGORITHM_CRC32 (2), "
-          "ALGORITHM_SEQCDC (3) or ALGORITHM_FIXED (4)"));
+  std::optional<chunking::Algorithm> found;
+  if (p.algorithm() == v1::ALGORITHM_UNSPECIFIED) {
+    found = chunking::Algorithm::kFastCdc;
   }
+  for (const AlgorithmRow& row : kAlgorithms) {
+    if (row.proto == p.algorithm()) found = row.algorithm;
+  }
+  if (!found.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("algorithm ", static_cast<int>(p.algorithm()),
+                     " is unknown; use ", KnownAlgorithms()));
+  }
+  const chunking::Algorithm algorithm = *found;
   if (absl::Status s = CheckFieldsUsed(p, algorithm); !s.ok()) return s;
   chunking::ChunkerOptions o = chunking::DefaultOptions(algorithm);
   if (p.has_min_size()) o.min_size = p.min_size();
@@ -96,6 +121,8 @@ absl::StatusOr<chunking::ChunkerOptions> ChunkerOptionsFromProto(
   if (p.has_seq_length()) o.seq_length = p.seq_length();
   if (p.has_skip_trigger()) o.skip_trigger = p.skip_trigger();
   if (p.has_skip_size()) o.skip_size = p.skip_size();
+  if (p.has_horizon_size()) o.horizon_size = p.horizon_size();
+  if (p.has_polynomial()) o.polynomial = p.polynomial();
   absl::Status valid = chunking::ValidateOptions(o);
   if (!valid.ok()) return valid;
   return o;
@@ -157,15 +184,8 @@ absl::StatusOr<pipeline::HintTest> HintTestFromProto(
 }
 
 v1::Algorithm AlgorithmToProto(chunking::Algorithm algorithm) {
-  switch (algorithm) {
-    case chunking::Algorithm::kFastCdc:
-      return v1::ALGORITHM_FASTCDC;
-    case chunking::Algorithm::kCrc32:
-      return v1::ALGORITHM_CRC32;
-    case chunking::Algorithm::kSeqCdc:
-      return v1::ALGORITHM_SEQCDC;
-    case chunking::Algorithm::kFixed:
-      return v1::ALGORITHM_FIXED;
+  for (const AlgorithmRow& row : kAlgorithms) {
+    if (row.algorithm == algorithm) return row.proto;
   }
   return v1::ALGORITHM_UNSPECIFIED;
 }

@@ -46,6 +46,61 @@ TEST(ChunkerOptionsFromProtoTest, EveryAlgorithmAcceptsItsOwnFields) {
   auto options = ChunkerOptionsFromProto(fixed);
   ASSERT_TRUE(options.ok());
   EXPECT_EQ(options->avg_size, 4096u);
+
+  v1::ChunkingParams repmaxcdc = Params(v1::ALGORITHM_REP_MAX_CDC);
+  repmaxcdc.set_min_size(4096);
+  repmaxcdc.set_horizon_size(0);
+  options = ChunkerOptionsFromProto(repmaxcdc);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->algorithm, chunking::Algorithm::kRepMaxCdc);
+  EXPECT_EQ(options->horizon_size, 0u);
+
+  v1::ChunkingParams rabin = Params(v1::ALGORITHM_RABIN);
+  rabin.set_min_size(4096);
+  rabin.set_avg_size(8192);
+  rabin.set_max_size(32768);
+  rabin.set_polynomial(0x3DA3358B4DC173);
+  options = ChunkerOptionsFromProto(rabin);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->algorithm, chunking::Algorithm::kRabin);
+  EXPECT_EQ(options->polynomial, uint64_t{0x3DA3358B4DC173});
+
+  v1::ChunkingParams buzhash = Params(v1::ALGORITHM_BUZHASH);
+  buzhash.set_min_size(48);
+  buzhash.set_avg_size(64);
+  buzhash.set_max_size(64);
+  options = ChunkerOptionsFromProto(buzhash);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->algorithm, chunking::Algorithm::kBuzhash);
+}
+
+TEST(ChunkerOptionsFromProtoTest, EveryAlgorithmMapsBothWays) {
+  for (chunking::Algorithm algorithm : chunking::AllAlgorithms()) {
+    const v1::Algorithm proto = AlgorithmToProto(algorithm);
+    EXPECT_NE(proto, v1::ALGORITHM_UNSPECIFIED);
+    auto options = ChunkerOptionsFromProto(Params(proto));
+    ASSERT_TRUE(options.ok()) << options.status();
+    EXPECT_EQ(options->algorithm, algorithm);
+  }
+}
+
+TEST(ChunkerOptionsFromProtoTest, UnknownAlgorithmListsTheKnownOnes) {
+  auto options = ChunkerOptionsFromProto(Params(static_cast<v1::Algorithm>(99)));
+  ASSERT_FALSE(options.ok());
+  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(options.status().message()),
+              HasSubstr("algorithm 99 is unknown; use ALGORITHM_FASTCDC (1), "));
+  EXPECT_THAT(std::string(options.status().message()),
+              HasSubstr(" or ALGORITHM_BUZHASH (7)"));
+}
+
+TEST(ChunkerOptionsFromProtoTest, RabinPolynomialOfAnotherDegreeIsRefused) {
+  v1::ChunkingParams rabin = Params(v1::ALGORITHM_RABIN);
+  rabin.set_polynomial(0x11B);  // irreducible, degree 8
+  auto options = ChunkerOptionsFromProto(rabin);
+  ASSERT_FALSE(options.ok());
+  EXPECT_THAT(std::string(options.status().message()),
+              HasSubstr("polynomial 0x11b does not have degree 53"));
 }
 
 struct Case {
@@ -79,6 +134,15 @@ TEST(ChunkerOptionsFromProtoTest, FieldsOfAnotherAlgorithmAreRefused) {
        [](v1::ChunkingParams* p) { p->set_max_size(8192); }, "max_size"},
       {v1::ALGORITHM_FIXED,
        [](v1::ChunkingParams* p) { p->set_skip_size(0); }, "skip_size"},
+      {v1::ALGORITHM_FASTCDC,
+       [](v1::ChunkingParams* p) { p->set_horizon_size(0); }, "horizon_size"},
+      {v1::ALGORITHM_BUZHASH,
+       [](v1::ChunkingParams* p) { p->set_polynomial(0x3DA3358B4DC173); },
+       "polynomial"},
+      {v1::ALGORITHM_REP_MAX_CDC,
+       [](v1::ChunkingParams* p) { p->set_avg_size(8192); }, "avg_size"},
+      {v1::ALGORITHM_REP_MAX_CDC,
+       [](v1::ChunkingParams* p) { p->set_max_size(8192); }, "max_size"},
   };
   for (const Case& c : cases) {
     v1::ChunkingParams p = Params(c.algorithm);

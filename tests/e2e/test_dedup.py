@@ -29,10 +29,21 @@ def data_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.mark.parametrize("algorithm", ["fastcdc", "crc32", "seqcdc", "fixed"])
+#: Each algorithm, with parameters that give over 20 chunks in DATA (the
+#: defaults of repmaxcdc and rabin make chunks of 256 KiB and more).
+PARAMS = {
+    "fastcdc": {}, "crc32": {}, "seqcdc": {}, "fixed": {},
+    "repmaxcdc": dict(min_size=16384, horizon_size=65536),
+    "rabin": dict(min_size=16384, avg_size=65536, max_size=262144),
+    "buzhash": {},
+}
+
+
+@pytest.mark.parametrize("algorithm", list(PARAMS))
 def test_second_pass_is_all_duplicate(client: Client, data_file: Path, algorithm: str) -> None:
     ns = new_namespace("twice")
-    first, s1 = client.dedup_all(data_file, namespace=ns, algorithm=algorithm)
+    first, s1 = client.dedup_all(data_file, namespace=ns, algorithm=algorithm,
+                                 **PARAMS[algorithm])
     assert len(first) > 20
     assert all(r.is_new for r in first), "random data: every chunk is new"
     assert s1.total_bytes == s1.unique_bytes == len(DATA)
@@ -40,12 +51,13 @@ def test_second_pass_is_all_duplicate(client: Client, data_file: Path, algorithm
     for r in first:
         assert r.fingerprint == hashlib.sha256(DATA[r.offset : r.end]).digest()
     # Dedup cuts exactly like Chunk.
-    chunks, _ = client.chunk_all(data_file, algorithm=algorithm)
+    chunks, _ = client.chunk_all(data_file, algorithm=algorithm, **PARAMS[algorithm])
     assert [(r.offset, r.length, r.fingerprint) for r in first] == [
         (r.offset, r.length, r.fingerprint) for r in chunks
     ]
 
-    second, s2 = client.dedup_all(data_file, namespace=ns, algorithm=algorithm)
+    second, s2 = client.dedup_all(data_file, namespace=ns, algorithm=algorithm,
+                                  **PARAMS[algorithm])
     assert [(r.offset, r.length, r.fingerprint) for r in second] == [
         (r.offset, r.length, r.fingerprint) for r in first
     ]

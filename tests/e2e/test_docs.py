@@ -1,5 +1,5 @@
 """The documentation holds together: every relative link and #anchor in
-README.md and docs/*.md resolves, the README stays a page, and
+README.md and docs/ (subfolders too) resolves, the README stays a page, and
 docs/assemble_benchmarks.py (behind `make bench`) replaces exactly the
 benchmark sections it has new results for.
 
@@ -23,7 +23,7 @@ from urllib.parse import unquote
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-DOCS = [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md"))
+DOCS = [REPO / "README.md"] + sorted((REPO / "docs").rglob("*.md"))
 
 FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")

@@ -26,6 +26,10 @@ ALGORITHMS: Dict[str, Dict[str, object]] = {
     "crc32": {"algorithm": "crc32", "min": 2048, "avg": 8192, "max": 32768},
     "seqcdc": {"algorithm": "seqcdc"},
     "fixed": {"algorithm": "fixed", "avg": 10000},
+    "repmaxcdc": {"algorithm": "repmaxcdc", "min": 2048, "horizon": 16384},
+    "rabin": {"algorithm": "rabin", "min": 2048, "avg": 8192, "max": 65536,
+              "polynomial": 0x3DA3358B4DC173},
+    "buzhash": {"algorithm": "buzhash", "min": 2048, "avg": 8192, "max": 32768},
 }
 
 # The end of a dedup line when RapidCDC hints were tried.
@@ -34,7 +38,8 @@ HINT_COUNTERS = re.compile(
     re.M)
 
 API_NAMES = {"min": "min_size", "avg": "avg_size", "max": "max_size",
-             "level": "normalization_level", "algorithm": "algorithm", "seed": "seed"}
+             "level": "normalization_level", "algorithm": "algorithm", "seed": "seed",
+             "horizon": "horizon_size", "polynomial": "polynomial"}
 
 
 @pytest.fixture(scope="module")

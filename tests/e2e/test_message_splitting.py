@@ -13,19 +13,25 @@ import pytest
 from chunkd_client import Client
 from e2e_util import parse_csv, random_bytes, rows
 
-ALGORITHMS = ["fastcdc", "crc32", "seqcdc", "fixed"]
+ALGORITHMS = ["fastcdc", "crc32", "seqcdc", "fixed", "repmaxcdc", "rabin", "buzhash"]
 # Small chunks, so that a 64 KiB input has many boundaries.
 SMALL = {
     "fastcdc": dict(min_size=1024, avg_size=4096, max_size=16384),
     "crc32": dict(min_size=1024, avg_size=4096, max_size=16384),
     "seqcdc": dict(min_size=1024, max_size=16384),
     "fixed": dict(avg_size=4096),
+    "repmaxcdc": dict(min_size=1024, horizon_size=8192),
+    "rabin": dict(min_size=1024, avg_size=4096, max_size=16384),
+    "buzhash": dict(min_size=1024, avg_size=4096, max_size=16384),
 }
 SMALL_FLAGS = {
     "fastcdc": ["--min", "1024", "--avg", "4096", "--max", "16384"],
     "crc32": ["--min", "1024", "--avg", "4096", "--max", "16384"],
     "seqcdc": ["--min", "1024", "--max", "16384"],
     "fixed": ["--avg", "4096"],
+    "repmaxcdc": ["--min", "1024", "--horizon", "8192"],
+    "rabin": ["--min", "1024", "--avg", "4096", "--max", "16384"],
+    "buzhash": ["--min", "1024", "--avg", "4096", "--max", "16384"],
 }
 SMALL_INPUT = random_bytes(11, 64 << 10)
 BIG_INPUT = random_bytes(12, (4 << 20) + 777)
@@ -64,16 +70,25 @@ def test_one_byte_messages(client: Client, chunkctl, tmp_path: Path, algorithm: 
     assert rows(whole) == local
 
 
+#: Algorithms whose default chunks (256 KiB and more) are too few in BIG_INPUT:
+#: the message-size tests use their SMALL parameters.
+LARGE_DEFAULTS = ("repmaxcdc", "rabin")
+
+
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_message_sizes(client: Client, chunkctl, big_file: Path, algorithm: str) -> None:
-    local = parse_csv(chunkctl("chunk", "--local", "--algorithm", algorithm, big_file).stdout)
+    small = algorithm in LARGE_DEFAULTS
+    flags = SMALL_FLAGS[algorithm] if small else []
+    params = dict(algorithm=algorithm, **(SMALL[algorithm] if small else {}))
+    local = parse_csv(chunkctl("chunk", "--local", "--algorithm", algorithm, *flags,
+                               big_file).stdout)
     assert len(local) > 20
     results = {
-        "1000": client.chunk_all(big_file, algorithm=algorithm, message_size=1000),
-        "1MiB": client.chunk_all(big_file, algorithm=algorithm, message_size=1 << 20),
-        "random": client.chunk_all(random_pieces(BIG_INPUT, 99), algorithm=algorithm,
-                                   message_size=1 << 20),
-        "odd": client.chunk_all(BIG_INPUT, algorithm=algorithm, message_size=65537),
+        "1000": client.chunk_all(big_file, message_size=1000, **params),
+        "1MiB": client.chunk_all(big_file, message_size=1 << 20, **params),
+        "random": client.chunk_all(random_pieces(BIG_INPUT, 99), message_size=1 << 20,
+                                   **params),
+        "odd": client.chunk_all(BIG_INPUT, message_size=65537, **params),
     }
     for split, (records, summary) in results.items():
         assert rows(records) == local, split

@@ -33,7 +33,7 @@ from metrics_util import (
     value,
 )
 
-ALGORITHMS = ["fastcdc", "crc32", "seqcdc", "fixed"]
+ALGORITHMS = ["fastcdc", "crc32", "seqcdc", "fixed", "repmaxcdc", "rabin", "buzhash"]
 RPCS = ["Chunk", "Dedup"]
 STAGES = ["chunk", "fingerprint", "index"]
 HINT_TESTS = ["ff", "ff_mt", "ff_rwt", "ff_rwt_fpt"]

@@ -22,6 +22,9 @@ EXPLICIT: Dict[str, dict] = {
         seq_mode="decreasing", seq_length=4, skip_trigger=40, skip_size=256,
     ),
     "fixed": dict(avg_size=10000),
+    "repmaxcdc": dict(min_size=2048, horizon_size=16384),
+    "rabin": dict(min_size=2048, avg_size=8192, max_size=65536, polynomial=0x3DA3358B4DC173),
+    "buzhash": dict(min_size=2048, avg_size=8192, max_size=32768),
 }
 # chunkctl's flag for each client keyword argument.
 FLAGS = {
@@ -34,6 +37,8 @@ FLAGS = {
     "seq_length": "--seq-length",
     "skip_trigger": "--skip-trigger",
     "skip_size": "--skip-size",
+    "horizon_size": "--horizon",
+    "polynomial": "--polynomial",
 }
 
 
@@ -104,6 +109,9 @@ def test_remote_equals_local(
     if algorithm == "fixed":
         size = params.get("avg_size", defaults.avg_size.default)
         assert_valid_chunking(local, data, size, size)
+    elif algorithm == "repmaxcdc":
+        low = params.get("min_size", defaults.min_size.default)
+        assert_valid_chunking(local, data, low, 2 * low - 1)
     else:
         assert_valid_chunking(
             local, data,

@@ -48,6 +48,15 @@ const (
 	Algorithm_ALGORITHM_SEQCDC Algorithm = 3
 	// Fixed-size chunks of `avg_size` bytes.
 	Algorithm_ALGORITHM_FIXED Algorithm = 4
+	// RepMaxCDC, REAPI's REP_MAX_CDC, byte-exact with Go module
+	// github.com/buildbarn/go-cdc v0.0.10 (docs/algorithms/repmaxcdc.md).
+	Algorithm_ALGORITHM_REP_MAX_CDC Algorithm = 5
+	// restic's Rabin chunker, byte-exact with Go module
+	// github.com/restic/chunker v0.4.0 (docs/algorithms/rabin.md).
+	Algorithm_ALGORITHM_RABIN Algorithm = 6
+	// casync's buzhash chunker, byte-exact with Go module
+	// github.com/folbricht/desync v1.0.4 (docs/algorithms/buzhash.md).
+	Algorithm_ALGORITHM_BUZHASH Algorithm = 7
 )
 
 // Enum value maps for Algorithm.
@@ -58,6 +67,9 @@ var (
 		2: "ALGORITHM_CRC32",
 		3: "ALGORITHM_SEQCDC",
 		4: "ALGORITHM_FIXED",
+		5: "ALGORITHM_REP_MAX_CDC",
+		6: "ALGORITHM_RABIN",
+		7: "ALGORITHM_BUZHASH",
 	}
 	Algorithm_value = map[string]int32{
 		"ALGORITHM_UNSPECIFIED": 0,
@@ -65,6 +77,9 @@ var (
 		"ALGORITHM_CRC32":       2,
 		"ALGORITHM_SEQCDC":      3,
 		"ALGORITHM_FIXED":       4,
+		"ALGORITHM_REP_MAX_CDC": 5,
+		"ALGORITHM_RABIN":       6,
+		"ALGORITHM_BUZHASH":     7,
 	}
 )
 
@@ -285,7 +300,9 @@ func (HintTest) EnumDescriptor() ([]byte, []int) {
 // names it): fastcdc reads min_size, avg_size, max_size,
 // normalization_level and seed; crc32 min_size, avg_size and max_size;
 // seqcdc min_size, max_size and the seq_ fields and skip_ fields; fixed
-// avg_size only. Sizes are in bytes.
+// avg_size only; repmaxcdc min_size and horizon_size; rabin min_size,
+// avg_size, max_size and polynomial; buzhash min_size, avg_size and
+// max_size. Sizes are in bytes.
 type ChunkingParams struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The algorithm; unset means fastcdc.
@@ -308,7 +325,14 @@ type ChunkingParams struct {
 	// seqcdc: opposing steps that trigger a jump (default 50).
 	SkipTrigger *uint32 `protobuf:"varint,9,opt,name=skip_trigger,json=skipTrigger,proto3,oneof" json:"skip_trigger,omitempty"`
 	// seqcdc: bytes skipped by a jump (default 512).
-	SkipSize      *uint32 `protobuf:"varint,10,opt,name=skip_size,json=skipSize,proto3,oneof" json:"skip_size,omitempty"`
+	SkipSize *uint32 `protobuf:"varint,10,opt,name=skip_size,json=skipSize,proto3,oneof" json:"skip_size,omitempty"`
+	// repmaxcdc: bytes past min_size in which the best cut is looked for
+	// (REAPI's horizon_size_bytes; default 2 MiB, 0 gives chunks of min_size).
+	HorizonSize *uint32 `protobuf:"varint,11,opt,name=horizon_size,json=horizonSize,proto3,oneof" json:"horizon_size,omitempty"`
+	// rabin: the polynomial over GF(2), bit i the coefficient of x^i; must
+	// have degree 53 and be irreducible (default 0x3DA3358B4DC173, restic's
+	// test polynomial; a restic repository's is in its config).
+	Polynomial    *uint64 `protobuf:"varint,12,opt,name=polynomial,proto3,oneof" json:"polynomial,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -409,6 +433,20 @@ func (x *ChunkingParams) GetSkipTrigger() uint32 {
 func (x *ChunkingParams) GetSkipSize() uint32 {
 	if x != nil && x.SkipSize != nil {
 		return *x.SkipSize
+	}
+	return 0
+}
+
+func (x *ChunkingParams) GetHorizonSize() uint32 {
+	if x != nil && x.HorizonSize != nil {
+		return *x.HorizonSize
+	}
+	return 0
+}
+
+func (x *ChunkingParams) GetPolynomial() uint64 {
+	if x != nil && x.Polynomial != nil {
+		return *x.Polynomial
 	}
 	return 0
 }
@@ -1574,8 +1612,13 @@ type AlgorithmInfo struct {
 	AvgSizePowerOfTwo bool `protobuf:"varint,6,opt,name=avg_size_power_of_two,json=avgSizePowerOfTwo,proto3" json:"avg_size_power_of_two,omitempty"`
 	// fastcdc only: normalization level range.
 	NormalizationLevel *ParamRange `protobuf:"bytes,7,opt,name=normalization_level,json=normalizationLevel,proto3" json:"normalization_level,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// repmaxcdc only: horizon_size range.
+	HorizonSize *ParamRange `protobuf:"bytes,8,opt,name=horizon_size,json=horizonSize,proto3" json:"horizon_size,omitempty"`
+	// rabin only: the polynomial's range (degree 53: [2^53, 2^54 - 1]) and
+	// default; it must also be irreducible.
+	Polynomial    *ParamRange `protobuf:"bytes,9,opt,name=polynomial,proto3" json:"polynomial,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AlgorithmInfo) Reset() {
@@ -1653,6 +1696,20 @@ func (x *AlgorithmInfo) GetAvgSizePowerOfTwo() bool {
 func (x *AlgorithmInfo) GetNormalizationLevel() *ParamRange {
 	if x != nil {
 		return x.NormalizationLevel
+	}
+	return nil
+}
+
+func (x *AlgorithmInfo) GetHorizonSize() *ParamRange {
+	if x != nil {
+		return x.HorizonSize
+	}
+	return nil
+}
+
+func (x *AlgorithmInfo) GetPolynomial() *ParamRange {
+	if x != nil {
+		return x.Polynomial
 	}
 	return nil
 }
@@ -1760,7 +1817,7 @@ var File_chunkd_v1_chunkd_proto protoreflect.FileDescriptor
 
 const file_chunkd_v1_chunkd_proto_rawDesc = "" +
 	"\n" +
-	"\x16chunkd/v1/chunkd.proto\x12\tchunkd.v1\"\xfb\x03\n" +
+	"\x16chunkd/v1/chunkd.proto\x12\tchunkd.v1\"\xe8\x04\n" +
 	"\x0eChunkingParams\x122\n" +
 	"\talgorithm\x18\x01 \x01(\x0e2\x14.chunkd.v1.AlgorithmR\talgorithm\x12\x1e\n" +
 	"\bmin_size\x18\x02 \x01(\rH\x00R\aminSize\x88\x01\x01\x12\x1e\n" +
@@ -1773,7 +1830,11 @@ const file_chunkd_v1_chunkd_proto_rawDesc = "" +
 	"seq_length\x18\b \x01(\rH\x04R\tseqLength\x88\x01\x01\x12&\n" +
 	"\fskip_trigger\x18\t \x01(\rH\x05R\vskipTrigger\x88\x01\x01\x12 \n" +
 	"\tskip_size\x18\n" +
-	" \x01(\rH\x06R\bskipSize\x88\x01\x01B\v\n" +
+	" \x01(\rH\x06R\bskipSize\x88\x01\x01\x12&\n" +
+	"\fhorizon_size\x18\v \x01(\rH\aR\vhorizonSize\x88\x01\x01\x12#\n" +
+	"\n" +
+	"polynomial\x18\f \x01(\x04H\bR\n" +
+	"polynomial\x88\x01\x01B\v\n" +
 	"\t_min_sizeB\v\n" +
 	"\t_avg_sizeB\v\n" +
 	"\t_max_sizeB\x16\n" +
@@ -1781,7 +1842,9 @@ const file_chunkd_v1_chunkd_proto_rawDesc = "" +
 	"\v_seq_lengthB\x0f\n" +
 	"\r_skip_triggerB\f\n" +
 	"\n" +
-	"_skip_size\"_\n" +
+	"_skip_sizeB\x0f\n" +
+	"\r_horizon_sizeB\r\n" +
+	"\v_polynomial\"_\n" +
 	"\vChunkRecord\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x16\n" +
 	"\x06length\x18\x02 \x01(\rR\x06length\x12 \n" +
@@ -1855,7 +1918,7 @@ const file_chunkd_v1_chunkd_proto_rawDesc = "" +
 	"ParamRange\x12\x10\n" +
 	"\x03min\x18\x01 \x01(\x04R\x03min\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\x04R\x03max\x12#\n" +
-	"\rdefault_value\x18\x03 \x01(\x04R\fdefaultValue\"\xe7\x02\n" +
+	"\rdefault_value\x18\x03 \x01(\x04R\fdefaultValue\"\xd8\x03\n" +
 	"\rAlgorithmInfo\x122\n" +
 	"\talgorithm\x18\x01 \x01(\x0e2\x14.chunkd.v1.AlgorithmR\talgorithm\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x120\n" +
@@ -1863,7 +1926,11 @@ const file_chunkd_v1_chunkd_proto_rawDesc = "" +
 	"\bavg_size\x18\x04 \x01(\v2\x15.chunkd.v1.ParamRangeR\aavgSize\x120\n" +
 	"\bmax_size\x18\x05 \x01(\v2\x15.chunkd.v1.ParamRangeR\amaxSize\x120\n" +
 	"\x15avg_size_power_of_two\x18\x06 \x01(\bR\x11avgSizePowerOfTwo\x12F\n" +
-	"\x13normalization_level\x18\a \x01(\v2\x15.chunkd.v1.ParamRangeR\x12normalizationLevel\"\xda\x02\n" +
+	"\x13normalization_level\x18\a \x01(\v2\x15.chunkd.v1.ParamRangeR\x12normalizationLevel\x128\n" +
+	"\fhorizon_size\x18\b \x01(\v2\x15.chunkd.v1.ParamRangeR\vhorizonSize\x125\n" +
+	"\n" +
+	"polynomial\x18\t \x01(\v2\x15.chunkd.v1.ParamRangeR\n" +
+	"polynomial\"\xda\x02\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x128\n" +
 	"\n" +
@@ -1873,13 +1940,16 @@ const file_chunkd_v1_chunkd_proto_rawDesc = "" +
 	"\x10chunking_backend\x18\x04 \x01(\tR\x0fchunkingBackend\x12#\n" +
 	"\rindex_backend\x18\x05 \x01(\tR\findexBackend\x12*\n" +
 	"\x11max_message_bytes\x18\x06 \x01(\x04R\x0fmaxMessageBytes\x12,\n" +
-	"\x12max_inflight_bytes\x18\a \x01(\x04R\x10maxInflightBytes*}\n" +
+	"\x12max_inflight_bytes\x18\a \x01(\x04R\x10maxInflightBytes*\xc4\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ALGORITHM_FASTCDC\x10\x01\x12\x13\n" +
 	"\x0fALGORITHM_CRC32\x10\x02\x12\x14\n" +
 	"\x10ALGORITHM_SEQCDC\x10\x03\x12\x13\n" +
-	"\x0fALGORITHM_FIXED\x10\x04*\xa1\x01\n" +
+	"\x0fALGORITHM_FIXED\x10\x04\x12\x19\n" +
+	"\x15ALGORITHM_REP_MAX_CDC\x10\x05\x12\x13\n" +
+	"\x0fALGORITHM_RABIN\x10\x06\x12\x15\n" +
+	"\x11ALGORITHM_BUZHASH\x10\a*\xa1\x01\n" +
 	"\x14FingerprintAlgorithm\x12%\n" +
 	"!FINGERPRINT_ALGORITHM_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cFINGERPRINT_ALGORITHM_SHA256\x10\x01\x12 \n" +
@@ -1967,23 +2037,25 @@ var file_chunkd_v1_chunkd_proto_depIdxs = []int32{
 	22, // 18: chunkd.v1.AlgorithmInfo.avg_size:type_name -> chunkd.v1.ParamRange
 	22, // 19: chunkd.v1.AlgorithmInfo.max_size:type_name -> chunkd.v1.ParamRange
 	22, // 20: chunkd.v1.AlgorithmInfo.normalization_level:type_name -> chunkd.v1.ParamRange
-	23, // 21: chunkd.v1.GetServerInfoResponse.algorithms:type_name -> chunkd.v1.AlgorithmInfo
-	1,  // 22: chunkd.v1.GetServerInfoResponse.fingerprints:type_name -> chunkd.v1.FingerprintAlgorithm
-	7,  // 23: chunkd.v1.ChunkService.Chunk:input_type -> chunkd.v1.ChunkRequest
-	12, // 24: chunkd.v1.ChunkService.Dedup:input_type -> chunkd.v1.DedupRequest
-	17, // 25: chunkd.v1.ChunkService.FindMissing:input_type -> chunkd.v1.FindMissingRequest
-	19, // 26: chunkd.v1.ChunkService.Release:input_type -> chunkd.v1.ReleaseRequest
-	21, // 27: chunkd.v1.ChunkService.GetServerInfo:input_type -> chunkd.v1.GetServerInfoRequest
-	10, // 28: chunkd.v1.ChunkService.Chunk:output_type -> chunkd.v1.ChunkResponse
-	16, // 29: chunkd.v1.ChunkService.Dedup:output_type -> chunkd.v1.DedupResponse
-	18, // 30: chunkd.v1.ChunkService.FindMissing:output_type -> chunkd.v1.FindMissingResponse
-	20, // 31: chunkd.v1.ChunkService.Release:output_type -> chunkd.v1.ReleaseResponse
-	24, // 32: chunkd.v1.ChunkService.GetServerInfo:output_type -> chunkd.v1.GetServerInfoResponse
-	28, // [28:33] is the sub-list for method output_type
-	23, // [23:28] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	22, // 21: chunkd.v1.AlgorithmInfo.horizon_size:type_name -> chunkd.v1.ParamRange
+	22, // 22: chunkd.v1.AlgorithmInfo.polynomial:type_name -> chunkd.v1.ParamRange
+	23, // 23: chunkd.v1.GetServerInfoResponse.algorithms:type_name -> chunkd.v1.AlgorithmInfo
+	1,  // 24: chunkd.v1.GetServerInfoResponse.fingerprints:type_name -> chunkd.v1.FingerprintAlgorithm
+	7,  // 25: chunkd.v1.ChunkService.Chunk:input_type -> chunkd.v1.ChunkRequest
+	12, // 26: chunkd.v1.ChunkService.Dedup:input_type -> chunkd.v1.DedupRequest
+	17, // 27: chunkd.v1.ChunkService.FindMissing:input_type -> chunkd.v1.FindMissingRequest
+	19, // 28: chunkd.v1.ChunkService.Release:input_type -> chunkd.v1.ReleaseRequest
+	21, // 29: chunkd.v1.ChunkService.GetServerInfo:input_type -> chunkd.v1.GetServerInfoRequest
+	10, // 30: chunkd.v1.ChunkService.Chunk:output_type -> chunkd.v1.ChunkResponse
+	16, // 31: chunkd.v1.ChunkService.Dedup:output_type -> chunkd.v1.DedupResponse
+	18, // 32: chunkd.v1.ChunkService.FindMissing:output_type -> chunkd.v1.FindMissingResponse
+	20, // 33: chunkd.v1.ChunkService.Release:output_type -> chunkd.v1.ReleaseResponse
+	24, // 34: chunkd.v1.ChunkService.GetServerInfo:output_type -> chunkd.v1.GetServerInfoResponse
+	30, // [30:35] is the sub-list for method output_type
+	25, // [25:30] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_chunkd_v1_chunkd_proto_init() }

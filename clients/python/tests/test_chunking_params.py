@@ -63,8 +63,8 @@ def test_params_and_keywords_build_the_same_messages() -> None:
 
 
 def test_bad_names_and_mixed_forms_fail_before_any_call() -> None:
-    with pytest.raises(ValueError, match="'rabin'"):
-        ChunkingParams("rabin")
+    with pytest.raises(ValueError, match="'gear'"):
+        ChunkingParams("gear")
     with pytest.raises(ValueError, match="seq_mode"):
         ChunkingParams("seqcdc", seq_mode="sideways")
     # Nothing listens at the address: any RPC would end in UNAVAILABLE.

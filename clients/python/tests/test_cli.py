@@ -15,7 +15,7 @@ from typing import List
 
 import pytest
 
-from chunkd_client import Client
+from chunkd_client import ALGORITHMS, Client
 from chunkd_client.cli import Progress, clock_time, human_bytes, main
 from chunkd_client.testing import ChunkdServer, free_port
 
@@ -86,7 +86,7 @@ def test_info(server: ChunkdServer) -> None:
     code, text = run_main("info", "--json", "--server", server.address)
     info = json.loads(text)
     assert info["index_backend"] == "memory"
-    assert {a["name"] for a in info["algorithms"]} == {"fastcdc", "crc32", "seqcdc", "fixed"}
+    assert {a["name"] for a in info["algorithms"]} == set(ALGORITHMS)
 
 
 def script(*args: object, **kwargs) -> subprocess.CompletedProcess:

@@ -14,12 +14,14 @@ import grpc
 import pytest
 
 from chunkd_client import (
+    ALGORITHMS,
     ChunkdError,
     ChunkRecord,
     ChunkSummary,
     Client,
     DedupRecord,
     DedupSummary,
+    ParamRange,
     ServerInfo,
 )
 from chunkd_client.testing import ChunkdServer
@@ -127,7 +129,7 @@ def test_server_errors_are_chunkd_errors(client: Client) -> None:
 
 def test_bad_names_fail_before_any_call(client: Client) -> None:
     with pytest.raises(ValueError, match="algorithm"):
-        client.chunk(DATA, algorithm="rabin")
+        client.chunk(DATA, algorithm="gear")
     with pytest.raises(ValueError, match="fingerprint"):
         client.chunk(DATA, fingerprint="md5")
     with pytest.raises(ValueError, match="message_size"):
@@ -275,9 +277,14 @@ def test_server_info(client: Client, server: ChunkdServer) -> None:
     info = client.server_info()
     assert isinstance(info, ServerInfo)
     assert info.version
-    assert {a.name for a in info.algorithms} == {"fastcdc", "crc32", "seqcdc", "fixed"}
+    assert {a.name for a in info.algorithms} == set(ALGORITHMS)
     assert {"sha256", "xxh128"} <= set(info.fingerprints)
     assert info.index_backend == "memory"
     assert info.algorithm("fastcdc").normalization_level is not None
+    assert info.algorithm("crc32").horizon_size is None
+    assert info.algorithm("repmaxcdc").horizon_size == ParamRange(0, 16 << 20, 2 << 20)
+    assert info.algorithm("rabin").polynomial == ParamRange(
+        1 << 53, (1 << 54) - 1, 0x3DA3358B4DC173)
+    assert info.algorithm("buzhash").polynomial is None
     with pytest.raises(KeyError):
-        info.algorithm("rabin")
+        info.algorithm("gear")

@@ -12,7 +12,9 @@
 //
 // The chunking flags are those of the -algorithm: fastcdc takes -min, -avg,
 // -max, -level and -seed; crc32 -min, -avg and -max; seqcdc -min, -max,
-// -seq-mode, -seq-length, -skip-trigger and -skip-size; fixed -avg. Another
+// -seq-mode, -seq-length, -skip-trigger and -skip-size; fixed -avg;
+// repmaxcdc -min and -horizon; rabin -min, -avg, -max and -polynomial
+// (0x... or decimal); buzhash -min, -avg and -max. Another
 // chunking flag, even with its default value, is a usage error; a flag left
 // out is not sent, so the server uses the algorithm's default.
 //
@@ -35,6 +37,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -59,6 +62,8 @@ type common struct {
 	min, avg, max, level             int
 	seed                             uint64
 	seqLength, skipTrigger, skipSize uint
+	horizon                          *uint32
+	polynomial                       uint64
 	messageSize                      int
 	format, namespace, hints         string
 	given                            map[string]bool // flags on the command line
@@ -84,17 +89,20 @@ func (c *common) connectionFlags(fs *flag.FlagSet) {
 // those each algorithm takes (the server refuses any other field, so a flag
 // of another algorithm is a usage error).
 var (
-	chunkingFlags  = []string{"min", "avg", "max", "level", "seed", "seq-mode", "seq-length", "skip-trigger", "skip-size"}
+	chunkingFlags  = []string{"min", "avg", "max", "level", "seed", "seq-mode", "seq-length", "skip-trigger", "skip-size", "horizon", "polynomial"}
 	algorithmFlags = map[string][]string{
-		"fastcdc": {"min", "avg", "max", "level", "seed"},
-		"crc32":   {"min", "avg", "max"},
-		"seqcdc":  {"min", "max", "seq-mode", "seq-length", "skip-trigger", "skip-size"},
-		"fixed":   {"avg"},
+		"fastcdc":   {"min", "avg", "max", "level", "seed"},
+		"crc32":     {"min", "avg", "max"},
+		"seqcdc":    {"min", "max", "seq-mode", "seq-length", "skip-trigger", "skip-size"},
+		"fixed":     {"avg"},
+		"repmaxcdc": {"min", "horizon"},
+		"rabin":     {"min", "avg", "max", "polynomial"},
+		"buzhash":   {"min", "avg", "max"},
 	}
 )
 
 func (c *common) chunkFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.algorithm, "algorithm", "fastcdc", "fastcdc, crc32, seqcdc or fixed")
+	fs.StringVar(&c.algorithm, "algorithm", "fastcdc", "fastcdc, crc32, seqcdc, fixed, repmaxcdc, rabin or buzhash")
 	fs.IntVar(&c.min, "min", 0, "minimum chunk size (0: default; not fixed)")
 	fs.IntVar(&c.avg, "avg", 0, "average chunk size (0: default; not seqcdc)")
 	fs.IntVar(&c.max, "max", 0, "maximum chunk size (0: default; not fixed)")
@@ -104,6 +112,19 @@ func (c *common) chunkFlags(fs *flag.FlagSet) {
 	fs.UintVar(&c.seqLength, "seq-length", 0, "seqcdc sequence length (0: default)")
 	fs.UintVar(&c.skipTrigger, "skip-trigger", 0, "seqcdc skip trigger (0: default)")
 	fs.UintVar(&c.skipSize, "skip-size", 0, "seqcdc skip size (0: default)")
+	fs.Func("horizon", "repmaxcdc: bytes past -min searched for the best cut (default 2097152)", func(text string) error {
+		v, err := strconv.ParseUint(text, 0, 32)
+		if err != nil {
+			return err
+		}
+		c.horizon = chunkd.Horizon(uint32(v))
+		return nil
+	})
+	fs.Func("polynomial", "rabin: irreducible polynomial of degree 53, 0x... or decimal (default 0x3DA3358B4DC173)", func(text string) error {
+		v, err := strconv.ParseUint(text, 0, 64)
+		c.polynomial = v
+		return err
+	})
 	fs.StringVar(&c.fingerprint, "fingerprint", "sha256", "sha256, xxh128 or none")
 	fs.IntVar(&c.messageSize, "message-size", chunkd.DefaultMessageSize, "bytes per data message")
 }
@@ -135,7 +156,7 @@ func (c *common) params() (chunkd.Params, error) {
 	p := chunkd.Params{
 		Algorithm: c.algorithm, Seed: c.seed, SeqMode: c.seqMode,
 		SeqLength: uint32(c.seqLength), SkipTrigger: uint32(c.skipTrigger),
-		SkipSize: uint32(c.skipSize), Fingerprint: c.fingerprint, MessageSize: c.messageSize,
+		SkipSize: uint32(c.skipSize), HorizonSize: c.horizon, Polynomial: c.polynomial, Fingerprint: c.fingerprint, MessageSize: c.messageSize,
 		Hints: c.hints,
 	}
 	for _, v := range []struct {

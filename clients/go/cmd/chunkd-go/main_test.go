@@ -146,7 +146,8 @@ func TestFailedCallsNameTheCode(t *testing.T) {
 func TestFlagsTheAlgorithmDoesNotTake(t *testing.T) {
 	dead := chunkdtest.FreePort(t)
 	value := map[string]string{"min": "2048", "avg": "8192", "max": "32768", "level": "2", "seed": "7",
-		"seq-mode": "decreasing", "seq-length": "4", "skip-trigger": "40", "skip-size": "256"}
+		"seq-mode": "decreasing", "seq-length": "4", "skip-trigger": "40", "skip-size": "256",
+		"horizon": "4096", "polynomial": "0x3DA3358B4DC173"}
 	for algorithm, takes := range algorithmFlags {
 		for _, name := range chunkingFlags {
 			if slices.Contains(takes, name) {

@@ -18,6 +18,9 @@ ALGORITHMS = {
     "crc32": pb.ALGORITHM_CRC32,
     "seqcdc": pb.ALGORITHM_SEQCDC,
     "fixed": pb.ALGORITHM_FIXED,
+    "repmaxcdc": pb.ALGORITHM_REP_MAX_CDC,
+    "rabin": pb.ALGORITHM_RABIN,
+    "buzhash": pb.ALGORITHM_BUZHASH,
 }
 #: The ChunkingParams fields each algorithm takes. The server refuses any
 #: other field that is set (INVALID_ARGUMENT naming it); ``seed`` 0 and an
@@ -28,6 +31,9 @@ ALGORITHM_PARAMETERS = {
     "seqcdc": ("min_size", "max_size", "seq_mode", "seq_length", "skip_trigger",
                "skip_size"),
     "fixed": ("avg_size",),
+    "repmaxcdc": ("min_size", "horizon_size"),
+    "rabin": ("min_size", "avg_size", "max_size", "polynomial"),
+    "buzhash": ("min_size", "avg_size", "max_size"),
 }
 #: Fingerprint algorithms by name.
 FINGERPRINTS = {
@@ -92,7 +98,9 @@ class ChunkingParams:
     the same as unset. Each algorithm takes only some fields
     (``ALGORITHM_PARAMETERS``): fastcdc min/avg/max_size,
     normalization_level and seed; crc32 min/avg/max_size; seqcdc
-    min/max_size and the seq_/skip_ fields; fixed avg_size. The values are
+    min/max_size and the seq_/skip_ fields; fixed avg_size; repmaxcdc
+    min_size and horizon_size; rabin min/avg/max_size and polynomial;
+    buzhash min/avg/max_size. The values are
     passed on as they are: the server validates them and refuses a field the
     algorithm does not take with INVALID_ARGUMENT naming it.
     """
@@ -110,6 +118,11 @@ class ChunkingParams:
     seq_length: Optional[int] = None
     skip_trigger: Optional[int] = None
     skip_size: Optional[int] = None
+    #: repmaxcdc: bytes past min_size searched for the best cut.
+    horizon_size: Optional[int] = None
+    #: rabin: the irreducible polynomial of degree 53 (e.g. a restic
+    #: repository's, from its config).
+    polynomial: Optional[int] = None
 
     def __post_init__(self) -> None:
         enum_value("algorithm", self.algorithm, ALGORITHMS)
@@ -240,6 +253,15 @@ def _param_range(r: "pb.ParamRange") -> ParamRange:
     return ParamRange(r.min, r.max, r.default_value)
 
 
+def _param_range_if_set(info: "pb.AlgorithmInfo", field: str) -> Optional[ParamRange]:
+    """The range of an algorithm-specific parameter, None where the
+    algorithm does not take it (the server sends it empty)."""
+    if not info.HasField(field):
+        return None
+    r = _param_range(getattr(info, field))
+    return None if r == ParamRange(0, 0, 0) else r
+
+
 def server_info(r: "pb.GetServerInfoResponse") -> ServerInfo:
     """The plain form of a GetServerInfo response."""
     algorithms = []
@@ -258,6 +280,8 @@ def server_info(r: "pb.GetServerInfoResponse") -> ServerInfo:
                 max_size=_param_range(a.max_size),
                 avg_size_power_of_two=a.avg_size_power_of_two,
                 normalization_level=level,
+                horizon_size=_param_range_if_set(a, "horizon_size"),
+                polynomial=_param_range_if_set(a, "polynomial"),
             )
         )
     return ServerInfo(

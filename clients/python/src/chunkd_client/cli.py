@@ -53,6 +53,8 @@ CHUNKING_FLAGS = {
     "seq_length": "--seq-length",
     "skip_trigger": "--skip-trigger",
     "skip_size": "--skip-size",
+    "horizon_size": "--horizon",
+    "polynomial": "--polynomial",
 }
 
 
@@ -191,6 +193,10 @@ def _parser() -> argparse.ArgumentParser:
     group.add_argument("--seq-length", type=_positive, metavar="N")
     group.add_argument("--skip-trigger", type=_positive, metavar="N")
     group.add_argument("--skip-size", type=_positive, metavar="N")
+    group.add_argument("--horizon", dest="horizon_size", type=_positive, metavar="N",
+                       help="repmaxcdc: bytes past --min searched for the best cut")
+    group.add_argument("--polynomial", type=_positive, metavar="P",
+                       help="rabin: irreducible polynomial of degree 53 (0x... or decimal)")
     group.add_argument("--fingerprint", default="sha256", choices=sorted(FINGERPRINTS))
     group.add_argument("--message-size", type=_positive, default=DEFAULT_MESSAGE_SIZE,
                        metavar="N", help="bytes per data message (default %(default)s)")
@@ -396,15 +402,19 @@ def info_text(info: ServerInfo) -> str:
         "algorithms:",
     ]
     for a in info.algorithms:
+        # A range with max 0 is a parameter the algorithm does not take.
         ranges = ", ".join(
             f"{name} {r.min}..{r.max} (default {r.default})"
-            for name, r in (("min", a.min_size), ("avg", a.avg_size), ("max", a.max_size))
+            for name, r in (("min", a.min_size), ("avg", a.avg_size), ("max", a.max_size),
+                            ("level", a.normalization_level), ("horizon", a.horizon_size))
+            if r is not None and r.max != 0
         )
-        if a.normalization_level is not None:
-            r = a.normalization_level
-            ranges += f", level {r.min}..{r.max} (default {r.default})"
         if a.avg_size_power_of_two:
             ranges += ", avg a power of two"
+        if a.polynomial is not None:
+            r = a.polynomial
+            ranges += (f", polynomial {r.min:#x}..{r.max:#x} (default {r.default:#x}),"
+                       " irreducible")
         lines.append(f"  {a.name}: {ranges}")
     return "\n".join(lines) + "\n"
 

@@ -98,7 +98,8 @@ class ParamRange:
 class AlgorithmInfo:
     """What one chunking algorithm accepts.
 
-    ``normalization_level`` is set for fastcdc only.
+    ``normalization_level`` is set for fastcdc only, ``horizon_size`` for
+    repmaxcdc only, ``polynomial`` (its range: degree 53) for rabin only.
     """
 
     name: str
@@ -108,6 +109,8 @@ class AlgorithmInfo:
     max_size: ParamRange
     avg_size_power_of_two: bool
     normalization_level: Optional[ParamRange]
+    horizon_size: Optional[ParamRange] = None
+    polynomial: Optional[ParamRange] = None
 
 
 @dataclass(frozen=True)
