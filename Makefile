@@ -67,6 +67,7 @@ test-cpp: build
 # (More prerequisites of test-python in the Go clients section below.)
 test-python: build $(VENV_STAMP)
 	CHUNKD_GO_BIN=$(CHUNKD_GO_BIN) GRPCURL_BIN=$(TOOLS_BIN)/grpcurl \
+	  UPSTREAM_CHUNK_BIN=$(UPSTREAM_CHUNK_BIN) \
 	  $(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e tests/integration tests/build
 
 test: test-cpp test-python test-chart test-deploy test-go test-lizard
@@ -88,7 +89,7 @@ $(LIZARD_STAMP): $(VENV_STAMP)
 test-lizard: $(LIZARD_STAMP)
 	$(VENV)/bin/lizard $(LIZARD_ARGS) server clients
 
-# `make bench` runs the seven below, then bench-docs. bench-chunking: the
+# `make bench` runs the eight below, then bench-docs. bench-chunking: the
 # chunking benchmarks (server/bench/), then a table and a chart under
 # $(BENCH_DIR). matplotlib
 # goes into the venv through its own stamp, so the test venv does not need it. BENCH_ARGS go to chunking_bench
@@ -119,10 +120,10 @@ DEDUP_BENCH_ARGS ?= --size 268435456 --repetitions 5
 # table gets the new one, stamped with when and where it ran; the others keep
 # theirs. `make bench` runs it last.
 .PHONY: bench bench-chunking bench-index bench-dedup bench-service bench-rapid \
-  bench-sha256 bench-content-key bench-docs
+  bench-sha256 bench-content-key bench-upstream bench-docs
 
 bench: bench-chunking bench-index bench-dedup bench-service bench-rapid \
-  bench-sha256 bench-content-key
+  bench-sha256 bench-content-key bench-upstream
 	$(PYTHON) docs/assemble_benchmarks.py --bench-dir $(BENCH_DIR) \
 	  --doc docs/benchmarks.md
 
@@ -287,8 +288,41 @@ go-stubs-check: $(PROTOC_GEN_GO_STAMP) $(DEPS_STAMP)
 test-go: build go-stubs-check
 	cd clients/go && $(GO) vet ./... && \
 	  CHUNKD_BIN=$(abspath $(BUILD_DIR))/server/chunkd $(GO) test -count=1 ./...
+	cd tests/upstream && GOFLAGS=-buildvcs=false $(GO) vet ./... && \
+	  GOFLAGS=-buildvcs=false $(GO) test -count=1 ./...
 
 test-python: $(CHUNKD_GO_BIN) $(GRPCURL_STAMP)
+
+# upstream-chunk: the upstream Go modules chunkd's repmaxcdc, rabin and
+# buzhash match byte for byte (tests/upstream, its own go.mod and go.sum
+# pinning go-cdc, restic/chunker and desync), cutting a file as `chunkctl
+# chunk --fingerprint none` prints it. test-python compares every boundary
+# with it (tests/integration/test_upstream_chunkers.py); bench-upstream
+# times it beside chunkctl bench on the same bytes
+# (server/bench/upstream_bench.py) and writes upstream.md; without Go it
+# says so and skips.
+UPSTREAM_CHUNK_BIN     := $(TOOLS_BIN)/upstream-chunk
+UPSTREAM_CHUNK_SOURCES := $(shell find tests/upstream -name '*.go' 2>/dev/null) \
+  tests/upstream/go.mod tests/upstream/go.sum
+UPSTREAM_BENCH_ARGS    ?= --size 268435456
+
+$(UPSTREAM_CHUNK_BIN): $(UPSTREAM_CHUNK_SOURCES)
+	@mkdir -p $(TOOLS_BIN)
+	cd tests/upstream && GOFLAGS=-buildvcs=false $(GO) build -o $@ ./cmd/upstream-chunk
+
+test-python: $(UPSTREAM_CHUNK_BIN)
+
+HAVE_GO := $(shell command -v $(GO) >/dev/null 2>&1 && echo yes)
+ifeq ($(HAVE_GO),)
+bench-upstream:
+	@echo "bench-upstream: skipped: no Go toolchain ($(GO)) to build upstream-chunk"
+else
+bench-upstream: build $(UPSTREAM_CHUNK_BIN)
+	@mkdir -p $(BENCH_DIR)
+	$(PYTHON) server/bench/upstream_bench.py --upstream-chunk $(UPSTREAM_CHUNK_BIN) \
+	  --chunkctl $(BUILD_DIR)/clients/cli/chunkctl --dir $(BENCH_DIR) \
+	  --markdown $(BENCH_DIR)/upstream.md $(UPSTREAM_BENCH_ARGS)
+endif
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -40,6 +40,7 @@ class Section(NamedTuple):
 # Block name -> where its fresh table comes from.
 SECTIONS: Dict[str, Section] = {
     "chunking": Section("results.md", "bench-chunking", False),
+    "upstream": Section("upstream.md", "bench-upstream", False),
     "service": Section("service.md", "bench-service", False),
     "index": Section("index.txt", "bench-index", True),
     "dedup": Section("dedup.md", "bench-dedup", False),
