@@ -730,6 +730,56 @@ INSTANTIATE_TEST_SUITE_P(VsScalar, KernelDiffTest,
                            return std::string(info.param);
                          });
 
+// ------------------------------------ shared by the interop chunkers' tests --
+
+// Lengths around each of `edges` (edge - 3 .. edge + 3), then `extra`.
+std::vector<size_t> LengthsAround(std::initializer_list<size_t> edges,
+                                  std::initializer_list<size_t> extra) {
+  std::vector<size_t> lengths;
+  for (size_t edge : edges) {
+    for (size_t d = 0; d <= 6; ++d) lengths.push_back(edge - 3 + d);
+  }
+  lengths.insert(lengths.end(), extra.begin(), extra.end());
+  return lengths;
+}
+
+// Calls check(data, begin, end, dataset name) for every begin and length on
+// three data sets (random, zeros and text), each range ending at a
+// guard page; stops at the first fatal failure.
+template <class Check>
+void ForEachEdgeRange(std::initializer_list<size_t> begins,
+                      const std::vector<size_t>& lengths, Check check) {
+  size_t longest = 0;
+  for (size_t len : lengths) longest = std::max(longest, len);
+  const size_t size = std::max(begins) + longest;
+  GuardedBuffer buffer(size);
+  const std::vector<DataSet> all = DataSets(size);
+  for (const DataSet& set : {all[0], all[1], all.back()}) {
+    for (size_t begin : begins) {
+      for (size_t len : lengths) {
+        const uint8_t* d = buffer.Place(set.bytes.data(), begin + len,
+                                        GuardedBuffer::Align::kEndAtGuard);
+        check(d, begin, begin + len, set.name);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// run(begin, end) over [begin, end) cut into random word-aligned pieces,
+// the pieces' words concatenated: what a kernel must give for the whole.
+template <class Run>
+Result InRandomPieces(size_t begin, size_t end, std::mt19937_64& rng, Run run) {
+  Result pieces;
+  for (size_t p = begin; p < end;) {
+    const size_t len = std::min<size_t>(end - p, 64 * (1 + rng() % 3000));
+    const Result r = run(p, p + len);
+    pieces.a.insert(pieces.a.end(), r.a.begin(), r.a.end());
+    p += len;
+  }
+  return pieces;
+}
+
 // --------------------------------------------------------------- buzhash --
 
 Result RunBuzhash(const Kernel& k, const uint8_t* data, size_t begin,
@@ -939,31 +989,17 @@ TEST_P(BuzhashDiffTest, EveryLengthUpTo300) {
 // Lengths at vector, word, block and lane edges and segment-sized ranges,
 // with every discriminator of SomeBuzhashDivisors.
 TEST_P(BuzhashDiffTest, EdgeLengthsEveryDivisor) {
-  std::vector<size_t> lengths;
-  for (size_t edge : {64, 128, 256, 512, 1024, 4096, 16384}) {
-    for (size_t d = 0; d <= 6; ++d) lengths.push_back(edge - 3 + d);
-  }
-  for (size_t len : {size_t{65535}, size_t{65536}, size_t{100000},
-                     size_t{1} << 18, size_t{(1 << 20) + 1}}) {
-    lengths.push_back(len);
-  }
-  const size_t size = 4095 + (1 << 20) + 1;
-  GuardedBuffer buffer(size);
-  const std::vector<DataSet> sets = {DataSets(size)[0], DataSets(size)[1],
-                                     DataSets(size)[5]};
-  for (const DataSet& set : sets) {
-    for (size_t begin : {0, 1, 48, 255, 4095}) {
-      for (size_t len : lengths) {
-        const size_t end = begin + len;
-        const uint8_t* d = buffer.Place(set.bytes.data(), end,
-                                        GuardedBuffer::Align::kEndAtGuard);
+  ForEachEdgeRange(
+      {0, 1, 48, 255, 4095},
+      LengthsAround({64, 128, 256, 512, 1024, 4096, 16384},
+                    {65535, 65536, 100000, size_t{1} << 18,
+                     (size_t{1} << 20) + 1}),
+      [&](const uint8_t* d, size_t begin, size_t end, const std::string& name) {
         for (uint32_t div : SomeBuzhashDivisors()) {
-          CheckBuzhash(d, begin, end, CasyncBuzhash(div), set.name);
+          CheckBuzhash(d, begin, end, CasyncBuzhash(div), name);
           if (HasFatalFailure()) return;
         }
-      }
-    }
-  }
+      });
 }
 
 // Random ranges with casync's and a random table, and the pure-function
@@ -984,13 +1020,9 @@ TEST_P(BuzhashDiffTest, RandomRangesAndPieces) {
     CheckBuzhash(data.data(), begin, end, params, "random");
     if (HasFatalFailure()) return;
     const Result whole = RunBuzhash(*kernel_, data.data(), begin, end, params);
-    Result pieces;
-    for (size_t p = begin; p < end;) {
-      const size_t len = std::min<size_t>(end - p, 64 * (1 + rng() % 3000));
-      const Result r = RunBuzhash(*kernel_, data.data(), p, p + len, params);
-      pieces.a.insert(pieces.a.end(), r.a.begin(), r.a.end());
-      p += len;
-    }
+    const Result pieces = InRandomPieces(begin, end, rng, [&](size_t b, size_t e) {
+      return RunBuzhash(*kernel_, data.data(), b, e, params);
+    });
     ASSERT_TRUE(SameResult(whole, pieces, begin)) << "buzhash pieces";
   }
 }
@@ -1122,31 +1154,17 @@ TEST_P(RabinDiffTest, EveryLengthUpTo300) {
 // Lengths at word and lane edges (six lanes of whole words) and
 // segment-sized ranges, with every mask of SomeRabinMasks.
 TEST_P(RabinDiffTest, EdgeLengthsEveryMask) {
-  std::vector<size_t> lengths;
-  for (size_t edge : {64, 128, 384, 448, 512, 1024, 4096, 16384}) {
-    for (size_t d = 0; d <= 6; ++d) lengths.push_back(edge - 3 + d);
-  }
-  for (size_t len : {size_t{6 * 64 * 7 + 1}, size_t{65535}, size_t{65536},
-                     size_t{100000}, size_t{1} << 18, size_t{(1 << 20) + 1}}) {
-    lengths.push_back(len);
-  }
-  const size_t size = 4095 + (1 << 20) + 1;
-  GuardedBuffer buffer(size);
-  const std::vector<DataSet> sets = {DataSets(size)[0], DataSets(size)[1],
-                                     DataSets(size)[5]};
-  for (const DataSet& set : sets) {
-    for (size_t begin : {0, 1, 63, 64, 255, 4095}) {
-      for (size_t len : lengths) {
-        const size_t end = begin + len;
-        const uint8_t* d = buffer.Place(set.bytes.data(), end,
-                                        GuardedBuffer::Align::kEndAtGuard);
+  ForEachEdgeRange(
+      {0, 1, 63, 64, 255, 4095},
+      LengthsAround({64, 128, 384, 448, 512, 1024, 4096, 16384},
+                    {6 * 64 * 7 + 1, 65535, 65536, 100000, size_t{1} << 18,
+                     (size_t{1} << 20) + 1}),
+      [&](const uint8_t* d, size_t begin, size_t end, const std::string& name) {
         for (uint64_t mask : SomeRabinMasks()) {
-          CheckRabin(d, begin, end, Rabin(mask), set.name);
+          CheckRabin(d, begin, end, Rabin(mask), name);
           if (HasFatalFailure()) return;
         }
-      }
-    }
-  }
+      });
 }
 
 // Random ranges with both polynomials and every mask, and the pure-function
@@ -1164,13 +1182,9 @@ TEST_P(RabinDiffTest, RandomRangesAndPieces) {
     CheckRabin(data.data(), begin, end, params, "random");
     if (HasFatalFailure()) return;
     const Result whole = RunRabin(*kernel_, data.data(), begin, end, params);
-    Result pieces;
-    for (size_t p = begin; p < end;) {
-      const size_t len = std::min<size_t>(end - p, 64 * (1 + rng() % 3000));
-      const Result r = RunRabin(*kernel_, data.data(), p, p + len, params);
-      pieces.a.insert(pieces.a.end(), r.a.begin(), r.a.end());
-      p += len;
-    }
+    const Result pieces = InRandomPieces(begin, end, rng, [&](size_t b, size_t e) {
+      return RunRabin(*kernel_, data.data(), b, e, params);
+    });
     ASSERT_TRUE(SameResult(whole, pieces, begin)) << "rabin pieces";
   }
 }
@@ -1302,13 +1316,9 @@ TEST_P(RepMaxCdcDiffTest, RandomRangesAndPieces) {
     CheckRepMaxCdc(data.data(), begin, end, gear, "random");
     if (HasFatalFailure()) return;
     const Result whole = RunRepMaxCdc(*kernel_, data.data(), begin, end, gear);
-    Result pieces;
-    for (size_t p = begin; p < end;) {
-      const size_t len = std::min<size_t>(end - p, 64 * (1 + rng() % 3000));
-      const Result r = RunRepMaxCdc(*kernel_, data.data(), p, p + len, gear);
-      pieces.a.insert(pieces.a.end(), r.a.begin(), r.a.end());
-      p += len;
-    }
+    const Result pieces = InRandomPieces(begin, end, rng, [&](size_t b, size_t e) {
+      return RunRepMaxCdc(*kernel_, data.data(), b, e, gear);
+    });
     ASSERT_TRUE(SameMaxima(whole, pieces)) << "repmaxcdc pieces";
   }
 }
