@@ -337,8 +337,13 @@ absl::Status ValidateConnectionFlags(StreamLimits* limits) {
         "--max_streams_per_connection must be at least 1");
   }
   // Also counted by chunkd: HTTP/2 resets let a client open streams past
-  // the SETTINGS limit, and a reset stream lives until chunkd ends it.
-  limits->registry.max_streams_per_connection = limits->streams_per_connection;
+  // the SETTINGS limit, and a reset stream lives until chunkd ends it. Twice
+  // the SETTINGS limit, so that a client that cancels calls and at once
+  // opens new ones (its HTTP/2 stack has forgotten the reset streams; chunkd
+  // may not have ended them yet) is not refused, while a rapid reset still
+  // holds at most that many.
+  limits->registry.max_streams_per_connection =
+      2 * size_t{limits->streams_per_connection};
   limits->idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout);
   limits->connection_idle = absl::GetFlag(FLAGS_max_connection_idle);
   if (limits->idle_timeout < absl::ZeroDuration() ||

@@ -61,9 +61,10 @@ Admission StreamRegistry::Refusal(size_t i, const std::string& key) const {
     default:
       return {absl::ResourceExhaustedError(absl::StrCat(
                   "this connection already runs ", limit,
-                  " streams, its limit (--max_streams_per_connection; a "
-                  "stream the client reset counts until chunkd has ended "
-                  "it); finish some, or open another connection")),
+                  " streams, chunkd's limit (twice "
+                  "--max_streams_per_connection: a stream the client reset "
+                  "counts until chunkd has ended it); finish some, or open "
+                  "another connection")),
               RejectReason::kPerConnectionLimit};
   }
 }
