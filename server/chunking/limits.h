@@ -100,10 +100,11 @@ inline constexpr uint32_t kRepMaxCdcDefaultMinSize = 256 * kKiB;
 inline constexpr uint32_t kRepMaxCdcDefaultHorizon = 8 * 256 * kKiB;
 inline constexpr uint32_t kRepMaxCdcWindowSize = 64;
 
-// rabin: restic's window of 64 bytes, so min >= 64; its defaults.
+// rabin: restic's window of 64 bytes, so min >= 64; any average of
+// SetAverageBits(0..24); its defaults.
 inline constexpr uint32_t kRabinMinSizeLowerBound = 64;
 inline constexpr uint32_t kRabinMinSizeUpperBound = 8 * kMiB;
-inline constexpr uint32_t kRabinAvgSizeLowerBound = 64;
+inline constexpr uint32_t kRabinAvgSizeLowerBound = 1;
 inline constexpr uint32_t kRabinAvgSizeUpperBound = 16 * kMiB;
 inline constexpr uint32_t kRabinMaxSizeLowerBound = 64;
 inline constexpr uint32_t kRabinMaxSizeUpperBound = 16 * kMiB;

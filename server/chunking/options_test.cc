@@ -274,6 +274,9 @@ INSTANTIATE_TEST_SUITE_P(
         {"RepMaxCdcHorizonTooLarge", Algorithm::kRepMaxCdc,
          [](ChunkerOptions* o) { o->horizon_size = 16777217; },
          "horizon_size 16777217 is out of range [0, 16777216]"},
+        {"RabinAvgZero", Algorithm::kRabin,
+         [](ChunkerOptions* o) { o->avg_size = 0; },
+         "avg_size 0 is out of range [1, 16777216]"},
         {"RabinAvgNotPowerOfTwo", Algorithm::kRabin,
          [](ChunkerOptions* o) { o->avg_size = 1000000; },
          "avg_size 1000000 must be a power of two"},
@@ -364,6 +367,16 @@ TEST(ParametersTest, EachAlgorithmReadsItsOwn) {
   EXPECT_TRUE(TakesParameter(Algorithm::kFastCdc, "seed"));
   EXPECT_FALSE(TakesParameter(Algorithm::kFixed, "min_size"));
   EXPECT_FALSE(TakesParameter(Algorithm::kFastCdc, "no_such_field"));
+}
+
+TEST(ValidateOptionsTest, RabinTakesAnyAverageBitsOfRestic) {
+  // restic's SetAverageBits(0) is a mask of 0 (avg 1); the average is not
+  // ordered against min and max.
+  ChunkerOptions rabin = DefaultOptions(Algorithm::kRabin);
+  for (uint32_t avg : {1u, 2u, 1u << 24}) {
+    rabin.avg_size = avg;
+    EXPECT_TRUE(ValidateOptions(rabin).ok()) << avg;
+  }
 }
 
 TEST(ValidateOptionsTest, SeqCdcDoesNotCheckTheAverage) {

@@ -139,6 +139,7 @@ PARAM_SETS = [
     P("rabin", min=777, avg=1024, max=777),
     P("rabin", min=4096, avg=16384, max=65536, polynomial=POLY_OTHER),
     P("rabin", min=2048, avg=1024, max=100000, polynomial=POLY_RESTIC),
+    P("rabin", min=100, avg=2, max=300),  # SetAverageBits(1)
     P("buzhash"),
     P("buzhash", min=48, avg=64, max=64),
     P("buzhash", min=48, avg=100, max=200),
