@@ -616,17 +616,8 @@ TEST_P(EngineTest, TwoStageStallBoundsTheLookahead) {
   RecordProperty("runs_with_help_during_stall", static_cast<int>(helped));
 }
 
-// Every kernel built into this binary (those the CPU lacks are skipped).
-std::vector<std::string> KernelNames() {
-  std::vector<std::string> names;
-  for (const kernels::Kernel* kernel : kernels::AllKernels()) {
-    names.push_back(kernel->name);
-  }
-  return names;
-}
-
 INSTANTIATE_TEST_SUITE_P(Kernels, EngineTest,
-                         ::testing::ValuesIn(KernelNames()),
+                         ::testing::ValuesIn(testing::KernelNames()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

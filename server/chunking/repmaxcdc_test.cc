@@ -545,16 +545,8 @@ TEST_P(RepMaxCdcEngineTest, StreamChunkerPiecesEndingInsideWords) {
   }
 }
 
-std::vector<std::string> KernelNames() {
-  std::vector<std::string> names;
-  for (const kernels::Kernel* k : kernels::AllKernels()) {
-    names.push_back(k->name);
-  }
-  return names;
-}
-
 INSTANTIATE_TEST_SUITE_P(Kernels, RepMaxCdcEngineTest,
-                         ::testing::ValuesIn(KernelNames()),
+                         ::testing::ValuesIn(testing::KernelNames()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

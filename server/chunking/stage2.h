@@ -1,7 +1,7 @@
 // Stage 2 of the two-stage engine (SS-CDC; docs/design.md, "Stage 2: cut points"): per-algorithm
 // selectors that find a chunk's cut point from the stage-1 bitmaps
 // (chunking/kernels/functions.h) and return exactly what the reference cutter
-// (fastcdc.h, crc32.h, seqcdc.h) returns — length and hash.
+// (fastcdc.h, crc32.h, seqcdc.h, rabin.h, buzhash.h) returns — length and hash.
 //
 // A selector sees the chunk's bytes and a bit source: Get(which, pos) returns
 // the bits of bitmap `which` for the 64 stream positions [pos, pos + 64),
@@ -29,11 +29,13 @@
 // examined (0 when no pair was examined). From 64 bytes after the restart on,
 // H(p) = W(p) is recomputed from the 64 bytes ending at p.
 //
-// crc32. The window is stream-global, so the bitmap bit of position p is the
-// candidate test itself; the chunk ends after the first candidate at or after
-// offset min - 1, else at min(avail, max). The hash at a candidate is the CRC
-// of the 256-byte window ending there, recomputed once per chunk
-// (Crc32WindowAt, crc32.h).
+// crc32, rabin, buzhash (SelectFirstCandidate). The bitmap bit of position p
+// is the candidate test itself (crc32's window is stream-global; rabin's and
+// buzhash's lie inside the chunk wherever they are tested); the chunk ends
+// after the first candidate at or after offset min - 1 (buzhash: min), else
+// at min(avail, max). The hash at a candidate is the window's, which the
+// strategy recomputes once per chunk (Crc32WindowAt in crc32.h,
+// RabinCutter::WindowDigest, BuzhashWindow).
 //
 // seqcdc. The authors' state machine reads two facts per byte — greater or
 // less than the previous byte — which are the gt/lt bitmaps; "supporting"
@@ -65,7 +67,6 @@
 #include <type_traits>
 #include <utility>
 
-#include "chunking/crc32.h"
 
 namespace chunkd::chunking::stage2 {
 
@@ -265,27 +266,31 @@ Cut SelectFastCdc(const FastCdcParams& f, const uint8_t* chunk,
 }
 
 // ---------------------------------------------------------------------------
-// crc32
+// crc32, rabin, buzhash: the first candidate
 
-struct Crc32Params {
-  size_t min_size = 0;
-  size_t max_size = 0;
+// Where a chunk ends for the algorithms that cut after their first
+// candidate: at the first set bit of the bitmap at chunk offset `first` or
+// later, within min(avail, max_size); without one, min(avail, max_size)
+// bytes on. A chunk of at most `first` bytes is the rest of the stream.
+// crc32 and rabin take candidates from min_size - 1 on, buzhash from
+// min_size. A plain value.
+struct FirstCandidate {
+  size_t length = 0;       // of the chunk
+  bool candidate = false;  // it ends at a candidate, its last byte
 };
 
-// REQUIRES: chunk[-min(context, 255), min(avail, max_size)) readable; source
-// covers [chunk_pos + min_size - 1, chunk_pos + min(avail, max_size)) with
-// the crc32 bitmap.
+// REQUIRES: max_size >= first; source covers [chunk_pos + first,
+// chunk_pos + min(avail, max_size)) with the bitmap.
 template <class Source>
-Cut SelectCrc32(const Crc32Params& q, const uint8_t* chunk, uint64_t chunk_pos,
-                size_t avail, size_t context, Source& source) {
-  if (avail < q.min_size) return {avail, 0};
-  const size_t limit = std::min(avail, q.max_size);
+FirstCandidate SelectFirstCandidate(uint64_t chunk_pos, size_t avail,
+                                    size_t first, size_t max_size,
+                                    Source& source) {
+  if (avail <= first) return {avail, false};
+  const size_t limit = std::min(avail, max_size);
   const uint64_t hi = chunk_pos + limit;
-  const uint64_t hit =
-      FindFirst(source, kFirst, chunk_pos + q.min_size - 1, hi);
-  if (hit == hi) return {limit, 0};
-  const size_t p = static_cast<size_t>(hit - chunk_pos);
-  return {p + 1, Crc32WindowAt(chunk, p, context)};
+  const uint64_t hit = FindFirst(source, kFirst, chunk_pos + first, hi);
+  if (hit == hi) return {limit, false};
+  return {static_cast<size_t>(hit - chunk_pos) + 1, true};
 }
 
 // ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "chunkd/chunker.h"
+#include "chunking/kernels/kernels.h"
 #include "gtest/gtest.h"
 
 namespace chunkd::chunking::testing {
@@ -122,6 +123,16 @@ inline ::testing::AssertionResult CoversStream(const std::vector<Chunk>& chunks,
            << "chunks cover " << pos << " bytes of " << size;
   }
   return ::testing::AssertionSuccess();
+}
+
+// Every kernel built into this binary, by name, for tests instantiated per
+// kernel (those the CPU lacks skip themselves).
+inline std::vector<std::string> KernelNames() {
+  std::vector<std::string> names;
+  for (const kernels::Kernel* kernel : kernels::AllKernels()) {
+    names.push_back(kernel->name);
+  }
+  return names;
 }
 
 // Small parameters for every algorithm, so that tests see many chunks.

@@ -71,14 +71,10 @@ class BuzhashStrategy final : public SelectorStrategy<BuzhashStrategy> {
   // cut is after the first bit from min_size on, below min(avail, max).
   template <class Source>
   stage2::Cut SelectFrom(const ChunkView& chunk, Source& source) const {
-    if (chunk.avail <= min_size_) return {chunk.avail, 0};
-    const size_t limit = std::min(chunk.avail, max_size_);
-    const uint64_t hi = chunk.pos + limit;
-    const uint64_t hit =
-        stage2::FindFirst(source, stage2::kFirst, chunk.pos + min_size_, hi);
-    if (hit == hi) return {limit, 0};
-    const size_t p = static_cast<size_t>(hit - chunk.pos);
-    return {p + 1, BuzhashWindow(chunk.data + p)};
+    const stage2::FirstCandidate cut = stage2::SelectFirstCandidate(
+        chunk.pos, chunk.avail, min_size_, max_size_, source);
+    if (!cut.candidate) return {cut.length, 0};
+    return {cut.length, BuzhashWindow(chunk.data + cut.length - 1)};
   }
 
  private:

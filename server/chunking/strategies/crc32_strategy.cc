@@ -27,10 +27,9 @@ class Crc32Strategy final : public SelectorStrategy<Crc32Strategy> {
                          {ClampBlock(options.avg_size),
                           ClampBlock(options.avg_size), kPrefetchAhead}),
         cutter_(options.min_size, options.avg_size, options.max_size),
-        mask_(options.avg_size - 1) {
-    params_.min_size = options.min_size;
-    params_.max_size = options.max_size;
-  }
+        mask_(options.avg_size - 1),
+        min_size_(options.min_size),
+        max_size_(options.max_size) {}
 
   // Two-stage with a SIMD kernel (the stream-global window skips only
   // min_size - 1 bytes; every kernel call warms 256 bytes up per lane);
@@ -52,14 +51,18 @@ class Crc32Strategy final : public SelectorStrategy<Crc32Strategy> {
 
   template <class Source>
   stage2::Cut SelectFrom(const ChunkView& chunk, Source& source) const {
-    return stage2::SelectCrc32(params_, chunk.data, chunk.pos, chunk.avail,
-                               chunk.context, source);
+    const stage2::FirstCandidate cut = stage2::SelectFirstCandidate(
+        chunk.pos, chunk.avail, min_size_ - 1, max_size_, source);
+    if (!cut.candidate) return {cut.length, 0};
+    return {cut.length,
+            Crc32WindowAt(chunk.data, cut.length - 1, chunk.context)};
   }
 
  private:
   const Crc32Cutter cutter_;
   const uint32_t mask_;  // avg_size - 1
-  stage2::Crc32Params params_;
+  const size_t min_size_;
+  const size_t max_size_;
 };
 
 }  // namespace

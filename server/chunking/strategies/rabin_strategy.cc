@@ -65,14 +65,10 @@ class RabinStrategy final : public SelectorStrategy<RabinStrategy> {
   // min(avail, max); the reported digest is recomputed from the window.
   template <class Source>
   stage2::Cut SelectFrom(const ChunkView& chunk, Source& source) const {
-    if (chunk.avail < min_size_) return {chunk.avail, 0};
-    const size_t limit = std::min(chunk.avail, max_size_);
-    const uint64_t hi = chunk.pos + limit;
-    const uint64_t hit = stage2::FindFirst(source, stage2::kFirst,
-                                           chunk.pos + min_size_ - 1, hi);
-    if (hit == hi) return {limit, 0};
-    const size_t p = static_cast<size_t>(hit - chunk.pos);
-    return {p + 1, cutter_.WindowDigest(chunk.data + p)};
+    const stage2::FirstCandidate cut = stage2::SelectFirstCandidate(
+        chunk.pos, chunk.avail, min_size_ - 1, max_size_, source);
+    if (!cut.candidate) return {cut.length, 0};
+    return {cut.length, cutter_.WindowDigest(chunk.data + cut.length - 1)};
   }
 
  private:
