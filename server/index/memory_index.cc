@@ -1,6 +1,7 @@
 #include "index/memory_index.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
@@ -43,13 +44,58 @@ std::string MemoryIndex::TokenLimitMessage() const {
       "index (--index redis://...)");
 }
 
-std::string MemoryIndex::Key(absl::string_view ns,
-                             absl::string_view fingerprint) {
-  return absl::StrCat(ns, ":", fingerprint);
+MemoryIndex::Namespace* MemoryIndex::PinNamespace(absl::string_view ns,
+                                                  bool create) {
+  std::lock_guard<std::mutex> lock(namespaces_mu_);
+  auto it = namespaces_.find(ns);
+  if (it == namespaces_.end()) {
+    if (!create) return nullptr;
+    uint32_t id = 0;
+    if (!free_ns_ids_.empty()) {
+      id = free_ns_ids_.back();
+      free_ns_ids_.pop_back();
+    } else if (next_ns_id_ <= kMaxNamespaceId) {
+      id = next_ns_id_++;
+    } else {
+      return nullptr;
+    }
+    it = namespaces_.emplace(std::string(ns), std::make_unique<Namespace>())
+             .first;
+    it->second->name = std::string(ns);
+    it->second->id = id;
+  }
+  ++it->second->pins;
+  return it->second.get();
 }
 
-MemoryIndex::Shard& MemoryIndex::ShardFor(const std::string& key) {
-  return shards_[absl::Hash<std::string>{}(key) % kShards];
+void MemoryIndex::Unpin(Namespace* ns) {
+  std::lock_guard<std::mutex> lock(namespaces_mu_);
+  // Entries change only while pinned: unpinned and empty, it stays empty,
+  // and its id can go to another namespace.
+  if (--ns->pins != 0 || ns->entries.load() != 0) return;
+  free_ns_ids_.push_back(ns->id);
+  namespaces_.erase(ns->name);  // destroys *ns
+}
+
+TableKey MemoryIndex::KeyOf(const Namespace& ns,
+                            absl::string_view fingerprint) {
+  TableKey key{ns.id, fingerprint, 0};
+  if (fingerprint.size() == 32 || fingerprint.size() == 16) {
+    key.hash = CompactKeyHash(ns.id, key.data(), fingerprint.size());
+  } else {
+    key.hash = absl::HashOf(ns.id, fingerprint);
+  }
+  return key;
+}
+
+std::string MemoryIndex::HintsKey(const TableKey& key) {
+  std::string hints_key(sizeof(key.ns_id) + key.bytes.size(), '\0');
+  std::memcpy(hints_key.data(), &key.ns_id, sizeof(key.ns_id));
+  if (!key.bytes.empty()) {
+    std::memcpy(hints_key.data() + sizeof(key.ns_id), key.bytes.data(),
+                key.bytes.size());
+  }
+  return hints_key;
 }
 
 absl::Status MemoryIndex::Health() {
@@ -72,48 +118,52 @@ std::optional<uint64_t> MemoryIndex::EntryCount() { return entries_.load(); }
 absl::StatusOr<std::vector<bool>> MemoryIndex::Lookup(
     absl::string_view ns, absl::Span<const std::string> fingerprints) {
   if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
-  std::vector<bool> found;
-  found.reserve(fingerprints.size());
-  for (const std::string& fp : fingerprints) {
-    const std::string key = Key(ns, fp);
+  std::vector<bool> found(fingerprints.size(), false);
+  Pin pin(this, PinNamespace(ns, /*create=*/false));
+  if (pin.get() == nullptr) return found;
+  for (size_t i = 0; i < fingerprints.size(); ++i) {
+    const TableKey key = KeyOf(*pin.get(), fingerprints[i]);
     Shard& shard = ShardFor(key);
     std::lock_guard<std::mutex> lock(shard.mu);
-    found.push_back(shard.map.contains(key));
+    found[i] = WithTable(shard, key,
+                         [&](const auto& table) { return table.Contains(key); });
   }
   return found;
 }
 
-std::optional<InsertResult> MemoryIndex::InsertOne(const std::string& key,
+std::optional<InsertResult> MemoryIndex::InsertOne(Namespace& ns,
+                                                   const TableKey& key,
                                                    uint32_t size) {
-  Shard& shard = ShardFor(key);
-  std::lock_guard<std::mutex> lock(shard.mu);
-  auto it = shard.map.find(key);
-  const bool is_new = it == shard.map.end();
-  if (is_new) {
-    // Reserve the entry before creating it: the count never passes the
-    // limit, whatever other shards do meanwhile.
+  // Reserves the entry before creating it: the count never passes the
+  // limit, whatever other shards do meanwhile.
+  auto reserve = [this] {
     uint64_t n = entries_.load();
     do {
-      if (max_entries_ != 0 && n >= max_entries_) return std::nullopt;
+      if (max_entries_ != 0 && n >= max_entries_) return false;
     } while (!entries_.compare_exchange_weak(n, n + 1));
-    it = shard.map.try_emplace(key).first;
-    it->second.size = size;
-  }
-  ++it->second.ref_count;
-  return InsertResult{is_new, it->second.ref_count};
-}
-
-uint64_t MemoryIndex::ReleaseOne(const std::string& key) {
+    return true;
+  };
   Shard& shard = ShardFor(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  auto it = shard.map.find(key);
-  if (it == shard.map.end()) return 0;
-  if (--it->second.ref_count == 0) {
-    shard.map.erase(it);
+  const auto added = WithTable(shard, key, [&](auto& table) {
+    return table.Add(key, size, reserve);
+  });
+  if (!added.has_value()) return std::nullopt;
+  if (added->is_new) ns.entries.fetch_add(1);
+  return InsertResult{added->is_new, added->refs};
+}
+
+uint64_t MemoryIndex::ReleaseOne(Namespace& ns, const TableKey& key) {
+  Shard& shard = ShardFor(key);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  const ReleaseResult released = WithTable(
+      shard, key, [&](auto& table) { return table.Release(key); });
+  if (released.removed) {
+    if (released.had_hints) shard.hints.erase(HintsKey(key));
+    ns.entries.fetch_sub(1);
     entries_.fetch_sub(1);
-    return 0;
   }
-  return it->second.ref_count;
+  return released.refs;
 }
 
 bool MemoryIndex::TakeTokenPositions(uint64_t n, bool bounded) {
@@ -232,11 +282,23 @@ absl::StatusOr<std::vector<InsertResult>> MemoryIndex::Insert(
     absl::string_view ns, absl::Span<const InsertEntry> entries,
     const WriteToken* token) {
   if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
+  if (token != nullptr) {
+    if (absl::Status s = ValidateWriteToken(*token); !s.ok()) return s;
+  }
+  Pin pin(this, PinNamespace(ns, /*create=*/true));
+  if (pin.get() == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the memory index holds its limit of ", kMaxNamespaceId,
+        " namespaces with entries; release chunks of namespaces that are no "
+        "longer needed"));
+  }
+  Namespace& space = *pin.get();
   std::vector<InsertResult> results;
   results.reserve(entries.size());
   if (token == nullptr) {
     for (const InsertEntry& e : entries) {
-      std::optional<InsertResult> r = InsertOne(Key(ns, e.fingerprint), e.size);
+      std::optional<InsertResult> r =
+          InsertOne(space, KeyOf(space, e.fingerprint), e.size);
       if (!r.has_value()) {
         return absl::ResourceExhaustedError(EntryLimitMessage());
       }
@@ -244,13 +306,12 @@ absl::StatusOr<std::vector<InsertResult>> MemoryIndex::Insert(
     }
     return results;
   }
-  if (absl::Status s = ValidateWriteToken(*token); !s.ok()) return s;
   std::vector<uint64_t> recorded;
   absl::Status status = WriteRecorded(
       ns, 'i', *token, entries.size(), /*bounded=*/true,
       [&](size_t i) -> std::optional<uint64_t> {
-        std::optional<InsertResult> r =
-            InsertOne(Key(ns, entries[i].fingerprint), entries[i].size);
+        std::optional<InsertResult> r = InsertOne(
+            space, KeyOf(space, entries[i].fingerprint), entries[i].size);
         if (!r.has_value()) return std::nullopt;
         return r->ref_count * 2 + (r->is_new ? 1 : 0);
       },
@@ -264,21 +325,27 @@ absl::StatusOr<std::vector<uint64_t>> MemoryIndex::Release(
     absl::string_view ns, absl::Span<const std::string> fingerprints,
     const WriteToken* token) {
   if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
+  if (token != nullptr) {
+    if (absl::Status s = ValidateWriteToken(*token); !s.ok()) return s;
+  }
+  // A namespace the index does not know has nothing to release.
+  Pin pin(this, PinNamespace(ns, /*create=*/false));
+  auto release = [&](const std::string& fp) -> uint64_t {
+    if (pin.get() == nullptr) return 0;
+    return ReleaseOne(*pin.get(), KeyOf(*pin.get(), fp));
+  };
   std::vector<uint64_t> left;
   if (token == nullptr) {
     left.reserve(fingerprints.size());
-    for (const std::string& fp : fingerprints) {
-      left.push_back(ReleaseOne(Key(ns, fp)));
-    }
+    for (const std::string& fp : fingerprints) left.push_back(release(fp));
     return left;
   }
-  if (absl::Status s = ValidateWriteToken(*token); !s.ok()) return s;
   // Never refused for the limit of token positions: releasing is how
   // memory is freed.
   absl::Status status = WriteRecorded(
       ns, 'r', *token, fingerprints.size(), /*bounded=*/false,
       [&](size_t i) -> std::optional<uint64_t> {
-        return ReleaseOne(Key(ns, fingerprints[i]));
+        return release(fingerprints[i]);
       },
       &left);
   if (!status.ok()) return status;
@@ -290,13 +357,16 @@ absl::Status MemoryIndex::RecordNextSizes(absl::string_view ns,
                                           absl::Span<const NextSize> hints) {
   if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
   if (absl::Status s = ValidateParamsKey(params_key); !s.ok()) return s;
+  Pin pin(this, PinNamespace(ns, /*create=*/false));
+  if (pin.get() == nullptr) return absl::OkStatus();
   for (const NextSize& hint : hints) {
-    const std::string key = Key(ns, hint.fingerprint);
+    const TableKey key = KeyOf(*pin.get(), hint.fingerprint);
     Shard& shard = ShardFor(key);
     std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.map.find(key);
-    if (it == shard.map.end()) continue;
-    auto& lists = it->second.next_sizes;
+    const bool present = WithTable(
+        shard, key, [&](auto& table) { return table.MarkHints(key); });
+    if (!present) continue;
+    HintLists& lists = shard.hints[HintsKey(key)];
     auto list = std::find_if(lists.begin(), lists.end(), [&](const auto& l) {
       return l.first == params_key;
     });
@@ -319,13 +389,18 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> MemoryIndex::NextSizes(
   if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
   if (absl::Status s = ValidateParamsKey(params_key); !s.ok()) return s;
   std::vector<std::vector<uint32_t>> out(fingerprints.size());
+  Pin pin(this, PinNamespace(ns, /*create=*/false));
+  if (pin.get() == nullptr) return out;
   for (size_t i = 0; i < fingerprints.size(); ++i) {
-    const std::string key = Key(ns, fingerprints[i]);
+    const TableKey key = KeyOf(*pin.get(), fingerprints[i]);
     Shard& shard = ShardFor(key);
     std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.map.find(key);
-    if (it == shard.map.end()) continue;
-    for (const auto& [params, sizes] : it->second.next_sizes) {
+    const bool flagged = WithTable(
+        shard, key, [&](const auto& table) { return table.HasHints(key); });
+    if (!flagged) continue;
+    auto it = shard.hints.find(HintsKey(key));
+    if (it == shard.hints.end()) continue;
+    for (const auto& [params, sizes] : it->second) {
       if (params == params_key) out[i] = sizes;
     }
   }
@@ -336,9 +411,14 @@ size_t MemoryIndex::size() const {
   size_t n = 0;
   for (const Shard& shard : shards_) {
     std::lock_guard<std::mutex> lock(shard.mu);
-    n += shard.map.size();
+    n += shard.sha256.size() + shard.xxh128.size() + shard.other.size();
   }
   return n;
+}
+
+size_t MemoryIndex::NamespaceCount() const {
+  std::lock_guard<std::mutex> lock(namespaces_mu_);
+  return namespaces_.size();
 }
 
 }  // namespace chunkd::index

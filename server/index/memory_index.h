@@ -62,6 +62,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
+#include "index/compact_table.h"
 #include "index/fingerprint_index.h"
 
 namespace chunkd::index {
@@ -114,6 +115,9 @@ class MemoryIndex final : public FingerprintIndex {
   // Number of entries over all namespaces, counted map by map (for tests;
   // equals EntryCount() whenever no write is under way).
   size_t size() const;
+  // Namespaces the index knows (those with entries, and those a call is
+  // using), for tests.
+  size_t NamespaceCount() const;
   // IndexOptions::max_entries (0: unlimited).
   uint64_t max_entries() const { return max_entries_; }
 
@@ -128,15 +132,42 @@ class MemoryIndex final : public FingerprintIndex {
   std::string TokenLimitMessage() const;
 
  private:
-  struct Entry {
-    uint32_t size = 0;
-    uint64_t ref_count = 0;
-    // (params_key, sizes most recent first); a handful of keys at most.
-    std::vector<std::pair<std::string, std::vector<uint32_t>>> next_sizes;
+  // A namespace with entries (or a call under way): its id in the tables.
+  struct Namespace {
+    std::string name;
+    uint32_t id = 0;
+    // Calls under way that use the id; guarded by namespaces_mu_.
+    uint64_t pins = 0;
+    // Entries with the id (changed under their shard's lock).
+    std::atomic<uint64_t> entries{0};
   };
+  // Keeps a namespace (and so its id) while a call uses it.
+  class Pin {
+   public:
+    Pin(MemoryIndex* index, Namespace* ns) : index_(index), ns_(ns) {}
+    Pin(const Pin&) = delete;
+    Pin& operator=(const Pin&) = delete;
+    ~Pin() {
+      if (ns_ != nullptr) index_->Unpin(ns_);
+    }
+    Namespace* get() const { return ns_; }
+
+   private:
+    MemoryIndex* index_;
+    Namespace* ns_;
+  };
+  // (params_key, sizes most recent first); a handful of keys at most.
+  using HintLists =
+      std::vector<std::pair<std::string, std::vector<uint32_t>>>;
   struct Shard {
     mutable std::mutex mu;
-    absl::flat_hash_map<std::string, Entry> map;  // guarded by mu
+    // By fingerprint length: SHA-256, xxh128, any other.
+    CompactTable<32> sha256;  // guarded by mu
+    CompactTable<16> xxh128;  // guarded by mu
+    StringKeyTable other;     // guarded by mu
+    // Next-size hints of the entries flagged to have them, by
+    // "<ns id><fingerprint>".
+    absl::flat_hash_map<std::string, HintLists> hints;  // guarded by mu
   };
   static constexpr size_t kShards = 64;
 
@@ -163,15 +194,34 @@ class MemoryIndex final : public FingerprintIndex {
     std::unique_lock<std::mutex> lock;
   };
 
-  // "<ns>:<fingerprint>": unambiguous because a namespace has no ':'.
-  static std::string Key(absl::string_view ns, absl::string_view fingerprint);
-  Shard& ShardFor(const std::string& key);
+  // The namespace, pinned: created if `create`, else null when absent.
+  // Creating fails (null) only when every namespace id is taken.
+  Namespace* PinNamespace(absl::string_view ns, bool create);
+  void Unpin(Namespace* ns);
+  // `fingerprint` in namespace `ns`, with its hash.
+  static TableKey KeyOf(const Namespace& ns, absl::string_view fingerprint);
+  Shard& ShardFor(const TableKey& key) {
+    return shards_[key.hash % kShards];
+  }
+  // Calls `f` with the shard's table for the key's length.
+  template <typename F>
+  static decltype(auto) WithTable(Shard& shard, const TableKey& key, F f) {
+    switch (key.bytes.size()) {
+      case 32:
+        return f(shard.sha256);
+      case 16:
+        return f(shard.xxh128);
+      default:
+        return f(shard.other);
+    }
+  }
+  static std::string HintsKey(const TableKey& key);
 
   // Counts a reference, creating the entry if needed; nullopt (nothing
   // done) when that would exceed max_entries.
-  std::optional<InsertResult> InsertOne(const std::string& key,
+  std::optional<InsertResult> InsertOne(Namespace& ns, const TableKey& key,
                                         uint32_t size);
-  uint64_t ReleaseOne(const std::string& key);
+  uint64_t ReleaseOne(Namespace& ns, const TableKey& key);
 
   // Takes `n` write-token positions; false (nothing taken) when `bounded`
   // and that would pass the limit.
@@ -197,6 +247,12 @@ class MemoryIndex final : public FingerprintIndex {
   const absl::Duration token_ttl_;
   std::array<Shard, kShards> shards_;
   std::atomic<uint64_t> entries_{0};
+
+  mutable std::mutex namespaces_mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Namespace>>
+      namespaces_;                      // guarded by namespaces_mu_
+  std::vector<uint32_t> free_ns_ids_;  // guarded by namespaces_mu_
+  uint32_t next_ns_id_ = 1;            // guarded by namespaces_mu_
   std::atomic<uint64_t> token_positions_{0};
 
   std::mutex tokens_mu_;

@@ -1,0 +1,243 @@
+#include "index/compact_table.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+#include <random>
+#include <utility>
+
+namespace chunkd::index {
+
+namespace compact_table_internal {
+namespace {
+uint64_t RandomWord() {
+  std::random_device device;
+  return (uint64_t{device()} << 32) ^ device();
+}
+}  // namespace
+const uint64_t kSeed[3] = {RandomWord(), RandomWord() | 1,
+                           RandomWord() | 1};
+}  // namespace compact_table_internal
+
+namespace {
+
+// Arrays from this size on are mapped from the kernel directly: their pages
+// are resident only once written, and return to the system as soon as the
+// table has grown out of them. (Through malloc, freed arrays below its
+// dynamic mmap threshold, up to 32 MiB with glibc, would stay in the heap
+// as holes that other allocations fragment.)
+constexpr size_t kMapBytes = size_t{256} << 10;
+
+void* AllocateZeroed(size_t bytes) {
+  if (bytes >= kMapBytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return p;
+  }
+  void* p = std::calloc(bytes, 1);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+void Deallocate(void* p, size_t bytes) {
+  if (p == nullptr) return;
+  if (bytes >= kMapBytes) {
+    munmap(p, bytes);
+  } else {
+    std::free(p);
+  }
+}
+
+// Smallest capacity of a table that has entries.
+constexpr size_t kMinCapacity = 8;
+
+}  // namespace
+
+template <size_t N>
+CompactTable<N>::~CompactTable() {
+  Deallocate(slots_, bytes());
+}
+
+template <size_t N>
+const typename CompactTable<N>::Slot* CompactTable<N>::Find(
+    const TableKey& key) const {
+  if (size_ == 0) return nullptr;
+  size_t at = Home(key.hash);
+  for (size_t distance = 0; distance <= size_; ++distance) {
+    const Slot& slot = slots_[at];
+    if (slot.tag == 0) return nullptr;
+    if ((slot.tag & kIdMask) == key.ns_id &&
+        std::memcmp(slot.key, key.data(), N) == 0) {
+      return &slot;
+    }
+    // Robin Hood order: the key would have displaced an entry closer to
+    // its home than the key is to its own.
+    if (distance > 0 && Distance(at, HomeOf(slot)) < distance) return nullptr;
+    at = Next(at);
+  }
+  return nullptr;
+}
+
+template <size_t N>
+void CompactTable<N>::Place(Slot slot, uint64_t hash) {
+  size_t at = Home(hash);
+  size_t distance = 0;
+  while (true) {
+    Slot& resident = slots_[at];
+    if (resident.tag == 0) {
+      resident = slot;
+      return;
+    }
+    const size_t resident_distance = Distance(at, HomeOf(resident));
+    if (resident_distance < distance) {
+      std::swap(resident, slot);
+      distance = resident_distance;
+    }
+    at = Next(at);
+    ++distance;
+  }
+}
+
+template <size_t N>
+void CompactTable<N>::Grow() {
+  const size_t grown = static_cast<size_t>(
+      std::ceil(static_cast<double>(capacity_) * kGrowth));
+  const size_t capacity = std::max(kMinCapacity, grown);
+  Slot* const old_slots = slots_;
+  const size_t old_capacity = capacity_;
+  slots_ = static_cast<Slot*>(AllocateZeroed(capacity * sizeof(Slot)));
+  capacity_ = capacity;
+  max_size_ = std::min(
+      capacity - 1,
+      static_cast<size_t>(static_cast<double>(capacity) * kMaxLoad));
+  for (size_t i = 0; i < old_capacity; ++i) {
+    const Slot& slot = old_slots[i];
+    if (slot.tag == 0) continue;
+    Place(slot, CompactKeyHash(slot.tag & kIdMask, slot.key, N));
+  }
+  Deallocate(old_slots, old_capacity * sizeof(Slot));
+}
+
+template <size_t N>
+std::string CompactTable<N>::SpillKey(const Slot& slot) {
+  const uint32_t id = slot.tag & kIdMask;
+  std::string key(sizeof(id) + N, '\0');
+  std::memcpy(key.data(), &id, sizeof(id));
+  std::memcpy(key.data() + sizeof(id), slot.key, N);
+  return key;
+}
+
+template <size_t N>
+uint64_t CompactTable<N>::AddRef(Slot& slot) {
+  uint64_t high = 0;
+  if (slot.refs == ref_low_max_) {
+    // Carry into the spill map.
+    high = ++spill_[SpillKey(slot)];
+    slot.tag |= kSpilled;
+    slot.refs = 0;
+  } else {
+    ++slot.refs;
+    if ((slot.tag & kSpilled) != 0) high = spill_.at(SpillKey(slot));
+  }
+  return high * (uint64_t{ref_low_max_} + 1) + slot.refs;
+}
+
+template <size_t N>
+uint64_t CompactTable<N>::RefCount(const TableKey& key) const {
+  const Slot* slot = Find(key);
+  if (slot == nullptr) return 0;
+  uint64_t high = 0;
+  if ((slot->tag & kSpilled) != 0) high = spill_.at(SpillKey(*slot));
+  return high * (uint64_t{ref_low_max_} + 1) + slot->refs;
+}
+
+template <size_t N>
+bool CompactTable<N>::MarkHints(const TableKey& key) {
+  Slot* slot = Find(key);
+  if (slot == nullptr) return false;
+  slot->tag |= kHints;
+  return true;
+}
+
+template <size_t N>
+ReleaseResult CompactTable<N>::Release(const TableKey& key) {
+  Slot* slot = Find(key);
+  if (slot == nullptr) return {};
+  if ((slot->tag & kSpilled) != 0) {
+    const std::string spill_key = SpillKey(*slot);
+    auto it = spill_.find(spill_key);
+    if (slot->refs == 0) {
+      // Borrow from the spill map.
+      slot->refs = ref_low_max_;
+      if (--it->second == 0) {
+        spill_.erase(it);
+        slot->tag &= ~kSpilled;
+        return {slot->refs, false, false};
+      }
+    } else {
+      --slot->refs;
+    }
+    return {it->second * (uint64_t{ref_low_max_} + 1) + slot->refs, false,
+            false};
+  }
+  if (--slot->refs != 0) return {slot->refs, false, false};
+  const bool had_hints = (slot->tag & kHints) != 0;
+  // Backward shift: the entries after it that are not at home move back by
+  // one, which keeps every one of them reachable, in Robin Hood order.
+  size_t at = static_cast<size_t>(slot - slots_);
+  while (true) {
+    const size_t next = Next(at);
+    const Slot& following = slots_[next];
+    if (following.tag == 0 || HomeOf(following) == next) break;
+    slots_[at] = following;
+    at = next;
+  }
+  slots_[at] = Slot{};
+  --size_;
+  return {0, true, had_hints};
+}
+
+template class CompactTable<16>;
+template class CompactTable<32>;
+
+std::string StringKeyTable::MapKey(const TableKey& key) {
+  std::string map_key(sizeof(key.ns_id) + key.bytes.size(), '\0');
+  std::memcpy(map_key.data(), &key.ns_id, sizeof(key.ns_id));
+  if (!key.bytes.empty()) {
+    std::memcpy(map_key.data() + sizeof(key.ns_id), key.bytes.data(),
+                key.bytes.size());
+  }
+  return map_key;
+}
+
+ReleaseResult StringKeyTable::Release(const TableKey& key) {
+  auto it = map_.find(MapKey(key));
+  if (it == map_.end()) return {};
+  if (--it->second.refs != 0) return {it->second.refs, false, false};
+  const bool had_hints = it->second.hints;
+  map_.erase(it);
+  return {0, true, had_hints};
+}
+
+bool StringKeyTable::MarkHints(const TableKey& key) {
+  auto it = map_.find(MapKey(key));
+  if (it == map_.end()) return false;
+  it->second.hints = true;
+  return true;
+}
+
+bool StringKeyTable::HasHints(const TableKey& key) const {
+  auto it = map_.find(MapKey(key));
+  return it != map_.end() && it->second.hints;
+}
+
+uint64_t StringKeyTable::RefCount(const TableKey& key) const {
+  auto it = map_.find(MapKey(key));
+  return it == map_.end() ? 0 : it->second.refs;
+}
+
+}  // namespace chunkd::index

@@ -1,0 +1,248 @@
+// CompactTable<N>: the memory index's hash table of fixed-size keys. Each
+// entry is one slot of a flat array: the N-byte key (a fingerprint), the id
+// of its namespace, the chunk size and the reference count, N + 12 bytes in
+// all (44 for SHA-256), with no pointer and no allocation of its own.
+// docs/design.md, "The fingerprint index", explains the layout and its
+// memory.
+//
+// Open addressing with linear probing in Robin Hood order (an entry never
+// sits further from its home slot than the entries it passed), so that a
+// lookup of an absent key stops as soon as it meets an entry closer to home
+// than it would be; removal shifts the entries behind back by one (no
+// tombstones). The home slot is the hash scaled to the capacity, which need
+// not be a power of two: the table grows by kGrowth when it would pass
+// kMaxLoad full, so that it stays between kMaxLoad / kGrowth (0.72) and
+// kMaxLoad (0.9) full: 49 to 61 bytes per SHA-256 entry, plus, while it
+// grows, the old array until every entry has moved. Removing entries does
+// not shrink it.
+//
+// Reference counts are 64-bit: the slot holds the low part (up to
+// ref_low_max, UINT32_MAX but for tests), and a count that passes it
+// keeps its higher part in a side map, flagged in the slot.
+//
+// Not thread-safe: MemoryIndex locks a table's shard around every call.
+#ifndef CHUNKD_INDEX_COMPACT_TABLE_H_
+#define CHUNKD_INDEX_COMPACT_TABLE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+
+namespace chunkd::index {
+
+// Largest namespace id a CompactTable stores (ids start at 1; 0 marks an
+// empty slot).
+inline constexpr uint32_t kMaxNamespaceId = (uint32_t{1} << 30) - 1;
+
+namespace compact_table_internal {
+// Random per process (CompactKeyHash).
+extern const uint64_t kSeed[3];
+inline uint64_t Mum(uint64_t a, uint64_t b) {
+  const unsigned __int128 p = static_cast<unsigned __int128>(a) * b;
+  return static_cast<uint64_t>(p) ^ static_cast<uint64_t>(p >> 64);
+}
+}  // namespace compact_table_internal
+
+// The hash of (namespace id, key) the tables place entries by, seeded per
+// process so that chosen fingerprints cannot pile up in one place. Its
+// lowest bits are free for picking a shard: a table uses the highest.
+// REQUIRES: n is a multiple of 16.
+inline uint64_t CompactKeyHash(uint32_t ns_id, const unsigned char* key,
+                               size_t n) {
+  using compact_table_internal::kSeed;
+  using compact_table_internal::Mum;
+  uint64_t h = kSeed[0] ^ (uint64_t{ns_id} * 0x9e3779b97f4a7c15ull);
+  for (size_t i = 0; i < n; i += 16) {
+    uint64_t a;
+    uint64_t b;
+    std::memcpy(&a, key + i, 8);
+    std::memcpy(&b, key + i + 8, 8);
+    h = Mum(a ^ h, b ^ kSeed[1]);
+  }
+  return Mum(h ^ n, kSeed[2]);
+}
+
+// A fingerprint in a namespace, with its hash: CompactKeyHash(ns_id,
+// bytes) for the compact tables.
+struct TableKey {
+  uint32_t ns_id = 0;  // 1..kMaxNamespaceId
+  absl::string_view bytes;
+  uint64_t hash = 0;
+
+  const unsigned char* data() const {
+    return reinterpret_cast<const unsigned char*>(bytes.data());
+  }
+};
+
+struct TableAddResult {
+  bool is_new = false;
+  uint64_t refs = 0;
+};
+struct ReleaseResult {
+  // The count left: 0 when the entry was removed or absent.
+  uint64_t refs = 0;
+  // The count reached 0 and the entry was removed...
+  bool removed = false;
+  // ...flagged by MarkHints.
+  bool had_hints = false;
+};
+
+template <size_t N>
+class CompactTable {
+ public:
+  static_assert(N % 16 == 0 && N > 0, "keys are whole 128-bit words");
+  // Fullest the table gets before it grows...
+  static constexpr double kMaxLoad = 0.9;
+  // ...by this factor.
+  static constexpr double kGrowth = 1.25;
+  // One entry.
+  struct Slot {
+    unsigned char key[N];
+    // Namespace id (bits 0..29; 0: empty slot), kHints, kSpilled.
+    uint32_t tag;
+    uint32_t size;
+    // Low part of the reference count.
+    uint32_t refs;
+  };
+  static_assert(sizeof(Slot) == N + 12, "slots are packed");
+  static constexpr uint32_t kHints = uint32_t{1} << 30;
+  static constexpr uint32_t kSpilled = uint32_t{1} << 31;
+  static constexpr uint32_t kIdMask = kMaxNamespaceId;
+
+  using AddResult = TableAddResult;
+
+  explicit CompactTable(uint32_t ref_low_max = UINT32_MAX)
+      : ref_low_max_(ref_low_max) {}
+  ~CompactTable();
+  CompactTable(const CompactTable&) = delete;
+  CompactTable& operator=(const CompactTable&) = delete;
+
+  // Every call: REQUIRES key.bytes.size() == N.
+  bool Contains(const TableKey& key) const {
+    return Find(key) != nullptr;
+  }
+
+  // Counts a reference, creating the entry (with `size`) if absent, but
+  // only if `reserve()` returns true: nullopt (nothing done) otherwise.
+  template <typename Reserve>
+  std::optional<AddResult> Add(const TableKey& key, uint32_t size,
+                               Reserve reserve) {
+    if (Slot* slot = Find(key)) {
+      return AddResult{false, AddRef(*slot)};
+    }
+    if (!reserve()) return std::nullopt;
+    if (size_ + 1 > max_size_) Grow();
+    Slot fresh;
+    std::memcpy(fresh.key, key.data(), N);
+    fresh.tag = key.ns_id;
+    fresh.size = size;
+    fresh.refs = 1;
+    Place(fresh, key.hash);
+    ++size_;
+    return AddResult{true, 1};
+  }
+
+  // Drops a reference (nothing when the entry is absent).
+  ReleaseResult Release(const TableKey& key);
+
+  // Flags the entry as having next-size hints; false when it is absent.
+  bool MarkHints(const TableKey& key);
+  // Whether the entry is present and flagged.
+  bool HasHints(const TableKey& key) const {
+    const Slot* slot = Find(key);
+    return slot != nullptr && (slot->tag & kHints) != 0;
+  }
+  // The entry's reference count, 0 when absent.
+  uint64_t RefCount(const TableKey& key) const;
+
+  size_t size() const { return size_; }
+  size_t capacity() const { return capacity_; }
+  // Bytes the slot array takes.
+  size_t bytes() const { return capacity_ * sizeof(Slot); }
+
+ private:
+  const Slot* Find(const TableKey& key) const;
+  Slot* Find(const TableKey& key) {
+    return const_cast<Slot*>(
+        static_cast<const CompactTable*>(this)->Find(key));
+  }
+  size_t Home(uint64_t hash) const {
+    return static_cast<size_t>(
+        (static_cast<unsigned __int128>(hash) * capacity_) >> 64);
+  }
+  size_t HomeOf(const Slot& slot) const {
+    return Home(CompactKeyHash(slot.tag & kIdMask, slot.key, N));
+  }
+  // How far slot `at` is from `home`, wrapping around the end.
+  size_t Distance(size_t at, size_t home) const {
+    return at >= home ? at - home : at + capacity_ - home;
+  }
+  size_t Next(size_t at) const { return at + 1 == capacity_ ? 0 : at + 1; }
+  // Puts `slot` (absent, with hash `hash`) in Robin Hood order.
+  // REQUIRES: a free slot.
+  void Place(Slot slot, uint64_t hash);
+  void Grow();
+  uint64_t AddRef(Slot& slot);
+  // "<ns_id><key>": the key of the spill map.
+  static std::string SpillKey(const Slot& slot);
+
+  const uint32_t ref_low_max_;
+  Slot* slots_ = nullptr;
+  size_t capacity_ = 0;
+  size_t size_ = 0;
+  // Most entries before the table grows: kMaxLoad * capacity_.
+  size_t max_size_ = 0;
+  // Per entry flagged kSpilled: its reference count / (ref_low_max_ + 1).
+  absl::flat_hash_map<std::string, uint64_t> spill_;
+};
+
+extern template class CompactTable<16>;
+extern template class CompactTable<32>;
+
+// The same interface for fingerprints of any other length (no digest the
+// service accepts has one; callers of the library may): a hash map from
+// "<ns_id><bytes>" to the entry, a few times the memory of a compact slot.
+// key.hash is not used.
+class StringKeyTable {
+ public:
+  using AddResult = TableAddResult;
+
+  bool Contains(const TableKey& key) const {
+    return map_.contains(MapKey(key));
+  }
+  template <typename Reserve>
+  std::optional<AddResult> Add(const TableKey& key, uint32_t size,
+                               Reserve reserve) {
+    std::string map_key = MapKey(key);
+    auto it = map_.find(map_key);
+    if (it != map_.end()) return AddResult{false, ++it->second.refs};
+    if (!reserve()) return std::nullopt;
+    map_.emplace(std::move(map_key), Entry{size, false, 1});
+    return AddResult{true, 1};
+  }
+  ReleaseResult Release(const TableKey& key);
+  bool MarkHints(const TableKey& key);
+  bool HasHints(const TableKey& key) const;
+  uint64_t RefCount(const TableKey& key) const;
+  size_t size() const { return map_.size(); }
+
+ private:
+  struct Entry {
+    uint32_t size = 0;
+    bool hints = false;
+    uint64_t refs = 0;
+  };
+  static std::string MapKey(const TableKey& key);
+
+  absl::flat_hash_map<std::string, Entry> map_;
+};
+
+}  // namespace chunkd::index
+
+#endif  // CHUNKD_INDEX_COMPACT_TABLE_H_
