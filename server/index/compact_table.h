@@ -163,6 +163,8 @@ class CompactTable {
 
   size_t size() const { return size_; }
   size_t capacity() const { return capacity_; }
+  // Entries whose count passed ref_low_max.
+  size_t spilled() const { return spill_.size(); }
   // Bytes the slot array takes.
   size_t bytes() const { return capacity_ * sizeof(Slot); }
 

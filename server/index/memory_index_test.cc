@@ -1,6 +1,8 @@
 // MemoryIndex beyond the contract (index_contract_test.cc): the limit on
-// entries (IndexOptions::max_entries), exact under concurrency, and the
-// bounded write-token records.
+// entries (IndexOptions::max_entries), exact under concurrency, the bounded
+// write-token records, and the tables behind it: fingerprints of every
+// length, namespaces' ids freed and reused. (The tables themselves:
+// compact_table_test.cc.)
 #include "index/memory_index.h"
 
 #include <algorithm>
@@ -377,6 +379,124 @@ TEST(MemoryIndexLimitTest, CreateIndexPassesTheLimit) {
   ASSERT_TRUE((*index)->Insert("ns", {{Fp(1), 1}}).ok());
   ExpectLimitMessage((*index)->Insert("ns", {{Fp(2), 1}}).status(), 1);
   EXPECT_EQ((*index)->EntryCount(), 1u);
+}
+
+// SHA-256 (32 bytes), xxh128 (16) and other lengths live in different
+// tables; each behaves the same, hints included.
+TEST(MemoryIndexTablesTest, EveryFingerprintLengthBehavesTheSame) {
+  MemoryIndex index;
+  std::vector<std::string> fps;
+  for (size_t length : {32, 16, 0, 1, 20, 31, 33, 64}) {
+    fps.push_back(Fp(length).substr(0, std::min<size_t>(length, 32)) +
+                  std::string(length > 32 ? length - 32 : 0, 'z'));
+    ASSERT_EQ(fps.back().size(), length);
+  }
+  std::vector<InsertEntry> entries;
+  for (const std::string& fp : fps) entries.push_back({fp, 100});
+  ASSERT_TRUE(index.Insert("ns", entries).ok());
+  auto twice = index.Insert("ns", entries);
+  ASSERT_TRUE(twice.ok());
+  for (const InsertResult& r : *twice) {
+    EXPECT_FALSE(r.is_new);
+    EXPECT_EQ(r.ref_count, 2u);
+  }
+  EXPECT_EQ(index.size(), fps.size());
+  std::vector<NextSize> hints;
+  for (const std::string& fp : fps) hints.push_back({fp, 7});
+  ASSERT_TRUE(index.RecordNextSizes("ns", "p", hints).ok());
+  auto sizes = index.NextSizes("ns", "p", fps);
+  ASSERT_TRUE(sizes.ok());
+  for (const auto& s : *sizes) EXPECT_EQ(s, std::vector<uint32_t>{7});
+  // A 16-byte prefix of a 32-byte fingerprint is another fingerprint.
+  auto prefix = index.Lookup("ns", {fps[0].substr(0, 16)});
+  EXPECT_FALSE((*prefix)[0]);
+  for (int round = 0; round < 2; ++round) {
+    auto left = index.Release("ns", fps);
+    ASSERT_TRUE(left.ok());
+    for (uint64_t l : *left) EXPECT_EQ(l, round == 0 ? 1u : 0u);
+  }
+  EXPECT_EQ(index.size(), 0u);
+  EXPECT_EQ(index.EntryCount(), 0u);
+  // Hints went with their entries.
+  ASSERT_TRUE(index.Insert("ns", entries).ok());
+  sizes = index.NextSizes("ns", "p", fps);
+  for (const auto& s : *sizes) EXPECT_TRUE(s.empty());
+}
+
+// A namespace is known while it has entries; its id then goes to another
+// namespace, which never sees the first one's entries.
+TEST(MemoryIndexTablesTest, EmptiedNamespacesAreForgottenAndIdsReused) {
+  MemoryIndex index;
+  EXPECT_EQ(index.NamespaceCount(), 0u);
+  // Reads and releases in unknown namespaces create nothing.
+  ASSERT_TRUE(index.Lookup("ghost", {Fp(1)}).ok());
+  ASSERT_TRUE(index.Release("ghost", {Fp(1)}).ok());
+  const WriteToken token{"s", 0};
+  ASSERT_TRUE(index.Release("ghost", {Fp(1)}, &token).ok());
+  ASSERT_TRUE(index.RecordNextSizes("ghost", "p", {{Fp(1), 1}}).ok());
+  ASSERT_TRUE(index.NextSizes("ghost", "p", {Fp(1)}).ok());
+  EXPECT_EQ(index.NamespaceCount(), 0u);
+
+  ASSERT_TRUE(index.Insert("a", {{Fp(1), 1}, {Fp(2), 1}}).ok());
+  ASSERT_TRUE(index.Insert("b", {{Fp(3), 1}}).ok());
+  EXPECT_EQ(index.NamespaceCount(), 2u);
+  ASSERT_TRUE(index.Release("a", {Fp(1)}).ok());
+  EXPECT_EQ(index.NamespaceCount(), 2u);
+  ASSERT_TRUE(index.Release("a", {Fp(2)}).ok());
+  EXPECT_EQ(index.NamespaceCount(), 1u);
+  // "c" takes the id "a" had: it sees none of a's old entries, and "a"
+  // comes back empty.
+  ASSERT_TRUE(index.Insert("c", {{Fp(3), 1}}).ok());
+  auto in_c = index.Lookup("c", {Fp(1), Fp(2), Fp(3)});
+  EXPECT_EQ(*in_c, (std::vector<bool>{false, false, true}));
+  auto in_a = index.Lookup("a", {Fp(1), Fp(2), Fp(3)});
+  EXPECT_EQ(*in_a, (std::vector<bool>{false, false, false}));
+  auto in_b = index.Insert("b", {{Fp(3), 1}});
+  EXPECT_EQ((*in_b)[0].ref_count, 2u);
+  EXPECT_EQ(index.NamespaceCount(), 2u);
+}
+
+// Streams in namespaces that come and go (their ids freed and taken again
+// all the time), some shared: every namespace sees exactly its own entries,
+// and counts stay exact. Bounded: 4 threads x 600 rounds of small batches.
+TEST(MemoryIndexTablesTest, NamespacesComingAndGoingConcurrently) {
+  MemoryIndex index;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      // Thread t alone writes to its namespaces "t<t>-0" and "t<t>-1",
+      // any fingerprint of a pool of 16, and to "shared", those of the
+      // pool that are t modulo 4; it empties what it wrote each round.
+      for (int round = 0; round < 600; ++round) {
+        const bool shared = round % 3 == 2;
+        const std::string ns =
+            shared ? "shared" : absl::StrCat("t", t, "-", round % 2);
+        std::vector<InsertEntry> batch;
+        std::vector<std::string> fps;
+        for (int i = 0; i < 4; ++i) {
+          fps.push_back(Fp(shared ? (round + 4 * i + t) % 16
+                                  : (round + i) % 16));
+          batch.push_back({fps.back(), 1});
+        }
+        auto ins = index.Insert(ns, batch);
+        ASSERT_TRUE(ins.ok());
+        for (const InsertResult& r : *ins) {
+          if (!r.is_new || r.ref_count != 1) ++wrong;
+        }
+        auto found = index.Lookup(ns, fps);
+        for (bool f : *found) wrong += f ? 0 : 1;
+        auto left = index.Release(ns, fps);
+        ASSERT_TRUE(left.ok());
+        for (uint64_t l : *left) wrong += l == 0 ? 0 : 1;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(index.EntryCount(), 0u);
+  EXPECT_EQ(index.size(), 0u);
+  EXPECT_EQ(index.NamespaceCount(), 0u);
 }
 
 }  // namespace
