@@ -57,13 +57,13 @@ constexpr size_t kMinCapacity = 8;
 
 }  // namespace
 
-template <size_t N>
-CompactTable<N>::~CompactTable() {
+template <size_t N, typename Value>
+SlotArray<N, Value>::~SlotArray() {
   Deallocate(slots_, bytes());
 }
 
-template <size_t N>
-const typename CompactTable<N>::Slot* CompactTable<N>::Find(
+template <size_t N, typename Value>
+const typename SlotArray<N, Value>::Slot* SlotArray<N, Value>::Find(
     const TableKey& key) const {
   if (size_ == 0) return nullptr;
   size_t at = Home(key.hash);
@@ -82,19 +82,22 @@ const typename CompactTable<N>::Slot* CompactTable<N>::Find(
   return nullptr;
 }
 
-template <size_t N>
-void CompactTable<N>::Place(Slot slot, uint64_t hash) {
+template <size_t N, typename Value>
+typename SlotArray<N, Value>::Slot* SlotArray<N, Value>::Place(
+    Slot slot, uint64_t hash) {
   size_t at = Home(hash);
   size_t distance = 0;
+  Slot* placed = nullptr;
   while (true) {
     Slot& resident = slots_[at];
     if (resident.tag == 0) {
       resident = slot;
-      return;
+      return placed != nullptr ? placed : &resident;
     }
     const size_t resident_distance = Distance(at, HomeOf(resident));
     if (resident_distance < distance) {
       std::swap(resident, slot);
+      if (placed == nullptr) placed = &resident;
       distance = resident_distance;
     }
     at = Next(at);
@@ -102,8 +105,8 @@ void CompactTable<N>::Place(Slot slot, uint64_t hash) {
   }
 }
 
-template <size_t N>
-void CompactTable<N>::Grow() {
+template <size_t N, typename Value>
+void SlotArray<N, Value>::Grow() {
   const size_t grown = static_cast<size_t>(
       std::ceil(static_cast<double>(capacity_) * kGrowth));
   const size_t capacity = std::max(kMinCapacity, grown);
@@ -122,70 +125,19 @@ void CompactTable<N>::Grow() {
   Deallocate(old_slots, old_capacity * sizeof(Slot));
 }
 
-template <size_t N>
-std::string CompactTable<N>::SpillKey(const Slot& slot) {
-  const uint32_t id = slot.tag & kIdMask;
-  std::string key(sizeof(id) + N, '\0');
-  std::memcpy(key.data(), &id, sizeof(id));
-  std::memcpy(key.data() + sizeof(id), slot.key, N);
-  return key;
+template <size_t N, typename Value>
+typename SlotArray<N, Value>::Slot* SlotArray<N, Value>::Insert(
+    const TableKey& key) {
+  if (size_ + 1 > max_size_) Grow();
+  Slot fresh{};
+  std::memcpy(fresh.key, key.data(), N);
+  fresh.tag = key.ns_id;
+  ++size_;
+  return Place(fresh, key.hash);
 }
 
-template <size_t N>
-uint64_t CompactTable<N>::AddRef(Slot& slot) {
-  uint64_t high = 0;
-  if (slot.refs == ref_low_max_) {
-    // Carry into the spill map.
-    high = ++spill_[SpillKey(slot)];
-    slot.tag |= kSpilled;
-    slot.refs = 0;
-  } else {
-    ++slot.refs;
-    if ((slot.tag & kSpilled) != 0) high = spill_.at(SpillKey(slot));
-  }
-  return high * (uint64_t{ref_low_max_} + 1) + slot.refs;
-}
-
-template <size_t N>
-uint64_t CompactTable<N>::RefCount(const TableKey& key) const {
-  const Slot* slot = Find(key);
-  if (slot == nullptr) return 0;
-  uint64_t high = 0;
-  if ((slot->tag & kSpilled) != 0) high = spill_.at(SpillKey(*slot));
-  return high * (uint64_t{ref_low_max_} + 1) + slot->refs;
-}
-
-template <size_t N>
-bool CompactTable<N>::MarkHints(const TableKey& key) {
-  Slot* slot = Find(key);
-  if (slot == nullptr) return false;
-  slot->tag |= kHints;
-  return true;
-}
-
-template <size_t N>
-ReleaseResult CompactTable<N>::Release(const TableKey& key) {
-  Slot* slot = Find(key);
-  if (slot == nullptr) return {};
-  if ((slot->tag & kSpilled) != 0) {
-    const std::string spill_key = SpillKey(*slot);
-    auto it = spill_.find(spill_key);
-    if (slot->refs == 0) {
-      // Borrow from the spill map.
-      slot->refs = ref_low_max_;
-      if (--it->second == 0) {
-        spill_.erase(it);
-        slot->tag &= ~kSpilled;
-        return {slot->refs, false, false};
-      }
-    } else {
-      --slot->refs;
-    }
-    return {it->second * (uint64_t{ref_low_max_} + 1) + slot->refs, false,
-            false};
-  }
-  if (--slot->refs != 0) return {slot->refs, false, false};
-  const bool had_hints = (slot->tag & kHints) != 0;
+template <size_t N, typename Value>
+void SlotArray<N, Value>::Erase(Slot* slot) {
   // Backward shift: the entries after it that are not at home move back by
   // one, which keeps every one of them reachable, in Robin Hood order.
   size_t at = static_cast<size_t>(slot - slots_);
@@ -198,9 +150,79 @@ ReleaseResult CompactTable<N>::Release(const TableKey& key) {
   }
   slots_[at] = Slot{};
   --size_;
+}
+
+template <size_t N>
+std::string CompactTable<N>::SpillKey(const Slot& slot) {
+  const uint32_t id = slot.tag & Slots::kIdMask;
+  std::string key(sizeof(id) + N, '\0');
+  std::memcpy(key.data(), &id, sizeof(id));
+  std::memcpy(key.data() + sizeof(id), slot.key, N);
+  return key;
+}
+
+template <size_t N>
+uint64_t CompactTable<N>::AddRef(Slot& slot) {
+  uint64_t high = 0;
+  if (slot.value.refs == ref_low_max_) {
+    // Carry into the spill map.
+    high = ++spill_[SpillKey(slot)];
+    slot.tag |= kSpilled;
+    slot.value.refs = 0;
+  } else {
+    ++slot.value.refs;
+    if ((slot.tag & kSpilled) != 0) high = spill_.at(SpillKey(slot));
+  }
+  return high * (uint64_t{ref_low_max_} + 1) + slot.value.refs;
+}
+
+template <size_t N>
+uint64_t CompactTable<N>::RefCount(const TableKey& key) const {
+  const Slot* slot = slots_.Find(key);
+  if (slot == nullptr) return 0;
+  uint64_t high = 0;
+  if ((slot->tag & kSpilled) != 0) high = spill_.at(SpillKey(*slot));
+  return high * (uint64_t{ref_low_max_} + 1) + slot->value.refs;
+}
+
+template <size_t N>
+bool CompactTable<N>::MarkHints(const TableKey& key) {
+  Slot* slot = slots_.Find(key);
+  if (slot == nullptr) return false;
+  slot->tag |= kHints;
+  return true;
+}
+
+template <size_t N>
+ReleaseResult CompactTable<N>::Release(const TableKey& key) {
+  Slot* slot = slots_.Find(key);
+  if (slot == nullptr) return {};
+  uint32_t& refs = slot->value.refs;
+  if ((slot->tag & kSpilled) != 0) {
+    auto it = spill_.find(SpillKey(*slot));
+    if (refs == 0) {
+      // Borrow from the spill map.
+      refs = ref_low_max_;
+      if (--it->second == 0) {
+        spill_.erase(it);
+        slot->tag &= ~kSpilled;
+        return {refs, false, false};
+      }
+    } else {
+      --refs;
+    }
+    return {it->second * (uint64_t{ref_low_max_} + 1) + refs, false, false};
+  }
+  if (--refs != 0) return {refs, false, false};
+  const bool had_hints = (slot->tag & kHints) != 0;
+  slots_.Erase(slot);
   return {0, true, had_hints};
 }
 
+template class SlotArray<16, EntryCounts>;
+template class SlotArray<32, EntryCounts>;
+template class SlotArray<16, InlineHints>;
+template class SlotArray<32, InlineHints>;
 template class CompactTable<16>;
 template class CompactTable<32>;
 

@@ -29,6 +29,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -93,87 +94,49 @@ struct ReleaseResult {
   bool had_hints = false;
 };
 
-template <size_t N>
-class CompactTable {
+// The open addressing both tables share: slots of an N-byte key, a tag
+// (namespace id in bits 0..29, 0 for an empty slot; bits 30 and 31 are the
+// owner's flags) and a Value, in one flat array. Robin Hood linear probing,
+// backward-shift removal, growth by kGrowth past kMaxLoad (see above).
+template <size_t N, typename Value>
+class SlotArray {
  public:
   static_assert(N % 16 == 0 && N > 0, "keys are whole 128-bit words");
-  // Fullest the table gets before it grows...
+  static_assert(std::is_trivially_copyable_v<Value> && alignof(Value) <= 4,
+                "slots are moved as bytes and packed");
+  // Fullest the array gets before it grows...
   static constexpr double kMaxLoad = 0.9;
   // ...by this factor.
   static constexpr double kGrowth = 1.25;
-  // One entry.
   struct Slot {
     unsigned char key[N];
-    // Namespace id (bits 0..29; 0: empty slot), kHints, kSpilled.
     uint32_t tag;
-    uint32_t size;
-    // Low part of the reference count.
-    uint32_t refs;
+    Value value;
   };
-  static_assert(sizeof(Slot) == N + 12, "slots are packed");
-  static constexpr uint32_t kHints = uint32_t{1} << 30;
-  static constexpr uint32_t kSpilled = uint32_t{1} << 31;
   static constexpr uint32_t kIdMask = kMaxNamespaceId;
 
-  using AddResult = TableAddResult;
-
-  explicit CompactTable(uint32_t ref_low_max = UINT32_MAX)
-      : ref_low_max_(ref_low_max) {}
-  ~CompactTable();
-  CompactTable(const CompactTable&) = delete;
-  CompactTable& operator=(const CompactTable&) = delete;
+  SlotArray() = default;
+  ~SlotArray();
+  SlotArray(const SlotArray&) = delete;
+  SlotArray& operator=(const SlotArray&) = delete;
 
   // Every call: REQUIRES key.bytes.size() == N.
-  bool Contains(const TableKey& key) const {
-    return Find(key) != nullptr;
+  const Slot* Find(const TableKey& key) const;
+  Slot* Find(const TableKey& key) {
+    return const_cast<Slot*>(std::as_const(*this).Find(key));
   }
-
-  // Counts a reference, creating the entry (with `size`) if absent, but
-  // only if `reserve()` returns true: nullopt (nothing done) otherwise.
-  template <typename Reserve>
-  std::optional<AddResult> Add(const TableKey& key, uint32_t size,
-                               Reserve reserve) {
-    if (Slot* slot = Find(key)) {
-      return AddResult{false, AddRef(*slot)};
-    }
-    if (!reserve()) return std::nullopt;
-    if (size_ + 1 > max_size_) Grow();
-    Slot fresh;
-    std::memcpy(fresh.key, key.data(), N);
-    fresh.tag = key.ns_id;
-    fresh.size = size;
-    fresh.refs = 1;
-    Place(fresh, key.hash);
-    ++size_;
-    return AddResult{true, 1};
-  }
-
-  // Drops a reference (nothing when the entry is absent).
-  ReleaseResult Release(const TableKey& key);
-
-  // Flags the entry as having next-size hints; false when it is absent.
-  bool MarkHints(const TableKey& key);
-  // Whether the entry is present and flagged.
-  bool HasHints(const TableKey& key) const {
-    const Slot* slot = Find(key);
-    return slot != nullptr && (slot->tag & kHints) != 0;
-  }
-  // The entry's reference count, 0 when absent.
-  uint64_t RefCount(const TableKey& key) const;
+  // Adds the absent `key` with a zero value and no flags; returns its slot
+  // (valid until the next Insert or Erase).
+  Slot* Insert(const TableKey& key);
+  // Removes the entry at `slot`.
+  void Erase(Slot* slot);
 
   size_t size() const { return size_; }
   size_t capacity() const { return capacity_; }
-  // Entries whose count passed ref_low_max.
-  size_t spilled() const { return spill_.size(); }
   // Bytes the slot array takes.
   size_t bytes() const { return capacity_ * sizeof(Slot); }
 
  private:
-  const Slot* Find(const TableKey& key) const;
-  Slot* Find(const TableKey& key) {
-    return const_cast<Slot*>(
-        static_cast<const CompactTable*>(this)->Find(key));
-  }
   size_t Home(uint64_t hash) const {
     return static_cast<size_t>(
         (static_cast<unsigned __int128>(hash) * capacity_) >> 64);
@@ -186,24 +149,104 @@ class CompactTable {
     return at >= home ? at - home : at + capacity_ - home;
   }
   size_t Next(size_t at) const { return at + 1 == capacity_ ? 0 : at + 1; }
-  // Puts `slot` (absent, with hash `hash`) in Robin Hood order.
-  // REQUIRES: a free slot.
-  void Place(Slot slot, uint64_t hash);
+  // Puts `slot` (absent, with hash `hash`) in Robin Hood order; returns
+  // where it went. REQUIRES: a free slot.
+  Slot* Place(Slot slot, uint64_t hash);
   void Grow();
+
+  Slot* slots_ = nullptr;
+  size_t capacity_ = 0;
+  size_t size_ = 0;
+  // Most entries before the array grows: kMaxLoad * capacity_.
+  size_t max_size_ = 0;
+};
+
+// The chunk size and the low part of the reference count of an entry.
+struct EntryCounts {
+  uint32_t size;
+  uint32_t refs;
+};
+
+template <size_t N>
+class CompactTable {
+ public:
+  using Slots = SlotArray<N, EntryCounts>;
+  using Slot = typename Slots::Slot;
+  static_assert(sizeof(Slot) == N + 12, "slots are packed");
+  static constexpr double kMaxLoad = Slots::kMaxLoad;
+  static constexpr double kGrowth = Slots::kGrowth;
+  static constexpr uint32_t kHints = uint32_t{1} << 30;
+  static constexpr uint32_t kSpilled = uint32_t{1} << 31;
+
+  using AddResult = TableAddResult;
+
+  explicit CompactTable(uint32_t ref_low_max = UINT32_MAX)
+      : ref_low_max_(ref_low_max) {}
+
+  // Every call: REQUIRES key.bytes.size() == N.
+  bool Contains(const TableKey& key) const {
+    return slots_.Find(key) != nullptr;
+  }
+
+  // Counts a reference, creating the entry (with `size`) if absent, but
+  // only if `reserve()` returns true: nullopt (nothing done) otherwise.
+  template <typename Reserve>
+  std::optional<AddResult> Add(const TableKey& key, uint32_t size,
+                               Reserve reserve) {
+    if (Slot* slot = slots_.Find(key)) {
+      return AddResult{false, AddRef(*slot)};
+    }
+    if (!reserve()) return std::nullopt;
+    Slot* slot = slots_.Insert(key);
+    slot->value.size = size;
+    slot->value.refs = 1;
+    return AddResult{true, 1};
+  }
+
+  // Drops a reference (nothing when the entry is absent).
+  ReleaseResult Release(const TableKey& key);
+
+  // Flags the entry as having next-size hints; false when it is absent.
+  bool MarkHints(const TableKey& key);
+  // Whether the entry is present and flagged.
+  bool HasHints(const TableKey& key) const {
+    const Slot* slot = slots_.Find(key);
+    return slot != nullptr && (slot->tag & kHints) != 0;
+  }
+  // The entry's reference count, 0 when absent.
+  uint64_t RefCount(const TableKey& key) const;
+
+  size_t size() const { return slots_.size(); }
+  size_t capacity() const { return slots_.capacity(); }
+  // Entries whose count passed ref_low_max.
+  size_t spilled() const { return spill_.size(); }
+  // Bytes the slot array takes.
+  size_t bytes() const { return slots_.bytes(); }
+
+ private:
   uint64_t AddRef(Slot& slot);
   // "<ns_id><key>": the key of the spill map.
   static std::string SpillKey(const Slot& slot);
 
   const uint32_t ref_low_max_;
-  Slot* slots_ = nullptr;
-  size_t capacity_ = 0;
-  size_t size_ = 0;
-  // Most entries before the table grows: kMaxLoad * capacity_.
-  size_t max_size_ = 0;
+  Slots slots_;
   // Per entry flagged kSpilled: its reference count / (ref_low_max_ + 1).
   absl::flat_hash_map<std::string, uint64_t> spill_;
 };
 
+// One list of next-size hints kept in a slot: the chunking-parameter key's
+// id (bits 0..15; MemoryIndex's registry) and count (bits 16..19), and up to
+// kInlineHintSizes sizes, most recent first.
+struct InlineHints {
+  uint32_t params;
+  uint32_t sizes[2];
+};
+inline constexpr size_t kInlineHintSizes = 2;
+
+extern template class SlotArray<16, EntryCounts>;
+extern template class SlotArray<32, EntryCounts>;
+extern template class SlotArray<16, InlineHints>;
+extern template class SlotArray<32, InlineHints>;
 extern template class CompactTable<16>;
 extern template class CompactTable<32>;
 
