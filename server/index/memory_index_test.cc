@@ -475,8 +475,7 @@ TEST(MemoryIndexTablesTest, NamespacesComingAndGoingConcurrently) {
         std::vector<InsertEntry> batch;
         std::vector<std::string> fps;
         for (int i = 0; i < 4; ++i) {
-          fps.push_back(Fp(shared ? (round + 4 * i + t) % 16
-                                  : (round + i) % 16));
+          fps.push_back(Fp(shared ? 4 * i + t : (round + i) % 16));
           batch.push_back({fps.back(), 1});
         }
         auto ins = index.Insert(ns, batch);
