@@ -20,7 +20,8 @@ MemoryIndex::MemoryIndex(const IndexOptions& options)
                          kMinTokenPositions)),
       next_sizes_length_(static_cast<size_t>(
           std::clamp(options.next_sizes_length, 1, kMaxNextSizesLength))),
-      token_ttl_(options.token_ttl) {}
+      token_ttl_(options.token_ttl),
+      inline_hints_(next_sizes_length_ <= kInlineHintSizes) {}
 
 std::string MemoryIndex::EntryLimitMessage() const {
   return absl::StrCat(
@@ -44,40 +45,7 @@ std::string MemoryIndex::TokenLimitMessage() const {
       "index (--index redis://...)");
 }
 
-MemoryIndex::Namespace* MemoryIndex::PinNamespace(absl::string_view ns,
-                                                  bool create) {
-  std::lock_guard<std::mutex> lock(namespaces_mu_);
-  auto it = namespaces_.find(ns);
-  if (it == namespaces_.end()) {
-    if (!create) return nullptr;
-    uint32_t id = 0;
-    if (!free_ns_ids_.empty()) {
-      id = free_ns_ids_.back();
-      free_ns_ids_.pop_back();
-    } else if (next_ns_id_ <= kMaxNamespaceId) {
-      id = next_ns_id_++;
-    } else {
-      return nullptr;
-    }
-    it = namespaces_.emplace(std::string(ns), std::make_unique<Namespace>())
-             .first;
-    it->second->name = std::string(ns);
-    it->second->id = id;
-  }
-  ++it->second->pins;
-  return it->second.get();
-}
-
-void MemoryIndex::Unpin(Namespace* ns) {
-  std::lock_guard<std::mutex> lock(namespaces_mu_);
-  // Entries change only while pinned: unpinned and empty, it stays empty,
-  // and its id can go to another namespace.
-  if (--ns->pins != 0 || ns->entries.load() != 0) return;
-  free_ns_ids_.push_back(ns->id);
-  namespaces_.erase(ns->name);  // destroys *ns
-}
-
-TableKey MemoryIndex::KeyOf(const Namespace& ns,
+TableKey MemoryIndex::KeyOf(const Name& ns,
                             absl::string_view fingerprint) {
   TableKey key{ns.id, fingerprint, 0};
   if (fingerprint.size() == 32 || fingerprint.size() == 16) {
@@ -119,7 +87,7 @@ absl::StatusOr<std::vector<bool>> MemoryIndex::Lookup(
     absl::string_view ns, absl::Span<const std::string> fingerprints) {
   if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
   std::vector<bool> found(fingerprints.size(), false);
-  Pin pin(this, PinNamespace(ns, /*create=*/false));
+  Pin pin(&namespaces_, namespaces_.Pin(ns, /*create=*/false));
   if (pin.get() == nullptr) return found;
   for (size_t i = 0; i < fingerprints.size(); ++i) {
     const TableKey key = KeyOf(*pin.get(), fingerprints[i]);
@@ -131,7 +99,7 @@ absl::StatusOr<std::vector<bool>> MemoryIndex::Lookup(
   return found;
 }
 
-std::optional<InsertResult> MemoryIndex::InsertOne(Namespace& ns,
+std::optional<InsertResult> MemoryIndex::InsertOne(Name& ns,
                                                    const TableKey& key,
                                                    uint32_t size) {
   // Reserves the entry before creating it: the count never passes the
@@ -149,18 +117,19 @@ std::optional<InsertResult> MemoryIndex::InsertOne(Namespace& ns,
     return table.Add(key, size, reserve);
   });
   if (!added.has_value()) return std::nullopt;
-  if (added->is_new) ns.entries.fetch_add(1);
+  if (added->is_new) ns.uses.fetch_add(1);
   return InsertResult{added->is_new, added->refs};
 }
 
-uint64_t MemoryIndex::ReleaseOne(Namespace& ns, const TableKey& key) {
+uint64_t MemoryIndex::ReleaseOne(Name& ns, const TableKey& key) {
   Shard& shard = ShardFor(key);
   std::lock_guard<std::mutex> lock(shard.mu);
   const ReleaseResult released = WithTable(
       shard, key, [&](auto& table) { return table.Release(key); });
   if (released.removed) {
-    if (released.had_hints) shard.hints.erase(HintsKey(key));
-    ns.entries.fetch_sub(1);
+    if (released.had_hints) DropHints(shard, key);
+    // Pinned by the caller: the name is forgotten, if empty, when unpinned.
+    ns.uses.fetch_sub(1);
     entries_.fetch_sub(1);
   }
   return released.refs;
@@ -285,14 +254,14 @@ absl::StatusOr<std::vector<InsertResult>> MemoryIndex::Insert(
   if (token != nullptr) {
     if (absl::Status s = ValidateWriteToken(*token); !s.ok()) return s;
   }
-  Pin pin(this, PinNamespace(ns, /*create=*/true));
+  Pin pin(&namespaces_, namespaces_.Pin(ns, /*create=*/true));
   if (pin.get() == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the memory index holds its limit of ", kMaxNamespaceId,
         " namespaces with entries; release chunks of namespaces that are no "
         "longer needed"));
   }
-  Namespace& space = *pin.get();
+  Name& space = *pin.get();
   std::vector<InsertResult> results;
   results.reserve(entries.size());
   if (token == nullptr) {
@@ -329,7 +298,7 @@ absl::StatusOr<std::vector<uint64_t>> MemoryIndex::Release(
     if (absl::Status s = ValidateWriteToken(*token); !s.ok()) return s;
   }
   // A namespace the index does not know has nothing to release.
-  Pin pin(this, PinNamespace(ns, /*create=*/false));
+  Pin pin(&namespaces_, namespaces_.Pin(ns, /*create=*/false));
   auto release = [&](const std::string& fp) -> uint64_t {
     if (pin.get() == nullptr) return 0;
     return ReleaseOne(*pin.get(), KeyOf(*pin.get(), fp));
@@ -352,33 +321,122 @@ absl::StatusOr<std::vector<uint64_t>> MemoryIndex::Release(
   return left;
 }
 
+void MemoryIndex::DropParamsUse(uint32_t id) {
+  if (params_.ById(id)->uses.fetch_sub(1) == 1) params_.ReleaseIfUnused(id);
+}
+
+void MemoryIndex::RecordHint(Shard& shard, const TableKey& key, Name* params,
+                             absl::string_view params_key,
+                             uint32_t next_size) {
+  auto in_slot = [&](auto& slots) {
+    auto* slot = slots.Find(key);
+    const bool fits = inline_hints_ && params != nullptr;
+    if (slot == nullptr) {
+      slot = slots.Insert(key);
+      if (!fits) {
+        slot->tag |= kSideHints;
+        return false;
+      }
+      slot->value.params = params->id | (uint32_t{1} << kParamsCountShift);
+      slot->value.sizes[0] = next_size;
+      params->uses.fetch_add(1);
+      return true;
+    }
+    if ((slot->tag & kSideHints) != 0) return false;
+    InlineHints& hints = slot->value;
+    const uint32_t id = hints.params & kParamsIdMask;
+    size_t count = hints.params >> kParamsCountShift;
+    if (fits && id == params->id) {
+      // Most recent first, each size once, at most next_sizes_length_.
+      size_t at = 0;
+      while (at < count && hints.sizes[at] != next_size) ++at;
+      if (at == count && count < next_sizes_length_) ++count;
+      for (size_t i = std::min(at, count - 1); i > 0; --i) {
+        hints.sizes[i] = hints.sizes[i - 1];
+      }
+      hints.sizes[0] = next_size;
+      hints.params = id | static_cast<uint32_t>(count << kParamsCountShift);
+      return true;
+    }
+    // Another parameter key (or one without an id): the entry's lists move
+    // to the side map.
+    shard.hints[HintsKey(key)].emplace_back(
+        params_.ById(id)->name,
+        std::vector<uint32_t>(hints.sizes, hints.sizes + count));
+    DropParamsUse(id);
+    slot->tag |= kSideHints;
+    return false;
+  };
+  if (WithHintSlots(shard, key, false, in_slot)) return;
+  HintLists& lists = shard.hints[HintsKey(key)];
+  auto list = std::find_if(lists.begin(), lists.end(), [&](const auto& l) {
+    return l.first == params_key;
+  });
+  if (list == lists.end()) {
+    lists.emplace_back(std::string(params_key), std::vector<uint32_t>());
+    list = lists.end() - 1;
+  }
+  std::vector<uint32_t>& sizes = list->second;
+  sizes.erase(std::remove(sizes.begin(), sizes.end(), next_size),
+              sizes.end());
+  sizes.insert(sizes.begin(), next_size);
+  if (sizes.size() > next_sizes_length_) sizes.resize(next_sizes_length_);
+}
+
+std::vector<uint32_t> MemoryIndex::HintsOf(Shard& shard, const TableKey& key,
+                                           const Name* params,
+                                           absl::string_view params_key) {
+  std::optional<std::vector<uint32_t>> inline_list;
+  const bool in_slot = WithHintSlots(shard, key, false, [&](auto& slots) {
+    const auto* slot = slots.Find(key);
+    if (slot == nullptr || (slot->tag & kSideHints) != 0) return false;
+    const InlineHints& hints = slot->value;
+    inline_list.emplace();
+    if (params != nullptr && (hints.params & kParamsIdMask) == params->id) {
+      inline_list->assign(hints.sizes,
+                          hints.sizes + (hints.params >> kParamsCountShift));
+    }
+    return true;
+  });
+  if (in_slot) return *std::move(inline_list);
+  auto it = shard.hints.find(HintsKey(key));
+  if (it == shard.hints.end()) return {};
+  for (const auto& [list_params, sizes] : it->second) {
+    if (list_params == params_key) return sizes;
+  }
+  return {};
+}
+
+void MemoryIndex::DropHints(Shard& shard, const TableKey& key) {
+  const bool side = WithHintSlots(shard, key, true, [&](auto& slots) {
+    auto* slot = slots.Find(key);
+    if (slot == nullptr) return false;
+    const bool in_side_map = (slot->tag & kSideHints) != 0;
+    if (!in_side_map) DropParamsUse(slot->value.params & kParamsIdMask);
+    slots.Erase(slot);
+    return in_side_map;
+  });
+  if (side) shard.hints.erase(HintsKey(key));
+}
+
 absl::Status MemoryIndex::RecordNextSizes(absl::string_view ns,
                                           absl::string_view params_key,
                                           absl::Span<const NextSize> hints) {
   if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
   if (absl::Status s = ValidateParamsKey(params_key); !s.ok()) return s;
-  Pin pin(this, PinNamespace(ns, /*create=*/false));
+  Pin pin(&namespaces_, namespaces_.Pin(ns, /*create=*/false));
   if (pin.get() == nullptr) return absl::OkStatus();
+  // Null when every id is taken: the lists go to the side map then.
+  Pin params(&params_, params_.Pin(params_key, /*create=*/true));
   for (const NextSize& hint : hints) {
     const TableKey key = KeyOf(*pin.get(), hint.fingerprint);
     Shard& shard = ShardFor(key);
     std::lock_guard<std::mutex> lock(shard.mu);
     const bool present = WithTable(
         shard, key, [&](auto& table) { return table.MarkHints(key); });
-    if (!present) continue;
-    HintLists& lists = shard.hints[HintsKey(key)];
-    auto list = std::find_if(lists.begin(), lists.end(), [&](const auto& l) {
-      return l.first == params_key;
-    });
-    if (list == lists.end()) {
-      lists.emplace_back(std::string(params_key), std::vector<uint32_t>());
-      list = lists.end() - 1;
+    if (present) {
+      RecordHint(shard, key, params.get(), params_key, hint.next_size);
     }
-    std::vector<uint32_t>& sizes = list->second;
-    sizes.erase(std::remove(sizes.begin(), sizes.end(), hint.next_size),
-                sizes.end());
-    sizes.insert(sizes.begin(), hint.next_size);
-    if (sizes.size() > next_sizes_length_) sizes.resize(next_sizes_length_);
   }
   return absl::OkStatus();
 }
@@ -389,20 +447,16 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> MemoryIndex::NextSizes(
   if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
   if (absl::Status s = ValidateParamsKey(params_key); !s.ok()) return s;
   std::vector<std::vector<uint32_t>> out(fingerprints.size());
-  Pin pin(this, PinNamespace(ns, /*create=*/false));
+  Pin pin(&namespaces_, namespaces_.Pin(ns, /*create=*/false));
   if (pin.get() == nullptr) return out;
+  Pin params(&params_, params_.Pin(params_key, /*create=*/false));
   for (size_t i = 0; i < fingerprints.size(); ++i) {
     const TableKey key = KeyOf(*pin.get(), fingerprints[i]);
     Shard& shard = ShardFor(key);
     std::lock_guard<std::mutex> lock(shard.mu);
     const bool flagged = WithTable(
         shard, key, [&](const auto& table) { return table.HasHints(key); });
-    if (!flagged) continue;
-    auto it = shard.hints.find(HintsKey(key));
-    if (it == shard.hints.end()) continue;
-    for (const auto& [params, sizes] : it->second) {
-      if (params == params_key) out[i] = sizes;
-    }
+    if (flagged) out[i] = HintsOf(shard, key, params.get(), params_key);
   }
   return out;
 }
@@ -416,9 +470,6 @@ size_t MemoryIndex::size() const {
   return n;
 }
 
-size_t MemoryIndex::NamespaceCount() const {
-  std::lock_guard<std::mutex> lock(namespaces_mu_);
-  return namespaces_.size();
-}
+size_t MemoryIndex::NamespaceCount() const { return namespaces_.size(); }
 
 }  // namespace chunkd::index

@@ -64,6 +64,7 @@
 #include "absl/time/time.h"
 #include "index/compact_table.h"
 #include "index/fingerprint_index.h"
+#include "index/name_ids.h"
 
 namespace chunkd::index {
 
@@ -118,6 +119,9 @@ class MemoryIndex final : public FingerprintIndex {
   // Namespaces the index knows (those with entries, and those a call is
   // using), for tests.
   size_t NamespaceCount() const;
+  // Chunking-parameter keys with ids (those of hint lists kept in slots,
+  // and those a call is using), for tests.
+  size_t ParamsKeyCount() const { return params_.size(); }
   // IndexOptions::max_entries (0: unlimited).
   uint64_t max_entries() const { return max_entries_; }
 
@@ -132,44 +136,49 @@ class MemoryIndex final : public FingerprintIndex {
   std::string TokenLimitMessage() const;
 
  private:
-  // A namespace with entries (or a call under way): its id in the tables.
-  struct Namespace {
-    std::string name;
-    uint32_t id = 0;
-    // Calls under way that use the id; guarded by namespaces_mu_.
-    uint64_t pins = 0;
-    // Entries with the id (changed under their shard's lock).
-    std::atomic<uint64_t> entries{0};
-  };
-  // Keeps a namespace (and so its id) while a call uses it.
+  using Name = NameIds::Name;
+  // Keeps a name (and so its id) while a call uses it.
   class Pin {
    public:
-    Pin(MemoryIndex* index, Namespace* ns) : index_(index), ns_(ns) {}
+    Pin(NameIds* ids, Name* name) : ids_(ids), name_(name) {}
     Pin(const Pin&) = delete;
     Pin& operator=(const Pin&) = delete;
     ~Pin() {
-      if (ns_ != nullptr) index_->Unpin(ns_);
+      if (name_ != nullptr) ids_->Unpin(name_);
     }
-    Namespace* get() const { return ns_; }
+    Name* get() const { return name_; }
 
    private:
-    MemoryIndex* index_;
-    Namespace* ns_;
+    NameIds* ids_;
+    Name* name_;
   };
   // (params_key, sizes most recent first); a handful of keys at most.
   using HintLists =
       std::vector<std::pair<std::string, std::vector<uint32_t>>>;
+  // A hint slot whose entry's lists are all in Shard::hints.
+  static constexpr uint32_t kSideHints = uint32_t{1} << 30;
   struct Shard {
     mutable std::mutex mu;
     // By fingerprint length: SHA-256, xxh128, any other.
     CompactTable<32> sha256;  // guarded by mu
     CompactTable<16> xxh128;  // guarded by mu
     StringKeyTable other;     // guarded by mu
-    // Next-size hints of the entries flagged to have them, by
+    // Next-size hints of the entries flagged to have them: for 32- and
+    // 16-byte fingerprints a slot each, holding the one list of up to
+    // kInlineHintSizes sizes an entry has under one parameter key, or
+    // flagged kSideHints; otherwise (other lengths, longer lists, more
+    // than one key, more keys than ids) the lists in `hints`, by
     // "<ns id><fingerprint>".
+    SlotArray<32, InlineHints> sha256_hints;  // guarded by mu
+    SlotArray<16, InlineHints> xxh128_hints;  // guarded by mu
     absl::flat_hash_map<std::string, HintLists> hints;  // guarded by mu
   };
   static constexpr size_t kShards = 64;
+  // Most chunking-parameter keys with ids (hint lists in slots) at once;
+  // the lists of more go to Shard::hints.
+  static constexpr uint32_t kMaxParamsIds = 4095;
+  static constexpr uint32_t kParamsIdMask = 0xffff;
+  static constexpr int kParamsCountShift = 16;
 
   // What one stream wrote at kTokenBlockPositions consecutive positions:
   // per position the result returned then plus one (0: not written). An
@@ -194,12 +203,8 @@ class MemoryIndex final : public FingerprintIndex {
     std::unique_lock<std::mutex> lock;
   };
 
-  // The namespace, pinned: created if `create`, else null when absent.
-  // Creating fails (null) only when every namespace id is taken.
-  Namespace* PinNamespace(absl::string_view ns, bool create);
-  void Unpin(Namespace* ns);
   // `fingerprint` in namespace `ns`, with its hash.
-  static TableKey KeyOf(const Namespace& ns, absl::string_view fingerprint);
+  static TableKey KeyOf(const Name& ns, absl::string_view fingerprint);
   Shard& ShardFor(const TableKey& key) {
     return shards_[key.hash % kShards];
   }
@@ -215,13 +220,41 @@ class MemoryIndex final : public FingerprintIndex {
         return f(shard.other);
     }
   }
+  // Calls `f` with the shard's hint slots for the key's length (32 or 16),
+  // or returns `otherwise` for other lengths.
+  template <typename R, typename F>
+  static R WithHintSlots(Shard& shard, const TableKey& key, R otherwise,
+                         F f) {
+    switch (key.bytes.size()) {
+      case 32:
+        return f(shard.sha256_hints);
+      case 16:
+        return f(shard.xxh128_hints);
+      default:
+        return otherwise;
+    }
+  }
   static std::string HintsKey(const TableKey& key);
+  // Adds `next_size` to the list of `key` (present, flagged) under
+  // `params` (pinned; null when no id was left for it).
+  // REQUIRES: shard.mu held.
+  void RecordHint(Shard& shard, const TableKey& key, Name* params,
+                  absl::string_view params_key, uint32_t next_size);
+  // The list of `key` under `params_key` (`params`: its pinned name, null
+  // when it has none). REQUIRES: shard.mu held.
+  std::vector<uint32_t> HintsOf(Shard& shard, const TableKey& key,
+                                const Name* params,
+                                absl::string_view params_key);
+  // Drops the hints of the removed entry `key`. REQUIRES: shard.mu held.
+  void DropHints(Shard& shard, const TableKey& key);
+  // Drops a use of parameter-key id `id` (not pinned by the caller).
+  void DropParamsUse(uint32_t id);
 
   // Counts a reference, creating the entry if needed; nullopt (nothing
   // done) when that would exceed max_entries.
-  std::optional<InsertResult> InsertOne(Namespace& ns, const TableKey& key,
+  std::optional<InsertResult> InsertOne(Name& ns, const TableKey& key,
                                         uint32_t size);
-  uint64_t ReleaseOne(Namespace& ns, const TableKey& key);
+  uint64_t ReleaseOne(Name& ns, const TableKey& key);
 
   // Takes `n` write-token positions; false (nothing taken) when `bounded`
   // and that would pass the limit.
@@ -248,11 +281,13 @@ class MemoryIndex final : public FingerprintIndex {
   std::array<Shard, kShards> shards_;
   std::atomic<uint64_t> entries_{0};
 
-  mutable std::mutex namespaces_mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<Namespace>>
-      namespaces_;                      // guarded by namespaces_mu_
-  std::vector<uint32_t> free_ns_ids_;  // guarded by namespaces_mu_
-  uint32_t next_ns_id_ = 1;            // guarded by namespaces_mu_
+  // Namespaces by id; an entry is a use.
+  NameIds namespaces_{kMaxNamespaceId, /*by_id=*/false};
+  // Chunking-parameter keys by id (kMaxParamsIds at once); an inline hint
+  // list is a use.
+  NameIds params_{kMaxParamsIds, /*by_id=*/true};
+  // Whether hint lists fit a slot (next_sizes_length_ <= kInlineHintSizes).
+  const bool inline_hints_;
   std::atomic<uint64_t> token_positions_{0};
 
   std::mutex tokens_mu_;
