@@ -117,10 +117,35 @@ void SlotArray<N, Value>::Grow() {
   max_size_ = std::min(
       capacity - 1,
       static_cast<size_t>(static_cast<double>(capacity) * kMaxLoad));
-  for (size_t i = 0; i < old_capacity; ++i) {
-    const Slot& slot = old_slots[i];
-    if (slot.tag == 0) continue;
-    Place(slot, CompactKeyHash(slot.tag & kIdMask, slot.key, N));
+  // Home slots grow with the hash, so the old array holds its entries by
+  // home in index order, but for those that wrapped around its end. Taken
+  // in that order, an entry goes to the first free slot from its new home:
+  // every entry placed before it is at home no later. Entries out of that
+  // order (ties, wrapped ones) take the general way.
+  size_t last_home = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < old_capacity; ++i) {
+      const Slot& slot = old_slots[i];
+      // Wrapped entries are in the run of entries at the array's start.
+      if (slot.tag == 0 && pass == 1) break;
+      if (slot.tag == 0) continue;
+      const uint64_t hash = CompactKeyHash(slot.tag & kIdMask, slot.key, N);
+      const size_t old_home = static_cast<size_t>(
+          (static_cast<unsigned __int128>(hash) * old_capacity) >> 64);
+      const bool wrapped = old_home > i;
+      if (wrapped != (pass == 1)) continue;
+      const size_t home = Home(hash);
+      if (!wrapped && home >= last_home) {
+        size_t at = home;
+        while (at < capacity_ && slots_[at].tag != 0) ++at;
+        if (at < capacity_) {
+          slots_[at] = slot;
+          last_home = home;
+          continue;
+        }
+      }
+      Place(slot, hash);
+    }
   }
   Deallocate(old_slots, old_capacity * sizeof(Slot));
 }
