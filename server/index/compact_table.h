@@ -1,20 +1,22 @@
-// CompactTable<N>: the memory index's hash table of fixed-size keys. Each
-// entry is one slot of a flat array: the N-byte key (a fingerprint), the id
-// of its namespace, the chunk size and the reference count, N + 12 bytes in
-// all (44 for SHA-256), with no pointer and no allocation of its own.
-// docs/design.md, "The fingerprint index", explains the layout and its
-// memory.
+// The memory index's flat hash tables of fixed-size keys (docs/design.md,
+// "The memory backend"). CompactTable<N> holds the entries: each is one
+// slot of a flat array, the N-byte fingerprint, the id of its namespace,
+// the chunk size and the reference count, N + 12 bytes in all (44 for
+// SHA-256), with no pointer and no allocation of its own. MemoryIndex keeps
+// next-size hints in a SlotArray of the same kind (InlineHints slots), and
+// fingerprints of other lengths in a StringKeyTable.
 //
-// Open addressing with linear probing in Robin Hood order (an entry never
-// sits further from its home slot than the entries it passed), so that a
-// lookup of an absent key stops as soon as it meets an entry closer to home
-// than it would be; removal shifts the entries behind back by one (no
+// Open addressing with linear probing in Robin Hood order (along a run of
+// occupied slots the entries sit in the order of their home slots), so
+// that a lookup of an absent key stops as soon as it meets an entry whose
+// home is past its own; removal shifts the entries behind back by one (no
 // tombstones). The home slot is the hash scaled to the capacity, which need
-// not be a power of two: the table grows by kGrowth when it would pass
+// not be a power of two: a table grows by kGrowth when it would pass
 // kMaxLoad full, so that it stays between kMaxLoad / kGrowth (0.72) and
 // kMaxLoad (0.9) full: 49 to 61 bytes per SHA-256 entry, plus, while it
 // grows, the old array until every entry has moved. Removing entries does
-// not shrink it.
+// not shrink it. Arrays of 256 KiB and more are mapped from the kernel
+// directly, so that a table's old array goes back to the system at once.
 //
 // Reference counts are 64-bit: the slot holds the low part (up to
 // ref_low_max, UINT32_MAX but for tests), and a count that passes it

@@ -1,19 +1,31 @@
 // MemoryIndex: the embedded, in-process FingerprintIndex, lost on restart.
 //
-// A fixed number of shards, each a hash map under its own mutex, so that
-// streams touching different fingerprints rarely contend. A batch takes each
-// shard's lock only for the one fingerprint it works on.
+// A fixed number of shards, each under its own mutex, so that streams
+// touching different fingerprints rarely contend. A batch takes each
+// shard's lock only for the one fingerprint it works on. In a shard, the
+// entries of SHA-256 (32-byte) and xxh128 (16-byte) fingerprints are slots
+// of flat open-addressing tables (CompactTable, compact_table.h): the
+// fingerprint, a 4-byte namespace id, the chunk size and the reference
+// count, 44 bytes (28 for xxh128); fingerprints of other lengths (none the
+// service accepts) go to a hash map of strings. Namespaces and
+// chunking-parameter keys are held once each, by id (NameIds), while any
+// entry or call uses them. Next-size hints: an entry's one list of up to 2
+// sizes under one parameter key (the default, and what a Dedup records) is
+// a slot of a second such table, 48 bytes; longer lists and more keys per
+// entry are kept in a hash map beside them, as before.
 //
-// Memory, measured by memory_index_footprint (glibc malloc, x86-64; SHA-256
-// fingerprints, a namespace of up to 23 characters): 150 to 230 bytes per
-// entry, as the shards' hash tables double (217 at 1M entries, 152 at
-// 1.75M; at most about 230 just after they grew), plus 144 bytes per entry
-// that has next-size hints (one chunking-parameter key, a list of 2 sizes;
-// 361 and 296 bytes in all). Write-token positions: about 9 bytes each
-// while remembered. For a memory budget, count 230 bytes per entry, 375
-// with hints (a Dedup with next-size hints records them for nearly every
-// chunk), plus up to 36 for the write-token records that max_entries allows
-// (see below): 1 GiB holds about 4M entries, 2.6M with hints.
+// Memory (docs/design.md, "The memory backend"). The tables grow by 1.25x
+// when 90% full, so they stay 72% to 90% full: 49 to 61 bytes per SHA-256
+// entry, plus 53 to 67 with next-size hints, 128 in all at most (measured
+// by memory_index_footprint, resident bytes: 53 and 111 at 1M entries, 49
+// and 103 at 10M). A shard's table that grows holds its old array until
+// it has moved every entry: 1/64 of the index, briefly, 2.25 times over.
+// Tables do not shrink when entries are released. Write-token positions:
+// about 9 bytes each while remembered. For a memory budget, count 61 bytes
+// per entry, 128 with hints (a Dedup with next-size hints records them for
+// nearly every chunk), plus up to 36 for the write-token records that
+// max_entries allows (see below): 1 GiB holds about 11M entries, 6.5M with
+// hints.
 //
 // Limit (IndexOptions::max_entries, 0 = unlimited). The number of entries
 // is counted exactly (an atomic counter reserved under the shard lock before

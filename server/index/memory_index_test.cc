@@ -507,6 +507,75 @@ struct ModelEntry {
 };
 using Model = std::map<std::pair<std::string, std::string>, ModelEntry>;
 
+// Each call below makes one call of the index and checks it against the
+// model, which it updates.
+void CheckInsert(MemoryIndex& index, Model& model, const std::string& ns,
+                 const std::vector<std::string>& batch) {
+  std::vector<InsertEntry> entries;
+  for (const std::string& fp : batch) entries.push_back({fp, 1});
+  auto r = index.Insert(ns, entries);
+  ASSERT_TRUE(r.ok());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    ModelEntry& e = model[{ns, batch[i]}];
+    ASSERT_EQ((*r)[i].is_new, e.refs == 0);
+    ASSERT_EQ((*r)[i].ref_count, ++e.refs);
+  }
+}
+
+void CheckRelease(MemoryIndex& index, Model& model, const std::string& ns,
+                  const std::vector<std::string>& batch) {
+  auto r = index.Release(ns, batch);
+  ASSERT_TRUE(r.ok());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto it = model.find({ns, batch[i]});
+    uint64_t left = 0;
+    if (it != model.end()) {
+      left = --it->second.refs;
+      if (left == 0) model.erase(it);
+    }
+    ASSERT_EQ((*r)[i], left);
+  }
+}
+
+void CheckRecordNextSizes(MemoryIndex& index, Model& model,
+                          const std::string& ns, const std::string& p,
+                          const std::vector<NextSize>& hints, size_t length) {
+  ASSERT_TRUE(index.RecordNextSizes(ns, p, hints).ok());
+  for (const NextSize& h : hints) {
+    auto it = model.find({ns, h.fingerprint});
+    if (it == model.end()) continue;
+    std::vector<uint32_t>& sizes = it->second.hints[p];
+    sizes.erase(std::remove(sizes.begin(), sizes.end(), h.next_size),
+                sizes.end());
+    sizes.insert(sizes.begin(), h.next_size);
+    if (sizes.size() > length) sizes.pop_back();
+  }
+}
+
+void CheckNextSizes(MemoryIndex& index, const Model& model,
+                    const std::string& ns, const std::string& p,
+                    const std::vector<std::string>& batch) {
+  auto r = index.NextSizes(ns, p, batch);
+  ASSERT_TRUE(r.ok());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto it = model.find({ns, batch[i]});
+    std::vector<uint32_t> expected;
+    if (it != model.end() && it->second.hints.count(p) != 0) {
+      expected = it->second.hints.at(p);
+    }
+    ASSERT_EQ((*r)[i], expected) << i;
+  }
+}
+
+void CheckLookup(MemoryIndex& index, const Model& model, const std::string& ns,
+                 const std::vector<std::string>& batch) {
+  auto r = index.Lookup(ns, batch);
+  ASSERT_TRUE(r.ok());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    ASSERT_EQ((*r)[i], model.count({ns, batch[i]}) != 0) << i;
+  }
+}
+
 // Random inserts, releases, lookups and hints over a few namespaces,
 // fingerprints of the three kinds of table and three parameter keys (so
 // that hint lists move from slots to the side map), checked call by call
@@ -519,9 +588,9 @@ TEST(MemoryIndexTablesTest, AgreesWithAPlainModel) {
     const size_t length = i % 3 == 0 ? 32 : i % 3 == 1 ? 16 : 7;
     fps.push_back(Fp(i).substr(0, length));
   }
-  for (int length = 1; length <= 3; ++length) {
+  for (size_t length = 1; length <= 3; ++length) {
     IndexOptions options;
-    options.next_sizes_length = length;
+    options.next_sizes_length = static_cast<int>(length);
     MemoryIndex index(options);
     Model model;
     uint64_t x = 12345 + length;
@@ -534,67 +603,20 @@ TEST(MemoryIndexTablesTest, AgreesWithAPlainModel) {
     for (int call = 0; call < 6000; ++call) {
       const std::string& ns = namespaces[next(namespaces.size())];
       std::vector<std::string> batch;
+      std::vector<NextSize> hints;
       for (uint64_t n = 1 + next(3); n > 0; --n) {
         batch.push_back(fps[next(fps.size())]);
+        hints.push_back({batch.back(), static_cast<uint32_t>(100 + next(4))});
       }
       const std::string& p = params[next(params.size())];
       const uint64_t op = next(5);
       SCOPED_TRACE(absl::StrCat("length ", length, " call ", call, " op ", op));
-      if (op == 0) {
-        std::vector<InsertEntry> entries;
-        for (const std::string& fp : batch) entries.push_back({fp, 1});
-        auto r = index.Insert(ns, entries);
-        ASSERT_TRUE(r.ok());
-        for (size_t i = 0; i < batch.size(); ++i) {
-          ModelEntry& e = model[{ns, batch[i]}];
-          ASSERT_EQ((*r)[i].is_new, e.refs == 0);
-          ASSERT_EQ((*r)[i].ref_count, ++e.refs);
-        }
-      } else if (op == 1) {
-        auto r = index.Release(ns, batch);
-        ASSERT_TRUE(r.ok());
-        for (size_t i = 0; i < batch.size(); ++i) {
-          auto it = model.find({ns, batch[i]});
-          uint64_t left = 0;
-          if (it != model.end()) {
-            left = --it->second.refs;
-            if (left == 0) model.erase(it);
-          }
-          ASSERT_EQ((*r)[i], left);
-        }
-      } else if (op == 2) {
-        std::vector<NextSize> hints;
-        for (const std::string& fp : batch) {
-          hints.push_back({fp, static_cast<uint32_t>(100 + next(4))});
-        }
-        ASSERT_TRUE(index.RecordNextSizes(ns, p, hints).ok());
-        for (const NextSize& h : hints) {
-          auto it = model.find({ns, h.fingerprint});
-          if (it == model.end()) continue;
-          std::vector<uint32_t>& sizes = it->second.hints[p];
-          sizes.erase(std::remove(sizes.begin(), sizes.end(), h.next_size),
-                      sizes.end());
-          sizes.insert(sizes.begin(), h.next_size);
-          if (sizes.size() > static_cast<size_t>(length)) sizes.pop_back();
-        }
-      } else if (op == 3) {
-        auto r = index.NextSizes(ns, p, batch);
-        ASSERT_TRUE(r.ok());
-        for (size_t i = 0; i < batch.size(); ++i) {
-          auto it = model.find({ns, batch[i]});
-          std::vector<uint32_t> expected;
-          if (it != model.end() && it->second.hints.count(p) != 0) {
-            expected = it->second.hints[p];
-          }
-          ASSERT_EQ((*r)[i], expected) << i;
-        }
-      } else {
-        auto r = index.Lookup(ns, batch);
-        ASSERT_TRUE(r.ok());
-        for (size_t i = 0; i < batch.size(); ++i) {
-          ASSERT_EQ((*r)[i], model.count({ns, batch[i]}) != 0) << i;
-        }
-      }
+      if (op == 0) CheckInsert(index, model, ns, batch);
+      if (op == 1) CheckRelease(index, model, ns, batch);
+      if (op == 2) CheckRecordNextSizes(index, model, ns, p, hints, length);
+      if (op == 3) CheckNextSizes(index, model, ns, p, batch);
+      if (op == 4) CheckLookup(index, model, ns, batch);
+      ASSERT_FALSE(HasFatalFailure());
       ASSERT_EQ(index.EntryCount(), model.size());
     }
     // Emptied, it forgets every name.
