@@ -76,7 +76,7 @@ const typename SlotArray<N, Value>::Slot* SlotArray<N, Value>::Find(
     }
     // Robin Hood order: the key would have displaced an entry closer to
     // its home than the key is to its own.
-    if (distance > 0 && Distance(at, HomeOf(slot)) < distance) return nullptr;
+    if (distance > 0 && DistanceOf(slot, at) < distance) return nullptr;
     at = Next(at);
   }
   return nullptr;
@@ -91,11 +91,13 @@ typename SlotArray<N, Value>::Slot* SlotArray<N, Value>::Place(
   while (true) {
     Slot& resident = slots_[at];
     if (resident.tag == 0) {
+      SetDistance(slot, distance);
       resident = slot;
       return placed != nullptr ? placed : &resident;
     }
-    const size_t resident_distance = Distance(at, HomeOf(resident));
+    const size_t resident_distance = DistanceOf(resident, at);
     if (resident_distance < distance) {
+      SetDistance(slot, distance);
       std::swap(resident, slot);
       if (placed == nullptr) placed = &resident;
       distance = resident_distance;
@@ -140,6 +142,7 @@ void SlotArray<N, Value>::Grow() {
         while (at < capacity_ && slots_[at].tag != 0) ++at;
         if (at < capacity_) {
           slots_[at] = slot;
+          SetDistance(slots_[at], at - home);
           last_home = home;
           continue;
         }
@@ -169,8 +172,11 @@ void SlotArray<N, Value>::Erase(Slot* slot) {
   while (true) {
     const size_t next = Next(at);
     const Slot& following = slots_[next];
-    if (following.tag == 0 || HomeOf(following) == next) break;
+    if (following.tag == 0) break;
+    const size_t distance = DistanceOf(following, next);
+    if (distance == 0) break;
     slots_[at] = following;
+    SetDistance(slots_[at], distance - 1);
     at = next;
   }
   slots_[at] = Slot{};

@@ -26,6 +26,7 @@
 #ifndef CHUNKD_INDEX_COMPACT_TABLE_H_
 #define CHUNKD_INDEX_COMPACT_TABLE_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -41,7 +42,7 @@ namespace chunkd::index {
 
 // Largest namespace id a CompactTable stores (ids start at 1; 0 marks an
 // empty slot).
-inline constexpr uint32_t kMaxNamespaceId = (uint32_t{1} << 30) - 1;
+inline constexpr uint32_t kMaxNamespaceId = (uint32_t{1} << 22) - 1;
 
 namespace compact_table_internal {
 // Random per process (CompactKeyHash).
@@ -96,9 +97,12 @@ struct ReleaseResult {
   bool had_hints = false;
 };
 
-// The open addressing both tables share: slots of an N-byte key, a tag
-// (namespace id in bits 0..29, 0 for an empty slot; bits 30 and 31 are the
-// owner's flags) and a Value, in one flat array. Robin Hood linear probing,
+// The open addressing both tables share: slots of an N-byte key, a tag and
+// a Value, in one flat array. The tag holds the namespace id (bits 0..21;
+// 0 for an empty slot), the slot's distance from the key's home slot (bits
+// 22..29; 255 for 255 and more, then computed from the hash), so that
+// probing compares distances without hashing the entries it passes, and
+// the owner's two flags (bits 30 and 31). Robin Hood linear probing,
 // backward-shift removal, growth by kGrowth past kMaxLoad (see above).
 template <size_t N, typename Value>
 class SlotArray {
@@ -116,8 +120,13 @@ class SlotArray {
     Value value;
   };
   static constexpr uint32_t kIdMask = kMaxNamespaceId;
+  static constexpr int kDistanceShift = 22;
+  static constexpr uint32_t kFar = 255;
+  static constexpr uint32_t kDistanceMask = kFar << kDistanceShift;
 
-  SlotArray() = default;
+  // `far`: the distance from which it is computed rather than stored
+  // (kFar but for tests).
+  explicit SlotArray(uint32_t far = kFar) : far_(std::min(far, kFar)) {}
   ~SlotArray();
   SlotArray(const SlotArray&) = delete;
   SlotArray& operator=(const SlotArray&) = delete;
@@ -151,11 +160,22 @@ class SlotArray {
     return at >= home ? at - home : at + capacity_ - home;
   }
   size_t Next(size_t at) const { return at + 1 == capacity_ ? 0 : at + 1; }
+  // How far `slot`, at `at`, is from its home.
+  size_t DistanceOf(const Slot& slot, size_t at) const {
+    const uint32_t stored = (slot.tag & kDistanceMask) >> kDistanceShift;
+    return stored < far_ ? stored : Distance(at, HomeOf(slot));
+  }
+  void SetDistance(Slot& slot, size_t distance) const {
+    const uint32_t stored =
+        static_cast<uint32_t>(std::min<size_t>(distance, far_));
+    slot.tag = (slot.tag & ~kDistanceMask) | (stored << kDistanceShift);
+  }
   // Puts `slot` (absent, with hash `hash`) in Robin Hood order; returns
   // where it went. REQUIRES: a free slot.
   Slot* Place(Slot slot, uint64_t hash);
   void Grow();
 
+  const uint32_t far_;
   Slot* slots_ = nullptr;
   size_t capacity_ = 0;
   size_t size_ = 0;
@@ -182,8 +202,11 @@ class CompactTable {
 
   using AddResult = TableAddResult;
 
-  explicit CompactTable(uint32_t ref_low_max = UINT32_MAX)
-      : ref_low_max_(ref_low_max) {}
+  // Tests pass a small `ref_low_max` (counts spill past it) or
+  // `far_distance` (distances from it on are computed from the hash).
+  explicit CompactTable(uint32_t ref_low_max = UINT32_MAX,
+                        uint32_t far_distance = Slots::kFar)
+      : ref_low_max_(ref_low_max), slots_(far_distance) {}
 
   // Every call: REQUIRES key.bytes.size() == N.
   bool Contains(const TableKey& key) const {

@@ -106,8 +106,15 @@ TEST(CompactTableTest, RefusedReservationCreatesNothing) {
   EXPECT_EQ(table.size(), 1u);
 }
 
-TEST(CompactTableTest, RemovalKeepsEveryOtherEntryReachable) {
-  CompactTable<32> table;
+// Distances stored in the slot (up to 254), or computed from the hash
+// (from 255 on; here from 0, 1 or 2 on).
+class CompactTableDistanceTest : public testing::TestWithParam<uint32_t> {};
+
+INSTANTIATE_TEST_SUITE_P(Far, CompactTableDistanceTest,
+                         testing::Values(255u, 2u, 1u, 0u));
+
+TEST_P(CompactTableDistanceTest, RemovalKeepsEveryOtherEntryReachable) {
+  CompactTable<32> table(UINT32_MAX, GetParam());
   constexpr int kKeys = 20000;
   std::vector<Key> keys;
   for (int i = 0; i < kKeys; ++i) keys.push_back({Bytes(i, 32), 7});

@@ -17,8 +17,8 @@
 // Memory (docs/design.md, "The memory backend"). The tables grow by 1.25x
 // when 90% full, so they stay 72% to 90% full: 49 to 61 bytes per SHA-256
 // entry, plus 53 to 67 with next-size hints, 128 in all at most (measured
-// by memory_index_footprint, resident bytes: 53 and 111 at 1M entries, 49
-// and 103 at 10M). A shard's table that grows holds its old array until
+// by memory_index_footprint, resident bytes: 53 and 116 at 1M entries, 49
+// and 104 at 10M). A shard's table that grows holds its old array until
 // it has moved every entry: 1/64 of the index, briefly, 2.25 times over.
 // Tables do not shrink when entries are released. Write-token positions:
 // about 9 bytes each while remembered. For a memory budget, count 61 bytes
