@@ -47,6 +47,7 @@ class NameIds {
   void Unpin(Name* name);
   // After the caller dropped a use of `id` without holding a pin: forgets
   // the name with that id if it is neither pinned nor used.
+  // REQUIRES: by_id.
   void ReleaseIfUnused(uint32_t id);
   // The name with id `id`. REQUIRES: by_id, and the name is used or pinned
   // (by the caller) while the result is in use.
