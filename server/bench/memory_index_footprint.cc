@@ -19,9 +19,10 @@
 //
 // Speed: one thread, batches of 1000, --speed_entries fingerprints: insert
 // (new), insert (duplicate), lookup (present), lookup (absent), record a
-// next size, read next sizes, release (twice: the second removes). Each
-// repetition runs both indexes, each in a fresh child process, in turns;
-// medians of --repetitions are reported, with their ratio.
+// next size, read next sizes, release (twice: the second removes), every
+// answer checked. Each repetition runs both indexes, each in a fresh child
+// process, in turns; medians of --repetitions are reported, with their
+// ratio.
 #include <openssl/evp.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -281,20 +282,23 @@ std::array<double, kOpCount> MeasureSpeed(uint64_t n, const std::string& ns) {
   for (size_t op : {0, 1}) {
     timed(op, n, [&] {
       Batches(n, [&](uint64_t at, uint64_t end) {
-        Check(index->Insert(ns, span(entries, at, end)).ok());
+        auto r = index->Insert(ns, span(entries, at, end));
+        Check(r.ok());
+        for (const InsertResult& result : *r) {
+          Check(result.is_new == (op == 0) && result.ref_count == op + 1);
+        }
       });
     });
   }
-  timed(2, n, [&] {
-    Batches(n, [&](uint64_t at, uint64_t end) {
-      Check(index->Lookup(ns, span(fps, at, end)).ok());
+  for (size_t op : {2, 3}) {
+    timed(op, n, [&] {
+      Batches(n, [&](uint64_t at, uint64_t end) {
+        auto r = index->Lookup(ns, span(op == 2 ? fps : absent, at, end));
+        Check(r.ok());
+        for (bool found : *r) Check(found == (op == 2));
+      });
     });
-  });
-  timed(3, n, [&] {
-    Batches(n, [&](uint64_t at, uint64_t end) {
-      Check(index->Lookup(ns, span(absent, at, end)).ok());
-    });
-  });
+  }
   timed(4, n, [&] {
     Batches(n, [&](uint64_t at, uint64_t end) {
       Check(index->RecordNextSizes(ns, kParams, span(hints, at, end)).ok());
@@ -302,13 +306,19 @@ std::array<double, kOpCount> MeasureSpeed(uint64_t n, const std::string& ns) {
   });
   timed(5, n, [&] {
     Batches(n, [&](uint64_t at, uint64_t end) {
-      Check(index->NextSizes(ns, kParams, span(fps, at, end)).ok());
+      auto r = index->NextSizes(ns, kParams, span(fps, at, end));
+      Check(r.ok());
+      for (const std::vector<uint32_t>& sizes : *r) {
+        Check(sizes == std::vector<uint32_t>{12000});
+      }
     });
   });
   timed(6, 2 * n, [&] {
-    for (int round = 0; round < 2; ++round) {
+    for (uint64_t round = 0; round < 2; ++round) {
       Batches(n, [&](uint64_t at, uint64_t end) {
-        Check(index->Release(ns, span(fps, at, end)).ok());
+        auto r = index->Release(ns, span(fps, at, end));
+        Check(r.ok());
+        for (uint64_t left : *r) Check(left == 1 - round);
       });
     }
   });
