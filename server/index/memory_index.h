@@ -9,7 +9,9 @@
 // count, 44 bytes (28 for xxh128); fingerprints of other lengths (none the
 // service accepts) go to a hash map of strings. Namespaces and
 // chunking-parameter keys are held once each, by id (NameIds), while any
-// entry or call uses them. Next-size hints: an entry's one list of up to 2
+// entry or call uses them; at most kMaxNamespaceId (4,194,303) namespaces
+// have entries at once (an Insert that would add one more fails with
+// RESOURCE_EXHAUSTED saying so). Next-size hints: an entry's one list of up to 2
 // sizes under one parameter key (the default, and what a Dedup records) is
 // a slot of a second such table, 48 bytes; longer lists and more keys per
 // entry are kept in a hash map beside them, as before.
@@ -17,8 +19,8 @@
 // Memory (docs/design.md, "The memory backend"). The tables grow by 1.25x
 // when 90% full, so they stay 72% to 90% full: 49 to 61 bytes per SHA-256
 // entry, plus 53 to 67 with next-size hints, 128 in all at most (measured
-// by memory_index_footprint, resident bytes: 53 and 116 at 1M entries, 49
-// and 104 at 10M). A shard's table that grows holds its old array until
+// by memory_index_footprint, resident bytes: 53 and 112 at 1M entries, 49
+// and 103 at 10M). A shard's table that grows holds its old array until
 // it has moved every entry: 1/64 of the index, briefly, 2.25 times over.
 // Tables do not shrink when entries are released. Write-token positions:
 // about 9 bytes each while remembered. For a memory budget, count 61 bytes
