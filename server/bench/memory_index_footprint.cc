@@ -251,8 +251,8 @@ double MeasureMemory(What what, uint64_t n, const std::string& ns) {
 
 // Operations per second of each measured operation, in this order.
 const char* const kOps[] = {
-    "insert, new",      "insert, duplicate",  "lookup, present",
-    "lookup, absent",   "record a next size", "read next sizes",
+    "insert, new",    "insert, duplicate",  "lookup, present",
+    "lookup, absent", "record a next size", "read next sizes",
     "release",
 };
 constexpr size_t kOpCount = sizeof(kOps) / sizeof(kOps[0]);
@@ -273,8 +273,8 @@ std::array<double, kOpCount> MeasureSpeed(uint64_t n, const std::string& ns) {
   auto timed = [&](size_t op, uint64_t count, const std::function<void()>& f) {
     const absl::Time start = absl::Now();
     f();
-    rates[op] = static_cast<double>(count) /
-                absl::ToDoubleSeconds(absl::Now() - start);
+    rates[op] =
+        static_cast<double>(count) / absl::ToDoubleSeconds(absl::Now() - start);
   };
   auto span = [](const auto& v, uint64_t at, uint64_t end) {
     return absl::MakeConstSpan(v).subspan(at, end - at);
@@ -361,18 +361,18 @@ double Median(std::vector<double> v) {
 
 void ReportMemory(const std::vector<uint64_t>& counts, const std::string& ns,
                   bool baseline) {
-  std::printf("Resident bytes per entry (per position), SHA-256 "
-              "fingerprints, namespace '%s', hints under '%s':\n\n",
-              ns.c_str(), kParams);
-  std::printf("%-10s %-16s %12s %12s %7s\n", "entries", "what",
-              "MemoryIndex", baseline ? "MapIndex" : "", baseline ? "ratio" : "");
+  std::printf(
+      "Resident bytes per entry (per position), SHA-256 "
+      "fingerprints, namespace '%s', hints under '%s':\n\n",
+      ns.c_str(), kParams);
+  std::printf("%-10s %-16s %12s %12s %7s\n", "entries", "what", "MemoryIndex",
+              baseline ? "MapIndex" : "", baseline ? "ratio" : "");
   for (uint64_t n : counts) {
     for (What what :
          {What::kEntries, What::kEntriesWithHints, What::kTokenPositions}) {
-      const char* label = what == What::kEntries ? "entries"
-                          : what == What::kEntriesWithHints
-                              ? "entries + hints"
-                              : "token positions";
+      const char* label = what == What::kEntries            ? "entries"
+                          : what == What::kEntriesWithHints ? "entries + hints"
+                                                            : "token positions";
       const double ours = InChild<1>([&] {
         return std::array<double, 1>{MeasureMemory<MemoryIndex>(what, n, ns)};
       })[0];
@@ -396,17 +396,18 @@ void ReportSpeed(uint64_t n, int repetitions, const std::string& ns,
   std::vector<std::array<double, kOpCount>> ours;
   std::vector<std::array<double, kOpCount>> old;
   for (int r = 0; r < repetitions; ++r) {
-    ours.push_back(InChild<kOpCount>(
-        [&] { return MeasureSpeed<MemoryIndex>(n, ns); }));
+    ours.push_back(
+        InChild<kOpCount>([&] { return MeasureSpeed<MemoryIndex>(n, ns); }));
     if (baseline) {
       old.push_back(
           InChild<kOpCount>([&] { return MeasureSpeed<MapIndex>(n, ns); }));
     }
   }
-  std::printf("\nOperations per second, one thread, batches of %llu, %llu "
-              "fingerprints; medians of %d, in turns:\n\n",
-              static_cast<unsigned long long>(kBatch),
-              static_cast<unsigned long long>(n), repetitions);
+  std::printf(
+      "\nOperations per second, one thread, batches of %llu, %llu "
+      "fingerprints; medians of %d, in turns:\n\n",
+      static_cast<unsigned long long>(kBatch),
+      static_cast<unsigned long long>(n), repetitions);
   std::printf("%-20s %12s %12s %7s\n", "operation", "MemoryIndex",
               baseline ? "MapIndex" : "", baseline ? "ratio" : "");
   for (size_t op = 0; op < kOpCount; ++op) {

@@ -18,8 +18,7 @@ uint64_t RandomWord() {
   return (uint64_t{device()} << 32) ^ device();
 }
 }  // namespace
-const uint64_t kSeed[3] = {RandomWord(), RandomWord() | 1,
-                           RandomWord() | 1};
+const uint64_t kSeed[3] = {RandomWord(), RandomWord() | 1, RandomWord() | 1};
 }  // namespace compact_table_internal
 
 namespace {
@@ -83,8 +82,8 @@ const typename SlotArray<N, Value>::Slot* SlotArray<N, Value>::Find(
 }
 
 template <size_t N, typename Value>
-typename SlotArray<N, Value>::Slot* SlotArray<N, Value>::Place(
-    Slot slot, uint64_t hash) {
+typename SlotArray<N, Value>::Slot* SlotArray<N, Value>::Place(Slot slot,
+                                                               uint64_t hash) {
   size_t at = Home(hash);
   size_t distance = 0;
   Slot* placed = nullptr;
@@ -109,16 +108,16 @@ typename SlotArray<N, Value>::Slot* SlotArray<N, Value>::Place(
 
 template <size_t N, typename Value>
 void SlotArray<N, Value>::Grow() {
-  const size_t grown = static_cast<size_t>(
-      std::ceil(static_cast<double>(capacity_) * kGrowth));
+  const size_t grown =
+      static_cast<size_t>(std::ceil(static_cast<double>(capacity_) * kGrowth));
   const size_t capacity = std::max(kMinCapacity, grown);
   Slot* const old_slots = slots_;
   const size_t old_capacity = capacity_;
   slots_ = static_cast<Slot*>(AllocateZeroed(capacity * sizeof(Slot)));
   capacity_ = capacity;
-  max_size_ = std::min(
-      capacity - 1,
-      static_cast<size_t>(static_cast<double>(capacity) * kMaxLoad));
+  max_size_ =
+      std::min(capacity - 1,
+               static_cast<size_t>(static_cast<double>(capacity) * kMaxLoad));
   // Home slots grow with the hash, so the old array holds its entries by
   // home in index order, but for those that wrapped around its end. Taken
   // in that order, an entry goes to the first free slot from its new home:

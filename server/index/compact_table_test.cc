@@ -58,9 +58,9 @@ TEST(CompactTableTest, StartsEmptyAndGrowsWithinItsLoadBounds) {
     ASSERT_LE(table.size(), table.capacity() * CompactTable<32>::kMaxLoad);
     // Once past the first few growths, never below kMaxLoad / kGrowth.
     if (table.capacity() > 1000) {
-      ASSERT_GE(table.size() + 1,
-                table.capacity() * CompactTable<32>::kMaxLoad /
-                    CompactTable<32>::kGrowth)
+      ASSERT_GE(table.size() + 1, table.capacity() *
+                                      CompactTable<32>::kMaxLoad /
+                                      CompactTable<32>::kGrowth)
           << i;
     }
   }
@@ -219,13 +219,15 @@ TEST(CompactTableTest, HintsFlagFollowsTheEntry) {
   std::vector<Key> keys;
   for (int i = 0; i < 1000; ++i) keys.push_back({Bytes(i, 16), 2});
   EXPECT_FALSE(table.MarkHints(keys[0].get()));
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(table.Add(keys[i].get(), 1, Always()));
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(table.Add(keys[i].get(), 1, Always()));
   for (int i = 0; i < 10; i += 2) ASSERT_TRUE(table.MarkHints(keys[i].get()));
   // Growth and removals move entries; the flag moves with them.
   for (int i = 10; i < 1000; ++i) {
     ASSERT_TRUE(table.Add(keys[i].get(), 1, Always()));
   }
-  for (int i = 10; i < 1000; i += 2) ASSERT_TRUE(table.Release(keys[i].get()).removed);
+  for (int i = 10; i < 1000; i += 2)
+    ASSERT_TRUE(table.Release(keys[i].get()).removed);
   for (int i = 0; i < 10; ++i) {
     EXPECT_EQ(table.HasHints(keys[i].get()), i % 2 == 0) << i;
     const ReleaseResult r = table.Release(keys[i].get());
@@ -236,9 +238,9 @@ TEST(CompactTableTest, HintsFlagFollowsTheEntry) {
 
 TEST(StringKeyTableTest, AnyLengthIncludingEmpty) {
   StringKeyTable table;
-  const std::vector<std::string> fps = {"", std::string("\0", 1), "a", "ab",
-                                        std::string(31, 'x'),
-                                        std::string(33, 'x')};
+  const std::vector<std::string> fps = {
+      "",   std::string("\0", 1), "a",
+      "ab", std::string(31, 'x'), std::string(33, 'x')};
   for (const std::string& fp : fps) {
     ASSERT_TRUE(table.Add({1, fp, 0}, 1, Always())->is_new);
     ASSERT_FALSE(table.Contains({2, fp, 0}));

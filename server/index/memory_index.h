@@ -11,10 +11,10 @@
 // chunking-parameter keys are held once each, by id (NameIds), while any
 // entry or call uses them; at most kMaxNamespaceId (4,194,303) namespaces
 // have entries at once (an Insert that would add one more fails with
-// RESOURCE_EXHAUSTED saying so). Next-size hints: an entry's one list of up to 2
-// sizes under one parameter key (the default, and what a Dedup records) is
-// a slot of a second such table, 48 bytes; longer lists and more keys per
-// entry are kept in a hash map beside them, as before.
+// RESOURCE_EXHAUSTED saying so). Next-size hints: an entry's one list of up to
+// 2 sizes under one parameter key (the default, and what a Dedup records) is a
+// slot of a second such table, 48 bytes; longer lists and more keys per entry
+// are kept in a hash map beside them, as before.
 //
 // Memory (docs/design.md, "The memory backend"). The tables grow by 1.25x
 // when 90% full, so they stay 72% to 90% full: 49 to 61 bytes per SHA-256
@@ -167,8 +167,7 @@ class MemoryIndex final : public FingerprintIndex {
     Name* name_;
   };
   // (params_key, sizes most recent first); a handful of keys at most.
-  using HintLists =
-      std::vector<std::pair<std::string, std::vector<uint32_t>>>;
+  using HintLists = std::vector<std::pair<std::string, std::vector<uint32_t>>>;
   // A hint slot whose entry's lists are all in Shard::hints.
   static constexpr uint32_t kSideHints = uint32_t{1} << 30;
   struct Shard {
@@ -183,8 +182,8 @@ class MemoryIndex final : public FingerprintIndex {
     // flagged kSideHints; otherwise (other lengths, longer lists, more
     // than one key, more keys than ids) the lists in `hints`, by
     // "<ns id><fingerprint>".
-    SlotArray<32, InlineHints> sha256_hints;  // guarded by mu
-    SlotArray<16, InlineHints> xxh128_hints;  // guarded by mu
+    SlotArray<32, InlineHints> sha256_hints;            // guarded by mu
+    SlotArray<16, InlineHints> xxh128_hints;            // guarded by mu
     absl::flat_hash_map<std::string, HintLists> hints;  // guarded by mu
   };
   static constexpr size_t kShards = 64;
@@ -219,9 +218,7 @@ class MemoryIndex final : public FingerprintIndex {
 
   // `fingerprint` in namespace `ns`, with its hash.
   static TableKey KeyOf(const Name& ns, absl::string_view fingerprint);
-  Shard& ShardFor(const TableKey& key) {
-    return shards_[key.hash % kShards];
-  }
+  Shard& ShardFor(const TableKey& key) { return shards_[key.hash % kShards]; }
   // Calls `f` with the shard's table for the key's length.
   template <typename F>
   static decltype(auto) WithTable(Shard& shard, const TableKey& key, F f) {
@@ -237,8 +234,7 @@ class MemoryIndex final : public FingerprintIndex {
   // Calls `f` with the shard's hint slots for the key's length (32 or 16),
   // or returns `otherwise` for other lengths.
   template <typename R, typename F>
-  static R WithHintSlots(Shard& shard, const TableKey& key, R otherwise,
-                         F f) {
+  static R WithHintSlots(Shard& shard, const TableKey& key, R otherwise, F f) {
     switch (key.bytes.size()) {
       case 32:
         return f(shard.sha256_hints);
