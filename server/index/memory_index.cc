@@ -93,8 +93,8 @@ absl::StatusOr<std::vector<bool>> MemoryIndex::Lookup(
     const TableKey key = KeyOf(*pin.get(), fingerprints[i]);
     Shard& shard = ShardFor(key);
     std::lock_guard<std::mutex> lock(shard.mu);
-    found[i] = WithTable(shard, key,
-                         [&](const auto& table) { return table.Contains(key); });
+    found[i] = WithTable(
+        shard, key, [&](const auto& table) { return table.Contains(key); });
   }
   return found;
 }
