@@ -81,7 +81,9 @@ const MAX_SECONDS: f64 = 3600.0;
 fn parse_number(flag: &str, value: Option<String>) -> Result<u64, Failure> {
     let text = value.ok_or_else(|| Failure::Usage(format!("-{flag}: expected a value")))?;
     text.parse::<u64>().map_err(|_| {
-        Failure::Usage(format!("-{flag}: expected a non-negative integer, got {text:?}"))
+        Failure::Usage(format!(
+            "-{flag}: expected a non-negative integer, got {text:?}"
+        ))
     })
 }
 
@@ -146,10 +148,18 @@ fn parse_args(args: Vec<String>) -> Result<Config, Failure> {
     }
     let path = paths.pop().unwrap_or_default();
     if bench && path == "-" {
-        return Err(Failure::Usage("-bench needs a FILE, not standard input".to_owned()));
+        return Err(Failure::Usage(
+            "-bench needs a FILE, not standard input".to_owned(),
+        ));
     }
     validate(&params)?;
-    Ok(Config { params, bench, repeat, seconds, path })
+    Ok(Config {
+        params,
+        bench,
+        repeat,
+        seconds,
+        path,
+    })
 }
 
 /// Refuses what the crate would not chunk as documented: it checks its
@@ -173,7 +183,10 @@ fn validate(p: &Params) -> Result<(), Failure> {
         }
     }
     if p.level > 3 {
-        return Err(Failure::Usage(format!("-level: expected 0..3, got {}", p.level)));
+        return Err(Failure::Usage(format!(
+            "-level: expected 0..3, got {}",
+            p.level
+        )));
     }
     Ok(())
 }
@@ -234,7 +247,11 @@ fn bench(p: &Params, data: &[u8], repeat: usize, seconds: f64) -> Result<(), Fai
         best = best.min(elapsed);
         run += 1;
     }
-    let gb_per_s = if best > 0.0 { data.len() as f64 / best / 1e9 } else { 0.0 };
+    let gb_per_s = if best > 0.0 {
+        data.len() as f64 / best / 1e9
+    } else {
+        0.0
+    };
     println!(
         "{{\"algorithm\":\"fastcdc\",\"bytes\":{},\"chunks\":{},\"best_seconds\":{},\"gb_per_s\":{}}}",
         data.len(),
