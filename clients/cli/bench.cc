@@ -159,9 +159,8 @@ constexpr absl::string_view kRowFormat =
 }  // namespace
 
 std::vector<FlagSpec> BenchFlagSpecs() {
-  return {{"algorithm"}, {"preset"},  {"backend"}, {"threads"},
-          {"strategy"},  {"dataset"}, {"size"},    {"seconds"},
-          {"input"},     {"help", false}};
+  return {{"algorithm"}, {"preset"}, {"backend"}, {"threads"}, {"strategy"},
+          {"dataset"},   {"size"},   {"seconds"}, {"input"},   {"help", false}};
 }
 
 namespace {

@@ -306,8 +306,7 @@ TEST(RunBenchTest, MeasuresAPresetWithItsParameters) {
   constexpr size_t kSize = 6 << 20;  // a dozen REAPI chunks
   absl::StatusOr<BenchConfig> config =
       Config({"--preset", "fastcdc-reapi", "--backend", "scalar", "--threads",
-              "1,2", "--size", absl::StrCat(kSize), "--seconds",
-              "0.001"});
+              "1,2", "--size", absl::StrCat(kSize), "--seconds", "0.001"});
   ASSERT_TRUE(config.ok()) << config.status();
   BenchRun run = RunConfig(*config);
   ASSERT_TRUE(run.status.ok()) << run.status << "\n" << run.out;
@@ -316,10 +315,9 @@ TEST(RunBenchTest, MeasuresAPresetWithItsParameters) {
       workload::MakeDataset(workload::Dataset::kRandom, kSize);
   const size_t reapi =
       chunking::ReferenceChunks(*config->preset_options, data).size();
-  const size_t bench =
-      chunking::ReferenceChunks(workload::BenchOptions(Algorithm::kFastCdc),
-                                data)
-          .size();
+  const size_t bench = chunking::ReferenceChunks(
+                           workload::BenchOptions(Algorithm::kFastCdc), data)
+                           .size();
   ASSERT_NE(reapi, bench);  // else the check below would tell nothing
   EXPECT_EQ(ReferenceChunkCount(run.out, "fastcdc"), static_cast<int>(reapi))
       << run.out;
