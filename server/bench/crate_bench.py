@@ -4,8 +4,8 @@ points it reproduces, on the same bytes, in the same run.
 
     crate_bench.py --upstream-fastcdc build/tools/cargo/release/upstream-fastcdc \\
         --chunkctl build/clients/cli/chunkctl --dir build/bench \\
-        [--size BYTES] [--seed N] [--repeat N] [--seconds S] [--threads 1,2] \\
-        [--params target,reapi] [--markdown OUT.md]
+        [--size BYTES] [--seed N] [--repeat N] [--seconds S] [--rounds N] \\
+        [--threads 1,2] [--params target,reapi] [--markdown OUT.md]
 
 It writes --size bytes of seeded random data to a file under --dir (the file
 of server/bench/upstream_bench.py, shared with `make bench-upstream`), and
@@ -13,15 +13,16 @@ for each parameter set (PARAM_SETS: the speed target's 4 / 16 / 64 KiB,
 level 2, and REAPI's 128 KiB / 512 KiB / 2 MiB, level 2) runs:
 
 - `upstream-fastcdc -bench` (tests/upstream-rust: the crate's
-  `v2020::FastCDC` over the file in memory, one thread), the fastest of at
-  least --repeat runs within --seconds / 2, just before chunkd and again
-  just after it, the faster window counting;
+  `v2020::FastCDC` over the file in memory, one thread);
 - `chunkctl bench --input FILE --algorithm fastcdc --threads 1,2` (with
   `--preset` for REAPI's set): chunkd's scalar reference and every backend
-  on each thread count, the fastest run within the same --seconds, with the
-  memory-read ceiling on as many threads;
+  on each thread count, with the memory-read ceiling on as many threads;
 - `upstream-fastcdc FILE` and `chunkctl chunk --local --fingerprint none`:
   every cut point of both, compared byte for byte.
+
+The two timings alternate in --rounds windows of --seconds / --rounds per
+row (crate, chunkd, chunkd, crate, ...), so that load from other work on
+the machine falls on both alike; each row keeps its fastest run.
 
 It prints and writes (--markdown) a summary (the crate, chunkd's fastest
 backend per thread count, their ratios, the ceiling) and every row. Cut
@@ -170,18 +171,19 @@ def detail(lines: Sequence[Line]) -> List[str]:
 
 
 def tables(lines: Sequence[Line], size: int, seed: int, repeat: int,
-           seconds: float, thread_counts: Sequence[int]) -> str:
+           seconds: float, rounds: int, thread_counts: Sequence[int]) -> str:
     out = [
         "chunkd's fastcdc vs the Rust crate %s (`v2020::FastCDC::with_level`, "
         "release build with LTO): %d bytes of seeded random data (Python "
-        "random.Random(%d)), the same file for both. Crate: the fastest run over "
-        "the bytes in memory, one thread, in two windows (each at least %d runs "
-        "and %g s) just before and just after chunkd's. chunkd: `chunkctl bench "
-        "--input`, the fastest run within %g s per row, its fastest "
+        "random.Random(%d)), the same file for both. Each side runs in %d "
+        "windows of %g s per row, alternating (crate, chunkd, chunkd, crate, "
+        "...), and keeps its fastest run. Crate: over the bytes in memory, one "
+        "thread, at least %d runs per window. chunkd: `chunkctl bench --input`, "
+        "its fastest "
         "backend per thread count (named; every row below). Cut points: every "
         "boundary of `chunkctl chunk --local` against the crate's, in the same "
         "run. Memory-read ceiling: `chunkctl bench`'s, summing the data's 64-bit "
-        "words." % (CRATE, size, seed, repeat, seconds / 2, seconds),
+        "words." % (CRATE, size, seed, rounds, seconds / rounds, repeat),
         "",
     ]
     out += summary(lines, thread_counts)
@@ -193,23 +195,55 @@ def tables(lines: Sequence[Line], size: int, seed: int, repeat: int,
     return "\n".join(out) + "\n"
 
 
+def merge(results: Sequence[ChunkdResult]) -> ChunkdResult:
+    """Several runs of the same `chunkctl bench` as one: each row, the
+    reference and each ceiling at its fastest; a row's check is "ok" only
+    if every run's was."""
+    reference = max((r.reference for r in results), key=lambda row: row.gbps)
+    rows: Dict["tuple[str, int]", upstream_bench.Row] = {}
+    for result in results:
+        for row in result.rows:
+            key = (row.backend, row.threads)
+            best = rows.get(key)
+            if best is None:
+                rows[key] = row
+                continue
+            check = best.check if best.check != "ok" else row.check
+            rows[key] = (row if row.gbps > best.gbps else best)._replace(check=check)
+    ceiling: Dict[int, float] = {}
+    for result in results:
+        for n, gbps in result.ceiling.items():
+            ceiling[n] = max(ceiling.get(n, 0.0), gbps)
+    return ChunkdResult(reference, list(rows.values()), ceiling)
+
+
 def measure(args: argparse.Namespace, params: ParamSet, path: Path) -> Line:
-    # Side by side, per parameter set: the crate, chunkd, the crate again.
-    # chunkd keeps the fastest of many windows (one per row); the crate,
-    # the faster of the windows just before and just after them, so that
-    # load from other work on the machine does not fall on it alone.
+    # Side by side, per parameter set: --rounds windows of each side, in the
+    # order crate, chunkd, chunkd, crate, crate, ... so that load from other
+    # work on the machine falls on both alike; each side keeps its fastest.
     problems = compare_cut_points(args.upstream_fastcdc, args.chunkctl, params, path)
-    crate_args = [*params.crate, "-seconds", str(args.seconds / 2)]
-    before = upstream_bench.run_upstream(args.upstream_fastcdc, "fastcdc", path,
-                                         args.repeat, crate_args)
-    chunkd, status, stderr = upstream_bench.run_chunkd(
-        args.chunkctl, "fastcdc", path, args.threads, args.seconds, params.bench)
-    after = upstream_bench.run_upstream(args.upstream_fastcdc, "fastcdc", path,
-                                        args.repeat, crate_args)
-    if before["chunks"] != after["chunks"]:
-        problems.append("%s: the crate cut %d chunks, then %d" % (
-            params.label, before["chunks"], after["chunks"]))
-    crate = max(before, after, key=lambda r: r["gb_per_s"])
+    window = "%.6f" % (args.seconds / args.rounds)
+    crate_runs: List[dict] = []
+    chunkd_runs: List[ChunkdResult] = []
+    status, stderr = 0, ""
+    for round_number in range(args.rounds):
+        for side in ("crate", "chunkd") if round_number % 2 == 0 else ("chunkd", "crate"):
+            if side == "crate":
+                crate_runs.append(upstream_bench.run_upstream(
+                    args.upstream_fastcdc, "fastcdc", path, args.repeat,
+                    [*params.crate, "-seconds", window]))
+                continue
+            result, code, err = upstream_bench.run_chunkd(
+                args.chunkctl, "fastcdc", path, args.threads, float(window), params.bench)
+            chunkd_runs.append(result)
+            if code != 0 and status == 0:
+                status, stderr = code, err
+    counts = sorted({run["chunks"] for run in crate_runs})
+    if len(counts) > 1:
+        problems.append("%s: the crate's runs cut %s chunks" % (
+            params.label, " and ".join(map(str, counts))))
+    crate = max(crate_runs, key=lambda run: run["gb_per_s"])
+    chunkd = merge(chunkd_runs)
     problems += upstream_bench.check(params.label, crate, chunkd, status, stderr,
                                      upstream_name="the crate")
     print("%s: crate %.2f GB/s, chunkd reference %.2f GB/s" % (
@@ -226,10 +260,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--size", type=int, default=256 << 20)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--repeat", type=int, default=3,
-                        help="crate runs at least; the fastest counts")
+                        help="crate runs at least per window; the fastest counts")
     parser.add_argument("--seconds", type=float, default=2.0,
-                        help="chunkd's window per row (chunkctl bench --seconds); "
-                        "the crate gets two of half that")
+                        help="time per row of each side, over all rounds")
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="windows per side, alternating")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--params", default=",".join(PARAM_SETS),
                         help="parameter sets: %s" % ", ".join(PARAM_SETS))
@@ -239,8 +274,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("crate_bench: skipped: %s is not built (it needs cargo; "
               "`make bench-crate` builds it)" % args.upstream_fastcdc)
         return 0
-    if args.size <= 0 or args.repeat <= 0 or args.seconds <= 0:
-        parser.error("--size, --repeat and --seconds must be positive")
+    if args.size <= 0 or args.repeat <= 0 or args.rounds <= 0:
+        parser.error("--size, --repeat and --rounds must be positive")
+    if args.seconds / args.rounds < 1e-3:
+        parser.error("--seconds: at least 1 ms per round")
     names = args.params.split(",")
     unknown = [n for n in names if n not in PARAM_SETS]
     if unknown:
@@ -250,7 +287,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.dir.mkdir(parents=True, exist_ok=True)
     path = upstream_bench.write_data(args.dir, args.size, args.seed)
     lines = [measure(args, PARAM_SETS[name], path) for name in names]
-    text = tables(lines, args.size, args.seed, args.repeat, args.seconds, thread_counts)
+    text = tables(lines, args.size, args.seed, args.repeat, args.seconds, args.rounds,
+                  thread_counts)
     sys.stdout.write(text)
     if any(line.problems for line in lines):
         # No table of wrong answers goes to the documentation.

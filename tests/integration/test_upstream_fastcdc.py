@@ -268,3 +268,29 @@ def test_crate_bench_fails_when_the_cut_points_differ(
     assert "cut points differ at chunk " in result.stdout
     assert "not written" in result.stderr
     assert not markdown.exists()
+
+
+def test_crate_bench_keeps_each_rows_fastest_window() -> None:
+    """Rounds of chunkctl bench merge row by row: the fastest run of each
+    row, reference and ceiling; a mismatch in any round stays a mismatch."""
+    sys.path.insert(0, str(REPO / "server" / "bench"))
+    import crate_bench  # server/bench/crate_bench.py
+
+    def output(ceiling: str, ref: str, scalar: str, avx2: str, check: str) -> str:
+        return (
+            "chunkctl bench: 100 bytes of the file f; backends scalar, avx2; strategy auto\n"
+            f"memory read (sum of 64-bit words): 1 thread {ceiling} GB/s, 2 threads 9.00 GB/s\n\n"
+            "algorithm  backend    threads  strategy       GB/s    x ref  of ceiling   chunks  check\n"
+            f"fastcdc    reference        1  reference   {ref}    1.00x          2%       12  (the reference)\n"
+            f"fastcdc    scalar           1  two-stage   {scalar}    1.20x          2%       12  ok\n"
+            f"fastcdc    avx2             2  two-stage   {avx2}    2.20x          2%       12  {check}\n")
+
+    parse = crate_bench.upstream_bench.parse_chunkctl_bench
+    merged = crate_bench.merge([
+        parse(output("5.00", "1.50", "2.00", "3.00", "MISMATCH: chunk 3 of 12")),
+        parse(output("7.00", "1.00", "2.50", "2.90", "ok")),
+    ])
+    assert merged.ceiling == {1: 7.0, 2: 9.0}
+    assert merged.reference.gbps == 1.5
+    assert sorted((r.backend, r.threads, r.gbps, r.check) for r in merged.rows) == [
+        ("avx2", 2, 3.0, "MISMATCH: chunk 3 of 12"), ("scalar", 1, 2.5, "ok")]
