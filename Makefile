@@ -68,6 +68,7 @@ test-cpp: build
 test-python: build $(VENV_STAMP)
 	CHUNKD_GO_BIN=$(CHUNKD_GO_BIN) GRPCURL_BIN=$(TOOLS_BIN)/grpcurl \
 	  UPSTREAM_CHUNK_BIN=$(UPSTREAM_CHUNK_BIN) \
+	  UPSTREAM_FASTCDC_BIN=$(if $(HAVE_CARGO),$(UPSTREAM_FASTCDC_BIN)) \
 	  $(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e tests/integration tests/build
 
 test: test-cpp test-python test-chart test-deploy test-go test-lizard
@@ -89,7 +90,7 @@ $(LIZARD_STAMP): $(VENV_STAMP)
 test-lizard: $(LIZARD_STAMP)
 	$(VENV)/bin/lizard $(LIZARD_ARGS) server clients
 
-# `make bench` runs the eight below, then bench-docs. bench-chunking: the
+# `make bench` runs the nine below, then bench-docs. bench-chunking: the
 # chunking benchmarks (server/bench/), then a table and a chart under
 # $(BENCH_DIR). matplotlib
 # goes into the venv through its own stamp, so the test venv does not need it. BENCH_ARGS go to chunking_bench
@@ -122,10 +123,10 @@ DEDUP_BENCH_ARGS ?= --size 268435456 --repetitions 5
 # table gets the new one, stamped with when and where it ran; the others keep
 # theirs. `make bench` runs it last.
 .PHONY: bench bench-chunking bench-index bench-dedup bench-service bench-rapid \
-  bench-sha256 bench-content-key bench-upstream bench-docs
+  bench-sha256 bench-content-key bench-upstream bench-crate bench-docs
 
 bench: bench-chunking bench-index bench-dedup bench-service bench-rapid \
-  bench-sha256 bench-content-key bench-upstream
+  bench-sha256 bench-content-key bench-upstream bench-crate
 	$(PYTHON) docs/assemble_benchmarks.py --bench-dir $(BENCH_DIR) \
 	  --doc docs/benchmarks.md
 
@@ -326,6 +327,44 @@ bench-upstream: build $(UPSTREAM_CHUNK_BIN)
 	$(PYTHON) server/bench/upstream_bench.py --upstream-chunk $(UPSTREAM_CHUNK_BIN) \
 	  --chunkctl $(BUILD_DIR)/clients/cli/chunkctl --dir $(BENCH_DIR) \
 	  --markdown $(BENCH_DIR)/upstream.md $(UPSTREAM_BENCH_ARGS)
+endif
+
+# upstream-fastcdc: the Rust crate fastcdc 5.0.0, whose v2020 cut points
+# chunkd's fastcdc reproduces byte for byte (tests/upstream-rust, its own
+# Cargo.toml and Cargo.lock pinning it), cutting a file as `chunkctl chunk
+# --fingerprint none` prints it; cargo builds it into $(CARGO_TARGET), and
+# after the first fetch builds it offline. test-python compares every
+# boundary with it (tests/integration/test_upstream_fastcdc.py, which skips
+# saying why when there is no cargo); bench-crate times it beside chunkctl
+# bench on the same bytes, checks the cut points of both in the same run
+# (server/bench/crate_bench.py) and writes crate.md; without cargo it says so
+# and skips.
+CARGO                    ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
+CARGO_TARGET             := $(abspath $(BUILD_DIR))/tools/cargo
+UPSTREAM_FASTCDC_BIN     := $(CARGO_TARGET)/release/upstream-fastcdc
+UPSTREAM_FASTCDC_SOURCES := $(shell find tests/upstream-rust/src -name '*.rs' 2>/dev/null) \
+  tests/upstream-rust/Cargo.toml tests/upstream-rust/Cargo.lock
+CRATE_BENCH_ARGS         ?= --size 268435456
+HAVE_CARGO := $(shell command -v $(CARGO) >/dev/null 2>&1 && echo yes)
+
+# cargo leaves the binary alone when it is up to date: touch it, so that
+# make does not ask again.
+$(UPSTREAM_FASTCDC_BIN): $(UPSTREAM_FASTCDC_SOURCES)
+	$(CARGO) build --release --locked --quiet \
+	  --manifest-path tests/upstream-rust/Cargo.toml --target-dir $(CARGO_TARGET)
+	touch $@
+
+ifeq ($(HAVE_CARGO),)
+bench-crate:
+	@echo "bench-crate: skipped: no cargo ($(CARGO)) to build upstream-fastcdc"
+else
+test-python: $(UPSTREAM_FASTCDC_BIN)
+
+bench-crate: build $(UPSTREAM_FASTCDC_BIN)
+	@mkdir -p $(BENCH_DIR)
+	$(PYTHON) server/bench/crate_bench.py --upstream-fastcdc $(UPSTREAM_FASTCDC_BIN) \
+	  --chunkctl $(BUILD_DIR)/clients/cli/chunkctl --dir $(BENCH_DIR) \
+	  --markdown $(BENCH_DIR)/crate.md $(CRATE_BENCH_ARGS)
 endif
 
 clean:

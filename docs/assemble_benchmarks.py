@@ -41,6 +41,7 @@ class Section(NamedTuple):
 SECTIONS: Dict[str, Section] = {
     "chunking": Section("results.md", "bench-chunking", False),
     "upstream": Section("upstream.md", "bench-upstream", False),
+    "crate": Section("crate.md", "bench-crate", False),
     "service": Section("service.md", "bench-service", False),
     "index": Section("index.txt", "bench-index", True),
     "index-memory": Section("index_memory.txt", "bench-index", True),

@@ -159,9 +159,35 @@ constexpr absl::string_view kRowFormat =
 }  // namespace
 
 std::vector<FlagSpec> BenchFlagSpecs() {
-  return {{"algorithm"}, {"backend"}, {"threads"}, {"strategy"},   {"dataset"},
-          {"size"},      {"seconds"}, {"input"},   {"help", false}};
+  return {{"algorithm"}, {"preset"}, {"backend"}, {"threads"}, {"strategy"},
+          {"dataset"},   {"size"},   {"seconds"}, {"input"},   {"help", false}};
 }
+
+namespace {
+
+// --preset: the preset's parameters, and its algorithm as the only one;
+// an --algorithm given alongside must be that one.
+absl::Status ApplyPreset(const ParsedArgs& args, BenchConfig* config) {
+  const std::optional<std::string> name = args.Get("preset");
+  if (!name) return absl::OkStatus();
+  absl::StatusOr<chunking::ChunkerOptions> options = chunking::Preset(*name);
+  if (!options.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--preset: ", options.status().message()));
+  }
+  const std::vector<Algorithm> only = {options->algorithm};
+  if (args.Has("algorithm") && config->algorithms != only) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--preset ", *name, " is ", chunking::AlgorithmName(only[0]),
+        ": --algorithm must be that one or left out"));
+  }
+  config->algorithms = only;
+  config->preset = *name;
+  config->preset_options = *options;
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<BenchConfig> BenchConfigFromArgs(const ParsedArgs& args) {
   BenchConfig config;
@@ -169,6 +195,7 @@ absl::StatusOr<BenchConfig> BenchConfigFromArgs(const ParsedArgs& args) {
       ParseAlgorithms(args.Get("algorithm").value_or("all"));
   if (!algorithms.ok()) return algorithms.status();
   config.algorithms = *std::move(algorithms);
+  if (absl::Status s = ApplyPreset(args, &config); !s.ok()) return s;
   if (absl::Status s =
           ParseBackends(args.Get("backend").value_or("all"), &config);
       !s.ok()) {
@@ -320,9 +347,10 @@ void BenchRun::PrintHeader() {
                             workload::kBenchSeed)
           : absl::StrCat("the file ", config_.input);
   Print(absl::StrFormat(
-      "chunkctl bench: %d bytes of %s; backends %s; strategy %s\n",
+      "chunkctl bench: %d bytes of %s; backends %s; strategy %s%s\n",
       data_.size(), what, names.empty() ? "none" : absl::StrJoin(names, ", "),
-      chunking::StrategyName(config_.strategy)));
+      chunking::StrategyName(config_.strategy),
+      config_.preset ? absl::StrCat("; preset ", *config_.preset) : ""));
   if (!config_.skipped.empty()) {
     Print(
         absl::StrCat("skipped: ", absl::StrJoin(config_.skipped, ", "), "\n"));
@@ -366,7 +394,9 @@ void BenchRun::MeasureCeilings() {
 
 // The reference's row, then every backend x thread count's.
 absl::Status BenchRun::RunAlgorithm(Algorithm algorithm) {
-  const chunking::ChunkerOptions options = workload::BenchOptions(algorithm);
+  const chunking::ChunkerOptions options =
+      config_.preset_options ? *config_.preset_options
+                             : workload::BenchOptions(algorithm);
   const std::string alg(chunking::AlgorithmName(algorithm));
   std::vector<Chunk> want;
   const double ref_seconds = TimeBest(config_.seconds, [&] {

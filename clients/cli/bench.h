@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,13 @@ inline constexpr double kMaxBenchSeconds = 3600;
 struct BenchConfig {
   // --algorithm A|all. Default all.
   std::vector<chunking::Algorithm> algorithms;
+  // --preset NAME (chunking::Preset): time that preset's algorithm, alone,
+  // with its parameters instead of the benchmark's (workload::BenchOptions),
+  // so that other parameter sets can be compared with another program on the
+  // same bytes (server/bench/crate_bench.py). --algorithm, if given, must
+  // name the preset's algorithm. Unset: the benchmark's parameters.
+  std::optional<std::string> preset;
+  std::optional<chunking::ChunkerOptions> preset_options;
   // --backend B|all: the kernels to time. Default all this CPU supports; a
   // kernel named explicitly must be supported.
   std::vector<const chunking::kernels::Kernel*> kernels;

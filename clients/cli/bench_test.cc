@@ -28,6 +28,7 @@ using chunking::kernels::BitmapWords;
 using chunking::kernels::Kernel;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 absl::StatusOr<BenchConfig> Config(const std::vector<std::string>& words) {
   absl::StatusOr<ParsedArgs> args = ParseArgs(words, BenchFlagSpecs());
@@ -130,6 +131,22 @@ TEST(BenchConfigTest, ParsesEveryFlag) {
   EXPECT_EQ(config->seconds, 0.25);
 }
 
+TEST(BenchConfigTest, PresetTakesItsAlgorithmAndParameters) {
+  absl::StatusOr<BenchConfig> config = Config({"--preset", "fastcdc-reapi"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(config->algorithms, ElementsAre(Algorithm::kFastCdc));
+  EXPECT_EQ(config->preset, "fastcdc-reapi");
+  ASSERT_TRUE(config->preset_options.has_value());
+  EXPECT_EQ(config->preset_options->min_size, 128u << 10);
+  EXPECT_EQ(config->preset_options->avg_size, 512u << 10);
+  EXPECT_EQ(config->preset_options->max_size, 2u << 20);
+  EXPECT_EQ(config->preset_options->normalization_level, 2u);
+  config = Config({"--preset", "seqcdc-8k", "--algorithm", "seqcdc"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(config->algorithms, ElementsAre(Algorithm::kSeqCdc));
+  EXPECT_FALSE(Config({})->preset_options.has_value());
+}
+
 TEST(BenchConfigTest, RejectsBadValuesNamingTheFlag) {
   struct Case {
     std::vector<std::string> words;
@@ -148,6 +165,11 @@ TEST(BenchConfigTest, RejectsBadValuesNamingTheFlag) {
            {{"--dataset", "zeros"}, "--dataset: "},
            {{"--size", "0"}, "--size: expected a byte count in 1..4294967296"},
            {{"--size", "4294967297"}, "--size: "},
+           {{"--preset", "fastcdc-16k"}, "--preset: unknown preset"},
+           {{"--preset", "fastcdc-reapi", "--algorithm", "crc32"},
+            "--preset fastcdc-reapi is fastcdc: --algorithm must be"},
+           {{"--preset", "seqcdc-8k", "--algorithm", "seqcdc,fastcdc"},
+            "--preset seqcdc-8k is seqcdc"},
            {{"--seconds", "0"}, "--seconds: expected a number of seconds"},
            {{"--seconds", "-1"}, "--seconds: "},
            {{"--seconds", "1e3"}, "--seconds: "},
@@ -277,6 +299,30 @@ TEST(RunBenchTest, TimesTheBytesOfAnInputFile) {
   run = RunConfig(config);
   EXPECT_FALSE(run.status.ok());
   EXPECT_THAT(run.status.message(), HasSubstr(path));
+}
+
+// --preset: the rows use the preset's parameters, not the benchmark's.
+TEST(RunBenchTest, MeasuresAPresetWithItsParameters) {
+  constexpr size_t kSize = 6 << 20;  // a dozen REAPI chunks
+  absl::StatusOr<BenchConfig> config =
+      Config({"--preset", "fastcdc-reapi", "--backend", "scalar", "--threads",
+              "1,2", "--size", absl::StrCat(kSize), "--seconds", "0.001"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  BenchRun run = RunConfig(*config);
+  ASSERT_TRUE(run.status.ok()) << run.status << "\n" << run.out;
+  EXPECT_THAT(run.out, HasSubstr("; strategy auto; preset fastcdc-reapi\n"));
+  const std::vector<uint8_t> data =
+      workload::MakeDataset(workload::Dataset::kRandom, kSize);
+  const size_t reapi =
+      chunking::ReferenceChunks(*config->preset_options, data).size();
+  const size_t bench = chunking::ReferenceChunks(
+                           workload::BenchOptions(Algorithm::kFastCdc), data)
+                           .size();
+  ASSERT_NE(reapi, bench);  // else the check below would tell nothing
+  EXPECT_EQ(ReferenceChunkCount(run.out, "fastcdc"), static_cast<int>(reapi))
+      << run.out;
+  EXPECT_THAT(run.out, HasSubstr("\nfastcdc    scalar           2  "));
+  EXPECT_THAT(run.out, Not(HasSubstr("\ncrc32 ")));
 }
 
 // A kernel that finds no candidates anywhere: fast, and wrong.

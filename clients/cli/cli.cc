@@ -167,6 +167,9 @@ with restic's test polynomial; buzhash 16/64/256 KiB.
   --algorithm A        fastcdc, crc32, seqcdc, fixed, repmaxcdc, rabin,
                        buzhash, a comma-separated list of them, or all
                        (default)
+  --preset NAME        fastcdc-reapi, seqcdc-8k or seqcdc-16k: time that
+                       preset's algorithm alone, with the preset's parameters
+                       instead of the ones above
   --backend B          scalar, avx2, avx512, a comma-separated list, or all
                        (default: every backend this CPU supports; a backend
                        named here must be supported)

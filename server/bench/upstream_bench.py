@@ -127,20 +127,26 @@ def write_data(directory: Path, size: int, seed: int) -> Path:
     return path
 
 
-def run_upstream(binary: str, algorithm: str, path: Path, repeat: int) -> dict:
+def run_upstream(binary: str, algorithm: str, path: Path, repeat: int,
+                 extra: Sequence[str] = ()) -> dict:
+    """The JSON line of `BINARY -algorithm A [extra] -bench -repeat N FILE`:
+    upstream-chunk's, or upstream-fastcdc's (tests/upstream-rust), which
+    takes the same form."""
     out = subprocess.run(
-        [binary, "-algorithm", algorithm, "-bench", "-repeat", str(repeat), str(path)],
+        [binary, "-algorithm", algorithm, *extra, "-bench", "-repeat", str(repeat),
+         str(path)],
         capture_output=True, text=True, check=True, timeout=TIMEOUT,
         stdin=subprocess.DEVNULL).stdout
     return json.loads(out)
 
 
 def run_chunkd(chunkctl: str, algorithm: str, path: Path, threads: str,
-               seconds: float) -> "tuple[ChunkdResult, int, str]":
-    """The parsed output, chunkctl's exit status and its stderr."""
+               seconds: float, extra: Sequence[str] = ()) -> "tuple[ChunkdResult, int, str]":
+    """The parsed output, chunkctl's exit status and its stderr. `extra`:
+    more flags of chunkctl bench (e.g. --preset NAME)."""
     result = subprocess.run(
         [chunkctl, "bench", "--input", str(path), "--algorithm", algorithm,
-         "--threads", threads, "--seconds", str(seconds)],
+         "--threads", threads, "--seconds", str(seconds), *extra],
         capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
     try:
         return parse_chunkctl_bench(result.stdout), result.returncode, result.stderr
@@ -158,11 +164,14 @@ class Line(NamedTuple):
 
 
 def check(algorithm: str, upstream: dict, chunkd: ChunkdResult, status: int,
-          stderr: str) -> List[str]:
+          stderr: str, upstream_name: str = "upstream") -> List[str]:
+    """What is wrong with one algorithm's results, if anything: differing
+    chunk counts (`upstream_name` names the other side), a failed chunkctl
+    bench, fast paths that differ from chunkd's reference."""
     problems = []
     if upstream["chunks"] != chunkd.reference.chunks:
-        problems.append("%s: upstream cut %d chunks, chunkd %d" % (
-            algorithm, upstream["chunks"], chunkd.reference.chunks))
+        problems.append("%s: %s cut %d chunks, chunkd %d" % (
+            algorithm, upstream_name, upstream["chunks"], chunkd.reference.chunks))
     if status != 0:
         problems.append("%s: chunkctl bench failed: %s" % (
             algorithm, stderr.strip() or "exit %d" % status))
