@@ -46,8 +46,12 @@ class FastCdcStrategy final : public SelectorStrategy<FastCdcStrategy> {
                                                       : Strategy::kReference;
   }
 
+  // The sequential-only path: the crate's cut rolled in two lanes
+  // (fastcdc.h), the same chunks as the reference cutter.
   stage2::Cut Cut(const ChunkView& chunk) const override {
-    return CutWith(cutter_, chunk);
+    stage2::Cut cut;
+    cut.length = cutter_.CutTwoLanes(chunk.data, chunk.avail, &cut.hash);
+    return cut;
   }
 
   void Stage1(const kernels::Kernel& kernel, const uint8_t* data, size_t begin,
