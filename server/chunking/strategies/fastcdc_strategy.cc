@@ -37,10 +37,11 @@ class FastCdcStrategy final : public SelectorStrategy<FastCdcStrategy> {
 
   // The reference strategy with every kernel, on any number of threads:
   // it skips min_size per chunk and rolls the crate's loop in two lanes
-  // (fastcdc.h), about 1.5x the avx512 two-stage pipeline on one thread of
-  // the development VM, and speculative segments scale it like the
-  // pipeline (docs/benchmarks.md, "Strategies behind the automatic
-  // choice").
+  // (fastcdc.h), 1.4-1.5x the avx512 two-stage pipeline on one thread of
+  // the development VM. On two, speculative segments scaled the reference
+  // about 1.9x and the pipeline about 2.1x in earlier runs, which keeps
+  // the reference ahead; not yet re-measured (docs/benchmarks.md, "What
+  // limits the chunking figures").
   Strategy AutoStrategy(const kernels::Kernel& /*kernel*/) const override {
     return Strategy::kReference;
   }
