@@ -119,8 +119,9 @@ size_t LaneBytes(size_t bytes) {
 // with the intermediate value — twice the one-byte hash — tested against
 // the doubled mask. Returns 0 or 1 for the first of the two positions that
 // passes, *h then the crate's hash there, or kNoHit.
-__attribute__((always_inline)) inline int RollPair(
-    const uint8_t* p, const FastCdcRegion& region, uint64_t* h) {
+__attribute__((always_inline)) inline int RollPair(const uint8_t* p,
+                                                   const FastCdcRegion& region,
+                                                   uint64_t* h) {
   const uint64_t even = (*h << 2) + region.gear_ls[p[0]];
   if (__builtin_expect((even & region.mask_even) == 0, 0)) {
     *h = even;
@@ -137,8 +138,9 @@ __attribute__((always_inline)) inline int RollPair(
 // chain carried from step to step is a shift and an add per four bytes.
 // Returns the first of the four positions that passes, *h the crate's hash
 // there, or 4.
-__attribute__((always_inline)) inline int RollQuad(
-    const uint8_t* p, const FastCdcRegion& region, uint64_t* h) {
+__attribute__((always_inline)) inline int RollQuad(const uint8_t* p,
+                                                   const FastCdcRegion& region,
+                                                   uint64_t* h) {
   const uint64_t x0 = region.gear_ls[p[0]];
   const uint64_t y0 = region.gear[p[1]];
   const uint64_t x1 = region.gear_ls[p[2]];
@@ -348,7 +350,8 @@ size_t FastCdcCutter::CutTwoLanes(const uint8_t* chunk_start, size_t avail,
   const size_t strict_end = std::max(restart, center / 2 * 2);
   const size_t end = std::max(strict_end, remaining / 2 * 2);
   uint64_t h = 0;
-  size_t at = RollRegion(chunk_start, restart, restart, strict_end, strict_, &h);
+  size_t at =
+      RollRegion(chunk_start, restart, restart, strict_end, strict_, &h);
   if (at == strict_end) {
     at = RollRegion(chunk_start, restart, strict_end, end, loose_, &h);
   }

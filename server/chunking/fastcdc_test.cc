@@ -326,8 +326,8 @@ TEST(FastCdcCutTest, TwoBytesAtATimeEqualsOneByteAtATime) {
 TEST(FastCdcCutTest, TwoLanesEqualsCut) {
   Bytes mixed = testing::RandomBytes(1 << 20, 7);
   for (size_t i = 0; i < mixed.size(); i += 40000) {
-    std::fill(mixed.begin() + i, mixed.begin() + std::min(mixed.size(), i + 9000),
-              0);
+    std::fill(mixed.begin() + i,
+              mixed.begin() + std::min(mixed.size(), i + 9000), 0);
   }
   const std::vector<std::pair<const char*, Bytes>> inputs = {
       {"random", testing::RandomBytes(1 << 20, 2020)},
@@ -358,7 +358,8 @@ TEST(FastCdcCutTest, TwoLanesEqualsCut) {
             const size_t got =
                 cutter.CutTwoLanes(data.data() + pos, avail, &got_hash);
             ASSERT_EQ(got, want) << "at " << pos << " avail " << avail;
-            ASSERT_EQ(got_hash, want_hash) << "at " << pos << " avail " << avail;
+            ASSERT_EQ(got_hash, want_hash)
+                << "at " << pos << " avail " << avail;
           }
           uint64_t hash = 0;
           pos += cutter.Cut(data.data() + pos, rest, 0, &hash);
