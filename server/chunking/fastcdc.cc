@@ -1,5 +1,6 @@
 #include "chunking/fastcdc.h"
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -99,6 +100,149 @@ constexpr std::array<uint64_t, 256> kGear = {
     0xaabd2b2a451504e1,
 };
 
+// A lane shorter than this is not worth its 64 bytes of warm-up (at most
+// 1/8 of the lane).
+constexpr size_t kMinLane = 512;
+
+// RollPair's answer when neither position of the pair passes its mask.
+constexpr int kNoHit = 2;
+
+// A lane's bytes, rounded down to a multiple of 4 (the two-lane loop's
+// step), or 0 below kMinLane.
+size_t LaneBytes(size_t bytes) {
+  const size_t lane = bytes / 4 * 4;
+  return lane >= kMinLane ? lane : 0;
+}
+
+// Rolls the pair p[0], p[1] into *h, the one-byte-at-a-time hash before p
+// (which the crate's loop holds after each pair): the crate's two steps,
+// with the intermediate value — twice the one-byte hash — tested against
+// the doubled mask. Returns 0 or 1 for the first of the two positions that
+// passes, *h then the crate's hash there, or kNoHit.
+__attribute__((always_inline)) inline int RollPair(const uint8_t* p,
+                                                   const FastCdcRegion& region,
+                                                   uint64_t* h) {
+  const uint64_t even = (*h << 2) + region.gear_ls[p[0]];
+  if (__builtin_expect((even & region.mask_even) == 0, 0)) {
+    *h = even;
+    return 0;
+  }
+  *h = even + region.gear[p[1]];
+  if (__builtin_expect((*h & region.mask_odd) == 0, 0)) return 1;
+  return kNoHit;
+}
+
+// Rolls the four bytes p[0..3] into *h as two RollPair calls would, but
+// with the hash after them computed beside the chain of the intermediate
+// values — (h << 4) + the four table values' weighted sum — so that the
+// chain carried from step to step is a shift and an add per four bytes.
+// Returns the first of the four positions that passes, *h the crate's hash
+// there, or 4.
+__attribute__((always_inline)) inline int RollQuad(const uint8_t* p,
+                                                   const FastCdcRegion& region,
+                                                   uint64_t* h) {
+  const uint64_t x0 = region.gear_ls[p[0]];
+  const uint64_t y0 = region.gear[p[1]];
+  const uint64_t x1 = region.gear_ls[p[2]];
+  const uint64_t y1 = region.gear[p[3]];
+  const uint64_t even0 = (*h << 2) + x0;
+  const uint64_t odd0 = even0 + y0;
+  const uint64_t even1 = (odd0 << 2) + x1;
+  const uint64_t odd1 = (*h << 4) + (((x0 + y0) << 2) + x1 + y1);
+  int hit = 4;
+  if (__builtin_expect((even0 & region.mask_even) == 0, 0)) {
+    *h = even0;
+    hit = 0;
+  } else if (__builtin_expect((odd0 & region.mask_odd) == 0, 0)) {
+    *h = odd0;
+    hit = 1;
+  } else if (__builtin_expect((even1 & region.mask_even) == 0, 0)) {
+    *h = even1;
+    hit = 2;
+  } else {
+    *h = odd1;
+    if (__builtin_expect((odd1 & region.mask_odd) == 0, 0)) hit = 3;
+  }
+  return hit;
+}
+
+// One lane over the pairs [a, end), a and end even: the first position
+// that passes, else end; *h as RollPair. Four bytes per step (RollQuad),
+// the last pair alone.
+size_t RollOneLane(const uint8_t* s, size_t a, size_t end,
+                   const FastCdcRegion& region, uint64_t* h) {
+  for (; a + 4 <= end; a += 4) {
+    const int hit = RollQuad(s + a, region, h);
+    if (hit != 4) return a + static_cast<size_t>(hit);
+  }
+  if (a < end) {
+    const int hit = RollPair(s + a, region, h);
+    if (hit != kNoHit) return a + static_cast<size_t>(hit);
+  }
+  return end;
+}
+
+// The one-byte hash after rolling s[from, to) from 0.
+uint64_t RollBytes(const uint8_t* s, size_t from, size_t to,
+                   const uint64_t* gear) {
+  uint64_t h = 0;
+  for (size_t q = from; q < to; ++q) h = (h << 1) + gear[s[q]];
+  return h;
+}
+
+// Two lanes over [a, a + 2 * lane) (fastcdc.h): lane 0 from a with *h,
+// lane 1 from b = a + lane with the hash of the 64 bytes before b — all
+// that the 64-bit hash keeps — or of those since `restart`, where the hash
+// starts, if fewer. Returns the first position that passes, else
+// a + 2 * lane; *h as RollPair.
+size_t RollTwoLanes(const uint8_t* s, size_t restart, size_t a,
+                    const FastCdcRegion& region, uint64_t* h) {
+  const size_t lane = region.lane;
+  const size_t b = a + lane;
+  uint64_t h0 = *h;
+  uint64_t h1 = RollBytes(s, std::max(restart, b - 64), b, region.gear);
+  const uint8_t* const p0 = s + a;
+  const uint8_t* const p1 = s + b;
+  for (size_t t = 0; t < lane; t += 4) {
+    int hit = RollPair(p0 + t, region, &h0);
+    if (hit == kNoHit) hit = 2 + RollPair(p0 + t + 2, region, &h0);
+    if (hit != 2 + kNoHit) {
+      *h = h0;
+      return a + t + static_cast<size_t>(hit);
+    }
+    hit = RollPair(p1 + t, region, &h1);
+    if (hit == kNoHit) hit = 2 + RollPair(p1 + t + 2, region, &h1);
+    if (hit != 2 + kNoHit) {
+      // Lane 1's hit stands only if lane 0, done up to a + t + 4, has none
+      // in the rest of its bytes.
+      const size_t first = RollOneLane(s, a + t + 4, b, region, &h0);
+      if (first < b) {
+        *h = h0;
+        return first;
+      }
+      *h = h1;
+      return b + t + static_cast<size_t>(hit);
+    }
+  }
+  *h = h1;
+  return a + 2 * lane;
+}
+
+// The pairs [a, end) of one mask region: blocks of two lanes while they
+// fit, the rest in one lane. Returns the first position that passes, else
+// end; *h as RollPair.
+size_t RollRegion(const uint8_t* s, size_t restart, size_t a, size_t end,
+                  const FastCdcRegion& region, uint64_t* h) {
+  if (region.lane != 0) {
+    while (end - a >= 2 * region.lane) {
+      const size_t hit = RollTwoLanes(s, restart, a, region, h);
+      if (hit < a + 2 * region.lane) return hit;
+      a += 2 * region.lane;
+    }
+  }
+  return RollOneLane(s, a, end, region, h);
+}
+
 }  // namespace
 
 const std::array<uint64_t, 256>& FastCdcGearTable() { return kGear; }
@@ -128,6 +272,15 @@ FastCdcCutter::FastCdcCutter(uint32_t min_size, uint32_t avg_size,
     gear_[i] = kGear[i] ^ seed;
     gear_ls_[i] = (kGear[i] << 1) ^ (seed << 1);
   }
+  // The strict region [min, avg) in one block of two lanes, unless the
+  // strict mask's mean distance to a hit, 2^(bits + level), is shorter than
+  // the region; the loose region in blocks of that mean distance,
+  // 2^(bits - level).
+  const size_t strict = avg_size_ / 2 * 2 - min_size_ / 2 * 2;
+  strict_ = {gear_.data(), gear_ls_.data(), mask_s_ls_, mask_s_,
+             LaneBytes(std::min(strict / 2, size_t{1} << (bits + level - 1)))};
+  loose_ = {gear_.data(), gear_ls_.data(), mask_l_ls_, mask_l_,
+            LaneBytes(size_t{1} << (bits - level - 1))};
 }
 
 size_t FastCdcCutter::Cut(const uint8_t* chunk_start, size_t avail,
@@ -176,6 +329,34 @@ size_t FastCdcCutter::Cut(const uint8_t* chunk_start, size_t avail,
   // No cut point (e.g. all zeros): the longest chunk allowed.
   *hash = h;
   return remaining;
+}
+
+size_t FastCdcCutter::CutTwoLanes(const uint8_t* chunk_start, size_t avail,
+                                  uint64_t* hash) const {
+  // The same limits as Cut, as even offsets: positions [restart,
+  // strict_end) are tested with mask_s, [strict_end, end) with mask_l.
+  size_t remaining = avail;
+  if (remaining <= min_size_) {
+    *hash = 0;
+    return remaining;
+  }
+  size_t center = avg_size_;
+  if (remaining > max_size_) {
+    remaining = max_size_;
+  } else if (remaining < center) {
+    center = remaining;
+  }
+  const size_t restart = min_size_ / 2 * 2;
+  const size_t strict_end = std::max(restart, center / 2 * 2);
+  const size_t end = std::max(strict_end, remaining / 2 * 2);
+  uint64_t h = 0;
+  size_t at =
+      RollRegion(chunk_start, restart, restart, strict_end, strict_, &h);
+  if (at == strict_end) {
+    at = RollRegion(chunk_start, restart, strict_end, end, loose_, &h);
+  }
+  *hash = h;
+  return at == end ? remaining : at;
 }
 
 }  // namespace chunkd::chunking

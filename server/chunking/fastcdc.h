@@ -35,6 +35,18 @@
 //     of the single byte i. With a seed, GEAR[i] ^= seed and
 //     GEAR_LS[i] ^= seed << 1, which keeps GEAR_LS == GEAR << 1.
 //
+// Two lanes (CutTwoLanes, the engine's path): the loop above is bound by its
+// dependency chain — two dependent operations per byte on the hash. The hash
+// at a position depends on its last 64 bytes only, so the bytes to scan can
+// be split between two lanes rolled in the same loop: the second one starts
+// with the hash of the 64 bytes before it (or of those since the restart at
+// min_size, when closer), and a hit in it counts only if the first lane has
+// none. Each mask region is scanned in blocks of two lanes (the strict
+// region in one block, the loose one in blocks of about the mean distance to
+// a hit, so that little of the second lane's work is wasted), what remains
+// in one lane. Same cut points and hashes as Cut, which stays the crate's
+// loop verbatim as the oracle.
+//
 // Thread safety: immutable after construction.
 #ifndef CHUNKD_CHUNKING_FASTCDC_H_
 #define CHUNKD_CHUNKING_FASTCDC_H_
@@ -78,6 +90,15 @@ inline constexpr std::array<uint64_t, 26> kFastCdcMasks = {
     0x0000db3777577000,  // unused except for NC 3
 };
 
+// The tables and masks of one mask region of CutTwoLanes (fastcdc.cc).
+struct FastCdcRegion {
+  const uint64_t* gear = nullptr;
+  const uint64_t* gear_ls = nullptr;
+  uint64_t mask_even = 0;  // the mask << 1: the crate's hash there is doubled
+  uint64_t mask_odd = 0;
+  size_t lane = 0;  // bytes per lane, a multiple of 4; 0: one lane only
+};
+
 // The unseeded Gear table (see the header comment for how it is derived).
 const std::array<uint64_t, 256>& FastCdcGearTable();
 
@@ -100,6 +121,11 @@ class FastCdcCutter final : public Cutter {
              uint64_t* hash) const override;
   size_t max_size() const override { return max_size_; }
 
+  // Exactly Cut's chunk length and *hash, rolled in two lanes (header
+  // comment): about 1.5x as fast on one core. REQUIRES: as Cut.
+  size_t CutTwoLanes(const uint8_t* chunk_start, size_t avail,
+                     uint64_t* hash) const;
+
   uint64_t mask_s() const { return mask_s_; }
   uint64_t mask_l() const { return mask_l_; }
   const std::array<uint64_t, 256>& gear() const { return gear_; }
@@ -115,6 +141,9 @@ class FastCdcCutter final : public Cutter {
   uint64_t mask_l_ls_;
   std::array<uint64_t, 256> gear_;
   std::array<uint64_t, 256> gear_ls_;
+  // CutTwoLanes' strict and loose regions (pointing into the tables above).
+  FastCdcRegion strict_;
+  FastCdcRegion loose_;
 };
 
 }  // namespace chunkd::chunking

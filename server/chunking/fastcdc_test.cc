@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -310,6 +311,59 @@ TEST(FastCdcCutTest, TwoBytesAtATimeEqualsOneByteAtATime) {
         ASSERT_EQ(got, expected) << "at " << pos;
         ASSERT_EQ(h2, h1) << "at " << pos;
         pos += got;
+      }
+    }
+  }
+}
+
+// CutTwoLanes against Cut, chunk after chunk, on parameters where both
+// regions run two lanes (4 KiB / 16 KiB / 64 KiB, 64 KiB min), where hits
+// are frequent enough for both lanes of a block to have one (512 / 2 KiB /
+// 8 KiB at level 0: lanes of 768 and 512 bytes), where the lanes are too
+// short (64 / 256 / 1 KiB) and with odd sizes; on random bytes, on zeros
+// (no hit: max_size) and on random bytes with zero runs. Every chunk is
+// also cut from a shorter `avail`, so that the strict region ends early.
+TEST(FastCdcCutTest, TwoLanesEqualsCut) {
+  Bytes mixed = testing::RandomBytes(1 << 20, 7);
+  for (size_t i = 0; i < mixed.size(); i += 40000) {
+    std::fill(mixed.begin() + i,
+              mixed.begin() + std::min(mixed.size(), i + 9000), 0);
+  }
+  const std::vector<std::pair<const char*, Bytes>> inputs = {
+      {"random", testing::RandomBytes(1 << 20, 2020)},
+      {"zeros", Bytes(300000, 0)},
+      {"zero runs", mixed}};
+  for (uint32_t level = 0; level <= 3; ++level) {
+    for (const auto& [min, avg, max] :
+         std::vector<std::tuple<uint32_t, uint32_t, uint32_t>>{
+             {64, 256, 1024},
+             {65, 300, 1025},
+             {512, 2048, 8192},
+             {4096, 16384, 65536},
+             {4097, 16385, 65535},
+             {65536, 65536, 262144}}) {
+      FastCdcCutter cutter(min, avg, max, level, 77);
+      for (const auto& [name, data] : inputs) {
+        SCOPED_TRACE(absl::StrCat(name, " level ", level, " sizes ", min, "/",
+                                  avg, "/", max));
+        size_t pos = 0;
+        while (pos < data.size()) {
+          const size_t rest = data.size() - pos;
+          for (const size_t avail :
+               {rest, std::min(rest, size_t{1} + (pos * 7919) % (max + 9))}) {
+            uint64_t want_hash = 1;
+            uint64_t got_hash = 2;
+            const size_t want =
+                cutter.Cut(data.data() + pos, avail, 0, &want_hash);
+            const size_t got =
+                cutter.CutTwoLanes(data.data() + pos, avail, &got_hash);
+            ASSERT_EQ(got, want) << "at " << pos << " avail " << avail;
+            ASSERT_EQ(got_hash, want_hash)
+                << "at " << pos << " avail " << avail;
+          }
+          uint64_t hash = 0;
+          pos += cutter.Cut(data.data() + pos, rest, 0, &hash);
+        }
       }
     }
   }
