@@ -49,7 +49,8 @@ absl::Span<const Kernel* const> AllKernels();
 // The scalar kernel: always built, always supported; the reference.
 const Kernel& ScalarKernel();
 
-// The best kernel this CPU supports.
+// The widest kernel this CPU supports: the automatic choice when its
+// calibration could not run (chunking/auto_kernel.h).
 const Kernel& BestKernel();
 
 // The kernel named `name` (as from --backend or CHUNKD_BACKEND).
@@ -57,9 +58,11 @@ const Kernel& BestKernel();
 // FAILED_PRECONDITION when this CPU or OS cannot run it. Never falls back.
 absl::StatusOr<const Kernel*> FindKernel(absl::string_view name);
 
-// The kernel to use by default: CHUNKD_BACKEND when set (an error if it
-// names an unknown or unsupported kernel), else BestKernel().
-absl::StatusOr<const Kernel*> DefaultKernel();
+// The kernel forced by the environment: CHUNKD_BACKEND's when it is set and
+// not empty (an error if it names an unknown or unsupported kernel), else
+// nullptr — no kernel forced, the engine chooses one per algorithm and
+// thread count (chunking/auto_kernel.h).
+absl::StatusOr<const Kernel*> ForcedKernel();
 
 }  // namespace chunkd::chunking::kernels
 
