@@ -686,20 +686,21 @@ void ChooseChunkingKernels(const chunkd::chunking::kernels::Kernel* forced,
   const absl::Time start = absl::Now();
   const std::vector<chunkd::chunking::KernelChoice> choices =
       chunkd::chunking::CalibrateAutoKernels(algorithms, &pool);
-  std::fprintf(stderr,
-               "chunkd: chunking backend auto: calibrated in %lld ms "
-               "(budget %lld ms per algorithm, %lld ms in all)\n",
-               static_cast<long long>(
-                   absl::ToInt64Milliseconds(absl::Now() - start)),
-               static_cast<long long>(absl::ToInt64Milliseconds(
-                   chunkd::chunking::kCalibrationBudget)),
-               static_cast<long long>(absl::ToInt64Milliseconds(
-                   chunkd::chunking::kCalibrationTotalBudget)));
+  std::fprintf(
+      stderr,
+      "chunkd: chunking backend auto: calibrated in %lld ms "
+      "(budget %lld ms per algorithm, %lld ms in all)\n",
+      static_cast<long long>(absl::ToInt64Milliseconds(absl::Now() - start)),
+      static_cast<long long>(
+          absl::ToInt64Milliseconds(chunkd::chunking::kCalibrationBudget)),
+      static_cast<long long>(absl::ToInt64Milliseconds(
+          chunkd::chunking::kCalibrationTotalBudget)));
   for (const chunkd::chunking::KernelChoice& choice : choices) {
     std::fprintf(stderr, "chunkd:   %s\n",
                  chunkd::chunking::DescribeChoice(choice).c_str());
-    metrics.SetChunkingBackend(chunkd::chunking::AlgorithmName(choice.algorithm),
-                               choice.threads, choice.kernel->name);
+    metrics.SetChunkingBackend(
+        chunkd::chunking::AlgorithmName(choice.algorithm), choice.threads,
+        choice.kernel->name);
   }
 }
 

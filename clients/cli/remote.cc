@@ -433,9 +433,10 @@ std::string FormatServerInfo(const chunkd::v1::GetServerInfoResponse& info) {
     if (!algorithm.backend().empty()) {
       const uint32_t threads = algorithm.backend_threads();
       param("backend",
-            threads == 0 ? algorithm.backend()
-                         : absl::StrCat(algorithm.backend(), " (", threads,
-                                        threads == 1 ? " thread)" : " threads)"));
+            threads == 0
+                ? algorithm.backend()
+                : absl::StrCat(algorithm.backend(), " (", threads,
+                               threads == 1 ? " thread)" : " threads)"));
     }
     param("min_size", FormatRange(algorithm.min_size()));
     if (takes(algorithm.avg_size())) {

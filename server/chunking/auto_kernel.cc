@@ -88,9 +88,8 @@ bool TimeRounds(const ChunkerOptions& options, Executor* executor,
                 absl::Span<const uint8_t> data, Clock::time_point start,
                 absl::Duration budget, std::vector<KernelTiming>* timings,
                 Clock::duration* longest_run) {
-  const Clock::duration limit =
-      std::chrono::duration_cast<Clock::duration>(
-          absl::ToChronoNanoseconds(std::max(budget, absl::ZeroDuration())));
+  const Clock::duration limit = std::chrono::duration_cast<Clock::duration>(
+      absl::ToChronoNanoseconds(std::max(budget, absl::ZeroDuration())));
   Clock::duration& longest = *longest_run;
   longest = Clock::duration::zero();
   for (int round = 0; round < kCalibrationMaxRounds; ++round) {
@@ -197,9 +196,9 @@ const Kernel& AutoKernel(Algorithm algorithm, Executor* executor) {
   auto it = table.choices.find(key);
   if (it == table.choices.end()) {
     it = table.choices
-             .emplace(key, CalibrateKernel(algorithm, executor,
-                                           kCalibrationBudget,
-                                           CalibrationData()))
+             .emplace(key,
+                      CalibrateKernel(algorithm, executor, kCalibrationBudget,
+                                      CalibrationData()))
              .first;
   }
   return *it->second.kernel;
@@ -218,9 +217,8 @@ std::vector<KernelChoice> CalibrateAutoKernels(
     auto it = table.choices.find(key);
     if (it == table.choices.end()) {
       // Past the total, a zero budget: the fallback, untimed.
-      const absl::Duration left =
-          std::max(absl::ZeroDuration(),
-                   total - absl::FromChrono(Clock::now() - start));
+      const absl::Duration left = std::max(
+          absl::ZeroDuration(), total - absl::FromChrono(Clock::now() - start));
       it = table.choices
                .emplace(key, CalibrateKernel(algorithm, executor,
                                              std::min(kCalibrationBudget, left),
@@ -233,10 +231,9 @@ std::vector<KernelChoice> CalibrateAutoKernels(
 }
 
 std::string DescribeChoice(const KernelChoice& choice) {
-  const std::string head =
-      absl::StrCat(AlgorithmName(choice.algorithm), ", ", choice.threads,
-                   choice.threads == 1 ? " thread: " : " threads: ",
-                   choice.kernel->name);
+  const std::string head = absl::StrCat(
+      AlgorithmName(choice.algorithm), ", ", choice.threads,
+      choice.threads == 1 ? " thread: " : " threads: ", choice.kernel->name);
   if (!choice.calibrated) {
     return absl::StrCat(head, " (not calibrated: the budget ran out after ",
                         absl::ToInt64Milliseconds(choice.elapsed), " ms)");

@@ -117,12 +117,12 @@ TEST(CalibrateKernelTest, SmallBudgetStopsEarlyWithASupportedKernel) {
 TEST(CalibrateKernelTest, ChoiceFollowsTheMarginRule) {
   const std::vector<uint8_t> data = CalibrationData();
   ThreadPoolExecutor two(2);
-  for (Executor* executor : {static_cast<Executor*>(nullptr),
-                             static_cast<Executor*>(&two)}) {
+  for (Executor* executor :
+       {static_cast<Executor*>(nullptr), static_cast<Executor*>(&two)}) {
     for (Algorithm algorithm : AllAlgorithms()) {
       SCOPED_TRACE(AlgorithmName(algorithm));
-      const KernelChoice choice = CalibrateKernel(
-          algorithm, executor, absl::Milliseconds(200), data);
+      const KernelChoice choice =
+          CalibrateKernel(algorithm, executor, absl::Milliseconds(200), data);
       ASSERT_TRUE(choice.calibrated) << DescribeChoice(choice);
       EXPECT_EQ(choice.threads, executor == nullptr ? 1u : 2u);
       EXPECT_EQ(choice.bytes, data.size());
@@ -150,14 +150,15 @@ TEST(CalibrateKernelTest, ChoiceFollowsTheMarginRule) {
       }
       bool chosen_seen = false;
       for (const KernelTiming& t : choice.timings) {
-        const bool within = t.best_seconds <= fastest * (1 + kCalibrationMargin);
+        const bool within =
+            t.best_seconds <= fastest * (1 + kCalibrationMargin);
         if (t.kernel == choice.kernel) {
           EXPECT_TRUE(within);
           chosen_seen = true;
           break;
         }
-        EXPECT_FALSE(within) << t.kernel->name
-                             << " is narrower and within the margin";
+        EXPECT_FALSE(within)
+            << t.kernel->name << " is narrower and within the margin";
       }
       EXPECT_TRUE(chosen_seen) << DescribeChoice(choice);
       const std::string line = DescribeChoice(choice);
@@ -181,8 +182,8 @@ TEST(AutoKernelTest, EngineDefaultIsTheAutomaticKernelUnlessForced) {
   ThreadPoolExecutor two(2);
   for (Algorithm algorithm : AllAlgorithms()) {
     SCOPED_TRACE(AlgorithmName(algorithm));
-    for (Executor* executor : {static_cast<Executor*>(nullptr),
-                               static_cast<Executor*>(&two)}) {
+    for (Executor* executor :
+         {static_cast<Executor*>(nullptr), static_cast<Executor*>(&two)}) {
       const Kernel& chosen = AutoKernel(algorithm, executor);
       EXPECT_TRUE(chosen.supported());
       EXPECT_EQ(&AutoKernel(algorithm, executor), &chosen);
@@ -244,9 +245,8 @@ TEST(AutoKernelTest, ConcurrentFirstUseAgrees) {
   std::vector<const Kernel*> got(kThreads);
   std::vector<std::thread> threads;
   for (int i = 0; i < kThreads; ++i) {
-    threads.emplace_back([&got, &four, i] {
-      got[i] = &AutoKernel(Algorithm::kBuzhash, &four);
-    });
+    threads.emplace_back(
+        [&got, &four, i] { got[i] = &AutoKernel(Algorithm::kBuzhash, &four); });
   }
   for (std::thread& t : threads) t.join();
   EXPECT_TRUE(got[0]->supported());
@@ -261,8 +261,8 @@ TEST(AutoKernelTest, DefaultEngineChunksEqualTheReference) {
   for (Algorithm algorithm : AllAlgorithms()) {
     const ChunkerOptions options = DefaultOptions(algorithm);
     const std::vector<Chunk> want = ReferenceChunks(options, data);
-    for (Executor* executor : {static_cast<Executor*>(nullptr),
-                               static_cast<Executor*>(&two)}) {
+    for (Executor* executor :
+         {static_cast<Executor*>(nullptr), static_cast<Executor*>(&two)}) {
       EngineOptions engine;
       engine.executor = executor;
       absl::StatusOr<std::vector<Chunk>> got =

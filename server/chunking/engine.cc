@@ -150,7 +150,8 @@ absl::StatusOr<Resolved> Resolve(const ChunkerOptions& options,
                                  const EngineOptions& engine) {
   if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
   if (absl::Status s = CheckEngineOptions(engine); !s.ok()) return s;
-  absl::StatusOr<const kernels::Kernel*> kernel = ResolveKernel(options, engine);
+  absl::StatusOr<const kernels::Kernel*> kernel =
+      ResolveKernel(options, engine);
   if (!kernel.ok()) return kernel.status();
   Resolved r;
   r.strategy = NewStrategy(options);
