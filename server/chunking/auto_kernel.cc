@@ -208,7 +208,7 @@ std::vector<KernelChoice> CalibrateAutoKernels(
     absl::Span<const Algorithm> algorithms, Executor* executor,
     absl::Duration total) {
   const Clock::time_point start = Clock::now();
-  const std::vector<uint8_t> data = CalibrationData();
+  std::vector<uint8_t> data;  // made at the first choice not in the table
   Table& table = GlobalTable();
   std::vector<KernelChoice> out;
   std::lock_guard<std::mutex> lock(table.mu);
@@ -216,6 +216,7 @@ std::vector<KernelChoice> CalibrateAutoKernels(
     const std::pair<Algorithm, size_t> key(algorithm, ThreadsOf(executor));
     auto it = table.choices.find(key);
     if (it == table.choices.end()) {
+      if (data.empty()) data = CalibrationData();
       // Past the total, a zero budget: the fallback, untimed.
       const absl::Duration left = std::max(
           absl::ZeroDuration(), total - absl::FromChrono(Clock::now() - start));

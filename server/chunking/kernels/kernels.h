@@ -1,6 +1,8 @@
 // Stage 1 of the two-stage engine (SS-CDC; docs/design.md, "Stage 1: candidate bitmaps"): per-byte predicate
 // bitmaps of each algorithm (functions.h), computed by one kernel per
-// instruction set, and the choice among the kernels.
+// instruction set, their detection, and a kernel forced by name (--backend,
+// CHUNKD_BACKEND). Without one, the engine chooses per algorithm by
+// calibration (chunking/auto_kernel.h).
 //
 // Every kernel must produce exactly the bits of the scalar kernel, which
 // follows the definitions of functions.h literally; the differential test
