@@ -79,24 +79,42 @@ std::vector<KernelTiming> PlanTimings(const ChunkerOptions& options,
   return timings;
 }
 
+// Marks the timings that run their own code and are slower than
+// kCalibrationDropFactor times the fastest as dropped.
+void DropSlow(std::vector<KernelTiming>* timings) {
+  double fastest = 0;
+  for (const KernelTiming& t : *timings) {
+    if (t.same_as != t.kernel || t.runs == 0) continue;
+    if (fastest == 0 || t.best_seconds < fastest) fastest = t.best_seconds;
+  }
+  for (KernelTiming& t : *timings) {
+    if (t.same_as == t.kernel && t.runs > 0 &&
+        t.best_seconds > kCalibrationDropFactor * fastest) {
+      t.dropped = true;
+    }
+  }
+}
+
 // Interleaved rounds of one run per timing that runs its own code, until
 // kCalibrationMaxRounds or until the next run might pass `budget`: the time
 // used plus the run's expected time, its kernel's fastest run so far (a
-// first run, cold, is often slower), or before that the longest run of any
-// kernel. Returns false when the budget did not allow one run of each.
+// first run, cold, is often slower; a kernel not run yet is expected to
+// take nothing, so that the slowest candidate's first run does not keep
+// the others from theirs); after two rounds without the dropped ones
+// (DropSlow). Returns false when the budget did not allow one run of each.
 bool TimeRounds(const ChunkerOptions& options, Executor* executor,
                 absl::Span<const uint8_t> data, Clock::time_point start,
                 absl::Duration budget, std::vector<KernelTiming>* timings,
                 Clock::duration* longest_run) {
   const Clock::duration limit = std::chrono::duration_cast<Clock::duration>(
       absl::ToChronoNanoseconds(std::max(budget, absl::ZeroDuration())));
-  Clock::duration& longest = *longest_run;
+  Clock::duration& longest = *longest_run;  // reported: the overrun bound
   longest = Clock::duration::zero();
   for (int round = 0; round < kCalibrationMaxRounds; ++round) {
     for (KernelTiming& t : *timings) {
-      if (t.same_as != t.kernel) continue;
+      if (t.same_as != t.kernel || t.dropped) continue;
       const Clock::duration expected =
-          t.runs == 0 ? longest
+          t.runs == 0 ? Clock::duration::zero()
                       : std::chrono::duration_cast<Clock::duration>(
                             std::chrono::duration<double>(t.best_seconds));
       const Clock::time_point now = Clock::now();
@@ -113,6 +131,7 @@ bool TimeRounds(const ChunkerOptions& options, Executor* executor,
       if (t.runs == 0 || seconds < t.best_seconds) t.best_seconds = seconds;
       ++t.runs;
     }
+    if (round == 1) DropSlow(timings);
   }
   return true;
 }
@@ -179,6 +198,7 @@ KernelChoice CalibrateKernel(Algorithm algorithm, Executor* executor,
       if (runner.kernel == t.same_as) {
         t.runs = runner.runs;
         t.best_seconds = runner.best_seconds;
+        t.dropped = runner.dropped;
       }
     }
     complete = complete && t.runs > 0;
@@ -246,10 +266,11 @@ std::string DescribeChoice(const KernelChoice& choice) {
       parts.push_back(absl::StrCat(t.kernel->name, " = ", t.same_as->name));
       continue;
     }
-    runs = runs == 0 ? t.runs : std::min(runs, t.runs);
+    if (!t.dropped) runs = runs == 0 ? t.runs : std::min(runs, t.runs);
     parts.push_back(absl::StrFormat(
-        "%s %s %.2f GB/s", t.kernel->name, StrategyName(t.strategy),
-        static_cast<double>(choice.bytes) / t.best_seconds / 1e9));
+        "%s %s %.2f GB/s%s", t.kernel->name, StrategyName(t.strategy),
+        static_cast<double>(choice.bytes) / t.best_seconds / 1e9,
+        t.dropped ? absl::StrCat(" (dropped after ", t.runs, " runs)") : ""));
   }
   return absl::StrCat(head, " (", absl::StrJoin(parts, ", "), "; best of ",
                       runs, runs == 1 ? " run, " : " runs, ",

@@ -11,7 +11,8 @@
 // buffer of its own (kCalibrationBytes of seeded random bytes, the
 // algorithm's default parameters): rounds of one run per kernel,
 // interleaved so that a burst of load from elsewhere hits every kernel
-// alike, the fastest run of each kernel counting. The choice is the
+// alike, the fastest run of each kernel counting; a kernel far slower than
+// the fastest after two rounds sits out the rest. The choice is the
 // narrowest kernel within kCalibrationMargin of the fastest; kernels whose
 // automatic strategy uses no kernel (the reference cutter, fixed) run the
 // same code and are timed once, as the narrowest of them.
@@ -19,10 +20,10 @@
 // Time is bounded: a calibration never starts a run expected to end past its
 // budget (kCalibrationBudget per algorithm and thread count;
 // CalibrateAutoKernels also stops at a total budget), expected from the
-// kernel's fastest run so far, else the longest run of any kernel; so it
-// overruns by at most one run that took longer than expected. Without one
-// run of every candidate it keeps kernels::BestKernel(), the choice before
-// calibration existed.
+// kernel's fastest run so far (a first run is expected to take nothing); so
+// it overruns by at most one run, the one that took longer than expected.
+// Without one run of every candidate it keeps kernels::BestKernel(), the
+// choice before calibration existed.
 //
 // Thread safety: CalibrateKernel is a pure function of its arguments (it
 // runs FastChunks with explicit kernels, so it never consults AutoKernel).
@@ -64,6 +65,14 @@ inline constexpr double kCalibrationMargin = 0.03;
 // case.
 inline constexpr int kCalibrationMaxRounds = 8;
 
+// After two rounds, a kernel whose best run is slower than this many times
+// the fastest is dropped from the later rounds: it cannot come within the
+// margin, and its runs (often the scalar reference cutter, the slowest by
+// far) would leave the contenders fewer rounds of the budget. Two runs and
+// a loose factor, so that one run slowed by load (a helper thread waiting
+// for a core can make a short run many times slower) drops no contender.
+inline constexpr double kCalibrationDropFactor = 2.0;
+
 // The time one algorithm on one thread count may take (the per-choice
 // bound), and the bound of CalibrateAutoKernels as the server calls it: 7
 // algorithms x 50 ms, on one thread count.
@@ -81,6 +90,8 @@ struct KernelTiming {
   const kernels::Kernel* same_as = nullptr;
   int runs = 0;               // of same_as
   double best_seconds = 0.0;  // the fastest run of same_as; 0 without runs
+  // Left out of the rounds after the second (kCalibrationDropFactor).
+  bool dropped = false;
 };
 
 // The automatic kernel of one algorithm on one thread count, and how it was

@@ -148,6 +148,14 @@ TEST(CalibrateKernelTest, ChoiceFollowsTheMarginRule) {
           EXPECT_EQ(t.same_as, t.kernel);
         }
       }
+      // A dropped kernel ran twice, and was far slower than the fastest.
+      for (const KernelTiming& t : choice.timings) {
+        if (!t.dropped) continue;
+        EXPECT_EQ(t.runs, 2) << t.kernel->name;
+        EXPECT_GT(t.best_seconds, kCalibrationDropFactor * fastest)
+            << t.kernel->name;
+        EXPECT_NE(t.kernel, choice.kernel);
+      }
       bool chosen_seen = false;
       for (const KernelTiming& t : choice.timings) {
         const bool within =
