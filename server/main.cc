@@ -24,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "chunkd/chunker.h"
+#include "chunking/auto_kernel.h"
 #include "chunking/kernels/kernels.h"
 #include "fingerprint/content_key.h"
 #include "fingerprint/sha256_mb.h"
@@ -75,9 +76,10 @@ ABSL_FLAG(uint32_t, threads, 0,
           "worker threads shared by all streams, which also cut the segments "
           "of one large stream in parallel; 0 means one per core");
 ABSL_FLAG(std::string, backend, "",
-          "chunking backend (stage-1 kernel): scalar, avx2 or avx512; empty "
-          "means $CHUNKD_BACKEND when set, else the best this CPU supports. "
-          "An unknown or unsupported backend is an error");
+          "chunking backend (stage-1 kernel) of every algorithm: scalar, avx2 "
+          "or avx512; empty means $CHUNKD_BACKEND when set, else auto: per "
+          "algorithm the fastest on this CPU, calibrated at start-up. An "
+          "unknown or unsupported backend is an error");
 ABSL_FLAG(uint32_t, max_streams, 128,
           "Chunk and Dedup streams served at once; one more is refused with "
           "RESOURCE_EXHAUSTED");
@@ -415,8 +417,8 @@ absl::StatusOr<std::unique_ptr<chunkd::index::FingerprintIndex>> OpenIndex(
   return index;
 }
 
-// The chunking kernel (--backend), and how fingerprints and content keys
-// are computed.
+// The chunking kernel (--backend; nullptr: auto), and how fingerprints and
+// content keys are computed.
 struct Backends {
   const chunkd::chunking::kernels::Kernel* kernel = nullptr;
   const chunkd::fingerprint::Sha256Backend* sha256 = nullptr;
@@ -424,12 +426,17 @@ struct Backends {
       chunkd::fingerprint::ContentKeyBackend::kOpenSsl;
 };
 
+// The chunking backend's name: the forced kernel's, or "auto".
+const char* KernelName(const chunkd::chunking::kernels::Kernel* kernel) {
+  return kernel == nullptr ? "auto" : kernel->name;
+}
+
 absl::StatusOr<Backends> BackendsFromFlags() {
   Backends backends;
   const std::string backend_flag = absl::GetFlag(FLAGS_backend);
   absl::StatusOr<const chunkd::chunking::kernels::Kernel*> kernel =
       backend_flag.empty()
-          ? chunkd::chunking::kernels::DefaultKernel()
+          ? chunkd::chunking::kernels::ForcedKernel()
           : chunkd::chunking::kernels::FindKernel(backend_flag);
   if (!kernel.ok()) {
     return absl::InvalidArgumentError(
@@ -574,7 +581,7 @@ chunkd::service::ServiceOptions MakeServiceOptions(const ServiceParts& parts,
   options.memory = parts.budget;
   options.auth = parts.auth;
   options.version = CHUNKD_VERSION;
-  options.chunking_backend = parts.kernel->name;
+  options.chunking_backend = KernelName(parts.kernel);
   options.engine.kernel = parts.kernel;
   options.engine.executor = parts.pool;
   return options;
@@ -659,6 +666,44 @@ chunkd::service::IndexHealthMonitor::Callback ReportIndexHealth(
   };
 }
 
+// Each algorithm's stage-1 kernel on the pool's thread count, every stream's:
+// `forced`, or with auto (nullptr) the calibration's choice, made here while
+// the pool is idle (chunking/auto_kernel.h; bounded by
+// kCalibrationTotalBudget) and logged. Exported as
+// chunkd_chunking_backend_info.
+void ChooseChunkingKernels(const chunkd::chunking::kernels::Kernel* forced,
+                           chunkd::pipeline::WorkerPool& pool,
+                           chunkd::metrics::Metrics& metrics) {
+  const std::vector<chunkd::chunking::Algorithm>& algorithms =
+      chunkd::chunking::AllAlgorithms();
+  if (forced != nullptr) {
+    for (chunkd::chunking::Algorithm algorithm : algorithms) {
+      metrics.SetChunkingBackend(chunkd::chunking::AlgorithmName(algorithm),
+                                 pool.parallelism(), forced->name);
+    }
+    return;
+  }
+  const absl::Time start = absl::Now();
+  const std::vector<chunkd::chunking::KernelChoice> choices =
+      chunkd::chunking::CalibrateAutoKernels(algorithms, &pool);
+  std::fprintf(
+      stderr,
+      "chunkd: chunking backend auto: calibrated in %lld ms "
+      "(budget %lld ms per algorithm, %lld ms in all)\n",
+      static_cast<long long>(absl::ToInt64Milliseconds(absl::Now() - start)),
+      static_cast<long long>(
+          absl::ToInt64Milliseconds(chunkd::chunking::kCalibrationBudget)),
+      static_cast<long long>(absl::ToInt64Milliseconds(
+          chunkd::chunking::kCalibrationTotalBudget)));
+  for (const chunkd::chunking::KernelChoice& choice : choices) {
+    std::fprintf(stderr, "chunkd:   %s\n",
+                 chunkd::chunking::DescribeChoice(choice).c_str());
+    metrics.SetChunkingBackend(
+        chunkd::chunking::AlgorithmName(choice.algorithm), choice.threads,
+        choice.kernel->name);
+  }
+}
+
 // The start-up line: where chunkd serves, and with what.
 void LogServing(const std::string& listen, int port, bool tokens,
                 const std::string& metrics_listen,
@@ -677,7 +722,7 @@ void LogServing(const std::string& listen, int port, bool tokens,
                                                         : " with mutual TLS"),
       tokens ? ", bearer tokens required" : "",
       metrics_listen.empty() ? "off" : metrics_listen.c_str(),
-      std::string(index_backend).c_str(), threads, backends.kernel->name,
+      std::string(index_backend).c_str(), threads, KernelName(backends.kernel),
       backends.sha256->name,
       chunkd::fingerprint::ContentKeyBackendName(backends.content_key));
 }
@@ -758,7 +803,8 @@ int main(int argc, char** argv) {
   auto backends = BackendsFromFlags();
   if (!backends.ok()) return Fail(backends.status());
 
-  chunkd::metrics::Metrics metrics(CHUNKD_VERSION, backends->kernel->name);
+  chunkd::metrics::Metrics metrics(CHUNKD_VERSION,
+                                   KernelName(backends->kernel));
   AbuseLog abuse_log(metrics);
   const uint32_t stream_rate =
       absl::GetFlag(FLAGS_max_stream_rate_per_connection);
@@ -774,6 +820,7 @@ int main(int argc, char** argv) {
   const size_t threads = WorkerThreads();
   chunkd::pipeline::WorkerPool pool(threads);
   metrics.WatchQueueDepth([&pool] { return pool.queue_depth(); });
+  ChooseChunkingKernels(backends->kernel, pool, metrics);
   chunkd::pipeline::HintCache hint_cache(HintCacheEntries());
   chunkd::service::MemoryBudget budget(limits->memory_budget);
   chunkd::service::ChunkServiceImpl service(MakeServiceOptions(

@@ -63,6 +63,7 @@ absl::StatusOr<std::vector<Algorithm>> ParseAlgorithms(absl::string_view text) {
 
 absl::Status ParseBackends(absl::string_view text, BenchConfig* config) {
   if (text == "all") {
+    config->auto_kernel = true;
     for (const Kernel* kernel : chunking::kernels::AllKernels()) {
       if (kernel->supported()) {
         config->kernels.push_back(kernel);
@@ -74,10 +75,14 @@ absl::Status ParseBackends(absl::string_view text, BenchConfig* config) {
     return absl::OkStatus();
   }
   for (const std::string& word : SplitList(text)) {
+    if (word == "auto") {
+      config->auto_kernel = true;
+      continue;
+    }
     absl::StatusOr<const Kernel*> kernel = chunking::kernels::FindKernel(word);
     if (!kernel.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--backend: ", kernel.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--backend: ", kernel.status().message(), ", or auto, or all"));
     }
     if (std::find(config->kernels.begin(), config->kernels.end(), *kernel) ==
         config->kernels.end()) {
@@ -295,6 +300,10 @@ class BenchRun {
   absl::Status RunEngine(const chunking::ChunkerOptions& options,
                          const std::string& alg, const std::vector<Chunk>& want,
                          double ref_gbps, const Kernel* kernel, size_t n);
+  // The auto row's verdict after "ok": its kernel, and its speed as a
+  // ratio to the fastest explicit kernel's on as many threads.
+  std::string AutoVerdict(const std::string& kernel, double gbps,
+                          size_t n) const;
 
   const BenchConfig& config_;
   std::FILE* const out_;
@@ -304,6 +313,9 @@ class BenchRun {
   std::map<size_t, std::unique_ptr<chunking::Executor>> executors_;
   std::map<size_t, double> ceiling_;  // GB/s
   std::vector<std::string> mismatches_;
+  // The current algorithm's fastest explicit kernel per thread count: GB/s
+  // and its name.
+  std::map<size_t, std::pair<double, std::string>> best_;
 };
 
 absl::Status BenchRun::Run() {
@@ -340,6 +352,7 @@ void BenchRun::Print(const std::string& text) {
 void BenchRun::PrintHeader() {
   std::vector<std::string> names;
   for (const Kernel* kernel : config_.kernels) names.push_back(kernel->name);
+  if (config_.auto_kernel) names.push_back("auto");
   const std::string what =
       config_.input.empty()
           ? absl::StrFormat("%s data (seed %d)",
@@ -408,16 +421,23 @@ absl::Status BenchRun::RunAlgorithm(Algorithm algorithm) {
                         absl::StrFormat("%.2f", ref_gbps), "1.00x",
                         OfCeiling(ref_gbps, ceiling_[1]),
                         absl::StrCat(want.size()), "(the reference)"));
+  best_.clear();
   for (const Kernel* kernel : config_.kernels) {
     for (size_t n : config_.threads) {
       absl::Status s = RunEngine(options, alg, want, ref_gbps, kernel, n);
       if (!s.ok()) return s;
     }
   }
+  if (!config_.auto_kernel) return absl::OkStatus();
+  for (size_t n : config_.threads) {
+    absl::Status s = RunEngine(options, alg, want, ref_gbps, nullptr, n);
+    if (!s.ok()) return s;
+  }
   return absl::OkStatus();
 }
 
-// The engine with `kernel` on `n` threads, checked against `want`.
+// The engine with `kernel` (null: the automatic one) on `n` threads, checked
+// against `want`.
 absl::Status BenchRun::RunEngine(const chunking::ChunkerOptions& options,
                                  const std::string& alg,
                                  const std::vector<Chunk>& want,
@@ -429,6 +449,8 @@ absl::Status BenchRun::RunEngine(const chunking::ChunkerOptions& options,
   engine.strategy = config_.strategy;
   absl::StatusOr<chunking::EnginePlan> plan =
       chunking::PlanEngine(options, engine);
+  // Resolving the plan has run the automatic kernel's calibration, if any,
+  // before the timing.
   if (!plan.ok()) return plan.status();
   absl::Status check;
   absl::Status failure;
@@ -444,18 +466,33 @@ absl::Status BenchRun::RunEngine(const chunking::ChunkerOptions& options,
   });
   if (!failure.ok()) return failure;
   const double gbps = GigabytesPerSecond(data_.size(), best);
+  const std::string name = kernel == nullptr ? "auto" : kernel->name;
   std::string verdict = "ok";
   if (!check.ok()) {
     verdict = absl::StrCat("MISMATCH: ", check.message());
-    mismatches_.push_back(absl::StrCat(alg, " ", kernel->name, " ",
-                                       ThreadsLabel(n), ": ", check.message()));
+    mismatches_.push_back(absl::StrCat(alg, " ", name, " ", ThreadsLabel(n),
+                                       ": ", check.message()));
+  } else if (kernel == nullptr) {
+    absl::StrAppend(&verdict, AutoVerdict(plan->kernel, gbps, n));
+  } else if (gbps > best_[n].first) {
+    best_[n] = {gbps, kernel->name};
   }
   Print(absl::StrFormat(
-      kRowFormat, alg, kernel->name, absl::StrCat(n),
+      kRowFormat, alg, name, absl::StrCat(n),
       chunking::StrategyName(plan->strategy), absl::StrFormat("%.2f", gbps),
       absl::StrFormat("%.2fx", ref_gbps > 0 ? gbps / ref_gbps : 0.0),
       OfCeiling(gbps, ceiling_[n]), absl::StrCat(want.size()), verdict));
   return absl::OkStatus();
+}
+
+std::string BenchRun::AutoVerdict(const std::string& kernel, double gbps,
+                                  size_t n) const {
+  auto it = best_.find(n);
+  if (it == best_.end() || it->second.first <= 0) {
+    return absl::StrCat("; auto = ", kernel);
+  }
+  return absl::StrFormat("; auto = %s, %.2fx the best (%s)", kernel,
+                         gbps / it->second.first, it->second.second);
 }
 
 }  // namespace

@@ -48,8 +48,13 @@ struct BenchConfig {
   std::optional<std::string> preset;
   std::optional<chunking::ChunkerOptions> preset_options;
   // --backend B|all: the kernels to time. Default all this CPU supports; a
-  // kernel named explicitly must be supported.
+  // kernel named explicitly must be supported. "auto" is not a kernel here
+  // but auto_kernel below.
   std::vector<const chunking::kernels::Kernel*> kernels;
+  // --backend auto (and all): a row per thread count for the engine's
+  // default kernel — CHUNKD_BACKEND's when set, else the automatic one
+  // (chunking/auto_kernel.h) — with its ratio to the fastest of `kernels`.
+  bool auto_kernel = false;
   // Kernels left out of "all" because this CPU cannot run them, with why.
   std::vector<std::string> skipped;
   // --threads N,...: each thread count of the fast paths. Default 1 and the

@@ -79,6 +79,7 @@ TEST(BenchConfigTest, Defaults) {
   EXPECT_EQ(config->size, size_t{64} << 20);
   EXPECT_EQ(config->seconds, 1.0);
   EXPECT_EQ(config->input, "");
+  EXPECT_TRUE(config->auto_kernel);
 }
 
 TEST(BenchConfigTest, AllCoversTheUpstreamAlgorithms) {
@@ -214,6 +215,47 @@ TEST(RunBenchTest, PrintsARowPerMeasurementAndChecksThem) {
   EXPECT_EQ(reference_rows, 2);
   EXPECT_THAT(run.out, HasSubstr("\nfastcdc    scalar           1  "));
   EXPECT_THAT(run.out, HasSubstr("\nseqcdc     scalar           2  "));
+}
+
+TEST(BenchConfigTest, AutoIsABackendChoice) {
+  absl::StatusOr<BenchConfig> config = Config({"--backend", "auto"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->auto_kernel);
+  EXPECT_TRUE(config->kernels.empty());
+  config = Config({"--backend", "scalar"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->auto_kernel);
+  config = Config({"--backend", "scalar,auto"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->auto_kernel);
+  ASSERT_EQ(config->kernels.size(), 1u);
+}
+
+// The auto row comes after the explicit ones of its algorithm and names the
+// kernel auto chose and its ratio to the fastest explicit row.
+TEST(RunBenchTest, AutoRowComparesWithTheFastestExplicitKernel) {
+  BenchConfig config;
+  config.algorithms = {Algorithm::kCrc32};
+  config.kernels = {&chunking::kernels::ScalarKernel()};
+  config.auto_kernel = true;
+  config.threads = {1, 2};
+  config.size = 300000;
+  config.seconds = 0.001;
+  BenchRun run = RunConfig(config);
+  ASSERT_TRUE(run.status.ok()) << run.status << "\n" << run.out;
+  EXPECT_THAT(run.out, HasSubstr("; backends scalar, auto; "));
+  for (const char* threads : {"1", "2"}) {
+    const std::string prefix =
+        absl::StrCat("\ncrc32      auto             ", threads, "  ");
+    const size_t at = run.out.find(prefix);
+    ASSERT_NE(at, std::string::npos) << run.out;
+    EXPECT_GT(at, run.out.find(absl::StrCat("\ncrc32      scalar           ",
+                                            threads, "  ")));
+    const std::string row =
+        run.out.substr(at + 1, run.out.find('\n', at + 1) - at - 1);
+    EXPECT_THAT(row, HasSubstr("  ok; auto = "));
+    EXPECT_THAT(row, HasSubstr("x the best (scalar)"));
+  }
 }
 
 // The chunk count of `algorithm`'s reference row in `out`; -1 if none.

@@ -107,7 +107,8 @@ constexpr absl::string_view kChunkOutputUsage = R"(Output and transfer:
 
 With --local only (the output never depends on them):
   --backend NAME       stage-1 kernel: scalar, avx2 or avx512 (default:
-                       $CHUNKD_BACKEND when set, else the best this CPU runs)
+                       $CHUNKD_BACKEND when set, else per algorithm the
+                       fastest on this CPU, calibrated at the first chunk)
   --threads N          threads that cut the file, 1..256 (default 1)
 sha256 with --local hashes several chunks at once where the CPU has the SHA
 extensions; $CHUNKD_SHA256=openssl forces OpenSSL one chunk at a time
@@ -170,9 +171,14 @@ with restic's test polynomial; buzhash 16/64/256 KiB.
   --preset NAME        fastcdc-reapi, seqcdc-8k or seqcdc-16k: time that
                        preset's algorithm alone, with the preset's parameters
                        instead of the ones above
-  --backend B          scalar, avx2, avx512, a comma-separated list, or all
-                       (default: every backend this CPU supports; a backend
-                       named here must be supported)
+  --backend B          scalar, avx2, avx512, auto, a comma-separated list, or
+                       all (default: every backend this CPU supports, then
+                       auto; a backend named here must be supported). auto
+                       is the engine's default ($CHUNKD_BACKEND when set,
+                       else per algorithm and thread count the fastest on
+                       this CPU, calibrated at its first use); its row names
+                       the kernel and its ratio to the fastest other row on
+                       as many threads
   --threads N,...      thread counts of the fast paths, each 1..256 (default:
                        1 and the number of cores)
   --strategy S         auto (default), two-stage, sequential or reference
@@ -395,8 +401,8 @@ absl::Status CheckChunkTarget(const ParsedArgs& args) {
   return absl::OkStatus();
 }
 
-// --backend, else the default kernel; with --local, $CHUNKD_SHA256 is
-// checked too (reported here, not at the first chunk).
+// --backend, else CHUNKD_BACKEND's, else nullptr (automatic); with --local,
+// $CHUNKD_SHA256 is checked too (reported here, not at the first chunk).
 absl::StatusOr<const chunking::kernels::Kernel*> ChunkKernel(
     const ParsedArgs& args) {
   absl::StatusOr<const chunking::kernels::Kernel*> kernel;
@@ -407,7 +413,8 @@ absl::StatusOr<const chunking::kernels::Kernel*> ChunkKernel(
           absl::StrCat("--backend: ", kernel.status().message()));
     }
   } else {
-    kernel = chunking::kernels::DefaultKernel();
+    // CHUNKD_BACKEND's, else nullptr: the engine's automatic choice.
+    kernel = chunking::kernels::ForcedKernel();
     if (!kernel.ok()) return kernel.status();
   }
   if (args.Has("local")) {

@@ -429,6 +429,15 @@ std::string FormatServerInfo(const chunkd::v1::GetServerInfoResponse& info) {
     auto takes = [](const chunkd::v1::ParamRange& range) {
       return range.max() != 0;
     };
+    // Empty from a server older than the field.
+    if (!algorithm.backend().empty()) {
+      const uint32_t threads = algorithm.backend_threads();
+      param("backend",
+            threads == 0
+                ? algorithm.backend()
+                : absl::StrCat(algorithm.backend(), " (", threads,
+                               threads == 1 ? " thread)" : " threads)"));
+    }
     param("min_size", FormatRange(algorithm.min_size()));
     if (takes(algorithm.avg_size())) {
       param("avg_size",

@@ -336,7 +336,7 @@ TEST_F(RemoteTest, DedupChecksUniqueTotals) {
 TEST(FormatServerInfoTest, Readable) {
   chunkd::v1::GetServerInfoResponse info;
   info.set_version("0.1.0");
-  info.set_chunking_backend("avx2");
+  info.set_chunking_backend("auto");
   info.set_index_backend("memory");
   info.set_max_message_bytes(4194304);
   info.set_max_inflight_bytes(67108864);
@@ -346,6 +346,8 @@ TEST(FormatServerInfoTest, Readable) {
   auto* fastcdc = info.add_algorithms();
   fastcdc->set_algorithm(chunkd::v1::ALGORITHM_FASTCDC);
   fastcdc->set_name("fastcdc");
+  fastcdc->set_backend("avx2");
+  fastcdc->set_backend_threads(2);
   fastcdc->mutable_min_size()->set_min(64);
   fastcdc->mutable_min_size()->set_max(1048576);
   fastcdc->mutable_min_size()->set_default_value(4096);
@@ -360,11 +362,14 @@ TEST(FormatServerInfoTest, Readable) {
   auto* crc32 = info.add_algorithms();
   crc32->set_algorithm(chunkd::v1::ALGORITHM_CRC32);
   crc32->set_name("crc32");
+  crc32->set_backend("avx512");
+  crc32->set_backend_threads(1);
   crc32->mutable_min_size()->set_max(1);
   crc32->mutable_avg_size()->set_max(2);
   crc32->mutable_max_size()->set_max(3);
   crc32->set_avg_size_power_of_two(true);
-  // Parameters an algorithm does not take (max 0) are left out.
+  // Parameters an algorithm does not take (max 0) are left out, and so is
+  // a backend an older server does not report.
   auto* repmax = info.add_algorithms();
   repmax->set_algorithm(chunkd::v1::ALGORITHM_REP_MAX_CDC);
   repmax->set_name("repmaxcdc");
@@ -380,18 +385,20 @@ TEST(FormatServerInfoTest, Readable) {
   rabin->mutable_polynomial()->set_default_value(0x3DA3358B4DC173);
   EXPECT_EQ(FormatServerInfo(info),
             "version:             0.1.0\n"
-            "chunking backend:    avx2\n"
+            "chunking backend:    auto\n"
             "index backend:       memory\n"
             "max message bytes:   4194304\n"
             "max in-flight bytes: 67108864\n"
             "fingerprints:        sha256, xxh128, none\n"
             "algorithms:\n"
             "  fastcdc\n"
+            "    backend              avx2 (2 threads)\n"
             "    min_size             64..1048576 (default 4096)\n"
             "    avg_size             256..4194304 (default 16384)\n"
             "    max_size             1024..16777216 (default 65536)\n"
             "    normalization_level  0..3 (default 1)\n"
             "  crc32\n"
+            "    backend              avx512 (1 thread)\n"
             "    min_size             0..1 (default 0)\n"
             "    avg_size             0..2 (default 0), a power of two\n"
             "    max_size             0..3 (default 0)\n"

@@ -284,6 +284,15 @@ func TestServerInfo(t *testing.T) {
 	names := map[string]bool{}
 	for _, a := range info.GetAlgorithms() {
 		names[a.GetName()] = true
+		// The kernel the algorithm's streams run, on the pool's threads.
+		switch a.GetBackend() {
+		case "scalar", "avx2", "avx512":
+		default:
+			t.Errorf("%s: backend %q", a.GetName(), a.GetBackend())
+		}
+		if a.GetBackendThreads() == 0 {
+			t.Errorf("%s: backend_threads 0", a.GetName())
+		}
 	}
 	for _, want := range []string{"fastcdc", "crc32", "seqcdc", "fixed"} {
 		if !names[want] {

@@ -15,6 +15,12 @@
 //       ThreadPoolExecutor of N threads (N = 1: no executor). The label
 //       names the plan's strategy, so "auto" shows what it chose. A kernel
 //       this CPU cannot run is registered anyway and skipped with the reason.
+//   chunk/ALG/DATASET/auto/auto/threads:N
+//       FastChunks as a library user gets it by default: no kernel given,
+//       so the automatic kernel of the algorithm on N threads
+//       (chunking/auto_kernel.h; CHUNKD_BACKEND's when set), automatic
+//       strategy. The label adds the kernel it chose; report.py sets it
+//       against the fastest KERNEL/auto row of the same thread count.
 //   chunk/ALG/DATASET/KERNEL/stream/threads:N
 //       StreamChunker (automatic strategy) fed the buffer in 1 MiB pieces.
 //   stage1/ALG/DATASET/KERNEL/block:B/threads:1
@@ -157,10 +163,11 @@ void BM_Reference(benchmark::State& state, Algorithm algorithm,
   Finish(state, data.size(), want.size());
 }
 
+// `kernel` null: the engine's default (the automatic kernel).
 void BM_Fast(benchmark::State& state, Algorithm algorithm,
              workload::Dataset dataset, const chunking::kernels::Kernel* kernel,
              Strategy strategy, size_t threads) {
-  if (!kernel->supported()) {
+  if (kernel != nullptr && !kernel->supported()) {
     state.SkipWithError(
         absl::StrCat(kernel->name, ": not supported by this CPU or OS")
             .c_str());
@@ -176,6 +183,7 @@ void BM_Fast(benchmark::State& state, Algorithm algorithm,
   engine.kernel = kernel;
   engine.executor = executor.get();
   engine.strategy = strategy;
+  // With no kernel given, this has run its calibration before the timing.
   absl::StatusOr<chunking::EnginePlan> plan =
       chunking::PlanEngine(options, engine);
   if (!plan.ok()) {
@@ -193,7 +201,7 @@ void BM_Fast(benchmark::State& state, Algorithm algorithm,
     }
     if (absl::Status s = workload::CompareChunks(want, *got); !s.ok()) {
       state.SkipWithError(
-          absl::StrCat(kernel->name,
+          absl::StrCat(plan->kernel,
                        " differs from the reference: ", s.message())
               .c_str());
       break;
@@ -201,7 +209,8 @@ void BM_Fast(benchmark::State& state, Algorithm algorithm,
   }
   state.SetLabel(absl::StrCat(
       "strategy=", chunking::StrategyName(plan->strategy),
-      " segment=", plan->segment_size, " parallelism=", plan->parallelism));
+      " segment=", plan->segment_size, " parallelism=", plan->parallelism,
+      " kernel=", plan->kernel));
   Finish(state, data.size(), want.size());
 }
 
@@ -457,6 +466,18 @@ void RegisterAll() {
                 .c_str(),
             BM_Fast, algorithm, dataset, &chunking::kernels::ScalarKernel(),
             Strategy::kReference, threads));
+      }
+      // The engine's default: the automatic kernel.
+      for (size_t threads : flags.threads) {
+        if (std::find(flags.strategies.begin(), flags.strategies.end(),
+                      Strategy::kAuto) == flags.strategies.end()) {
+          break;
+        }
+        Configure(benchmark::RegisterBenchmark(
+            absl::StrCat("chunk/", alg, "/", ds, "/auto/auto/threads:",
+                         threads)
+                .c_str(),
+            BM_Fast, algorithm, dataset, nullptr, Strategy::kAuto, threads));
       }
       for (const chunking::kernels::Kernel* kernel :
            chunking::kernels::AllKernels()) {

@@ -28,7 +28,11 @@ import sys
 REFERENCE = "reference"
 # How chunking_bench says a kernel cannot run on this CPU (not a failure).
 UNSUPPORTED = "not supported by this CPU"
-BACKEND_ORDER = ["reference", "scalar", "avx2", "avx512"]
+BACKEND_ORDER = ["reference", "scalar", "avx2", "avx512", "auto"]
+# The engine's default backend: the automatic kernel (chunking/auto_kernel.h).
+AUTO = "auto"
+# auto's rows should be within this fraction of the fastest explicit kernel.
+AUTO_TARGET = 0.97
 ALGORITHM_ORDER = ["fastcdc", "crc32", "seqcdc", "fixed"]
 DATASET_ORDER = ["random", "versioned"]
 STRATEGY_ORDER = ["reference", "auto", "two-stage", "sequential"]
@@ -59,8 +63,16 @@ class Result:
     @property
     def chosen(self):
         """The strategy the engine ran (from the label), e.g. "sequential"."""
+        return self.label_value("strategy")
+
+    @property
+    def kernel(self):
+        """The kernel the engine ran (from the label), e.g. "avx2"."""
+        return self.label_value("kernel")
+
+    def label_value(self, key):
         for word in self.label.split():
-            if word.startswith("strategy="):
+            if word.startswith(key + "="):
                 return word.split("=", 1)[1]
         return ""
 
@@ -464,6 +476,54 @@ def stream_chunker(w, t, streams):
     w("")
 
 
+def auto_rows(t, dataset):
+    """(algorithm, threads, auto, fastest explicit) for every auto row of
+    `dataset`: the engine's default against every kernel's automatic
+    strategy on as many threads."""
+    rows = []
+    for algorithm in t.algorithms(dataset):
+        for threads in t.threads():
+            auto = t.get(algorithm, dataset, AUTO, "auto", threads)
+            if auto is None:
+                continue
+            best = None
+            for backend in BACKEND_ORDER:
+                if backend in (REFERENCE, AUTO):
+                    continue
+                r = t.get(algorithm, dataset, backend, "auto", threads)
+                if r is not None and (best is None or r.best > best.best):
+                    best = r
+            rows.append((algorithm, threads, auto, best))
+    return rows
+
+
+def automatic_kernel(w, t):
+    w("## Automatic kernel")
+    w("")
+    w("The engine's default backend (`auto`: no kernel given, so the "
+      "kernel its start-up calibration found fastest for the algorithm and "
+      "thread count) against the fastest explicit kernel, each with its "
+      "automatic strategy, same run. Target: at least %.2f× everywhere."
+      % AUTO_TARGET)
+    w("")
+    w("| dataset | algorithm | threads | auto chose | auto GB/s | "
+      "fastest kernel | its GB/s | auto ÷ fastest |")
+    w("|---|---|---:|---|---:|---|---:|---:|")
+    for dataset in t.datasets():
+        for algorithm, threads, auto, best in auto_rows(t, dataset):
+            if best is None:
+                ratio, name, rate = "—", "—", "—"
+            else:
+                value = auto.best / best.best
+                ratio = "%.2f×%s" % (value, "" if value >= AUTO_TARGET else " ⚠")
+                name = "%s (%s)" % (best.fields[3], best.chosen or "auto")
+                rate = fmt_rate(best)
+            w("| %s | %s | %d | %s (%s) | %s | %s | %s | %s |" % (
+                dataset, algorithm, threads, auto.kernel or "?",
+                auto.chosen or "auto", fmt_rate(auto), name, rate, ratio))
+    w("")
+
+
 def error_list(w, errors):
     w("## Errors and skipped backends")
     w("")
@@ -480,6 +540,8 @@ def markdown(context, t):
         targets(w, t, dataset)
     for dataset in t.datasets():
         throughput(w, t, dataset)
+    if any(k[3] == AUTO for k in t.chunk):
+        automatic_kernel(w, t)
     if t.stage1:
         stage1(w, t)
     if any(k[4] in ("two-stage", "sequential") for k in t.chunk):
@@ -516,7 +578,7 @@ def chart(t, path):
                                       3.6 * len(datasets)),
                              squeeze=False)
     colors = {"scalar": "tab:blue", "avx2": "tab:orange",
-              "avx512": "tab:green"}
+              "avx512": "tab:green", "auto": "tab:red"}
     legend = {}
     for row, dataset in enumerate(datasets):
         for col, algorithm in enumerate(algorithms):

@@ -139,6 +139,25 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| seqcdc | avx512 | auto | 1 | error |", text)
         self.assertIn("not supported by this CPU or OS", text)
 
+    def test_automatic_kernel(self):
+        auto = "chunk/fastcdc/random/auto/auto/threads:%d"
+        rows = [bench(auto % 1, 3.4 * GB,
+                      "strategy=sequential parallelism=1 kernel=avx512"),
+                bench(auto % 2, 4.0 * GB,
+                      "strategy=two-stage parallelism=2 kernel=avx512")]
+        code, text, _ = self.run_report(document(rows))
+        self.assertEqual(code, 0)
+        self.assertIn("## Automatic kernel", text)
+        # Against the fastest explicit kernel with the automatic strategy.
+        self.assertIn("| random | fastcdc | 1 | avx512 (sequential) | 3.40 | "
+                      "avx512 (sequential) | 3.50 (2.50) | 0.97× |", text)
+        # Short of the target: flagged.
+        self.assertIn("| random | fastcdc | 2 | avx512 (two-stage) | 4.00 | "
+                      "avx512 (two-stage) | 4.50 | 0.89× ⚠ |", text)
+        # Without auto rows, no such section.
+        _, plain, _ = self.run_report(document())
+        self.assertNotIn("## Automatic kernel", plain)
+
     def test_stage1(self):
         _, text, _ = self.run_report(document())
         self.assertIn("| dataset | algorithm | backend | stage 1 GB/s, 256 KiB "

@@ -27,6 +27,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "chunkd/v1/chunkd.grpc.pb.h"
+#include "chunking/auto_kernel.h"
 #include "chunking/kernels/kernels.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -350,9 +351,16 @@ int main(int argc, char** argv) {
   auto index = chunkd::index::CreateIndex("memory");
   if (!index.ok()) return 1;
   chunkd::pipeline::WorkerPool pool(threads);
-  auto kernel = chunkd::chunking::kernels::DefaultKernel();
+  // CHUNKD_BACKEND's kernel, else nullptr: auto, as chunkd. The calibration
+  // runs here, on the idle pool, not during the first timed stream.
+  auto kernel = chunkd::chunking::kernels::ForcedKernel();
   if (!kernel.ok()) return 1;
-  chunkd::metrics::Metrics metrics("bench", (*kernel)->name);
+  if (*kernel == nullptr) {
+    chunkd::chunking::CalibrateAutoKernels(chunkd::chunking::AllAlgorithms(),
+                                           &pool);
+  }
+  chunkd::metrics::Metrics metrics(
+      "bench", *kernel == nullptr ? "auto" : (*kernel)->name);
   chunkd::service::ChunkServiceImpl service(BenchServiceOptions(
       index->get(), &pool, &metrics, *kernel, w.message_bytes));
   SinkService sink;

@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "chunkd/chunker.h"
+#include "chunking/auto_kernel.h"
 #include "chunking/cutter.h"
 #include "chunking/executor.h"
 #include "chunking/kernels/kernels.h"
@@ -91,9 +92,15 @@ absl::Status CheckEngineOptions(const EngineOptions& engine) {
       " is not one of 0 (auto), 1 (two-stage), 2 (sequential), 3 (reference)"));
 }
 
+// The given kernel, else CHUNKD_BACKEND's, else the automatic one of the
+// algorithm on this thread count (auto_kernel.h).
 absl::StatusOr<const kernels::Kernel*> ResolveKernel(
-    const EngineOptions& engine) {
-  if (engine.kernel == nullptr) return kernels::DefaultKernel();
+    const ChunkerOptions& options, const EngineOptions& engine) {
+  if (engine.kernel == nullptr) {
+    absl::StatusOr<const kernels::Kernel*> forced = kernels::ForcedKernel();
+    if (!forced.ok() || *forced != nullptr) return forced;
+    return &AutoKernel(options.algorithm, engine.executor);
+  }
   if (!engine.kernel->supported()) {
     return absl::FailedPreconditionError(
         absl::StrCat("chunking backend ", engine.kernel->name,
@@ -143,7 +150,8 @@ absl::StatusOr<Resolved> Resolve(const ChunkerOptions& options,
                                  const EngineOptions& engine) {
   if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
   if (absl::Status s = CheckEngineOptions(engine); !s.ok()) return s;
-  absl::StatusOr<const kernels::Kernel*> kernel = ResolveKernel(engine);
+  absl::StatusOr<const kernels::Kernel*> kernel =
+      ResolveKernel(options, engine);
   if (!kernel.ok()) return kernel.status();
   Resolved r;
   r.strategy = NewStrategy(options);

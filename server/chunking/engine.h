@@ -80,6 +80,11 @@
 // The choice follows the measurements of every strategy x kernel x thread
 // count in docs/benchmarks.md, "Strategies behind the automatic choice", and
 // for the last three on their pages in docs/algorithms/.
+//
+// The kernel, when EngineOptions gives none and CHUNKD_BACKEND is unset, is
+// the algorithm's automatic kernel on the executor's thread count
+// (auto_kernel.h): the fastest of these kernel x strategy pairs on this CPU,
+// as calibrated once per process.
 #ifndef CHUNKD_CHUNKING_ENGINE_H_
 #define CHUNKD_CHUNKING_ENGINE_H_
 

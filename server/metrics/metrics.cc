@@ -133,7 +133,12 @@ constexpr FamilyDef kGrpcHandling = {"grpc_server_handling_seconds",
                                      "handled by the server."};
 constexpr FamilyDef kBuildInfo = {
     "chunkd_build_info",
-    "Constant 1, labelled with the version and chunking backend."};
+    "Constant 1, labelled with the version and chunking backend (\"auto\": "
+    "per algorithm, see chunkd_chunking_backend_info)."};
+constexpr FamilyDef kChunkingBackend = {
+    "chunkd_chunking_backend_info",
+    "Constant 1, labelled with an algorithm, the thread count of its "
+    "streams and the stage-1 kernel they run."};
 
 prometheus::Family<prometheus::Counter>& Counters(
     prometheus::Registry& registry, const FamilyDef& def) {
@@ -200,6 +205,7 @@ Metrics::Metrics(absl::string_view version, absl::string_view backend)
   tls_handshake_failures_ = &Counters(r, kTlsHandshakeFailures).Add({});
   index_entries_ = &Gauges(r, kIndexEntries);
   index_max_entries_ = &Gauges(r, kIndexMaxEntries);
+  chunking_backend_ = &Gauges(r, kChunkingBackend);
   queue_depth_ = &Gauges(r, kQueueDepth).Add({});
   index_requests_ = &Counters(r, kIndexRequests);
   index_duration_ = &Histograms(r, kIndexDuration);
@@ -278,6 +284,15 @@ void Metrics::WatchIndexEntries(
 
 void Metrics::SetIndexMaxEntries(uint64_t max_entries) {
   index_max_entries_->Add({}).Set(static_cast<double>(max_entries));
+}
+
+void Metrics::SetChunkingBackend(absl::string_view algorithm, size_t threads,
+                                 absl::string_view backend) {
+  chunking_backend_
+      ->Add({{"algorithm", std::string(algorithm)},
+             {"threads", absl::StrCat(threads)},
+             {"backend", std::string(backend)}})
+      .Set(1);
 }
 
 void Metrics::WatchQueueDepth(std::function<size_t()> depth) {

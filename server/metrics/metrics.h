@@ -33,7 +33,13 @@
 //                                                  whose SHA-256 came from
 //                                                  the hint cache ("hit") or
 //                                                  was computed ("miss")
-//   chunkd_build_info{version,backend}             gauge, constant 1
+//   chunkd_build_info{version,backend}             gauge, constant 1; backend
+//                                                  "auto" or the forced one
+//   chunkd_chunking_backend_info{algorithm,threads,backend}
+//                                                  gauge, constant 1: the
+//                                                  stage-1 kernel of each
+//                                                  algorithm's streams on
+//                                                  `threads` threads
 // Every series with a fixed label set exists from the start, at zero: all
 // rpc x algorithm pairs, all algorithms, all stages here; the index and gRPC
 // series when their decorator or interceptor factory is created.
@@ -43,6 +49,7 @@
 #ifndef CHUNKD_METRICS_METRICS_H_
 #define CHUNKD_METRICS_METRICS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -155,6 +162,12 @@ class Metrics {
   // Exports chunkd_index_max_entries (the memory index's limit).
   void SetIndexMaxEntries(uint64_t max_entries);
 
+  // Exports chunkd_chunking_backend_info{algorithm,threads,backend} 1: the
+  // kernel (`backend`, e.g. "avx2") that `algorithm`'s streams run on
+  // `threads` threads. Called once per algorithm at start-up.
+  void SetChunkingBackend(absl::string_view algorithm, size_t threads,
+                          absl::string_view backend);
+
   // chunkd_worker_queue_depth is read from `depth` at every scrape (0 until
   // this is called). `depth` must be thread-safe and outlive this object.
   void WatchQueueDepth(std::function<size_t()> depth);
@@ -197,6 +210,7 @@ class Metrics {
   prometheus::Counter* tls_handshake_failures_;
   prometheus::Family<prometheus::Gauge>* index_entries_;
   prometheus::Family<prometheus::Gauge>* index_max_entries_;
+  prometheus::Family<prometheus::Gauge>* chunking_backend_;
 
   mutable std::mutex mu_;
   std::function<size_t()> queue_depth_source_;  // guarded by mu_

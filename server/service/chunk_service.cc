@@ -949,6 +949,14 @@ void ChunkServiceImpl::FillServerInfo(v1::GetServerInfoResponse* response) const
     set(limits.normalization_level, info->mutable_normalization_level());
     set(limits.horizon_size, info->mutable_horizon_size());
     set(limits.polynomial, info->mutable_polynomial());
+    // What the engine resolves for this algorithm's streams: the forced
+    // kernel, or the automatic one on the pool's thread count.
+    absl::StatusOr<chunking::EnginePlan> plan = chunking::PlanEngine(
+        chunking::DefaultOptions(algorithm), options_.engine);
+    if (plan.ok()) {
+      info->set_backend(plan->kernel);
+      info->set_backend_threads(static_cast<uint32_t>(plan->parallelism));
+    }
   }
   response->add_fingerprints(v1::FINGERPRINT_ALGORITHM_SHA256);
   response->add_fingerprints(v1::FINGERPRINT_ALGORITHM_XXH128);

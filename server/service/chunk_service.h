@@ -79,9 +79,13 @@ struct ServiceOptions {
   const TokenTable* auth = nullptr;
   // Reported by GetServerInfo.
   std::string version = "0.0.0";
-  std::string chunking_backend = "scalar";
-  // How every stream's chunks are cut: the kernel named chunking_backend and
-  // the pool as executor. Default: the default kernel, one thread per stream.
+  // "auto" (each algorithm's kernel chosen by calibration) or the kernel
+  // forced for all (engine.kernel's name).
+  std::string chunking_backend = "auto";
+  // How every stream's chunks are cut: the kernel named chunking_backend
+  // (null for auto) and the pool as executor; GetServerInfo reports each
+  // algorithm's kernel as the engine resolves it. Default: the automatic
+  // kernel, one thread per stream.
   chunking::EngineOptions engine;
 };
 

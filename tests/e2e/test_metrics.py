@@ -72,6 +72,7 @@ FAMILIES = {
     "chunkd_hint_skipped_bytes_total": "counter",
     "chunkd_hint_cache_total": "counter",
     "chunkd_build_info": "gauge",
+    "chunkd_chunking_backend_info": "gauge",
     "chunkd_streams_rejected_total": "counter",
     "chunkd_connections_closed_total": "counter",
     "chunkd_tls_handshake_failures_total": "counter",
@@ -156,6 +157,16 @@ def test_fresh_server_exports_every_series_at_zero(fresh_server: ChunkdServer) -
                          backend="memory", op=op, le="+Inf") == 0
     assert value(samples, "chunkd_build_info", version="0.1.0",
                  backend=_backend(fresh_server)) == 1
+    # One series per algorithm: the kernel its streams run, as GetServerInfo
+    # reports it, on the worker pool's thread count.
+    with Client(fresh_server.address, timeout=RPC_TIMEOUT) as client:
+        info = client.server_info()
+    backend_series = [(labels, v) for name, labels, v in samples
+                      if name == "chunkd_chunking_backend_info"]
+    assert len(backend_series) == len(ALGORITHMS), backend_series
+    for a in info.algorithms:
+        assert value(samples, "chunkd_chunking_backend_info", algorithm=a.name,
+                     threads=str(a.backend_threads), backend=a.backend) == 1, a
 
     for grpc_type, service, method in GRPC_METHODS:
         labels = dict(grpc_type=grpc_type, grpc_service=service, grpc_method=method)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 from chunkd_client import Client
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client.testing import ChunkdServer, health_status
-from e2e_util import REPO
+from e2e_util import REPO, RPC_TIMEOUT
 
 EXPECTED = {
     "fastcdc": pb.ALGORITHM_FASTCDC,
@@ -18,6 +20,8 @@ EXPECTED = {
     "rabin": pb.ALGORITHM_RABIN,
     "buzhash": pb.ALGORITHM_BUZHASH,
 }
+#: The stage-1 kernels a server may report.
+KERNELS = ("scalar", "avx2", "avx512")
 #: The algorithms whose chunk sizes are not bounded by min/avg/max fields:
 #: fixed (avg only) and repmaxcdc (min and horizon; chunks in [min, 2 min)).
 NOT_MIN_AVG_MAX = ("fixed", "repmaxcdc")
@@ -73,10 +77,56 @@ def test_algorithms_and_ranges(client: Client) -> None:
 def test_fingerprints_backends_and_limits(client: Client) -> None:
     info = client.server_info()
     assert {"sha256", "xxh128"} <= set(info.fingerprints)
-    assert info.chunking_backend in ("scalar", "avx2", "avx512")
+    # "auto" unless the environment forces one kernel for all.
+    assert info.chunking_backend == (os.environ.get("CHUNKD_BACKEND") or "auto")
     assert info.index_backend == "memory"
     assert info.max_message_bytes == 4 << 20
     assert info.max_inflight_bytes >= info.max_message_bytes
+
+
+def test_every_algorithm_reports_its_backend(client: Client) -> None:
+    """Each algorithm names the kernel its streams run (auto: as calibrated
+    at start-up) and the worker pool's thread count it was chosen for."""
+    info = client.server_info()
+    threads = {a.backend_threads for a in info.algorithms}
+    assert len(threads) == 1 and min(threads) >= 1, info.algorithms
+    for a in info.algorithms:
+        assert a.backend in KERNELS, a
+        if info.chunking_backend != "auto":
+            assert a.backend == info.chunking_backend, a
+
+
+def test_forced_backend_applies_to_every_algorithm(chunkd_bin: Path) -> None:
+    """--backend wins over the calibration, for every algorithm, and the
+    thread count reported is --threads."""
+    with ChunkdServer(chunkd_bin, extra_args=["--backend=scalar", "--threads=3"]) as running:
+        with Client(running.address, timeout=RPC_TIMEOUT) as c:
+            info = c.server_info()
+        assert info.chunking_backend == "scalar"
+        for a in info.algorithms:
+            assert (a.backend, a.backend_threads) == ("scalar", 3), a
+        assert "calibrated" not in running.log()
+
+
+def test_auto_backend_logs_its_calibration(chunkd_bin: Path) -> None:
+    """Without a forced backend chunkd calibrates at start-up within its
+    budget and logs each algorithm's choice; GetServerInfo agrees."""
+    env_backup = os.environ.pop("CHUNKD_BACKEND", None)
+    try:
+        with ChunkdServer(chunkd_bin, extra_args=["--threads=2"]) as running:
+            with Client(running.address, timeout=RPC_TIMEOUT) as c:
+                info = c.server_info()
+            log = running.log()
+    finally:
+        if env_backup is not None:
+            os.environ["CHUNKD_BACKEND"] = env_backup
+    assert info.chunking_backend == "auto"
+    m = re.search(r"chunking backend auto: calibrated in (\d+) ms "
+                  r"\(budget (\d+) ms per algorithm, (\d+) ms in all\)", log)
+    assert m, log
+    for a in info.algorithms:
+        assert a.backend_threads == 2, a
+        assert re.search(rf"chunkd:   {a.name}, 2 threads: {a.backend}\b", log), (a, log)
 
 
 def test_health(server: ChunkdServer) -> None:
@@ -88,4 +138,8 @@ def test_chunkctl_info_and_version(server: ChunkdServer, chunkctl, client: Clien
     assert project_version() in out
     for name in EXPECTED:
         assert name in out
+    # Each algorithm's backend line: "    backend   avx2 (2 threads)".
+    backends = re.findall(r"^    backend +(\w+) \((\d+) threads?\)$", out, re.MULTILINE)
+    assert len(backends) == len(EXPECTED), out
+    assert all(kernel in KERNELS for kernel, _ in backends), out
     assert chunkctl("--version").stdout.strip() == f"chunkctl {project_version()}"

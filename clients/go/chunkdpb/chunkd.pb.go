@@ -1616,9 +1616,18 @@ type AlgorithmInfo struct {
 	HorizonSize *ParamRange `protobuf:"bytes,8,opt,name=horizon_size,json=horizonSize,proto3" json:"horizon_size,omitempty"`
 	// rabin only: the polynomial's range (degree 53: [2^53, 2^54 - 1]) and
 	// default; it must also be irreducible.
-	Polynomial    *ParamRange `protobuf:"bytes,9,opt,name=polynomial,proto3" json:"polynomial,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Polynomial *ParamRange `protobuf:"bytes,9,opt,name=polynomial,proto3" json:"polynomial,omitempty"`
+	// The stage-1 backend ("scalar", "avx2", "avx512") this algorithm's
+	// streams run with: the forced one when chunking_backend names one, else
+	// (chunking_backend "auto") the fastest on the server's CPU for
+	// backend_threads threads, as calibrated at start-up. Never changes the
+	// chunks.
+	Backend string `protobuf:"bytes,10,opt,name=backend,proto3" json:"backend,omitempty"`
+	// The thread count of the algorithm's streams (the server's worker pool)
+	// that `backend` was chosen for.
+	BackendThreads uint32 `protobuf:"varint,11,opt,name=backend_threads,json=backendThreads,proto3" json:"backend_threads,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AlgorithmInfo) Reset() {
@@ -1714,6 +1723,20 @@ func (x *AlgorithmInfo) GetPolynomial() *ParamRange {
 	return nil
 }
 
+func (x *AlgorithmInfo) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *AlgorithmInfo) GetBackendThreads() uint32 {
+	if x != nil {
+		return x.BackendThreads
+	}
+	return 0
+}
+
 type GetServerInfoResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// chunkd's version, e.g. "0.1.0".
@@ -1722,7 +1745,9 @@ type GetServerInfoResponse struct {
 	Algorithms []*AlgorithmInfo `protobuf:"bytes,2,rep,name=algorithms,proto3" json:"algorithms,omitempty"`
 	// Fingerprint algorithms the server offers.
 	Fingerprints []FingerprintAlgorithm `protobuf:"varint,3,rep,packed,name=fingerprints,proto3,enum=chunkd.v1.FingerprintAlgorithm" json:"fingerprints,omitempty"`
-	// Stage-1 backend in use: "scalar", "avx2" or "avx512".
+	// Stage-1 backend: "scalar", "avx2" or "avx512" when forced (--backend,
+	// CHUNKD_BACKEND) for every algorithm; "auto" when each algorithm runs the
+	// backend its start-up calibration found fastest (AlgorithmInfo.backend).
 	ChunkingBackend string `protobuf:"bytes,4,opt,name=chunking_backend,json=chunkingBackend,proto3" json:"chunking_backend,omitempty"`
 	// Fingerprint index backend: "memory", "redis" or "redis-cluster".
 	IndexBackend string `protobuf:"bytes,5,opt,name=index_backend,json=indexBackend,proto3" json:"index_backend,omitempty"`
@@ -1918,7 +1943,7 @@ const file_chunkd_v1_chunkd_proto_rawDesc = "" +
 	"ParamRange\x12\x10\n" +
 	"\x03min\x18\x01 \x01(\x04R\x03min\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\x04R\x03max\x12#\n" +
-	"\rdefault_value\x18\x03 \x01(\x04R\fdefaultValue\"\xd8\x03\n" +
+	"\rdefault_value\x18\x03 \x01(\x04R\fdefaultValue\"\x9b\x04\n" +
 	"\rAlgorithmInfo\x122\n" +
 	"\talgorithm\x18\x01 \x01(\x0e2\x14.chunkd.v1.AlgorithmR\talgorithm\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x120\n" +
@@ -1930,7 +1955,10 @@ const file_chunkd_v1_chunkd_proto_rawDesc = "" +
 	"\fhorizon_size\x18\b \x01(\v2\x15.chunkd.v1.ParamRangeR\vhorizonSize\x125\n" +
 	"\n" +
 	"polynomial\x18\t \x01(\v2\x15.chunkd.v1.ParamRangeR\n" +
-	"polynomial\"\xda\x02\n" +
+	"polynomial\x12\x18\n" +
+	"\abackend\x18\n" +
+	" \x01(\tR\abackend\x12'\n" +
+	"\x0fbackend_threads\x18\v \x01(\rR\x0ebackendThreads\"\xda\x02\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x128\n" +
 	"\n" +

@@ -7,6 +7,7 @@ import json
 import os
 import pty
 import random
+import re
 import subprocess
 import sys
 import uuid
@@ -87,6 +88,13 @@ def test_info(server: ChunkdServer) -> None:
     info = json.loads(text)
     assert info["index_backend"] == "memory"
     assert {a["name"] for a in info["algorithms"]} == set(ALGORITHMS)
+    # Each algorithm's stage-1 kernel, on the server's worker threads.
+    assert all(a["backend"] in ("scalar", "avx2", "avx512") and a["backend_threads"] >= 1
+               for a in info["algorithms"]), info["algorithms"]
+    assert text.count("; backend ") == 0  # JSON, not the text form
+    code, text = run_main("info", "--server", server.address)
+    assert len(re.findall(r"; backend (scalar|avx2|avx512) \(\d+ threads?\)$", text,
+                          re.MULTILINE)) == len(ALGORITHMS), text
 
 
 def script(*args: object, **kwargs) -> subprocess.CompletedProcess:

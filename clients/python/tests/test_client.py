@@ -286,5 +286,7 @@ def test_server_info(client: Client, server: ChunkdServer) -> None:
     assert info.algorithm("rabin").polynomial == ParamRange(
         1 << 53, (1 << 54) - 1, 0x3DA3358B4DC173)
     assert info.algorithm("buzhash").polynomial is None
+    for a in info.algorithms:
+        assert a.backend in ("scalar", "avx2", "avx512") and a.backend_threads >= 1, a
     with pytest.raises(KeyError):
         info.algorithm("gear")

@@ -107,11 +107,12 @@ absl::StatusOr<const Kernel*> FindKernel(absl::string_view name) {
       "unknown kernel backend \"", name, "\"; known: ", KnownNames()));
 }
 
-absl::StatusOr<const Kernel*> DefaultKernel() {
+absl::StatusOr<const Kernel*> ForcedKernel() {
   // Read on every call (not cached) so that a test or a supervisor changing
-  // the environment is honoured. Unset or empty means "choose the best".
+  // the environment is honoured. Unset or empty means "choose
+  // automatically".
   const char* env = std::getenv("CHUNKD_BACKEND");
-  if (env == nullptr || *env == '\0') return &BestKernel();
+  if (env == nullptr || *env == '\0') return nullptr;
   absl::StatusOr<const Kernel*> kernel = FindKernel(env);
   if (!kernel.ok()) {
     return absl::Status(

@@ -1,6 +1,8 @@
 // Stage 1 of the two-stage engine (SS-CDC; docs/design.md, "Stage 1: candidate bitmaps"): per-byte predicate
 // bitmaps of each algorithm (functions.h), computed by one kernel per
-// instruction set, and the choice among the kernels.
+// instruction set, their detection, and a kernel forced by name (--backend,
+// CHUNKD_BACKEND). Without one, the engine chooses per algorithm by
+// calibration (chunking/auto_kernel.h).
 //
 // Every kernel must produce exactly the bits of the scalar kernel, which
 // follows the definitions of functions.h literally; the differential test
@@ -49,7 +51,8 @@ absl::Span<const Kernel* const> AllKernels();
 // The scalar kernel: always built, always supported; the reference.
 const Kernel& ScalarKernel();
 
-// The best kernel this CPU supports.
+// The widest kernel this CPU supports: the automatic choice when its
+// calibration could not run (chunking/auto_kernel.h).
 const Kernel& BestKernel();
 
 // The kernel named `name` (as from --backend or CHUNKD_BACKEND).
@@ -57,9 +60,11 @@ const Kernel& BestKernel();
 // FAILED_PRECONDITION when this CPU or OS cannot run it. Never falls back.
 absl::StatusOr<const Kernel*> FindKernel(absl::string_view name);
 
-// The kernel to use by default: CHUNKD_BACKEND when set (an error if it
-// names an unknown or unsupported kernel), else BestKernel().
-absl::StatusOr<const Kernel*> DefaultKernel();
+// The kernel forced by the environment: CHUNKD_BACKEND's when it is set and
+// not empty (an error if it names an unknown or unsupported kernel), else
+// nullptr — no kernel forced, the engine chooses one per algorithm and
+// thread count (chunking/auto_kernel.h).
+absl::StatusOr<const Kernel*> ForcedKernel();
 
 }  // namespace chunkd::chunking::kernels
 

@@ -1,5 +1,5 @@
 // Tests of the stage-1 kernels:
-//   - selection: detection, the table, FindKernel / DefaultKernel errors;
+//   - selection: detection, the table, FindKernel / ForcedKernel errors;
 //   - the scalar kernel against the definitions of functions.h and against the
 //     reference cutters (label "scalar");
 //   - every other kernel against scalar, bit for bit (labels "avx2",
@@ -339,28 +339,28 @@ class ScopedEnv {
   bool had_ = false;
 };
 
-TEST(KernelSelectionTest, DefaultKernelHonoursEnvironment) {
+TEST(KernelSelectionTest, ForcedKernelHonoursEnvironment) {
   {
     ScopedEnv env("CHUNKD_BACKEND", nullptr);
-    auto k = DefaultKernel();
+    auto k = ForcedKernel();
     ASSERT_TRUE(k.ok()) << k.status();
-    EXPECT_EQ(*k, &BestKernel());
+    EXPECT_EQ(*k, nullptr);
   }
   {
     ScopedEnv env("CHUNKD_BACKEND", "");
-    auto k = DefaultKernel();
+    auto k = ForcedKernel();
     ASSERT_TRUE(k.ok()) << k.status();
-    EXPECT_EQ(*k, &BestKernel());
+    EXPECT_EQ(*k, nullptr);
   }
   {
     ScopedEnv env("CHUNKD_BACKEND", "scalar");
-    auto k = DefaultKernel();
+    auto k = ForcedKernel();
     ASSERT_TRUE(k.ok()) << k.status();
     EXPECT_EQ(*k, &ScalarKernel());
   }
   for (const Kernel* kernel : AllKernels()) {
     ScopedEnv env("CHUNKD_BACKEND", kernel->name);
-    auto k = DefaultKernel();
+    auto k = ForcedKernel();
     if (kernel->supported()) {
       ASSERT_TRUE(k.ok()) << k.status();
       EXPECT_EQ(*k, kernel);
@@ -370,7 +370,7 @@ TEST(KernelSelectionTest, DefaultKernelHonoursEnvironment) {
   }
   {
     ScopedEnv env("CHUNKD_BACKEND", "neon");
-    auto k = DefaultKernel();
+    auto k = ForcedKernel();
     EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(k.status().message().find("CHUNKD_BACKEND"), std::string::npos)
         << k.status();

@@ -246,8 +246,10 @@ inline constexpr size_t kMaxWindowSize = size_t{1} << 30;
 // changes the chunks.
 struct EngineOptions {
   // The stage-1 kernel (kernels::AllKernels(), kernels::FindKernel()); must
-  // be supported by this CPU. Default nullptr: kernels::DefaultKernel(), i.e.
-  // CHUNKD_BACKEND when set, else the best kernel the CPU supports.
+  // be supported by this CPU. Default nullptr: CHUNKD_BACKEND's when set
+  // (kernels::ForcedKernel()), else the automatic kernel of the algorithm on
+  // the executor's thread count, the fastest on this CPU as calibrated once
+  // per process (chunking/auto_kernel.h; AutoKernel).
   const kernels::Kernel* kernel = nullptr;
   // Runs stage-1 segments in parallel; must outlive every chunker created
   // with it. Default nullptr: the calling thread does everything.
@@ -283,7 +285,7 @@ struct EnginePlan {
 };
 
 // The plan for `options` and `engine`. INVALID_ARGUMENT as ValidateOptions or
-// for engine settings out of range; the error of kernels::DefaultKernel()
+// for engine settings out of range; the error of kernels::ForcedKernel()
 // (CHUNKD_BACKEND) when no kernel is given; FAILED_PRECONDITION for a kernel
 // this CPU cannot run.
 absl::StatusOr<EnginePlan> PlanEngine(
@@ -336,7 +338,7 @@ absl::StatusOr<std::vector<Chunk>> FastChunks(
 class StreamChunker {
  public:
   // With EngineOptions(): the default kernel, one thread. INVALID_ARGUMENT
-  // as ValidateOptions; the error of kernels::DefaultKernel() when
+  // as ValidateOptions; the error of kernels::ForcedKernel() when
   // CHUNKD_BACKEND names an unknown or unsupported kernel.
   static absl::StatusOr<std::unique_ptr<StreamChunker>> Create(
       const ChunkerOptions& options);

@@ -282,6 +282,8 @@ def server_info(r: "pb.GetServerInfoResponse") -> ServerInfo:
                 normalization_level=level,
                 horizon_size=_param_range_if_set(a, "horizon_size"),
                 polynomial=_param_range_if_set(a, "polynomial"),
+                backend=a.backend,
+                backend_threads=a.backend_threads,
             )
         )
     return ServerInfo(

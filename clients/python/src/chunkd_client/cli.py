@@ -415,6 +415,9 @@ def info_text(info: ServerInfo) -> str:
             r = a.polynomial
             ranges += (f", polynomial {r.min:#x}..{r.max:#x} (default {r.default:#x}),"
                        " irreducible")
+        if a.backend:
+            threads = "thread" if a.backend_threads == 1 else "threads"
+            ranges += f"; backend {a.backend} ({a.backend_threads} {threads})"
         lines.append(f"  {a.name}: {ranges}")
     return "\n".join(lines) + "\n"
 

@@ -100,6 +100,9 @@ class AlgorithmInfo:
 
     ``normalization_level`` is set for fastcdc only, ``horizon_size`` for
     repmaxcdc only, ``polynomial`` (its range: degree 53) for rabin only.
+    ``backend`` is the stage-1 kernel the server cuts this algorithm with on
+    ``backend_threads`` threads (its automatic choice, or the forced one);
+    "" and 0 from a server that does not report it.
     """
 
     name: str
@@ -111,6 +114,8 @@ class AlgorithmInfo:
     normalization_level: Optional[ParamRange]
     horizon_size: Optional[ParamRange] = None
     polynomial: Optional[ParamRange] = None
+    backend: str = ""
+    backend_threads: int = 0
 
 
 @dataclass(frozen=True)
