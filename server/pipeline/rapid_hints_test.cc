@@ -176,6 +176,61 @@ TEST_P(RapidHintsTest, FfRwtFptIsExactOnVersionedData) {
   EXPECT_GT(hinted.totals.hint_skipped_bytes, all.size() * 9 / 10);
 }
 
+// Data with few duplicates: a chunk the chunker cut is now and then a
+// duplicate, but its hints lead nowhere (an edit in the next chunk), so the
+// chunker that found it goes on where it stopped. The records are still
+// those of plain Dedup, however the messages split the stream; and unique
+// data never tries a hint.
+TEST_P(RapidHintsTest, FfRwtFptIsExactWhenHintsKeepFailing) {
+  workload::VersionedOptions v;
+  v.base_size = size_t{3} << 20;
+  v.versions = 3;
+  v.modifications = v.base_size / 6144;  // one edit per 6 KiB
+  v.seed = 43;
+  const workload::VersionedDataset data = workload::GenerateVersioned(v);
+  chunking::ThreadPoolExecutor pool(2);
+  HintCache cache(1 << 16);
+  const size_t pieces[] = {1 << 20, 0, 4093, 65536};
+  uint64_t rejected = 0;
+  uint64_t failed_at_once = 0;  // streams whose every tried hint failed
+  for (size_t i = 0; i < data.versions.size(); ++i) {
+    const std::string what = absl::StrCat("version ", i);
+    const Stream hinted =
+        Dedup(with_hints_.get(), "ns", HintTest::kFFRWTFPT, data.versions[i],
+              pieces[i], i % 2 ? &pool : nullptr, &cache, CacheAll());
+    const Stream plain =
+        Dedup(without_.get(), "ns", HintTest::kOff, data.versions[i], 1 << 20);
+    ExpectSameRecords(hinted, plain, what);
+    rejected += hinted.totals.hints_rejected;
+    failed_at_once +=
+        hinted.totals.hints_rejected > 0 && hinted.totals.hints_accepted == 0;
+  }
+  // The data did what the test is about: hints were tried and failed.
+  EXPECT_GT(rejected, 10u);
+  RecordProperty("streams_whose_hints_all_failed",
+                 static_cast<int>(failed_at_once));
+
+  const std::vector<uint8_t> unique =
+      workload::RandomBytes(size_t{2} << 20, 44);
+  for (size_t piece : pieces) {
+    const std::string what = absl::StrCat("unique, pieces of ", piece);
+    const Stream hinted = Dedup(with_hints_.get(), "ns", HintTest::kFFRWTFPT,
+                                unique, piece, &pool, &cache, CacheAll());
+    const Stream plain =
+        Dedup(without_.get(), "ns", HintTest::kOff, unique, 1 << 20);
+    ExpectSameRecords(hinted, plain, what);
+    if (piece == pieces[0]) {
+      // The first time every chunk is new; after that every chunk is a
+      // duplicate, and hints carry them.
+      EXPECT_EQ(hinted.totals.hints_tried, 0u) << what;
+      EXPECT_EQ(hinted.totals.unique_bytes, unique.size()) << what;
+    } else {
+      EXPECT_EQ(hinted.totals.unique_bytes, 0u) << what;
+      EXPECT_GT(hinted.totals.hint_skipped_bytes, unique.size() / 2) << what;
+    }
+  }
+}
+
 // The cache is scoped by namespace: the same data in another namespace
 // gets no fingerprint from it (no tenant learns what another stored), and
 // its records are still exact.
