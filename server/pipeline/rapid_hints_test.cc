@@ -40,9 +40,8 @@ chunking::ChunkerOptions Params() {
 // One Dedup stream of `data` in pieces of `piece` bytes (0: random sizes).
 Stream Dedup(index::FingerprintIndex* idx, const std::string& ns,
              HintTest hints, const std::vector<uint8_t>& data, size_t piece,
-             chunking::Executor* executor = nullptr,
-             HintCache* cache = nullptr, bool cache_all = false,
-             size_t window = 256 << 10) {
+             chunking::Executor* executor = nullptr, HintCache* cache = nullptr,
+             bool cache_all = false, size_t window = 256 << 10) {
   PipelineOptions o;
   o.chunking = Params();
   o.index = idx;
