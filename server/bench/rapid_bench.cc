@@ -1,11 +1,16 @@
 // rapid_bench: RapidCDC hints in Dedup. Dedups versioned
 // datasets (RapidCDC's synthetic recipe: a random base, then versions with N
 // modifications of ~100 bytes) through StreamPipeline with the memory index
-// and sha256, each version one stream, with hints off and with each test;
+// and sha256, each version one stream, on a fresh index and hint cache (a
+// server that has not seen the data), with hints off and with each test;
 // and one stream of unique random data. Reports, side by side in one run:
-// Dedup throughput, the chunking-stage time (boundary finding alone) and the
-// ratios to hints off, and how many boundaries the inexact tests moved.
-// Each figure is the best of --repetitions runs.
+// the process's CPU time per GB (getrusage: every thread, the executor's
+// included) and its ratio to hints off, the chunking-stage time (boundary
+// finding alone) per GB and its ratio, wall-clock throughput, and how many
+// boundaries the inexact tests moved. The configurations run interleaved,
+// --repetitions rounds of each; every figure is the median of its rounds.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -33,7 +38,8 @@ ABSL_FLAG(uint32_t, versions, 20, "versions after the base");
 ABSL_FLAG(uint32_t, edits, 40,
           "modifications per version of the high-duplication dataset (the "
           "low-duplication one has one per 2 KiB)");
-ABSL_FLAG(uint32_t, repetitions, 3, "runs per configuration (best is kept)");
+ABSL_FLAG(uint32_t, repetitions, 5,
+          "rounds of every configuration, interleaved (medians are kept)");
 ABSL_FLAG(uint32_t, threads, 0, "executor threads (0: one per core)");
 ABSL_FLAG(std::string, markdown, "", "also write the table to this file");
 ABSL_FLAG(std::string, datasets, "high,low,unique",
@@ -45,8 +51,9 @@ namespace {
 using chunkd::pipeline::HintTest;
 
 struct Result {
-  double seconds = 0;
-  double chunk_seconds = 0;
+  double seconds = 0;        // wall clock
+  double cpu_seconds = 0;    // the process's user + system time
+  double chunk_seconds = 0;  // the chunking stage (StreamTotals)
   uint64_t bytes = 0;
   uint64_t unique = 0;
   uint64_t skipped = 0;
@@ -59,6 +66,17 @@ struct Config {
   HintTest test;
   bool cache;  // with the server's hint cache (chunkd's default)
 };
+
+// User + system CPU seconds of the whole process so far.
+double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) +
+           1e-6 * static_cast<double>(t.tv_usec);
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
 
 Result Run(const std::vector<std::vector<uint8_t>>& streams, Config config,
            chunkd::chunking::Executor* executor) {
@@ -80,6 +98,7 @@ Result Run(const std::vector<std::vector<uint8_t>>& streams, Config config,
   Result r;
   std::vector<chunkd::pipeline::ChunkRecord> out;
   uint64_t base = 0;
+  const double cpu_start = ProcessCpuSeconds();
   const auto start = std::chrono::steady_clock::now();
   for (const auto& data : streams) {
     auto p = chunkd::pipeline::StreamPipeline::Create(o);
@@ -103,10 +122,30 @@ Result Run(const std::vector<std::vector<uint8_t>>& streams, Config config,
     base += data.size();
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.cpu_seconds = ProcessCpuSeconds() - cpu_start;
   return r;
 }
 
-}  // namespace
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : (n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
+}
+
+// One configuration's rounds: the medians of each figure, and the rest of
+// the first round (the counts are the same in every round).
+struct Rounds {
+  std::vector<double> seconds, cpu, chunk;
+  Result first;
+  bool ran = false;
+  void Add(Result r) {
+    seconds.push_back(r.seconds);
+    cpu.push_back(r.cpu_seconds);
+    chunk.push_back(r.chunk_seconds);
+    if (!ran) first = std::move(r);
+    ran = true;
+  }
+};
 
 bool Wanted(const Config& config) {
   const std::string list = absl::GetFlag(FLAGS_tests);
@@ -118,17 +157,13 @@ bool Wanted(const Config& config) {
   return wanted.count(name) != 0;
 }
 
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  uint32_t threads = absl::GetFlag(FLAGS_threads);
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  chunkd::chunking::ThreadPoolExecutor pool(threads);
-  const size_t base = absl::GetFlag(FLAGS_base_bytes);
+struct Dataset {
+  std::string name;
+  std::vector<std::vector<uint8_t>> streams;
+};
 
-  struct Dataset {
-    std::string name;
-    std::vector<std::vector<uint8_t>> streams;
-  };
+std::vector<Dataset> MakeDatasets() {
+  const size_t base = absl::GetFlag(FLAGS_base_bytes);
   std::vector<Dataset> datasets;
   const std::set<std::string> wanted =
       absl::StrSplit(absl::GetFlag(FLAGS_datasets), ',');
@@ -149,53 +184,61 @@ int main(int argc, char** argv) {
     datasets.push_back(
         {"unique random", {chunkd::workload::RandomBytes(base * 2, 99)}});
   }
+  return datasets;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  uint32_t threads = absl::GetFlag(FLAGS_threads);
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  chunkd::chunking::ThreadPoolExecutor pool(threads);
+  const std::vector<Dataset> datasets = MakeDatasets();
 
   const Config tests[] = {
-      {HintTest::kOff, false},     {HintTest::kFFRWTFPT, false},
-      {HintTest::kFFRWTFPT, true}, {HintTest::kFFRWT, true},
-      {HintTest::kFFMT, true},     {HintTest::kFF, true}};
+      {HintTest::kOff, false},      {HintTest::kFFRWTFPT, true},
+      {HintTest::kFFRWTFPT, false}, {HintTest::kFFRWT, true},
+      {HintTest::kFFMT, true},      {HintTest::kFF, true}};
+  const uint32_t repetitions = std::max(1u, absl::GetFlag(FLAGS_repetitions));
   std::string table = absl::StrFormat(
-      "RapidCDC in Dedup (fastcdc 4/16/64 KiB level 2, sha256, memory index, "
-      "%d threads; best of %d)\n\n"
-      "| dataset | dedup ratio | hints | cache | Dedup GB/s | vs off | "
-      "chunking s | "
-      "chunking vs off | skipped | from the cache | boundaries moved |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|\n",
-      threads, absl::GetFlag(FLAGS_repetitions));
+      "RapidCDC in Dedup on a fresh index and cache (fastcdc 4/16/64 KiB "
+      "level 2, sha256, memory index, %d threads; medians of %d interleaved "
+      "rounds)\n\n"
+      "| dataset | dedup ratio | hints | cache | CPU s/GB | CPU vs off | "
+      "chunking s/GB | chunking vs off | Dedup GB/s | skipped | "
+      "from the cache | boundaries moved |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+      threads, repetitions);
   for (const Dataset& d : datasets) {
-    std::vector<Result> best(std::size(tests));
-    for (uint32_t rep = 0; rep < absl::GetFlag(FLAGS_repetitions); ++rep) {
+    std::vector<Rounds> rounds(std::size(tests));
+    for (uint32_t rep = 0; rep < repetitions; ++rep) {
       for (size_t t = 0; t < std::size(tests); ++t) {
         if (d.name == "unique random" && t > 2) continue;
         if (t > 0 && !Wanted(tests[t])) continue;
-        Result r = Run(d.streams, tests[t], &pool);
-        if (best[t].seconds == 0 || r.seconds < best[t].seconds) {
-          const double chunk = best[t].seconds == 0
-                                   ? r.chunk_seconds
-                                   : std::min(best[t].chunk_seconds, r.chunk_seconds);
-          best[t] = std::move(r);
-          best[t].chunk_seconds = chunk;
-        } else {
-          best[t].chunk_seconds = std::min(best[t].chunk_seconds, r.chunk_seconds);
-        }
+        rounds[t].Add(Run(d.streams, tests[t], &pool));
       }
     }
-    const Result& off = best[0];
+    const Rounds& off = rounds[0];
+    const double off_cpu = Median(off.cpu), off_chunk = Median(off.chunk);
     for (size_t t = 0; t < std::size(tests); ++t) {
-      const Result& r = best[t];
-      if (r.seconds == 0) continue;
+      if (!rounds[t].ran) continue;
+      const Result& r = rounds[t].first;
+      const double gb = static_cast<double>(r.bytes) / 1e9;
+      const double cpu = Median(rounds[t].cpu);
+      const double chunk = Median(rounds[t].chunk);
       size_t moved = 0;
-      for (uint64_t e : r.ends) moved += off.ends.count(e) == 0;
+      for (uint64_t e : r.ends) moved += off.first.ends.count(e) == 0;
       table += absl::StrFormat(
-          "| %s | %.1f | %s | %s | %.2f | %.2f× | %.3f | %.2f | %.0f%% | "
-          "%.0f%% | %d |\n",
+          "| %s | %.1f | %s | %s | %.3f | %.2f× | %.4f | %.2f | %.2f | "
+          "%.0f%% | %.0f%% | %d |\n",
           d.name,
           static_cast<double>(r.bytes) /
               static_cast<double>(std::max<uint64_t>(1, r.unique)),
           chunkd::pipeline::HintTestName(tests[t].test),
-          tests[t].cache ? "yes" : "no", r.bytes / r.seconds / 1e9,
-          off.seconds / r.seconds, r.chunk_seconds,
-          r.chunk_seconds / off.chunk_seconds, 100.0 * r.skipped / r.bytes,
+          tests[t].cache ? "yes" : "no", cpu / gb, cpu / off_cpu, chunk / gb,
+          chunk / off_chunk, gb / Median(rounds[t].seconds),
+          100.0 * r.skipped / r.bytes,
           100.0 * r.cache_hits / std::max<uint64_t>(1, r.accepted), moved);
     }
   }

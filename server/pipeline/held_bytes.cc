@@ -65,6 +65,23 @@ absl::string_view HeldBytes::Release() {
   return released_;
 }
 
+absl::string_view HeldBytes::Release(size_t drop) {
+  const size_t seen = view().size();
+  if (!rest_.empty() && data_.data() == held_.data() && seen >= bridged_ &&
+      drop == seen - bridged_) {
+    // Only the piece's bridged start is seen after the dropped bytes: the
+    // piece itself follows them.
+    const absl::string_view piece(rest_.data() - bridged_,
+                                  bridged_ + rest_.size());
+    held_.clear();
+    data_ = absl::string_view();
+    skip_ = 0;
+    rest_ = absl::string_view();
+    return piece;
+  }
+  return Release().substr(drop);
+}
+
 void HeldBytes::Keep() {
   if (data_.data() != held_.data()) {
     held_.assign(view().data(), view().size());

@@ -59,6 +59,11 @@ class HeldBytes {
   // Release() or Keep().
   absl::string_view Release();
 
+  // Release() without its first `drop` bytes (REQUIRES: at most as many as
+  // it holds). When those are exactly the held bytes before the caller's
+  // piece, this is the rest of the piece where it lies, not a copy.
+  absl::string_view Release(size_t drop);
+
   // Ends the caller's call: copies what view() and the waiting bytes still
   // see of the caller's piece, and drops what Release() returned.
   void Keep();

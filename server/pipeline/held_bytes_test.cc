@@ -83,6 +83,30 @@ TEST(HeldBytesTest, ReleaseHandsOverEverythingFromTheCutPosition) {
   EXPECT_TRUE(held.view().empty());
 }
 
+TEST(HeldBytesTest, ReleaseWithoutTheHeldBytesIsThePieceWhereItLies) {
+  HeldBytes held(8);
+  held.Hold("held");
+  const std::string piece = Bytes(40, 6);
+  held.Append(piece);
+  const absl::string_view rest = held.Release(4);
+  EXPECT_EQ(rest, piece);
+  EXPECT_EQ(rest.data(), piece.data());  // not a copy
+  EXPECT_TRUE(held.view().empty());
+  held.Keep();
+  EXPECT_TRUE(held.view().empty());
+
+  // Anything else is a copy of the bytes after the dropped ones.
+  held.Hold("held");
+  held.Append(piece);
+  EXPECT_EQ(held.Release(2), "ld" + piece);
+  held.Hold("held");
+  held.Append(piece);
+  held.Keep();  // the piece is copied behind the held bytes
+  EXPECT_EQ(held.Release(4), piece);
+  held.Hold("held");
+  EXPECT_EQ(held.Release(1), "eld");
+}
+
 // Whatever the pieces and the cuts, view() shows the stream from the cut
 // position on, and Keep() makes it independent of the caller's buffers.
 TEST(HeldBytesTest, ViewIsAlwaysTheStreamFromTheCutPosition) {

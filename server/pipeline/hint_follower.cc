@@ -81,10 +81,18 @@ absl::Status HintFollower::Advance(absl::string_view piece, bool at_end,
         return status;  // more bytes, or done
       }
     }
-    // Many chunks in a row without hints: new data, so the fast chunker
-    // takes the held bytes over.
     status = sink->Commit();
-    if (status.ok()) status = StartChunker();
+    if (!status.ok()) return status;
+    if (parked_ != nullptr) {
+      // No hint passed: the chunker that stopped here goes on with the
+      // bytes after those it holds.
+      chunker_ = std::move(parked_);
+      piece = held_.Release(parked_pending_);
+      continue;
+    }
+    // Many chunks in a row without hints: new data, so a fast chunker takes
+    // the held bytes over.
+    status = StartChunker();
     if (!status.ok()) return status;
     piece = held_.Release();
   }
@@ -123,12 +131,14 @@ absl::Status HintFollower::FeedChunker(absl::string_view piece, bool at_end,
     if (!status.ok()) return status;
     if (index_->committed() > committed && !index_->last_is_new()) {
       // The last chunk is a duplicate: follow the hints from its end.
-      held_.Hold(chunker_->Pending());
+      const absl::string_view pending = chunker_->Pending();
+      held_.Hold(pending);
       held_start_ = chunker_->end();
       hint_fp_ = index_->last_fingerprint();
       candidates_known_ = false;
       run_accepted_ = false;
-      chunker_.reset();
+      parked_pending_ = pending.size();
+      parked_ = std::move(chunker_);
       mode_ = Mode::kHints;
       *rest = piece;
       return absl::OkStatus();
@@ -173,6 +183,7 @@ absl::Status HintFollower::FollowHints(bool at_end, CutSink* sink,
     ++totals_->hints_accepted;
     totals_->hint_skipped_bytes += size;
     run_accepted_ = true;
+    parked_.reset();  // the stream moved past it
     hint_fp_ = found.fingerprint;
     absl::Status status = Hand(size, &found, /*learnable=*/false, sink);
     if (!status.ok()) return status;

@@ -11,9 +11,13 @@
 // ones (most likely an edit), the reference cutter cuts one chunk at a time,
 // scanning only that chunk, and the index is asked for the hints of each,
 // until one has hints (back to following them) or kMaxMisses in a row had
-// none (new data: a new chunker takes over from there, as it does at once
-// when the first duplicate's sizes all fail). With FF+RWT+FPT the chunks
-// are exactly those of the chunker alone.
+// none (new data: a new chunker takes over from there). When the first
+// duplicate's sizes all fail, nothing was cut past the chunker, so the
+// chunker that found the duplicate goes on where it stopped, with the
+// bytes it has not seen: a duplicate that leads nowhere costs its tests,
+// not a new chunker (whose buffers and short first slices cost more than
+// the tests on data that is mostly new). With FF+RWT+FPT the chunks are
+// exactly those of the chunker alone.
 //
 // Following hints is a chain: the next candidates are the hints of the
 // chunk just accepted, so the follower fingerprints its chunks itself (with
@@ -133,6 +137,10 @@ class HintFollower final : public Boundaries {
   // of the chunk before, whose fingerprint is hint_fp_) or with cutter_.
   Mode mode_ = Mode::kChunker;
   std::unique_ptr<ChunkerBoundaries> chunker_;
+  // In kHints mode until a hint is accepted: the chunker that found the
+  // duplicate, which holds the first parked_pending_ bytes of held_.
+  std::unique_ptr<ChunkerBoundaries> parked_;
+  size_t parked_pending_ = 0;
   size_t slice_ = 0;  // bytes fed to the chunker at once (0: not yet set)
   HeldBytes held_;
   uint64_t held_start_ = 0;

@@ -40,8 +40,8 @@ chunking::ChunkerOptions Params() {
 // One Dedup stream of `data` in pieces of `piece` bytes (0: random sizes).
 Stream Dedup(index::FingerprintIndex* idx, const std::string& ns,
              HintTest hints, const std::vector<uint8_t>& data, size_t piece,
-             chunking::Executor* executor = nullptr,
-             HintCache* cache = nullptr, bool cache_all = false) {
+             chunking::Executor* executor = nullptr, HintCache* cache = nullptr,
+             bool cache_all = false, size_t window = 256 << 10) {
   PipelineOptions o;
   o.chunking = Params();
   o.index = idx;
@@ -52,7 +52,7 @@ Stream Dedup(index::FingerprintIndex* idx, const std::string& ns,
   o.hint_cache_all_chunks = cache_all;
   // The chunker hands over to the hints between windows: a small one lets
   // them take over early in these 3 MiB streams.
-  o.engine.window_size = 256 << 10;
+  o.engine.window_size = window;
   auto p = StreamPipeline::Create(o);
   EXPECT_TRUE(p.ok()) << p.status();
   Stream s;
@@ -174,6 +174,63 @@ TEST_P(RapidHintsTest, FfRwtFptIsExactOnVersionedData) {
   // Only chunks that span two versions are new.
   EXPECT_LT(hinted.totals.unique_bytes, all.size() / 100);
   EXPECT_GT(hinted.totals.hint_skipped_bytes, all.size() * 9 / 10);
+}
+
+// Data with few duplicates: a chunk the chunker cut is now and then a
+// duplicate, but its hints lead nowhere (an edit in the next chunk), so the
+// chunker that found it goes on where it stopped. A 64 KiB window makes the
+// chunker look at its last chunk every 64 KiB, so that this happens often,
+// within a message and across messages. The records are still those of
+// plain Dedup, however the messages split the stream; and unique data never
+// tries a hint.
+TEST_P(RapidHintsTest, FfRwtFptIsExactWhenHintsKeepFailing) {
+  workload::VersionedOptions v;
+  v.base_size = size_t{3} << 20;
+  v.versions = 5;
+  // One edit per 4 KiB: about one chunk in seven is a duplicate, and most
+  // duplicates are followed by an edited chunk.
+  v.modifications = v.base_size / 4096;
+  v.seed = 43;
+  const workload::VersionedDataset data = workload::GenerateVersioned(v);
+  chunking::ThreadPoolExecutor pool(2);
+  HintCache cache(1 << 16);
+  const size_t pieces[] = {0, 1 << 20, 4093, 65536, 1 << 20, 0};
+  uint64_t rejected = 0;
+  for (size_t i = 0; i < data.versions.size(); ++i) {
+    const std::string what = absl::StrCat("version ", i);
+    const Stream hinted =
+        Dedup(with_hints_.get(), "ns", HintTest::kFFRWTFPT, data.versions[i],
+              pieces[i], i % 2 ? &pool : nullptr, &cache, CacheAll(),
+              /*window=*/64 << 10);
+    const Stream plain =
+        Dedup(without_.get(), "ns", HintTest::kOff, data.versions[i], 1 << 20);
+    ExpectSameRecords(hinted, plain, what);
+    rejected += hinted.totals.hints_rejected;
+  }
+  // The data did what the test is about: hints were tried and failed.
+  EXPECT_GT(rejected, 20u);
+
+  const std::vector<uint8_t> unique =
+      workload::RandomBytes(size_t{2} << 20, 44);
+  bool first = true;
+  for (size_t piece : {size_t{1} << 20, size_t{0}, size_t{4093}}) {
+    const std::string what = absl::StrCat("unique, pieces of ", piece);
+    const Stream hinted = Dedup(with_hints_.get(), "ns", HintTest::kFFRWTFPT,
+                                unique, piece, &pool, &cache, CacheAll());
+    const Stream plain =
+        Dedup(without_.get(), "ns", HintTest::kOff, unique, 1 << 20);
+    ExpectSameRecords(hinted, plain, what);
+    if (first) {
+      // The first time every chunk is new; after that every chunk is a
+      // duplicate, and hints carry them.
+      EXPECT_EQ(hinted.totals.hints_tried, 0u) << what;
+      EXPECT_EQ(hinted.totals.unique_bytes, unique.size()) << what;
+    } else {
+      EXPECT_EQ(hinted.totals.unique_bytes, 0u) << what;
+      EXPECT_GT(hinted.totals.hint_skipped_bytes, unique.size() / 2) << what;
+    }
+    first = false;
+  }
 }
 
 // The cache is scoped by namespace: the same data in another namespace

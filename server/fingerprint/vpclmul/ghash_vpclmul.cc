@@ -155,6 +155,13 @@ void PrepareKey(const unsigned char* h, uint64_t* key) {
   }
 }
 
+// How far ahead of the block being hashed its lines are prefetched. The
+// RapidCDC hint chain keys each chunk as it first reaches it, straight from
+// memory: without the prefetch, about 40 % of that time waited for the
+// first load of a block; in the cache it costs nothing measurable
+// (content_key_bench).
+constexpr size_t kPrefetchAhead = 2048;
+
 void GhashAad(const uint64_t* key, const unsigned char* data, size_t size,
               unsigned char* out) {
   __m128i y = _mm_setzero_si128();
@@ -169,6 +176,10 @@ void GhashAad(const uint64_t* key, const unsigned char* data, size_t size,
     const unsigned char* p = data;
     const unsigned char* const end = data + (size - size % kStride);
     for (; p != end; p += kStride) {
+      for (size_t v = 0; v < kStride / 64; ++v) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + 64 * v),
+                     _MM_HINT_T0);
+      }
       __m512i lo = _mm512_setzero_si512();
       __m512i mid = _mm512_setzero_si512();
       __m512i hi = _mm512_setzero_si512();
