@@ -79,6 +79,9 @@ ABSL_FLAG(bool, chunkd_malloc, true,
 ABSL_FLAG(bool, redis, true,
           "also Dedup with the index in a private redis-server (skipped "
           "with a note when redis-server is not on PATH)");
+ABSL_FLAG(std::string, rows, "",
+          "only these rows, e.g. 1,2 (0 sink, 1 Chunk without fingerprint, 2 "
+          "Chunk, 3 Dedup memory, 4 Dedup redis; for profiling); empty: all");
 ABSL_FLAG(std::string, client_of, "",
           "internal: run as the client process of the server listening on "
           "these ports (memory,redis; redis 0 when absent)");
@@ -394,10 +397,12 @@ class ClientProcess {
   FILE* from_ = nullptr;
 };
 
-// CPU seconds (user + system) and context switches of the whole process.
+// CPU seconds (user + system), context switches and minor page faults of
+// the whole process.
 struct Usage {
   double cpu = 0;
   double switches = 0;
+  double faults = 0;
 };
 
 Usage ProcessUsage() {
@@ -407,7 +412,8 @@ Usage ProcessUsage() {
     return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
   };
   return {seconds(u.ru_utime) + seconds(u.ru_stime),
-          static_cast<double>(u.ru_nvcsw + u.ru_nivcsw)};
+          static_cast<double>(u.ru_nvcsw + u.ru_nivcsw),
+          static_cast<double>(u.ru_minflt)};
 }
 
 double ThreadCpuSeconds() {
@@ -422,6 +428,7 @@ struct Sample {
   double first_response_ms = 0;
   double cpu_per_gb = 0;         // the server process
   double switches_per_mib = 0;   // the server process's context switches
+  double faults_per_mib = 0;     // and its minor page faults
   double redis_cpu_per_gb = -1;  // the redis-server, for the redis config
 };
 
@@ -541,6 +548,17 @@ double RedisCpuSeconds(RedisSide* redis) {
 #endif
 }
 
+// Whether --rows names row c (or is empty).
+bool RowSelected(int c) {
+  const std::string rows = absl::GetFlag(FLAGS_rows);
+  if (rows.empty()) return true;
+  for (absl::string_view row : absl::StrSplit(rows, ',')) {
+    int r = -1;
+    if (absl::SimpleAtoi(row, &r) && r == c) return true;
+  }
+  return false;
+}
+
 // Per config and stream count (1, --streams), one sample per repetition.
 struct Results {
   std::vector<Sample> samples[kConfigs][2];
@@ -560,6 +578,7 @@ bool MeasureAll(ClientProcess* client, RedisSide* redis,
         MeasureLibrary(data, absl::GetFlag(FLAGS_message_bytes), kernel));
     for (int c = 0; c < kConfigs; ++c) {
       if (ConfigAt(c).redis && redis->index == nullptr) continue;
+      if (!RowSelected(c)) continue;
       for (int n = 0; n < 2; ++n) {
         const double redis_before = RedisCpuSeconds(redis);
         const Usage before = ProcessUsage();
@@ -570,8 +589,9 @@ bool MeasureAll(ClientProcess* client, RedisSide* redis,
         s.gbps = run.gbps;
         s.first_response_ms = run.first_response_ms;
         s.cpu_per_gb = (after.cpu - before.cpu) / gb;
-        s.switches_per_mib = (after.switches - before.switches) /
-                             static_cast<double>(data.size() >> 20);
+        const double mib = static_cast<double>(data.size() >> 20);
+        s.switches_per_mib = (after.switches - before.switches) / mib;
+        s.faults_per_mib = (after.faults - before.faults) / mib;
         if (ConfigAt(c).redis && redis_before >= 0) {
           s.redis_cpu_per_gb = (RedisCpuSeconds(redis) - redis_before) / gb;
         }
@@ -606,6 +626,9 @@ double Spread(const std::vector<Sample>& samples) {
 std::string TargetRows(const Results& r, size_t streams) {
   const double engine = Median(r.library, &LibraryCost::engine);
   const double sha = Median(r.library, &LibraryCost::sha256);
+  for (int c = 0; c < kRedisConfig; ++c) {
+    if (r.samples[c][0].empty()) return "";  // a partial run (--rows)
+  }
   auto cpu = [&r](int c, int n) {
     return Median(r.samples[c][n], &Sample::cpu_per_gb);
   };
@@ -640,8 +663,9 @@ std::string Table(const Results& r, const char* kernel, size_t threads,
       "interleaved order; %s.\n\n"
       "| rpc | CPU s/GB, 1 stream | CPU s/GB, %zu streams | max ÷ min, 1 "
       "stream | GB/s, 1 stream | GB/s, %zu streams | context switches per "
-      "MiB, 1 stream | first record ms, 1 stream |\n"
-      "|---|---|---|---|---|---|---|---|\n",
+      "MiB, 1 stream | page faults per MiB, 1 stream | first record ms, 1 "
+      "stream |\n"
+      "|---|---|---|---|---|---|---|---|---|\n",
       kernel, threads, total >> 20, absl::GetFlag(FLAGS_message_bytes) >> 10,
       r.library.size(), malloc_setup, streams, streams);
   for (int c = 0; c < kConfigs; ++c) {
@@ -649,11 +673,12 @@ std::string Table(const Results& r, const char* kernel, size_t threads,
     const auto& many = r.samples[c][1];
     if (one.empty()) continue;
     table += absl::StrFormat(
-        "| %s | %.3f | %.3f | %.2f | %.2f | %.2f | %.1f | %s |\n",
+        "| %s | %.3f | %.3f | %.2f | %.2f | %.2f | %.1f | %.1f | %s |\n",
         ConfigAt(c).name, Median(one, &Sample::cpu_per_gb),
         Median(many, &Sample::cpu_per_gb), Spread(one),
         Median(one, &Sample::gbps), Median(many, &Sample::gbps),
         Median(one, &Sample::switches_per_mib),
+        Median(one, &Sample::faults_per_mib),
         c == 0 ? "–"
                : absl::StrFormat("%.2f",
                                  Median(one, &Sample::first_response_ms)));

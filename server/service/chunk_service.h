@@ -46,6 +46,7 @@
 #include "service/connection_guard.h"
 #include "service/memory_budget.h"
 #include "service/periodic.h"
+#include "service/request_bytes.h"
 #include "service/stream_registry.h"
 
 namespace chunkd::service {
@@ -136,6 +137,8 @@ class ChunkServiceImpl final : public RawChunkService {
   // Used by the reactors.
   const ServiceOptions& options() const { return options_; }
   StreamRegistry& registry() { return registry_; }
+  // Buffers for the streams' request data.
+  BufferPool& buffers() { return buffers_; }
   // Counts a stream refused or ended for `reason`.
   void CountRejected(RejectReason reason);
 
@@ -155,6 +158,7 @@ class ChunkServiceImpl final : public RawChunkService {
 
   ServiceOptions options_;
   StreamRegistry registry_;
+  BufferPool buffers_;
   prometheus::Counter* rejected_[std::size(kAllRejectReasons)] = {};
   PeriodicThread idle_reaper_;
 };
