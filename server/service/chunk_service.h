@@ -139,6 +139,9 @@ class ChunkServiceImpl final : public RawChunkService {
   StreamRegistry& registry() { return registry_; }
   // Buffers for the streams' request data.
   BufferPool& buffers() { return buffers_; }
+  // Frees the request buffers kept for reuse; for when no stream runs, so
+  // that the allocator can give their memory back (allocator.h).
+  void ReleaseIdleBuffers() { buffers_.Clear(); }
   // Counts a stream refused or ended for `reason`.
   void CountRejected(RejectReason reason);
 

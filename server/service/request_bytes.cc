@@ -174,6 +174,15 @@ void BufferPool::Give(std::string buffer) {
   free_.push_back(std::move(buffer));
 }
 
+void BufferPool::Clear() {
+  std::vector<std::string> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    dropped.swap(free_);
+    kept_ = 0;
+  }
+}
+
 size_t BufferPool::kept_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return kept_;

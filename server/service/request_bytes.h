@@ -72,6 +72,10 @@ class BufferPool {
   // Keeps `buffer` for a later Take() while there is room, else frees it.
   void Give(std::string buffer);
 
+  // Frees every kept buffer (the service is idle: memory goes back to the
+  // OS).
+  void Clear();
+
   // Capacity kept now.
   size_t kept_bytes() const;
 

@@ -288,6 +288,10 @@ TEST(BufferPoolTest, ReusesGivenBuffersWithinItsBound) {
   // A kept buffer smaller than asked for grows.
   small.Give(std::move(taken));
   EXPECT_GE(small.Take(4 * kSize).capacity(), 4 * kSize);
+  // Clear() frees what is kept.
+  EXPECT_GT(pool.kept_bytes(), 0u);
+  pool.Clear();
+  EXPECT_EQ(pool.kept_bytes(), 0u);
 }
 
 }  // namespace
