@@ -714,8 +714,9 @@ std::string SetUpMalloc() {
   return setup.configured
              ? absl::StrFormat(
                    "malloc as chunkd: mmap_threshold %d MiB, "
-                   "trim_threshold %d MiB",
-                   setup.mmap_threshold >> 20, setup.trim_threshold >> 20)
+                   "trim_threshold %d MiB, arena_max %d",
+                   setup.mmap_threshold >> 20, setup.trim_threshold >> 20,
+                   setup.arena_max)
              : setup.description;
 }
 
