@@ -641,8 +641,9 @@ std::string TargetRows(const Results& r, size_t streams) {
     rows += absl::StrFormat("| %s | %.2f× | %.2f× | %s |\n", name, one, many,
                             bound);
   };
-  row("Chunk, no fingerprint ÷ (sink + engine)", cpu(1, 0) / (cpu(0, 0) + engine),
-      cpu(1, 1) / (cpu(0, 1) + engine), "≤ 1.00×");
+  row("Chunk, no fingerprint ÷ (sink + engine)",
+      cpu(1, 0) / (cpu(0, 0) + engine), cpu(1, 1) / (cpu(0, 1) + engine),
+      "≤ 1.00×");
   row("SHA-256 share of Chunk (Chunk, sha256 − Chunk, no fingerprint) ÷ "
       "library SHA-256",
       (cpu(2, 0) - cpu(1, 0)) / sha, (cpu(2, 1) - cpu(1, 1)) / sha, "≤ 1.15×");
@@ -785,15 +786,16 @@ int main(int argc, char** argv) {
                             message_bytes));
     redis_server = StartServer({redis_service.get()}, nullptr, &redis_port);
   }
-  if (server == nullptr || (redis.index != nullptr && redis_server == nullptr)) {
+  if (server == nullptr ||
+      (redis.index != nullptr && redis_server == nullptr)) {
     return 1;
   }
   std::unique_ptr<ClientProcess> client =
       ClientProcess::Start(port, redis_port);
   if (client == nullptr) return 1;
 
-  const std::vector<uint8_t> random =
-      chunkd::workload::RandomBytes(absl::GetFlag(FLAGS_total_bytes), kDataSeed);
+  const std::vector<uint8_t> random = chunkd::workload::RandomBytes(
+      absl::GetFlag(FLAGS_total_bytes), kDataSeed);
   const std::string data(random.begin(), random.end());
   Results results;
   if (!MeasureAll(client.get(), &redis, data, streams,

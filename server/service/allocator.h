@@ -15,8 +15,8 @@
 // arena heap that empties is unmapped whatever the trim threshold. With
 // fewer arenas the receive buffers land in memory that was used before: in
 // service_bench the server's page faults per MiB received fell from about 50
-// to 0-15 and its CPU per GB by 5-15 % (docs/benchmarks.md, "The service end
-// to end").
+// to 0-15 and its CPU per GB for Chunk and Dedup by 4-9 % (docs/benchmarks.md,
+// "The service end to end").
 //
 // The price is memory kept after a burst; IdleTrimmer returns it to the OS
 // with malloc_trim(0) once streams have stopped for a while. malloc_trim

@@ -43,7 +43,8 @@ class Cursor {
     if (n > size_ - offset_) return false;
     offset_ += n;
     while (n > 0) {
-      const uint64_t here = std::min<uint64_t>(n, pieces_[piece_].size() - pos_);
+      const uint64_t here =
+          std::min<uint64_t>(n, pieces_[piece_].size() - pos_);
       pos_ += here;
       n -= here;
       if (n > 0) {

@@ -162,7 +162,8 @@ TEST(SplitRequestTest, UnknownFieldsAreKeptAsProtobufKeepsThem) {
                               // the data field's number with another type
                               Field(2, 0, Varint(7));
   const std::string wire = unknown + Field(2, 2, Bytes(1000, 4)) + unknown;
-  EXPECT_TRUE(SplitsLikeProtobuf<v1::ChunkRequest>(wire, Every(3, wire.size())));
+  EXPECT_TRUE(
+      SplitsLikeProtobuf<v1::ChunkRequest>(wire, Every(3, wire.size())));
   RequestParts parts;
   const absl::string_view piece = wire;
   ASSERT_TRUE(SplitRequest({&piece, 1}, &parts));
