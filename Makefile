@@ -112,8 +112,9 @@ BENCH_STAMP := $(VENV)/.bench-installed
 INDEX_BENCH_ARGS ?=
 DEDUP_BENCH_ARGS ?= --size 268435456 --repetitions 5
 
-# bench-service: Chunk and Dedup over loopback gRPC vs a raw gRPC byte sink,
-# 1 and 8 streams. bench-rapid: Dedup with RapidCDC hints vs without.
+# bench-service: the server's CPU seconds per GB for Chunk and Dedup (memory
+# and, with redis-server on PATH, Redis index) over loopback gRPC vs a raw
+# gRPC byte sink, 1 and 8 streams, the client in a separate process. bench-rapid: Dedup with RapidCDC hints vs without.
 # bench-sha256: SHA-256 of chunks, OpenSSL one at a time vs the multi-buffer
 # backends, one thread, with the memory-read ceiling; a table of ratios.
 # bench-content-key: the keyed content hash (AES-GMAC, both backends) beside

@@ -861,7 +861,11 @@ int main(int argc, char** argv) {
         return chunkd::service::StreamActivity{service.active_streams(),
                                                service.streams_started()};
       },
-      [] { chunkd::service::TrimMalloc(); });
+      [&service] {
+        // The pooled request buffers first, or their pages stay.
+        service.ReleaseIdleBuffers();
+        chunkd::service::TrimMalloc();
+      });
   trimmer.Start();
   LogServing(listen, port, *tokens != nullptr, metrics_listen,
              (*index)->backend(), threads, *backends);

@@ -1,18 +1,33 @@
-// service_bench: end-to-end throughput of chunkd's Chunk and Dedup streams
-// over loopback gRPC, side by side with a raw gRPC byte sink.
+// service_bench: what chunkd's Chunk and Dedup streams cost the server, in
+// CPU seconds per GB received, over loopback gRPC, side by side with a raw
+// gRPC byte sink (docs/benchmarks.md, "The service end to end").
 //
-// One process hosts a real ChunkServiceImpl (shared WorkerPool, memory index,
-// sha256) and, on the same port, a generic "sink" method that reads and
-// discards every message. The client sends the same pre-serialized messages
-// (a params request, then data requests of --message_bytes) to all three
-// methods on one channel, with 1 and N concurrent streams, and reports GB/s,
-// the ratios to the sink and the time to the first chunk record. Each figure
-// is the best of --repetitions runs in interleaved order, so load from other
-// work on the machine spreads over all of them. The process sets up malloc
-// as chunkd does (service/allocator.h), so it measures what chunkd does;
+// The server process hosts a real ChunkServiceImpl (shared WorkerPool,
+// memory index, sha256) and, on the same port, a generic "sink" method that
+// reads and discards every message; with redis-server on PATH, a second
+// ChunkServiceImpl on another port keeps its index in a private
+// redis-server. The client is a separate process (this binary again, with
+// --client_of): it runs one configuration per command it reads, so the
+// server's CPU time (getrusage of its whole process: gRPC's threads, the
+// worker pool, everything) holds none of the client's work. gRPC shares its
+// threads between a process's clients and servers, so counting only "server
+// threads" inside one process could not be honest.
+//
+// Every configuration runs the same 1 MiB messages (a params request, then
+// the data), with 1 and --streams concurrent streams, --repetitions times in
+// interleaved order; the table has medians. Beside them, measured in the
+// server process on one thread over the same bytes: the engine alone
+// (StreamChunker, one thread) and SHA-256 of its chunks through the
+// fingerprint library, which are the work the service cannot avoid. The
+// process sets up malloc as chunkd does (service/allocator.h);
 // --chunkd_malloc=false keeps glibc's defaults.
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -25,10 +40,14 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "chunkd/chunker.h"
 #include "chunkd/v1/chunkd.grpc.pb.h"
 #include "chunking/auto_kernel.h"
 #include "chunking/kernels/kernels.h"
+#include "fingerprint/fingerprint.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -39,18 +58,34 @@
 #include "service/chunk_service.h"
 #include "workload/datagen.h"
 #include "workload/harness.h"
+#ifdef CHUNKD_BENCH_REDIS
+#include "support/redis_process.h"
+#endif
 
-ABSL_FLAG(uint64_t, stream_bytes, uint64_t{64} << 20,
-          "bytes each stream sends");
+extern char** environ;
+
+ABSL_FLAG(uint64_t, total_bytes, uint64_t{256} << 20,
+          "bytes of unique data each run sends (the parallel runs split them "
+          "over their streams)");
 ABSL_FLAG(uint64_t, message_bytes, uint64_t{1} << 20,
           "data bytes per request message");
 ABSL_FLAG(uint32_t, streams, 8, "concurrent streams of the parallel runs");
-ABSL_FLAG(uint32_t, repetitions, 3, "runs per configuration (best is kept)");
+ABSL_FLAG(uint32_t, repetitions, 5,
+          "runs per configuration, interleaved; medians are reported");
 ABSL_FLAG(std::string, markdown, "", "also write the table to this file");
 ABSL_FLAG(uint32_t, threads, 0, "server worker threads (0: one per core)");
 ABSL_FLAG(bool, chunkd_malloc, true,
           "set up malloc as chunkd does (mmap and trim thresholds); false "
           "keeps glibc's defaults");
+ABSL_FLAG(bool, redis, true,
+          "also Dedup with the index in a private redis-server (skipped "
+          "with a note when redis-server is not on PATH)");
+ABSL_FLAG(std::string, rows, "",
+          "only these rows, e.g. 1,2 (0 sink, 1 Chunk without fingerprint, 2 "
+          "Chunk, 3 Dedup memory, 4 Dedup redis; for profiling); empty: all");
+ABSL_FLAG(std::string, client_of, "",
+          "internal: run as the client process of the server listening on "
+          "these ports (memory,redis; redis 0 when absent)");
 
 namespace {
 
@@ -58,6 +93,7 @@ using Clock = std::chrono::steady_clock;
 constexpr char kSinkMethod[] = "/chunkd.bench.Sink/Consume";
 constexpr char kChunkMethod[] = "/chunkd.v1.ChunkService/Chunk";
 constexpr char kDedupMethod[] = "/chunkd.v1.ChunkService/Dedup";
+constexpr uint64_t kDataSeed = 7;
 
 grpc::ByteBuffer Serialize(const google::protobuf::Message& message) {
   std::string bytes = message.SerializeAsString();
@@ -153,18 +189,20 @@ class Stream final : public grpc::ClientBidiReactor<grpc::ByteBuffer,
   grpc::Status status_;
 };
 
-struct Run {
+// What the client measures of one run.
+struct ClientRun {
   double gbps = 0;
   double first_response_ms = 0;  // mean over streams
 };
 
-Run RunStreams(grpc::GenericStub* stub, const char* method,
-               const std::vector<std::vector<grpc::ByteBuffer>>& messages,
-               size_t streams, uint64_t stream_bytes) {
+using Messages = std::vector<std::vector<grpc::ByteBuffer>>;
+
+ClientRun RunStreams(grpc::GenericStub* stub, const char* method,
+                     const Messages& messages, uint64_t total_bytes) {
   const auto start = Clock::now();
   std::vector<std::unique_ptr<Stream>> calls;
-  for (size_t i = 0; i < streams; ++i) {
-    calls.push_back(std::make_unique<Stream>(stub, method, &messages[i]));
+  for (const auto& stream : messages) {
+    calls.push_back(std::make_unique<Stream>(stub, method, &stream));
   }
   double first = 0;
   for (auto& call : calls) {
@@ -178,128 +216,493 @@ Run RunStreams(grpc::GenericStub* stub, const char* method,
   }
   const double seconds =
       std::chrono::duration<double>(Clock::now() - start).count();
-  return {static_cast<double>(stream_bytes * streams) / seconds / 1e9,
-          first / static_cast<double>(streams) * 1e3};
+  return {static_cast<double>(total_bytes) / seconds / 1e9,
+          first / static_cast<double>(messages.size()) * 1e3};
 }
 
-using Messages = std::vector<std::vector<grpc::ByteBuffer>>;
-
-// What the streams send: stream s a params request, then the bytes
-// [s * stream_bytes, (s + 1) * stream_bytes) of `data` in requests of
-// message_bytes.
-struct Workload {
-  std::string data;
-  size_t streams = 1;  // of the parallel runs
-  uint64_t stream_bytes = 0;
-  uint64_t message_bytes = 0;
+struct Config {
+  const char* name;
+  const char* method;
+  bool dedup;
+  bool fingerprint;
+  bool redis;  // the service whose index is in redis-server
 };
+constexpr int kConfigs = 5;
+constexpr int kRedisConfig = 4;
+// The configs in the table's order. (A table at namespace scope here would
+// hide every function below it from lizard 1.24.3, which misreads it after
+// the flags' `uint64_t{64} << 20`: keep it in a function.)
+const Config& ConfigAt(int c) {
+  static constexpr Config kList[kConfigs] = {
+      {"raw gRPC sink", kSinkMethod, false, false, false},
+      {"Chunk, no fingerprint", kChunkMethod, false, false, false},
+      {"Chunk, sha256", kChunkMethod, false, true, false},
+      {"Dedup, sha256, memory index", kDedupMethod, true, true, false},
+      {"Dedup, sha256, redis index", kDedupMethod, true, true, true}};
+  return kList[c];
+}
 
-// The first request of stream s: the parameters; a Dedup stream's get a
-// fresh namespace per round, which keeps every chunk new.
-grpc::ByteBuffer ParamsRequest(bool dedup, uint64_t round, size_t s,
-                               chunkd::v1::FingerprintAlgorithm fingerprint) {
+chunkd::v1::ChunkingParams BenchChunking() {
   chunkd::v1::ChunkingParams chunking;
   chunking.set_algorithm(chunkd::v1::ALGORITHM_FASTCDC);
   chunking.set_min_size(4096);
   chunking.set_avg_size(16384);
   chunking.set_max_size(65536);
-  if (dedup) {
+  return chunking;
+}
+
+// The first request of stream s: the parameters; a Dedup stream's get a
+// fresh namespace per round, which keeps every chunk new.
+grpc::ByteBuffer ParamsRequest(const Config& config, uint64_t round,
+                               size_t s) {
+  const chunkd::v1::FingerprintAlgorithm fingerprint =
+      config.fingerprint ? chunkd::v1::FINGERPRINT_ALGORITHM_SHA256
+                         : chunkd::v1::FINGERPRINT_ALGORITHM_NONE;
+  if (config.dedup) {
     chunkd::v1::DedupRequest first;
-    *first.mutable_params()->mutable_chunking() = chunking;
+    *first.mutable_params()->mutable_chunking() = BenchChunking();
     first.mutable_params()->set_fingerprint(fingerprint);
     first.mutable_params()->set_namespace_(
         absl::StrFormat("bench-%d-%d", round, s));
     return Serialize(first);
   }
   chunkd::v1::ChunkRequest first;
-  *first.mutable_params()->mutable_chunking() = chunking;
+  *first.mutable_params()->mutable_chunking() = BenchChunking();
   first.mutable_params()->set_fingerprint(fingerprint);
   return Serialize(first);
 }
 
-// Every stream's messages, serialized.
-Messages BuildMessages(const Workload& w, bool dedup, uint64_t round,
-                       chunkd::v1::FingerprintAlgorithm fingerprint) {
-  Messages all(w.streams);
-  for (size_t s = 0; s < w.streams; ++s) {
-    all[s].push_back(ParamsRequest(dedup, round, s, fingerprint));
-    for (uint64_t at = 0; at < w.stream_bytes; at += w.message_bytes) {
+// Every stream's messages, serialized: stream s of `streams` a params
+// request, then its share of `data` in requests of message_bytes.
+Messages BuildMessages(const std::string& data, uint64_t message_bytes,
+                       const Config& config, size_t streams, uint64_t round) {
+  Messages all(streams);
+  const uint64_t stream_bytes = data.size() / streams;
+  for (size_t s = 0; s < streams; ++s) {
+    all[s].push_back(ParamsRequest(config, round, s));
+    for (uint64_t at = 0; at < stream_bytes; at += message_bytes) {
       chunkd::v1::ChunkRequest piece;  // same wire format as DedupRequest
-      piece.set_data(
-          w.data.substr(s * w.stream_bytes + at,
-                        std::min(w.message_bytes, w.stream_bytes - at)));
+      piece.set_data(data.substr(s * stream_bytes + at,
+                                 std::min(message_bytes, stream_bytes - at)));
       all[s].push_back(Serialize(piece));
     }
   }
   return all;
 }
 
-struct Config {
-  const char* name;
-  const char* method;
-};
-constexpr int kConfigs = 4;
-// The configs in the table's order. (A table at namespace scope here would
-// hide every function below it from lizard 1.24.3, which misreads it after
-// the flags' `uint64_t{64} << 20`: keep it in a function.)
-const Config& ConfigAt(int c) {
-  static constexpr Config kList[kConfigs] = {
-      {"sink", kSinkMethod},
-      {"chunk (no fingerprint)", kChunkMethod},
-      {"chunk", kChunkMethod},
-      {"dedup", kDedupMethod}};
-  return kList[c];
+// The client process: one run per line "run <config> <streams> <round>" on
+// stdin, answered "<GB/s> <first record ms>" on stdout; ends at EOF.
+int RunClient(const std::string& ports) {
+  std::vector<std::string> parts = absl::StrSplit(ports, ',');
+  int port[2] = {0, 0};
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &port[0]) ||
+      !absl::SimpleAtoi(parts[1], &port[1])) {
+    std::fprintf(stderr, "--client_of must be <port>,<port>\n");
+    return 1;
+  }
+  std::unique_ptr<grpc::GenericStub> stubs[2];
+  for (int i = 0; i < 2; ++i) {
+    if (port[i] == 0) continue;
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    stubs[i] = std::make_unique<grpc::GenericStub>(grpc::CreateCustomChannel(
+        absl::StrFormat("127.0.0.1:%d", port[i]),
+        grpc::InsecureChannelCredentials(), args));
+  }
+  const uint64_t total = absl::GetFlag(FLAGS_total_bytes);
+  const std::vector<uint8_t> random =
+      chunkd::workload::RandomBytes(total, kDataSeed);
+  const std::string data(random.begin(), random.end());
+  char line[256];
+  while (std::fgets(line, sizeof(line), stdin) != nullptr) {
+    int c = 0;
+    size_t streams = 0;
+    unsigned long long round = 0;  // NOLINT(runtime/int): sscanf's type
+    if (std::sscanf(line, "run %d %zu %llu", &c, &streams, &round) != 3 ||
+        c < 0 || c >= kConfigs || streams == 0 ||
+        stubs[ConfigAt(c).redis ? 1 : 0] == nullptr) {
+      std::fprintf(stderr, "bad command: %s", line);
+      return 1;
+    }
+    const Messages messages =
+        BuildMessages(data, absl::GetFlag(FLAGS_message_bytes), ConfigAt(c),
+                      streams, round);
+    const ClientRun run =
+        RunStreams(stubs[ConfigAt(c).redis ? 1 : 0].get(), ConfigAt(c).method,
+                   messages, data.size() / streams * streams);
+    std::printf("%.6f %.6f\n", run.gbps, run.first_response_ms);
+    std::fflush(stdout);
+  }
+  return 0;
 }
 
-// The best run of each config with 1 and w.streams streams, over
-// `repetitions` runs in interleaved order.
-void MeasureBest(grpc::GenericStub* stub, const Workload& w,
-                 uint32_t repetitions, Run best[kConfigs][2]) {
-  const Messages chunk_messages =
-      BuildMessages(w, false, 0, chunkd::v1::FINGERPRINT_ALGORITHM_SHA256);
-  // Chunk without fingerprints: what cutting alone costs on top of gRPC.
-  const Messages cut_messages =
-      BuildMessages(w, false, 0, chunkd::v1::FINGERPRINT_ALGORITHM_NONE);
-  const size_t stream_counts[] = {1, w.streams};
-  for (uint32_t rep = 0; rep < repetitions; ++rep) {
-    for (int c = 0; c < kConfigs; ++c) {
-      for (int n = 0; n < 2; ++n) {
-        const Messages dedup_messages =
-            c == 3 ? BuildMessages(w, true, rep * 2 + n,
-                                   chunkd::v1::FINGERPRINT_ALGORITHM_SHA256)
-                   : Messages{};
-        Run run = RunStreams(
-            stub, ConfigAt(c).method,
-            c == 3 ? dedup_messages : (c == 1 ? cut_messages : chunk_messages),
-            stream_counts[n], w.stream_bytes);
-        if (run.gbps > best[c][n].gbps) best[c][n] = run;
+// The client process, seen from the server: a pipe each way.
+class ClientProcess {
+ public:
+  // Starts this binary with --client_of=<ports> and the workload's flags.
+  static std::unique_ptr<ClientProcess> Start(int port, int redis_port) {
+    int to_child[2], from_child[2];
+    if (pipe(to_child) != 0 || pipe(from_child) != 0) return nullptr;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
+    posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
+    posix_spawn_file_actions_addclose(&actions, to_child[1]);
+    posix_spawn_file_actions_addclose(&actions, from_child[0]);
+    std::vector<std::string> args = {
+        "service_bench",
+        absl::StrFormat("--client_of=%d,%d", port, redis_port),
+        absl::StrFormat("--total_bytes=%d", absl::GetFlag(FLAGS_total_bytes)),
+        absl::StrFormat("--message_bytes=%d",
+                        absl::GetFlag(FLAGS_message_bytes))};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = -1;
+    const int spawned = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr,
+                                    argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(to_child[0]);
+    close(from_child[1]);
+    if (spawned != 0) return nullptr;
+    auto client = std::unique_ptr<ClientProcess>(new ClientProcess);
+    client->pid_ = pid;
+    client->to_ = fdopen(to_child[1], "w");
+    client->from_ = fdopen(from_child[0], "r");
+    return client;
+  }
+
+  // Ends the client (EOF on its stdin) and reaps it.
+  ~ClientProcess() {
+    if (to_ != nullptr) std::fclose(to_);
+    if (from_ != nullptr) std::fclose(from_);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+
+  // Has the client run config c with `streams` streams; false when it failed.
+  bool Run(int c, size_t streams, uint64_t round, ClientRun* run) {
+    std::fprintf(to_, "run %d %zu %llu\n", c, streams,
+                 static_cast<unsigned long long>(round));  // NOLINT
+    std::fflush(to_);
+    char line[128];
+    return std::fgets(line, sizeof(line), from_) != nullptr &&
+           std::sscanf(line, "%lf %lf", &run->gbps,
+                       &run->first_response_ms) == 2;
+  }
+
+ private:
+  ClientProcess() = default;
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+};
+
+// CPU seconds (user + system), context switches and minor page faults of
+// the whole process.
+struct Usage {
+  double cpu = 0;
+  double switches = 0;
+  double faults = 0;
+};
+
+Usage ProcessUsage() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return {seconds(u.ru_utime) + seconds(u.ru_stime),
+          static_cast<double>(u.ru_nvcsw + u.ru_nivcsw),
+          static_cast<double>(u.ru_minflt)};
+}
+
+double ThreadCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+}
+
+// One run of one config, as the server saw it.
+struct Sample {
+  double gbps = 0;
+  double first_response_ms = 0;
+  double cpu_per_gb = 0;         // the server process
+  double switches_per_mib = 0;   // the server process's context switches
+  double faults_per_mib = 0;     // and its minor page faults
+  double redis_cpu_per_gb = -1;  // the redis-server, for the redis config
+};
+
+// The library's own cost on the same bytes, one thread, CPU s/GB.
+struct LibraryCost {
+  double engine = 0;  // StreamChunker, 1 MiB appends
+  double sha256 = 0;  // DigestManyTo of its chunks, per message
+};
+
+LibraryCost MeasureLibrary(const std::string& data, uint64_t message_bytes,
+                           const chunkd::chunking::kernels::Kernel* kernel) {
+  chunkd::chunking::ChunkerOptions options;
+  options.algorithm = chunkd::chunking::Algorithm::kFastCdc;
+  options.min_size = 4096;
+  options.avg_size = 16384;
+  options.max_size = 65536;
+  chunkd::chunking::EngineOptions engine;
+  engine.kernel = kernel;
+  auto chunker = chunkd::chunking::StreamChunker::Create(options, engine);
+  if (!chunker.ok()) std::exit(1);
+  std::vector<chunkd::chunking::Chunk> chunks;
+  double start = ThreadCpuSeconds();
+  for (uint64_t at = 0; at < data.size(); at += message_bytes) {
+    (*chunker)->Append(absl::string_view(data).substr(at, message_bytes),
+                       &chunks);
+  }
+  (*chunker)->Finish(&chunks);
+  LibraryCost cost;
+  const double gb = static_cast<double>(data.size()) / 1e9;
+  cost.engine = (ThreadCpuSeconds() - start) / gb;
+
+  // The chunks' SHA-256, in groups of about a message's worth.
+  std::vector<unsigned char> digests(chunks.size() * 32);
+  std::vector<absl::string_view> group;
+  start = ThreadCpuSeconds();
+  size_t first = 0, group_bytes = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    group.push_back(
+        absl::string_view(data).substr(chunks[i].offset, chunks[i].length));
+    group_bytes += chunks[i].length;
+    if (group_bytes >= message_bytes || i + 1 == chunks.size()) {
+      chunkd::fingerprint::DigestManyTo(chunkd::fingerprint::Kind::kSha256,
+                                        group, &digests[first * 32]);
+      first = i + 1;
+      group.clear();
+      group_bytes = 0;
+    }
+  }
+  cost.sha256 = (ThreadCpuSeconds() - start) / gb;
+  return cost;
+}
+
+// The service whose index is in a private redis-server, when there is one.
+struct RedisSide {
+#ifdef CHUNKD_BENCH_REDIS
+  std::unique_ptr<chunkd::index::testing::RedisProcess> process;
+  std::unique_ptr<chunkd::index::testing::DirectRedis> direct;
+#endif
+  std::unique_ptr<chunkd::index::FingerprintIndex> index;
+  std::string note;  // why there is none
+};
+
+void StartRedis(RedisSide* redis) {
+  if (!absl::GetFlag(FLAGS_redis)) {
+    redis->note = "the redis row is off (--redis=false)";
+    return;
+  }
+#ifdef CHUNKD_BENCH_REDIS
+  namespace t = chunkd::index::testing;
+  absl::Status tools = t::RedisToolsAvailable();
+  if (!tools.ok()) {
+    redis->note = absl::StrFormat("no redis row: %s", tools.message());
+    return;
+  }
+  auto process = t::RedisProcess::Start({});
+  auto direct = process.ok()
+                    ? t::DirectRedis::Connect("127.0.0.1", (*process)->port())
+                    : absl::StatusOr<std::unique_ptr<t::DirectRedis>>(
+                          process.status());
+  auto index = direct.ok() ? chunkd::index::CreateIndex(absl::StrFormat(
+                                 "redis://127.0.0.1:%d", (*process)->port()))
+                           : direct.status();
+  if (!index.ok()) {
+    redis->note = absl::StrFormat("no redis row: %s", index.status().message());
+    return;
+  }
+  redis->process = *std::move(process);
+  redis->direct = *std::move(direct);
+  redis->index = *std::move(index);
+#else
+  redis->note = "no redis row: built without redis support";
+#endif
+}
+
+// CPU seconds the redis-server has used (INFO cpu: user + system), or -1.
+double RedisCpuSeconds(RedisSide* redis) {
+#ifdef CHUNKD_BENCH_REDIS
+  if (redis->direct == nullptr) return -1;
+  auto reply = redis->direct->Command({"INFO", "cpu"});
+  if (!reply.ok() || (*reply)->type != REDIS_REPLY_STRING) return -1;
+  double total = 0;
+  int found = 0;
+  for (absl::string_view line : absl::StrSplit(
+           absl::string_view((*reply)->str, (*reply)->len), "\r\n")) {
+    for (const char* field : {"used_cpu_user:", "used_cpu_sys:"}) {
+      double v = 0;
+      if (absl::ConsumePrefix(&line, field) && absl::SimpleAtod(line, &v)) {
+        total += v;
+        ++found;
       }
     }
   }
+  return found == 2 ? total : -1;
+#else
+  (void)redis;
+  return -1;
+#endif
 }
 
-std::string Table(const Run best[kConfigs][2], const char* kernel,
-                  size_t threads, const Workload& w, uint32_t repetitions,
-                  const std::string& malloc_setup) {
-  std::string table = absl::StrFormat(
-      "End-to-end over loopback gRPC (%s backend, %zu worker threads, "
-      "%d MiB per stream, %d KiB messages, fastcdc 4/16/64 KiB, sha256 "
-      "unless noted, memory index; best of %d; %s)\n\n"
-      "| rpc | 1 stream GB/s | %zu streams GB/s | vs sink (1) | vs sink (%zu) "
-      "| %zu streams ÷ 1 | first record ms (1) "
-      "|\n|---|---|---|---|---|---|---|\n",
-      kernel, threads, w.stream_bytes >> 20, w.message_bytes >> 10, repetitions,
-      malloc_setup, w.streams, w.streams, w.streams);
-  for (int c = 0; c < kConfigs; ++c) {
-    table += absl::StrFormat(
-        "| %s | %.2f | %.2f | %.0f%% | %.0f%% | %.2f× | %s |\n",
-        ConfigAt(c).name, best[c][0].gbps, best[c][1].gbps,
-        100 * best[c][0].gbps / best[0][0].gbps,
-        100 * best[c][1].gbps / best[0][1].gbps,
-        best[c][1].gbps / best[c][0].gbps,
-        c == 0 ? "–" : absl::StrFormat("%.2f", best[c][0].first_response_ms));
+// Whether --rows names row c (or is empty).
+bool RowSelected(int c) {
+  const std::string rows = absl::GetFlag(FLAGS_rows);
+  if (rows.empty()) return true;
+  for (absl::string_view row : absl::StrSplit(rows, ',')) {
+    int r = -1;
+    if (absl::SimpleAtoi(row, &r) && r == c) return true;
   }
-  return table;
+  return false;
+}
+
+// Per config and stream count (1, --streams), one sample per repetition.
+struct Results {
+  std::vector<Sample> samples[kConfigs][2];
+  std::vector<LibraryCost> library;
+};
+
+// Runs every config --repetitions times, interleaved, with the library's
+// costs measured once per repetition; false when the client failed.
+bool MeasureAll(ClientProcess* client, RedisSide* redis,
+                const std::string& data, size_t streams, uint32_t repetitions,
+                const chunkd::chunking::kernels::Kernel* kernel,
+                Results* results) {
+  const double gb = static_cast<double>(data.size()) / 1e9;
+  const size_t stream_counts[2] = {1, streams};
+  for (uint32_t rep = 0; rep < repetitions; ++rep) {
+    results->library.push_back(
+        MeasureLibrary(data, absl::GetFlag(FLAGS_message_bytes), kernel));
+    for (int c = 0; c < kConfigs; ++c) {
+      if (ConfigAt(c).redis && redis->index == nullptr) continue;
+      if (!RowSelected(c)) continue;
+      for (int n = 0; n < 2; ++n) {
+        const double redis_before = RedisCpuSeconds(redis);
+        const Usage before = ProcessUsage();
+        ClientRun run;
+        if (!client->Run(c, stream_counts[n], rep * 2 + n, &run)) return false;
+        const Usage after = ProcessUsage();
+        Sample s;
+        s.gbps = run.gbps;
+        s.first_response_ms = run.first_response_ms;
+        s.cpu_per_gb = (after.cpu - before.cpu) / gb;
+        const double mib = static_cast<double>(data.size() >> 20);
+        s.switches_per_mib = (after.switches - before.switches) / mib;
+        s.faults_per_mib = (after.faults - before.faults) / mib;
+        if (ConfigAt(c).redis && redis_before >= 0) {
+          s.redis_cpu_per_gb = (RedisCpuSeconds(redis) - redis_before) / gb;
+        }
+        results->samples[c][n].push_back(s);
+      }
+    }
+  }
+  return true;
+}
+
+template <typename T>
+double Median(const std::vector<T>& items, double T::*field) {
+  std::vector<double> v;
+  for (const T& item : items) v.push_back(item.*field);
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2]
+                           : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// Largest over smallest CPU s/GB of a config's runs.
+double Spread(const std::vector<Sample>& samples) {
+  double lo = 1e300, hi = 0;
+  for (const Sample& s : samples) {
+    lo = std::min(lo, s.cpu_per_gb);
+    hi = std::max(hi, s.cpu_per_gb);
+  }
+  return lo > 0 && hi > 0 ? hi / lo : 0;
+}
+
+// The targets the costs are held to, each as a ratio per stream count.
+std::string TargetRows(const Results& r, size_t streams) {
+  const double engine = Median(r.library, &LibraryCost::engine);
+  const double sha = Median(r.library, &LibraryCost::sha256);
+  for (int c = 0; c < kRedisConfig; ++c) {
+    if (r.samples[c][0].empty()) return "";  // a partial run (--rows)
+  }
+  auto cpu = [&r](int c, int n) {
+    return Median(r.samples[c][n], &Sample::cpu_per_gb);
+  };
+  std::string rows = absl::StrFormat(
+      "\n| target (server CPU s/GB) | 1 stream | %zu streams | bound |\n"
+      "|---|---|---|---|\n",
+      streams);
+  auto row = [&rows](const char* name, double one, double many,
+                     const char* bound) {
+    rows += absl::StrFormat("| %s | %.2f× | %.2f× | %s |\n", name, one, many,
+                            bound);
+  };
+  row("Chunk, no fingerprint ÷ (sink + engine)",
+      cpu(1, 0) / (cpu(0, 0) + engine), cpu(1, 1) / (cpu(0, 1) + engine),
+      "≤ 1.00×");
+  row("SHA-256 share of Chunk (Chunk, sha256 − Chunk, no fingerprint) ÷ "
+      "library SHA-256",
+      (cpu(2, 0) - cpu(1, 0)) / sha, (cpu(2, 1) - cpu(1, 1)) / sha, "≤ 1.15×");
+  row("Dedup, memory index ÷ Chunk, sha256", cpu(3, 0) / cpu(2, 0),
+      cpu(3, 1) / cpu(2, 1), "≤ 1.20×");
+  return rows;
+}
+
+std::string Table(const Results& r, const char* kernel, size_t threads,
+                  size_t streams, const std::string& malloc_setup,
+                  const std::string& redis_note) {
+  const uint64_t total = absl::GetFlag(FLAGS_total_bytes);
+  std::string table = absl::StrFormat(
+      "Server CPU seconds per GB received over loopback gRPC (user + system "
+      "of the server process, every thread; the client is a separate "
+      "process). %s backend, %zu worker threads, %d MiB of unique data per "
+      "run in %d KiB messages, fastcdc 4/16/64 KiB; medians of %d runs in "
+      "interleaved order; %s.\n\n"
+      "| rpc | CPU s/GB, 1 stream | CPU s/GB, %zu streams | max ÷ min, 1 "
+      "stream | GB/s, 1 stream | GB/s, %zu streams | context switches per "
+      "MiB, 1 stream | page faults per MiB, 1 stream | first record ms, 1 "
+      "stream |\n"
+      "|---|---|---|---|---|---|---|---|---|\n",
+      kernel, threads, total >> 20, absl::GetFlag(FLAGS_message_bytes) >> 10,
+      r.library.size(), malloc_setup, streams, streams);
+  for (int c = 0; c < kConfigs; ++c) {
+    const auto& one = r.samples[c][0];
+    const auto& many = r.samples[c][1];
+    if (one.empty()) continue;
+    table += absl::StrFormat(
+        "| %s | %.3f | %.3f | %.2f | %.2f | %.2f | %.1f | %.1f | %s |\n",
+        ConfigAt(c).name, Median(one, &Sample::cpu_per_gb),
+        Median(many, &Sample::cpu_per_gb), Spread(one),
+        Median(one, &Sample::gbps), Median(many, &Sample::gbps),
+        Median(one, &Sample::switches_per_mib),
+        Median(one, &Sample::faults_per_mib),
+        c == 0 ? "–"
+               : absl::StrFormat("%.2f",
+                                 Median(one, &Sample::first_response_ms)));
+  }
+  table += absl::StrFormat(
+      "\nThe same bytes on one thread of the server process: the engine "
+      "alone (StreamChunker, %d KiB appends) %.3f CPU s/GB; SHA-256 of its "
+      "chunks through the fingerprint library %.3f CPU s/GB.\n",
+      absl::GetFlag(FLAGS_message_bytes) >> 10,
+      Median(r.library, &LibraryCost::engine),
+      Median(r.library, &LibraryCost::sha256));
+  if (!r.samples[kRedisConfig][0].empty()) {
+    table += absl::StrFormat(
+        "The redis-server itself (not in the rows above): %.3f CPU s/GB "
+        "with 1 stream, %.3f with %zu.\n",
+        Median(r.samples[kRedisConfig][0], &Sample::redis_cpu_per_gb),
+        Median(r.samples[kRedisConfig][1], &Sample::redis_cpu_per_gb),
+        streams);
+  } else {
+    table += absl::StrFormat("(%s.)\n", redis_note);
+  }
+  return table + TargetRows(r, streams);
 }
 
 // Sets up malloc as chunkd does, unless --chunkd_malloc=false; says how.
@@ -313,8 +716,9 @@ std::string SetUpMalloc() {
   return setup.configured
              ? absl::StrFormat(
                    "malloc as chunkd: mmap_threshold %d MiB, "
-                   "trim_threshold %d MiB",
-                   setup.mmap_threshold >> 20, setup.trim_threshold >> 20)
+                   "trim_threshold %d MiB, arena_max %d",
+                   setup.mmap_threshold >> 20, setup.trim_threshold >> 20,
+                   setup.arena_max)
              : setup.description;
 }
 
@@ -334,15 +738,30 @@ chunkd::service::ServiceOptions BenchServiceOptions(
   return options;
 }
 
+// A server on a free loopback port with `services`; *port is set.
+std::unique_ptr<grpc::Server> StartServer(
+    const std::vector<grpc::Service*>& services,
+    grpc::CallbackGenericService* generic, int* port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           port);
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(2 * absl::GetFlag(FLAGS_message_bytes) + 4096));
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  if (generic != nullptr) builder.RegisterCallbackGenericService(generic);
+  return builder.BuildAndStart();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  if (!absl::GetFlag(FLAGS_client_of).empty()) {
+    return RunClient(absl::GetFlag(FLAGS_client_of));
+  }
   const std::string malloc_setup = SetUpMalloc();
-  Workload w;
-  w.stream_bytes = absl::GetFlag(FLAGS_stream_bytes);
-  w.message_bytes = absl::GetFlag(FLAGS_message_bytes);
-  w.streams = std::max<uint32_t>(1, absl::GetFlag(FLAGS_streams));
+  const size_t streams = std::max<uint32_t>(1, absl::GetFlag(FLAGS_streams));
+  const uint64_t message_bytes = absl::GetFlag(FLAGS_message_bytes);
   const size_t threads =
       absl::GetFlag(FLAGS_threads) != 0
           ? absl::GetFlag(FLAGS_threads)
@@ -350,6 +769,8 @@ int main(int argc, char** argv) {
 
   auto index = chunkd::index::CreateIndex("memory");
   if (!index.ok()) return 1;
+  RedisSide redis;
+  StartRedis(&redis);
   chunkd::pipeline::WorkerPool pool(threads);
   // CHUNKD_BACKEND's kernel, else nullptr: auto, as chunkd. The calibration
   // runs here, on the idle pool, not during the first timed stream.
@@ -359,40 +780,42 @@ int main(int argc, char** argv) {
     chunkd::chunking::CalibrateAutoKernels(chunkd::chunking::AllAlgorithms(),
                                            &pool);
   }
-  chunkd::metrics::Metrics metrics(
-      "bench", *kernel == nullptr ? "auto" : (*kernel)->name);
+  const char* kernel_name = *kernel == nullptr ? "auto" : (*kernel)->name;
+  chunkd::metrics::Metrics metrics("bench", kernel_name);
   chunkd::service::ChunkServiceImpl service(BenchServiceOptions(
-      index->get(), &pool, &metrics, *kernel, w.message_bytes));
+      index->get(), &pool, &metrics, *kernel, message_bytes));
   SinkService sink;
+  int port = 0, redis_port = 0;
+  std::unique_ptr<grpc::Server> server = StartServer({&service}, &sink, &port);
+  std::unique_ptr<chunkd::service::ChunkServiceImpl> redis_service;
+  std::unique_ptr<grpc::Server> redis_server;
+  if (redis.index != nullptr) {
+    redis_service = std::make_unique<chunkd::service::ChunkServiceImpl>(
+        BenchServiceOptions(redis.index.get(), &pool, &metrics, *kernel,
+                            message_bytes));
+    redis_server = StartServer({redis_service.get()}, nullptr, &redis_port);
+  }
+  if (server == nullptr ||
+      (redis.index != nullptr && redis_server == nullptr)) {
+    return 1;
+  }
+  std::unique_ptr<ClientProcess> client =
+      ClientProcess::Start(port, redis_port);
+  if (client == nullptr) return 1;
 
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port);
-  builder.SetMaxReceiveMessageSize(
-      static_cast<int>(2 * w.message_bytes + 4096));
-  builder.RegisterService(&service);
-  builder.RegisterCallbackGenericService(&sink);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr) return 1;
-
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  auto channel = grpc::CreateCustomChannel(
-      absl::StrFormat("127.0.0.1:%d", port), grpc::InsecureChannelCredentials(),
-      args);
-  grpc::GenericStub stub(channel);
-
-  // Messages per stream: distinct random data, so Dedup sees new chunks.
-  const std::vector<uint8_t> random =
-      chunkd::workload::RandomBytes(w.stream_bytes * w.streams, 7);
-  w.data.assign(random.begin(), random.end());
-  Run best[kConfigs][2];
-  const uint32_t repetitions = std::max(1u, absl::GetFlag(FLAGS_repetitions));
-  MeasureBest(&stub, w, repetitions, best);
-
-  const std::string table =
-      Table(best, (*kernel)->name, threads, w, repetitions, malloc_setup);
+  const std::vector<uint8_t> random = chunkd::workload::RandomBytes(
+      absl::GetFlag(FLAGS_total_bytes), kDataSeed);
+  const std::string data(random.begin(), random.end());
+  Results results;
+  if (!MeasureAll(client.get(), &redis, data, streams,
+                  std::max(1u, absl::GetFlag(FLAGS_repetitions)), *kernel,
+                  &results)) {
+    std::fprintf(stderr, "the client process failed\n");
+    return 1;
+  }
+  client.reset();
+  const std::string table = Table(results, kernel_name, threads, streams,
+                                  malloc_setup, redis.note);
   std::fputs(table.c_str(), stdout);
   const std::string markdown = absl::GetFlag(FLAGS_markdown);
   if (!markdown.empty() && !chunkd::workload::WriteTextFile(markdown, table)) {
@@ -400,5 +823,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   server->Shutdown();
+  if (redis_server != nullptr) redis_server->Shutdown();
   return 0;
 }

@@ -1,5 +1,7 @@
 #include "service/allocator.h"
 
+#include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -32,9 +34,11 @@ MallocSetup ConfigureMalloc(const char* glibc_tunables) {
         "(malloc_trim when streams have stopped stays on)");
     return setup;
   }
-  // mallopt takes an int; both values fit.
+  const size_t arenas = std::max(1u, std::thread::hardware_concurrency());
+  // mallopt takes an int; every value fits.
   if (mallopt(M_MMAP_THRESHOLD, static_cast<int>(kMmapThreshold)) != 1 ||
-      mallopt(M_TRIM_THRESHOLD, static_cast<int>(kTrimThreshold)) != 1) {
+      mallopt(M_TRIM_THRESHOLD, static_cast<int>(kTrimThreshold)) != 1 ||
+      mallopt(M_ARENA_MAX, static_cast<int>(arenas)) != 1) {
     setup.description =
         "malloc: glibc refused the thresholds; running with its defaults";
     return setup;
@@ -42,10 +46,11 @@ MallocSetup ConfigureMalloc(const char* glibc_tunables) {
   setup.configured = true;
   setup.mmap_threshold = kMmapThreshold;
   setup.trim_threshold = kTrimThreshold;
+  setup.arena_max = arenas;
   setup.description = absl::StrCat(
       "malloc: mmap_threshold ", kMmapThreshold >> 20, " MiB, trim_threshold ",
-      kTrimThreshold >> 20,
-      " MiB (freed request buffers are reused, not faulted in again); "
+      kTrimThreshold >> 20, " MiB, arena_max ", arenas,
+      " (freed request buffers are reused, not faulted in again); "
       "malloc_trim when streams have stopped");
 #else
   (void)glibc_tunables;

@@ -1,8 +1,10 @@
 #include "service/allocator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -177,6 +179,10 @@ TEST(ConfigureMallocTest, ConfiguresGlibcUnlessTheUserDid) {
         const MallocSetup setup = ConfigureMalloc(nullptr);
         if (!setup.configured) std::_Exit(1);
         if (setup.mmap_threshold != kMmapThreshold) std::_Exit(2);
+        if (setup.arena_max !=
+            std::max(1u, std::thread::hardware_concurrency())) {
+          std::_Exit(4);
+        }
         // Half our threshold, far above glibc's default of 128 KiB, now
         // comes from the heap, not from mmap.
         void* volatile block = std::malloc(kMmapThreshold / 2);

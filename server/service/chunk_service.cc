@@ -15,6 +15,7 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "pipeline/stream_pipeline.h"
 #include "service/params.h"
+#include "service/request_bytes.h"
 #include "service/status_util.h"
 
 namespace chunkd::service {
@@ -27,6 +28,8 @@ constexpr size_t kMaxRecordsPerResponse = 1024;
 constexpr size_t kMaxQueuedResponses = 16;
 // Input bytes one task processes before yielding the worker to other streams.
 constexpr size_t kMaxBytesPerTask = size_t{4} << 20;
+// Request data buffers the service keeps for reuse, at least.
+constexpr size_t kMaxKeptBufferBytes = size_t{16} << 20;
 // Most fingerprints in one FindMissing request.
 constexpr int kMaxFindMissingFingerprints = 10000;
 // Most fingerprints in one Release request.
@@ -67,9 +70,21 @@ std::string AuthorizationOf(const grpc::CallbackServerContext* context) {
   return std::string(it->second.data(), it->second.size());
 }
 
-// Parses one request: OK, or INVALID_ARGUMENT saying which message of the
-// call (`position`, counted from 1; 0 for a unary call's only request) did
-// not parse as `message`'s type. `buffer` is consumed.
+// INVALID_ARGUMENT saying which message of the call (`position`, counted
+// from 1; 0 for a unary call's only request) did not parse as `message`'s
+// type, and its size.
+absl::Status NotParsed(const google::protobuf::Message& message,
+                       uint64_t position, size_t size) {
+  const std::string which =
+      position == 0 ? std::string("the request")
+                    : absl::StrCat("request message ", position,
+                                   " of the stream (counting from 1)");
+  return absl::InvalidArgumentError(absl::StrCat(
+      which, " is not a valid ", message.GetTypeName(), ": its ", size,
+      " bytes do not parse as protobuf"));
+}
+
+// Parses one request: OK, or NotParsed(). `buffer` is consumed.
 absl::Status ParseRequest(grpc::ByteBuffer* buffer,
                           google::protobuf::Message* message,
                           uint64_t position) {
@@ -80,14 +95,55 @@ absl::Status ParseRequest(grpc::ByteBuffer* buffer,
     parsed = message->ParseFromZeroCopyStream(&reader);
   }
   buffer->Clear();
-  if (parsed) return absl::OkStatus();
-  const std::string which =
-      position == 0 ? std::string("the request")
-                    : absl::StrCat("request message ", position,
-                                   " of the stream (counting from 1)");
-  return absl::InvalidArgumentError(absl::StrCat(
-      which, " is not a valid ", message->GetTypeName(), ": its ", size,
-      " bytes do not parse as protobuf"));
+  return parsed ? absl::OkStatus() : NotParsed(*message, position, size);
+}
+
+// The data field of a stream request, kept apart from the message.
+struct RequestData {
+  size_t size = 0;    // the field's length
+  std::string bytes;  // its bytes, unless longer than the stream accepts
+};
+
+// Parses one stream request (ChunkRequest or DedupRequest) with the result
+// and errors of ParseRequest, except that the data field goes to *data:
+// copied once from gRPC's slices into a buffer from `pool`
+// (request_bytes.h), or only measured when longer than `max_bytes`. A
+// message SplitRequest leaves to protobuf is parsed whole. `buffer` is
+// consumed.
+template <typename Request>
+absl::Status ParseStreamRequest(grpc::ByteBuffer* buffer, Request* message,
+                                uint64_t position, size_t max_bytes,
+                                BufferPool* pool, RequestData* data) {
+  std::vector<grpc::Slice> slices;
+  std::vector<absl::string_view> pieces;
+  RequestParts parts;
+  bool split = buffer->Dump(&slices).ok();
+  if (split) {
+    pieces.reserve(slices.size());
+    for (const grpc::Slice& slice : slices) {
+      pieces.emplace_back(reinterpret_cast<const char*>(slice.begin()),
+                          slice.size());
+    }
+    split = SplitRequest(pieces, &parts);
+  }
+  if (!split) {
+    absl::Status parsed = ParseRequest(buffer, message, position);
+    data->size = message->data().size();
+    data->bytes = std::move(*message->mutable_data());
+    return parsed;
+  }
+  const size_t size = buffer->Length();
+  if (!parts.others.empty() && !message->ParseFromString(parts.others)) {
+    buffer->Clear();
+    return NotParsed(*message, position, size);
+  }
+  data->size = parts.data_size;
+  if (parts.data_size > 0 && parts.data_size <= max_bytes) {
+    data->bytes = pool->Take(parts.data_size);
+    CopyBytes(pieces, parts.data_offset, parts.data_size, &data->bytes);
+  }
+  buffer->Clear();
+  return absl::OkStatus();
 }
 
 // Serializes a response; a failure is INTERNAL (never expected).
@@ -258,7 +314,12 @@ class StreamReactor final
 
   void OnReadDone(bool ok) override {
     absl::Status parsed;
-    if (ok) parsed = ParseRequest(&read_buffer_, &request_, ++messages_read_);
+    RequestData data;
+    if (ok) {
+      parsed = ParseStreamRequest(
+          &read_buffer_, &request_, ++messages_read_,
+          service_->options().max_message_bytes, &service_->buffers(), &data);
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       read_pending_ = false;
@@ -274,12 +335,14 @@ class StreamReactor final
             absl::StrCat(parsed.message(), "; the stream is ended",
                          pipeline_ != nullptr ? Rpc::kAfterFailure : "")));
       } else if (!failed_) {
-        AcceptLocked();
+        AcceptLocked(&data);
       }
       request_.Clear();
       // Whatever AcceptLocked did not charge goes back to the budget.
       SettleReservationLocked(0);
     }
+    // Data the stream did not take (it failed) goes back to the pool.
+    service_->buffers().Give(std::move(data.bytes));
     Drive();
   }
 
@@ -344,8 +407,9 @@ class StreamReactor final
  private:
   enum class Op { kNone, kRead, kWrite, kFinish, kProcess };
 
-  // Takes the request just parsed: parameters first, then data.
-  void AcceptLocked() {
+  // Takes the request just parsed (request_ and its *data): parameters
+  // first, then data.
+  void AcceptLocked(RequestData* data) {
     const ServiceOptions& options = service_->options();
     if (pipeline_ == nullptr) {
       if (!request_.has_params()) {
@@ -385,7 +449,7 @@ class StreamReactor final
           "params may be sent only in the first request of a stream"));
       return;
     }
-    const size_t size = request_.data().size();
+    const size_t size = data->size;
     if (size > options.max_message_bytes) {
       FailLocked(absl::ResourceExhaustedError(
           absl::StrCat("data of ", size, " bytes exceeds max_message_bytes (",
@@ -400,7 +464,7 @@ class StreamReactor final
       charged_ += size;
       reserved_ -= size;
     }
-    inbox_.push_back(std::move(*request_.mutable_data()));
+    inbox_.push_back(std::move(data->bytes));
   }
 
   // Returns the reservation the last read did not turn into charged bytes.
@@ -461,7 +525,10 @@ class StreamReactor final
     final_status_ = ToGrpcStatus(status);
     while (outbox_.size() > (write_pending_ ? 1 : 0)) outbox_.pop_back();
     size_t dropped = 0;
-    for (const std::string& piece : inbox_) dropped += piece.size();
+    for (std::string& piece : inbox_) {
+      dropped += piece.size();
+      service_->buffers().Give(std::move(piece));
+    }
     inbox_.clear();
     inbox_bytes_ -= dropped;
     UnchargeLocked(dropped);
@@ -588,9 +655,9 @@ class StreamReactor final
     const uint64_t unique_before = pipeline_->totals().unique_bytes;
     const uint64_t unique_chunks_before = pipeline_->totals().unique_chunks;
     const pipeline::StreamTotals hints_before = pipeline_->totals();
-    for (const std::string& piece : pieces) {
-      if (!status.ok()) break;
-      status = pipeline_->Process(piece, &records);
+    for (std::string& piece : pieces) {
+      if (status.ok()) status = pipeline_->Process(piece, &records);
+      service_->buffers().Give(std::move(piece));
     }
     if (status.ok() && last) status = pipeline_->Finish(&records);
     // Dedup: one index round trip for the whole task, or for several while
@@ -769,6 +836,9 @@ grpc::ServerUnaryReactor* ServeUnary(const ServiceOptions& options,
 ChunkServiceImpl::ChunkServiceImpl(ServiceOptions options)
     : options_(std::move(options)),
       registry_(options_.limits),
+      // A task's worth of messages for a few tasks: what the streams give
+      // back between two reads, so that reads rarely allocate.
+      buffers_(std::max(kMaxKeptBufferBytes, 4 * options_.max_message_bytes)),
       idle_reaper_(
           // Often enough that an idle stream ends within a quarter of the
           // timeout (and at most a second) after it is due.

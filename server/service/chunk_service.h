@@ -46,6 +46,7 @@
 #include "service/connection_guard.h"
 #include "service/memory_budget.h"
 #include "service/periodic.h"
+#include "service/request_bytes.h"
 #include "service/stream_registry.h"
 
 namespace chunkd::service {
@@ -140,6 +141,11 @@ class ChunkServiceImpl final : public RawChunkService {
   // Used by the reactors.
   const ServiceOptions& options() const { return options_; }
   StreamRegistry& registry() { return registry_; }
+  // Buffers for the streams' request data.
+  BufferPool& buffers() { return buffers_; }
+  // Frees the request buffers kept for reuse; for when no stream runs, so
+  // that the allocator can give their memory back (allocator.h).
+  void ReleaseIdleBuffers() { buffers_.Clear(); }
   // Counts a stream refused or ended for `reason`.
   void CountRejected(RejectReason reason);
 
@@ -159,6 +165,7 @@ class ChunkServiceImpl final : public RawChunkService {
 
   ServiceOptions options_;
   StreamRegistry registry_;
+  BufferPool buffers_;
   prometheus::Counter* rejected_[std::size(kAllRejectReasons)] = {};
   PeriodicThread idle_reaper_;
 };
