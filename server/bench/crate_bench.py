@@ -208,7 +208,7 @@ def merge(results: Sequence[ChunkdResult]) -> ChunkdResult:
             if best is None:
                 rows[key] = row
                 continue
-            check = best.check if best.check != "ok" else row.check
+            check = best.check if not best.check.startswith("ok") else row.check
             rows[key] = (row if row.gbps > best.gbps else best)._replace(check=check)
     ceiling: Dict[int, float] = {}
     for result in results:
