@@ -115,8 +115,9 @@ ABSL_FLAG(uint64_t, memory_budget, uint64_t{1} << 30,
           "--max_streams x --max_message_bytes, so an idle stream never "
           "blocks the others");
 ABSL_FLAG(int64_t, index_max_entries, -1,
-          "entries the memory index may hold (about 400 bytes each with "
-          "hints and write-token records); a Dedup that would add one more "
+          "entries the memory index may hold (at most about 165 bytes each "
+          "with hints and write-token records; the default counts 400, "
+          "leaving room); a Dedup that would add one more "
           "ends with RESOURCE_EXHAUSTED; -1 means what half of "
           "--memory_budget holds (1342177 for 1 GiB), 0 no limit");
 ABSL_FLAG(uint64_t, hint_cache_mib, 64,
