@@ -103,9 +103,10 @@ TEST(CalibrateKernelTest, SmallBudgetStopsEarlyWithASupportedKernel) {
   }
   EXPECT_LT(most_runs, kCalibrationMaxRounds);
   // Bookkeeping outside the runs is microseconds; the slack covers a
-  // preempted thread, not another run.
+  // preempted thread on a loaded machine, not a calibration that ignores
+  // its budget (most_runs above catches that without a clock).
   EXPECT_LE(choice.elapsed,
-            budget + choice.longest_run + absl::Milliseconds(20));
+            budget + choice.longest_run + absl::Milliseconds(500));
   if (!choice.calibrated) {
     EXPECT_EQ(choice.kernel, &kernels::BestKernel());
   }
