@@ -24,7 +24,7 @@ from chunkd_client.records import (
     ServerInfo,
 )
 
-__version__ = "0.1.0"
+from chunkd_client._version import __version__
 
 __all__ = [
     "ALGORITHM_PARAMETERS",
