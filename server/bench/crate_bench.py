@@ -252,27 +252,16 @@ def measure(args: argparse.Namespace, params: ParamSet, path: Path) -> Line:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--upstream-fastcdc", required=True)
-    parser.add_argument("--chunkctl", required=True)
-    parser.add_argument("--dir", type=Path, required=True,
-                        help="where the data file goes")
-    parser.add_argument("--size", type=int, default=256 << 20)
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--repeat", type=int, default=3,
-                        help="crate runs at least per window; the fastest counts")
-    parser.add_argument("--seconds", type=float, default=2.0,
-                        help="time per row of each side, over all rounds")
+    parser = upstream_bench.bench_arguments(
+        __doc__.splitlines()[0], "--upstream-fastcdc",
+        "crate runs at least per window; the fastest counts",
+        "time per row of each side, over all rounds")
     parser.add_argument("--rounds", type=int, default=4,
                         help="windows per side, alternating")
-    parser.add_argument("--threads", default="1,2")
     parser.add_argument("--params", default=",".join(PARAM_SETS),
                         help="parameter sets: %s" % ", ".join(PARAM_SETS))
-    parser.add_argument("--markdown")
     args = parser.parse_args(argv)
-    if not (os.path.isfile(args.upstream_fastcdc) and os.access(args.upstream_fastcdc, os.X_OK)):
-        print("crate_bench: skipped: %s is not built (it needs cargo; "
-              "`make bench-crate` builds it)" % args.upstream_fastcdc)
+    if upstream_bench.missing("crate_bench", args.upstream_fastcdc, "cargo", "bench-crate"):
         return 0
     if args.size <= 0 or args.repeat <= 0 or args.rounds <= 0:
         parser.error("--size, --repeat and --rounds must be positive")
@@ -289,17 +278,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     lines = [measure(args, PARAM_SETS[name], path) for name in names]
     text = tables(lines, args.size, args.seed, args.repeat, args.seconds, args.rounds,
                   thread_counts)
-    sys.stdout.write(text)
-    if any(line.problems for line in lines):
-        # No table of wrong answers goes to the documentation.
-        print("crate_bench: chunkd and the crate differ; %s not written"
-              % (args.markdown or "no table"), file=sys.stderr)
-        return 1
-    if args.markdown:
-        with open(args.markdown, "w", encoding="utf-8") as f:
-            f.write(text)
-    return 0
-
+    return upstream_bench.publish("crate_bench", text, lines, args.markdown,
+                                  "chunkd and the crate differ")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -228,25 +228,56 @@ def table(lines: Sequence[Line], size: int, seed: int, repeat: int,
     return "\n".join(out) + "\n"
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--upstream-chunk", required=True)
+def bench_arguments(description: str, binary_flag: str,
+                    repeat_help: str, seconds_help: str) -> argparse.ArgumentParser:
+    """The options upstream_bench and crate_bench share: the upstream
+    binary (`binary_flag`), chunkctl, the data file's place, size and seed,
+    the repetitions and seconds, the thread counts and --markdown."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(binary_flag, required=True)
     parser.add_argument("--chunkctl", required=True)
     parser.add_argument("--dir", type=Path, required=True,
                         help="where the data file goes")
     parser.add_argument("--size", type=int, default=256 << 20)
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--repeat", type=int, default=3,
-                        help="upstream runs; the fastest counts")
-    parser.add_argument("--seconds", type=float, default=2.0,
-                        help="chunkctl bench --seconds")
+    parser.add_argument("--repeat", type=int, default=3, help=repeat_help)
+    parser.add_argument("--seconds", type=float, default=2.0, help=seconds_help)
     parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--algorithms", default=",".join(ALGORITHMS))
     parser.add_argument("--markdown")
+    return parser
+
+
+def missing(prog: str, binary: str, needs: str, target: str) -> bool:
+    """Whether `binary` is not built; if so says that `prog` skips."""
+    if os.path.isfile(binary) and os.access(binary, os.X_OK):
+        return False
+    print("%s: skipped: %s is not built (it needs %s; `make %s` builds it)"
+          % (prog, binary, needs, target))
+    return True
+
+
+def publish(prog: str, text: str, lines: Sequence, markdown: Optional[str],
+            differ: str) -> int:
+    """Prints `text` and writes it to `markdown` unless a line has problems
+    (then 1: no table of wrong answers goes to the documentation)."""
+    sys.stdout.write(text)
+    if any(line.problems for line in lines):
+        print("%s: %s; %s not written" % (prog, differ, markdown or "no table"),
+              file=sys.stderr)
+        return 1
+    if markdown:
+        with open(markdown, "w", encoding="utf-8") as f:
+            f.write(text)
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = bench_arguments(__doc__.splitlines()[0], "--upstream-chunk",
+                             "upstream runs; the fastest counts",
+                             "chunkctl bench --seconds")
+    parser.add_argument("--algorithms", default=",".join(ALGORITHMS))
     args = parser.parse_args(argv)
-    if not (os.path.isfile(args.upstream_chunk) and os.access(args.upstream_chunk, os.X_OK)):
-        print("upstream_bench: skipped: %s is not built (it needs Go; "
-              "`make bench-upstream` builds it)" % args.upstream_chunk)
+    if missing("upstream_bench", args.upstream_chunk, "Go", "bench-upstream"):
         return 0
     if args.size <= 0 or args.repeat <= 0:
         parser.error("--size and --repeat must be positive")
@@ -265,17 +296,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("%s: upstream %.2f GB/s, chunkd reference %.2f GB/s" % (
             algorithm, upstream["gb_per_s"], chunkd.reference.gbps), file=sys.stderr)
     text = table(lines, args.size, args.seed, args.repeat, args.seconds, thread_counts)
-    sys.stdout.write(text)
-    if any(line.problems for line in lines):
-        # No table of wrong answers goes to the documentation.
-        print("upstream_bench: the two sides differ; %s not written"
-              % (args.markdown or "no table"), file=sys.stderr)
-        return 1
-    if args.markdown:
-        with open(args.markdown, "w", encoding="utf-8") as f:
-            f.write(text)
-    return 0
-
+    return publish("upstream_bench", text, lines, args.markdown, "the two sides differ")
 
 if __name__ == "__main__":
     sys.exit(main())
