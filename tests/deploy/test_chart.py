@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -517,3 +518,15 @@ def test_extra_volumes_sidecars_and_init_containers(chart: Chart) -> None:
     default = pod_spec(chart.render())
     assert [c["name"] for c in default["containers"]] == ["chunkd"]
     assert "initContainers" not in default
+
+
+def test_packaged_chart_carries_license_and_readme(chart: Chart, tmp_path: Path) -> None:
+    result = run([chart.helm, "package", CHART, "--destination", tmp_path], env=chart.env)
+    [package] = tmp_path.glob("chunkd-*.tgz")
+    assert package.name in result.stdout
+    with tarfile.open(package) as archive:
+        names = set(archive.getnames())
+        license_ = archive.extractfile("chunkd/LICENSE").read()
+    assert {"chunkd/LICENSE", "chunkd/README.md", "chunkd/files/chunkd-alerts.yml",
+            "chunkd/dashboards/chunkd.json", "chunkd/values.schema.json"} <= names
+    assert license_ == (REPO / "LICENSE").read_bytes()
