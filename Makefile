@@ -190,8 +190,8 @@ bench-chunking: build $(BENCH_STAMP)
 # `make test-chart`: helm lint and helm template of helm/chunkd for the default
 # values and every helm/chunkd/ci/*.yaml, each manifest validated strictly and
 # offline by kubeconform against the Kubernetes $(KUBE_VERSION) schemas of the
-# kubernetes-validate PyPI package plus the ServiceMonitor CRD of the
-# prometheus-operator Go module; values that break values.schema.json must
+# kubernetes-validate PyPI package plus the ServiceMonitor, PodMonitor and
+# PrometheusRule CRDs of the prometheus-operator Go module; values that break values.schema.json must
 # fail. `make test-deploy`: the Dockerfile (packages, CMake configuration,
 # runtime libraries, HEALTHCHECK against a real chunkd), the compose stack
 # (promtool) and the chart's flagfile and health probes against a real chunkd.
@@ -208,7 +208,7 @@ HELM_STAMP        := $(TOOLS_BIN)/.helm-$(HELM_VERSION)
 KUBECONFORM_STAMP := $(TOOLS_BIN)/.kubeconform-$(KUBECONFORM_VERSION)
 HEALTH_PROBE      := $(TOOLS_BIN)/grpc_health_probe
 SCHEMA_DIR        := $(abspath $(BUILD_DIR))/kubeconform-schemas
-SCHEMA_STAMP      := $(SCHEMA_DIR)/.v$(KUBE_VERSION)-$(PROMETHEUS_OPERATOR_VERSION)
+SCHEMA_STAMP      := $(SCHEMA_DIR)/.v$(KUBE_VERSION)-$(PROMETHEUS_OPERATOR_VERSION)-monitors-rules
 DEPLOY_VENV_STAMP := $(VENV)/.deploy-installed
 DEPLOY_TEST_ENV   := HELM=$(TOOLS_BIN)/helm KUBECONFORM=$(TOOLS_BIN)/kubeconform \
   KUBECONFORM_SCHEMAS=$(SCHEMA_DIR) KUBE_VERSION=$(KUBE_VERSION) \
@@ -241,7 +241,9 @@ $(SCHEMA_STAMP): $(DEPLOY_VENV_STAMP) tests/deploy/kubeconform_schemas.py
 	  | $(VENV)/bin/python -c 'import json, sys; print(json.load(sys.stdin)["Dir"])') && \
 	$(VENV)/bin/python tests/deploy/kubeconform_schemas.py \
 	  --kubernetes-version $(KUBE_VERSION) --out $(SCHEMA_DIR) \
-	  --crd $$operator/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml
+	  --crd $$operator/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml \
+	  --crd $$operator/example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml \
+	  --crd $$operator/example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml
 	touch $@
 
 test-chart: $(HELM_STAMP) $(KUBECONFORM_STAMP) $(SCHEMA_STAMP) $(DEPLOY_VENV_STAMP)

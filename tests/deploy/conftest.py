@@ -54,8 +54,9 @@ def kubeconform_bin() -> Path:
 def schema_dir() -> Path:
     path = Path(os.environ.get("KUBECONFORM_SCHEMAS") or BUILD / "kubeconform-schemas")
     strict = path / "kubernetes" / f"v{KUBE_VERSION}-local-strict" / "deployment-apps-v1.json"
-    crd = path / "crds" / "monitoring.coreos.com" / "servicemonitor_v1.json"
-    if not (strict.is_file() and crd.is_file()):
+    crds = [path / "crds" / "monitoring.coreos.com" / f"{kind}_v1.json"
+            for kind in ("servicemonitor", "podmonitor", "prometheusrule")]
+    if not (strict.is_file() and all(crd.is_file() for crd in crds)):
         pytest.fail(f"{path} lacks the kubeconform schemas: run `make test-chart`", pytrace=False)
     return path
 

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,8 @@ EXPECTED_KINDS = {
     "tls-tokens-existing-secret-values": BASE,
     "tokens-inline-values": {**BASE, "Secret": 1},
     "production-values": {**BASE, "HorizontalPodAutoscaler": 1, "PodDisruptionBudget": 1,
-                          "NetworkPolicy": 1, "ServiceMonitor": 1},
+                          "NetworkPolicy": 1, "ServiceMonitor": 1, "PrometheusRule": 1},
+    "podmonitor-extras-values": {**BASE, "PodMonitor": 1, "PrometheusRule": 1},
     "metrics-off-values": {"ConfigMap": 1, "Service": 1, "Deployment": 1, "Pod": 1},
 }
 
@@ -85,9 +87,43 @@ def test_every_ci_values_file_has_expectations() -> None:
 
 @pytest.mark.parametrize("values", VALUE_SETS, ids=ids)
 def test_helm_lint(chart: Chart, values: Path | None) -> None:
+    """helm lint --strict prints nothing but its summary: no [INFO] (icon,
+    maintainers ...) or [WARNING] lines."""
     result = run([chart.helm, "lint", "--strict", CHART, "--kube-version", KUBE_VERSION,
                   *values_args(values)], env=chart.env)
-    assert "0 chart(s) failed" in result.stdout
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    assert lines == [f"==> Linting {CHART}", "1 chart(s) linted, 0 chart(s) failed"], lines
+
+
+def test_helm_lint_reports_a_missing_icon(chart: Chart, tmp_path: Path) -> None:
+    """The silence above means something: without the icon, lint says so."""
+    copy_ = tmp_path / "chunkd"
+    shutil.copytree(CHART, copy_)
+    meta = yaml.safe_load((copy_ / "Chart.yaml").read_text())
+    del meta["icon"]
+    (copy_ / "Chart.yaml").write_text(yaml.safe_dump(meta))
+    result = run([chart.helm, "lint", "--strict", copy_, "--kube-version", KUBE_VERSION],
+                 env=chart.env, check=False)
+    assert "[INFO] Chart.yaml: icon is recommended" in result.stdout
+
+
+def test_chart_metadata() -> None:
+    meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert meta["appVersion"] == (REPO / "VERSION").read_text().strip()
+    assert re.fullmatch(r"\d+\.\d+\.\d+", meta["version"]) and meta["version"] != "0.2.0"
+    assert meta["annotations"]["artifacthub.io/license"] == "Apache-2.0"
+    assert (CHART / "LICENSE").read_bytes() == (REPO / "LICENSE").read_bytes(), (
+        "helm/chunkd/LICENSE differs from LICENSE: cp LICENSE helm/chunkd/LICENSE")
+    home = meta["home"]
+    assert home.startswith("https://") and meta["sources"] == [home]
+    assert meta["maintainers"] and all(m["name"] and m["url"] == home
+                                       for m in meta["maintainers"])
+    # The icon is a file of this repository, on the host `sources` names.
+    owner_repo = home.removeprefix("https://github.com/")
+    prefix = f"https://raw.githubusercontent.com/{owner_repo}/main/"
+    assert meta["icon"].startswith(prefix)
+    assert (REPO / meta["icon"].removeprefix(prefix)).is_file()
+    assert meta["kubeVersion"] == ">=1.27.0-0"
 
 
 @pytest.mark.parametrize("values", VALUE_SETS, ids=ids)
@@ -120,7 +156,13 @@ def test_kubeconform_rejects_unknown_fields(chart: Chart, kubeconform_bin: Path,
     monitor["spec"]["endpoints"][0]["intervall"] = "5s"
     typed = copy.deepcopy(one(objects, "HorizontalPodAutoscaler"))
     typed["spec"]["maxReplicas"] = "ten"
-    for broken, needle in ((deployment, "servce"), (monitor, "intervall"), (typed, "maxReplicas")):
+    rule = copy.deepcopy(one(objects, "PrometheusRule"))
+    rule["spec"]["groups"][0]["rules"][0]["fore"] = "5m"
+    pod_monitor = copy.deepcopy(one(chart.render("-f", CHART / "ci" / "podmonitor-extras-values.yaml"),
+                                    "PodMonitor"))
+    pod_monitor["spec"]["podMetricsEndpoints"][0]["relabellings"] = []
+    for broken, needle in ((deployment, "servce"), (monitor, "intervall"), (typed, "maxReplicas"),
+                           (rule, "fore"), (pod_monitor, "relabellings")):
         manifest = tmp_path / f"{broken['kind']}.yaml"
         manifest.write_text(yaml.safe_dump(broken))
         result = kubeconform(kubeconform_bin, schema_dir, manifest, check=False)
@@ -175,6 +217,10 @@ def test_validate_values_reports_every_problem_at_once(chart: Chart) -> None:
       "--set", "autoscaling.maxReplicas=2"], "minReplicas must not exceed"),
     (["--set", "podDisruptionBudget.enabled=true", "--set", "podDisruptionBudget.minAvailable=1"],
      "exactly one of minAvailable and maxUnavailable"),
+    (["--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.podMonitor.enabled=true"],
+     "metrics.serviceMonitor.enabled and metrics.podMonitor.enabled are both true: enable one"),
+    (["--set", "metrics.enabled=false", "--set", "metrics.prometheusRule.enabled=true"],
+     "metrics.prometheusRule need metrics.enabled"),
 ])
 def test_validate_values(chart: Chart, args: list[str], message: str) -> None:
     result = chart.template(*args, check=False)
@@ -381,7 +427,7 @@ def test_service_monitor_scrapes_the_metrics_port(chart: Chart) -> None:
     assert "replicas" not in one(objects, "Deployment")["spec"]
     assert one(objects, "PodDisruptionBudget")["spec"] == {
         "selector": {"matchLabels": one(objects, "Deployment")["spec"]["selector"]["matchLabels"]},
-        "minAvailable": 2}
+        "maxUnavailable": 1}
     assert one(objects, "ConfigMap", "-dashboard")["metadata"]["namespace"] == "monitoring"
 
 
@@ -411,3 +457,76 @@ def test_notes_render(chart: Chart, tmp_path: Path) -> None:
     assert "built-in single Redis" in notes
     assert f"helm test {RELEASE}" in notes
     assert f"{RELEASE}-chunkd-client=true" in notes
+
+
+def test_pod_monitor_scrapes_the_metrics_port(chart: Chart) -> None:
+    objects = chart.render("-f", CHART / "ci" / "podmonitor-extras-values.yaml")
+    monitor = one(objects, "PodMonitor")
+    assert not find(objects, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    endpoint = monitor["spec"]["podMetricsEndpoints"][0]
+    assert (endpoint["port"], endpoint["path"], endpoint["interval"]) == ("metrics", "/metrics", "20s")
+    # job is the Service's name, as the ServiceMonitor would set it (the
+    # dashboard's job variable and the PrometheusRule's selector), then the
+    # user's relabelings.
+    assert endpoint["relabelings"][0] == {"action": "replace", "targetLabel": "job",
+                                          "replacement": f"{RELEASE}-chunkd"}
+    assert endpoint["relabelings"][1]["targetLabel"] == "node"
+    assert one(objects, "Service")["metadata"]["name"] == f"{RELEASE}-chunkd"
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= pod_spec_labels(objects).items()
+    ports = [p["name"] for p in pod_spec(objects)["containers"][0]["ports"]]
+    assert "metrics" in ports
+
+
+def pod_spec_labels(objects: list[dict]) -> dict:
+    return one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+
+
+def test_default_topology_spread_is_soft(chart: Chart) -> None:
+    objects = chart.render()
+    constraints = pod_spec(objects)["topologySpreadConstraints"]
+    selector = one(objects, "Deployment")["spec"]["selector"]
+    assert [(c["topologyKey"], c["whenUnsatisfiable"], c["maxSkew"]) for c in constraints] == [
+        ("topology.kubernetes.io/zone", "ScheduleAnyway", 1),
+        ("kubernetes.io/hostname", "ScheduleAnyway", 1)]
+    for c in constraints:
+        assert c["labelSelector"] == selector
+    # Overridden: the user's list replaces it; the user's own selector stays.
+    production = pod_spec(chart.render("-f", CHART / "ci" / "production-values.yaml"))
+    [zone] = production["topologySpreadConstraints"]
+    assert zone["labelSelector"]["matchLabels"] == {"app.kubernetes.io/name": "chunkd",
+                                                    "app.kubernetes.io/component": "server"}
+    extras = pod_spec(chart.render("-f", CHART / "ci" / "podmonitor-extras-values.yaml"))
+    [host] = extras["topologySpreadConstraints"]
+    assert (host["whenUnsatisfiable"], host["labelSelector"]) == ("DoNotSchedule", selector)
+    # Off.
+    off = pod_spec(chart.render("--set-json", "topologySpreadConstraints=[]"))
+    assert "topologySpreadConstraints" not in off
+
+
+def test_extra_volumes_sidecars_and_init_containers(chart: Chart) -> None:
+    spec = pod_spec(chart.render("-f", CHART / "ci" / "podmonitor-extras-values.yaml"))
+    assert [c["name"] for c in spec["containers"]] == ["chunkd", "log-shipper"]
+    assert [c["name"] for c in spec["initContainers"]] == ["wait-for-config"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["ca-bundle"] == {"name": "ca-bundle", "configMap": {"name": "corporate-ca"}}
+    assert {"config", "tmp"} <= set(volumes)
+    mounts = spec["containers"][0]["volumeMounts"]
+    assert mounts[-1] == {"name": "ca-bundle", "mountPath": "/etc/ssl/corporate", "readOnly": True}
+    assert [m["name"] for m in mounts[:-1]] == ["config", "tmp"]
+    default = pod_spec(chart.render())
+    assert [c["name"] for c in default["containers"]] == ["chunkd"]
+    assert "initContainers" not in default
+
+
+def test_packaged_chart_carries_license_and_readme(chart: Chart, tmp_path: Path) -> None:
+    result = run([chart.helm, "package", CHART, "--destination", tmp_path], env=chart.env)
+    [package] = tmp_path.glob("chunkd-*.tgz")
+    assert package.name in result.stdout
+    with tarfile.open(package) as archive:
+        names = set(archive.getnames())
+        license_ = archive.extractfile("chunkd/LICENSE").read()
+    assert {"chunkd/LICENSE", "chunkd/README.md", "chunkd/files/chunkd-alerts.yml",
+            "chunkd/dashboards/chunkd.json", "chunkd/values.schema.json"} <= names
+    assert license_ == (REPO / "LICENSE").read_bytes()

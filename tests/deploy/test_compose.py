@@ -107,10 +107,26 @@ def test_alert_rules_load_and_fire(compose: dict) -> None:
     config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     assert config["rule_files"] == ["chunkd-alerts.yml"]
     rules = DEPLOY / "prometheus" / "chunkd-alerts.yml"
-    assert "SUCCESS: 8 rules found" in run([promtool, "check", "rules", rules]).stdout
+    assert "SUCCESS: 15 rules found" in run([promtool, "check", "rules", rules]).stdout
     test = Path(__file__).with_name("chunkd-alerts-test.yml")
     result = run([promtool, "test", "rules", test])
     assert "SUCCESS" in result.stdout + result.stderr
+
+
+def test_memory_alert_uses_the_container_limit(compose: dict) -> None:
+    """ChunkdMemoryNearLimit's fixed limit is chunkd's mem_limit."""
+    limit = service(compose, "chunkd")["mem_limit"]
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    limit_bytes = int(limit[:-1]) * units[limit[-1]]
+    rules = yaml.safe_load((DEPLOY / "prometheus" / "chunkd-alerts.yml").read_text())
+    [expr] = [r["expr"] for g in rules["groups"] for r in g["rules"]
+              if r.get("alert") == "ChunkdMemoryNearLimit"]
+    assert f") / {limit_bytes} > 0.9" in expr
+
+
+def test_chunkd_image_is_the_version(compose: dict) -> None:
+    version = (REPO / "VERSION").read_text().strip()
+    assert service(compose, "chunkd")["image"] == f"chunkd:{version}"
 
 
 def test_promtool_rejects_a_broken_config(tmp_path: Path) -> None:

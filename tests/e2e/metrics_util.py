@@ -25,7 +25,7 @@ from e2e_util import REPO
 
 DASHBOARD = REPO / "deploy" / "grafana" / "dashboards" / "chunkd.json"
 #: What the dashboard's variables stand for when an expression is checked.
-VARIABLES = {"$__rate_interval": "1m", "$instance": ".*"}
+VARIABLES = {"$__rate_interval": "1m", "$job": ".*", "$namespace": ".*", "$instance": ".*"}
 
 #: (name, labels, value): one sample of the text exposition format.
 Sample = Tuple[str, Dict[str, str], float]

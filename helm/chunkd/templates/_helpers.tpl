@@ -215,6 +215,12 @@ the whole list rather than one problem per attempt.
 {{- $errors = append $errors "autoscaling.enabled needs targetCPUUtilizationPercentage or targetMemoryUtilizationPercentage" -}}
 {{- end -}}
 {{- end -}}
+{{- if and $v.metrics.serviceMonitor.enabled $v.metrics.podMonitor.enabled -}}
+{{- $errors = append $errors "metrics.serviceMonitor.enabled and metrics.podMonitor.enabled are both true: enable one (each scrapes every pod, so every series would be counted twice)" -}}
+{{- end -}}
+{{- if and (or $v.metrics.serviceMonitor.enabled $v.metrics.podMonitor.enabled $v.metrics.prometheusRule.enabled) (not $v.metrics.enabled) -}}
+{{- $errors = append $errors "metrics.serviceMonitor, metrics.podMonitor and metrics.prometheusRule need metrics.enabled (the metrics port they scrape and alert on)" -}}
+{{- end -}}
 {{- if $v.podDisruptionBudget.enabled -}}
 {{- $min := not (kindIs "invalid" $v.podDisruptionBudget.minAvailable) -}}
 {{- $max := not (kindIs "invalid" $v.podDisruptionBudget.maxUnavailable) -}}
