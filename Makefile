@@ -397,7 +397,8 @@ GO_FETCH_WHY := $(if $(GO_FOUND_VERSION),Go $(GO_FOUND_VERSION) is too old for c
   (needs $(GO_NEEDED)),no Go at $(GO) for clients/go (needs $(GO_NEEDED)))
 override GO := $(abspath $(GO_FETCH_DIR))/bin/go
 
-$(GO_FETCH_STAMP):
+# python3 comes with the Debian packages.
+$(GO_FETCH_STAMP): | $(DEPS_STAMP)
 	@echo "make: $(GO_FETCH_WHY); installing Go $(GO_FETCH_VERSION) from the Go module proxy into $(GO_FETCH_DIR)"
 	@$(PYTHON) tools/fetch_go.py --version $(GO_FETCH_VERSION) --needs $(GO_NEEDED) \
 	  --dest $(GO_FETCH_DIR) >/dev/null
