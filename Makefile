@@ -372,3 +372,44 @@ endif
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# A Go for fresh machines: when $(GO) is missing or older than the `go` line
+# of clients/go/go.mod (Debian bookworm's golang is 1.19, which cannot fetch
+# a newer one by itself), make installs Go $(GO_FETCH_VERSION) into
+# $(GO_FETCH_DIR) and uses it for every Go step above, saying so in one line:
+# the golang.org/toolchain module from the Go module proxy, checked against
+# the Go checksum database (tools/fetch_go.py). A Go new enough is used as
+# it is, and costs one `go version`. `make go-toolchain` says which Go make
+# uses.
+GO_FETCH_VERSION := 1.24.13
+GO_FETCH_DIR     ?= .tools/go
+GO_NEEDED        := $(shell sed -n 's/^go \([0-9][0-9.]*\).*/\1/p' clients/go/go.mod)
+GO_FOUND_VERSION := $(shell $(GO) version 2>/dev/null | sed -n 's/^go version go\([0-9][0-9.]*\).*/\1/p')
+GO_NEW_ENOUGH    := $(shell [ -n '$(GO_FOUND_VERSION)' ] && printf '%s\n%s\n' '$(GO_NEEDED)' \
+  '$(GO_FOUND_VERSION)' | sort -V | head -n 1 | grep -qx '$(GO_NEEDED)' && echo yes)
+GO_FETCH_STAMP   := $(GO_FETCH_DIR)/.fetched-$(GO_FETCH_VERSION)
+
+.PHONY: go-toolchain
+
+ifeq ($(GO_NEW_ENOUGH),yes)
+go-toolchain:
+	@echo "make: using Go $(GO_FOUND_VERSION) ($(GO)); clients/go needs $(GO_NEEDED)"
+else
+GO_FETCH_WHY := $(if $(GO_FOUND_VERSION),Go $(GO_FOUND_VERSION) is too old for clients/go \
+  (needs $(GO_NEEDED)),no Go at $(GO) for clients/go (needs $(GO_NEEDED)))
+override GO := $(abspath $(GO_FETCH_DIR))/bin/go
+
+# python3 comes with the Debian packages.
+$(GO_FETCH_STAMP): | $(DEPS_STAMP)
+	@echo "make: $(GO_FETCH_WHY); installing Go $(GO_FETCH_VERSION) from the Go module proxy into $(GO_FETCH_DIR)"
+	@$(PYTHON) tools/fetch_go.py --version $(GO_FETCH_VERSION) --needs $(GO_NEEDED) \
+	  --dest $(GO_FETCH_DIR) >/dev/null
+	@touch $@
+
+$(HELM_STAMP) $(KUBECONFORM_STAMP) $(HEALTH_PROBE) $(SCHEMA_STAMP) $(PROTOC_GEN_GO_STAMP) \
+  $(GRPCURL_STAMP) $(CHUNKD_GO_BIN) $(UPSTREAM_CHUNK_BIN) test-go bench-upstream \
+  go-toolchain: | $(GO_FETCH_STAMP)
+
+go-toolchain:
+	@echo "make: using Go $(GO_FETCH_VERSION) ($(GO)); clients/go needs $(GO_NEEDED)"
+endif

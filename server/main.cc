@@ -11,16 +11,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/flags/parse.h"
+#include "absl/flags/internal/parse.h"
+#include "absl/flags/internal/usage.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "chunkd/chunker.h"
@@ -29,6 +35,7 @@
 #include "fingerprint/content_key.h"
 #include "fingerprint/sha256_mb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
@@ -244,13 +251,73 @@ int Fail(const absl::Status& status) {
   return Fail(std::string(status.message()));
 }
 
-// Usage, flags, and Abseil's mutex deadlock detection off.
+// Where flags are defined, as --help and --helpfull name it: chunkd's own
+// sources as "server/<file>" wherever the tree was built, others with their
+// leading slashes stripped (Abseil's default).
+std::string NormalizeFlagFile(absl::string_view filename) {
+  absl::string_view tree = __FILE__;  // this file's directory
+  absl::ConsumeSuffix(&tree, "main.cc");
+  while (absl::ConsumePrefix(&tree, "/")) {
+  }
+  while (absl::ConsumePrefix(&filename, "/")) {
+  }
+  if (!tree.empty() && absl::ConsumePrefix(&filename, tree)) {
+    return absl::StrCat("server/", filename);
+  }
+  return std::string(filename);
+}
+
+// True for the flags of chunkd's own sources, false for Abseil's --flagfile
+// and friends: what --help lists. Abseil's default looks for flags in a file
+// named after the binary ("chunkd.cc"), finds none and prints "No flags
+// matched".
+bool IsChunkdFlagFile(absl::string_view filename) {
+  return absl::StartsWith(NormalizeFlagFile(filename), "server/");
+}
+
+// What --version prints: the release (the repository's VERSION file), then
+// how this binary was built.
+std::string VersionString() {
+#if defined(__clang__)
+  const char* const compiler = "clang " __clang_version__;
+#elif defined(__GNUC__)
+  const char* const compiler = "GCC " __VERSION__;
+#else
+  const char* const compiler = "an unknown compiler";
+#endif
+  return absl::StrCat("chunkd ", CHUNKD_VERSION, "\n", CHUNKD_BUILD_TYPE,
+                      " build with ", compiler, ", gRPC ", grpc::Version(),
+                      "\n");
+}
+
+// Usage, flags, and Abseil's mutex deadlock detection off. --help (every
+// chunkd flag with its default), --helpfull (Abseil's flags too) and
+// --version print to stdout and exit 0.
 void ParseFlags(int argc, char** argv) {
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = IsChunkdFlagFile;
+  usage.contains_helpshort_flags = IsChunkdFlagFile;
+  usage.contains_helppackage_flags = IsChunkdFlagFile;
+  usage.version_string = VersionString;
+  usage.normalize_filename = NormalizeFlagFile;
+  absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
-      "chunkd: content-defined chunking and deduplication over gRPC.\n"
+      "content-defined chunking and deduplication over gRPC.\n"
       "Usage: chunkd [--listen HOST:PORT] [--metrics_listen HOST:PORT] "
-      "[--index memory] ...");
-  absl::ParseCommandLine(argc, argv);
+      "[--index memory|redis://...] [--flagfile FILE] ...\n"
+      "docs/operations.md (\"Server flags\") describes every flag.");
+  // absl::ParseCommandLine exits 1 after printing help (Abseil 20220623,
+  // Debian bookworm's): parse with the usage flags left alone, then print
+  // what they ask for and exit 0, as --version already does.
+  absl::flags_internal::ParseCommandLineImpl(
+      argc, argv, absl::flags_internal::ArgvListAction::kRemoveParsedArgs,
+      absl::flags_internal::UsageFlagsAction::kIgnoreUsage,
+      absl::flags_internal::OnUndefinedFlag::kAbortIfUndefined);
+  if (absl::flags_internal::HandleUsageFlags(
+          std::cout, absl::ProgramUsageMessage()) != -1) {
+    std::cout.flush();
+    std::exit(0);
+  }
   // Debian builds Abseil with mutex deadlock detection on; it costs gRPC's
   // every lock a graph update (5 % of the CPU samples under a flood of
   // calls, by perf) and finds nothing in a release build.

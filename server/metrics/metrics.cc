@@ -221,6 +221,7 @@ Metrics::Metrics(absl::string_view version, absl::string_view backend)
     for (const char* algorithm : kAlgorithms) ForStream(rpc, algorithm);
   }
   collector_ = std::make_shared<Collector>(this);
+  process_collector_ = std::make_shared<ProcessCollector>();
 }
 
 Metrics::~Metrics() = default;
@@ -239,6 +240,7 @@ absl::Status Metrics::Serve(const std::string& listen) {
         "cannot serve metrics on --metrics_listen ", listen, ": ", e.what()));
   }
   exposer_->RegisterCollectable(collector_);
+  exposer_->RegisterCollectable(process_collector_);
   return absl::OkStatus();
 }
 

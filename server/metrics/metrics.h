@@ -40,6 +40,10 @@
 //                                                  stage-1 kernel of each
 //                                                  algorithm's streams on
 //                                                  `threads` threads
+//   process_cpu_seconds_total, process_open_fds, process_max_fds,
+//   process_virtual_memory_bytes, process_resident_memory_bytes,
+//   process_start_time_seconds                     read from /proc at each
+//                                                  scrape (process_metrics.h)
 // Every series with a fixed label set exists from the start, at zero: all
 // rpc x algorithm pairs, all algorithms, all stages here; the index and gRPC
 // series when their decorator or interceptor factory is created.
@@ -59,6 +63,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "metrics/process_metrics.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -131,8 +136,9 @@ class Metrics {
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  // Starts the HTTP endpoint on `listen` ("host:port"). FAILED_PRECONDITION
-  // naming the address when it cannot bind.
+  // Starts the HTTP endpoint on `listen` ("host:port"), serving the
+  // registry and the process_* families. FAILED_PRECONDITION naming the
+  // address when it cannot bind.
   absl::Status Serve(const std::string& listen);
 
   // The counters of a stream of `rpc` ("Chunk" or "Dedup") with `algorithm`.
@@ -218,6 +224,7 @@ class Metrics {
   mutable prometheus::Gauge* index_entries_gauge_ = nullptr;  // guarded by mu_
 
   std::shared_ptr<Collector> collector_;
+  std::shared_ptr<ProcessCollector> process_collector_;
   std::unique_ptr<prometheus::Exposer> exposer_;
 };
 

@@ -1,7 +1,8 @@
 """deploy/Dockerfile, checked without a Docker engine: the package lists
 against the Makefile and Debian bookworm, the CMake configuration the build
 stage runs, the shared libraries the binaries load, the non-root user, the
-build context, and the HEALTHCHECK command against a real chunkd."""
+build context, the HEALTHCHECK command against a real chunkd, and the OCI
+labels (version == the VERSION file, license Apache-2.0)."""
 
 from __future__ import annotations
 
@@ -273,3 +274,76 @@ def test_probe_pin_is_complete() -> None:
     go_sum = (DEPLOY / "probe" / "go.sum").read_text()
     assert re.search(r"^github.com/grpc-ecosystem/grpc-health-probe v\S+ h1:", go_sum, re.M)
 
+
+
+def args(s: dict) -> dict:
+    """The ARG defaults of a stage."""
+    found = {}
+    for instruction, rest in s["lines"]:
+        if instruction == "ARG":
+            name, _, default = rest.partition("=")
+            found[name] = default
+    return found
+
+
+def labels(s: dict) -> dict:
+    """The LABELs of a stage, with the stage's ARG defaults substituted."""
+    defaults = args(s)
+    found = {}
+    for instruction, rest in s["lines"]:
+        if instruction == "LABEL":
+            for pair in shlex.split(rest):
+                key, _, value = pair.partition("=")
+                found[key] = re.sub(r"\$\{(\w+)\}", lambda m: defaults[m.group(1)], value)
+    return found
+
+
+def version_file() -> str:
+    return (REPO / "VERSION").read_text().strip()
+
+
+def test_oci_labels_name_the_version_and_license() -> None:
+    found = labels(runtime())
+    assert found == {
+        "org.opencontainers.image.title": "chunkd",
+        "org.opencontainers.image.description":
+            "Content-defined chunking and deduplication over gRPC",
+        "org.opencontainers.image.version": version_file(),
+        "org.opencontainers.image.licenses": "Apache-2.0",
+        "org.opencontainers.image.source": "https://github.com/chunkd/chunkd",
+        "org.opencontainers.image.url": "https://github.com/chunkd/chunkd",
+    }
+    head = (REPO / "LICENSE").read_text()[:300]
+    assert "Apache License" in head and "Version 2.0" in head
+    # The Go module's path names the same repository.
+    go_mod = (REPO / "clients" / "go" / "go.mod").read_text()
+    assert go_mod.startswith("module github.com/chunkd/chunkd/")
+
+
+def test_build_stage_checks_the_version_it_builds() -> None:
+    """The version label comes from the build argument, whose default must
+    be VERSION; the build stage stops when chunkd --version (which CMake
+    reads from VERSION, copied in) disagrees with it."""
+    assert args(stage("build")) == {"CHUNKD_VERSION": version_file()}
+    assert args(runtime()) == {"CHUNKD_VERSION": version_file()}
+    copies = [rest.split() for instruction, rest in stage("build")["lines"]
+              if instruction == "COPY"]
+    assert ["CMakeLists.txt", "VERSION", "LICENSE", "./"] in copies
+    build = " ".join(rest for instruction, rest in stage("build")["lines"]
+                     if instruction == "RUN")
+    assert ('test "$(/build/server/chunkd --version | head -n 1)" = '
+            '"chunkd ${CHUNKD_VERSION}"') in build
+
+
+def test_license_is_in_the_image() -> None:
+    copies = [rest for instruction, rest in runtime()["lines"] if instruction == "COPY"]
+    assert "--from=build /src/LICENSE /usr/share/doc/chunkd/LICENSE" in copies
+    workdir = [rest for instruction, rest in stage("build")["lines"] if instruction == "WORKDIR"]
+    assert workdir == ["/src"]
+
+
+def test_version_check_agrees_with_the_built_chunkd(chunkd_bin: Path) -> None:
+    """What the build stage's check compares: the first line of the chunkd
+    this tree builds (the same CMake reading VERSION)."""
+    first = run([chunkd_bin, "--version"]).stdout.splitlines()[0]
+    assert first == f"chunkd {args(stage('build'))['CHUNKD_VERSION']}"

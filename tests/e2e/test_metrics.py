@@ -79,6 +79,16 @@ FAMILIES = {
     "chunkd_index_entries": "gauge",
     "chunkd_index_max_entries": "gauge",
 }
+#: And the families of the client libraries' process collectors
+#: (test_process_metrics.py checks their values).
+PROCESS_FAMILIES = {
+    "process_cpu_seconds_total": "counter",
+    "process_open_fds": "gauge",
+    "process_max_fds": "gauge",
+    "process_virtual_memory_bytes": "gauge",
+    "process_resident_memory_bytes": "gauge",
+    "process_start_time_seconds": "gauge",
+}
 #: chunkd_streams_rejected_total{reason}.
 REJECT_REASONS = ["limit", "per_token_limit", "per_ip_limit", "per_connection_limit",
                   "rate", "idle",
@@ -112,7 +122,8 @@ def test_fresh_server_exports_every_series_at_zero(fresh_server: ChunkdServer) -
     _check_promtool(text)
     # prometheus-cpp adds its own exposer_* families (scrapes served).
     types = _family_types(text)
-    assert {k: v for k, v in types.items() if not k.startswith("exposer_")} == FAMILIES
+    assert {k: v for k, v in types.items() if not k.startswith("exposer_")} == {
+        **FAMILIES, **PROCESS_FAMILIES}
     samples = parse_samples(text)
 
     for rpc in RPCS:
@@ -155,7 +166,7 @@ def test_fresh_server_exports_every_series_at_zero(fresh_server: ChunkdServer) -
                          backend="memory", op=op) == 0
             assert value(samples, "chunkd_index_request_duration_seconds_bucket",
                          backend="memory", op=op, le="+Inf") == 0
-    assert value(samples, "chunkd_build_info", version="0.1.0",
+    assert value(samples, "chunkd_build_info", version=(REPO / "VERSION").read_text().strip(),
                  backend=_backend(fresh_server)) == 1
     # One series per algorithm: the kernel its streams run, as GetServerInfo
     # reports it, on the worker pool's thread count.

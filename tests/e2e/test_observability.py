@@ -12,7 +12,7 @@ import grpc
 from chunkd_client import Client
 from chunkd_client.testing import ChunkdServer
 
-from e2e_util import RPC_TIMEOUT, random_bytes
+from e2e_util import REPO, RPC_TIMEOUT, random_bytes
 
 
 def _scrape(server: ChunkdServer) -> str:
@@ -61,7 +61,8 @@ def test_metrics_count_ingested_bytes_and_chunks(server: ChunkdServer) -> None:
     while _value(_scrape(server), "chunkd_active_streams") != 0:
         assert time.monotonic() < deadline, "chunkd_active_streams stuck above 0"
         time.sleep(0.05)
-    assert _value(after, "chunkd_build_info", version="0.1.0") == 1
+    version = (REPO / "VERSION").read_text().strip()
+    assert _value(after, "chunkd_build_info", version=version) == 1
 
 
 def test_reflection_lists_the_service(server: ChunkdServer) -> None:
