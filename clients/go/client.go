@@ -2,24 +2,25 @@
 // deduplication service (proto/chunkd/v1/chunkd.proto): a small wrapper over
 // the generated stubs in package chunkdpb.
 //
-// Chunking a file (Example_chunk):
+// Chunking a stream (the package's Example; input is any io.Reader, an
+// *os.File for instance):
 //
-//	c, err := chunkd.Dial("127.0.0.1:50051", chunkd.WithToken(token))
+//	c, err := chunkd.Dial("127.0.0.1:50051") // chunkd.WithToken, chunkd.WithTLSFiles, ...
 //	if err != nil {
-//		return err
+//		log.Fatal(err)
 //	}
 //	defer c.Close()
-//	it, err := c.Chunk(ctx, file, chunkd.Params{Algorithm: "fastcdc", AvgSize: 16384})
+//	it, err := c.Chunk(ctx, input, chunkd.Params{Algorithm: "fastcdc", AvgSize: 16384})
 //	if err != nil {
-//		return err
+//		log.Fatal(err)
 //	}
 //	defer it.Close()
 //	for it.Next() {
 //		ch := it.Record() // Offset, Length, Fingerprint
-//		fmt.Printf("%d,%d,%x\n", ch.Offset, ch.Length, ch.Fingerprint)
+//		fmt.Printf("%d,%d,%x\n", ch.Offset, ch.Length, ch.Fingerprint[:8])
 //	}
 //	if err := it.Err(); err != nil {
-//		return err
+//		log.Fatal(err)
 //	}
 //	fmt.Println(it.Summary().TotalChunks, "chunks")
 //
