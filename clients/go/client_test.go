@@ -305,7 +305,12 @@ func TestServerInfo(t *testing.T) {
 	if fmt.Sprint(info.Fingerprints) != "[sha256 xxh128 none]" {
 		t.Errorf("fingerprints %q", info.Fingerprints)
 	}
-	// The ranges of the parameters each algorithm takes; nil for the others.
+	checkRanges(t, names)
+}
+
+// checkRanges checks the ranges of the parameters each algorithm takes;
+// nil for the others.
+func checkRanges(t *testing.T, names map[string]AlgorithmInfo) {
 	fastcdc, crc32, repmax, rabin := names["fastcdc"], names["crc32"], names["repmaxcdc"], names["rabin"]
 	if fastcdc.NormalizationLevel == nil || *fastcdc.NormalizationLevel != (Range{0, 3, 1}) ||
 		fastcdc.HorizonSize != nil || fastcdc.Polynomial != nil || fastcdc.AvgSizePowerOfTwo {

@@ -166,8 +166,8 @@ func (o *options) chunkingFlags(fs *flag.FlagSet) {
 
 func (o *options) dedupFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.namespace, "namespace", "", "the tenant's index, `NS` (required)")
-	fs.Var(choiceFlag{&o.hints, []string{"off", "ff", "ff_mt", "ff_rwt", "ff_rwt_fpt"}}, "hints",
-		"RapidCDC hint test: off, ff, ff_mt, ff_rwt or ff_rwt_fpt (fastcdc only; default: the server's, ff_rwt_fpt)")
+	fs.StringVar(&o.hints, "hints", "",
+		"RapidCDC hint test, `NAME`: off, ff, ff_mt, ff_rwt or ff_rwt_fpt (fastcdc only; default: the server's, ff_rwt_fpt)")
 	fs.IntVar(&o.retries, "retries", 0, "replay a file whose stream failed (UNAVAILABLE, ...) up to `N` more times")
 }
 
