@@ -204,7 +204,10 @@ func main() {
 	signal.Notify(interrupts, os.Interrupt)
 	go func() {
 		<-interrupts
-		fmt.Fprintln(os.Stderr, "\nchunkd-go: interrupted")
+		if isTerminal(os.Stderr) {
+			fmt.Fprintln(os.Stderr) // end a progress line or the ^C echo
+		}
+		fmt.Fprintln(os.Stderr, "chunkd-go: interrupted")
 		os.Exit(exitInterrupted)
 	}()
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
