@@ -84,9 +84,10 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"chunk", "--server", dead, "--bogus", file}, "unknown flag -bogus"},
-		{[]string{"chunk", "--server", dead, "--min", "-5", file}, `invalid value "-5" for flag -min`},
-		{[]string{"chunk", "--server", dead, "--timeout", "soon", file}, `invalid value "soon" for flag -timeout`},
+		{[]string{"chunk", "--server", dead, "--bogus", file}, "unknown flag --bogus"},
+		{[]string{"chunk", "--server", dead, file, "--min"}, "flag --min needs an argument"},
+		{[]string{"chunk", "--server", dead, "--min", "-5", file}, `invalid value "-5" for flag --min: expected an integer from 0 to 4294967295`},
+		{[]string{"chunk", "--server", dead, "--timeout", "soon", file}, `invalid value "soon" for flag --timeout`},
 		{[]string{"chunk", "--server", dead, "--format", "xml", file}, "expected one of text, csv, json"},
 		{[]string{"chunk", "--server", dead, "--progress", "sometimes", file}, "expected one of auto, always, never"},
 		{[]string{"chunk", "--server", dead, "--algorithm", "fastest", file}, "expected one of fastcdc"},

@@ -128,11 +128,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if err != nil {
-		msg := err.Error()
-		if flag, unknown := strings.CutPrefix(msg, "flag provided but not defined: "); unknown {
-			msg = "unknown flag " + flag
-		}
-		return report(stderr, o.command, usageError{msg})
+		return report(stderr, o.command, usageError{flagErrorMessage(err)})
 	}
 	o.given = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) {
@@ -148,6 +144,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = flushErr
 	}
 	return report(stderr, o.command, err)
+}
+
+// flagErrorMessage rewords an error of the flag package with the flag
+// spelled as help shows it: "unknown flag --bogus", "invalid value "x" for
+// flag --min: ...".
+func flagErrorMessage(err error) string {
+	msg := err.Error()
+	if name, unknown := strings.CutPrefix(msg, "flag provided but not defined: -"); unknown {
+		return "unknown flag --" + name
+	}
+	if i := strings.Index(msg, "flag -"); i >= 0 && !strings.HasPrefix(msg[i:], "flag --") {
+		return msg[:i] + "flag --" + msg[i+len("flag -"):]
+	}
+	if name, missing := strings.CutPrefix(msg, "flag needs an argument: -"); missing {
+		return "flag --" + name + " needs an argument"
+	}
+	return msg
 }
 
 // report prints err as docs/cli.md says and returns the exit status.
