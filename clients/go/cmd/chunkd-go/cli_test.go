@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -101,6 +102,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"dedup", "--server", dead, "--namespace", "ns", "--fingerprint", "none", file}, "dedup needs a fingerprint"},
 		{[]string{"dedup", "--server", dead, "--namespace", "ns", "--hints", "fastest", file}, "off, ff, ff_mt, ff_rwt, ff_rwt_fpt"},
 		{[]string{"info", "--server", dead, "extra"}, `unexpected argument "extra"`},
+		{[]string{"chunk", "--server", dead, "--min", "1", file}, "--min 1 is out of range for fastcdc: 64..1048576"},
+		{[]string{"chunk", "--server", dead, "--algorithm", "rabin", "--polynomial", "7", file}, "--polynomial 7 is out of range for rabin"},
+		{[]string{"dedup", "--server", dead, "--namespace", "a/b", file}, `--namespace "a/b": only [A-Za-z0-9._-] are allowed`},
+		{[]string{"dedup", "--server", dead, "--namespace", strings.Repeat("n", 129), file}, "--namespace has 129 characters; at most 128"},
+		{[]string{"dedup", "--server", dead, "--namespace", "ns", "--algorithm", "crc32", "--hints", "ff", file}, "--hints ff needs --algorithm fastcdc, not crc32"},
 		{[]string{"info", "--server", dead, "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
 	} {
 		code, stdout, stderr := chunkdGoRaw(c.args...)
@@ -112,6 +118,43 @@ func TestUsageErrors(t *testing.T) {
 	}
 	code, stdout, stderr := chunkdGoRaw("chunk", "--server", dead, "no-such-file")
 	wantFailure(t, "a missing file", code, stdout, stderr, 1, "", "chunkd-go: open no-such-file: no such file or directory\n")
+}
+
+// TestRangesAreTheServers: the ranges chunkd-go checks before any call
+// are those a real chunkd reports, for every flag each algorithm takes.
+func TestRangesAreTheServers(t *testing.T) {
+	c, err := chunkd.Dial(chunkdtest.Start(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	info, err := c.ServerInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range info.Algorithms {
+		server := map[string]*chunkd.Range{"min": &a.MinSize, "avg": &a.AvgSize, "max": &a.MaxSize,
+			"level": a.NormalizationLevel, "horizon": a.HorizonSize, "polynomial": a.Polynomial}
+		takes, known := algorithmFlags[a.Name]
+		if !known {
+			t.Errorf("chunkd offers %s, which chunkd-go does not know", a.Name)
+			continue
+		}
+		for name, r := range server {
+			local, checked := ranges[a.Name][name]
+			if !slices.Contains(takes, name) {
+				if checked {
+					t.Errorf("%s: a range for --%s, which it does not take", a.Name, name)
+				}
+				continue
+			}
+			if r == nil || !checked || local.min != r.Min || local.max != r.Max {
+				t.Errorf("%s --%s: chunkd-go checks %+v (%v), chunkd reports %+v", a.Name, name, local, checked, r)
+			}
+		}
+	}
 }
 
 // TestSpellings: dashes or underscores, one dash or two, flags before or

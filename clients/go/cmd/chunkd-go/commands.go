@@ -209,6 +209,8 @@ func checkDedupArgs(o *options, args []string) error {
 	switch {
 	case !o.given["namespace"] || o.namespace == "":
 		return usageError{"missing --namespace NS"}
+	case checkNamespace(o.namespace) != nil:
+		return checkNamespace(o.namespace)
 	case len(args) == 0:
 		return usageError{"missing FILE (\"-\" for stdin)"}
 	case stdin > 1:

@@ -22,8 +22,8 @@
 // and --skip-size; fixed --avg; repmaxcdc --min and --horizon; rabin --min,
 // --avg, --max and --polynomial (0x... or decimal); buzhash --min, --avg and
 // --max. Another chunking flag, even with its default value, is a usage
-// error; a flag left out is not sent, so the server uses the algorithm's
-// default.
+// error, as is a value out of the algorithm's range; a flag left out is not
+// sent, so the server uses the algorithm's default.
 //
 // Exit status: 0 on success; 1 when a file, the output or a call failed
 // ("chunkd-go: CODE: message" with the gRPC code and the server's message,

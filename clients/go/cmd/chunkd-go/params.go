@@ -91,6 +91,12 @@ func (o *options) params() (chunkd.Params, error) {
 			}
 		}
 	}
+	if err := o.checkRanges(algorithm); err != nil {
+		return chunkd.Params{}, err
+	}
+	if err := checkHints(o.hints, algorithm); err != nil {
+		return chunkd.Params{}, err
+	}
 	if o.messageSize < 1 {
 		return chunkd.Params{}, usageError{"--message-size must be at least 1"}
 	}
@@ -121,4 +127,64 @@ var flagOf = map[string]string{
 	"Params.SeqMode": "--seq-mode", "Params.Hints": "--hints", "Params.MessageSize": "--message-size",
 	"Params.Retries": "--retries", "Params.Timeout": "--timeout", "WithToken": "--token",
 	"TLSFiles": "--tls-cert, --tls-key", "Dial": "--server",
+}
+
+// valueRange is the allowed values of a numeric flag for one algorithm.
+type valueRange struct{ min, max uint64 }
+
+// ranges are the values chunkd accepts per algorithm and flag
+// (server/chunking/limits.h, as GetServerInfo reports them; a test holds the
+// table to a real server's answer), so that a value out of range is a usage
+// error before any call, as chunkctl finds it. Rules between fields (min <=
+// avg <= max, a power of two, an irreducible polynomial) are left to the
+// server, whose INVALID_ARGUMENT exits 2 as well.
+var ranges = map[string]map[string]valueRange{
+	"fastcdc":   {"min": {64, 1 << 20}, "avg": {256, 4 << 20}, "max": {1024, 16 << 20}, "level": {0, 3}},
+	"crc32":     {"min": {64, 1 << 20}, "avg": {256, 4 << 20}, "max": {1024, 16 << 20}},
+	"seqcdc":    {"min": {64, 1 << 20}, "max": {1024, 16 << 20}},
+	"fixed":     {"avg": {64, 16 << 20}},
+	"repmaxcdc": {"min": {64, 4 << 20}, "horizon": {0, 16 << 20}},
+	"rabin":     {"min": {64, 8 << 20}, "avg": {1, 16 << 20}, "max": {64, 16 << 20}, "polynomial": {1 << 53, 1<<54 - 1}},
+	"buzhash":   {"min": {48, 4 << 20}, "avg": {48, 4 << 20}, "max": {48, 16 << 20}},
+}
+
+// checkRanges refuses a numeric flag given out of its algorithm's range.
+func (o *options) checkRanges(algorithm string) error {
+	for _, f := range numericFlags {
+		r, limited := ranges[algorithm][f.name]
+		if v, given := o.numbers[f.name]; given && o.given[f.name] && limited && (v < r.min || v > r.max) {
+			return usageError{fmt.Sprintf("--%s %d is out of range for %s: %d..%d", f.name, v, algorithm, r.min, r.max)}
+		}
+	}
+	return nil
+}
+
+// checkNamespace refuses what chunkd refuses: 1..128 characters of
+// [A-Za-z0-9._-].
+func checkNamespace(ns string) error {
+	if len(ns) > 128 {
+		return usageError{fmt.Sprintf("--namespace has %d characters; at most 128", len(ns))}
+	}
+	for _, r := range ns {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-", r)) {
+			return usageError{fmt.Sprintf("--namespace %q: only [A-Za-z0-9._-] are allowed", ns)}
+		}
+	}
+	return nil
+}
+
+// checkHints refuses a hint test other than off with an algorithm other
+// than fastcdc (the server would). --hints takes what Params.Hints takes: a
+// name in any case, the proto's name or its number.
+func checkHints(hints, algorithm string) error {
+	name := strings.TrimPrefix(strings.ToLower(hints), "hint_test_")
+	switch name {
+	case "", "off", "unspecified", "0", "1":
+		return nil
+	}
+	if algorithm != "fastcdc" {
+		return usageError{fmt.Sprintf("--hints %s needs --algorithm fastcdc, not %s; give --hints off or leave it out",
+			hints, algorithm)}
+	}
+	return nil
 }
