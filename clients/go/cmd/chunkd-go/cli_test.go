@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -402,5 +404,91 @@ func TestClosedStdoutAndInterrupt(t *testing.T) {
 	err = cmd.Wait()
 	if !errors.As(err, &exit) || exit.ExitCode() != 130 || !strings.Contains(stderr.String(), "chunkd-go: interrupted") {
 		t.Errorf("SIGINT: %v, stderr %q; want exit status 130", err, stderr.String())
+	}
+}
+
+// TestDedupRetriesAcrossARestart: chunkd on Redis is killed (SIGKILL) in the
+// middle of `dedup --retries 3` and started again on the same port; the
+// command succeeds with the report of a clean run, and every chunk's
+// reference count is that of a clean run.
+func TestDedupRetriesAcrossARestart(t *testing.T) {
+	s := chunkdtest.StartServer(t, "--index=redis://"+chunkdtest.StartRedis(t))
+	data := bytes.Repeat(randomData(73, 16<<20), 4) // 64 MiB; most chunks referenced 4 times
+	file := filepath.Join(t.TempDir(), "input.bin")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dedup := func(ns string) (int, string, string) {
+		return chunkdGo(t, "dedup", "--server", s.Addr, "--namespace", ns, "--retries", "3",
+			"--message-size", "65536", file)
+	}
+	code, clean, stderr := dedup("go-cli-clean")
+	if code != 0 || stderr != "" {
+		t.Fatalf("clean run: exit %d, stderr %q", code, stderr)
+	}
+
+	restarted := make(chan error, 1)
+	go func() {
+		// Kill once the server has taken 8 MiB of the stream, restart at once.
+		deadline := time.Now().Add(30 * time.Second)
+		for s.Metric(t, "chunkd_ingest_bytes_total") < float64(len(data)+8<<20) && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Millisecond)
+		}
+		s.Kill()
+		restarted <- s.Restart()
+	}()
+	code, retried, stderr := dedup("go-cli-retried")
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 || stderr != "" {
+		t.Fatalf("dedup --retries 3 across a restart: exit %d, stderr %q", code, stderr)
+	}
+	if s.Metric(t, "grpc_server_started_total", `grpc_method="Dedup"`) != 1 {
+		t.Fatal("the restarted server saw no Dedup: the stream ended before the kill, or was not replayed")
+	}
+	if strings.ReplaceAll(retried, "go-cli-retried", "") != strings.ReplaceAll(clean, "go-cli-clean", "") {
+		t.Fatalf("the report differs from a clean run's:\n%s\n%s", retried, clean)
+	}
+	checkSameCounts(t, s.Addr, data, "go-cli-clean", "go-cli-retried")
+}
+
+func randomData(seed int64, n int) []byte {
+	b := make([]byte, n)
+	rand.New(rand.NewSource(seed)).Read(b)
+	return b
+}
+
+// checkSameCounts releases one reference of every chunk of data in both
+// namespaces: the counts left must be equal, and not all zero.
+func checkSameCounts(t *testing.T, addr string, data []byte, a, b string) {
+	t.Helper()
+	c, err := chunkd.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	it, err := c.Chunk(ctx, bytes.NewReader(data), chunkd.Params{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks, _, err := it.Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fps := make([][]byte, len(chunks))
+	for i, ch := range chunks {
+		fps[i] = ch.Fingerprint
+	}
+	var counts [2][]uint64
+	for i, ns := range []string{a, b} {
+		if counts[i], err = c.Release(ctx, ns, fps, chunkd.ReleaseOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(counts[0]) != fmt.Sprint(counts[1]) || counts[0][len(fps)/2] == 0 {
+		t.Fatalf("reference counts differ from a clean run's (or are all gone)")
 	}
 }
