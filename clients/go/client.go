@@ -2,26 +2,44 @@
 // deduplication service (proto/chunkd/v1/chunkd.proto): a small wrapper over
 // the generated stubs in package chunkdpb.
 //
-//	c, err := chunkd.Dial("localhost:50051", chunkd.WithToken(tok))
-//	if err != nil { ... }
+// Chunking a stream (the package's Example; input is any io.Reader, an
+// *os.File for instance):
+//
+//	c, err := chunkd.Dial("127.0.0.1:50051") // chunkd.WithToken, chunkd.WithTLSFiles, ...
+//	if err != nil {
+//		log.Fatal(err)
+//	}
 //	defer c.Close()
-//	it, err := c.Chunk(ctx, file, chunkd.Params{Algorithm: "fastcdc", AvgSize: 16384})
-//	if err != nil { ... }
+//	it, err := c.Chunk(ctx, input, chunkd.Params{Algorithm: "fastcdc", AvgSize: 16384})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
 //	defer it.Close()
 //	for it.Next() {
 //		ch := it.Record() // Offset, Length, Fingerprint
+//		fmt.Printf("%d,%d,%x\n", ch.Offset, ch.Length, ch.Fingerprint[:8])
 //	}
-//	if err := it.Err(); err != nil { ... }
-//	fmt.Println(it.Summary().TotalChunks)
+//	if err := it.Err(); err != nil {
+//		log.Fatal(err)
+//	}
+//	fmt.Println(it.Summary().TotalChunks, "chunks")
 //
 // Errors returned by calls are gRPC status errors: status.Code(err) gives the
 // code (INVALID_ARGUMENT for bad parameters, UNAUTHENTICATED without a valid
 // token, PERMISSION_DENIED for a namespace the token may not use,
 // RESOURCE_EXHAUSTED past a server limit, UNAVAILABLE when the server or its
 // index cannot be reached) and status.Convert(err).Message() the server's
-// message, unchanged. Errors reading the input are returned as they are.
-// Params are sent as the caller sets them: a field the algorithm does not
-// take is the server's INVALID_ARGUMENT (see Params).
+// message, unchanged. A bad argument the client finds itself (an unknown
+// name in Params, ...) is an *ArgumentError, which carries INVALID_ARGUMENT
+// too. Errors reading the input are returned as they are. Params are sent
+// as the caller sets them: a field the algorithm does not take is the
+// server's INVALID_ARGUMENT (see Params).
+//
+// Dial sets a default service config (DefaultServiceConfig): round_robin
+// over every address the target resolves to, so that a dns:/// target
+// naming a headless Service spreads the streams over every pod, and up to 4
+// attempts of GetServerInfo, FindMissing and Release on UNAVAILABLE. Streams
+// are not retried by gRPC; Params.Retries replays them.
 //
 // A Chunk or Dedup stream the server ends OK counts as complete only when its
 // summary's total_bytes equals the number of data bytes the client sent on
@@ -35,14 +53,17 @@ package chunkd
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -59,11 +80,35 @@ type Client struct {
 	stub pb.ChunkServiceClient
 }
 
+// DefaultServiceConfig is the gRPC service config Dial gives every channel
+// unless WithServiceConfig replaces it (docs/cli.md, "Channel defaults"):
+// round_robin load balancing, and a retry policy for the unary calls, which
+// are idempotent (Release by its request id): up to 4 attempts on
+// UNAVAILABLE, backoff 0.1 s, ×2, at most 2 s.
+const DefaultServiceConfig = `{
+  "loadBalancingConfig": [{"round_robin": {}}],
+  "methodConfig": [{
+    "name": [
+      {"service": "chunkd.v1.ChunkService", "method": "GetServerInfo"},
+      {"service": "chunkd.v1.ChunkService", "method": "FindMissing"},
+      {"service": "chunkd.v1.ChunkService", "method": "Release"}
+    ],
+    "retryPolicy": {
+      "maxAttempts": 4,
+      "initialBackoff": "0.1s",
+      "maxBackoff": "2s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["UNAVAILABLE"]
+    }
+  }]
+}`
+
 type options struct {
-	tls      *tls.Config
-	tlsErr   error
-	token    string
-	dialOpts []grpc.DialOption
+	tls           *tls.Config
+	tlsErr        error
+	token         string
+	serviceConfig string
+	dialOpts      []grpc.DialOption
 }
 
 // Option configures Dial.
@@ -114,7 +159,7 @@ func (f TLSFiles) Config() (*tls.Config, error) {
 		cfg.RootCAs = pool
 	}
 	if (f.Cert == "") != (f.Key == "") {
-		return nil, errors.New("chunkd: TLS: give both a client certificate and its key, or neither")
+		return nil, argumentError("TLSFiles", "give both a client certificate and its key, or neither")
 	}
 	if f.Cert != "" {
 		pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
@@ -133,7 +178,16 @@ func WithToken(token string) Option {
 	return func(o *options) { o.token = token }
 }
 
-// WithDialOptions passes more options to grpc.NewClient.
+// WithServiceConfig replaces DefaultServiceConfig with config, a gRPC
+// service config in JSON ("{}": gRPC's own defaults, pick_first and no
+// retries). A grpc.WithDefaultServiceConfig given to WithDialOptions
+// replaces it too. A config that does not parse makes Dial fail with an
+// *ArgumentError.
+func WithServiceConfig(config string) Option {
+	return func(o *options) { o.serviceConfig = config }
+}
+
+// WithDialOptions passes more options to grpc.NewClient, after Dial's own.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
 }
@@ -149,7 +203,7 @@ func (bearer) RequireTransportSecurity() bool { return false }
 // Dial creates a client for target ("host:port" or any gRPC target). It does
 // not connect: the first call does.
 func Dial(target string, opts ...Option) (*Client, error) {
-	var o options
+	o := options{serviceConfig: DefaultServiceConfig}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -158,6 +212,7 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	}
 	dial := []grpc.DialOption{
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1 << 30)),
+		grpc.WithDefaultServiceConfig(o.serviceConfig),
 	}
 	if o.tls != nil {
 		dial = append(dial, grpc.WithTransportCredentials(credentials.NewTLS(o.tls)))
@@ -166,16 +221,44 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	}
 	if o.token != "" {
 		if strings.ContainsAny(o.token, " \t\r\n") {
-			return nil, errors.New("chunkd: the token must not contain whitespace")
+			return nil, argumentError("WithToken", "the token must not contain whitespace")
 		}
 		dial = append(dial, grpc.WithPerRPCCredentials(bearer(o.token)))
 	}
 	dial = append(dial, o.dialOpts...)
 	conn, err := grpc.NewClient(target, dial...)
 	if err != nil {
-		return nil, err
+		return nil, argumentError("Dial", "%v", err)
 	}
 	return &Client{conn: conn, stub: pb.NewChunkServiceClient(conn)}, nil
+}
+
+// waitReady waits until the channel has a ready connection, at most limit
+// (or until ctx ends): a replay then finds the server that came back
+// instead of failing at once while gRPC waits to reconnect.
+func (c *Client) waitReady(ctx context.Context, limit time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		state := c.conn.GetState()
+		switch state {
+		case connectivity.Ready, connectivity.Shutdown:
+			return
+		case connectivity.Idle:
+			c.conn.Connect()
+		}
+		if !c.conn.WaitForStateChange(ctx, state) {
+			return
+		}
+	}
+}
+
+// randomID is a random Params.StreamID or ReleaseOptions.RequestID: 32 hex
+// digits.
+func randomID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
 }
 
 // Close closes the connection; running calls fail.
@@ -206,19 +289,25 @@ type ReleaseOptions struct {
 	// (also for ""), "xxh128".
 	Fingerprint string
 	// RequestID (1..64 characters of [A-Za-z0-9._-]) makes a retried request
-	// apply once. Lists longer than FindMissingBatch are sent in several
-	// requests with the ids RequestID.0, RequestID.1, ...
+	// apply once; "": a random one, so that the channel's retries on
+	// UNAVAILABLE are safe. Lists longer than FindMissingBatch are sent in
+	// several requests with the ids RequestID.0, RequestID.1, ... (one
+	// request: RequestID).
 	RequestID string
 }
 
 // Release drops one reference per fingerprint from namespace's index (an
 // entry whose count reaches zero is removed) and returns, in order, the count
-// left per fingerprint (0: removed or absent). After a timeout or UNAVAILABLE
-// retry with the same RequestID.
+// left per fingerprint (0: removed or absent). The channel retries it on
+// UNAVAILABLE with its request id; after another failure, or a timeout, call
+// it again with the same RequestID.
 func (c *Client) Release(ctx context.Context, namespace string, fingerprints [][]byte, opts ReleaseOptions) ([]uint64, error) {
 	fp, ok := fingerprintNames[opts.Fingerprint]
 	if !ok {
-		return nil, fmt.Errorf("chunkd: unknown Fingerprint %q (sha256, xxh128)", opts.Fingerprint)
+		return nil, argumentError("ReleaseOptions.Fingerprint", "unknown name %q (sha256, xxh128)", opts.Fingerprint)
+	}
+	if opts.RequestID == "" {
+		opts.RequestID = randomID()
 	}
 	batches := max((len(fingerprints)+FindMissingBatch-1)/FindMissingBatch, 1)
 	var counts []uint64
@@ -226,7 +315,7 @@ func (c *Client) Release(ctx context.Context, namespace string, fingerprints [][
 		end := min((n+1)*FindMissingBatch, len(fingerprints))
 		req := &pb.ReleaseRequest{Namespace: namespace, Fingerprints: fingerprints[n*FindMissingBatch : end],
 			Fingerprint: fp, RequestId: opts.RequestID}
-		if opts.RequestID != "" && batches > 1 {
+		if batches > 1 {
 			req.RequestId = fmt.Sprintf("%s.%d", opts.RequestID, n)
 		}
 		resp, err := c.stub.Release(ctx, req)
@@ -236,10 +325,4 @@ func (c *Client) Release(ctx context.Context, namespace string, fingerprints [][
 		counts = append(counts, resp.GetRefCounts()...)
 	}
 	return counts, nil
-}
-
-// ServerInfo returns the server's version, algorithms with their parameter
-// ranges and defaults, backends and limits.
-func (c *Client) ServerInfo(ctx context.Context) (*pb.GetServerInfoResponse, error) {
-	return c.stub.GetServerInfo(ctx, &pb.GetServerInfoRequest{})
 }

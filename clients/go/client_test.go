@@ -281,26 +281,54 @@ func TestServerInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := map[string]bool{}
-	for _, a := range info.GetAlgorithms() {
-		names[a.GetName()] = true
+	names := map[string]AlgorithmInfo{}
+	for _, a := range info.Algorithms {
+		names[a.Name] = a
 		// The kernel the algorithm's streams run, on the pool's threads.
-		switch a.GetBackend() {
+		switch a.Backend {
 		case "scalar", "avx2", "avx512":
 		default:
-			t.Errorf("%s: backend %q", a.GetName(), a.GetBackend())
+			t.Errorf("%s: backend %q", a.Name, a.Backend)
 		}
-		if a.GetBackendThreads() == 0 {
-			t.Errorf("%s: backend_threads 0", a.GetName())
+		if a.BackendThreads == 0 {
+			t.Errorf("%s: backend_threads 0", a.Name)
 		}
 	}
-	for _, want := range []string{"fastcdc", "crc32", "seqcdc", "fixed"} {
-		if !names[want] {
+	for _, want := range []string{"fastcdc", "crc32", "seqcdc", "fixed", "repmaxcdc", "rabin", "buzhash"} {
+		if _, ok := names[want]; !ok {
 			t.Errorf("algorithm %s missing from %v", want, names)
 		}
 	}
-	if info.GetVersion() == "" || info.GetMaxMessageBytes() == 0 {
-		t.Errorf("info %v", info)
+	if info.Version == "" || info.MaxMessageBytes != 4<<20 || info.IndexBackend != "memory" {
+		t.Errorf("info %+v", info)
+	}
+	if fmt.Sprint(info.Fingerprints) != "[sha256 xxh128 none]" {
+		t.Errorf("fingerprints %q", info.Fingerprints)
+	}
+	checkRanges(t, names)
+}
+
+// checkRanges checks the ranges of the parameters each algorithm takes;
+// nil for the others.
+func checkRanges(t *testing.T, names map[string]AlgorithmInfo) {
+	fastcdc, crc32, repmax, rabin := names["fastcdc"], names["crc32"], names["repmaxcdc"], names["rabin"]
+	if fastcdc.NormalizationLevel == nil || *fastcdc.NormalizationLevel != (Range{0, 3, 1}) ||
+		fastcdc.HorizonSize != nil || fastcdc.Polynomial != nil || fastcdc.AvgSizePowerOfTwo {
+		t.Errorf("fastcdc %+v", fastcdc)
+	}
+	if fastcdc.MinSize.Default == 0 || fastcdc.MinSize.Min > fastcdc.MinSize.Default ||
+		fastcdc.MinSize.Default > fastcdc.MinSize.Max {
+		t.Errorf("fastcdc min_size %+v", fastcdc.MinSize)
+	}
+	if crc32.NormalizationLevel != nil || !crc32.AvgSizePowerOfTwo {
+		t.Errorf("crc32 %+v", crc32)
+	}
+	if repmax.HorizonSize == nil || repmax.HorizonSize.Default != 2<<20 || repmax.AvgSize != (Range{}) {
+		t.Errorf("repmaxcdc %+v", repmax)
+	}
+	if rabin.Polynomial == nil || rabin.Polynomial.Default != 0x3DA3358B4DC173 ||
+		rabin.Polynomial.Min != 1<<53 || rabin.Polynomial.Max != 1<<54-1 {
+		t.Errorf("rabin %+v", rabin.Polynomial)
 	}
 }
 

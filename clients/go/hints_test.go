@@ -102,7 +102,8 @@ func TestDedupHints(t *testing.T) {
 }
 
 // TestUnknownHintsFailBeforeAnyCall: nothing listens at the address, so any
-// call would end UNAVAILABLE; the error is the client's own.
+// call would end UNAVAILABLE; the error is the client's own *ArgumentError,
+// INVALID_ARGUMENT as the server's refusal would be.
 func TestUnknownHintsFailBeforeAnyCall(t *testing.T) {
 	c := dial(t, freePort(t))
 	it, err := c.Dedup(testContext(t), "ns", bytes.NewReader([]byte("abc")), Params{Hints: "ff_fast"})
@@ -110,8 +111,9 @@ func TestUnknownHintsFailBeforeAnyCall(t *testing.T) {
 		it.Close()
 		t.Fatal("Dedup with Hints \"ff_fast\" returned an iterator")
 	}
-	if _, isStatus := status.FromError(err); isStatus {
-		t.Fatalf("a gRPC error, so a call was made: %v", err)
+	var argErr *ArgumentError
+	if !errors.As(err, &argErr) || argErr.Field != "Params.Hints" || status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("not the client's INVALID_ARGUMENT naming Params.Hints, so a call was made: %v", err)
 	}
 	msg := err.Error()
 	for _, want := range []string{`"ff_fast"`, "Hints", "off, ff, ff_mt, ff_rwt, ff_rwt_fpt"} {

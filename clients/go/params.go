@@ -1,9 +1,9 @@
 package chunkd
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	pb "github.com/chunkd/chunkd/clients/go/chunkdpb"
 )
@@ -68,6 +68,19 @@ type Params struct {
 	// server. Only off and ff_rwt_fpt are guaranteed to give the same
 	// records as normal chunking; DedupSummary counts what the hints did.
 	Hints string
+	// Retries (0: none) replays a stream that failed with UNAVAILABLE,
+	// ABORTED, RESOURCE_EXHAUSTED or INTERNAL (or DEADLINE_EXCEEDED of
+	// Timeout) up to Retries more times: the input, which must then be an
+	// io.ReadSeeker, is sought back to where it was when Chunk or Dedup was
+	// called and sent again on a new stream. A Dedup with Retries carries
+	// StreamID (a random one when it is ""), so that its reference counts
+	// equal a single run's. Before replay k the client waits 0.1 s × 2^(k-1)
+	// (at most 2 s), then until the connection is ready again (at most
+	// 2^(k-1) s). Iterator says what the iteration yields across replays.
+	Retries int
+	// Timeout (0: none) is the deadline of each call: a Chunk stream, or
+	// each attempt of a Dedup (the context's deadline bounds them all).
+	Timeout time.Duration
 }
 
 // Level returns a pointer to level, for Params.NormalizationLevel.
@@ -109,12 +122,12 @@ var hintNames = map[string]pb.HintTest{
 	"ff_rwt_fpt": pb.HintTest_HINT_TEST_FF_RWT_FPT,
 }
 
-// lookup finds key in names; an unknown key is an error naming field, the
-// value as the caller gave it and the valid names.
+// lookup finds key in names; an unknown key is an *ArgumentError naming the
+// Params field, the value as the caller gave it and the valid names.
 func lookup[T any](field, value, key string, names map[string]T, valid string) (T, error) {
 	v, ok := names[key]
 	if !ok {
-		return v, fmt.Errorf("chunkd: unknown %s %q (%s)", field, value, valid)
+		return v, argumentError("Params."+field, "unknown name %q (%s)", value, valid)
 	}
 	return v, nil
 }
@@ -148,7 +161,7 @@ func optional64(v uint64) *uint64 {
 	return &v
 }
 
-// proto translates p; an unknown name is an error naming the field.
+// proto translates p; a bad field is an *ArgumentError naming it.
 func (p Params) proto() (*pb.ChunkingParams, pb.FingerprintAlgorithm, int, error) {
 	algorithm, err := lookup("Algorithm", p.Algorithm, p.Algorithm, algorithms, "fastcdc, crc32, seqcdc, fixed, repmaxcdc, rabin, buzhash")
 	if err != nil {
@@ -164,7 +177,13 @@ func (p Params) proto() (*pb.ChunkingParams, pb.FingerprintAlgorithm, int, error
 	}
 	size := p.MessageSize
 	if size < 0 {
-		return nil, 0, 0, fmt.Errorf("chunkd: MessageSize must not be negative, got %d", size)
+		return nil, 0, 0, argumentError("Params.MessageSize", "must not be negative, got %d", size)
+	}
+	if p.Retries < 0 {
+		return nil, 0, 0, argumentError("Params.Retries", "must not be negative, got %d", p.Retries)
+	}
+	if p.Timeout < 0 {
+		return nil, 0, 0, argumentError("Params.Timeout", "must not be negative, got %v", p.Timeout)
 	}
 	if size == 0 {
 		size = DefaultMessageSize

@@ -7,7 +7,9 @@ import (
 	"io"
 	"iter"
 	"sync"
+	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -50,18 +52,37 @@ type DedupSummary struct {
 //	if err := it.Err(); err != nil { ... }
 //	summary := it.Summary()
 //
+// With Params.Retries, a stream that fails is replayed on a new call (see
+// Params.Retries) and the iteration goes on: the replay's records that
+// start before the end of the last record Next already gave are dropped, so
+// the caller gets every record once, in order, as from one clean stream
+// (with a StreamID the server answers a replayed Dedup exactly as the
+// first time, IsNew included; docs/design.md, "Write tokens and idempotent
+// retries"). Summary is the completed attempt's; Err is the last attempt's
+// error when every replay failed.
+//
 // Close releases the call early (always safe to defer). Not safe for
 // concurrent use.
 type Iterator[R, S any] struct {
-	cancel     context.CancelFunc
-	recv       func() ([]R, *S, error)
+	call       *attempt[R, S]
+	replay     func(error) (*attempt[R, S], error) // nil without Params.Retries
 	totalBytes func(*S) uint64
-	sender     *sender
+	span       func(R) (offset, end uint64)
+	delivered  uint64 // end of the last record received from the server
+	skipBelow  uint64 // records starting before it were given before a replay
 	batch      []R
 	current    R
 	summary    *S
 	err        error
 	done       bool
+}
+
+// attempt is one call of a stream: its responses, the goroutine sending
+// its input, and the cancel of its context.
+type attempt[R, S any] struct {
+	recv   func() ([]R, *S, error)
+	cancel context.CancelFunc
+	sender *sender
 }
 
 // ChunkIterator is what Client.Chunk returns.
@@ -76,12 +97,17 @@ func (it *Iterator[R, S]) Next() bool {
 		if it.done {
 			return false
 		}
-		batch, summary, err := it.recv()
+		batch, summary, err := it.call.recv()
 		switch {
 		case errors.Is(err, io.EOF):
 			it.finish(it.verify())
 			return false
 		case err != nil:
+			if it.replay != nil {
+				if err = it.restart(err); err == nil {
+					continue
+				}
+			}
 			it.finish(err)
 			return false
 		case summary != nil && it.summary != nil:
@@ -93,11 +119,43 @@ func (it *Iterator[R, S]) Next() bool {
 			it.finish(protocolError("records after the summary"))
 			return false
 		default:
-			it.batch = batch
+			it.batch = it.fresh(batch)
 		}
 	}
 	it.current, it.batch = it.batch[0], it.batch[1:]
 	return true
+}
+
+// fresh drops the records a replay repeats and notes how far the records
+// reach.
+func (it *Iterator[R, S]) fresh(batch []R) []R {
+	kept := batch[:0]
+	for _, r := range batch {
+		offset, end := it.span(r)
+		if offset < it.skipBelow {
+			continue
+		}
+		kept = append(kept, r)
+		it.delivered = max(it.delivered, end)
+	}
+	return kept
+}
+
+// restart ends the failed attempt and replaces it by a replay; the error
+// when there is none to make (a read error of the input, an error that is
+// not retried, no retries left).
+func (it *Iterator[R, S]) restart(err error) error {
+	it.call.cancel()
+	it.call.sender.wait()
+	if readErr := it.call.sender.readError(); readErr != nil {
+		return readErr
+	}
+	next, err := it.replay(err)
+	if err != nil {
+		return err
+	}
+	it.call, it.summary, it.skipBelow = next, nil, it.delivered
+	return nil
 }
 
 // Record is the record Next moved to.
@@ -154,8 +212,8 @@ func (it *Iterator[R, S]) Close() {
 
 func (it *Iterator[R, S]) finish(err error) {
 	it.done = true
-	it.cancel()
-	if readErr := it.sender.readError(); readErr != nil {
+	it.call.cancel()
+	if readErr := it.call.sender.readError(); readErr != nil {
 		err = readErr
 	}
 	if err != nil && it.err == nil {
@@ -168,7 +226,7 @@ func (it *Iterator[R, S]) finish(err error) {
 // was sent. Anything else is DATA_LOSS: the records cannot be trusted to
 // cover the input.
 func (it *Iterator[R, S]) verify() error {
-	sent, complete := it.sender.progress()
+	sent, complete := it.call.sender.progress()
 	if it.summary == nil {
 		return status.Errorf(codes.DataLoss, "the stream ended without a summary; %d bytes were sent", sent)
 	}
@@ -189,11 +247,17 @@ func protocolError(what string) error {
 
 // sender streams an io.Reader as data messages on its own goroutine.
 type sender struct {
-	mu   sync.Mutex
-	err  error
-	sent uint64 // data bytes of the messages sent
-	done bool   // all the input was sent; the client half-closed
+	mu       sync.Mutex
+	err      error
+	sent     uint64        // data bytes of the messages sent
+	done     bool          // all the input was sent; the client half-closed
+	finished chan struct{} // closed when run returns
 }
+
+func newSender() *sender { return &sender{finished: make(chan struct{})} }
+
+// wait returns once run has returned: the input is no longer read.
+func (s *sender) wait() { <-s.finished }
 
 // progress returns the number of data bytes sent and whether that was all
 // the input. The counts are updated before the half-close, so once the server
@@ -214,6 +278,7 @@ func (s *sender) readError() error {
 // first carries the parameters, and is sent even for empty input). A read
 // error is kept and cancels the call.
 func (s *sender) run(r io.Reader, size int, send func([]byte, bool) error, closeSend func() error, cancel context.CancelFunc) {
+	defer close(s.finished)
 	first := true
 	for {
 		buf := make([]byte, size) // a fresh buffer: gRPC may hold a sent message
@@ -249,55 +314,180 @@ func (s *sender) run(r io.Reader, size int, send func([]byte, bool) error, close
 	}
 }
 
+// openStream starts one call of a stream: it opens the stream with
+// start(ctx), sends r from a new goroutine with the parameters in the first
+// request, and converts the responses. timeout (0: none) bounds the call.
+func openStream[Req, Resp, R, S any](parent context.Context, timeout time.Duration, r io.Reader, size int,
+	start func(context.Context) (grpc.BidiStreamingClient[Req, Resp], error),
+	request func(data []byte, first bool) *Req,
+	convert func(*Resp) ([]R, *S, error)) (*attempt[R, S], error) {
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(parent, timeout)
+	} else {
+		ctx, cancel = context.WithCancel(parent)
+	}
+	stream, err := start(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s := newSender()
+	go s.run(r, size, func(data []byte, first bool) error {
+		return stream.Send(request(data, first))
+	}, stream.CloseSend, cancel)
+	return &attempt[R, S]{
+		cancel: cancel,
+		sender: s,
+		recv: func() ([]R, *S, error) {
+			resp, err := stream.Recv()
+			if err != nil {
+				return nil, nil, err
+			}
+			return convert(resp)
+		},
+	}, nil
+}
+
+// replayer makes the replays of Params.Retries.
+type replayer[R, S any] struct {
+	client  *Client
+	ctx     context.Context // the caller's
+	timeout time.Duration
+	source  io.ReadSeeker
+	start   int64 // the source's position when the call was made
+	left    int   // replays left
+	made    int   // replays made
+	open    func() (*attempt[R, S], error)
+}
+
+// newReplayer checks that r can be replayed: an io.ReadSeeker that tells
+// its position.
+func newReplayer[R, S any](c *Client, ctx context.Context, p Params, r io.Reader) (*replayer[R, S], error) {
+	source, ok := r.(io.ReadSeeker)
+	if !ok {
+		return nil, argumentError("Params.Retries", "a replay needs an io.ReadSeeker to read the input again; %T is not one", r)
+	}
+	start, err := source.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, argumentError("Params.Retries", "a replay needs a seekable input: %v", err)
+	}
+	return &replayer[R, S]{client: c, ctx: ctx, timeout: p.Timeout, source: source, start: start, left: p.Retries}, nil
+}
+
+// retried says whether err ends an attempt that is replayed: UNAVAILABLE,
+// ABORTED, RESOURCE_EXHAUSTED and INTERNAL, and DEADLINE_EXCEEDED of the
+// per-call Timeout (not of the caller's context).
+func (p *replayer[R, S]) retried(err error) bool {
+	if p.ctx.Err() != nil {
+		return false
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Aborted, codes.ResourceExhausted, codes.Internal:
+		return true
+	case codes.DeadlineExceeded:
+		return p.timeout > 0
+	}
+	return false
+}
+
+// replay makes replays after err until one starts or none is left; it
+// returns the started attempt, or the last error.
+func (p *replayer[R, S]) replay(err error) (*attempt[R, S], error) {
+	for p.left > 0 && p.retried(err) {
+		p.left--
+		p.made++
+		backoff := min(100*time.Millisecond<<(p.made-1), 2*time.Second)
+		select {
+		case <-time.After(backoff):
+		case <-p.ctx.Done():
+			return nil, err
+		}
+		p.client.waitReady(p.ctx, time.Second<<min(p.made-1, 5))
+		if _, seekErr := p.source.Seek(p.start, io.SeekStart); seekErr != nil {
+			return nil, fmt.Errorf("chunkd: seeking the input back for a replay: %w", seekErr)
+		}
+		var next *attempt[R, S]
+		if next, err = p.open(); err == nil {
+			return next, nil
+		}
+	}
+	return nil, err
+}
+
+// startIterator opens the first attempt (replaying it while it fails to
+// start, with retries) and returns the iterator over its records.
+func startIterator[R, S any](p *replayer[R, S], open func() (*attempt[R, S], error),
+	totalBytes func(*S) uint64, span func(R) (uint64, uint64)) (*Iterator[R, S], error) {
+	call, err := open()
+	if err != nil && p != nil {
+		p.open = open
+		call, err = p.replay(err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	it := &Iterator[R, S]{call: call, totalBytes: totalBytes, span: span}
+	if p != nil {
+		p.open = open
+		it.replay = p.replay
+	}
+	return it, nil
+}
+
 // Chunk streams r to the server and returns an iterator over its chunks.
-// The error is for bad Params; failures of the call come from Err.
+// The error is for bad Params (an *ArgumentError) or a call that could not
+// start; failures of the call come from Err.
 func (c *Client) Chunk(ctx context.Context, r io.Reader, p Params) (*ChunkIterator, error) {
 	chunking, fp, size, err := p.proto()
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	stream, err := c.stub.Chunk(ctx)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	s := &sender{}
 	params := &pb.ChunkParams{Chunking: chunking, Fingerprint: fp}
-	go s.run(r, size, func(data []byte, first bool) error {
-		req := &pb.ChunkRequest{Data: data}
-		if first {
-			req.Params = params
+	open := func() (*attempt[Chunk, Summary], error) {
+		return openStream(ctx, p.Timeout, r, size,
+			func(ctx context.Context) (grpc.BidiStreamingClient[pb.ChunkRequest, pb.ChunkResponse], error) {
+				return c.stub.Chunk(ctx)
+			},
+			func(data []byte, first bool) *pb.ChunkRequest {
+				req := &pb.ChunkRequest{Data: data}
+				if first {
+					req.Params = params
+				}
+				return req
+			},
+			chunkResponse)
+	}
+	var replays *replayer[Chunk, Summary]
+	if p.Retries > 0 {
+		if replays, err = newReplayer[Chunk, Summary](c, ctx, p, r); err != nil {
+			return nil, err
 		}
-		return stream.Send(req)
-	}, stream.CloseSend, cancel)
-	return &ChunkIterator{
-		cancel:     cancel,
-		sender:     s,
-		totalBytes: func(s *Summary) uint64 { return s.TotalBytes },
-		recv: func() ([]Chunk, *Summary, error) {
-			resp, err := stream.Recv()
-			if err != nil {
-				return nil, nil, err
-			}
-			if sum := resp.GetSummary(); sum != nil {
-				return nil, &Summary{sum.GetTotalBytes(), sum.GetTotalChunks()}, nil
-			}
-			if resp.GetBatch() == nil {
-				return nil, nil, protocolError("a response without a body")
-			}
-			records := make([]Chunk, 0, len(resp.GetBatch().GetChunks()))
-			for _, r := range resp.GetBatch().GetChunks() {
-				records = append(records, Chunk{r.GetOffset(), r.GetLength(), r.GetFingerprint()})
-			}
-			return records, nil, nil
-		},
-	}, nil
+	}
+	return startIterator(replays, open, func(s *Summary) uint64 { return s.TotalBytes },
+		func(ch Chunk) (uint64, uint64) { return ch.Offset, ch.Offset + uint64(ch.Length) })
+}
+
+func chunkResponse(resp *pb.ChunkResponse) ([]Chunk, *Summary, error) {
+	if sum := resp.GetSummary(); sum != nil {
+		return nil, &Summary{sum.GetTotalBytes(), sum.GetTotalChunks()}, nil
+	}
+	if resp.GetBatch() == nil {
+		return nil, nil, protocolError("a response without a body")
+	}
+	records := make([]Chunk, 0, len(resp.GetBatch().GetChunks()))
+	for _, r := range resp.GetBatch().GetChunks() {
+		records = append(records, Chunk{r.GetOffset(), r.GetLength(), r.GetFingerprint()})
+	}
+	return records, nil, nil
 }
 
 // Dedup streams r to the server, which records its chunks in namespace's
-// index; the iterator says per chunk whether it was new. An unknown
-// Params.Hints (or any other name) is an error before any call is made.
+// index; the iterator says per chunk whether it was new. Bad Params (an
+// unknown Hints name, Retries with an r that cannot seek, ...) are an
+// *ArgumentError before any call is made. With Params.Retries the stream
+// carries Params.StreamID, or a random one when it is empty.
 func (c *Client) Dedup(ctx context.Context, namespace string, r io.Reader, p Params) (*DedupIterator, error) {
 	chunking, fp, size, err := p.proto()
 	if err != nil {
@@ -307,45 +497,48 @@ func (c *Client) Dedup(ctx context.Context, namespace string, r io.Reader, p Par
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	stream, err := c.stub.Dedup(ctx)
-	if err != nil {
-		cancel()
-		return nil, err
+	var replays *replayer[DedupChunk, DedupSummary]
+	if p.Retries > 0 {
+		if replays, err = newReplayer[DedupChunk, DedupSummary](c, ctx, p, r); err != nil {
+			return nil, err
+		}
+		if p.StreamID == "" {
+			p.StreamID = randomID()
+		}
 	}
-	s := &sender{}
 	params := &pb.DedupParams{Chunking: chunking, Fingerprint: fp, Namespace: namespace,
 		StreamId: p.StreamID, Hints: hints}
-	go s.run(r, size, func(data []byte, first bool) error {
-		req := &pb.DedupRequest{Data: data}
-		if first {
-			req.Params = params
-		}
-		return stream.Send(req)
-	}, stream.CloseSend, cancel)
-	return &DedupIterator{
-		cancel:     cancel,
-		sender:     s,
-		totalBytes: func(s *DedupSummary) uint64 { return s.TotalBytes },
-		recv: func() ([]DedupChunk, *DedupSummary, error) {
-			resp, err := stream.Recv()
-			if err != nil {
-				return nil, nil, err
-			}
-			if sum := resp.GetSummary(); sum != nil {
-				return nil, &DedupSummary{sum.GetTotalBytes(), sum.GetTotalChunks(),
-					sum.GetUniqueBytes(), sum.GetUniqueChunks(), sum.GetHintsTried(),
-					sum.GetHintsAccepted(), sum.GetHintsRejected(), sum.GetHintSkippedBytes()}, nil
-			}
-			if resp.GetBatch() == nil {
-				return nil, nil, protocolError("a response without a body")
-			}
-			records := make([]DedupChunk, 0, len(resp.GetBatch().GetChunks()))
-			for _, r := range resp.GetBatch().GetChunks() {
-				records = append(records, DedupChunk{
-					Chunk{r.GetOffset(), r.GetLength(), r.GetFingerprint()}, r.GetIsNew()})
-			}
-			return records, nil, nil
-		},
-	}, nil
+	open := func() (*attempt[DedupChunk, DedupSummary], error) {
+		return openStream(ctx, p.Timeout, r, size,
+			func(ctx context.Context) (grpc.BidiStreamingClient[pb.DedupRequest, pb.DedupResponse], error) {
+				return c.stub.Dedup(ctx)
+			},
+			func(data []byte, first bool) *pb.DedupRequest {
+				req := &pb.DedupRequest{Data: data}
+				if first {
+					req.Params = params
+				}
+				return req
+			},
+			dedupResponse)
+	}
+	return startIterator(replays, open, func(s *DedupSummary) uint64 { return s.TotalBytes },
+		func(ch DedupChunk) (uint64, uint64) { return ch.Offset, ch.Offset + uint64(ch.Length) })
+}
+
+func dedupResponse(resp *pb.DedupResponse) ([]DedupChunk, *DedupSummary, error) {
+	if sum := resp.GetSummary(); sum != nil {
+		return nil, &DedupSummary{sum.GetTotalBytes(), sum.GetTotalChunks(),
+			sum.GetUniqueBytes(), sum.GetUniqueChunks(), sum.GetHintsTried(),
+			sum.GetHintsAccepted(), sum.GetHintsRejected(), sum.GetHintSkippedBytes()}, nil
+	}
+	if resp.GetBatch() == nil {
+		return nil, nil, protocolError("a response without a body")
+	}
+	records := make([]DedupChunk, 0, len(resp.GetBatch().GetChunks()))
+	for _, r := range resp.GetBatch().GetChunks() {
+		records = append(records, DedupChunk{
+			Chunk{r.GetOffset(), r.GetLength(), r.GetFingerprint()}, r.GetIsNew()})
+	}
+	return records, nil, nil
 }

@@ -135,7 +135,8 @@ def test_dedup_lines_agree(files: List[Path], server: ChunkdServer, chunkctl_bin
 
 def test_chunkd_go_dedup_hints(files: List[Path], server: ChunkdServer) -> None:
     """chunkd-go dedup -hints: the counters end a line when hints were tried;
-    off tries none; bad names fail before any call; crc32 refuses hints."""
+    off tries none; bad names, and a hint test with crc32, fail before any
+    call: bad parameters, exit status 2 (docs/cli.md)."""
     data = files[1]  # 3 MB of random bytes: about 180 chunks
     dedup = [chunkd_go(), "dedup", "-server", server.address, "-namespace", "go-hints"]
     default = run([*dedup, data, data]).stdout.decode().splitlines()
@@ -155,11 +156,12 @@ def test_chunkd_go_dedup_hints(files: List[Path], server: ChunkdServer) -> None:
         dead = f"127.0.0.1:{sock.getsockname()[1]}"
     bad = run([chunkd_go(), "dedup", "-server", dead, "-namespace", "x", "--hints", "fastest",
                data], check=False)
-    assert bad.returncode == 1 and b"UNAVAILABLE" not in bad.stderr, bad.stderr
+    assert bad.returncode == 2 and b"UNAVAILABLE" not in bad.stderr, bad.stderr
     assert b'"fastest"' in bad.stderr and b"off, ff, ff_mt, ff_rwt, ff_rwt_fpt" in bad.stderr
-    refused = run([*dedup, "-algorithm", "crc32", "--hints", "ff", data], check=False)
-    assert refused.returncode == 1 and b"chunkd-go: INVALID_ARGUMENT: " in refused.stderr
-    assert b"HINT_TEST_FF" in refused.stderr, refused.stderr
+    refused = run([chunkd_go(), "dedup", "-server", dead, "-namespace", "x", "-algorithm", "crc32",
+                   "--hints", "ff", data], check=False)
+    assert refused.returncode == 2 and b"UNAVAILABLE" not in refused.stderr, refused.stderr
+    assert b"--hints ff needs --algorithm fastcdc, not crc32" in refused.stderr, refused.stderr
 
 
 def test_grpcurl_lists_the_service_and_calls_get_server_info(server: ChunkdServer) -> None:

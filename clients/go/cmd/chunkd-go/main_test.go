@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math/rand"
 	"os"
@@ -22,7 +23,7 @@ func chunkdGo(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	args = append([]string{args[0], "-timeout=60s"}, args[1:]...)
 	var stdout, stderr bytes.Buffer
-	code := run(args, &stdout, &stderr)
+	code := run(context.Background(), args, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 
@@ -96,14 +97,18 @@ func TestFailedCallsNameTheCode(t *testing.T) {
 		}
 	}
 
+	// The server's INVALID_ARGUMENT is a bad parameter: exit status 2. Each
+	// value is in its range (chunkd-go checks those), the pair is not.
 	addr := chunkdtest.Start(t)
-	code, stdout, stderr := chunkdGo(t, "dedup", "-server", addr, "-namespace", "bad ns", file)
-	wantFailure(t, "dedup with a bad namespace", code, stdout, stderr, 1, "",
-		"chunkd-go: INVALID_ARGUMENT: namespace may contain only [A-Za-z0-9._-]; character 0x20 is not allowed\n")
-	code, stdout, stderr = chunkdGo(t, "chunk", "-server", addr, "-min", "1", file)
-	if code != 1 || stdout != "" || !strings.HasPrefix(stderr, "chunkd-go: INVALID_ARGUMENT: ") ||
-		!strings.Contains(stderr, "min_size") {
-		t.Errorf("chunk -min 1: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	for _, args := range [][]string{
+		{"chunk", "-server", addr, "-min", "8192", "-max", "4096", file},
+		{"dedup", "-server", addr, "-namespace", "ns", "-algorithm", "crc32", "-avg", "3000", file},
+	} {
+		code, stdout, stderr := chunkdGo(t, args...)
+		if code != 2 || stdout != "" || !strings.HasPrefix(stderr, "chunkd-go: INVALID_ARGUMENT: ") ||
+			strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+		}
 	}
 
 	// One stream held open takes the only slot of a new server (a stream
@@ -153,21 +158,25 @@ func TestFlagsTheAlgorithmDoesNotTake(t *testing.T) {
 			if slices.Contains(takes, name) {
 				continue
 			}
-			want := "chunkd-go: -" + name + " is not a parameter of " + algorithm + " (it takes -" +
-				strings.Join(takes, ", -") + "); leave -" + name + " out\n"
+			want := "chunkd-go: --" + name + " is not a parameter of " + algorithm + " (it takes --" +
+				strings.Join(takes, ", --") + "); leave --" + name + " out (see chunkd-go %s --help)\n"
 			for _, args := range [][]string{
 				{"chunk", "-server", dead, "-algorithm", algorithm, "-" + name, value[name], "FILE"},
-				{"dedup", "-server", dead, "-namespace", "ns", "-algorithm", algorithm, "-" + name + "=" + value[name], "FILE"},
+				{"dedup", "-server", dead, "--namespace", "ns", "--algorithm", algorithm, "--" + name + "=" + value[name], "FILE"},
 			} {
 				code, stdout, stderr := chunkdGo(t, args...)
-				wantFailure(t, strings.Join(args, " "), code, stdout, stderr, 2, "", want)
+				wantFailure(t, strings.Join(args, " "), code, stdout, stderr, 2, "", fmt.Sprintf(want, args[0]))
 			}
 		}
 	}
-	// A flag's default value given explicitly is still a flag given.
-	code, stdout, stderr := chunkdGo(t, "chunk", "-server", dead, "-algorithm", "crc32", "-level", "-1", "FILE")
-	wantFailure(t, "crc32 -level -1", code, stdout, stderr, 2, "",
-		"chunkd-go: -level is not a parameter of crc32 (it takes -min, -avg, -max); leave -level out\n")
+	// A flag's default value given explicitly is still a flag given; the
+	// algorithm of a preset is the one in effect.
+	code, stdout, stderr := chunkdGo(t, "chunk", "-server", dead, "-algorithm", "crc32", "-level", "1", "FILE")
+	wantFailure(t, "crc32 -level 1", code, stdout, stderr, 2, "",
+		"chunkd-go: --level is not a parameter of crc32 (it takes --min, --avg, --max); leave --level out (see chunkd-go chunk --help)\n")
+	code, stdout, stderr = chunkdGo(t, "chunk", "-server", dead, "--preset", "seqcdc-8k", "--avg", "8192", "FILE")
+	wantFailure(t, "seqcdc-8k --avg", code, stdout, stderr, 2, "",
+		"chunkd-go: --avg is not a parameter of seqcdc (the algorithm of --preset seqcdc-8k) (it takes --min, --max, --seq-mode, --seq-length, --skip-trigger, --skip-size); leave --avg out (see chunkd-go chunk --help)\n")
 
 	addr := chunkdtest.Start(t)
 	file := inputFile(t, 100_000)

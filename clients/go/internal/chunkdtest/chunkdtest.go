@@ -7,16 +7,24 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/chunkd/chunkd/clients/go/chunkdpb"
 )
@@ -62,27 +70,72 @@ func Start(t testing.TB, extra ...string) string {
 func StartWith(t testing.TB, healthCreds grpc.DialOption, extra ...string) string {
 	t.Helper()
 	bin := Binary(t)
-	addr, log := FreePort(t), &bytes.Buffer{}
-	args := append([]string{"--listen=" + addr, "--metrics_listen=", "--index=memory"}, extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
+	s := &Server{bin: bin, Addr: FreePort(t), healthCreds: healthCreds,
+		args: append([]string{"--metrics_listen=", "--index=memory"}, extra...)}
+	if err := s.start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	conn, err := grpc.NewClient(addr, healthCreds)
+	t.Cleanup(s.Stop)
+	return s.Addr
+}
+
+// Server is a chunkd process that a test can kill and start again on the
+// same addresses.
+type Server struct {
+	// Addr is the gRPC address, MetricsAddr that of /metrics ("" without).
+	Addr, MetricsAddr string
+	bin               string
+	args              []string
+	healthCreds       grpc.DialOption
+	cmd               *exec.Cmd
+	exited            chan error
+	log               *bytes.Buffer
+}
+
+// StartServer starts chunkd ($CHUNKD_BIN) with /metrics on a port of its
+// own, the memory index and extra flags (a later flag wins), and waits
+// until it is SERVING; it stops when the test ends.
+func StartServer(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	s, err := Launch(Binary(t), extra...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Launch is StartServer without a test (for TestMain): the caller stops
+// the server.
+func Launch(bin string, extra ...string) (*Server, error) {
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{bin: bin, Addr: addr, MetricsAddr: metrics,
+		healthCreds: grpc.WithTransportCredentials(insecure.NewCredentials()),
+		args:        append([]string{"--metrics_listen=" + metrics, "--index=memory"}, extra...)}
+	return s, s.start()
+}
+
+// start runs the process and waits until it is SERVING (30 s at most).
+func (s *Server) start() error {
+	s.log = &bytes.Buffer{}
+	s.cmd = exec.Command(s.bin, append([]string{"--listen=" + s.Addr}, s.args...)...)
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		return err
+	}
+	s.exited = make(chan error, 1)
+	go func(cmd *exec.Cmd, exited chan error) { exited <- cmd.Wait() }(s.cmd, s.exited)
+	conn, err := grpc.NewClient(s.Addr, s.healthCreds)
+	if err != nil {
+		s.Kill()
+		return err
 	}
 	defer conn.Close()
 	health := healthpb.NewHealthClient(conn)
@@ -92,18 +145,130 @@ func StartWith(t testing.TB, healthCreds grpc.DialOption, extra ...string) strin
 		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
 		cancel()
 		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return addr
+			return nil
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("chunkd exited while starting (%v):\n%s", err, log)
+		case err := <-s.exited:
+			s.exited <- err
+			return fmt.Errorf("chunkd exited while starting (%v):\n%s", err, s.log)
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("chunkd not SERVING after 30s (%v):\n%s", err, log)
+			s.Kill()
+			return fmt.Errorf("chunkd not SERVING after 30s (%v):\n%s", err, s.log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Stop interrupts the server (SIGINT) and waits for it, killing it after
+// 15 s. Idempotent.
+func (s *Server) Stop() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-s.exited:
+	case <-time.After(15 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+	s.cmd = nil
+}
+
+// Kill kills the server at once (SIGKILL), as a crash would, and waits for
+// it.
+func (s *Server) Kill() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+	s.cmd = nil
+}
+
+// Restart starts the server again with the same flags and addresses.
+func (s *Server) Restart() error {
+	s.Kill()
+	return s.start()
+}
+
+// Metric sums the samples of the metric name whose labels include every
+// label of labels ("grpc_method=\"Chunk\""), read from /metrics.
+func (s *Server) Metric(t testing.TB, name string, labels ...string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + s.MetricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		matched := true
+		for _, label := range labels {
+			matched = matched && strings.Contains(line, label)
+		}
+		fields := strings.Fields(line)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); matched && err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// StartRedis starts a redis-server (from $PATH) on a free loopback port,
+// without persistence, and waits until it answers PING (10 s at most); it
+// stops when the test ends. It returns its address.
+func StartRedis(t testing.TB) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal("redis-server is not installed (make deps installs it)")
+	}
+	addr := FreePort(t)
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			_ = conn.SetDeadline(time.Now().Add(time.Second))
+			reply := make([]byte, 7)
+			_, err = conn.Write([]byte("PING\r\n"))
+			if err == nil {
+				_, err = io.ReadFull(conn, reply)
+			}
+			conn.Close()
+			if err == nil && string(reply) == "+PONG\r\n" {
+				return addr
+			}
+		}
+	}
+	t.Fatalf("redis-server on %s did not answer PING within 10 s", addr)
+	return ""
 }
 
 // Ending is how Fake ends a Chunk or Dedup stream that it answers OK.
@@ -209,4 +374,102 @@ func (f *fake) Dedup(stream grpc.BidiStreamingServer[pb.DedupRequest, pb.DedupRe
 	}
 	return stream.Send(&pb.DedupResponse{Body: &pb.DedupResponse_Summary{
 		Summary: &pb.DedupSummary{TotalBytes: n, TotalChunks: 1, UniqueBytes: n, UniqueChunks: 1}}})
+}
+
+// Flaky is an in-process ChunkService whose calls of each method fail with
+// UNAVAILABLE ("flaky: call N of METHOD") until that method has failed
+// Failures times; then Chunk and Dedup answer as Honest, GetServerInfo
+// with the version "flaky", FindMissing with every fingerprint missing and
+// Release with zero counts.
+type Flaky struct {
+	pb.UnimplementedChunkServiceServer
+	// Addr is the server's address.
+	Addr     string
+	failures int32
+	calls    map[string]*atomic.Int32
+	mu       sync.Mutex
+	ids      []string // request_id of every Release call
+}
+
+// RequestIDs are the request_id of every Release call so far, in order.
+func (f *Flaky) RequestIDs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.ids...)
+}
+
+// StartFlaky serves a Flaky on a free loopback port until the test ends.
+func StartFlaky(t testing.TB, failures int) *Flaky {
+	t.Helper()
+	f := &Flaky{failures: int32(failures), calls: map[string]*atomic.Int32{}}
+	for _, m := range []string{"Chunk", "Dedup", "GetServerInfo", "FindMissing", "Release"} {
+		f.calls[m] = &atomic.Int32{}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	pb.RegisterChunkServiceServer(s, f)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = s.Serve(l)
+	}()
+	t.Cleanup(func() {
+		s.Stop()
+		<-served
+	})
+	f.Addr = l.Addr().String()
+	return f
+}
+
+// Calls is the number of calls of method ("Dedup") so far.
+func (f *Flaky) Calls(method string) int { return int(f.calls[method].Load()) }
+
+// fail counts a call of method and returns its UNAVAILABLE, nil once
+// Failures calls have failed.
+func (f *Flaky) fail(method string) error {
+	if n := f.calls[method].Add(1); n <= f.failures {
+		return status.Errorf(codes.Unavailable, "flaky: call %d of %s", n, method)
+	}
+	return nil
+}
+
+func (f *Flaky) Chunk(stream grpc.BidiStreamingServer[pb.ChunkRequest, pb.ChunkResponse]) error {
+	if err := f.fail("Chunk"); err != nil {
+		return err
+	}
+	return (&fake{ending: Honest}).Chunk(stream)
+}
+
+func (f *Flaky) Dedup(stream grpc.BidiStreamingServer[pb.DedupRequest, pb.DedupResponse]) error {
+	if err := f.fail("Dedup"); err != nil {
+		return err
+	}
+	return (&fake{ending: Honest}).Dedup(stream)
+}
+
+func (f *Flaky) GetServerInfo(context.Context, *pb.GetServerInfoRequest) (*pb.GetServerInfoResponse, error) {
+	if err := f.fail("GetServerInfo"); err != nil {
+		return nil, err
+	}
+	return &pb.GetServerInfoResponse{Version: "flaky"}, nil
+}
+
+func (f *Flaky) FindMissing(_ context.Context, req *pb.FindMissingRequest) (*pb.FindMissingResponse, error) {
+	if err := f.fail("FindMissing"); err != nil {
+		return nil, err
+	}
+	return &pb.FindMissingResponse{MissingFingerprints: req.GetFingerprints()}, nil
+}
+
+func (f *Flaky) Release(_ context.Context, req *pb.ReleaseRequest) (*pb.ReleaseResponse, error) {
+	f.mu.Lock()
+	f.ids = append(f.ids, req.GetRequestId())
+	f.mu.Unlock()
+	if err := f.fail("Release"); err != nil {
+		return nil, err
+	}
+	return &pb.ReleaseResponse{RefCounts: make([]uint64, len(req.GetFingerprints()))}, nil
 }

@@ -1,0 +1,180 @@
+package chunkd
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/chunkd/chunkd/clients/go/internal/chunkdtest"
+)
+
+// crashingReader is a seekable input that runs crash once, the first time
+// the reading passes at.
+type crashingReader struct {
+	*bytes.Reader
+	at      int64
+	crash   func()
+	crashed atomic.Bool
+}
+
+func (r *crashingReader) Read(p []byte) (int, error) {
+	pos, _ := r.Seek(0, io.SeekCurrent)
+	if pos >= r.at && r.crashed.CompareAndSwap(false, true) {
+		r.crash()
+	}
+	return r.Reader.Read(p)
+}
+
+// repeating is n copies of a random block: most chunks are referenced n
+// times.
+func repeating(seed int64, block, n int) []byte {
+	b := randomBytes(seed, block)
+	return bytes.Repeat(b, n)
+}
+
+// releaseCounts drops one reference of every fingerprint of records and
+// returns the counts left.
+func releaseCounts(t *testing.T, c *Client, ns string, records []DedupChunk) []uint64 {
+	t.Helper()
+	fps := make([][]byte, len(records))
+	for i, r := range records {
+		fps[i] = r.Fingerprint
+	}
+	counts, err := c.Release(testContext(t), ns, fps, ReleaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return counts
+}
+
+// TestDedupRetriesAcrossAServerRestart: chunkd on a Redis index is killed
+// (SIGKILL) while a Dedup with Retries streams, then started again on the
+// same port. The stream is replayed with its StreamID and the iteration
+// goes on: the caller gets the records of one clean run, each once, and the
+// reference counts equal those of a single run in another namespace.
+func TestDedupRetriesAcrossAServerRestart(t *testing.T) {
+	redis := chunkdtest.StartRedis(t)
+	s := chunkdtest.StartServer(t, "--index=redis://"+redis)
+	c := dial(t, s.Addr)
+	data := repeating(61, 3<<20, 4) // 12 MiB
+	p := Params{MessageSize: 64 << 10, Retries: 3}
+
+	clean := fmt.Sprintf("go-retry-clean-%d", time.Now().UnixNano())
+	it, err := c.Dedup(testContext(t), clean, bytes.NewReader(data), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wantSummary, err := it.Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	restarted := make(chan error, 1)
+	in := &crashingReader{Reader: bytes.NewReader(data), at: 8 << 20, crash: func() {
+		s.Kill()
+		go func() { restarted <- s.Restart() }()
+	}}
+	ns := fmt.Sprintf("go-retry-%d", time.Now().UnixNano())
+	it, err = c.Dedup(testContext(t), ns, in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, summary, err := it.Collect()
+	if restartErr := <-restarted; restartErr != nil {
+		t.Fatal(restartErr)
+	}
+	if err != nil {
+		t.Fatalf("Dedup with Retries across a restart: %v", err)
+	}
+	if !in.crashed.Load() || s.Metric(t, "grpc_server_started_total", `grpc_method="Dedup"`) != 1 {
+		t.Fatal("the server was not restarted during the stream, or the stream was not replayed")
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || summary != wantSummary {
+		t.Fatalf("the replayed run gave %d records (summary %+v), a clean run %d (%+v)",
+			len(got), summary, len(want), wantSummary)
+	}
+	wantCounts, gotCounts := releaseCounts(t, c, clean, want), releaseCounts(t, c, ns, got)
+	if fmt.Sprint(gotCounts) != fmt.Sprint(wantCounts) {
+		t.Fatalf("reference counts after the replayed run differ from a single run's:\n%v\n%v", gotCounts, wantCounts)
+	}
+	if wantCounts[len(wantCounts)/2] == 0 {
+		t.Fatal("the data repeats, so a chunk in the middle is referenced more than once")
+	}
+}
+
+// TestReplaysSkipWhatWasDelivered: a Dedup that fails after some records
+// is replayed; the iterator goes on past the records it gave, and counts
+// equal one run's.
+func TestReplaysSkipWhatWasDelivered(t *testing.T) {
+	s := chunkdtest.StartServer(t)
+	c := dial(t, s.Addr)
+	data := randomBytes(67, 4<<20)
+	ns := fmt.Sprintf("go-replay-%d", time.Now().UnixNano())
+	// The stream fails with DEADLINE_EXCEEDED of the per-call Timeout once
+	// the reader has stalled; replays do not stall.
+	stalled := &crashingReader{Reader: bytes.NewReader(data), at: 2 << 20, crash: func() { time.Sleep(1500 * time.Millisecond) }}
+	it, err := c.Dedup(testContext(t), ns, stalled, Params{MessageSize: 64 << 10, Retries: 1, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var records []DedupChunk
+	next := uint64(0)
+	for it.Next() {
+		r := it.Record()
+		if r.Offset != next {
+			t.Fatalf("record at %d after one ending at %d", r.Offset, next)
+		}
+		next = r.Offset + uint64(r.Length)
+		records = append(records, r)
+	}
+	if err := it.Err(); err != nil || next != uint64(len(data)) || it.Summary().TotalBytes != uint64(len(data)) {
+		t.Fatalf("err %v, records to %d of %d, summary %+v", err, next, len(data), it.Summary())
+	}
+	if got := s.Metric(t, "grpc_server_started_total", `grpc_method="Dedup"`); got != 2 {
+		t.Fatalf("%v Dedup streams, want 2 (one replay)", got)
+	}
+	for i, n := range releaseCounts(t, c, ns, records) {
+		if n != 0 {
+			t.Fatalf("chunk %d has %d references left after one release: the replay counted twice", i, n+1)
+		}
+	}
+}
+
+// TestRetriesNeedASeekableInput and what is not retried.
+func TestRetriesNeedASeekableInput(t *testing.T) {
+	c := dial(t, freePort(t))
+	_, err := c.Dedup(testContext(t), "ns", io.MultiReader(strings.NewReader("abc")), Params{Retries: 1})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "Params.Retries") ||
+		!strings.Contains(err.Error(), "io.ReadSeeker") {
+		t.Fatalf("Retries with an io.Reader: %v", err)
+	}
+}
+
+// TestRetriesReplayFailedStreams: streams that fail with UNAVAILABLE are
+// replayed up to Retries more times, then the error is the last one.
+func TestRetriesReplayFailedStreams(t *testing.T) {
+	data := randomBytes(71, 100_000)
+	flaky := chunkdtest.StartFlaky(t, 2)
+	c := dial(t, flaky.Addr)
+	it, err := c.Dedup(testContext(t), "ns", bytes.NewReader(data), Params{Retries: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, s, err := it.Collect(); err != nil || s.TotalBytes != uint64(len(data)) || flaky.Calls("Dedup") != 3 {
+		t.Fatalf("Dedup, 2 failures, Retries 2: %v, %+v, %d calls", err, s, flaky.Calls("Dedup"))
+	}
+	chunks, err := c.Chunk(testContext(t), bytes.NewReader(data), Params{Retries: 1})
+	if err == nil {
+		_, _, err = chunks.Collect()
+	}
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "call 2 of Chunk") {
+		t.Fatalf("Chunk, 2 failures, Retries 1: %v", err)
+	}
+}
