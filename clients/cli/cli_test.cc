@@ -73,12 +73,25 @@ TEST(CliTest, Help) {
   EXPECT_THAT(Cli({"--version"}).out, StartsWith("chunkctl "));
 }
 
+// A command line and a part of the error it must print.
+struct UsageCase {
+  std::vector<std::string> args;
+  std::string message;
+};
+
+// Each case exits 2 with its message on stderr and nothing on stdout.
+void ExpectUsageErrors(const std::vector<UsageCase>& cases) {
+  for (const UsageCase& c : cases) {
+    CliRun run = Cli(c.args);
+    EXPECT_EQ(run.exit_code, kExitUsage)
+        << (c.args.empty() ? "" : c.args.back());
+    EXPECT_THAT(run.err, HasSubstr(c.message));
+    EXPECT_EQ(run.out, "");
+  }
+}
+
 TEST(CliTest, UsageErrorsExitTwo) {
-  struct Case {
-    std::vector<std::string> args;
-    std::string message;
-  };
-  for (const Case& c : std::vector<Case>{
+  ExpectUsageErrors({
            {{}, "Usage: chunkctl COMMAND"},
            {{"frobnicate"},
             "chunkctl: unknown command \"frobnicate\" (see chunkctl --help)\n"},
@@ -91,20 +104,6 @@ TEST(CliTest, UsageErrorsExitTwo) {
            {{"chunk", "--local", "a", "b"}, "give exactly one FILE"},
            {{"chunk", "--local", "--bogus", kJpeg},
             "chunkctl: unknown flag \"--bogus\" (see chunkctl chunk --help)\n"},
-           {{"chunk", "--local", "--tls_bogus", kJpeg},
-            "chunkctl: unknown flag \"--tls_bogus\" (see chunkctl chunk "
-            "--help)\n"},
-           {{"chunk", "--local", "--message-size", "1", "--message_size", "2",
-             kJpeg},
-            "flag --message-size given more than once"},
-           {{"chunk", "--server", "x:1", "--timeout", "-1", kJpeg},
-            "--timeout: expected seconds"},
-           {{"chunk", "--server", "x:1", "--timeout", "30s", kJpeg},
-            "--timeout: expected seconds"},
-           {{"chunk", "--server", "x:1", "--progress", "sometimes", kJpeg},
-            "--progress: expected auto, always or never"},
-           {{"chunk", "--local", "--json", "--format", "csv", kJpeg},
-            "--json is --format json"},
            {{"chunk", "--local", "--min", "4k", kJpeg},
             "--min: expected an integer in 0..4294967295, got \"4k\""},
            {{"chunk", "--local", "--format", "xml", kJpeg}, "--format"},
@@ -153,6 +152,44 @@ TEST(CliTest, UsageErrorsExitTwo) {
            {{"dedup", "--server", "x:1", "--namespace", "ns", "--fingerprint",
              "none", kJpeg},
             "dedup needs a fingerprint"},
+           {{"info", "--server", "x:1", "extra"}, "unexpected argument"},
+           {{"bench", "extra"}, "unexpected argument \"extra\""},
+           {{"bench", "--threads", "0"}, "--threads: expected thread counts"},
+           {{"bench", "--backend", "neon"}, "--backend: "},
+           {{"bench", "--server", "x:1"}, "unknown flag \"--server\""},
+           {{"chunk", "--local", "--token", "t0123456789abcdef", kJpeg},
+            "--token applies to a server, not to --local"},
+           {{"chunk", "--local", "--tls", kJpeg},
+            "--tls applies to a server, not to --local"},
+           {{"info", "--server", "x:1", "--tls_cert", kJpeg},
+            "--tls-cert and --tls-key go together"},
+           {{"info", "--server", "x:1", "--tls_ca", "/nonexistent/ca.pem"},
+            "--tls-ca: /nonexistent/ca.pem: No such file or directory"},
+           {{"info", "--server", "x:1", "--tls-ca", kJpeg},
+            "holds no PEM block"},
+           {{"info", "--server", "x:1", "--token", "a", "--token_file", kJpeg},
+            "give --token or --token-file, not both"},
+           {{"info", "--server", "x:1", "--token", "two words"},
+            "the token must be one word"},
+  });
+}
+
+TEST(CliTest, UsageErrorsOfTheSharedFlagsExitTwo) {
+  ExpectUsageErrors({
+           {{"chunk", "--local", "--tls_bogus", kJpeg},
+            "chunkctl: unknown flag \"--tls_bogus\" (see chunkctl chunk "
+            "--help)\n"},
+           {{"chunk", "--local", "--message-size", "1", "--message_size", "2",
+             kJpeg},
+            "flag --message-size given more than once"},
+           {{"chunk", "--server", "x:1", "--timeout", "-1", kJpeg},
+            "--timeout: expected seconds"},
+           {{"chunk", "--server", "x:1", "--timeout", "30s", kJpeg},
+            "--timeout: expected seconds"},
+           {{"chunk", "--server", "x:1", "--progress", "sometimes", kJpeg},
+            "--progress: expected auto, always or never"},
+           {{"chunk", "--local", "--json", "--format", "csv", kJpeg},
+            "--json is --format json"},
            {{"dedup", "--server", "x:1", "--namespace", "ns", "--retries", "1",
              kJpeg, "-"},
             "--retries: stdin (\"-\") cannot be sent again"},
@@ -166,34 +203,9 @@ TEST(CliTest, UsageErrorsExitTwo) {
             "--format: expected text, csv or json"},
            {{"info", "--server", "x:1", "--timeout", "soon"},
             "--timeout: expected seconds"},
-           {{"info", "--server", "x:1", "extra"}, "unexpected argument"},
-           {{"bench", "extra"}, "unexpected argument \"extra\""},
-           {{"bench", "--threads", "0"}, "--threads: expected thread counts"},
-           {{"bench", "--backend", "neon"}, "--backend: "},
-           {{"bench", "--server", "x:1"}, "unknown flag \"--server\""},
-           {{"chunk", "--local", "--token", "t0123456789abcdef", kJpeg},
-            "--token applies to a server, not to --local"},
-           {{"chunk", "--local", "--tls", kJpeg},
-            "--tls applies to a server, not to --local"},
-           {{"info", "--server", "x:1", "--tls_cert", kJpeg},
-            "--tls-cert and --tls-key go together"},
            {{"info", "--server", "x:1", "--tls-cert", kJpeg},
             "--tls-cert and --tls-key go together"},
-           {{"info", "--server", "x:1", "--tls_ca", "/nonexistent/ca.pem"},
-            "--tls-ca: /nonexistent/ca.pem: No such file or directory"},
-           {{"info", "--server", "x:1", "--tls-ca", kJpeg},
-            "holds no PEM block"},
-           {{"info", "--server", "x:1", "--token", "a", "--token_file", kJpeg},
-            "give --token or --token-file, not both"},
-           {{"info", "--server", "x:1", "--token", "two words"},
-            "the token must be one word"},
-       }) {
-    CliRun run = Cli(c.args);
-    EXPECT_EQ(run.exit_code, kExitUsage)
-        << (c.args.empty() ? "" : c.args.back());
-    EXPECT_THAT(run.err, HasSubstr(c.message));
-    EXPECT_EQ(run.out, "");
-  }
+  });
 }
 
 TEST(CliTest, LocalOutputIsTheSameForEveryBackendAndThreadCount) {

@@ -130,9 +130,8 @@ absl::StatusOr<ConnectOptions> ConnectOptionsFromArgs(const ParsedArgs& args) {
   if (options.address.empty()) {
     return absl::InvalidArgumentError("--server: expected an address");
   }
-  options.tls = args.Has("tls") || args.Has("tls-ca") ||
-                args.Has("tls-cert") || args.Has("tls-key") ||
-                args.Has("tls-server-name");
+  options.tls = args.Has("tls") || args.Has("tls-ca") || args.Has("tls-cert") ||
+                args.Has("tls-key") || args.Has("tls-server-name");
   options.tls_server_name = args.Get("tls-server-name").value_or("");
   if (args.Has("tls-server-name") && options.tls_server_name.empty()) {
     return absl::InvalidArgumentError("--tls-server-name: expected a name");
@@ -152,9 +151,8 @@ absl::StatusOr<std::chrono::nanoseconds> ParseTimeout(absl::string_view text) {
       !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
         return absl::ascii_isdigit(c) || c == '.';
       });
-  if (!plain || std::count(text.begin(), text.end(), '.') > 1 ||
-      text == "." || !absl::SimpleAtod(text, &seconds) ||
-      !(seconds <= kMaxTimeoutSeconds)) {
+  if (!plain || std::count(text.begin(), text.end(), '.') > 1 || text == "." ||
+      !absl::SimpleAtod(text, &seconds) || !(seconds <= kMaxTimeoutSeconds)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--timeout: expected seconds, a number such as 30 or 0.5 (0: no "
         "deadline), got \"",

@@ -12,10 +12,10 @@
 namespace chunkd::cli {
 namespace {
 
-using ::testing::HasSubstr;
 using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
 using std::chrono::seconds;
+using ::testing::HasSubstr;
 
 ParsedArgs Parse(const std::vector<std::string>& words) {
   absl::StatusOr<ParsedArgs> args =
@@ -26,17 +26,17 @@ ParsedArgs Parse(const std::vector<std::string>& words) {
 
 TEST(CommonFlagsTest, EveryFlagTakesBothSpellings) {
   const std::vector<std::string> dashed = {
-      "--server",   "--tls-ca",   "--tls-cert", "--tls-key",
-      "--tls-server-name", "--token", "--token-file", "--timeout",
-      "--format",   "--progress"};
+      "--server",          "--tls-ca",  "--tls-cert",   "--tls-key",
+      "--tls-server-name", "--token",   "--token-file", "--timeout",
+      "--format",          "--progress"};
   for (const std::string& flag : dashed) {
     std::string underscored = flag;
     for (size_t i = 2; i < underscored.size(); ++i) {
       if (underscored[i] == '-') underscored[i] = '_';
     }
     for (const std::string& spelling : {flag, underscored}) {
-      absl::StatusOr<ParsedArgs> args = ParseArgs(
-          {spelling, "v"}, WithOutputFlags(WithConnectionFlags({})));
+      absl::StatusOr<ParsedArgs> args =
+          ParseArgs({spelling, "v"}, WithOutputFlags(WithConnectionFlags({})));
       ASSERT_TRUE(args.ok()) << spelling << ": " << args.status();
       EXPECT_EQ(args->Get(flag.substr(2)), "v") << spelling;
     }
@@ -61,8 +61,7 @@ TEST(CommonFlagsTest, ServerDefaultsToTheEnvironmentThenLoopback) {
   EXPECT_EQ(ConnectOptionsFromArgs(Parse({}))->address,
             "dns:///chunkd.ns.svc:50051");
   // The flag wins.
-  EXPECT_EQ(ConnectOptionsFromArgs(Parse({"--server", "h:1"}))->address,
-            "h:1");
+  EXPECT_EQ(ConnectOptionsFromArgs(Parse({"--server", "h:1"}))->address, "h:1");
   ASSERT_EQ(::unsetenv("CHUNKD_SERVER"), 0);
   EXPECT_FALSE(ConnectOptionsFromArgs(Parse({"--server="})).ok());
 }
@@ -90,8 +89,8 @@ TEST(ParseTimeoutTest, SecondsWithDecimals) {
 }
 
 TEST(ParseTimeoutTest, RejectsAnythingElse) {
-  for (const char* text : {"", ".", "-1", "+1", " 1", "1 ", "30s", "1e3",
-                           "inf", "nan", "0x10", "1.2.3", "31536001"}) {
+  for (const char* text : {"", ".", "-1", "+1", " 1", "1 ", "30s", "1e3", "inf",
+                           "nan", "0x10", "1.2.3", "31536001"}) {
     absl::StatusOr<nanoseconds> timeout = ParseTimeout(text);
     ASSERT_FALSE(timeout.ok()) << text;
     EXPECT_EQ(timeout.status().code(), absl::StatusCode::kInvalidArgument);
@@ -126,8 +125,7 @@ TEST(OutputFormatTest, FormatAndJson) {
               HasSubstr("--format: expected text, csv or json"));
   // --json is a switch.
   EXPECT_FALSE(
-      ParseArgs({"--json=yes"}, WithOutputFlags(WithConnectionFlags({})))
-          .ok());
+      ParseArgs({"--json=yes"}, WithOutputFlags(WithConnectionFlags({}))).ok());
 }
 
 TEST(ProgressModeTest, NamesAndTargets) {

@@ -19,8 +19,7 @@ std::chrono::milliseconds Backoff(const DedupFileOptions& options, int retry,
   std::chrono::milliseconds wait = options.initial_backoff;
   for (int i = 1; i < retry && wait < options.max_backoff; ++i) wait *= 2;
   wait = std::min(wait, options.max_backoff);
-  std::uniform_int_distribution<int64_t> jitter(wait.count() / 2,
-                                                wait.count());
+  std::uniform_int_distribution<int64_t> jitter(wait.count() / 2, wait.count());
   return std::chrono::milliseconds(jitter(*random));
 }
 

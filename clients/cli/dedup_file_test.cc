@@ -10,8 +10,8 @@
 #include "absl/strings/str_split.h"
 #include "clients/cli/fake_service.h"
 #include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
 
 namespace chunkd::cli {
 namespace {
@@ -41,7 +41,7 @@ struct DedupRun {
 };
 
 DedupRun Dedup(testing::FakeServer& server, DedupFileOptions options,
-          const std::string& name = kJpeg) {
+               const std::string& name = kJpeg) {
   options.params.set_namespace_("ns");
   options.initial_backoff = std::chrono::milliseconds(1);
   options.max_backoff = std::chrono::milliseconds(4);
@@ -50,13 +50,13 @@ DedupRun Dedup(testing::FakeServer& server, DedupFileOptions options,
   auto stub = chunkd::v1::ChunkService::NewStub(MakeChannel(connect));
   std::FILE* err = std::tmpfile();
   DedupRun run{DedupFile(
-              stub.get(), options, name,
-              [](InputFile* input) {
-                return std::make_unique<Progress>(nullptr, input->name(),
-                                                  input->size());
-              },
-              err),
-          ""};
+                   stub.get(), options, name,
+                   [](InputFile* input) {
+                     return std::make_unique<Progress>(nullptr, input->name(),
+                                                       input->size());
+                   },
+                   err),
+               ""};
   run.err = ReadAll(err);
   std::fclose(err);
   return run;
@@ -96,8 +96,7 @@ TEST(DedupFileTest, WithoutRetriesOneStreamAndNoStreamId) {
   ASSERT_FALSE(run.totals.ok());
   EXPECT_EQ(run.totals.status().message(), "UNAVAILABLE: restarting");
   EXPECT_EQ(run.err, "");
-  EXPECT_EQ(server.service().dedup_stream_ids(),
-            std::vector<std::string>{""});
+  EXPECT_EQ(server.service().dedup_stream_ids(), std::vector<std::string>{""});
 }
 
 TEST(DedupFileTest, ReplaysTheFileWithTheSameStreamId) {

@@ -64,8 +64,8 @@ std::string AlgorithmJson(const chunkd::v1::AlgorithmInfo& a) {
       ",\"backend_threads\":", a.backend_threads(),
       ",\"min_size\":", RangeJson(a.min_size()),
       ",\"avg_size\":", RangeJson(a.avg_size()),
-      ",\"max_size\":", RangeJson(a.max_size()),
-      ",\"avg_size_power_of_two\":", a.avg_size_power_of_two() ? "true" : "false",
+      ",\"max_size\":", RangeJson(a.max_size()), ",\"avg_size_power_of_two\":",
+      a.avg_size_power_of_two() ? "true" : "false",
       ",\"normalization_level\":", OptionalRangeJson(a.normalization_level()),
       ",\"horizon_size\":", OptionalRangeJson(a.horizon_size()),
       ",\"polynomial\":", OptionalRangeJson(a.polynomial()), "}");

@@ -17,8 +17,8 @@ constexpr absl::string_view kBrokenPipeMessage = "standard output was closed";
 absl::StatusOr<OutputFormat> ParseOutputFormat(absl::string_view name) {
   if (name == "text" || name == "csv") return OutputFormat::kText;
   if (name == "json") return OutputFormat::kJson;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--format: expected text, csv or json, got \"", name, "\""));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--format: expected text, csv or json, got \"", name, "\""));
 }
 
 absl::Status BrokenPipeError() {

@@ -287,9 +287,10 @@ class BearerTokenInterceptorFactory
   const std::string value_;
 };
 
-// Reconnection backoff of a channel, in milliseconds: the retry policy's
-// (kDefaultServiceConfig) initial and largest backoff.
-constexpr int kInitialReconnectBackoffMs = 100;
+// Reconnection backoff of a channel, in milliseconds (see MakeChannel): the
+// first well inside the retry policy's first backoff (kDefaultServiceConfig),
+// the largest its largest.
+constexpr int kInitialReconnectBackoffMs = 20;
 constexpr int kMaxReconnectBackoffMs = 2000;
 
 }  // namespace
