@@ -170,9 +170,11 @@ def test_dedup_retries_across_a_restart_count_exactly(
                     *flags, data)
         assert clean.returncode == 0, clean.stderr
         start_bytes = ingested(chunkd) or 0.0
+        # 8 retries wait 10 s at least: after a kill -9 and restart, the
+        # client's reconnection was seen to take up to about 5 s.
         process = subprocess.Popen(
             [str(chunkctl_bin), "dedup", "--server", chunkd.address, "--namespace", "retried",
-             "--retries", "5", *flags, str(data)],
+             "--retries", "8", *flags, str(data)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             # Kill chunkd once the stream is well under way, then bring it back.
@@ -190,7 +192,7 @@ def test_dedup_retries_across_a_restart_count_exactly(
                 process.wait(10)
         assert process.returncode == 0, stderr
         assert re.search(r"^chunkctl: .*data\.bin: UNAVAILABLE: .*; sending it again in "
-                         r"[0-9.]+ s \(retry 1 of 5\)$", stderr, re.M), stderr
+                         r"[0-9.]+ s \(retry 1 of 8\)$", stderr, re.M), stderr
         # What the run printed, and what the index holds, equal a single run's.
         assert stdout == clean.stdout
         clean_counts, _ = read_counts([redis.port], "clean")
