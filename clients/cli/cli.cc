@@ -120,6 +120,8 @@ constexpr absl::string_view kConnectionUsage = R"(Connection (not with --local):
   --token-file FILE    read the token from the first line of FILE
   --timeout SECONDS    deadline of each call, e.g. 30 or 0.5; 0 (default):
                        none
+Every flag may also be spelled with underscores (--tls_ca, --message_size),
+as in earlier releases.
 )";
 
 constexpr absl::string_view kProgressUsage =

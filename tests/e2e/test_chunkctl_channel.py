@@ -3,7 +3,8 @@ defaults"): GetServerInfo outlasts a refused first connection (the retry
 policy of the default service config), round_robin spreads the streams of
 one run over every address of the target, and `dedup --retries` sends a file
 again after its server was killed and restarted, with reference counts in
-Redis equal to a single run's."""
+Redis equal to a single run's; --tls-server-name names the certificate's
+host."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Iterator, List, Optional
 
+import grpc
 import pytest
 
 from chunkd_client.testing import ChunkdServer, free_port, serving, wait_until_serving
@@ -23,6 +25,7 @@ from chunkd_client.testing import ChunkdServer, free_port, serving, wait_until_s
 from e2e_util import SUBPROCESS_TIMEOUT, random_bytes
 from metrics_util import parse_samples, scrape, value
 from redis_util import RedisServer, read_counts
+from test_security import pki  # noqa: F401 (pki: a fixture)
 
 
 class RefuseFirstProxy:
@@ -202,3 +205,20 @@ def test_dedup_retries_across_a_restart_count_exactly(
     finally:
         chunkd.stop()
         redis.cleanup()
+
+
+def test_tls_server_name_is_the_name_verified(chunkd_bin: Path, chunkctl_bin: Path,
+                                              pki: Path) -> None:  # noqa: F811
+    creds = grpc.ssl_channel_credentials(root_certificates=(pki / "ca.pem").read_bytes())
+    tls_server = ChunkdServer(chunkd_bin, health_credentials=creds, extra_args=[
+        f"--tls_cert={pki / 'server.pem'}", f"--tls_key={pki / 'server.key'}"])
+    for _ in serving(tls_server):
+        # The certificate names 127.0.0.1 and localhost, not chunkd.example.
+        for flag, name, code in (("--tls-server-name", "localhost", 0),
+                                 ("--tls_server_name", "localhost", 0),
+                                 ("--tls-server-name", "chunkd.example", 1)):
+            result = run(chunkctl_bin, "info", "--server", tls_server.address,
+                         "--tls-ca", pki / "ca.pem", flag, name, "--json")
+            assert result.returncode == code, result.stderr
+            if code:
+                assert "chunkctl: UNAVAILABLE: " in result.stderr
