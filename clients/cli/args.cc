@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 namespace chunkd::cli {
 
@@ -43,19 +44,22 @@ absl::StatusOr<ParsedArgs> ParseArgs(absl::Span<const std::string> args,
       return absl::InvalidArgumentError(
           absl::StrCat("unknown flag \"", word, "\" (flags start with --)"));
     }
-    absl::string_view name = body;
+    absl::string_view given = body;
     std::optional<std::string> inline_value;
     if (size_t eq = body.find('='); eq != absl::string_view::npos) {
-      name = body.substr(0, eq);
+      given = body.substr(0, eq);
       inline_value = std::string(body.substr(eq + 1));
     }
+    // The spelling of earlier releases, --tls_ca for --tls-ca, is the same
+    // flag; a name keeps its dashes in messages and in ParsedArgs.
+    const std::string name = absl::StrReplaceAll(given, {{"_", "-"}});
     const FlagSpec* spec = nullptr;
     for (const FlagSpec& s : specs) {
       if (s.name == name) spec = &s;
     }
     if (spec == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag \"--", name, "\""));
+          absl::StrCat("unknown flag \"--", given, "\""));
     }
     if (parsed.flags_.count(name) != 0) {
       return absl::InvalidArgumentError(
@@ -75,7 +79,7 @@ absl::StatusOr<ParsedArgs> ParseArgs(absl::Span<const std::string> args,
       return absl::InvalidArgumentError(
           absl::StrCat("flag --", name, " takes no value"));
     }
-    parsed.flags_.emplace(std::string(name), std::move(value));
+    parsed.flags_.emplace(name, std::move(value));
   }
   return parsed;
 }

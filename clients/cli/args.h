@@ -4,7 +4,10 @@
 // but not a tool whose commands accept different flags; this parser takes the
 // accepted flags per command instead. Accepted forms: "--name VALUE",
 // "--name=VALUE" and "--name" for switches. "-h" means "--help", a lone "-"
-// is a positional argument (stdin), and "--" ends the flags.
+// is a positional argument (stdin), and "--" ends the flags. Flag names are
+// spelled with dashes; the same name with underscores ("--tls_ca" for
+// "--tls-ca", the spelling of earlier releases) is the same flag
+// (docs/cli.md).
 //
 // Thread safety: ParsedArgs is an immutable value once parsed.
 #ifndef CHUNKD_CLIENTS_CLI_ARGS_H_
@@ -27,7 +30,7 @@ namespace chunkd::cli {
 
 // One flag a command accepts.
 struct FlagSpec {
-  // The name without the leading "--".
+  // The name without the leading "--", with dashes, never underscores.
   std::string name;
   // False for a switch ("--local"), true for a flag that takes a value.
   bool takes_value = true;
@@ -58,7 +61,8 @@ class ParsedArgs {
 
 // Parses `args` (the words after the command name) against `specs`.
 // INVALID_ARGUMENT names the offending word: an unknown flag, a flag without
-// its value, a value given to a switch, or a flag given twice.
+// its value, a value given to a switch, or a flag given twice (in either
+// spelling).
 absl::StatusOr<ParsedArgs> ParseArgs(absl::Span<const std::string> args,
                                      absl::Span<const FlagSpec> specs);
 

@@ -44,6 +44,36 @@ TEST(ParseArgsTest, ValueMayLookLikeAFlagOrBeEmpty) {
   EXPECT_EQ(args->Get("min"), "");
 }
 
+TEST(ParseArgsTest, UnderscoresSpellTheSameFlag) {
+  const std::vector<FlagSpec> specs = {
+      {"seq-length"}, {"tls-ca"}, {"skip-size"}, {"no-wait", false}};
+  absl::StatusOr<ParsedArgs> args =
+      ParseArgs({"--seq_length", "4", "--tls_ca=ca.pem", "--skip-size", "9",
+                 "--no_wait"},
+                specs);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(args->Get("seq-length"), "4");
+  EXPECT_EQ(args->Get("tls-ca"), "ca.pem");
+  EXPECT_EQ(args->Get("skip-size"), "9");
+  EXPECT_TRUE(args->Has("no-wait"));
+  // Lookups use the dash spelling only.
+  EXPECT_FALSE(args->Has("seq_length"));
+  // Either spelling twice is the flag twice; an unknown flag is named as
+  // given.
+  args = ParseArgs({"--tls-ca", "a", "--tls_ca", "b"}, specs);
+  ASSERT_FALSE(args.ok());
+  EXPECT_THAT(std::string(args.status().message()),
+              HasSubstr("flag --tls-ca given more than once"));
+  args = ParseArgs({"--tls_cb", "a"}, specs);
+  ASSERT_FALSE(args.ok());
+  EXPECT_THAT(std::string(args.status().message()),
+              HasSubstr("unknown flag \"--tls_cb\""));
+  // Values keep their underscores.
+  args = ParseArgs({"--tls-ca", "my_ca.pem"}, specs);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(args->Get("tls-ca"), "my_ca.pem");
+}
+
 TEST(ParseArgsTest, DashHIsHelp) {
   absl::StatusOr<ParsedArgs> args = ParseArgs({"-h"}, kSpecs);
   ASSERT_TRUE(args.ok()) << args.status();

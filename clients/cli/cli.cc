@@ -1,12 +1,15 @@
 #include "clients/cli/cli.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -21,7 +24,10 @@
 #include "clients/cli/args.h"
 #include "clients/cli/bench.h"
 #include "clients/cli/chunk_options.h"
+#include "clients/cli/common_flags.h"
+#include "clients/cli/dedup_file.h"
 #include "clients/cli/input_file.h"
+#include "clients/cli/json_output.h"
 #include "clients/cli/local_chunk.h"
 #include "clients/cli/progress.h"
 #include "clients/cli/record_writer.h"
@@ -57,55 +63,83 @@ Commands:
 Run 'chunkctl COMMAND --help' for the options of a command.
 'chunkctl --version' prints the version.
 
+Flags are spelled with dashes (--tls-ca); the underscore spelling of earlier
+releases (--tls_ca) is the same flag. chunkctl, chunkd-client and chunkd-go
+take the same flags and print the same output (docs/cli.md).
+
 Exit status:
-  0  success
-  1  a failure while running: an input that cannot be read, output that
-     cannot be written, an error from the server, printed as CODE_NAME:
-     message (e.g. UNAVAILABLE: no server answers; RESOURCE_EXHAUSTED: the
-     server is at its --max_streams; INVALID_ARGUMENT: the server refused
-     the request), a stream that ended OK but whose summary does not count
-     every byte sent (DATA_LOSS), or a response that breaks the protocol
-  2  a usage error, found before contacting any server: an unknown command
-     or flag, a bad value, parameters out of range, a flag the algorithm
-     does not take
+  0    success
+  1    a failure while running: an input that cannot be read, output that
+       cannot be written, an error from the server other than
+       INVALID_ARGUMENT, printed as CODE_NAME: message (e.g. UNAVAILABLE: no
+       server answers; RESOURCE_EXHAUSTED: the server is at its
+       --max_streams; DEADLINE_EXCEEDED: --timeout passed), a stream that
+       ended OK but whose summary does not count every byte sent
+       (DATA_LOSS), or a response that breaks the protocol
+  2    a usage error or a bad parameter: an unknown command or flag, a bad
+       value, parameters out of range, a flag the algorithm does not take;
+       found before any call, or answered by the server (INVALID_ARGUMENT:
+       the server refused the request)
+  130  interrupted (SIGINT)
+  141  standard output closed early (e.g. | head): chunkctl stops at once
+       and prints nothing more, as a process killed by SIGPIPE
 )";
 
 constexpr absl::string_view kChunkUsage =
-    R"(Usage: chunkctl chunk (--server ADDR | --local) [options] FILE|-
+    R"(Usage: chunkctl chunk [--server ADDR | --local] [options] FILE|-
 
 Cuts FILE (stdin for "-") into chunks and prints one line per chunk:
-  csv   offset,length,fingerprint_hex   (offset,length with --fingerprint none)
+  text  offset,length,fingerprint_hex   (offset,length with --fingerprint none)
   json  {"offset":N,"length":N,"fingerprint":"hex"}
 For the same input and options, --local and --server print identical output.
 
-Where to chunk (exactly one):
-  --server ADDR        stream FILE to the chunkd server at ADDR (host:port)
-  --local              run the chunking library in this process
+Where to chunk:
+  --server ADDR        stream FILE to the chunkd server at ADDR (the default,
+                       see Connection below)
+  --local              run the chunking library in this process instead
 )";
 
-constexpr absl::string_view kConnectionUsage = R"(Connection (with --server):
+constexpr absl::string_view kConnectionUsage = R"(Connection (not with --local):
+  --server ADDR        the chunkd server: host:port, or a gRPC target such as
+                       dns:///chunkd-headless.ns.svc:50051 (default:
+                       $CHUNKD_SERVER, else 127.0.0.1:50051). Calls are
+                       balanced round_robin over every address it resolves
+                       to; GetServerInfo is retried on UNAVAILABLE
   --tls                use TLS, verifying the server against the system's
                        roots (or $GRPC_DEFAULT_SSL_ROOTS_FILE_PATH)
-  --tls_ca FILE        PEM certificates of the CA that signed the server's
+  --tls-ca FILE        PEM certificates of the CA that signed the server's
                        certificate (implies --tls)
-  --tls_cert FILE      client certificate (PEM) for mutual TLS; with
-  --tls_key FILE       its private key (implies --tls)
+  --tls-cert FILE      client certificate (PEM) for mutual TLS; with
+  --tls-key FILE       its private key (implies --tls)
+  --tls-server-name NAME
+                       the name to verify in the server's certificate
+                       instead of ADDR's host (implies --tls)
   --token TOKEN        bearer token sent with every call (default:
-                       $CHUNKD_TOKEN); prefer --token_file, since command
+                       $CHUNKD_TOKEN); prefer --token-file, since command
                        lines are visible to other users
-  --token_file FILE    read the token from the first line of FILE
+  --token-file FILE    read the token from the first line of FILE
+  --timeout SECONDS    deadline of each call, e.g. 30 or 0.5; 0 (default):
+                       none
+Every flag may also be spelled with underscores (--tls_ca, --message_size),
+as in earlier releases.
 )";
 
-constexpr absl::string_view kProgressNote =
-    "\nWhile a file streams, a progress line (bytes, rate, ETA) is drawn on "
-    "stderr\nwhen stderr is a terminal; nothing is drawn when it is not.\n";
+constexpr absl::string_view kProgressUsage =
+    R"(  --progress WHEN      auto (default: a progress line with bytes, rate and
+                       ETA on stderr while a file streams, when stderr is a
+                       terminal), always or never
+)";
 
 constexpr absl::string_view kChunkOutputUsage = R"(Output and transfer:
-  --format FMT         csv (default) or json
+  --format FMT         text (default; the csv lines above; csv is another
+                       name of it) or json
+  --json               the same as --format json
   --message-size N     bytes per data message to the server (with --local:
                        per read), 1..67108864 (default 1048576)
+)";
 
-With --local only (the output never depends on them):
+constexpr absl::string_view kLocalUsage =
+    R"(With --local only (the output never depends on them):
   --backend NAME       stage-1 kernel: scalar, avx2 or avx512 (default:
                        $CHUNKD_BACKEND when set, else per algorithm the
                        fastest on this CPU, calibrated at the first chunk)
@@ -116,7 +150,7 @@ extensions; $CHUNKD_SHA256=openssl forces OpenSSL one chunk at a time
 )";
 
 constexpr absl::string_view kDedupUsage =
-    R"(Usage: chunkctl dedup --server ADDR --namespace NS [options] FILE...
+    R"(Usage: chunkctl dedup --namespace NS [options] FILE|-...
 
 Deduplicates each FILE (stdin for "-") in turn against the namespace NS of
 the server's fingerprint index, one Dedup stream per file, and prints per file
@@ -125,9 +159,22 @@ where ratio is the running deduplication ratio: bytes / unique bytes of all
 files so far ("inf" while no byte is unique). A last line gives the totals.
 A line where RapidCDC hints were tried ends with
   hints_tried=T hints_accepted=A hints_rejected=R hint_skipped_bytes=S
+With --json, one object per line instead, every key always present:
+  {"file":"FILE","bytes":N,"unique_bytes":M,"chunks":C,"unique_chunks":U,
+   "ratio":R,"hints_tried":T,"hints_accepted":A,"hints_rejected":R,
+   "hint_skipped_bytes":S}
+and last {"total":true,...}; ratio is rounded to 6 decimals, null while no
+byte is unique.
 
-  --server ADDR        the chunkd server (host:port)
   --namespace NS       the tenant's index: 1..128 characters of [A-Za-z0-9._-]
+  --retries N          when a file's stream fails with UNAVAILABLE, ABORTED,
+                       RESOURCE_EXHAUSTED, INTERNAL or (with --timeout)
+                       DEADLINE_EXCEEDED, send the file again from its start,
+                       up to N more times, after a backoff of 0.25 s doubling
+                       to 4 s (default 0; at most 100). Every stream of a
+                       file then carries the same random stream_id, so a
+                       replay counts no reference twice: the counts equal a
+                       single run's. Not with stdin ("-")
   --message-size N     bytes per data message, 1..67108864 (default 1048576)
   --hints NAME         RapidCDC: after a duplicate chunk, how a size that
                        followed it before is accepted instead of cutting
@@ -136,15 +183,22 @@ A line where RapidCDC hints were tried ends with
                        ff_rwt, ff_mt, ff (faster, chunks may differ) or off
 )";
 
+constexpr absl::string_view kDedupOutputUsage = R"(Output:
+  --format FMT         text (default; csv is another name of it) or json
+  --json               the same as --format json
+)";
+
 constexpr absl::string_view kDedupChunkNote =
     "\nDedup needs a fingerprint: --fingerprint none is not accepted.\n";
 
-constexpr absl::string_view kInfoUsage = R"(Usage: chunkctl info --server ADDR
+constexpr absl::string_view kInfoUsage = R"(Usage: chunkctl info [options]
 
 Prints the server's version, chunking and index backends, limits, and the
-parameter ranges and defaults of every algorithm.
+parameter ranges and defaults of every algorithm: readable text, or with
+--json one object (the shape of docs/cli.md).
 
-  --server ADDR        the chunkd server (host:port)
+  --format FMT         text (default; csv is another name of it) or json
+  --json               the same as --format json
 )";
 
 constexpr absl::string_view kBenchUsage =
@@ -191,7 +245,8 @@ with restic's test polynomial; buzhash 16/64/256 KiB.
                        least one run (default 1)
 )";
 
-// Where a command prints, and how it reports errors.
+// Where a command prints, and how it reports errors (docs/cli.md, "Exit
+// status"): one line on stderr, "chunkctl: message".
 class Io {
  public:
   Io(std::FILE* out, std::FILE* err, absl::string_view command)
@@ -203,19 +258,26 @@ class Io {
   }
   // A bad command line: the message and where to find help.
   int UsageError(absl::string_view message) const {
-    absl::FPrintF(err_, "chunkctl: %s\nRun 'chunkctl %s--help' for usage.\n",
-                  message, command_.empty() ? "" : absl::StrCat(command_, " "));
+    absl::FPrintF(err_, "chunkctl: %s (see chunkctl %s--help)\n", message,
+                  command_.empty() ? "" : absl::StrCat(command_, " "));
     return kExitUsage;
   }
-  // Parameters the library rejects: its message names field and range.
-  int InvalidParameters(const absl::Status& status) const {
-    absl::FPrintF(err_, "chunkctl: %s\n", status.message());
-    return kExitUsage;
-  }
-  // Anything that went wrong while running.
+  // Anything that went wrong while running: exit status 1, except the
+  // server's INVALID_ARGUMENT (a bad parameter: 2) and a closed standard
+  // output (141, silently).
   int Failure(const absl::Status& status) const {
+    if (IsBrokenPipe(status)) return kExitBrokenPipe;
     absl::FPrintF(err_, "chunkctl: %s\n", status.message());
-    return kExitFailure;
+    return status.code() == absl::StatusCode::kInvalidArgument ? kExitUsage
+                                                                : kExitFailure;
+  }
+  // Writes `text` to standard output and flushes it.
+  int Print(absl::string_view text) const {
+    if (std::fwrite(text.data(), 1, text.size(), out_) != text.size() ||
+        std::fflush(out_) != 0) {
+      return Failure(WriteError(errno));
+    }
+    return kExitOk;
   }
 
  private:
@@ -255,120 +317,56 @@ absl::Status CheckNamespace(absl::string_view ns) {
   return absl::OkStatus();
 }
 
-std::vector<FlagSpec> WithConnectionFlags(std::vector<FlagSpec> specs) {
-  for (const char* name :
-       {"tls_ca", "tls_cert", "tls_key", "token", "token_file"}) {
-    specs.push_back({name});
-  }
-  specs.push_back({"tls", false});
-  return specs;
-}
-
-absl::StatusOr<std::string> ReadWholeFile(absl::string_view flag,
-                                          const std::string& path) {
-  absl::StatusOr<std::unique_ptr<InputFile>> file = InputFile::Open(path);
-  if (!file.ok()) {
-    return absl::Status(
-        file.status().code(),
-        absl::StrCat("--", flag, ": ", file.status().message()));
-  }
-  std::string text;
-  char buffer[4096];
-  while (true) {
-    absl::StatusOr<size_t> n = (*file)->Read(buffer, sizeof(buffer));
-    if (!n.ok()) {
-      return absl::Status(n.status().code(),
-                          absl::StrCat("--", flag, ": ", n.status().message()));
-    }
-    if (*n == 0) return text;
-    text.append(buffer, *n);
-    if (text.size() > (1 << 20)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, ": ", path, " is larger than 1 MiB"));
-    }
-  }
-}
-
-// The connection flags of `args`; files are read here, so a missing one is
-// reported before anything is sent.
-absl::StatusOr<ConnectOptions> ConnectOptionsFromArgs(const ParsedArgs& args) {
-  ConnectOptions options;
-  options.address = args.Get("server").value_or("");
-  options.tls = args.Has("tls") || args.Has("tls_ca") || args.Has("tls_cert") ||
-                args.Has("tls_key");
-  if (args.Has("tls_cert") != args.Has("tls_key")) {
-    return absl::InvalidArgumentError(
-        "--tls_cert and --tls_key go together: give both or neither");
-  }
-  for (auto [flag, field] : {std::pair{"tls_ca", &options.tls_root_certs},
-                             std::pair{"tls_cert", &options.tls_cert_chain},
-                             std::pair{"tls_key", &options.tls_private_key}}) {
-    if (std::optional<std::string> path = args.Get(flag)) {
-      absl::StatusOr<std::string> text = ReadWholeFile(flag, *path);
-      if (!text.ok()) return text.status();
-      if (text->find("-----BEGIN") == std::string::npos) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--", flag, ": ", *path, " holds no PEM block"));
-      }
-      *field = *std::move(text);
-    }
-  }
-  if (args.Has("token") && args.Has("token_file")) {
-    return absl::InvalidArgumentError("give --token or --token_file, not both");
-  }
-  std::string token;
-  if (std::optional<std::string> value = args.Get("token")) {
-    token = *value;
-  } else if (std::optional<std::string> path = args.Get("token_file")) {
-    absl::StatusOr<std::string> text = ReadWholeFile("token_file", *path);
-    if (!text.ok()) return text.status();
-    token = std::string(absl::StripAsciiWhitespace(
-        absl::string_view(*text).substr(0, text->find('\n'))));
-    if (token.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--token_file: ", *path, " holds no token"));
-    }
-  } else if (const char* env = std::getenv("CHUNKD_TOKEN")) {
-    token = std::string(absl::StripAsciiWhitespace(env));
-  }
-  if (std::any_of(token.begin(), token.end(),
-                  [](char c) { return absl::ascii_isspace(c) || c == 0; })) {
-    return absl::InvalidArgumentError("the token must be one word");
-  }
-  options.token = std::move(token);
-  return options;
-}
-
 std::unique_ptr<chunkd::v1::ChunkService::Stub> Connect(
     const ConnectOptions& options) {
   return chunkd::v1::ChunkService::NewStub(MakeChannel(options));
 }
 
-// The progress display of one input: on `err` when it is a terminal.
-std::unique_ptr<Progress> ProgressFor(std::FILE* err, InputFile* input) {
+// The progress display of one input, drawn on `tty` (nullptr: none).
+std::unique_ptr<Progress> ProgressFor(std::FILE* tty, InputFile* input) {
   auto progress = std::make_unique<Progress>(
-      Progress::IsTerminal(err) ? err : nullptr,
-      input->name() == "-" ? std::string("stdin") : input->name(),
+      tty, input->name() == "-" ? std::string("stdin") : input->name(),
       input->size());
   input->set_progress(progress.get());
   return progress;
 }
 
-// RunChunk's flags and FILE, with exactly one of --server and --local.
+// The options every command with a server shares, read from its flags.
+struct CommonOptions {
+  ConnectOptions connect;
+  std::chrono::nanoseconds timeout{0};
+  OutputFormat format = OutputFormat::kText;
+  ProgressMode progress = ProgressMode::kAuto;
+};
+
+// Reads CommonOptions from `args`; INVALID_ARGUMENT names the flag.
+absl::StatusOr<CommonOptions> CommonOptionsFromArgs(const ParsedArgs& args) {
+  CommonOptions options;
+  absl::StatusOr<OutputFormat> format = OutputFormatFromArgs(args);
+  if (!format.ok()) return format.status();
+  options.format = *format;
+  absl::StatusOr<ProgressMode> progress = ProgressModeFromArgs(args);
+  if (!progress.ok()) return progress.status();
+  options.progress = *progress;
+  absl::StatusOr<std::chrono::nanoseconds> timeout = TimeoutFromArgs(args);
+  if (!timeout.ok()) return timeout.status();
+  options.timeout = *timeout;
+  absl::StatusOr<ConnectOptions> connect = ConnectOptionsFromArgs(args);
+  if (!connect.ok()) return connect.status();
+  options.connect = *std::move(connect);
+  return options;
+}
+
+// RunChunk's flags and its one FILE.
 absl::StatusOr<ParsedArgs> ParseChunkArgs(absl::Span<const std::string> words) {
-  absl::StatusOr<ParsedArgs> args =
-      ParseArgs(words, WithConnectionFlags(WithChunkFlags({{"server"},
-                                                           {"local", false},
-                                                           {"format"},
-                                                           {"message-size"},
-                                                           {"backend"},
-                                                           {"threads"},
-                                                           {"help", false}})));
+  absl::StatusOr<ParsedArgs> args = ParseArgs(
+      words, WithOutputFlags(WithConnectionFlags(
+                 WithChunkFlags({{"local", false},
+                                 {"message-size"},
+                                 {"backend"},
+                                 {"threads"},
+                                 {"help", false}}))));
   if (!args.ok()) return args.status();
-  if (args->Has("server") == args->Has("local")) {
-    return absl::InvalidArgumentError(
-        "give exactly one of --server ADDR and --local");
-  }
   if (args->positional().size() != 1) {
     return absl::InvalidArgumentError(args->positional().empty()
                                           ? "missing FILE (\"-\" for stdin)"
@@ -377,25 +375,19 @@ absl::StatusOr<ParsedArgs> ParseChunkArgs(absl::Span<const std::string> words) {
   return args;
 }
 
-// --format, CSV when not given.
-absl::StatusOr<OutputFormat> ChunkOutputFormat(const ParsedArgs& args) {
-  if (std::optional<std::string> name = args.Get("format")) {
-    return ParseOutputFormat(*name);
-  }
-  return OutputFormat::kCsv;
-}
-
 // The flags that apply to only one of --server and --local.
 absl::Status CheckChunkTarget(const ParsedArgs& args) {
-  if (args.Has("server") && (args.Has("backend") || args.Has("threads"))) {
+  const bool local = args.Has("local");
+  if (!local && (args.Has("backend") || args.Has("threads"))) {
     return absl::InvalidArgumentError(
         "--backend and --threads apply to --local; the server has its own");
   }
-  for (const char* flag :
-       {"tls", "tls_ca", "tls_cert", "tls_key", "token", "token_file"}) {
-    if (args.Has("local") && args.Has(flag)) {
+  for (const char* flag : {"server", "tls", "tls-ca", "tls-cert", "tls-key",
+                           "tls-server-name", "token", "token-file",
+                           "timeout"}) {
+    if (local && args.Has(flag)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, " applies to --server"));
+          absl::StrCat("--", flag, " applies to a server, not to --local"));
     }
   }
   return absl::OkStatus();
@@ -438,21 +430,52 @@ absl::StatusOr<size_t> LocalThreads(const ParsedArgs& args) {
   return static_cast<size_t>(*n);
 }
 
+// Everything `chunkctl chunk` needs, from its command line.
+struct ChunkCommand {
+  ChunkFlags flags;
+  CommonOptions common;
+  size_t message_size = kDefaultMessageSize;
+  bool local = false;
+  chunking::EngineOptions engine;
+  size_t threads = 1;
+};
+
+// Reads and checks `chunk`'s command line; any error is a usage error.
+absl::StatusOr<ChunkCommand> ParseChunkCommand(const ParsedArgs& args) {
+  ChunkCommand c;
+  absl::StatusOr<ChunkFlags> flags = ChunkFlagsFromArgs(args);
+  if (!flags.ok()) return flags.status();
+  c.flags = *std::move(flags);
+  absl::StatusOr<size_t> message_size = MessageSize(args);
+  if (!message_size.ok()) return message_size.status();
+  c.message_size = *message_size;
+  if (absl::Status s = Validate(c.flags); !s.ok()) return s;
+  if (absl::Status s = CheckChunkTarget(args); !s.ok()) return s;
+  absl::StatusOr<CommonOptions> common = CommonOptionsFromArgs(args);
+  if (!common.ok()) return common.status();
+  c.common = *std::move(common);
+  c.local = args.Has("local");
+  absl::StatusOr<const chunking::kernels::Kernel*> kernel = ChunkKernel(args);
+  if (!kernel.ok()) return kernel.status();
+  c.engine.kernel = *kernel;
+  absl::StatusOr<size_t> threads = LocalThreads(args);
+  if (!threads.ok()) return threads.status();
+  c.threads = *threads;
+  return c;
+}
+
 // Chunks `input` into `writer`, here (--local) or on the server.
-absl::Status ChunkInput(const ParsedArgs& args, const ChunkFlags& flags,
-                        const ConnectOptions& connect, fingerprint::Kind kind,
-                        size_t message_size,
-                        const chunking::EngineOptions& engine, InputFile* input,
-                        RecordWriter* writer) {
-  if (args.Has("local")) {
-    return ChunkLocally(ToChunkerOptions(flags), kind, message_size, input,
-                        writer, engine);
+absl::Status ChunkInput(const ChunkCommand& c, fingerprint::Kind kind,
+                        InputFile* input, RecordWriter* writer) {
+  if (c.local) {
+    return ChunkLocally(ToChunkerOptions(c.flags), kind, c.message_size, input,
+                        writer, c.engine);
   }
   chunkd::v1::ChunkParams params;
-  ToProto(flags, params.mutable_chunking());
-  params.set_fingerprint(ToProtoFingerprint(flags));
-  return ChunkRemotely(Connect(connect).get(), params, kind, message_size,
-                       input, writer);
+  ToProto(c.flags, params.mutable_chunking());
+  params.set_fingerprint(ToProtoFingerprint(c.flags));
+  return ChunkRemotely(Connect(c.common.connect).get(), params, kind,
+                       c.message_size, input, writer, c.common.timeout);
 }
 
 int RunChunk(absl::Span<const std::string> words, std::FILE* out,
@@ -460,44 +483,27 @@ int RunChunk(absl::Span<const std::string> words, std::FILE* out,
   const Io io(out, err, "chunk");
   if (WantsHelp(words)) {
     return io.Usage(absl::StrCat(kChunkUsage, "\n", ChunkFlagsHelp(), "\n",
-                                 kChunkOutputUsage, "\n", kConnectionUsage,
-                                 kProgressNote));
+                                 kChunkOutputUsage, kProgressUsage, "\n",
+                                 kLocalUsage, "\n", kConnectionUsage));
   }
   absl::StatusOr<ParsedArgs> args = ParseChunkArgs(words);
   if (!args.ok()) return io.UsageError(args.status().message());
-  absl::StatusOr<ChunkFlags> flags = ChunkFlagsFromArgs(*args);
-  if (!flags.ok()) return io.UsageError(flags.status().message());
-  absl::StatusOr<OutputFormat> format = ChunkOutputFormat(*args);
-  if (!format.ok()) return io.UsageError(format.status().message());
-  absl::StatusOr<size_t> message_size = MessageSize(*args);
-  if (!message_size.ok()) return io.UsageError(message_size.status().message());
-  if (absl::Status s = Validate(*flags); !s.ok()) {
-    return io.InvalidParameters(s);
-  }
-
-  if (absl::Status s = CheckChunkTarget(*args); !s.ok()) {
-    return io.UsageError(s.message());
-  }
-  absl::StatusOr<ConnectOptions> connect = ConnectOptionsFromArgs(*args);
-  if (!connect.ok()) return io.UsageError(connect.status().message());
-  chunking::EngineOptions engine;
-  absl::StatusOr<const chunking::kernels::Kernel*> kernel = ChunkKernel(*args);
-  if (!kernel.ok()) return io.UsageError(kernel.status().message());
-  engine.kernel = *kernel;
-  absl::StatusOr<size_t> threads = LocalThreads(*args);
-  if (!threads.ok()) return io.UsageError(threads.status().message());
+  absl::StatusOr<ChunkCommand> command = ParseChunkCommand(*args);
+  if (!command.ok()) return io.UsageError(command.status().message());
   std::optional<chunking::ThreadPoolExecutor> pool;
-  if (*threads > 1) engine.executor = &pool.emplace(*threads);
+  if (command->threads > 1) {
+    command->engine.executor = &pool.emplace(command->threads);
+  }
 
   absl::StatusOr<std::unique_ptr<InputFile>> input =
       InputFile::Open(args->positional()[0]);
   if (!input.ok()) return io.Failure(input.status());
-  const fingerprint::Kind kind = EffectiveFingerprint(*flags);
-  RecordWriter writer(out, *format, kind != fingerprint::Kind::kNone);
-  const std::unique_ptr<Progress> progress = ProgressFor(err, input->get());
-  const absl::Status status =
-      ChunkInput(*args, *flags, *connect, kind, *message_size, engine,
-                 input->get(), &writer);
+  const fingerprint::Kind kind = EffectiveFingerprint(command->flags);
+  RecordWriter writer(out, command->common.format,
+                      kind != fingerprint::Kind::kNone);
+  const std::unique_ptr<Progress> progress = ProgressFor(
+      ProgressTarget(command->common.progress, err), input->get());
+  const absl::Status status = ChunkInput(*command, kind, input->get(), &writer);
   progress->Finish();
   if (!status.ok()) return io.Failure(status);
   return kExitOk;
@@ -509,12 +515,18 @@ std::string Ratio(uint64_t bytes, uint64_t unique_bytes) {
       "%.2f", static_cast<double>(bytes) / static_cast<double>(unique_bytes));
 }
 
-std::string DedupLine(absl::string_view name, const DedupTotals& file,
-                      const DedupTotals& running) {
+// One line of `dedup`'s output, with its newline: a file's (`name`), or the
+// total line (nullopt).
+std::string DedupLine(OutputFormat format,
+                      const std::optional<std::string>& name,
+                      const DedupTotals& file, const DedupTotals& running) {
+  if (format == OutputFormat::kJson) {
+    return DedupJsonLine(name, file, running) + "\n";
+  }
   std::string line = absl::StrFormat(
-      "%s bytes=%d unique_bytes=%d chunks=%d unique_chunks=%d ratio=%s", name,
-      file.bytes, file.unique_bytes, file.chunks, file.unique_chunks,
-      Ratio(running.bytes, running.unique_bytes));
+      "%s bytes=%d unique_bytes=%d chunks=%d unique_chunks=%d ratio=%s",
+      name.value_or("total"), file.bytes, file.unique_bytes, file.chunks,
+      file.unique_chunks, Ratio(running.bytes, running.unique_bytes));
   if (file.hints_tried > 0) {
     absl::StrAppendFormat(
         &line,
@@ -526,96 +538,134 @@ std::string DedupLine(absl::string_view name, const DedupTotals& file,
   return line + "\n";
 }
 
+void AddTotals(const DedupTotals& file, DedupTotals* total) {
+  total->bytes += file.bytes;
+  total->unique_bytes += file.unique_bytes;
+  total->chunks += file.chunks;
+  total->unique_chunks += file.unique_chunks;
+  total->hints_tried += file.hints_tried;
+  total->hints_accepted += file.hints_accepted;
+  total->hints_rejected += file.hints_rejected;
+  total->hint_skipped_bytes += file.hint_skipped_bytes;
+}
+
+// Everything `chunkctl dedup` needs, from its command line.
+struct DedupCommand {
+  DedupFileOptions file;
+  CommonOptions common;
+  std::vector<std::string> files;
+};
+
+// --hints, checked against the algorithm; nullopt when not given.
+absl::StatusOr<std::optional<chunkd::v1::HintTest>> DedupHints(
+    const ParsedArgs& args, const ChunkFlags& flags) {
+  std::optional<std::string> name = args.Get("hints");
+  if (!name.has_value()) return std::nullopt;
+  absl::StatusOr<chunkd::v1::HintTest> test = ParseHints(*name);
+  if (!test.ok()) return test.status();
+  if (*test != chunkd::v1::HINT_TEST_OFF &&
+      EffectiveAlgorithm(flags) != chunking::Algorithm::kFastCdc) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--hints ", HintsName(*test), " needs --algorithm fastcdc, not ",
+        chunking::AlgorithmName(EffectiveAlgorithm(flags)),
+        " (hints apply to FastCDC only); use --hints off or leave it out"));
+  }
+  return std::optional<chunkd::v1::HintTest>(*test);
+}
+
+// --namespace, FILE... and --retries: the files and how to send them.
+absl::Status DedupTargets(const ParsedArgs& args, DedupCommand* c) {
+  if (!args.Has("namespace")) return absl::InvalidArgumentError(
+      "missing --namespace NS");
+  const std::string ns = *args.Get("namespace");
+  if (absl::Status s = CheckNamespace(ns); !s.ok()) return s;
+  c->file.params.set_namespace_(ns);
+  c->files = args.positional();
+  if (c->files.empty()) {
+    return absl::InvalidArgumentError("missing FILE (\"-\" for stdin)");
+  }
+  const auto stdin_count = std::count(c->files.begin(), c->files.end(), "-");
+  if (stdin_count > 1) {
+    return absl::InvalidArgumentError("stdin (\"-\") can be read only once");
+  }
+  if (std::optional<std::string> text = args.Get("retries")) {
+    absl::StatusOr<uint64_t> n = ParseUint("retries", *text, kMaxDedupRetries);
+    if (!n.ok()) return n.status();
+    c->file.retries = static_cast<int>(*n);
+  }
+  if (c->file.retries > 0 && stdin_count > 0) {
+    return absl::InvalidArgumentError(
+        "--retries: stdin (\"-\") cannot be sent again; give a file or "
+        "--retries 0");
+  }
+  return absl::OkStatus();
+}
+
+// Reads and checks `dedup`'s command line; any error is a usage error.
+absl::StatusOr<DedupCommand> ParseDedupCommand(const ParsedArgs& args) {
+  DedupCommand c;
+  if (absl::Status s = DedupTargets(args, &c); !s.ok()) return s;
+  absl::StatusOr<ChunkFlags> flags = ChunkFlagsFromArgs(args);
+  if (!flags.ok()) return flags.status();
+  c.file.kind = EffectiveFingerprint(*flags);
+  if (c.file.kind == fingerprint::Kind::kNone) {
+    return absl::InvalidArgumentError(
+        "--fingerprint none: dedup needs a fingerprint (sha256 or xxh128)");
+  }
+  absl::StatusOr<std::optional<chunkd::v1::HintTest>> hints =
+      DedupHints(args, *flags);
+  if (!hints.ok()) return hints.status();
+  if (hints->has_value()) c.file.params.set_hints(**hints);
+  absl::StatusOr<size_t> message_size = MessageSize(args);
+  if (!message_size.ok()) return message_size.status();
+  c.file.message_size = *message_size;
+  if (absl::Status s = Validate(*flags); !s.ok()) return s;
+  absl::StatusOr<CommonOptions> common = CommonOptionsFromArgs(args);
+  if (!common.ok()) return common.status();
+  c.common = *std::move(common);
+  c.file.timeout = c.common.timeout;
+  ToProto(*flags, c.file.params.mutable_chunking());
+  c.file.params.set_fingerprint(ToProtoFingerprint(*flags));
+  return c;
+}
+
 int RunDedup(absl::Span<const std::string> words, std::FILE* out,
              std::FILE* err) {
   const Io io(out, err, "dedup");
   if (WantsHelp(words)) {
     return io.Usage(absl::StrCat(kDedupUsage, "\n", ChunkFlagsHelp(),
-                                 kDedupChunkNote, "\n", kConnectionUsage,
-                                 kProgressNote));
+                                 kDedupChunkNote, "\n", kDedupOutputUsage,
+                                 kProgressUsage, "\n", kConnectionUsage));
   }
   absl::StatusOr<ParsedArgs> args = ParseArgs(
-      words,
-      WithConnectionFlags(WithChunkFlags(
-          {{"server"},
-           {"namespace"},
-           {"message-size"},
-           {"hints"},
-           {"help", false}})));
+      words, WithOutputFlags(WithConnectionFlags(WithChunkFlags(
+                 {{"namespace"},
+                  {"message-size"},
+                  {"hints"},
+                  {"retries"},
+                  {"help", false}}))));
   if (!args.ok()) return io.UsageError(args.status().message());
-  if (!args->Has("server")) return io.UsageError("missing --server ADDR");
-  if (!args->Has("namespace")) return io.UsageError("missing --namespace NS");
-  const std::string ns = *args->Get("namespace");
-  if (absl::Status s = CheckNamespace(ns); !s.ok()) {
-    return io.UsageError(s.message());
-  }
-  const std::vector<std::string>& files = args->positional();
-  if (files.empty()) return io.UsageError("missing FILE (\"-\" for stdin)");
-  if (std::count(files.begin(), files.end(), "-") > 1) {
-    return io.UsageError("stdin (\"-\") can be read only once");
-  }
-  absl::StatusOr<ChunkFlags> flags = ChunkFlagsFromArgs(*args);
-  if (!flags.ok()) return io.UsageError(flags.status().message());
-  const fingerprint::Kind kind = EffectiveFingerprint(*flags);
-  if (kind == fingerprint::Kind::kNone) {
-    return io.UsageError(
-        "--fingerprint none: dedup needs a fingerprint (sha256 or xxh128)");
-  }
-  std::optional<chunkd::v1::HintTest> hints;
-  if (std::optional<std::string> name = args->Get("hints")) {
-    absl::StatusOr<chunkd::v1::HintTest> test = ParseHints(*name);
-    if (!test.ok()) return io.UsageError(test.status().message());
-    if (*test != chunkd::v1::HINT_TEST_OFF &&
-        EffectiveAlgorithm(*flags) != chunking::Algorithm::kFastCdc) {
-      return io.UsageError(absl::StrCat(
-          "--hints ", HintsName(*test), " needs --algorithm fastcdc, not ",
-          chunking::AlgorithmName(EffectiveAlgorithm(*flags)),
-          " (hints apply to FastCDC only); use --hints off or leave it out"));
-    }
-    hints = *test;
-  }
-  absl::StatusOr<size_t> message_size = MessageSize(*args);
-  if (!message_size.ok()) return io.UsageError(message_size.status().message());
-  if (absl::Status s = Validate(*flags); !s.ok()) {
-    return io.InvalidParameters(s);
-  }
+  absl::StatusOr<DedupCommand> command = ParseDedupCommand(*args);
+  if (!command.ok()) return io.UsageError(command.status().message());
 
-  absl::StatusOr<ConnectOptions> connect = ConnectOptionsFromArgs(*args);
-  if (!connect.ok()) return io.UsageError(connect.status().message());
-
-  chunkd::v1::DedupParams params;
-  if (hints) params.set_hints(*hints);
-  ToProto(*flags, params.mutable_chunking());
-  params.set_fingerprint(ToProtoFingerprint(*flags));
-  params.set_namespace_(ns);
-  std::unique_ptr<chunkd::v1::ChunkService::Stub> stub = Connect(*connect);
+  std::unique_ptr<chunkd::v1::ChunkService::Stub> stub =
+      Connect(command->common.connect);
+  std::FILE* const tty = ProgressTarget(command->common.progress, err);
   DedupTotals total;
-  for (const std::string& name : files) {
-    absl::StatusOr<std::unique_ptr<InputFile>> input = InputFile::Open(name);
-    if (!input.ok()) return io.Failure(input.status());
-    const std::unique_ptr<Progress> progress = ProgressFor(err, input->get());
-    absl::StatusOr<DedupTotals> file =
-        DedupRemotely(stub.get(), params, kind, *message_size, input->get());
-    progress->Finish();
+  for (const std::string& name : command->files) {
+    absl::StatusOr<DedupTotals> file = DedupFile(
+        stub.get(), command->file, name,
+        [tty](InputFile* input) { return ProgressFor(tty, input); }, err);
     if (!file.ok()) return io.Failure(file.status());
-    total.bytes += file->bytes;
-    total.unique_bytes += file->unique_bytes;
-    total.chunks += file->chunks;
-    total.unique_chunks += file->unique_chunks;
-    total.hints_tried += file->hints_tried;
-    total.hints_accepted += file->hints_accepted;
-    total.hints_rejected += file->hints_rejected;
-    total.hint_skipped_bytes += file->hint_skipped_bytes;
-    if (std::fputs(DedupLine(name, *file, total).c_str(), out) < 0 ||
-        std::fflush(out) != 0) {
-      return io.Failure(absl::UnavailableError("writing output failed"));
+    AddTotals(*file, &total);
+    if (int status =
+            io.Print(DedupLine(command->common.format, name, *file, total));
+        status != kExitOk) {
+      return status;
     }
   }
-  if (std::fputs(DedupLine("total", total, total).c_str(), out) < 0 ||
-      std::fflush(out) != 0) {
-    return io.Failure(absl::UnavailableError("writing output failed"));
-  }
-  return kExitOk;
+  return io.Print(
+      DedupLine(command->common.format, std::nullopt, total, total));
 }
 
 int RunInfo(absl::Span<const std::string> words, std::FILE* out,
@@ -624,24 +674,21 @@ int RunInfo(absl::Span<const std::string> words, std::FILE* out,
   if (WantsHelp(words)) {
     return io.Usage(absl::StrCat(kInfoUsage, "\n", kConnectionUsage));
   }
-  absl::StatusOr<ParsedArgs> args =
-      ParseArgs(words, WithConnectionFlags({{"server"}, {"help", false}}));
+  absl::StatusOr<ParsedArgs> args = ParseArgs(
+      words, WithOutputFlags(WithConnectionFlags({{"help", false}})));
   if (!args.ok()) return io.UsageError(args.status().message());
-  if (!args->Has("server")) return io.UsageError("missing --server ADDR");
   if (!args->positional().empty()) {
     return io.UsageError(
         absl::StrCat("unexpected argument \"", args->positional()[0], "\""));
   }
-  absl::StatusOr<ConnectOptions> connect = ConnectOptionsFromArgs(*args);
-  if (!connect.ok()) return io.UsageError(connect.status().message());
+  absl::StatusOr<CommonOptions> common = CommonOptionsFromArgs(*args);
+  if (!common.ok()) return io.UsageError(common.status().message());
   absl::StatusOr<chunkd::v1::GetServerInfoResponse> info =
-      GetServerInfo(Connect(*connect).get());
+      GetServerInfo(Connect(common->connect).get(), common->timeout);
   if (!info.ok()) return io.Failure(info.status());
-  std::fputs(FormatServerInfo(*info).c_str(), out);
-  if (std::fflush(out) != 0) {
-    return io.Failure(absl::UnavailableError("writing output failed"));
-  }
-  return kExitOk;
+  return io.Print(common->format == OutputFormat::kJson
+                      ? ServerInfoJson(*info)
+                      : FormatServerInfo(*info));
 }
 
 int RunBenchCommand(absl::Span<const std::string> words, std::FILE* out,
@@ -680,8 +727,7 @@ int RunCli(const std::vector<std::string>& args, std::FILE* out,
     return io.Usage(kMainUsage);
   }
   if (command == "--version") {
-    absl::FPrintF(out, "chunkctl %s\n", CHUNKD_VERSION);
-    return kExitOk;
+    return io.Print(absl::StrCat("chunkctl ", CHUNKD_VERSION, "\n"));
   }
   if (command == "chunk") return RunChunk(rest, out, err);
   if (command == "dedup") return RunDedup(rest, out, err);

@@ -1,6 +1,9 @@
 #include "clients/cli/cli.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -70,24 +73,37 @@ TEST(CliTest, Help) {
   EXPECT_THAT(Cli({"--version"}).out, StartsWith("chunkctl "));
 }
 
+// A command line and a part of the error it must print.
+struct UsageCase {
+  std::vector<std::string> args;
+  std::string message;
+};
+
+// Each case exits 2 with its message on stderr and nothing on stdout.
+void ExpectUsageErrors(const std::vector<UsageCase>& cases) {
+  for (const UsageCase& c : cases) {
+    CliRun run = Cli(c.args);
+    EXPECT_EQ(run.exit_code, kExitUsage)
+        << (c.args.empty() ? "" : c.args.back());
+    EXPECT_THAT(run.err, HasSubstr(c.message));
+    EXPECT_EQ(run.out, "");
+  }
+}
+
 TEST(CliTest, UsageErrorsExitTwo) {
-  struct Case {
-    std::vector<std::string> args;
-    std::string message;
-  };
-  for (const Case& c : std::vector<Case>{
+  ExpectUsageErrors({
            {{}, "Usage: chunkctl COMMAND"},
            {{"frobnicate"},
-            "chunkctl: unknown command \"frobnicate\"\n"
-            "Run 'chunkctl --help' for usage.\n"},
-           {{"chunk", kJpeg}, "give exactly one of --server ADDR and --local"},
+            "chunkctl: unknown command \"frobnicate\" (see chunkctl --help)\n"},
            {{"chunk", "--local", "--server", "x:1", kJpeg},
-            "give exactly one of --server ADDR and --local"},
+            "chunkctl: --server applies to a server, not to --local (see "
+            "chunkctl chunk --help)\n"},
+           {{"chunk", "--local", "--timeout", "1", kJpeg},
+            "--timeout applies to a server, not to --local"},
            {{"chunk", "--local"}, "missing FILE"},
            {{"chunk", "--local", "a", "b"}, "give exactly one FILE"},
            {{"chunk", "--local", "--bogus", kJpeg},
-            "chunkctl: unknown flag \"--bogus\"\n"
-            "Run 'chunkctl chunk --help' for usage.\n"},
+            "chunkctl: unknown flag \"--bogus\" (see chunkctl chunk --help)\n"},
            {{"chunk", "--local", "--min", "4k", kJpeg},
             "--min: expected an integer in 0..4294967295, got \"4k\""},
            {{"chunk", "--local", "--format", "xml", kJpeg}, "--format"},
@@ -98,7 +114,7 @@ TEST(CliTest, UsageErrorsExitTwo) {
            {{"chunk", "--server", "127.0.0.1:1", "--level", "2", "--algorithm",
              "crc32", kJpeg},
             "chunkctl: --level does not apply to crc32; crc32 takes --min, "
-            "--avg and --max\nRun 'chunkctl chunk --help' for usage.\n"},
+            "--avg and --max (see chunkctl chunk --help)\n"},
            {{"chunk", "--local", "--min", "8192", "--algorithm", "fixed",
              kJpeg},
             "--min does not apply to fixed; fixed takes only --avg"},
@@ -116,12 +132,11 @@ TEST(CliTest, UsageErrorsExitTwo) {
            {{"dedup", "--server", "127.0.0.1:1", "--namespace", "ns",
              "--algorithm", "seqcdc", "--avg", "8192", kJpeg},
             "chunkctl: --avg does not apply to seqcdc; seqcdc takes --min, "
-            "--max, --seq-mode, --seq-length, --skip-trigger and --skip-size\n"
-            "Run 'chunkctl dedup --help' for usage.\n"},
+            "--max, --seq-mode, --seq-length, --skip-trigger and --skip-size "
+            "(see chunkctl dedup --help)\n"},
            {{"dedup", "--server", "127.0.0.1:1", "--namespace", "ns",
              "--algorithm", "fixed", "--max", "8192", kJpeg},
             "--max does not apply to fixed; fixed takes only --avg"},
-           {{"dedup", "--namespace", "ns", kJpeg}, "missing --server ADDR"},
            {{"dedup", "--server", "x:1", kJpeg}, "missing --namespace NS"},
            {{"dedup", "--server", "x:1", "--namespace", "a/b", kJpeg},
             "--namespace: expected 1..128 characters"},
@@ -137,35 +152,60 @@ TEST(CliTest, UsageErrorsExitTwo) {
            {{"dedup", "--server", "x:1", "--namespace", "ns", "--fingerprint",
              "none", kJpeg},
             "dedup needs a fingerprint"},
-           {{"dedup", "--server", "x:1", "--namespace", "ns", "--format", "csv",
-             kJpeg},
-            "unknown flag \"--format\""},
-           {{"info"}, "missing --server ADDR"},
            {{"info", "--server", "x:1", "extra"}, "unexpected argument"},
            {{"bench", "extra"}, "unexpected argument \"extra\""},
            {{"bench", "--threads", "0"}, "--threads: expected thread counts"},
            {{"bench", "--backend", "neon"}, "--backend: "},
            {{"bench", "--server", "x:1"}, "unknown flag \"--server\""},
            {{"chunk", "--local", "--token", "t0123456789abcdef", kJpeg},
-            "--token applies to --server"},
-           {{"chunk", "--local", "--tls", kJpeg}, "--tls applies to --server"},
+            "--token applies to a server, not to --local"},
+           {{"chunk", "--local", "--tls", kJpeg},
+            "--tls applies to a server, not to --local"},
            {{"info", "--server", "x:1", "--tls_cert", kJpeg},
-            "--tls_cert and --tls_key go together"},
+            "--tls-cert and --tls-key go together"},
            {{"info", "--server", "x:1", "--tls_ca", "/nonexistent/ca.pem"},
-            "--tls_ca: /nonexistent/ca.pem: No such file or directory"},
-           {{"info", "--server", "x:1", "--tls_ca", kJpeg},
+            "--tls-ca: /nonexistent/ca.pem: No such file or directory"},
+           {{"info", "--server", "x:1", "--tls-ca", kJpeg},
             "holds no PEM block"},
            {{"info", "--server", "x:1", "--token", "a", "--token_file", kJpeg},
-            "give --token or --token_file, not both"},
+            "give --token or --token-file, not both"},
            {{"info", "--server", "x:1", "--token", "two words"},
             "the token must be one word"},
-       }) {
-    CliRun run = Cli(c.args);
-    EXPECT_EQ(run.exit_code, kExitUsage)
-        << (c.args.empty() ? "" : c.args.back());
-    EXPECT_THAT(run.err, HasSubstr(c.message));
-    EXPECT_EQ(run.out, "");
-  }
+  });
+}
+
+TEST(CliTest, UsageErrorsOfTheSharedFlagsExitTwo) {
+  ExpectUsageErrors({
+           {{"chunk", "--local", "--tls_bogus", kJpeg},
+            "chunkctl: unknown flag \"--tls_bogus\" (see chunkctl chunk "
+            "--help)\n"},
+           {{"chunk", "--local", "--message-size", "1", "--message_size", "2",
+             kJpeg},
+            "flag --message-size given more than once"},
+           {{"chunk", "--server", "x:1", "--timeout", "-1", kJpeg},
+            "--timeout: expected seconds"},
+           {{"chunk", "--server", "x:1", "--timeout", "30s", kJpeg},
+            "--timeout: expected seconds"},
+           {{"chunk", "--server", "x:1", "--progress", "sometimes", kJpeg},
+            "--progress: expected auto, always or never"},
+           {{"chunk", "--local", "--json", "--format", "csv", kJpeg},
+            "--json is --format json"},
+           {{"dedup", "--server", "x:1", "--namespace", "ns", "--retries", "1",
+             kJpeg, "-"},
+            "--retries: stdin (\"-\") cannot be sent again"},
+           {{"dedup", "--server", "x:1", "--namespace", "ns", "--retries",
+             "101", kJpeg},
+            "--retries: expected an integer in 0..100"},
+           {{"dedup", "--server", "x:1", "--namespace", "ns", "--format",
+             "xml", kJpeg},
+            "--format: expected text, csv or json"},
+           {{"info", "--server", "x:1", "--format", "yaml"},
+            "--format: expected text, csv or json"},
+           {{"info", "--server", "x:1", "--timeout", "soon"},
+            "--timeout: expected seconds"},
+           {{"info", "--server", "x:1", "--tls-cert", kJpeg},
+            "--tls-cert and --tls-key go together"},
+  });
 }
 
 TEST(CliTest, LocalOutputIsTheSameForEveryBackendAndThreadCount) {
@@ -195,6 +235,10 @@ TEST(CliTest, BadBackendOrThreadsExitTwo) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("--threads"), std::string::npos) << run.err;
   run = Cli({"chunk", "--server", "127.0.0.1:1", "--backend", "scalar", kJpeg});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("apply to --local"), std::string::npos) << run.err;
+  // Without --local, chunk goes to a server (the default one).
+  run = Cli({"chunk", "--threads", "2", kJpeg});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("apply to --local"), std::string::npos) << run.err;
 }
@@ -295,12 +339,14 @@ TEST(CliTest, StreamWhoseSummaryMissesBytesFailsWithDataLoss) {
   }
 }
 
-TEST(CliTest, ServerErrorsPrintCodeAndMessageAndExitOne) {
+TEST(CliTest, ServerErrorsPrintCodeAndMessageAndExitOneOrTwo) {
   testing::FakeServer server;
   struct Case {
     grpc::StatusCode code;
     std::string message;
     std::string err;
+    // 2 for the server's INVALID_ARGUMENT (a bad parameter), else 1.
+    int exit_code = kExitFailure;
   };
   for (const Case& c : std::vector<Case>{
            {grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -314,24 +360,34 @@ TEST(CliTest, ServerErrorsPrintCodeAndMessageAndExitOne) {
            {grpc::StatusCode::INVALID_ARGUMENT,
             "chunking.seed is not a parameter of crc32",
             "chunkctl: INVALID_ARGUMENT: chunking.seed is not a parameter of "
-            "crc32\n"},
+            "crc32\n",
+            kExitUsage},
        }) {
     server.service().fail_status = grpc::Status(c.code, c.message);
     for (testing::Fault fault :
          {testing::Fault::kFail, testing::Fault::kFailMidStream}) {
       server.service().fault = fault;
       CliRun chunk = Cli({"chunk", "--server", server.address(), kJpeg});
-      EXPECT_EQ(chunk.exit_code, kExitFailure) << c.err;
+      EXPECT_EQ(chunk.exit_code, c.exit_code) << c.err;
       EXPECT_EQ(chunk.err, c.err);
       // Records printed before the error stay printed; the exit status
       // tells they are not the whole file.
       EXPECT_EQ(chunk.out.empty(), fault == testing::Fault::kFail);
       CliRun dedup = Cli({"dedup", "--server", server.address(),
                           "--namespace", "ns", kJpeg, kJpeg});
-      EXPECT_EQ(dedup.exit_code, kExitFailure) << c.err;
+      EXPECT_EQ(dedup.exit_code, c.exit_code) << c.err;
       EXPECT_EQ(dedup.err, c.err);
       EXPECT_EQ(dedup.out, "");
     }
+    server.service().fault = testing::Fault::kNone;
+    // --retries does not change what a final error does; and a transient
+    // one, after the last retry, is reported the same way.
+    server.service().dedup_failures = 2;
+    CliRun dedup = Cli({"dedup", "--server", server.address(), "--namespace",
+                        "ns", "--retries", "1", kJpeg});
+    EXPECT_EQ(dedup.exit_code, c.exit_code) << c.err;
+    EXPECT_THAT(dedup.err, ::testing::EndsWith(c.err));
+    server.service().dedup_failures = 0;
   }
 }
 
@@ -427,6 +483,168 @@ TEST(CliTest, InfoPrintsTheServersAnswer) {
   CliRun run = Cli({"info", "--server", server.address()});
   EXPECT_EQ(run.exit_code, kExitOk) << run.err;
   EXPECT_THAT(run.out, StartsWith("version:             9.9.9\n"));
+}
+
+TEST(CliTest, DedupJsonLines) {
+  testing::FakeServer server;
+  CliRun run = Cli({"dedup", "--server", server.address(), "--namespace", "t-2",
+                    "--json", kJpeg, kJpeg});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  const std::vector<std::string> lines =
+      absl::StrSplit(run.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3u) << run.out;
+  EXPECT_THAT(lines[0], StartsWith("{\"file\":\"" + kJpeg +
+                                   "\",\"bytes\":109466,"
+                                   "\"unique_bytes\":109466,\"chunks\":"));
+  EXPECT_THAT(lines[0], HasSubstr(",\"ratio\":1.0,\"hints_tried\":0,"));
+  EXPECT_THAT(lines[1], HasSubstr(",\"unique_bytes\":0,"));
+  EXPECT_THAT(lines[1], HasSubstr(",\"ratio\":2.0,"));
+  EXPECT_THAT(lines[2], StartsWith("{\"total\":true,\"bytes\":218932,"
+                                   "\"unique_bytes\":109466,"));
+  EXPECT_THAT(lines[2], HasSubstr(",\"ratio\":2.0,"));
+  // --format json is the same; nothing is unique the third time: null.
+  CliRun again = Cli({"dedup", "--server", server.address(), "--namespace",
+                      "t-2", "--format", "json", kJpeg});
+  EXPECT_EQ(again.exit_code, kExitOk) << again.err;
+  EXPECT_THAT(again.out, HasSubstr("\"ratio\":null,"));
+}
+
+TEST(CliTest, InfoJson) {
+  testing::FakeServer server;
+  server.service().info.set_version("9.9.9");
+  CliRun run = Cli({"info", "--server", server.address(), "--json"});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_THAT(run.out, StartsWith("{\n  \"version\": \"9.9.9\",\n"));
+  EXPECT_EQ(Cli({"info", "--server", server.address(), "--format=json"}).out,
+            run.out);
+}
+
+TEST(CliTest, ServerDefaultsToChunkdServer) {
+  testing::FakeServer server;
+  server.service().info.set_version("9.9.8");
+  ASSERT_EQ(::setenv("CHUNKD_SERVER", server.address().c_str(), 1), 0);
+  CliRun info = Cli({"info"});
+  CliRun chunk = Cli({"chunk", kJpeg});
+  ASSERT_EQ(::unsetenv("CHUNKD_SERVER"), 0);
+  EXPECT_EQ(info.exit_code, kExitOk) << info.err;
+  EXPECT_THAT(info.out, StartsWith("version:             9.9.8\n"));
+  EXPECT_EQ(chunk.exit_code, kExitOk) << chunk.err;
+  EXPECT_EQ(chunk.out, Cli({"chunk", "--local", kJpeg}).out);
+}
+
+TEST(CliTest, UnderscoreSpellingsAreTheSameFlags) {
+  testing::FakeServer server;
+  const CliRun dashed = Cli({"chunk", "--server", server.address(),
+                             "--message-size", "777", "--seq-length", "4",
+                             "--algorithm", "seqcdc", kJpeg});
+  const CliRun underscored = Cli({"chunk", "--server", server.address(),
+                                  "--message_size", "777", "--seq_length",
+                                  "4", "--algorithm", "seqcdc", kJpeg});
+  EXPECT_EQ(dashed.exit_code, kExitOk) << dashed.err;
+  EXPECT_EQ(underscored.exit_code, kExitOk) << underscored.err;
+  EXPECT_EQ(dashed.out, underscored.out);
+  EXPECT_NE(dashed.out, Cli({"chunk", "--local", kJpeg}).out);
+}
+
+TEST(CliTest, GetServerInfoIsRetriedOnUnavailable) {
+  testing::FakeServer server;
+  server.service().info.set_version("9.9.7");
+  // The default service config allows 4 attempts.
+  server.service().info_failures = 3;
+  CliRun run = Cli({"info", "--server", server.address()});
+  EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_EQ(server.service().info_calls, 4);
+  server.service().info_failures = 4;
+  run = Cli({"info", "--server", server.address()});
+  EXPECT_EQ(run.exit_code, kExitFailure);
+  EXPECT_EQ(run.err, "chunkctl: UNAVAILABLE: starting up\n");
+  EXPECT_EQ(server.service().info_calls, 8);
+}
+
+TEST(CliTest, TimeoutEndsTheCallWithDeadlineExceeded) {
+  testing::FakeServer server;
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {"chunk", "--server", server.address(), "--timeout", "0.000000001",
+            kJpeg},
+           {"dedup", "--server", server.address(), "--namespace", "ns",
+            "--timeout=0.000000001", kJpeg},
+           {"info", "--server", server.address(), "--timeout", "0.000000001"},
+       }) {
+    CliRun run = Cli(args);
+    EXPECT_EQ(run.exit_code, kExitFailure) << args[0];
+    EXPECT_THAT(run.err, StartsWith("chunkctl: DEADLINE_EXCEEDED: "))
+        << args[0];
+  }
+  // A timeout long enough changes nothing; 0 means none.
+  for (const char* timeout : {"60", "0"}) {
+    CliRun run = Cli({"chunk", "--server", server.address(), "--timeout",
+                      timeout, kJpeg});
+    EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+    EXPECT_EQ(run.out, Cli({"chunk", "--local", kJpeg}).out);
+  }
+}
+
+// Runs `args` with standard output a pipe whose reader has gone.
+CliRun CliIntoClosedPipe(const std::vector<std::string>& args) {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  ::close(fds[0]);
+  std::FILE* out = ::fdopen(fds[1], "w");
+  std::FILE* err = std::tmpfile();
+  void (*const previous)(int) = std::signal(SIGPIPE, SIG_IGN);
+  CliRun run;
+  run.exit_code = RunCli(args, out, err);
+  std::signal(SIGPIPE, previous);
+  run.err = ReadAll(err);
+  std::fclose(out);
+  std::fclose(err);
+  return run;
+}
+
+TEST(CliTest, AClosedStandardOutputExits141Silently) {
+  testing::FakeServer server;
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {"chunk", "--local", kJpeg},
+           {"chunk", "--server", server.address(), kJpeg},
+           {"chunk", "--server", server.address(), "--json", kJpeg},
+           {"dedup", "--server", server.address(), "--namespace", "ns", kJpeg},
+           {"info", "--server", server.address()},
+           {"info", "--server", server.address(), "--json"},
+           {"--version"},
+       }) {
+    CliRun run = CliIntoClosedPipe(args);
+    EXPECT_EQ(run.exit_code, kExitBrokenPipe) << args[0] << " " << args[1];
+    EXPECT_EQ(run.err, "") << args[0];
+  }
+}
+
+TEST(CliTest, ProgressAlwaysAndNever) {
+  testing::FakeServer server;
+  CliRun always = Cli({"chunk", "--server", server.address(), "--progress",
+                       "always", kJpeg});
+  EXPECT_EQ(always.exit_code, kExitOk) << always.err;
+  EXPECT_THAT(always.err, HasSubstr("100.0%"));
+  CliRun dedup = Cli({"dedup", "--server", server.address(), "--namespace",
+                      "p", "--progress=always", kJpeg});
+  EXPECT_EQ(dedup.exit_code, kExitOk) << dedup.err;
+  EXPECT_THAT(dedup.err, HasSubstr("100.0%"));
+  for (const char* mode : {"never", "auto"}) {
+    CliRun run = Cli({"chunk", "--server", server.address(), "--progress",
+                      mode, kJpeg});
+    EXPECT_EQ(run.exit_code, kExitOk) << run.err;
+    EXPECT_EQ(run.err, "") << mode;  // stderr is a file, not a terminal
+    EXPECT_EQ(run.out, always.out);
+  }
+}
+
+TEST(CliTest, VersionIsTheBuildsVersion) {
+  CliRun run = Cli({"--version"});
+  EXPECT_EQ(run.exit_code, kExitOk);
+  EXPECT_EQ(run.out, std::string("chunkctl ") + CHUNKD_VERSION + "\n");
+  EXPECT_EQ(run.err, "");
 }
 
 }  // namespace

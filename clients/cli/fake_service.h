@@ -4,6 +4,7 @@
 #ifndef CHUNKD_CLIENTS_CLI_FAKE_SERVICE_H_
 #define CHUNKD_CLIENTS_CLI_FAKE_SERVICE_H_
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -43,6 +44,19 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
   // The "authorization" metadata of the last GetServerInfo call ("" when
   // absent).
   std::string last_authorization;
+  // GetServerInfo calls left to fail with UNAVAILABLE; each call counts in
+  // info_calls.
+  std::atomic<int> info_failures{0};
+  std::atomic<int> info_calls{0};
+  // Dedup streams left to fail with `fail_status` after their first batch
+  // (whatever `fault` says).
+  std::atomic<int> dedup_failures{0};
+
+  // The stream_id of every Dedup stream so far, in order.
+  std::vector<std::string> dedup_stream_ids() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return dedup_stream_ids_;
+  }
 
   // The params of the last Dedup stream.
   chunkd::v1::DedupParams last_dedup_params() {
@@ -68,6 +82,7 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
         [this](const chunkd::v1::DedupRequest& r) {
           std::lock_guard<std::mutex> lock(mu_);
           last_dedup_params_ = r.params();
+          dedup_stream_ids_.push_back(r.params().stream_id());
           return r.params();
         },
         &index_);
@@ -82,6 +97,11 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
         found == context->client_metadata().end()
             ? std::string()
             : std::string(found->second.data(), found->second.size());
+    ++info_calls;
+    if (info_failures > 0) {
+      --info_failures;
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "starting up");
+    }
     *response = info;
     return grpc::Status::OK;
   }
@@ -165,6 +185,10 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
                             "min_size 1 is outside 64..1048576");
       }
       const auto params = get_params(request_);
+      if constexpr (std::is_same_v<Response, chunkd::v1::DedupResponse>) {
+        fail_mid_stream_ = service_->dedup_failures.fetch_sub(1) > 0;
+        if (!fail_mid_stream_) ++service_->dedup_failures;
+      }
       kind_ = Kind(params.fingerprint());
       const chunking::ChunkerOptions options = Options(params.chunking());
       if (const char* field =
@@ -195,7 +219,8 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
         bytes_ += request_.data().size();
         chunker_->Append(request_.data(), &cut_);
         Send();
-        if (fault() == Fault::kFailMidStream && chunks_ > 0) {
+        if ((fault() == Fault::kFailMidStream || fail_mid_stream_) &&
+            chunks_ > 0) {
           return service_->fail_status;
         }
         if (fault() == Fault::kEarlyOk && bytes_ > 0) break;
@@ -204,7 +229,9 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
         chunker_->Finish(&cut_);
         Send();
       }
-      if (fault() == Fault::kFailMidStream) return service_->fail_status;
+      if (fault() == Fault::kFailMidStream || fail_mid_stream_) {
+        return service_->fail_status;
+      }
       if (fault() == Fault::kNoSummary) return grpc::Status::OK;
       SendSummary();
       return grpc::Status::OK;
@@ -262,6 +289,7 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
     grpc::ServerReaderWriter<Response, Request>* const stream_;
     std::set<std::string>* const index_;
     Request request_;
+    bool fail_mid_stream_ = false;
     fingerprint::Kind kind_ = fingerprint::Kind::kNone;
     std::unique_ptr<chunking::StreamChunker> chunker_;
     std::vector<chunking::Chunk> cut_;
@@ -282,6 +310,7 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
   std::mutex mu_;
   std::set<std::string> index_;
   chunkd::v1::DedupParams last_dedup_params_;
+  std::vector<std::string> dedup_stream_ids_;
 };
 
 // A FakeChunkService listening on a local port.

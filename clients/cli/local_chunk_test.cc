@@ -62,7 +62,7 @@ std::string ExpectedCsv(uint64_t seed) {
 std::string RunLocal(const chunking::ChunkerOptions& options,
                      fingerprint::Kind kind, size_t piece_size,
                      const std::string& path,
-                     OutputFormat format = OutputFormat::kCsv) {
+                     OutputFormat format = OutputFormat::kText) {
   absl::StatusOr<std::unique_ptr<InputFile>> input = InputFile::Open(path);
   EXPECT_TRUE(input.ok()) << input.status();
   if (!input.ok()) return "";
@@ -157,7 +157,7 @@ TEST(ChunkLocallyTest, ReportsUnreadableInput) {
   input = InputFile::Open("/");
   ASSERT_TRUE(input.ok());
   std::FILE* out = std::tmpfile();
-  RecordWriter writer(out, OutputFormat::kCsv, true);
+  RecordWriter writer(out, OutputFormat::kText, true);
   absl::Status status =
       ChunkLocally(chunking::DefaultOptions(chunking::Algorithm::kFastCdc),
                    fingerprint::Kind::kSha256, 4096, input->get(), &writer);

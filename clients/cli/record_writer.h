@@ -1,7 +1,9 @@
-// Prints chunk records, one per line, in the format `chunkctl chunk` promises:
+// Prints chunk records, one per line, in the format `chunkctl chunk` promises
+// (docs/cli.md):
 //
-//   csv   offset,length,fingerprint_hex      (offset,length with --fingerprint
-//   none) json  {"offset":0,"length":19186,"fingerprint":"0f9e..."}
+//   text  offset,length,fingerprint_hex   (offset,length with --fingerprint
+//         none)
+//   json  {"offset":0,"length":19186,"fingerprint":"0f9e..."}
 //         (no "fingerprint" key with --fingerprint none)
 //
 // --local and --server both print through this class, which is what makes
@@ -21,10 +23,21 @@
 
 namespace chunkd::cli {
 
-enum class OutputFormat { kCsv, kJson };
+// --format: text (for chunk, the CSV lines) or JSON Lines.
+enum class OutputFormat { kText, kJson };
 
-// "csv" or "json"; INVALID_ARGUMENT otherwise.
+// "text", "csv" (another name of text) or "json"; INVALID_ARGUMENT otherwise.
 absl::StatusOr<OutputFormat> ParseOutputFormat(absl::string_view name);
+
+// The error of a write to an output whose reader has gone (EPIPE: `| head`).
+// chunkctl then stops at once and silently, exiting with 141 as a process
+// killed by SIGPIPE would (docs/cli.md).
+absl::Status BrokenPipeError();
+bool IsBrokenPipe(const absl::Status& status);
+
+// The error of a failed write to an output, from errno `error`:
+// BrokenPipeError() for EPIPE, else UNAVAILABLE naming the failure.
+absl::Status WriteError(int error);
 
 class RecordWriter {
  public:
@@ -39,7 +52,7 @@ class RecordWriter {
   void Add(uint64_t offset, uint32_t length, absl::string_view fingerprint);
 
   // Writes the buffered records and flushes `out`, so records appear as they
-  // become final. An error names the failure to write.
+  // become final. An error is WriteError()'s.
   absl::Status Flush();
 
  private:

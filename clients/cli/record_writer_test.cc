@@ -1,12 +1,19 @@
 #include "clients/cli/record_writer.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <string>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace chunkd::cli {
 namespace {
+
+using ::testing::HasSubstr;
 
 // Everything written to a temporary file.
 std::string Contents(std::FILE* file) {
@@ -34,14 +41,14 @@ std::string Write(OutputFormat format, bool with_fingerprint) {
 }
 
 TEST(RecordWriterTest, Csv) {
-  EXPECT_EQ(Write(OutputFormat::kCsv, true),
+  EXPECT_EQ(Write(OutputFormat::kText, true),
             "0,19186,0f9efa\n"
             "19186,1,\n"
             "18446744073709551615,4294967295,ff\n");
 }
 
 TEST(RecordWriterTest, CsvWithoutFingerprints) {
-  EXPECT_EQ(Write(OutputFormat::kCsv, false),
+  EXPECT_EQ(Write(OutputFormat::kText, false),
             "0,19186\n"
             "19186,1\n"
             "18446744073709551615,4294967295\n");
@@ -65,16 +72,39 @@ TEST(RecordWriterTest, JsonWithoutFingerprints) {
 TEST(RecordWriterTest, ReportsWriteErrors) {
   std::FILE* full = std::fopen("/dev/full", "w");
   if (full == nullptr) GTEST_SKIP() << "no /dev/full";
-  RecordWriter writer(full, OutputFormat::kCsv, false);
+  RecordWriter writer(full, OutputFormat::kText, false);
   writer.Add(0, 1, "");
   absl::Status status = writer.Flush();
   EXPECT_FALSE(status.ok());
+  EXPECT_FALSE(IsBrokenPipe(status));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("writing output: "));
   std::fclose(full);
 }
 
+TEST(RecordWriterTest, AClosedPipeIsBrokenPipe) {
+  EXPECT_TRUE(IsBrokenPipe(WriteError(EPIPE)));
+  EXPECT_FALSE(IsBrokenPipe(WriteError(ENOSPC)));
+  EXPECT_FALSE(IsBrokenPipe(absl::CancelledError("CANCELLED: by the server")));
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ::close(fds[0]);
+  std::FILE* pipe = ::fdopen(fds[1], "w");
+  ASSERT_NE(pipe, nullptr);
+  // With SIGPIPE ignored, as chunkctl's main() has it, a write to a pipe
+  // nobody reads fails with EPIPE.
+  void (*const previous)(int) = std::signal(SIGPIPE, SIG_IGN);
+  RecordWriter writer(pipe, OutputFormat::kText, false);
+  writer.Add(0, 1, "");
+  EXPECT_TRUE(IsBrokenPipe(writer.Flush()));
+  std::signal(SIGPIPE, previous);
+  std::fclose(pipe);
+}
+
 TEST(ParseOutputFormatTest, Names) {
-  EXPECT_EQ(*ParseOutputFormat("csv"), OutputFormat::kCsv);
+  EXPECT_EQ(*ParseOutputFormat("text"), OutputFormat::kText);
+  EXPECT_EQ(*ParseOutputFormat("csv"), OutputFormat::kText);
   EXPECT_EQ(*ParseOutputFormat("json"), OutputFormat::kJson);
+  EXPECT_FALSE(ParseOutputFormat("TEXT").ok());
   EXPECT_FALSE(ParseOutputFormat("CSV").ok());
   EXPECT_FALSE(ParseOutputFormat("").ok());
 }

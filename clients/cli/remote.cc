@@ -189,10 +189,11 @@ absl::StatusOr<SummaryOf<Response>> RunStream(
     StartStream<Request, Response> start,
     chunkd::v1::ChunkService::StubInterface* stub,
     const ParamsOf<Request>& params, fingerprint::Kind kind,
-    size_t message_size, InputFile* input,
+    size_t message_size, std::chrono::nanoseconds timeout, InputFile* input,
     absl::FunctionRef<void(const RecordOf<Response>&)> on_record,
     absl::FunctionRef<absl::Status()> end_batch) {
   grpc::ClientContext context;
+  SetTimeout(&context, timeout);
   std::unique_ptr<grpc::ClientReaderWriterInterface<Request, Response>> stream =
       (stub->*start)(&context);
   Request first;
@@ -244,35 +245,6 @@ absl::StatusOr<SummaryOf<Response>> RunStream(
   return totals;
 }
 
-std::string FingerprintName(int value) {
-  switch (value) {
-    case chunkd::v1::FINGERPRINT_ALGORITHM_SHA256:
-      return "sha256";
-    case chunkd::v1::FINGERPRINT_ALGORITHM_XXH128:
-      return "xxh128";
-    case chunkd::v1::FINGERPRINT_ALGORITHM_NONE:
-      return "none";
-    default:
-      return absl::StrCat("unknown(", value, ")");
-  }
-}
-
-std::string AlgorithmName(const chunkd::v1::AlgorithmInfo& info) {
-  if (!info.name().empty()) return info.name();
-  switch (info.algorithm()) {
-    case chunkd::v1::ALGORITHM_FASTCDC:
-      return "fastcdc";
-    case chunkd::v1::ALGORITHM_CRC32:
-      return "crc32";
-    case chunkd::v1::ALGORITHM_SEQCDC:
-      return "seqcdc";
-    case chunkd::v1::ALGORITHM_FIXED:
-      return "fixed";
-    default:
-      return absl::StrCat("unknown(", static_cast<int>(info.algorithm()), ")");
-  }
-}
-
 std::string FormatRange(const chunkd::v1::ParamRange& range) {
   return absl::StrCat(range.min(), "..", range.max(), " (default ",
                       range.default_value(), ")");
@@ -315,12 +287,43 @@ class BearerTokenInterceptorFactory
   const std::string value_;
 };
 
+// Reconnection backoff of a channel, in milliseconds (see MakeChannel): the
+// first well inside the retry policy's first backoff (kDefaultServiceConfig),
+// the largest its largest.
+constexpr int kInitialReconnectBackoffMs = 20;
+constexpr int kMaxReconnectBackoffMs = 2000;
+
 }  // namespace
+
+const char kDefaultServiceConfig[] = R"json({
+  "loadBalancingConfig": [{"round_robin": {}}],
+  "methodConfig": [{
+    "name": [
+      {"service": "chunkd.v1.ChunkService", "method": "GetServerInfo"},
+      {"service": "chunkd.v1.ChunkService", "method": "FindMissing"},
+      {"service": "chunkd.v1.ChunkService", "method": "Release"}
+    ],
+    "retryPolicy": {
+      "maxAttempts": 4,
+      "initialBackoff": "0.1s",
+      "maxBackoff": "2s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["UNAVAILABLE"]
+    }
+  }]
+})json";
 
 std::shared_ptr<grpc::Channel> MakeChannel(const ConnectOptions& options) {
   grpc::ChannelArguments args;
   // Responses are batches of records; never refuse one for its size.
   args.SetMaxReceiveMessageSize(-1);
+  args.SetServiceConfigJSON(kDefaultServiceConfig);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              kInitialReconnectBackoffMs);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
+  if (!options.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(options.tls_server_name);
+  }
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   if (options.tls) {
     grpc::SslCredentialsOptions ssl;
@@ -342,6 +345,43 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ConnectOptions& options) {
       options.address, credentials, args, std::move(interceptors));
 }
 
+std::string FingerprintName(int value) {
+  switch (value) {
+    case chunkd::v1::FINGERPRINT_ALGORITHM_SHA256:
+      return "sha256";
+    case chunkd::v1::FINGERPRINT_ALGORITHM_XXH128:
+      return "xxh128";
+    case chunkd::v1::FINGERPRINT_ALGORITHM_NONE:
+      return "none";
+    default:
+      return absl::StrCat("unknown(", value, ")");
+  }
+}
+
+std::string AlgorithmInfoName(const chunkd::v1::AlgorithmInfo& info) {
+  if (!info.name().empty()) return info.name();
+  switch (info.algorithm()) {
+    case chunkd::v1::ALGORITHM_FASTCDC:
+      return "fastcdc";
+    case chunkd::v1::ALGORITHM_CRC32:
+      return "crc32";
+    case chunkd::v1::ALGORITHM_SEQCDC:
+      return "seqcdc";
+    case chunkd::v1::ALGORITHM_FIXED:
+      return "fixed";
+    default:
+      return absl::StrCat("unknown(", static_cast<int>(info.algorithm()), ")");
+  }
+}
+
+void SetTimeout(grpc::ClientContext* context,
+                std::chrono::nanoseconds timeout) {
+  if (timeout <= std::chrono::nanoseconds::zero()) return;
+  context->set_deadline(
+      std::chrono::system_clock::now() +
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(timeout));
+}
+
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   return Named(static_cast<absl::StatusCode>(status.error_code()),
@@ -351,10 +391,11 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 absl::Status ChunkRemotely(chunkd::v1::ChunkService::StubInterface* stub,
                            const chunkd::v1::ChunkParams& params,
                            fingerprint::Kind kind, size_t message_size,
-                           InputFile* input, RecordWriter* out) {
+                           InputFile* input, RecordWriter* out,
+                           std::chrono::nanoseconds timeout) {
   return RunStream(
              &chunkd::v1::ChunkService::StubInterface::Chunk, stub, params,
-             kind, message_size, input,
+             kind, message_size, timeout, input,
              [out](const chunkd::v1::ChunkRecord& record) {
                out->Add(record.offset(), record.length(), record.fingerprint());
              },
@@ -365,11 +406,11 @@ absl::Status ChunkRemotely(chunkd::v1::ChunkService::StubInterface* stub,
 absl::StatusOr<DedupTotals> DedupRemotely(
     chunkd::v1::ChunkService::StubInterface* stub,
     const chunkd::v1::DedupParams& params, fingerprint::Kind kind,
-    size_t message_size, InputFile* input) {
+    size_t message_size, InputFile* input, std::chrono::nanoseconds timeout) {
   DedupTotals records;  // what the records add up to
   absl::StatusOr<chunkd::v1::DedupSummary> summary = RunStream(
       &chunkd::v1::ChunkService::StubInterface::Dedup, stub, params, kind,
-      message_size, input,
+      message_size, timeout, input,
       [&records](const chunkd::v1::DedupRecord& record) {
         records.bytes += record.length();
         ++records.chunks;
@@ -395,8 +436,10 @@ absl::StatusOr<DedupTotals> DedupRemotely(
 }
 
 absl::StatusOr<chunkd::v1::GetServerInfoResponse> GetServerInfo(
-    chunkd::v1::ChunkService::StubInterface* stub) {
+    chunkd::v1::ChunkService::StubInterface* stub,
+    std::chrono::nanoseconds timeout) {
   grpc::ClientContext context;
+  SetTimeout(&context, timeout);
   chunkd::v1::GetServerInfoResponse response;
   grpc::Status status = stub->GetServerInfo(
       &context, chunkd::v1::GetServerInfoRequest(), &response);
@@ -421,7 +464,7 @@ std::string FormatServerInfo(const chunkd::v1::GetServerInfoResponse& info) {
   line("fingerprints:", absl::StrJoin(fingerprints, ", "));
   out += "algorithms:\n";
   for (const chunkd::v1::AlgorithmInfo& algorithm : info.algorithms()) {
-    absl::StrAppend(&out, "  ", AlgorithmName(algorithm), "\n");
+    absl::StrAppend(&out, "  ", AlgorithmInfoName(algorithm), "\n");
     auto param = [&out](absl::string_view name, const std::string& value) {
       absl::StrAppend(&out, absl::StrFormat("    %-20s %s\n", name, value));
     };

@@ -18,6 +18,7 @@
 #ifndef CHUNKD_CLIENTS_CLI_REMOTE_H_
 #define CHUNKD_CLIENTS_CLI_REMOTE_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -31,6 +32,7 @@
 #include "clients/cli/record_writer.h"
 #include "fingerprint/fingerprint.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
 
 namespace chunkd::cli {
@@ -49,13 +51,34 @@ struct ConnectOptions {
   // none); both or neither.
   std::string tls_cert_chain;
   std::string tls_private_key;
+  // The name to verify in the server's certificate instead of the
+  // address's host (default: the host).
+  std::string tls_server_name;
   // A bearer token sent as "authorization: Bearer TOKEN" with every call
   // (default: none), on plaintext channels too.
   std::string token;
 };
 
-// Creates a channel to options.address. Connecting happens on the first RPC.
+// The service config every channel of chunkctl has (docs/cli.md, "Channel
+// defaults"), the same as the Python and Go clients': round_robin over every
+// address the target resolves to (a dns:/// name of a headless Service
+// spreads the streams over its pods), and up to 4 attempts of the unary,
+// idempotent calls (GetServerInfo, FindMissing, Release) on UNAVAILABLE,
+// with backoff from 0.1 s doubling to at most 2 s. Streams are never retried
+// by gRPC: see DedupFile() for Dedup's own retries.
+extern const char kDefaultServiceConfig[];
+
+// Creates a channel to options.address with kDefaultServiceConfig.
+// Connecting happens on the first RPC. A connection that failed is tried
+// again after 20 ms, growing 1.6 times per failure to at most 2 s: with
+// gRPC's default of 1 s, every further attempt of the retry policy (all
+// within about 0.7 s) would fail at once on the channel's backoff, so a
+// call could never outlast a refused connection.
 std::shared_ptr<grpc::Channel> MakeChannel(const ConnectOptions& options);
+
+// The deadline of one call: none when `timeout` is zero (--timeout 0 or
+// unset), else `timeout` from now.
+void SetTimeout(grpc::ClientContext* context, std::chrono::nanoseconds timeout);
 
 // A gRPC error as chunkctl reports it: the same code, and the message
 // "<CODE_NAME>: <server's message>".
@@ -64,12 +87,15 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 // Streams `input` to the Chunk RPC in data messages of `message_size` bytes
 // after a first message carrying `params`, adding each returned record to
 // `out` as its batch arrives. `kind` is the fingerprint in effect (for the
-// protocol check).
+// protocol check). `timeout` is the call's deadline (SetTimeout()). When
+// `out` fails (BrokenPipeError() included) the call is cancelled and that
+// error returned.
 // REQUIRES: message_size > 0.
-absl::Status ChunkRemotely(chunkd::v1::ChunkService::StubInterface* stub,
-                           const chunkd::v1::ChunkParams& params,
-                           fingerprint::Kind kind, size_t message_size,
-                           InputFile* input, RecordWriter* out);
+absl::Status ChunkRemotely(
+    chunkd::v1::ChunkService::StubInterface* stub,
+    const chunkd::v1::ChunkParams& params, fingerprint::Kind kind,
+    size_t message_size, InputFile* input, RecordWriter* out,
+    std::chrono::nanoseconds timeout = std::chrono::nanoseconds::zero());
 
 // The summary of one Dedup stream.
 struct DedupTotals {
@@ -90,11 +116,21 @@ struct DedupTotals {
 absl::StatusOr<DedupTotals> DedupRemotely(
     chunkd::v1::ChunkService::StubInterface* stub,
     const chunkd::v1::DedupParams& params, fingerprint::Kind kind,
-    size_t message_size, InputFile* input);
+    size_t message_size, InputFile* input,
+    std::chrono::nanoseconds timeout = std::chrono::nanoseconds::zero());
 
-// Calls GetServerInfo.
+// Calls GetServerInfo with the deadline `timeout` (SetTimeout()).
 absl::StatusOr<chunkd::v1::GetServerInfoResponse> GetServerInfo(
-    chunkd::v1::ChunkService::StubInterface* stub);
+    chunkd::v1::ChunkService::StubInterface* stub,
+    std::chrono::nanoseconds timeout = std::chrono::nanoseconds::zero());
+
+// The name of a FingerprintAlgorithm value: "sha256", "xxh128", "none", or
+// "unknown(N)".
+std::string FingerprintName(int value);
+
+// The name of an algorithm of GetServerInfo ("fastcdc"): its name field, or
+// from a server older than that field, its enum's.
+std::string AlgorithmInfoName(const chunkd::v1::AlgorithmInfo& info);
 
 // The readable form `chunkctl info` prints, ending in a newline.
 std::string FormatServerInfo(const chunkd::v1::GetServerInfoResponse& info);

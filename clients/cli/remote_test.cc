@@ -48,7 +48,7 @@ class RemoteTest : public ::testing::Test {
   absl::Status Chunk(const chunkd::v1::ChunkParams& params,
                      fingerprint::Kind kind, size_t message_size,
                      const std::string& path, std::string* printed,
-                     OutputFormat format = OutputFormat::kCsv) {
+                     OutputFormat format = OutputFormat::kText) {
     absl::StatusOr<std::unique_ptr<InputFile>> input = InputFile::Open(path);
     if (!input.ok()) return input.status();
     std::FILE* out = std::tmpfile();
@@ -96,7 +96,7 @@ TEST_F(RemoteTest, PrintsWhatLocalPrints) {
                            : kind == fingerprint::Kind::kXxh128
                                ? chunkd::v1::FINGERPRINT_ALGORITHM_XXH128
                                : chunkd::v1::FINGERPRINT_ALGORITHM_NONE);
-    for (OutputFormat format : {OutputFormat::kCsv, OutputFormat::kJson}) {
+    for (OutputFormat format : {OutputFormat::kText, OutputFormat::kJson}) {
       std::FILE* out = std::tmpfile();
       {
         RecordWriter writer(out, format, kind != fingerprint::Kind::kNone);

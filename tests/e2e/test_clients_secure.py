@@ -159,10 +159,10 @@ def test_tls_errors_are_unavailable(secure_server: ChunkdServer, chunkctl_bin: P
     # A certificate without its key is a usage error, found before connecting.
     result = run([chunkctl_bin, "info", "--server", secure_server.address,
                   f"--tls_cert={pki / 'client.pem'}"], check=False)
-    assert result.returncode == 2 and b"--tls_cert and --tls_key go together" in result.stderr
+    assert result.returncode == 2 and b"--tls-cert and --tls-key go together" in result.stderr
     result = run([chunkctl_bin, "info", "--server", secure_server.address,
                   "--tls_ca=/nonexistent/ca.pem"], check=False)
-    assert result.returncode == 2 and b"--tls_ca: /nonexistent/ca.pem" in result.stderr
+    assert result.returncode == 2 and b"--tls-ca: /nonexistent/ca.pem" in result.stderr
 
 
 def test_grpcurl_with_tls_and_a_token(secure_server: ChunkdServer, pki: Path) -> None:  # noqa: F811

@@ -68,3 +68,20 @@ def test_progress_on_a_terminal_only(client: str, command: str, server: ChunkdSe
         assert stdout == piped.stdout
     assert "100.0%" in drawn and "1.9 MiB/1.9 MiB" in drawn and "/s" in drawn, drawn
     assert drawn.endswith("\n"), drawn
+
+
+@pytest.mark.parametrize("command", ["chunk", "dedup"])
+def test_chunkctl_progress_always_and_never(command: str, server: ChunkdServer,
+                                            chunkctl_bin: Path, data_file: Path) -> None:
+    args = [chunkctl_bin, command, "--server", server.address]
+    if command == "dedup":
+        args += ["--namespace", "progress-flags"]
+    # always: drawn into a pipe too; stdout unchanged.
+    piped = run([*args, "--progress", "always", data_file])
+    assert "100.0%" in piped.stderr.decode() and piped.stderr.endswith(b"\n"), piped.stderr
+    # never: nothing on a terminal either.
+    code, stdout, drawn = run_on_terminal([*args, "--progress=never", data_file])
+    assert code == 0
+    assert drawn == ""
+    if command == "chunk":
+        assert stdout == piped.stdout

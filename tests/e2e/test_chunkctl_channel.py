@@ -1,0 +1,224 @@
+"""chunkctl's channel against real chunkd servers (docs/cli.md, "Channel
+defaults"): GetServerInfo outlasts a refused first connection (the retry
+policy of the default service config), round_robin spreads the streams of
+one run over every address of the target, and `dedup --retries` sends a file
+again after its server was killed and restarted, with reference counts in
+Redis equal to a single run's; --tls-server-name names the certificate's
+host."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+import grpc
+import pytest
+
+from chunkd_client.testing import ChunkdServer, free_port, serving, wait_until_serving
+
+from e2e_util import SUBPROCESS_TIMEOUT, random_bytes
+from metrics_util import parse_samples, scrape, value
+from redis_util import RedisServer, read_counts
+from test_security import pki  # noqa: F401 (pki: a fixture)
+
+
+class RefuseFirstProxy:
+    """A TCP proxy on a free loopback port to `target`, except that the
+    first connection is closed as soon as it is accepted: to the client the
+    server is not there yet at its first attempt."""
+
+    def __init__(self, target: str) -> None:
+        host, port = target.rsplit(":", 1)
+        self.target = (host, int(port))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.2)
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.accepted = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except socket.timeout:
+                continue
+            self.accepted += 1
+            if self.accepted == 1:
+                client.close()
+                continue
+            upstream = socket.create_connection(self.target, timeout=10)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+        source.settimeout(30)
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.thread.join(5)
+        self.listener.close()
+
+
+def run(chunkctl_bin: Path, *args: object) -> subprocess.CompletedProcess:
+    return subprocess.run([str(chunkctl_bin), *map(str, args)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+
+
+def test_info_outlasts_a_refused_first_connection(server: ChunkdServer, chunkctl_bin: Path) -> None:
+    proxy = RefuseFirstProxy(server.address)
+    try:
+        result = run(chunkctl_bin, "info", "--server", proxy.address, "--json")
+    finally:
+        proxy.close()
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["version"]
+    # The first connection was refused; GetServerInfo was attempted again.
+    assert proxy.accepted >= 2
+
+
+def dedup_bytes(server: ChunkdServer) -> float:
+    samples = parse_samples(scrape(server.metrics_address))
+    return value(samples, "chunkd_ingest_bytes_total", algorithm="fastcdc", rpc="Dedup") or 0.0
+
+
+@pytest.fixture(scope="module")
+def two_servers(chunkd_bin: Path) -> Iterator[List[ChunkdServer]]:
+    first, second = ChunkdServer(chunkd_bin), ChunkdServer(chunkd_bin)
+    for _ in serving(first):
+        for _ in serving(second):
+            yield [first, second]
+
+
+def test_round_robin_spreads_the_streams_over_every_address(
+        two_servers: List[ChunkdServer], chunkctl_bin: Path, tmp_path: Path) -> None:
+    size = 300_000
+    files = []
+    for i in range(6):
+        path = tmp_path / f"f{i}.bin"
+        path.write_bytes(random_bytes(700 + i, size))
+        files.append(path)
+    target = "ipv4:" + ",".join(s.address for s in two_servers)
+    before = [dedup_bytes(s) for s in two_servers]
+    result = run(chunkctl_bin, "dedup", "--server", target, "--namespace", "rr", *files)
+    assert result.returncode == 0, result.stderr
+    streams = [(dedup_bytes(s) - b) / size for s, b in zip(two_servers, before)]
+    # One stream per file, each whole on one server, and every server got
+    # some: pick_first would have sent all six to one.
+    assert sum(streams) == len(files)
+    assert all(n == int(n) and n >= 1 for n in streams), streams
+    info = run(chunkctl_bin, "info", "--server", target)
+    assert info.returncode == 0, info.stderr
+
+
+class RestartableChunkd(ChunkdServer):
+    """A ChunkdServer that keeps its ports across kill() and start()."""
+
+    def start(self, attempts: int = 3) -> "RestartableChunkd":
+        if not self.address:
+            self.address = f"127.0.0.1:{free_port()}"
+            self.metrics_address = f"127.0.0.1:{free_port()}"
+        self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
+                                        stdout=self._log, stderr=subprocess.STDOUT)
+        wait_until_serving(self.address, timeout=self.startup_timeout, process=self.process)
+        return self
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(10)
+
+
+def ingested(server: ChunkdServer) -> Optional[float]:
+    try:
+        return dedup_bytes(server)
+    except OSError:
+        return None
+
+
+def test_dedup_retries_across_a_restart_count_exactly(
+        chunkd_bin: Path, chunkctl_bin: Path, tmp_path: Path) -> None:
+    # Two halves, each twice: every chunk but those at the seams is counted
+    # twice, so a replay that counted again would show as a 3.
+    a, b = random_bytes(91, 12 << 20), random_bytes(92, 12 << 20)
+    data = tmp_path / "data.bin"
+    data.write_bytes(a + b + a + b)
+    flags = ["--min", "1024", "--avg", "4096", "--max", "16384", "--message-size", "65536"]
+    redis = RedisServer().start()
+    chunkd = RestartableChunkd(chunkd_bin, index=f"redis://{redis.address}")
+    try:
+        chunkd.start()
+        clean = run(chunkctl_bin, "dedup", "--server", chunkd.address, "--namespace", "clean",
+                    *flags, data)
+        assert clean.returncode == 0, clean.stderr
+        start_bytes = ingested(chunkd) or 0.0
+        # 8 retries wait 10 s at least: after a kill -9 and restart, the
+        # client's reconnection was seen to take up to about 5 s.
+        process = subprocess.Popen(
+            [str(chunkctl_bin), "dedup", "--server", chunkd.address, "--namespace", "retried",
+             "--retries", "8", *flags, str(data)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            # Kill chunkd once the stream is well under way, then bring it back.
+            deadline = time.monotonic() + 60
+            while (ingested(chunkd) or 0.0) - start_bytes < (8 << 20):
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "the stream never got going"
+                time.sleep(0.02)
+            chunkd.kill()
+            chunkd.start()
+            stdout, stderr = process.communicate(timeout=SUBPROCESS_TIMEOUT)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+        assert process.returncode == 0, stderr
+        assert re.search(r"^chunkctl: .*data\.bin: UNAVAILABLE: .*; sending it again in "
+                         r"[0-9.]+ s \(retry 1 of 8\)$", stderr, re.M), stderr
+        # What the run printed, and what the index holds, equal a single run's.
+        assert stdout == clean.stdout
+        clean_counts, _ = read_counts([redis.port], "clean")
+        retried_counts, _ = read_counts([redis.port], "retried")
+        assert retried_counts == clean_counts
+        assert max(clean_counts.values()) == 2
+    finally:
+        chunkd.stop()
+        redis.cleanup()
+
+
+def test_tls_server_name_is_the_name_verified(chunkd_bin: Path, chunkctl_bin: Path,
+                                              pki: Path) -> None:  # noqa: F811
+    creds = grpc.ssl_channel_credentials(root_certificates=(pki / "ca.pem").read_bytes())
+    tls_server = ChunkdServer(chunkd_bin, health_credentials=creds, extra_args=[
+        f"--tls_cert={pki / 'server.pem'}", f"--tls_key={pki / 'server.key'}"])
+    for _ in serving(tls_server):
+        # The certificate names 127.0.0.1 and localhost, not chunkd.example.
+        for flag, name, code in (("--tls-server-name", "localhost", 0),
+                                 ("--tls_server_name", "localhost", 0),
+                                 ("--tls-server-name", "chunkd.example", 1)):
+            result = run(chunkctl_bin, "info", "--server", tls_server.address,
+                         "--tls-ca", pki / "ca.pem", flag, name, "--json")
+            assert result.returncode == code, result.stderr
+            if code:
+                assert "chunkctl: UNAVAILABLE: " in result.stderr
