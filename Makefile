@@ -20,8 +20,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEPS_STAMP := $(BUILD_DIR)/.deps-installed
 VENV_STAMP := $(VENV)/.installed
 # The abuse tests' raw HTTP/2 client (tests/integration/h2raw.py) encodes
-# headers with h2's hpack.
+# headers with h2's hpack. tests/e2e/test_cli_contract.py validates the
+# CLIs' JSON against docs/cli-output.schema.json with jsonschema.
 H2_VERSION := 4.4.1
+JSONSCHEMA_VERSION := 4.26.0
 PY_SOURCES := $(shell find clients/python -name '*.py' -not -path '*/_proto/*' \
   -not -path '*/build/*' 2>/dev/null) clients/python/pyproject.toml \
   proto/chunkd/v1/chunkd.proto
@@ -54,7 +56,7 @@ $(VENV_STAMP): $(DEPS_STAMP) $(PY_SOURCES)
 	[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e 'clients/python[test]'
-	$(VENV)/bin/pip install -q h2==$(H2_VERSION)
+	$(VENV)/bin/pip install -q h2==$(H2_VERSION) jsonschema==$(JSONSCHEMA_VERSION)
 	touch $@
 
 run: build

@@ -63,6 +63,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -213,6 +214,14 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	dial := []grpc.DialOption{
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1 << 30)),
 		grpc.WithDefaultServiceConfig(o.serviceConfig),
+		// Reconnect sooner than gRPC's default (1 s first): otherwise every
+		// retry of a unary call falls within one reconnect wait and none
+		// outlasts a restarting server (docs/cli.md, "Channel defaults").
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6,
+				Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 20 * time.Second,
+		}),
 	}
 	if o.tls != nil {
 		dial = append(dial, grpc.WithTransportCredentials(credentials.NewTLS(o.tls)))
