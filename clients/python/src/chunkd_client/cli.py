@@ -225,7 +225,7 @@ def _add(group: Any, flag: str, *more: str, **kwargs: Any) -> None:
     group.add_argument(*names, *aliases, **kwargs)
 
 
-def _connection_parser() -> argparse.ArgumentParser:
+def _connection_parser() -> "_Parser":
     parent = _Parser(add_help=False, allow_abbrev=False)
     group = parent.add_argument_group("connection")
     _add(group, "--server", default=os.environ.get("CHUNKD_SERVER") or DEFAULT_SERVER,
@@ -259,7 +259,7 @@ def _connection_parser() -> argparse.ArgumentParser:
     return parent
 
 
-def _chunking_parser() -> argparse.ArgumentParser:
+def _chunking_parser() -> "_Parser":
     parent = _Parser(add_help=False, allow_abbrev=False)
     group = parent.add_argument_group(
         "chunking (unset: the preset's, else the server's defaults)",
@@ -321,7 +321,8 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                      parser_class=_Parser)
     connection, chunking = _connection_parser(), _chunking_parser()
-    common = dict(formatter_class=_HelpFormatter, allow_abbrev=False, epilog=_EXIT_STATUS)
+    common: Dict[str, Any] = dict(formatter_class=_HelpFormatter, allow_abbrev=False,
+                                  epilog=_EXIT_STATUS)
 
     chunk = commands.add_parser(
         "chunk", parents=[connection, chunking], **common,
