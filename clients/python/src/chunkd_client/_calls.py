@@ -1,7 +1,10 @@
-"""What Client and AsyncClient share: the channel, the stub and the options
-of every call, the requests of a Chunk or Dedup stream, and the checks and
-conversion of its responses. Each client adds only its way of waiting:
-blocking, or asyncio."""
+"""What Client and AsyncClient share, so that neither is a hand-kept copy
+of the other: the channel (with its default service config), the stub and
+the options of every call; the checks of the arguments and the requests of
+a Chunk or Dedup stream; the protocol of its responses; Dedup's replays
+(when, after what, and which records the caller has already had); and
+Release's request ids. Each client adds only its way of waiting: blocking,
+or asyncio (reads in the executor, ``await``)."""
 
 from __future__ import annotations
 
@@ -315,6 +318,10 @@ class ClientBase:
     _channels: Any = grpc
     #: The class of the streams ``_stream`` returns (a StreamBase).
     _response_stream: Any
+    #: ``(source, message_size, replayable) -> pieces``: the function that
+    #: turns a source into the data pieces of a stream (see source_pieces),
+    #: in blocking reads or in the event loop's executor.
+    _source_pieces: Callable[..., Callable[[], Any]]
 
     def __init__(
         self,
@@ -384,6 +391,44 @@ class ClientBase:
             return call, requests
 
         return self._response_stream(begin, method.record, method.summary, replays)
+
+    def _chunk(
+        self,
+        source: Any,
+        params: Any,
+        fingerprint: Union[str, int],
+        message_size: int,
+        timeout: Optional[float],
+        chunking: Any,
+    ) -> Any:
+        """``chunk`` of both clients: checks the arguments now, then starts
+        the stream."""
+        pieces = self._source_pieces(source, message_size, False)
+        request = convert.chunk_params(fingerprint, params, **chunking)
+        return self._stream(CHUNK, request, pieces, timeout)
+
+    def _dedup(
+        self,
+        source: Any,
+        namespace: str,
+        params: Any,
+        fingerprint: Union[str, int],
+        stream_id: str,
+        hints: Union[str, int, None],
+        message_size: int,
+        timeout: Optional[float],
+        retries: int,
+        chunking: Any,
+    ) -> Any:
+        """``dedup`` of both clients: checks the arguments (a source that
+        cannot be replayed with ``retries``: ValueError) now, then starts the
+        stream, with a stream_id when it may be replayed."""
+        pieces = self._source_pieces(source, message_size, bool(retries))
+        request = convert.dedup_params(
+            namespace, fingerprint, stream_id_for(stream_id, retries), hints, params,
+            **chunking
+        )
+        return self._stream(DEDUP, request, pieces, timeout, retries)
 
     def _release_requests(
         self,

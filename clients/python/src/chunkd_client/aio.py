@@ -27,9 +27,7 @@ import grpc
 import grpc.aio
 
 from chunkd_client import _convert as convert
-from chunkd_client._calls import (
-    CHUNK, DEDUP, ClientBase, StreamBase, rpc_errors, stream_id_for,
-)
+from chunkd_client._calls import ClientBase, StreamBase, rpc_errors
 from chunkd_client._convert import DEFAULT_MESSAGE_SIZE, ChunkingParams
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client._sources import Source, iter_source, source_pieces
@@ -221,6 +219,7 @@ class AsyncClient(ClientBase):
 
     _channels = grpc.aio
     _response_stream = AsyncResponseStream
+    _source_pieces = staticmethod(_pieces)
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -238,9 +237,7 @@ class AsyncClient(ClientBase):
               message_size: int = DEFAULT_MESSAGE_SIZE,
               timeout: Optional[float] = None, **chunking: Any) -> AsyncChunkStream:
         """As ``Client.chunk``; ``async for`` the returned stream."""
-        pieces = _pieces(source, message_size)
-        request = convert.chunk_params(fingerprint, params, **chunking)
-        return self._stream(CHUNK, request, pieces, timeout)
+        return self._chunk(source, params, fingerprint, message_size, timeout, chunking)
 
     async def chunk_all(
         self, source: AsyncSource, **kwargs: Any
@@ -259,12 +256,8 @@ class AsyncClient(ClientBase):
         """As ``Client.dedup``; ``async for`` the returned stream. With
         ``retries``, an async iterable source is a ValueError (it cannot be
         read again)."""
-        pieces = _pieces(source, message_size, replayable=bool(retries))
-        request = convert.dedup_params(
-            namespace, fingerprint, stream_id_for(stream_id, retries), hints, params,
-            **chunking
-        )
-        return self._stream(DEDUP, request, pieces, timeout, retries)
+        return self._dedup(source, namespace, params, fingerprint, stream_id, hints,
+                           message_size, timeout, retries, chunking)
 
     async def dedup_all(
         self, source: AsyncSource, *, namespace: str, **kwargs: Any

@@ -9,9 +9,7 @@ import grpc
 
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client import _convert as convert
-from chunkd_client._calls import (
-    CHUNK, DEDUP, ClientBase, StreamBase, rpc_errors, stream_id_for,
-)
+from chunkd_client._calls import ClientBase, StreamBase, rpc_errors
 from chunkd_client._channel import DEFAULT_SERVICE_CONFIG, TlsOptions
 from chunkd_client._convert import (
     ALGORITHM_PARAMETERS, ALGORITHMS, CHUNKING_FIELDS, DEFAULT_MESSAGE_SIZE,
@@ -154,6 +152,7 @@ class Client(ClientBase):
 
     _channels = grpc
     _response_stream = ResponseStream
+    _source_pieces = staticmethod(source_pieces)
 
     def __enter__(self) -> "Client":
         return self
@@ -192,9 +191,7 @@ class Client(ClientBase):
         Errors are raised from the iteration as ``ChunkdError`` (a parameter
         the algorithm does not take: INVALID_ARGUMENT naming it).
         """
-        pieces = source_pieces(source, message_size)
-        request = convert.chunk_params(fingerprint, params, **chunking)
-        return self._stream(CHUNK, request, pieces, timeout)
+        return self._chunk(source, params, fingerprint, message_size, timeout, chunking)
 
     def chunk_all(
         self, source: Source, **kwargs: Any
@@ -250,12 +247,8 @@ class Client(ClientBase):
         replay's. Should a replay cut the source elsewhere (the file
         changed), it fails with DATA_LOSS.
         """
-        pieces = source_pieces(source, message_size, replayable=bool(retries))
-        request = convert.dedup_params(
-            namespace, fingerprint, stream_id_for(stream_id, retries), hints, params,
-            **chunking
-        )
-        return self._stream(DEDUP, request, pieces, timeout, retries)
+        return self._dedup(source, namespace, params, fingerprint, stream_id, hints,
+                           message_size, timeout, retries, chunking)
 
     def dedup_all(
         self, source: Source, *, namespace: str, **kwargs: Any
