@@ -666,7 +666,8 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[IO[str]] = None) ->
         print(("\n" if sys.stderr.isatty() else "") + message, file=sys.stderr)
         return status
     except KeyboardInterrupt:
-        print(f"\n{PROG}: interrupted", file=sys.stderr)
+        print(("\n" if sys.stderr.isatty() else "") + f"{PROG}: interrupted",
+              file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
