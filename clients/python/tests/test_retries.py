@@ -464,3 +464,30 @@ def test_async_dedup_replays_a_refused_stream(one_stream_server: ChunkdServer) -
         holder.join(WAIT)
     assert rejected(one_stream_server, "limit") > refused
     assert result == reference
+
+
+def test_a_replay_yields_only_the_records_past_those_yielded() -> None:
+    """What the stream hands out after a replay, on made-up records: those
+    past the last one yielded; a chunk across that offset (the source
+    changed) is DATA_LOSS, and the call is cancelled."""
+    from chunkd_client import DedupRecord
+    from chunkd_client._calls import DEDUP, Requests
+    from chunkd_client.client import ResponseStream
+
+    class Call:
+        cancelled = False
+
+        def cancel(self) -> None:
+            self.cancelled = True
+
+    call = Call()
+    stream = ResponseStream(lambda: (call, Requests(DEDUP.request, None)), DEDUP.record,
+                            DEDUP.summary, Replays(1, None, channel=None))
+    first = [DedupRecord(0, 10, b"a", True), DedupRecord(10, 10, b"b", True)]
+    assert list(stream._fresh(iter(first))) == first
+    later = DedupRecord(20, 5, b"c", False)
+    assert list(stream._fresh(iter(first + [later]))) == [later]
+    with pytest.raises(ChunkdError) as caught:
+        list(stream._fresh(iter([DedupRecord(0, 30, b"x", True)])))
+    assert caught.value.code() is grpc.StatusCode.DATA_LOSS and call.cancelled
+    assert "across offset 25" in caught.value.details()

@@ -264,6 +264,8 @@ class StreamBase(Generic[R, S]):
         reading it failed, else the call's ChunkdError unless the stream is
         replayed after it; then returns the seconds to wait first. Returns
         None when there is no failure (the server ended the call OK)."""
+        if isinstance(error, ChunkdError):
+            raise error  # the client's own finding (a protocol error): final
         if self._requests.error is not None:
             raise self._requests.error from None
         failure = self._rpc_error(error)
