@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator, List
+from typing import Callable, Iterator, List
 
 import grpc
 import pytest
@@ -295,35 +295,56 @@ def second_server(chunkd_bin: Path) -> Iterator[ChunkdServer]:
 def test_streams_are_spread_over_every_address(server: ChunkdServer,
                                                 second_server: ChunkdServer) -> None:
     """round_robin: one target naming two servers (as a dns:/// name of a
-    headless Service resolves to every pod) gets streams on both."""
+    headless Service resolves to every pod) gets streams on both; once both
+    connections are up, in turn."""
     servers = (server, second_server)
-    before = [started(s, "Chunk") for s in servers]
     target = "ipv4:" + ",".join(s.address for s in servers)
     streams = 8
-    with Client(target, timeout=RPC_TIMEOUT) as client:
+
+    def counts() -> List[int]:
+        return [started(s, "Chunk") for s in servers]
+
+    def spread(send: Callable[[], None]) -> List[int]:
+        """Streams until both servers had one (the second connection may
+        come up a moment after the first), then ``streams`` more: their
+        counts per server."""
+        before = counts()
+        for _ in range(200):
+            if min(c - b for c, b in zip(counts(), before)) > 0:
+                break
+            send()
+        else:
+            raise AssertionError(f"every stream went to one server: {counts()}")
+        before = counts()
         for _ in range(streams):
+            send()
+        return [c - b for c, b in zip(counts(), before)]
+
+    with Client(target, timeout=RPC_TIMEOUT) as client:
+        def send() -> None:
             client.chunk_all(b"spread" * 1000)
-    per_server = [started(s, "Chunk") - b for s, b in zip(servers, before)]
-    assert sum(per_server) == streams and min(per_server) > 0, per_server
 
-    async def main() -> None:
+        assert spread(send) == [4, 4]
+
+    async def main() -> List[int]:
         async with AsyncClient(target, timeout=RPC_TIMEOUT) as aclient:
-            for _ in range(streams):
-                await aclient.chunk_all(b"spread" * 1000)
+            loop = asyncio.get_running_loop()
 
-    before = [started(s, "Chunk") for s in servers]
-    asyncio.run(main())
-    per_server = [started(s, "Chunk") - b for s, b in zip(servers, before)]
-    assert sum(per_server) == streams and min(per_server) > 0, per_server
+            def send() -> None:
+                asyncio.run_coroutine_threadsafe(
+                    aclient.chunk_all(b"spread" * 1000), loop).result(WAIT)
+
+            return await loop.run_in_executor(None, spread, send)
+
+    assert asyncio.run(main()) == [4, 4]
 
     # pick_first, the caller's choice, sends everything to one server.
-    before = [started(s, "Chunk") for s in servers]
+    before = counts()
     with Client(target, timeout=RPC_TIMEOUT,
                 service_config={"loadBalancingConfig": [{"pick_first": {}}]}) as client:
         for _ in range(streams):
             client.chunk_all(b"spread" * 1000)
-    per_server = [started(s, "Chunk") - b for s, b in zip(servers, before)]
-    assert sorted(per_server) == [0, streams], per_server
+    assert sorted(c - b for c, b in zip(counts(), before)) == [0, streams]
 
 
 # --- Dedup retries -------------------------------------------------------------
