@@ -400,6 +400,10 @@ def held_until_refused(server: ChunkdServer) -> threading.Thread:
     """Holds the server's only stream until it has refused another one (a
     stream of the test), then lets it finish; returns the holding thread."""
     release = threading.Event()
+    deadline = time.monotonic() + WAIT
+    while server.active_streams() != 0:  # the streams of earlier tests are gone
+        assert time.monotonic() < deadline, "chunkd never let its streams go"
+        time.sleep(0.01)
     refused_before = rejected(server, "limit")
 
     def stalled() -> Iterator[bytes]:
@@ -418,7 +422,6 @@ def held_until_refused(server: ChunkdServer) -> threading.Thread:
 
     holder = threading.Thread(target=hold)
     holder.start()
-    deadline = time.monotonic() + WAIT
     while server.active_streams() != 1:
         assert time.monotonic() < deadline, "the holding stream never started"
         time.sleep(0.01)
