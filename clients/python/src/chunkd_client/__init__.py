@@ -10,14 +10,15 @@ deduplication service.
             ...
         print(stream.summary)          # ChunkSummary, set once exhausted
 
-Errors are raised as ChunkdError(code, message).
+Every failed call raises ChunkdError, a grpc.RpcError with code() and
+details() as grpcio's own errors have.
 """
 
 from chunkd_client.client import (
     ALGORITHM_PARAMETERS, ALGORITHMS, FINGERPRINTS, HINTS, ChunkStream, ChunkingParams,
     Client, DedupStream, ResponseStream, chunking_params,
 )
-from chunkd_client._channel import TlsOptions
+from chunkd_client._channel import DEFAULT_SERVICE_CONFIG, TlsOptions
 from chunkd_client.errors import ChunkdError
 from chunkd_client.records import (
     AlgorithmInfo, ChunkRecord, ChunkSummary, DedupRecord, DedupSummary, ParamRange,
@@ -29,6 +30,7 @@ from chunkd_client._version import __version__
 __all__ = [
     "ALGORITHM_PARAMETERS",
     "ALGORITHMS",
+    "DEFAULT_SERVICE_CONFIG",
     "FINGERPRINTS",
     "HINTS",
     "AlgorithmInfo",

@@ -1,23 +1,27 @@
-"""What Client and AsyncClient share: the channel, the stub and the options
-of every call, the requests of a Chunk or Dedup stream, and the checks and
-conversion of its responses. Each client adds only its way of waiting:
-blocking, or asyncio."""
+"""What Client and AsyncClient share, so that neither is a hand-kept copy
+of the other: the channel (with its default service config), the stub and
+the options of every call; the checks of the arguments and the requests of
+a Chunk or Dedup stream; the protocol of its responses; Dedup's replays
+(when, after what, and which records the caller has already had); and
+Release's request ids. Each client adds only its way of waiting: blocking,
+or asyncio (reads in the executor, ``await``)."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import uuid
 from dataclasses import dataclass
 from typing import (
-    Any, AsyncIterator, Callable, Generic, Iterator, Optional, Sequence, Tuple,
-    TypeVar, Union, overload,
+    Any, AsyncIterator, Callable, Generic, Iterable, Iterator, Optional, Sequence,
+    Tuple, TypeVar, Union, overload,
 )
 
 import grpc
 
 from chunkd_client import _convert as convert
 from chunkd_client._channel import (
-    Tls, call_metadata, channel_credentials, channel_options,
+    ServiceConfig, Tls, call_metadata, channel_credentials, channel_options,
 )
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
@@ -115,6 +119,62 @@ class Requests:
         self.complete = True
 
 
+#: The status codes after which ``dedup(retries=N)`` sends its source again:
+#: the server or its index was unreachable, the server went away mid-stream,
+#: was over a limit, or failed. DEADLINE_EXCEEDED joins them when the call
+#: has a timeout (each attempt gets the whole timeout again).
+REPLAYED_CODES = frozenset({
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.ABORTED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.INTERNAL,
+})
+#: The wait before the first replay, in seconds; it doubles for each next
+#: one, up to REPLAY_MAX_BACKOFF (the numbers of the channel's retry policy).
+REPLAY_INITIAL_BACKOFF = 0.1
+REPLAY_MAX_BACKOFF = 2.0
+#: After that wait a replay also waits, at most this long (gRPC's connect
+#: timeout) or the call's timeout, for the channel to (re)connect: gRPC
+#: backs off reconnecting to a server that went away (1 s, growing), and a
+#: replay sent before would fail at once and waste an attempt.
+REPLAY_CONNECT_WAIT = 20.0
+
+
+class Replays:
+    """When a Dedup stream with ``retries`` is sent again.
+
+    ``delay`` answers, for each failure in turn, how long to wait before
+    the replay, or None when the failure is final: a code not in
+    REPLAYED_CODES, or no replay left.
+    """
+
+    def __init__(self, retries: int, timeout: Optional[float], channel: Any) -> None:
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"retries must be an int of at least 0, got {retries!r}")
+        self.left = retries
+        self.timeout = timeout
+        self.channel = channel
+        self._backoff = REPLAY_INITIAL_BACKOFF
+
+    def delay(self, failure: ChunkdError) -> Optional[float]:
+        code = failure.code()
+        replayed = code in REPLAYED_CODES or (
+            code == grpc.StatusCode.DEADLINE_EXCEEDED and self.timeout is not None
+        )
+        if not replayed or self.left == 0:
+            return None
+        self.left -= 1
+        delay, self._backoff = self._backoff, min(self._backoff * 2, REPLAY_MAX_BACKOFF)
+        return delay
+
+    @property
+    def connect_wait(self) -> float:
+        """How long a replay may wait for the channel to be ready."""
+        if self.timeout is None:
+            return REPLAY_CONNECT_WAIT
+        return min(REPLAY_CONNECT_WAIT, self.timeout)
+
+
 class StreamBase(Generic[R, S]):
     """What ResponseStream and AsyncResponseStream share: the protocol of
     the responses (batches of records, then exactly one summary that counts
@@ -122,23 +182,30 @@ class StreamBase(Generic[R, S]):
 
     def __init__(
         self,
-        call: Any,
-        requests: Requests,
+        begin: Callable[[], Tuple[Any, Requests]],
         record: Callable[[Any], R],
         summary: Callable[[Any], S],
+        replays: Optional[Replays] = None,
     ) -> None:
-        self._call = call
-        self._requests = requests
+        self._begin = begin
+        self._replays = replays
         self._make_record = record
         self._make_summary = summary
         self._received: Any = None  # the summary message, once it arrived
         self._summary: Optional[S] = None
+        #: Where the records handed to the caller end; a replay skips those.
+        self._yielded_end = 0
+        self._call, self._requests = begin()
         self._start()
+        self._attach()
 
     def _start(self) -> None:
-        """Sets up the iteration over the records; called once, last in
+        """Sets up the iteration over the records; called once, in
         ``__init__``."""
         raise NotImplementedError
+
+    def _attach(self) -> None:
+        """Called for every call the stream makes, its replays included."""
 
     @property
     def done(self) -> bool:
@@ -170,15 +237,50 @@ class StreamBase(Generic[R, S]):
         self._received = response.summary
         return iter(())
 
-    def _raise_failure(self, error: grpc.RpcError) -> None:
-        """Raises what the failed call means: the source's exception when
-        reading it failed, else ``_rpc_error``'s ChunkdError. Returns when
-        there is none (the server ended the call OK)."""
+    def _records(self, response: Any) -> Iterable[R]:
+        """The records of one response to hand to the caller: after a
+        replay, only those past the records already handed out."""
+        records = self._records_in(response)
+        return records if self._replays is None else self._fresh(records)
+
+    def _fresh(self, records: Iterator[R]) -> Iterator[R]:
+        for record in records:
+            offset, end = record.offset, record.end  # type: ignore[attr-defined]
+            if offset < self._yielded_end:
+                if end > self._yielded_end:
+                    raise self._protocol_error(
+                        f"the replayed stream has a chunk [{offset}, {end}) across "
+                        f"offset {self._yielded_end}, where the chunks already "
+                        "returned end: the source or the index changed under the "
+                        "replay",
+                        grpc.StatusCode.DATA_LOSS,
+                    )
+                continue
+            self._yielded_end = end
+            yield record
+
+    def _replay_delay(self, error: grpc.RpcError) -> Optional[float]:
+        """What the failed call means: raises the source's exception when
+        reading it failed, else the call's ChunkdError unless the stream is
+        replayed after it; then returns the seconds to wait first. Returns
+        None when there is no failure (the server ended the call OK)."""
+        if isinstance(error, ChunkdError):
+            raise error  # the client's own finding (a protocol error): final
         if self._requests.error is not None:
             raise self._requests.error from None
         failure = self._rpc_error(error)
-        if failure is not None:
+        if failure is None:
+            return None
+        delay = None if self._replays is None else self._replays.delay(failure)
+        if delay is None:
             raise failure from None
+        return delay
+
+    def _replay(self) -> None:
+        """Starts the stream again from the start of its source."""
+        self._call, self._requests = self._begin()
+        self._received = None
+        self._attach()
 
     def _rpc_error(self, error: grpc.RpcError) -> Optional[ChunkdError]:
         """The ChunkdError of a failed call; None when it ended OK."""
@@ -190,11 +292,13 @@ class StreamBase(Generic[R, S]):
         check_accounted(self._received, self._requests)
         self._summary = self._make_summary(self._received)
 
-    def _protocol_error(self, what: str) -> ChunkdError:
+    def _protocol_error(
+        self, what: str, code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+    ) -> ChunkdError:
         self._call.cancel()
-        return ChunkdError(
-            grpc.StatusCode.INTERNAL, f"protocol violation by the server: {what}"
-        )
+        if code == grpc.StatusCode.INTERNAL:
+            what = f"protocol violation by the server: {what}"
+        return ChunkdError(code, what)
 
 
 @contextlib.contextmanager
@@ -216,6 +320,10 @@ class ClientBase:
     _channels: Any = grpc
     #: The class of the streams ``_stream`` returns (a StreamBase).
     _response_stream: Any
+    #: ``(source, message_size, replayable) -> pieces``: the function that
+    #: turns a source into the data pieces of a stream (see source_pieces),
+    #: in blocking reads or in the event loop's executor.
+    _source_pieces: Callable[..., Callable[[], Any]]
 
     def __init__(
         self,
@@ -226,12 +334,13 @@ class ClientBase:
         timeout: Optional[float] = None,
         metadata: Sequence[Tuple[str, str]] = (),
         options: Sequence[Tuple[str, object]] = (),
+        service_config: ServiceConfig = None,
     ) -> None:
         self.target = target
         self.timeout = timeout
         self._metadata = call_metadata(token, metadata)
         credentials = channel_credentials(tls)
-        opts = channel_options(tls, options)
+        opts = channel_options(tls, options, service_config)
         if credentials is None:
             self._channel = self._channels.insecure_channel(target, options=opts)
         else:
@@ -265,13 +374,82 @@ class ClientBase:
         self,
         method: StreamMethod[R, S],
         params: object,
-        pieces: Union[Iterator[bytes], AsyncIterator[bytes]],
+        pieces: Callable[[], Union[Iterator[bytes], AsyncIterator[bytes]]],
         timeout: Optional[float],
+        retries: int = 0,
     ) -> Any:
-        """Starts a ``method`` stream that sends ``params`` and ``pieces``
-        (an async iterator for grpc.aio); returns its ``_response_stream``."""
-        requests = Requests(method.request, params)
-        call = getattr(self._stub, method.name)(
-            requests.over(pieces), timeout=self._deadline(timeout), metadata=self._metadata
+        """Starts a ``method`` stream that sends ``params`` and the data
+        pieces ``pieces()`` returns (an async iterator for grpc.aio); returns
+        its ``_response_stream``. With ``retries``, a failed stream is sent
+        again, ``pieces()`` giving the source from its start each time."""
+        deadline = self._deadline(timeout)
+        replays = Replays(retries, deadline, self._channel) if retries else None
+
+        def begin() -> Tuple[Any, Requests]:
+            requests = Requests(method.request, params)
+            call = getattr(self._stub, method.name)(
+                requests.over(pieces()), timeout=deadline, metadata=self._metadata
+            )
+            return call, requests
+
+        return self._response_stream(begin, method.record, method.summary, replays)
+
+    def _chunk(
+        self,
+        source: Any,
+        params: Any,
+        fingerprint: Union[str, int],
+        message_size: int,
+        timeout: Optional[float],
+        chunking: Any,
+    ) -> Any:
+        """``chunk`` of both clients: checks the arguments now, then starts
+        the stream."""
+        pieces = self._source_pieces(source, message_size, False)
+        request = convert.chunk_params(fingerprint, params, **chunking)
+        return self._stream(CHUNK, request, pieces, timeout)
+
+    def _dedup(
+        self,
+        source: Any,
+        namespace: str,
+        params: Any,
+        fingerprint: Union[str, int],
+        stream_id: str,
+        hints: Union[str, int, None],
+        message_size: int,
+        timeout: Optional[float],
+        retries: int,
+        chunking: Any,
+    ) -> Any:
+        """``dedup`` of both clients: checks the arguments (a source that
+        cannot be replayed with ``retries``: ValueError) now, then starts the
+        stream, with a stream_id when it may be replayed."""
+        pieces = self._source_pieces(source, message_size, bool(retries))
+        request = convert.dedup_params(
+            namespace, fingerprint, stream_id_for(stream_id, retries), hints, params,
+            **chunking
         )
-        return self._response_stream(call, requests, method.record, method.summary)
+        return self._stream(DEDUP, request, pieces, timeout, retries)
+
+    def _release_requests(
+        self,
+        namespace: str,
+        fingerprints: Iterable[bytes],
+        fingerprint: Union[str, int],
+        request_id: str,
+    ) -> Iterator[object]:
+        """The Release requests of one ``release`` call; a random request_id
+        when none is given, so that gRPC may safely send a request again."""
+        return convert.release_requests(
+            namespace, [bytes(f) for f in fingerprints], fingerprint,
+            request_id or uuid.uuid4().hex,
+        )
+
+
+def stream_id_for(stream_id: str, retries: int) -> str:
+    """The stream_id of a Dedup stream: the caller's, else a random one when
+    the stream may be replayed (so that a replay counts nothing twice)."""
+    if stream_id or not retries:
+        return stream_id
+    return uuid.uuid4().hex

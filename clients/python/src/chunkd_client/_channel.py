@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 
@@ -14,6 +15,42 @@ import grpc
 DEFAULT_CHANNEL_OPTIONS: Tuple[Tuple[str, object], ...] = (
     ("grpc.max_receive_message_length", -1),
 )
+
+#: The unary methods that are safe to send again: GetServerInfo and
+#: FindMissing only read, and Release applies once per request_id (the
+#: clients give every Release one).
+RETRIED_METHODS = ("GetServerInfo", "FindMissing", "Release")
+
+#: The gRPC service config every client dials with unless the caller gives
+#: its own (docs/cli.md, "Channel defaults"): round_robin over every address
+#: the target resolves to, so that a ``dns:///`` name of a headless Service
+#: spreads the streams over every pod; and up to 4 attempts of the
+#: idempotent unary calls on UNAVAILABLE, backing off 0.1 s, 0.2 s, 0.4 s
+#: (at most 2 s; gRPC randomises each wait below that). Streams are never
+#: retried by gRPC: ``dedup(retries=N)`` replays the source instead.
+DEFAULT_SERVICE_CONFIG: Mapping[str, Any] = {
+    "loadBalancingConfig": [{"round_robin": {}}],
+    "methodConfig": [
+        {
+            "name": [
+                {"service": "chunkd.v1.ChunkService", "method": method}
+                for method in RETRIED_METHODS
+            ],
+            "retryPolicy": {
+                "maxAttempts": 4,
+                "initialBackoff": "0.1s",
+                "maxBackoff": "2s",
+                "backoffMultiplier": 2,
+                "retryableStatusCodes": ["UNAVAILABLE"],
+            },
+        }
+    ],
+}
+
+#: What the ``service_config`` argument of a client accepts: None for
+#: DEFAULT_SERVICE_CONFIG, else a service config as a mapping or a JSON
+#: string (``{}``: none at all, gRPC's pick_first without retries).
+ServiceConfig = Union[None, str, Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -83,13 +120,31 @@ def channel_credentials(tls: Tls) -> Optional[grpc.ChannelCredentials]:
 
 
 def channel_options(
-    tls: Tls, options: Sequence[Tuple[str, object]]
+    tls: Tls,
+    options: Sequence[Tuple[str, object]],
+    service_config: ServiceConfig = None,
 ) -> List[Tuple[str, object]]:
-    """Default options, the TLS server name override, then the caller's."""
-    result = list(DEFAULT_CHANNEL_OPTIONS)
+    """The channel's options: the defaults (DEFAULT_CHANNEL_OPTIONS and the
+    service config), the TLS server name override, then the caller's own
+    ``options``, each of which replaces a default of the same name (a
+    ``grpc.service_config`` among them replaces ``service_config``)."""
+    if service_config is None:
+        config = json.dumps(DEFAULT_SERVICE_CONFIG, separators=(",", ":"))
+    elif isinstance(service_config, str):
+        config = service_config
+    elif isinstance(service_config, Mapping):
+        config = json.dumps(service_config, separators=(",", ":"))
+    else:
+        raise TypeError(
+            "service_config must be None, a JSON string or a mapping, not "
+            f"{type(service_config).__name__}"
+        )
+    defaults: List[Tuple[str, object]] = list(DEFAULT_CHANNEL_OPTIONS)
+    defaults.append(("grpc.service_config", config))
     if isinstance(tls, TlsOptions) and tls.server_name:
-        result.append(("grpc.ssl_target_name_override", tls.server_name))
-    return result + list(options)
+        defaults.append(("grpc.ssl_target_name_override", tls.server_name))
+    given = {name for name, _ in options}
+    return [o for o in defaults if o[0] not in given] + list(options)
 
 
 def call_metadata(

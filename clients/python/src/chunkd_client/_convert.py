@@ -314,15 +314,20 @@ def release_requests(
     fingerprint: Union[str, int],
     request_id: str,
 ) -> Iterator["pb.ReleaseRequest"]:
-    """The Release requests for ``fingerprints``, RELEASE_BATCH at a time;
-    the first carries ``request_id``, request N > 0 ``request_id.N``."""
+    """The Release requests for ``fingerprints``, RELEASE_BATCH at a time.
+
+    One request carries ``request_id`` itself; a release split over several
+    numbers them ``request_id.0``, ``request_id.1``, ... (as the Go client
+    does), so that each is applied once however often it is sent.
+    """
     algorithm = enum_value("fingerprint", fingerprint, FINGERPRINTS)
-    for number, part in enumerate(batches(fingerprints, RELEASE_BATCH)):
+    parts = list(batches(fingerprints, RELEASE_BATCH))
+    for number, part in enumerate(parts):
         yield pb.ReleaseRequest(
             namespace=namespace,
             fingerprints=part,
             fingerprint=algorithm,
-            request_id=request_id if not request_id or number == 0
+            request_id=request_id if not request_id or len(parts) == 1
             else f"{request_id}.{number}",
         )
 

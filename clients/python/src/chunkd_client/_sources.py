@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 import os
-from typing import BinaryIO, Iterable, Iterator, Union
+import threading
+from typing import BinaryIO, Callable, Iterable, Iterator, Union
 
 #: What ``Client.chunk`` and ``Client.dedup`` accept as input.
 Source = Union[
@@ -90,3 +91,77 @@ def _iter_pieces(pieces: Iterable[bytes], message_size: int) -> Iterator[bytes]:
                 yield piece
         else:
             yield from _iter_buffer(piece, message_size)
+
+
+def source_pieces(
+    source: Source, message_size: int, replayable: bool = False
+) -> Callable[[], Iterator[bytes]]:
+    """A function returning the pieces of ``source`` (``iter_source``).
+
+    Called once unless ``replayable``; then every call returns the pieces
+    from the source's start again: a path is opened again, a bytes-like
+    object sliced again, a binary file object seeked back to where it was
+    when this was called (it must be seekable). Anything else cannot be read
+    twice: ValueError, before any call.
+    """
+    pieces = iter_source(source, message_size)  # checks the arguments now
+    if not replayable:
+        return lambda: pieces
+    if isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview)):
+        return lambda: iter_source(source, message_size)
+    if hasattr(source, "read"):
+        seekable = getattr(source, "seekable", None)
+        if callable(seekable) and seekable():
+            return _Rewinder(source, message_size)  # type: ignore[arg-type]
+        what = "a binary file that cannot seek (a pipe or stdin?)"
+    else:
+        what = f"an iterable of bytes ({type(source).__name__})"
+    raise ValueError(
+        "retries need a source that can be read again from its start (a path, "
+        f"a bytes-like object or a seekable binary file), not {what}"
+    )
+
+
+class _Rewinder:
+    """The pieces of a seekable file from where it was at first, each time
+    it is called.
+
+    The reads of a failed stream may still be under way on gRPC's thread
+    when the replay starts; each call starts a new epoch, and the reads of an
+    older one stop at their next piece, so that only one position is ever
+    being read.
+    """
+
+    def __init__(self, f: BinaryIO, message_size: int) -> None:
+        if isinstance(f, io.TextIOBase):
+            raise TypeError("source file must be opened in binary mode")
+        self._file = f
+        self._size = message_size
+        self._start = f.tell()
+        self._lock = threading.Lock()
+        self._epoch = 0
+
+    def __call__(self) -> Iterator[bytes]:
+        with self._lock:
+            self._epoch += 1
+            return self._read(self._epoch)
+
+    def _read(self, epoch: int) -> Iterator[bytes]:
+        rewound = False
+        while True:
+            with self._lock:
+                if epoch != self._epoch:
+                    return
+                if not rewound:
+                    self._file.seek(self._start)
+                    rewound = True
+                piece = self._file.read(self._size)
+            if piece is None:  # non-blocking stream without data: keep trying
+                continue
+            if not isinstance(piece, (bytes, bytearray, memoryview)):
+                raise TypeError(
+                    f"source.read() returned {type(piece).__name__}, expected bytes"
+                )
+            if not piece:
+                return
+            yield bytes(piece)

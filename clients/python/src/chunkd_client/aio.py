@@ -19,18 +19,18 @@ from __future__ import annotations
 
 import asyncio
 from typing import (
-    Any, AsyncIterable, AsyncGenerator, AsyncIterator, Coroutine, Iterable, Iterator,
-    List, Optional, Tuple, TypeVar, Union,
+    Any, AsyncIterable, AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterable,
+    Iterator, List, Optional, Tuple, TypeVar, Union,
 )
 
 import grpc
 import grpc.aio
 
 from chunkd_client import _convert as convert
-from chunkd_client._calls import CHUNK, DEDUP, ClientBase, StreamBase, rpc_errors
+from chunkd_client._calls import ClientBase, StreamBase, rpc_errors
 from chunkd_client._convert import DEFAULT_MESSAGE_SIZE, ChunkingParams
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
-from chunkd_client._sources import Source, iter_source
+from chunkd_client._sources import Source, iter_source, source_pieces
 from chunkd_client.errors import ChunkdError
 from chunkd_client.records import (
     ChunkRecord, ChunkSummary, DedupRecord, DedupSummary, ServerInfo,
@@ -47,15 +47,19 @@ T = TypeVar("T")
 AsyncSource = Union[Source, AsyncIterable[bytes]]
 
 
-async def _aiter_source(source: AsyncSource, message_size: int) -> AsyncIterator[bytes]:
-    """``iter_source`` for the event loop: blocking reads run in the default
-    executor; async iterables are split like sync ones."""
-    if isinstance(source, AsyncIterable):
-        async for item in source:
-            for part in iter_source([item], message_size):
-                yield part
-        return
-    pieces = iter_source(source, message_size)  # type: ignore[arg-type]
+async def _aiter_source(
+    source: AsyncSource, message_size: int
+) -> AsyncIterator[bytes]:
+    """An async iterable ``source`` split as ``iter_source`` splits sync
+    ones."""
+    async for item in source:  # type: ignore[union-attr]
+        for part in iter_source([item], message_size):
+            yield part
+
+
+async def _aiter_pieces(pieces: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """``pieces`` for the event loop: every read runs in the default
+    executor."""
     loop = asyncio.get_running_loop()
     while True:
         piece: Optional[bytes] = await loop.run_in_executor(None, _next_or_none, pieces)
@@ -64,12 +68,24 @@ async def _aiter_source(source: AsyncSource, message_size: int) -> AsyncIterator
         yield piece
 
 
-def _pieces(source: AsyncSource, message_size: int) -> AsyncIterator[bytes]:
-    """``_aiter_source``, with ``message_size`` checked now (as
-    ``iter_source`` does) rather than at the first read."""
+def _pieces(
+    source: AsyncSource, message_size: int, replayable: bool = False
+) -> Callable[[], AsyncIterator[bytes]]:
+    """``source_pieces`` for the event loop, with the arguments checked now
+    rather than at the first read; an async iterable cannot be replayed."""
     if message_size < 1:
         raise ValueError(f"message_size must be at least 1, got {message_size}")
-    return _aiter_source(source, message_size)
+    if isinstance(source, AsyncIterable):
+        if replayable:
+            raise ValueError(
+                "retries need a source that can be read again from its start (a "
+                "path, a bytes-like object or a seekable binary file), not an "
+                "async iterable"
+            )
+        pieces = _aiter_source(source, message_size)
+        return lambda: pieces
+    again = source_pieces(source, message_size, replayable)
+    return lambda: _aiter_pieces(again())
 
 
 def _next_or_none(pieces: Iterator[bytes]) -> Optional[bytes]:
@@ -97,11 +113,14 @@ class AsyncResponseStream(StreamBase[R, S]):
     """
 
     def _start(self) -> None:
-        self._records: AsyncGenerator[R, None] = self._generate()
-        self._status: Optional[Tuple[grpc.StatusCode, str]] = None
-        self._call.add_done_callback(self._keep_status)
+        self._generator: AsyncGenerator[R, None] = self._generate()
 
-    def _keep_status(self, call: Any) -> None:
+    def _attach(self) -> None:
+        self._status: Optional[Tuple[grpc.StatusCode, str]] = None
+        call = self._call
+        call.add_done_callback(lambda done: self._keep_status(done, call))
+
+    def _keep_status(self, done: Any, call: Any) -> None:
         """Keeps the call's status as it is first set.
 
         grpc.aio consumes the request iterator in a task of its own; when a
@@ -112,10 +131,10 @@ class AsyncResponseStream(StreamBase[R, S]):
         Core". The call is done when this runs, so ``code()`` and
         ``details()`` return at once, before any such write is processed.
         """
-        if self._status is not None:
-            return
-        code = _result_now(call.code())
-        details = _result_now(call.details())
+        if self._status is not None or call is not self._call:
+            return  # set, or a call replaced by a replay
+        code = _result_now(done.code())
+        details = _result_now(done.details())
         if isinstance(code, grpc.StatusCode):
             self._status = (code, details or "")
 
@@ -133,7 +152,7 @@ class AsyncResponseStream(StreamBase[R, S]):
         return self
 
     async def __anext__(self) -> R:
-        return await self._records.__anext__()
+        return await self._generator.__anext__()
 
     async def __aenter__(self) -> "AsyncResponseStream[R, S]":
         return self
@@ -150,22 +169,40 @@ class AsyncResponseStream(StreamBase[R, S]):
         """Abandons the call if it is still running (no effect otherwise)."""
         if self._summary is None:
             self._call.cancel()
-        await self._records.aclose()
+        await self._generator.aclose()
 
     async def _generate(self) -> AsyncGenerator[R, None]:
-        try:
-            async for response in self._call:
-                for record in self._records_in(response):
-                    yield record
-        except grpc.RpcError as e:
-            self._raise_failure(e)
-        except asyncio.CancelledError:
+        while True:
+            try:
+                async for response in self._call:
+                    for record in self._records(response):
+                        yield record
+            except grpc.RpcError as e:
+                delay = self._replay_delay(e)
+                if delay is not None:
+                    await self._pause(delay)
+                    self._replay()
+                    continue
+            except asyncio.CancelledError:
+                if self._requests.error is not None:
+                    raise self._requests.error from None
+                raise
             if self._requests.error is not None:
-                raise self._requests.error from None
-            raise
-        if self._requests.error is not None:
-            raise self._requests.error
-        self._finish()
+                raise self._requests.error
+            self._finish()
+            return
+
+    async def _pause(self, delay: float) -> None:
+        """Waits ``delay`` seconds, then until the channel is ready (bounded,
+        see REPLAY_CONNECT_WAIT)."""
+        assert self._replays is not None
+        await asyncio.sleep(delay)
+        try:
+            await asyncio.wait_for(
+                self._replays.channel.channel_ready(), self._replays.connect_wait
+            )
+        except asyncio.TimeoutError:
+            pass  # the replay fails, or not, on its own
 
 
 #: What ``AsyncClient.chunk`` returns.
@@ -182,6 +219,7 @@ class AsyncClient(ClientBase):
 
     _channels = grpc.aio
     _response_stream = AsyncResponseStream
+    _source_pieces = staticmethod(_pieces)
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -199,9 +237,7 @@ class AsyncClient(ClientBase):
               message_size: int = DEFAULT_MESSAGE_SIZE,
               timeout: Optional[float] = None, **chunking: Any) -> AsyncChunkStream:
         """As ``Client.chunk``; ``async for`` the returned stream."""
-        pieces = _pieces(source, message_size)
-        request = convert.chunk_params(fingerprint, params, **chunking)
-        return self._stream(CHUNK, request, pieces, timeout)
+        return self._chunk(source, params, fingerprint, message_size, timeout, chunking)
 
     async def chunk_all(
         self, source: AsyncSource, **kwargs: Any
@@ -215,13 +251,13 @@ class AsyncClient(ClientBase):
               fingerprint: Union[str, int] = "sha256", stream_id: str = "",
               hints: Union[str, int, None] = None,
               message_size: int = DEFAULT_MESSAGE_SIZE,
-              timeout: Optional[float] = None, **chunking: Any) -> AsyncDedupStream:
-        """As ``Client.dedup``; ``async for`` the returned stream."""
-        pieces = _pieces(source, message_size)
-        request = convert.dedup_params(
-            namespace, fingerprint, stream_id, hints, params, **chunking
-        )
-        return self._stream(DEDUP, request, pieces, timeout)
+              timeout: Optional[float] = None, retries: int = 0,
+              **chunking: Any) -> AsyncDedupStream:
+        """As ``Client.dedup``; ``async for`` the returned stream. With
+        ``retries``, an async iterable source is a ValueError (it cannot be
+        read again)."""
+        return self._dedup(source, namespace, params, fingerprint, stream_id, hints,
+                           message_size, timeout, retries, chunking)
 
     async def dedup_all(
         self, source: AsyncSource, *, namespace: str, **kwargs: Any
@@ -246,8 +282,8 @@ class AsyncClient(ClientBase):
         """As ``Client.release``."""
         deadline = self._deadline(timeout)
         counts: List[int] = []
-        for request in convert.release_requests(
-            namespace, [bytes(f) for f in fingerprints], fingerprint, request_id
+        for request in self._release_requests(
+            namespace, fingerprints, fingerprint, request_id
         ):
             response = await self._unary(self._stub.Release, request, deadline)
             counts.extend(response.ref_counts)

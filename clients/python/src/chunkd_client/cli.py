@@ -3,41 +3,54 @@
     chunkd-client chunk [options] FILE|-
     chunkd-client dedup --namespace NS [options] FILE|- ...
     chunkd-client info  [options]
+    chunkd-client --version
 
-``chunk`` prints one chunk per line in chunkctl's formats (csv
-``offset,length,fingerprint_hex``, or with ``--json`` one JSON object per
-line), so its output is byte-identical to ``chunkctl chunk`` for the same
-input and parameters. A progress bar (bytes, rate, ETA) goes to stderr when
-stderr is a terminal; piped or redirected, the command prints nothing but its
-results.
+It follows the contract of chunkd's three command-line clients
+(docs/cli.md): the flags, output and exit statuses of ``chunkctl`` and
+``chunkd-go``. ``chunk`` prints one chunk per line
+(``offset,length,fingerprint_hex``, or with ``--json`` one JSON object per
+line), byte-identical to ``chunkctl chunk`` for the same input and
+parameters. A progress bar (bytes, rate, ETA) goes to stderr when stderr is
+a terminal; piped or redirected, the command prints nothing but its results.
 
-Exit status: 0 on success, 1 when a call failed or a file could not be read
-(the message names the gRPC status code), 2 on a usage error, 130 when
-interrupted.
+Exit status: 0 on success; 1 when a file cannot be read, the output cannot
+be written or the server fails the call; 2 on a usage error or a bad
+parameter (also when the server answers INVALID_ARGUMENT); 130 when
+interrupted; 141 when standard output was closed early (``| head``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import stat
 import sys
 import time
-from typing import IO, Any, Dict, Iterator, List, Optional, Sequence
+from typing import IO, Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import grpc
 
 from chunkd_client._channel import TlsOptions, token_from_file
 from chunkd_client._convert import (
     ALGORITHM_PARAMETERS, ALGORITHMS, DEFAULT_MESSAGE_SIZE, FINGERPRINTS, HINTS,
     SEQ_MODES, ChunkingParams,
 )
+from chunkd_client._version import __version__
 from chunkd_client.client import Client
 from chunkd_client.errors import ChunkdError
-from chunkd_client.records import DedupSummary, ServerInfo
+from chunkd_client.records import DedupSummary, ParamRange, ServerInfo
+
+PROG = "chunkd-client"
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+#: The status of a process killed by SIGPIPE (128 + 13), for output closed
+#: early.
+EXIT_CLOSED_OUTPUT = 141
 
 #: Where the server is when neither --server nor $CHUNKD_SERVER says.
 DEFAULT_SERVER = "127.0.0.1:50051"
@@ -55,6 +68,18 @@ CHUNKING_FLAGS = {
     "skip_size": "--skip-size",
     "horizon_size": "--horizon",
     "polynomial": "--polynomial",
+}
+
+#: The named parameter sets of ``--preset`` (chunkctl's, the server's
+#: chunking library's): the algorithm and its parameters. Flags given beside
+#: a preset override its values.
+PRESETS: Dict[str, Dict[str, Any]] = {
+    "fastcdc-reapi": dict(algorithm="fastcdc", min_size=128 << 10, avg_size=512 << 10,
+                          max_size=2 << 20, normalization_level=2),
+    "seqcdc-8k": dict(algorithm="seqcdc", seq_mode="increasing", min_size=4 << 10,
+                      max_size=16 << 10, seq_length=5, skip_trigger=50, skip_size=256),
+    "seqcdc-16k": dict(algorithm="seqcdc", seq_mode="increasing", min_size=8 << 10,
+                       max_size=32 << 10, seq_length=5, skip_trigger=50, skip_size=512),
 }
 
 
@@ -147,89 +172,196 @@ def _positive(text: str) -> int:
     return value
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="chunkd-client",
-        description="Command-line client of chunkd, the content-defined chunking "
-        "and deduplication service.",
-        epilog="Exit status: 0 on success, 1 when a call or a file failed, "
-        "2 on a usage error, 130 when interrupted.",
-    )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def _seconds(text: str) -> Optional[float]:
+    """--timeout: seconds, decimals allowed; 0 means no deadline."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a non-negative number of seconds, "
+                                         f"got {text!r}")
+    return value or None
 
-    connection = argparse.ArgumentParser(add_help=False)
-    group = connection.add_argument_group("connection")
-    group.add_argument(
-        "--server",
-        default=os.environ.get("CHUNKD_SERVER", DEFAULT_SERVER),
-        help="host:port of chunkd (default: $CHUNKD_SERVER or %(default)s)",
-    )
-    group.add_argument("--tls", action="store_true", help="use TLS (system roots unless --tls-ca)")
-    group.add_argument("--tls-ca", "--tls_ca", metavar="PEM", help="CA certificates of the server (implies --tls)")
-    group.add_argument("--tls-cert", "--tls_cert", metavar="PEM", help="client certificate for mutual TLS (implies --tls)")
-    group.add_argument("--tls-key", "--tls_key", metavar="PEM", help="the client certificate's private key")
-    group.add_argument("--tls-server-name", "--tls_server_name", metavar="NAME", help="name to verify in the server's certificate")
-    group.add_argument("--token", help="bearer token (default: $CHUNKD_TOKEN)")
-    group.add_argument("--token-file", "--token_file", metavar="FILE", help="read the bearer token from FILE")
-    group.add_argument("--timeout", type=float, metavar="SECONDS", help="deadline of each call")
-    group.add_argument("--json", action="store_true", help="print JSON")
 
-    chunking = argparse.ArgumentParser(add_help=False)
-    group = chunking.add_argument_group(
-        "chunking (unset: the server's defaults)",
+class _UsageError(Exception):
+    """A usage error or a bad parameter: exit status 2, with the hint to
+    ``prog``'s help."""
+
+    def __init__(self, message: str, prog: str = "") -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line, ``chunkd-client:
+    MESSAGE (see chunkd-client COMMAND --help)``, with exit status 2."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise _UsageError(message, self.prog)
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help that shows every flag in its dash spelling only; the underscore
+    spellings of earlier releases are accepted without being listed."""
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        shown = [o for o in action.option_strings if "_" not in o]
+        if not action.option_strings or shown == action.option_strings:
+            return super()._format_action_invocation(action)
+        original = action.option_strings
+        action.option_strings = shown
+        try:
+            return super()._format_action_invocation(action)
+        finally:
+            action.option_strings = original
+
+
+def _add(group: Any, flag: str, *more: str, **kwargs: Any) -> None:
+    """Adds ``flag`` (and ``more`` names), each with a dash also under its
+    underscore spelling."""
+    names = [flag, *more]
+    aliases = [n.replace("-", "_").replace("__", "--", 1) for n in names if "-" in n[2:]]
+    group.add_argument(*names, *aliases, **kwargs)
+
+
+def _connection_parser() -> "_Parser":
+    parent = _Parser(add_help=False, allow_abbrev=False)
+    group = parent.add_argument_group("connection")
+    _add(group, "--server", default=os.environ.get("CHUNKD_SERVER") or DEFAULT_SERVER,
+         metavar="ADDR",
+         help="host:port of chunkd or a gRPC target (dns:///name:port spreads the "
+         "streams over every address; default: $CHUNKD_SERVER, else %(default)s)")
+    _add(group, "--tls", action="store_true",
+         help="TLS, verifying the server against the system's roots")
+    _add(group, "--tls-ca", metavar="FILE",
+         help="PEM CA certificates of the server (implies --tls)")
+    _add(group, "--tls-cert", metavar="FILE",
+         help="client certificate for mutual TLS (implies --tls)")
+    _add(group, "--tls-key", metavar="FILE",
+         help="the client certificate's private key (implies --tls)")
+    _add(group, "--tls-server-name", metavar="NAME",
+         help="the name to verify in the server's certificate")
+    _add(group, "--token", help="bearer token (default: $CHUNKD_TOKEN)")
+    _add(group, "--token-file", metavar="FILE", help="read the bearer token from FILE")
+    _add(group, "--timeout", type=_seconds, metavar="SECONDS",
+         help="deadline of each call in seconds, decimals allowed (0 or unset: none)")
+
+    group = parent.add_argument_group("output")
+    _add(group, "--format", choices=("text", "csv", "json"), default="text",
+         help="text (default; for chunk the CSV lines offset,length,fingerprint_hex), "
+         "csv (the same as text) or json")
+    _add(group, "--json", dest="format", action="store_const", const="json",
+         help="the same as --format json")
+    _add(group, "--progress", choices=("auto", "always", "never"), default="auto",
+         help="a progress line on stderr: auto (default: when stderr is a terminal), "
+         "always or never")
+    return parent
+
+
+def _chunking_parser() -> "_Parser":
+    parent = _Parser(add_help=False, allow_abbrev=False)
+    group = parent.add_argument_group(
+        "chunking (unset: the preset's, else the server's defaults)",
         "Each algorithm takes only its own parameters: "
         + "; ".join(f"{name} {' '.join(CHUNKING_FLAGS[p] for p in params)}"
                     for name, params in ALGORITHM_PARAMETERS.items())
         + ". Another one is a usage error.",
     )
-    group.add_argument("--algorithm", default="fastcdc", choices=sorted(ALGORITHMS))
-    group.add_argument("--min", dest="min_size", type=_positive, metavar="N")
-    group.add_argument("--avg", dest="avg_size", type=_positive, metavar="N")
-    group.add_argument("--max", dest="max_size", type=_positive, metavar="N")
-    group.add_argument("--level", dest="normalization_level", type=_positive, metavar="L",
-                       help="fastcdc normalization level 0..3")
-    group.add_argument("--seed", type=_positive, help="fastcdc Gear table seed (default 0)")
-    group.add_argument("--seq-mode", choices=sorted(SEQ_MODES))
-    group.add_argument("--seq-length", type=_positive, metavar="N")
-    group.add_argument("--skip-trigger", type=_positive, metavar="N")
-    group.add_argument("--skip-size", type=_positive, metavar="N")
-    group.add_argument("--horizon", dest="horizon_size", type=_positive, metavar="N",
-                       help="repmaxcdc: bytes past --min searched for the best cut")
-    group.add_argument("--polynomial", type=_positive, metavar="P",
-                       help="rabin: irreducible polynomial of degree 53 (0x... or decimal)")
-    group.add_argument("--fingerprint", default="sha256", choices=sorted(FINGERPRINTS))
-    group.add_argument("--message-size", type=_positive, default=DEFAULT_MESSAGE_SIZE,
-                       metavar="N", help="bytes per data message (default %(default)s)")
-    group.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
-                       help="progress bar on stderr (auto: when stderr is a terminal)")
+    _add(group, "--algorithm", choices=list(ALGORITHMS),
+         help="the chunking algorithm (default: the preset's, else fastcdc)")
+    _add(group, "--preset", choices=list(PRESETS),
+         help="a named set of parameters (fastcdc-reapi: fastcdc 128K/512K/2M level "
+         "2; seqcdc-8k, seqcdc-16k); flags given beside it override it")
+    _add(group, "--min", dest="min_size", type=_positive, metavar="N",
+         help="smallest chunk in bytes")
+    _add(group, "--avg", dest="avg_size", type=_positive, metavar="N",
+         help="average (fixed: every) chunk size in bytes")
+    _add(group, "--max", dest="max_size", type=_positive, metavar="N",
+         help="largest chunk in bytes")
+    _add(group, "--level", dest="normalization_level", type=_positive, metavar="L",
+         help="fastcdc normalization level 0..3")
+    _add(group, "--seed", type=_positive, metavar="S",
+         help="fastcdc Gear table seed (default 0)")
+    _add(group, "--seq-mode", choices=sorted(SEQ_MODES), help="seqcdc: the run to look for")
+    _add(group, "--seq-length", type=_positive, metavar="N", help="seqcdc: run length")
+    _add(group, "--skip-trigger", type=_positive, metavar="N",
+         help="seqcdc: opposing pairs before a skip")
+    _add(group, "--skip-size", type=_positive, metavar="N", help="seqcdc: bytes skipped")
+    _add(group, "--horizon", dest="horizon_size", type=_positive, metavar="N",
+         help="repmaxcdc: bytes past --min searched for the best cut")
+    _add(group, "--polynomial", type=_positive, metavar="P",
+         help="rabin: irreducible polynomial of degree 53 (0x... or decimal)")
+    _add(group, "--fingerprint", default="sha256", choices=list(FINGERPRINTS),
+         help="sha256 (default), xxh128 or none (chunk only)")
+    _add(group, "--message-size", type=_positive, default=DEFAULT_MESSAGE_SIZE,
+         metavar="N", help="bytes per data message (default %(default)s)")
+    return parent
+
+
+_EXIT_STATUS = (
+    "Exit status: 0 success; 1 a file that cannot be read, output that cannot be "
+    "written or an error from the server; 2 a usage error or a bad parameter (also "
+    "the server's INVALID_ARGUMENT); 130 interrupted; 141 standard output closed "
+    "early."
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Command-line client of chunkd, the content-defined chunking "
+        "and deduplication service.",
+        epilog=_EXIT_STATUS,
+        formatter_class=_HelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}",
+                        help="print the version and exit")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     parser_class=_Parser)
+    connection, chunking = _connection_parser(), _chunking_parser()
+    common: Dict[str, Any] = dict(formatter_class=_HelpFormatter, allow_abbrev=False,
+                                  epilog=_EXIT_STATUS)
 
     chunk = commands.add_parser(
-        "chunk", parents=[connection, chunking],
+        "chunk", parents=[connection, chunking], **common,
         help="cut a file into chunks and print one line per chunk",
-        description="Prints offset,length,fingerprint_hex per chunk (with --json "
-        "one object per line), as chunkctl chunk does.",
+        description="Prints offset,length,fingerprint_hex per chunk (offset,length "
+        "with --fingerprint none); with --json one object per line, "
+        '{"offset":O,"length":L,"fingerprint":"HEX"}. The same output as '
+        "chunkctl chunk and chunkd-go chunk.",
     )
     chunk.add_argument("file", metavar="FILE", help='the input ("-" for stdin)')
 
     dedup = commands.add_parser(
-        "dedup", parents=[connection, chunking],
+        "dedup", parents=[connection, chunking], **common,
         help="deduplicate files against a namespace of the server's index",
         description="Prints per file: FILE bytes=N unique_bytes=M chunks=C "
-        "unique_chunks=U ratio=R.RR (running ratio), then a total line; a "
+        "unique_chunks=U ratio=R.RR (the running ratio), then a total line; a "
         "line where RapidCDC hints were tried ends with hints_tried=T "
-        "hints_accepted=A hints_rejected=R hint_skipped_bytes=S (as chunkctl "
-        "and chunkd-go print it); with --json one object per file and one for "
-        "the total.",
+        "hints_accepted=A hints_rejected=R hint_skipped_bytes=S. With --json one "
+        'object per file ("file": NAME), then one for the total ("total": true).',
     )
-    dedup.add_argument("--namespace", required=True, help="the tenant's index")
-    dedup.add_argument("--hints", type=str.lower, choices=list(HINTS),
-                       help="RapidCDC hint test (fastcdc only; unset: the server's "
-                       "default, ff_rwt_fpt for fastcdc)")
+    group = dedup.add_argument_group("dedup")
+    _add(group, "--namespace", required=True, metavar="NS",
+         help="the tenant's index: 1..128 characters of [A-Za-z0-9._-]")
+    _add(group, "--hints", type=str.lower, choices=list(HINTS),
+         help="RapidCDC hint test (fastcdc only; unset: the server's default, "
+         "ff_rwt_fpt for fastcdc)")
+    _add(group, "--retries", type=_positive, default=0, metavar="N",
+         help="send a file again from its start, up to N more times, when its stream "
+         "fails with UNAVAILABLE, ABORTED, RESOURCE_EXHAUSTED, INTERNAL or (with "
+         "--timeout) DEADLINE_EXCEEDED; each file's stream then carries a random "
+         "stream_id, so the reference counts equal a single run's. Not with - "
+         "(default 0)")
     dedup.add_argument("files", nargs="+", metavar="FILE", help='inputs ("-" for stdin)')
 
     commands.add_parser(
-        "info", parents=[connection],
+        "info", parents=[connection], **common,
         help="describe the server: version, backends, limits, algorithms",
+        description="Prints the server's version, backends, limits and every "
+        "algorithm's parameter ranges; with --json one object.",
     )
     return parser
 
@@ -238,14 +370,14 @@ def _client(args: argparse.Namespace) -> Client:
     token = args.token
     if args.token_file:
         if token:
-            raise _UsageError("give --token or --token-file, not both")
+            raise _UsageError("give --token or --token-file, not both", args.prog)
         token = token_from_file(args.token_file)
     if token is None:
         token = os.environ.get("CHUNKD_TOKEN") or None
     tls: Any = None
     if args.tls_ca or args.tls_cert or args.tls_key or args.tls_server_name:
         if bool(args.tls_cert) != bool(args.tls_key):
-            raise _UsageError("--tls-cert and --tls-key go together")
+            raise _UsageError("--tls-cert and --tls-key go together", args.prog)
         tls = TlsOptions(ca=args.tls_ca, cert=args.tls_cert, key=args.tls_key,
                          server_name=args.tls_server_name)
     elif args.tls:
@@ -253,30 +385,46 @@ def _client(args: argparse.Namespace) -> Client:
     return Client(args.server, tls=tls, token=token, timeout=args.timeout)
 
 
-class _UsageError(Exception):
-    pass
+def _chunking_fields(args: argparse.Namespace) -> Dict[str, Any]:
+    """The ChunkingParams fields the flags give: the preset's, overridden by
+    the flags given; the algorithm fastcdc when neither says."""
+    fields: Dict[str, Any] = dict(PRESETS[args.preset]) if args.preset else {}
+    if args.algorithm is not None:
+        if args.preset and args.algorithm != fields["algorithm"]:
+            raise _UsageError(f"--preset {args.preset} is a {fields['algorithm']} "
+                              f"preset, not {args.algorithm}", args.prog)
+        fields["algorithm"] = args.algorithm
+    fields.setdefault("algorithm", "fastcdc")
+    for field, flag in CHUNKING_FLAGS.items():
+        if getattr(args, field) is not None:
+            fields[field] = getattr(args, field)
+    return fields
 
 
-def _check_chunking_flags(args: argparse.Namespace) -> None:
+def _check_chunking_flags(args: argparse.Namespace, fields: Dict[str, Any]) -> None:
     """Refuses, before any call, a chunking flag the algorithm does not take
-    (the server would refuse its field)."""
-    takes = ALGORITHM_PARAMETERS[args.algorithm]
+    (the server would refuse its field), and a zero message size."""
+    algorithm = fields["algorithm"]
+    takes = ALGORITHM_PARAMETERS[algorithm]
     for field, flag in CHUNKING_FLAGS.items():
         if getattr(args, field) is not None and field not in takes:
             raise _UsageError(
-                f"{flag} is not a parameter of {args.algorithm} (it takes "
-                f"{', '.join(CHUNKING_FLAGS[f] for f in takes)})"
+                f"{flag} is not a parameter of {algorithm} (it takes "
+                f"{', '.join(CHUNKING_FLAGS[f] for f in takes)})", args.prog
             )
+    if args.message_size < 1:
+        raise _UsageError("--message-size must be at least 1", args.prog)
 
 
 def _chunking_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
     """The keywords of ``chunk`` and ``dedup`` the flags give: the
     ChunkingParams, the fingerprint and the message size."""
-    fields = {field: getattr(args, field) for field in CHUNKING_FLAGS}
-    if fields["seed"] is None:
+    fields = _chunking_fields(args)
+    _check_chunking_flags(args, fields)
+    if fields.get("seed") is None:
         fields["seed"] = 0
     return dict(
-        params=ChunkingParams(args.algorithm, **fields),
+        params=ChunkingParams(**fields),
         fingerprint=args.fingerprint,
         message_size=args.message_size,
     )
@@ -293,8 +441,6 @@ def _size(f: Any) -> Optional[int]:
         st = os.fstat(f.fileno())
     except (OSError, AttributeError, ValueError):
         return None
-    import stat
-
     return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
@@ -304,21 +450,24 @@ def _progress(args: argparse.Namespace, label: str, total: Optional[int]) -> Pro
     return Progress(None, label, total)
 
 
+def _compact(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
 def _run_chunk(args: argparse.Namespace, out: IO[str]) -> int:
-    if args.message_size < 1:
-        raise _UsageError("--message-size must be at least 1")
-    _check_chunking_flags(args)
+    kwargs = _chunking_kwargs(args)
     with_fingerprint = args.fingerprint != "none"
+    as_json = args.format == "json"
     with _client(args) as client, _open(args.file) as f:
         progress = _progress(args, args.file, _size(f))
-        with client.chunk(f, **_chunking_kwargs(args)) as stream:
+        with client.chunk(f, **kwargs) as stream:
             lines: List[str] = []
             for record in stream:
-                if args.json:
+                if as_json:
                     obj: Dict[str, Any] = {"offset": record.offset, "length": record.length}
                     if with_fingerprint:
                         obj["fingerprint"] = record.fingerprint.hex()
-                    lines.append(json.dumps(obj, separators=(",", ":")))
+                    lines.append(_compact(obj))
                 elif with_fingerprint:
                     lines.append(f"{record.offset},{record.length},{record.fingerprint.hex()}")
                 else:
@@ -337,18 +486,24 @@ def _ratio(total: int, unique: int) -> str:
     return "inf" if unique == 0 else f"{total / unique:.2f}"
 
 
-def _dedup_line(name: str, s: DedupSummary, running: DedupSummary, as_json: bool) -> str:
+def _dedup_line(name: Optional[str], s: DedupSummary, running: DedupSummary,
+                as_json: bool) -> str:
+    """The report of one file (``name``), or of the total (``name`` None);
+    ``running`` is the total so far, whose ratio the line shows."""
     if as_json:
-        return json.dumps(
-            {"file": name, "bytes": s.total_bytes, "unique_bytes": s.unique_bytes,
-             "chunks": s.total_chunks, "unique_chunks": s.unique_chunks,
-             "ratio": None if running.unique_bytes == 0
-             else round(running.total_bytes / running.unique_bytes, 6),
-             "hints_tried": s.hints_tried, "hints_accepted": s.hints_accepted,
-             "hints_rejected": s.hints_rejected,
-             "hint_skipped_bytes": s.hint_skipped_bytes},
-            separators=(",", ":"))
-    line = (f"{name} bytes={s.total_bytes} unique_bytes={s.unique_bytes} "
+        head: Dict[str, Any] = {"file": name} if name is not None else {"total": True}
+        return _compact({
+            **head,
+            "bytes": s.total_bytes, "unique_bytes": s.unique_bytes,
+            "chunks": s.total_chunks, "unique_chunks": s.unique_chunks,
+            "ratio": None if running.unique_bytes == 0
+            else round(running.total_bytes / running.unique_bytes, 6),
+            "hints_tried": s.hints_tried, "hints_accepted": s.hints_accepted,
+            "hints_rejected": s.hints_rejected,
+            "hint_skipped_bytes": s.hint_skipped_bytes,
+        })
+    line = (f"{'total' if name is None else name} bytes={s.total_bytes} "
+            f"unique_bytes={s.unique_bytes} "
             f"chunks={s.total_chunks} unique_chunks={s.unique_chunks} "
             f"ratio={_ratio(running.total_bytes, running.unique_bytes)}")
     if s.hints_tried:
@@ -357,36 +512,47 @@ def _dedup_line(name: str, s: DedupSummary, running: DedupSummary, as_json: bool
     return line
 
 
+def _added(a: DedupSummary, b: DedupSummary) -> DedupSummary:
+    return DedupSummary(*(x + y for x, y in zip(dataclasses.astuple(a),
+                                                 dataclasses.astuple(b))))
+
+
+def _dedup_file(client: Client, args: argparse.Namespace, name: str,
+                kwargs: Dict[str, Any]) -> DedupSummary:
+    """Streams one file; returns its summary."""
+    with _open(name) as f:
+        if args.retries and not (f.seekable() if hasattr(f, "seekable") else False):
+            raise _UsageError(f"--retries needs files that can be read again; {name} "
+                              "cannot seek (a pipe?)", args.prog)
+        progress = _progress(args, name, _size(f))
+        with client.dedup(f, namespace=args.namespace, hints=args.hints,
+                          retries=args.retries, **kwargs) as stream:
+            for record in stream:
+                progress.update(record.end)
+            summary = stream.summary
+        progress.finish()
+    return summary
+
+
 def _run_dedup(args: argparse.Namespace, out: IO[str]) -> int:
     if args.files.count("-") > 1:
-        raise _UsageError('stdin ("-") can be read only once')
+        raise _UsageError('stdin ("-") can be read only once', args.prog)
+    if args.retries and "-" in args.files:
+        raise _UsageError('stdin ("-") cannot be read again: --retries needs files',
+                          args.prog)
     if args.fingerprint == "none":
-        raise _UsageError("--fingerprint none: dedup needs a fingerprint (sha256 or xxh128)")
-    _check_chunking_flags(args)
+        raise _UsageError("--fingerprint none: dedup needs a fingerprint (sha256 or "
+                          "xxh128)", args.prog)
+    kwargs = _chunking_kwargs(args)
+    as_json = args.format == "json"
     total = DedupSummary(0, 0, 0, 0)
     with _client(args) as client:
         for name in args.files:
-            with _open(name) as f:
-                progress = _progress(args, name, _size(f))
-                with client.dedup(f, namespace=args.namespace, hints=args.hints,
-                                  **_chunking_kwargs(args)) as stream:
-                    for record in stream:
-                        progress.update(record.end)
-                    summary = stream.summary
-                progress.finish()
-            total = DedupSummary(
-                total.total_bytes + summary.total_bytes,
-                total.total_chunks + summary.total_chunks,
-                total.unique_bytes + summary.unique_bytes,
-                total.unique_chunks + summary.unique_chunks,
-                total.hints_tried + summary.hints_tried,
-                total.hints_accepted + summary.hints_accepted,
-                total.hints_rejected + summary.hints_rejected,
-                total.hint_skipped_bytes + summary.hint_skipped_bytes,
-            )
-            out.write(_dedup_line(name, summary, total, args.json) + "\n")
+            summary = _dedup_file(client, args, name, kwargs)
+            total = _added(total, summary)
+            out.write(_dedup_line(name, summary, total, as_json) + "\n")
             out.flush()
-    out.write(_dedup_line("total", total, total, args.json) + "\n")
+    out.write(_dedup_line(None, total, total, as_json) + "\n")
     return EXIT_OK
 
 
@@ -422,54 +588,99 @@ def info_text(info: ServerInfo) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _run_info(args: argparse.Namespace, out: IO[str]) -> int:
-    import dataclasses
+def _range(r: Optional[ParamRange]) -> Optional[Dict[str, int]]:
+    return None if r is None else {"min": r.min, "max": r.max, "default": r.default}
 
+
+def info_json(info: ServerInfo) -> Dict[str, Any]:
+    """The JSON object of ``info`` (docs/cli.md, "info"): the keys of every
+    client, a range the algorithm does not take as null (level, horizon,
+    polynomial) or zeros (the sizes)."""
+    return {
+        "version": info.version,
+        "chunking_backend": info.chunking_backend,
+        "index_backend": info.index_backend,
+        "max_message_bytes": info.max_message_bytes,
+        "max_inflight_bytes": info.max_inflight_bytes,
+        "fingerprints": list(info.fingerprints),
+        "algorithms": [
+            {"name": a.name, "backend": a.backend, "backend_threads": a.backend_threads,
+             "min_size": _range(a.min_size), "avg_size": _range(a.avg_size),
+             "max_size": _range(a.max_size),
+             "avg_size_power_of_two": a.avg_size_power_of_two,
+             "normalization_level": _range(a.normalization_level),
+             "horizon_size": _range(a.horizon_size),
+             "polynomial": _range(a.polynomial)}
+            for a in info.algorithms
+        ],
+    }
+
+
+def _run_info(args: argparse.Namespace, out: IO[str]) -> int:
     with _client(args) as client:
         info = client.server_info()
-    if args.json:
-        out.write(json.dumps(dataclasses.asdict(info), indent=2) + "\n")
+    if args.format == "json":
+        out.write(json.dumps(info_json(info), indent=2) + "\n")
     else:
         out.write(info_text(info))
     return EXIT_OK
 
 
+def _error_line(e: BaseException) -> Tuple[str, int]:
+    """The message and exit status of a failure while running."""
+    if isinstance(e, ChunkdError):
+        code = e.code()
+        status = EXIT_USAGE if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILURE
+        return f"{PROG}: {code.name}: {e.details()}", status
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        return f"{PROG}: {e.filename}: {e.strerror}", EXIT_FAILURE
+    return f"{PROG}: {e}", EXIT_FAILURE
+
+
 def main(argv: Optional[Sequence[str]] = None, out: Optional[IO[str]] = None) -> int:
     """Runs the command line ``argv`` (default: sys.argv[1:]); returns the
-    exit status."""
+    exit status. Output closed early (BrokenPipeError) is EXIT_CLOSED_OUTPUT,
+    with nothing printed."""
     out = out if out is not None else sys.stdout
-    parser = _parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # argparse: --help (0) or a usage error (2)
-        return int(e.code or 0)
-    run = {"chunk": _run_chunk, "dedup": _run_dedup, "info": _run_info}[args.command]
-    try:
-        return run(args, out)
+        try:
+            args, unknown = _parser().parse_known_args(argv)
+        except SystemExit as e:  # --help, --version: 0
+            out.flush()
+            return int(e.code or 0)
+        args.prog = f"{PROG} {args.command}"
+        if unknown:
+            raise _UsageError(f"unrecognized arguments: {' '.join(unknown)}", args.prog)
+        run = {"chunk": _run_chunk, "dedup": _run_dedup, "info": _run_info}[args.command]
+        status = run(args, out)
+        out.flush()
+        return status
+    except BrokenPipeError:
+        return EXIT_CLOSED_OUTPUT
     except _UsageError as e:
-        parser.print_usage(sys.stderr)
-        print(f"chunkd-client: error: {e}", file=sys.stderr)
+        print(f"{PROG}: {e} (see {e.prog or PROG} --help)", file=sys.stderr)
         return EXIT_USAGE
-    except ChunkdError as e:
-        print(f"\nchunkd-client: {e.code.name}: {e.message}" if sys.stderr.isatty()
-              else f"chunkd-client: {e.code.name}: {e.message}", file=sys.stderr)
-        return EXIT_FAILURE
-    except (OSError, ValueError) as e:
-        if isinstance(e, BrokenPipeError):
-            return EXIT_FAILURE
-        if isinstance(e, OSError) and e.filename is not None and e.strerror:
-            print(f"chunkd-client: {e.filename}: {e.strerror}", file=sys.stderr)
-        else:
-            print(f"chunkd-client: {e}", file=sys.stderr)
-        return EXIT_FAILURE
+    except (ChunkdError, OSError, ValueError) as e:
+        message, status = _error_line(e)
+        # After a progress line, start on a line of its own.
+        print(("\n" if sys.stderr.isatty() else "") + message, file=sys.stderr)
+        return status
     except KeyboardInterrupt:
-        print("\nchunkd-client: interrupted", file=sys.stderr)
+        print(("\n" if sys.stderr.isatty() else "") + f"{PROG}: interrupted",
+              file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
 def entry_point() -> None:
     """The ``chunkd-client`` console script."""
-    sys.exit(main())
+    status = main()
+    if status == EXIT_CLOSED_OUTPUT:
+        # Nothing more may reach the closed pipe, not even the interpreter's
+        # flush of stdout at exit (which would print a traceback).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Generator, Iterable, List, Optional, Tuple, TypeVar, Union
 
 import grpc
 
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client import _convert as convert
-from chunkd_client._calls import CHUNK, DEDUP, ClientBase, StreamBase, rpc_errors
-from chunkd_client._channel import TlsOptions
+from chunkd_client._calls import ClientBase, StreamBase, rpc_errors
+from chunkd_client._channel import DEFAULT_SERVICE_CONFIG, TlsOptions
 from chunkd_client._convert import (
     ALGORITHM_PARAMETERS, ALGORITHMS, CHUNKING_FIELDS, DEFAULT_MESSAGE_SIZE,
     FIND_MISSING_BATCH, FINGERPRINTS, HINTS, RELEASE_BATCH, SEQ_MODES, ChunkingParams,
     chunking_params,
 )
-from chunkd_client._sources import Source, iter_source
+from chunkd_client._sources import Source, source_pieces
 from chunkd_client.records import (
     ChunkRecord, ChunkSummary, DedupRecord, DedupSummary, ServerInfo,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "ALGORITHM_PARAMETERS",
     "ALGORITHMS",
     "DEFAULT_MESSAGE_SIZE",
+    "DEFAULT_SERVICE_CONFIG",
     "FIND_MISSING_BATCH",
     "FINGERPRINTS",
     "HINTS",
@@ -58,13 +60,13 @@ class ResponseStream(StreamBase[R, S]):
     """
 
     def _start(self) -> None:
-        self._records: Generator[R, None, None] = self._generate()
+        self._generator: Generator[R, None, None] = self._generate()
 
     def __iter__(self) -> "ResponseStream[R, S]":
         return self
 
     def __next__(self) -> R:
-        return next(self._records)
+        return next(self._generator)
 
     def __enter__(self) -> "ResponseStream[R, S]":
         return self
@@ -81,15 +83,33 @@ class ResponseStream(StreamBase[R, S]):
         """Abandons the call if it is still running (no effect otherwise)."""
         if self._summary is None:
             self._call.cancel()
-        self._records.close()
+        self._generator.close()
 
     def _generate(self) -> Generator[R, None, None]:
+        while True:
+            try:
+                for response in self._call:
+                    yield from self._records(response)
+            except grpc.RpcError as e:
+                delay = self._replay_delay(e)
+                if delay is not None:
+                    self._pause(delay)
+                    self._replay()
+                    continue
+            self._finish()
+            return
+
+    def _pause(self, delay: float) -> None:
+        """Waits ``delay`` seconds, then until the channel is ready (bounded,
+        see REPLAY_CONNECT_WAIT)."""
+        assert self._replays is not None
+        time.sleep(delay)
         try:
-            for response in self._call:
-                yield from self._records_in(response)
-        except grpc.RpcError as e:
-            self._raise_failure(e)
-        self._finish()
+            grpc.channel_ready_future(self._replays.channel).result(
+                timeout=self._replays.connect_wait
+            )
+        except grpc.FutureTimeoutError:
+            pass  # the replay fails, or not, on its own
 
 
 #: The iterator returned by ``Client.chunk``.
@@ -117,7 +137,14 @@ class Client(ClientBase):
         timeout: default deadline of every call in seconds, whole streams
             included; None means no deadline. Every method takes its own too.
         metadata: more metadata sent with every call.
-        options: more grpc channel options.
+        options: more grpc channel options; one named as a default replaces
+            it (``grpc.service_config`` replaces ``service_config``).
+        service_config: the gRPC service config of the channel, a mapping or
+            a JSON string. None: ``DEFAULT_SERVICE_CONFIG``, round_robin
+            over every address of the target (a ``dns:///`` name of several
+            servers spreads the streams over them) and up to 4 attempts of
+            GetServerInfo, FindMissing and Release on UNAVAILABLE (0.1 s
+            backoff, doubling, at most 2 s). ``{}`` dials without one.
 
     Thread-safe: calls may run concurrently from several threads. Use it as a
     context manager or call ``close()``.
@@ -125,6 +152,7 @@ class Client(ClientBase):
 
     _channels = grpc
     _response_stream = ResponseStream
+    _source_pieces = staticmethod(source_pieces)
 
     def __enter__(self) -> "Client":
         return self
@@ -163,9 +191,7 @@ class Client(ClientBase):
         Errors are raised from the iteration as ``ChunkdError`` (a parameter
         the algorithm does not take: INVALID_ARGUMENT naming it).
         """
-        pieces = iter_source(source, message_size)
-        request = convert.chunk_params(fingerprint, params, **chunking)
-        return self._stream(CHUNK, request, pieces, timeout)
+        return self._chunk(source, params, fingerprint, message_size, timeout, chunking)
 
     def chunk_all(
         self, source: Source, **kwargs: Any
@@ -179,7 +205,8 @@ class Client(ClientBase):
               fingerprint: Union[str, int] = "sha256", stream_id: str = "",
               hints: Union[str, int, None] = None,
               message_size: int = DEFAULT_MESSAGE_SIZE,
-              timeout: Optional[float] = None, **chunking: Any) -> DedupStream:
+              timeout: Optional[float] = None, retries: int = 0,
+              **chunking: Any) -> DedupStream:
         """Cuts ``source`` into chunks and records them in ``namespace``'s index.
 
         Like ``chunk``; the records are ``DedupRecord`` (with ``is_new``) and
@@ -202,12 +229,26 @@ class Client(ClientBase):
         (ChunkdError, INVALID_ARGUMENT). "off" and "ff_rwt_fpt" give exactly
         the records of normal chunking. The summary reports ``hints_tried``,
         ``hints_accepted``, ``hints_rejected`` and ``hint_skipped_bytes``.
+
+        ``retries`` (default 0) sends the stream again, from the start of
+        ``source``, up to that many more times when it fails with
+        UNAVAILABLE, ABORTED, RESOURCE_EXHAUSTED or INTERNAL (and
+        DEADLINE_EXCEEDED when there is a timeout, which each attempt gets
+        whole), after 0.1 s, 0.2 s, 0.4 s ... (at most 2 s) and once the
+        channel has reconnected (at most 20 s). The stream then carries a
+        ``stream_id`` (a random one unless given), so the reference counts
+        end as after one clean run. ``source`` must be readable again: a
+        path, a bytes-like object or a seekable file (seeked back to where
+        it was when ``dedup`` was called); anything else is a ValueError.
+        The records arrive as they are made, each once: a replay yields only
+        the records past the last one already yielded (the same bytes make
+        the same chunks, and the stream_id makes the server answer as the
+        first attempt would have, ``is_new`` included); the summary is the
+        replay's. Should a replay cut the source elsewhere (the file
+        changed), it fails with DATA_LOSS.
         """
-        pieces = iter_source(source, message_size)
-        request = convert.dedup_params(
-            namespace, fingerprint, stream_id, hints, params, **chunking
-        )
-        return self._stream(DEDUP, request, pieces, timeout)
+        return self._dedup(source, namespace, params, fingerprint, stream_id, hints,
+                           message_size, timeout, retries, chunking)
 
     def dedup_all(
         self, source: Source, *, namespace: str, **kwargs: Any
@@ -240,14 +281,15 @@ class Client(ClientBase):
 
         ``fingerprint`` names the algorithm the fingerprints were made with.
         ``request_id`` (1..64 characters of ``[A-Za-z0-9._-]``) makes a retry
-        after a timeout or UNAVAILABLE apply once; longer lists are sent in
-        requests of RELEASE_BATCH fingerprints, request N > 0 with the id
-        ``request_id.N``.
+        after a timeout or UNAVAILABLE apply once; without one the client
+        makes a random one (gRPC retries Release on UNAVAILABLE). Longer
+        lists are sent in requests of RELEASE_BATCH fingerprints, numbered
+        ``request_id.0``, ``request_id.1``, ... (one request: ``request_id``).
         """
         deadline = self._deadline(timeout)
         counts: List[int] = []
-        for request in convert.release_requests(
-            namespace, [bytes(f) for f in fingerprints], fingerprint, request_id
+        for request in self._release_requests(
+            namespace, fingerprints, fingerprint, request_id
         ):
             response = self._unary(self._stub.Release, request, deadline)
             counts.extend(response.ref_counts)

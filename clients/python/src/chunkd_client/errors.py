@@ -2,45 +2,143 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import grpc
 
 
-class ChunkdError(Exception):
-    """A chunkd RPC failed.
+class StatusCodeAttribute:
+    """``ChunkdError.code``: call it, as on grpcio's errors, for the
+    ``grpc.StatusCode`` (``error.code()``).
 
-    Attributes:
-        code: the gRPC status code, e.g. ``grpc.StatusCode.INVALID_ARGUMENT``
-            for bad parameters (the message names the field and its allowed
-            range), ``RESOURCE_EXHAUSTED`` past a server limit,
-            ``UNAVAILABLE`` when the server or its index cannot be reached,
-            ``DEADLINE_EXCEEDED`` when the call's timeout expired,
-            ``DATA_LOSS`` when a Chunk or Dedup stream ended OK but its
-            summary does not account for the bytes the client sent.
-        message: the server's status details (or gRPC's own description).
+    Earlier releases made ``code`` the ``grpc.StatusCode`` itself, so this
+    also compares equal to that status code (``error.code ==
+    grpc.StatusCode.UNAVAILABLE``), hashes as it, and has its ``name`` and
+    ``value``; only an identity test (``is``) tells them apart.
     """
 
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+    __slots__ = ("_code",)
+
+    def __init__(self, code: grpc.StatusCode) -> None:
+        self._code = code
+
+    def __call__(self) -> grpc.StatusCode:
+        return self._code
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StatusCodeAttribute):
+            other = other._code
+        return self._code == other
+
+    def __hash__(self) -> int:
+        return hash(self._code)
+
+    @property
+    def name(self) -> str:
+        return str(self._code.name)
+
+    @property
+    def value(self) -> Any:
+        return self._code.value
+
+    def __repr__(self) -> str:
+        return repr(self._code)
+
+
+class ChunkdError(grpc.RpcError, grpc.Call):  # type: ignore[misc]
+    """A chunkd RPC failed.
+
+    A ``grpc.RpcError`` and a ``grpc.Call``, as the errors grpcio raises:
+    ``except grpc.RpcError`` catches every failed call of the clients, and
+
+    * ``code()`` is the gRPC status code, e.g.
+      ``grpc.StatusCode.INVALID_ARGUMENT`` for bad parameters (the details
+      name the field and its allowed range), ``RESOURCE_EXHAUSTED`` past a
+      server limit, ``UNAVAILABLE`` when the server or its index cannot be
+      reached, ``DEADLINE_EXCEEDED`` when the call's timeout expired,
+      ``DATA_LOSS`` when a Chunk or Dedup stream ended OK but its summary
+      does not account for the bytes the client sent;
+    * ``details()`` is the server's status details (or gRPC's own
+      description), also the attribute ``message``;
+    * ``trailing_metadata()`` is the failed call's trailing metadata (None
+      for an error the client found itself, such as DATA_LOSS).
+
+    ``code`` used to be an attribute holding the status code; comparing it
+    with a ``grpc.StatusCode`` and reading ``code.name`` still work (see
+    StatusCodeAttribute).
+    """
+
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        message: str,
+        trailing_metadata: Optional[Tuple[Tuple[str, Any], ...]] = None,
+    ) -> None:
         super().__init__(code, message)
-        self.code = code
+        self._code = StatusCodeAttribute(code)
         self.message = message
+        self._trailing_metadata = trailing_metadata
+
+    @property
+    def code(self) -> StatusCodeAttribute:  # type: ignore[override]
+        """The status code: ``code()`` returns the ``grpc.StatusCode``."""
+        return self._code
+
+    def details(self) -> str:
+        """The server's status details (the same as ``message``)."""
+        return self.message
+
+    def initial_metadata(self) -> None:
+        return None
+
+    def trailing_metadata(self) -> Optional[Tuple[Tuple[str, Any], ...]]:
+        return self._trailing_metadata
+
+    def is_active(self) -> bool:
+        """False: the call has ended."""
+        return False
+
+    def time_remaining(self) -> None:
+        return None
+
+    def cancel(self) -> bool:
+        """False: an ended call cannot be cancelled."""
+        return False
+
+    def add_callback(self, callback: Any) -> bool:
+        """False: the call has ended, the callback is not kept."""
+        return False
 
     def __str__(self) -> str:
         return f"{self.code.name}: {self.message}"
 
+    def __repr__(self) -> str:
+        return f"ChunkdError({self.code()!r}, {self.message!r})"
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.code(), self.message))
+
     @classmethod
     def from_rpc_error(cls, error: grpc.RpcError) -> "ChunkdError":
-        """Translates an error raised by grpcio.
+        """Translates an error raised by grpcio (a ChunkdError is returned
+        as it is).
 
         Every ``grpc.RpcError`` raised by a call is also a ``grpc.Call`` that
         knows its code and details.
         """
+        if isinstance(error, ChunkdError):
+            return error
         code = error.code() if hasattr(error, "code") else None
         details = error.details() if hasattr(error, "details") else None
         if not isinstance(code, grpc.StatusCode):
             code = grpc.StatusCode.UNKNOWN
-        return cls(code, details or str(error))
+        trailing = None
+        if hasattr(error, "trailing_metadata"):
+            try:  # a tuple, or grpc.aio's Metadata (pairs as well)
+                trailing = tuple(tuple(entry) for entry in error.trailing_metadata() or ())
+            except Exception:  # not a finished call's error: keep none
+                trailing = None
+        return cls(code, details or str(error), trailing)
 
 
 def unaccounted_stream(

@@ -165,29 +165,52 @@ class ChunkdServer:
         for attempt in range(attempts):
             self.address = f"127.0.0.1:{free_port()}"
             self.metrics_address = f"127.0.0.1:{free_port()}"
-            self._log.write(f"$ {' '.join(self.command())}\n".encode())
-            self._log.flush()
-            self.process = subprocess.Popen(
-                self.command(),
-                stdin=subprocess.DEVNULL,
-                stdout=self._log,
-                stderr=subprocess.STDOUT,
-            )
             try:
-                wait_until_serving(
-                    self.address,
-                    timeout=self.startup_timeout,
-                    process=self.process,
-                    credentials=self.health_credentials,
-                )
-                return self
+                return self._launch()
             except ServerError:
                 if attempt + 1 == attempts:
                     raise ServerError(f"chunkd failed to start:\n{self.log()}") from None
-            except TimeoutError as e:
-                self.stop()
-                raise ServerError(f"{e}\n{self.log()}") from None
         raise AssertionError("unreachable")
+
+    def restart(self) -> "ChunkdServer":
+        """Stops the server if it still runs (SIGTERM) and starts it again on
+        the same ports, e.g. to test clients across a restart; waits until it
+        is SERVING."""
+        assert self.address, "the server was never started"
+        self.stop()
+        try:
+            return self._launch()
+        except ServerError:
+            raise ServerError(f"chunkd failed to restart:\n{self.log()}") from None
+
+    def _launch(self) -> "ChunkdServer":
+        """Runs the command on the chosen ports; ServerError when the
+        process exits while starting."""
+        self._log.write(f"$ {' '.join(self.command())}\n".encode())
+        self._log.flush()
+        self.process = subprocess.Popen(
+            self.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_until_serving(
+                self.address,
+                timeout=self.startup_timeout,
+                process=self.process,
+                credentials=self.health_credentials,
+            )
+        except TimeoutError as e:
+            self.stop()
+            raise ServerError(f"{e}\n{self.log()}") from None
+        return self
+
+    def metrics(self) -> str:
+        """The text of the metrics endpoint (Prometheus format)."""
+        url = f"http://{self.metrics_address}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return str(response.read().decode())
 
     def alive(self) -> bool:
         """True while the process runs."""
@@ -218,9 +241,7 @@ class ChunkdServer:
 
     def active_streams(self) -> float:
         """The chunkd_active_streams gauge, read from the metrics endpoint."""
-        url = f"http://{self.metrics_address}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            text = response.read().decode()
+        text = self.metrics()
         match = re.search(r"^chunkd_active_streams (\S+)$", text, re.MULTILINE)
         assert match is not None, "chunkd_active_streams is not exported"
         return float(match.group(1))

@@ -1,0 +1,517 @@
+"""What the clients do about failures, against real chunkd servers: errors
+that are grpc.RpcErrors, the default service config (gRPC retries of the
+idempotent unary calls, round_robin over every address of a target),
+Release request ids, and Dedup's ``retries``.
+
+A Dedup replayed across a server restart, with exact reference counts in a
+Redis index, is in tests/e2e/test_client_retries.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import random
+import re
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator, List
+
+import grpc
+import pytest
+
+from chunkd_client import DEFAULT_SERVICE_CONFIG, ChunkdError, Client
+from chunkd_client._calls import Replays
+from chunkd_client._channel import channel_options
+from chunkd_client._convert import RELEASE_BATCH, release_requests
+from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
+from chunkd_client.aio import AsyncClient
+from chunkd_client.testing import ChunkdServer, serving
+
+from conftest import RPC_TIMEOUT
+
+DATA = random.Random(2020).randbytes(3 << 20)
+#: Seconds any wait of these tests may take.
+WAIT = 30.0
+#: Channel options that make gRPC reconnect at once to a server that was
+#: down: its default reconnect backoff (1 s) outlasts the 4 attempts of the
+#: retry policy (0.7 s at most), which are what is tested here.
+FAST_RECONNECT = [
+    ("grpc.initial_reconnect_backoff_ms", 10),
+    ("grpc.min_reconnect_backoff_ms", 10),
+    ("grpc.max_reconnect_backoff_ms", 10),
+]
+
+
+def started(server: ChunkdServer, method: str) -> int:
+    """grpc_server_started_total of a ChunkService method on ``server``."""
+    pattern = (rf'^grpc_server_started_total\{{grpc_method="{method}",'
+               r'grpc_service="chunkd\.v1\.ChunkService"[^}]*\} (\S+)$')
+    match = re.search(pattern, server.metrics(), re.MULTILINE)
+    assert match is not None, f"no grpc_server_started_total for {method}"
+    return int(float(match.group(1)))
+
+
+def rejected(server: ChunkdServer, reason: str) -> int:
+    match = re.search(rf'^chunkd_streams_rejected_total\{{reason="{reason}"\}} (\S+)$',
+                      server.metrics(), re.MULTILINE)
+    assert match is not None
+    return int(float(match.group(1)))
+
+
+# --- errors -----------------------------------------------------------------
+
+
+def test_every_failed_call_is_a_grpc_rpc_error(server: ChunkdServer) -> None:
+    with Client(server.address, timeout=RPC_TIMEOUT) as client:
+        try:
+            client.chunk_all(b"data", min_size=4)
+            raise AssertionError("min_size=4 was accepted")
+        except grpc.RpcError as e:
+            failed = e
+        with pytest.raises(grpc.RpcError) as unary:
+            client.find_missing("bad namespace", [])
+    for error in (failed, unary.value):
+        assert isinstance(error, ChunkdError) and isinstance(error, grpc.Call)
+        assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert error.details() == error.message and error.details()
+        # The attribute of earlier releases still compares and names.
+        assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert error.code != grpc.StatusCode.UNAVAILABLE
+        assert error.code.name == "INVALID_ARGUMENT"
+        assert str(error) == f"INVALID_ARGUMENT: {error.details()}"
+        assert not error.is_active() and error.time_remaining() is None
+    assert "min_size" in failed.details() and "namespace" in unary.value.details()
+    local = ChunkdError(grpc.StatusCode.DATA_LOSS, "short")
+    assert local.trailing_metadata() is None and local.code() is grpc.StatusCode.DATA_LOSS
+
+    async def main() -> List[BaseException]:
+        errors: List[BaseException] = []
+        async with AsyncClient(server.address, timeout=RPC_TIMEOUT) as aclient:
+            for call in (aclient.chunk_all(b"data", min_size=4),
+                         aclient.release("bad namespace", [])):
+                try:
+                    await call
+                except grpc.RpcError as e:
+                    errors.append(e)
+        return errors
+
+    errors = asyncio.run(main())
+    assert [type(e) for e in errors] == [ChunkdError, ChunkdError]
+    assert all(e.code() is grpc.StatusCode.INVALID_ARGUMENT for e in errors)  # type: ignore[attr-defined]
+
+
+# --- Release request ids ----------------------------------------------------
+
+
+def test_split_release_ids_are_numbered_from_zero() -> None:
+    one = list(release_requests("ns", [b"\1" * 32] * 3, "sha256", "rel"))
+    assert [r.request_id for r in one] == ["rel"]
+    split = list(release_requests("ns", [b"\1" * 32] * (2 * RELEASE_BATCH + 1),
+                                  "sha256", "rel"))
+    assert [r.request_id for r in split] == ["rel.0", "rel.1", "rel.2"]
+    assert [len(r.fingerprints) for r in split] == [RELEASE_BATCH, RELEASE_BATCH, 1]
+
+
+def test_release_without_an_id_gets_a_random_one(server: ChunkdServer) -> None:
+    with Client(server.address, timeout=RPC_TIMEOUT) as client:
+        ids = [[r.request_id for r in client._release_requests("ns", [b"\1" * 32], 1, "")]
+               for _ in range(2)]
+        assert all(len(i) == 1 and re.fullmatch(r"[0-9a-f]{32}", i[0]) for i in ids)
+        assert ids[0] != ids[1]
+        given = [r.request_id for r in client._release_requests("ns", [], 1, "mine")]
+        assert given == ["mine"]
+
+
+def test_split_release_applies_once_per_numbered_id(server: ChunkdServer) -> None:
+    """A release of RELEASE_BATCH + 1 fingerprints is sent as "ID.0" and
+    "ID.1": the server then answers those ids from its record (nothing
+    applies twice), while "ID" itself was never used."""
+    namespace = f"split-{uuid.uuid4().hex}"
+    data = random.Random(5).randbytes(64 * (RELEASE_BATCH + 1))
+    with Client(server.address, timeout=RPC_TIMEOUT) as client:
+        params = dict(algorithm="fixed", avg_size=64, fingerprint="xxh128")
+        records, _ = client.dedup_all(data, namespace=namespace, **params)
+        client.dedup_all(data, namespace=namespace, **params)  # every count is 2
+        fps = [r.fingerprint for r in records]
+        assert len(set(fps)) == RELEASE_BATCH + 1
+        assert client.release(namespace, fps, fingerprint="xxh128",
+                              request_id="split") == [1] * len(fps)
+
+        def raw(request_id: str, part: List[bytes]) -> List[int]:
+            response = client.stub.Release(
+                pb.ReleaseRequest(namespace=namespace, fingerprints=part,
+                                  fingerprint=pb.FINGERPRINT_ALGORITHM_XXH128,
+                                  request_id=request_id),
+                timeout=RPC_TIMEOUT)
+            return list(response.ref_counts)
+
+        head, tail = fps[:RELEASE_BATCH], fps[RELEASE_BATCH:]
+        assert raw("split.1", tail) == [1]          # recorded: not applied again
+        assert raw("split.0", head) == [1] * RELEASE_BATCH
+        assert client.find_missing(namespace, fps) == []
+        assert raw("split", tail) == [0]            # a new id: applied
+
+
+# --- the default service config ---------------------------------------------
+
+
+def test_default_service_config_and_replacing_it() -> None:
+    options = dict(channel_options(None, []))
+    config = json.loads(str(options["grpc.service_config"]))
+    assert config == DEFAULT_SERVICE_CONFIG
+    assert config["loadBalancingConfig"] == [{"round_robin": {}}]
+    (method,) = config["methodConfig"]
+    assert sorted(n["method"] for n in method["name"]) == [
+        "FindMissing", "GetServerInfo", "Release"]
+    assert method["retryPolicy"] == {
+        "maxAttempts": 4, "initialBackoff": "0.1s", "maxBackoff": "2s",
+        "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}
+    mine = {"loadBalancingConfig": [{"pick_first": {}}]}
+    assert json.loads(str(dict(channel_options(None, [], mine))["grpc.service_config"])) == mine
+    assert dict(channel_options(None, [], "{}"))["grpc.service_config"] == "{}"
+    replaced = channel_options(None, [("grpc.service_config", "{}")])
+    assert [v for k, v in replaced if k == "grpc.service_config"] == ["{}"]
+    with pytest.raises(TypeError):
+        channel_options(None, [], 42)  # type: ignore[arg-type]
+
+
+class Relay:
+    """A TCP relay on 127.0.0.1 in front of a real chunkd that closes the
+    first ``refuse`` connections at once (the client sees UNAVAILABLE), then
+    passes every byte both ways."""
+
+    def __init__(self, upstream: str, refuse: int = 1) -> None:
+        host, port = upstream.rsplit(":", 1)
+        self._upstream = (host, int(port))
+        self._refuse = refuse
+        self.refused = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.2)
+        self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
+        self._stop = threading.Event()
+        self._sockets: List[socket.socket] = []
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if self.refused < self._refuse:
+                self.refused += 1
+                conn.close()
+                continue
+            upstream = socket.create_connection(self._upstream, timeout=WAIT)
+            self._sockets += [conn, upstream]
+            for a, b in ((conn, upstream), (upstream, conn)):
+                thread = threading.Thread(target=self._pump, args=(a, b), daemon=True)
+                self._threads.append(thread)
+                thread.start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        source.settimeout(None)
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        try:
+            sink.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()
+        for s in self._sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)  # wakes a pump blocked in recv
+            except OSError:
+                pass
+            s.close()
+        for thread in self._threads:
+            thread.join(WAIT)
+            assert not thread.is_alive()
+
+
+def test_a_unary_call_is_retried_on_unavailable(server: ChunkdServer) -> None:
+    """The first attempt finds no server (its connection is closed at
+    once): UNAVAILABLE. With the default service config gRPC tries again and
+    the call succeeds; with the caller's config without a retry policy it
+    fails."""
+    relay = Relay(server.address, refuse=1)
+    try:
+        with Client(relay.address, timeout=RPC_TIMEOUT, options=FAST_RECONNECT) as client:
+            assert client.server_info().index_backend == "memory"
+        assert relay.refused == 1
+    finally:
+        relay.close()
+
+    relay = Relay(server.address, refuse=1)
+    try:
+        with Client(relay.address, timeout=RPC_TIMEOUT, options=FAST_RECONNECT,
+                    service_config={}) as client:
+            with pytest.raises(grpc.RpcError) as caught:
+                client.server_info()
+            assert caught.value.code() is grpc.StatusCode.UNAVAILABLE
+            assert relay.refused == 1
+            # The server was there all along: once connected, the call works.
+            grpc.channel_ready_future(client._channel).result(timeout=WAIT)
+            assert client.server_info().index_backend == "memory"
+    finally:
+        relay.close()
+
+    async def main() -> str:
+        async with AsyncClient(relay.address, timeout=RPC_TIMEOUT,
+                               options=FAST_RECONNECT) as aclient:
+            return (await aclient.server_info()).index_backend
+
+    relay = Relay(server.address, refuse=1)
+    try:
+        assert asyncio.run(main()) == "memory" and relay.refused == 1
+    finally:
+        relay.close()
+
+
+@pytest.fixture(scope="module")
+def second_server(chunkd_bin: Path) -> Iterator[ChunkdServer]:
+    yield from serving(ChunkdServer(chunkd_bin))
+
+
+def test_streams_are_spread_over_every_address(server: ChunkdServer,
+                                                second_server: ChunkdServer) -> None:
+    """round_robin: one target naming two servers (as a dns:/// name of a
+    headless Service resolves to every pod) gets streams on both; once both
+    connections are up, in turn."""
+    servers = (server, second_server)
+    target = "ipv4:" + ",".join(s.address for s in servers)
+    streams = 8
+
+    def counts() -> List[int]:
+        return [started(s, "Chunk") for s in servers]
+
+    def spread(send: Callable[[], None]) -> List[int]:
+        """Streams until both servers had one (the second connection may
+        come up a moment after the first), then ``streams`` more: their
+        counts per server."""
+        before = counts()
+        for _ in range(200):
+            if min(c - b for c, b in zip(counts(), before)) > 0:
+                break
+            send()
+        else:
+            raise AssertionError(f"every stream went to one server: {counts()}")
+        before = counts()
+        for _ in range(streams):
+            send()
+        return [c - b for c, b in zip(counts(), before)]
+
+    with Client(target, timeout=RPC_TIMEOUT) as client:
+        def send() -> None:
+            client.chunk_all(b"spread" * 1000)
+
+        assert spread(send) == [4, 4]
+
+    async def main() -> List[int]:
+        async with AsyncClient(target, timeout=RPC_TIMEOUT) as aclient:
+            loop = asyncio.get_running_loop()
+
+            def send() -> None:
+                asyncio.run_coroutine_threadsafe(
+                    aclient.chunk_all(b"spread" * 1000), loop).result(WAIT)
+
+            return await loop.run_in_executor(None, spread, send)
+
+    assert asyncio.run(main()) == [4, 4]
+
+    # pick_first, the caller's choice, sends everything to one server.
+    before = counts()
+    with Client(target, timeout=RPC_TIMEOUT,
+                service_config={"loadBalancingConfig": [{"pick_first": {}}]}) as client:
+        for _ in range(streams):
+            client.chunk_all(b"spread" * 1000)
+    assert sorted(c - b for c, b in zip(counts(), before)) == [0, streams]
+
+
+# --- Dedup retries -------------------------------------------------------------
+
+
+def test_retries_need_a_source_that_can_be_read_again(server: ChunkdServer,
+                                                     tmp_path: Path) -> None:
+    with Client(server.address, timeout=RPC_TIMEOUT) as client:
+        with pytest.raises(ValueError, match="iterable of bytes"):
+            client.dedup(iter([b"a"]), namespace="ns", retries=1)
+        read, write = os.pipe()
+        with os.fdopen(read, "rb") as pipe:
+            os.close(write)
+            with pytest.raises(ValueError, match="cannot seek"):
+                client.dedup(pipe, namespace="ns", retries=2)
+        with pytest.raises(ValueError, match="retries"):
+            client.dedup(b"x", namespace="ns", retries=-1)
+        # Without retries, none of this matters.
+        assert client.dedup_all(iter([b"a"]), namespace="ns")[1].total_bytes == 1
+
+    async def main() -> None:
+        async def pieces() -> Iterator[bytes]:  # type: ignore[misc]
+            yield b"a"
+
+        async with AsyncClient(server.address, timeout=RPC_TIMEOUT) as aclient:
+            with pytest.raises(ValueError, match="async iterable"):
+                aclient.dedup(pieces(), namespace="ns", retries=1)
+
+    asyncio.run(main())
+
+
+def test_replays_policy() -> None:
+    replays = Replays(3, None, channel=None)
+    unavailable = ChunkdError(grpc.StatusCode.UNAVAILABLE, "down")
+    assert replays.delay(ChunkdError(grpc.StatusCode.INVALID_ARGUMENT, "no")) is None
+    assert replays.delay(ChunkdError(grpc.StatusCode.DEADLINE_EXCEEDED, "late")) is None
+    assert [replays.delay(unavailable) for _ in range(4)] == [0.1, 0.2, 0.4, None]
+    timed = Replays(6, 5.0, channel=None)
+    codes = ("DEADLINE_EXCEEDED", "ABORTED", "RESOURCE_EXHAUSTED", "INTERNAL",
+             "UNAVAILABLE", "UNAVAILABLE")
+    assert [timed.delay(ChunkdError(getattr(grpc.StatusCode, c), "")) for c in codes] == [
+        0.1, 0.2, 0.4, 0.8, 1.6, 2.0]
+    assert timed.connect_wait == 5.0 and replays.connect_wait == 20.0
+
+
+@pytest.fixture(scope="module")
+def one_stream_server(chunkd_bin: Path) -> Iterator[ChunkdServer]:
+    """chunkd serving one Chunk or Dedup stream at a time."""
+    yield from serving(ChunkdServer(chunkd_bin, extra_args=["--max_streams=1"]))
+
+
+def held_until_refused(server: ChunkdServer) -> threading.Thread:
+    """Holds the server's only stream until it has refused another one (a
+    stream of the test), then lets it finish; returns the holding thread."""
+    release = threading.Event()
+    deadline = time.monotonic() + WAIT
+    while server.active_streams() != 0:  # the streams of earlier tests are gone
+        assert time.monotonic() < deadline, "chunkd never let its streams go"
+        time.sleep(0.01)
+    refused_before = rejected(server, "limit")
+
+    def stalled() -> Iterator[bytes]:
+        yield b"held"
+        release.wait(WAIT)
+
+    def hold() -> None:
+        with Client(server.address, timeout=RPC_TIMEOUT) as client:
+            assert client.chunk_all(stalled())[1].total_bytes == 4
+
+    def watch() -> None:
+        deadline = time.monotonic() + WAIT
+        while rejected(server, "limit") == refused_before and time.monotonic() < deadline:
+            time.sleep(0.005)
+        release.set()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    while server.active_streams() != 1:
+        assert time.monotonic() < deadline, "the holding stream never started"
+        time.sleep(0.01)
+    threading.Thread(target=watch, daemon=True).start()
+    return holder
+
+
+@pytest.mark.parametrize("kind", ["bytes", "path", "file"])
+def test_dedup_replays_a_refused_stream(one_stream_server: ChunkdServer,
+                                        tmp_path: Path, kind: str) -> None:
+    """RESOURCE_EXHAUSTED (the server's one stream is taken) is replayed:
+    the records and the summary are those of a clean run, each record once."""
+    path = tmp_path / "data.bin"
+    path.write_bytes(DATA)
+    reference_ns, namespace = (f"ref-{uuid.uuid4().hex}", f"re-{uuid.uuid4().hex}")
+    with Client(one_stream_server.address, timeout=RPC_TIMEOUT) as client:
+        reference = client.dedup_all(DATA, namespace=reference_ns)
+        with open(path, "rb") as f:
+            f.read(10)  # a file is replayed from where it was
+            source = {"bytes": DATA, "path": path, "file": f}[kind]
+            expected = reference if kind != "file" else client.dedup_all(
+                DATA[10:], namespace=f"ref-{uuid.uuid4().hex}")
+            holder = held_until_refused(one_stream_server)
+            refused = rejected(one_stream_server, "limit")
+            try:
+                result = client.dedup_all(source, namespace=namespace, retries=5)
+            finally:
+                holder.join(WAIT)
+        assert rejected(one_stream_server, "limit") > refused
+        assert result == expected
+        # Every reference counted once: releasing each record's fingerprint
+        # once empties the namespace.
+        fps = [r.fingerprint for r in result[0]]
+        client.release(namespace, fps)
+        assert client.find_missing(namespace, fps) == fps
+
+
+def test_dedup_without_retries_fails_at_once(one_stream_server: ChunkdServer) -> None:
+    with Client(one_stream_server.address, timeout=RPC_TIMEOUT) as client:
+        holder = held_until_refused(one_stream_server)
+        try:
+            with pytest.raises(grpc.RpcError) as caught:
+                client.dedup_all(DATA, namespace="once")
+        finally:
+            holder.join(WAIT)
+    assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_async_dedup_replays_a_refused_stream(one_stream_server: ChunkdServer) -> None:
+    namespace = f"aio-re-{uuid.uuid4().hex}"
+    with Client(one_stream_server.address, timeout=RPC_TIMEOUT) as client:
+        reference = client.dedup_all(DATA, namespace=f"ref-{uuid.uuid4().hex}")
+
+    async def main():  # type: ignore[no-untyped-def]
+        async with AsyncClient(one_stream_server.address, timeout=RPC_TIMEOUT) as aclient:
+            return await aclient.dedup_all(io.BytesIO(DATA), namespace=namespace,
+                                           retries=5)
+
+    refused = rejected(one_stream_server, "limit")
+    holder = held_until_refused(one_stream_server)
+    try:
+        result = asyncio.run(main())
+    finally:
+        holder.join(WAIT)
+    assert rejected(one_stream_server, "limit") > refused
+    assert result == reference
+
+
+def test_a_replay_yields_only_the_records_past_those_yielded() -> None:
+    """What the stream hands out after a replay, on made-up records: those
+    past the last one yielded; a chunk across that offset (the source
+    changed) is DATA_LOSS, and the call is cancelled."""
+    from chunkd_client import DedupRecord
+    from chunkd_client._calls import DEDUP, Requests
+    from chunkd_client.client import ResponseStream
+
+    class Call:
+        cancelled = False
+
+        def cancel(self) -> None:
+            self.cancelled = True
+
+    call = Call()
+    stream = ResponseStream(lambda: (call, Requests(DEDUP.request, None)), DEDUP.record,
+                            DEDUP.summary, Replays(1, None, channel=None))
+    first = [DedupRecord(0, 10, b"a", True), DedupRecord(10, 10, b"b", True)]
+    assert list(stream._fresh(iter(first))) == first
+    later = DedupRecord(20, 5, b"c", False)
+    assert list(stream._fresh(iter(first + [later]))) == [later]
+    with pytest.raises(ChunkdError) as caught:
+        list(stream._fresh(iter([DedupRecord(0, 30, b"x", True)])))
+    assert caught.value.code() is grpc.StatusCode.DATA_LOSS and call.cancelled
+    assert "across offset 25" in caught.value.details()
