@@ -39,8 +39,8 @@ DATA = random.Random(2020).randbytes(3 << 20)
 #: Seconds any wait of these tests may take.
 WAIT = 30.0
 #: Channel options that make gRPC reconnect at once to a server that was
-#: down: its default reconnect backoff (1 s) outlasts the 4 attempts of the
-#: retry policy (0.7 s at most), which are what is tested here.
+#: down, so that the retry policy's 4 attempts (0.7 s at most), which are
+#: what is tested here, do not depend on the reconnect backoff.
 FAST_RECONNECT = [
     ("grpc.initial_reconnect_backoff_ms", 10),
     ("grpc.min_reconnect_backoff_ms", 10),
