@@ -564,6 +564,7 @@ TEST(CliTest, GetServerInfoIsRetriedOnUnavailable) {
 
 TEST(CliTest, TimeoutEndsTheCallWithDeadlineExceeded) {
   testing::FakeServer server;
+  server.service().delay_ms = 2000;
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{
            {"chunk", "--server", server.address(), "--timeout", "0.000000001",
@@ -578,6 +579,7 @@ TEST(CliTest, TimeoutEndsTheCallWithDeadlineExceeded) {
         << args[0];
   }
   // A timeout long enough changes nothing; 0 means none.
+  server.service().delay_ms = 0;
   for (const char* timeout : {"60", "0"}) {
     CliRun run = Cli({"chunk", "--server", server.address(), "--timeout",
                       timeout, kJpeg});

@@ -5,10 +5,12 @@
 #define CHUNKD_CLIENTS_CLI_FAKE_SERVICE_H_
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -51,6 +53,10 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
   // Dedup streams left to fail with `fail_status` after their first batch
   // (whatever `fault` says).
   std::atomic<int> dedup_failures{0};
+  // Every call waits this long before it answers, or until the client
+  // cancels it (deadline tests: gRPC keeps deadlines in whole milliseconds,
+  // in which an in-process server may well answer).
+  std::atomic<int> delay_ms{0};
 
   // The stream_id of every Dedup stream so far, in order.
   std::vector<std::string> dedup_stream_ids() {
@@ -68,6 +74,7 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<chunkd::v1::ChunkResponse,
                                chunkd::v1::ChunkRequest>* stream) override {
+    Delay(context);
     return Serve<chunkd::v1::ChunkRequest, chunkd::v1::ChunkResponse>(
         stream, [](const chunkd::v1::ChunkRequest& r) { return r.params(); },
         nullptr);
@@ -77,6 +84,7 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<chunkd::v1::DedupResponse,
                                chunkd::v1::DedupRequest>* stream) override {
+    Delay(context);
     return Serve<chunkd::v1::DedupRequest, chunkd::v1::DedupResponse>(
         stream,
         [this](const chunkd::v1::DedupRequest& r) {
@@ -98,6 +106,7 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
             ? std::string()
             : std::string(found->second.data(), found->second.size());
     ++info_calls;
+    Delay(context);
     if (info_failures > 0) {
       --info_failures;
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "starting up");
@@ -107,6 +116,16 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
   }
 
  private:
+  // Waits delay_ms, or until the call is cancelled (its deadline passed).
+  void Delay(grpc::ServerContext* context) const {
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(delay_ms.load());
+    while (std::chrono::steady_clock::now() < until &&
+           !context->IsCancelled()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
   static chunking::ChunkerOptions Options(const chunkd::v1::ChunkingParams& p) {
     chunking::Algorithm algorithm =
         p.algorithm() == chunkd::v1::ALGORITHM_UNSPECIFIED
