@@ -122,9 +122,12 @@ def script(*args: object, **kwargs) -> subprocess.CompletedProcess:
 
 
 def test_exit_codes_and_messages(server: ChunkdServer, data_file: Path) -> None:
-    bad = script("chunk", "--server", server.address, "--min", "4", data_file)
+    # Each value in range, but min above avg: a rule between fields, which
+    # the server checks.
+    bad = script("chunk", "--server", server.address, "--min", "8192", "--avg", "4096",
+                 data_file)
     assert bad.returncode == 2  # the server's INVALID_ARGUMENT: a bad parameter
-    assert bad.stderr.decode().startswith("chunkd-client: INVALID_ARGUMENT: min_size")
+    assert bad.stderr.decode().startswith("chunkd-client: INVALID_ARGUMENT: min_size 8192")
     assert bad.stderr.count(b"\n") == 1
     down = script("chunk", "--server", f"127.0.0.1:{free_port()}", "--timeout", "20",
                   data_file)
@@ -296,3 +299,37 @@ def test_dedup_retries_flag(server: ChunkdServer, data_file: Path) -> None:
     assert fifo.returncode == 2 and b"cannot seek" in fifo.stderr
     assert run_main("dedup", "--server", server.address, "--namespace", ns,
                     "--retries", "-1", data_file)[0] == 2
+
+
+def test_ranges_are_the_servers(server: ChunkdServer) -> None:
+    """The ranges chunkd-client checks before any call are those a real
+    chunkd reports, for every field each algorithm takes, and none other."""
+    from chunkd_client import ALGORITHM_PARAMETERS
+    from chunkd_client.cli import RANGES
+
+    with Client(server.address, timeout=60) as client:
+        info = client.server_info()
+    assert sorted(a.name for a in info.algorithms) == sorted(RANGES)
+    for a in info.algorithms:
+        reported = {"min_size": a.min_size, "avg_size": a.avg_size, "max_size": a.max_size,
+                    "normalization_level": a.normalization_level,
+                    "horizon_size": a.horizon_size, "polynomial": a.polynomial}
+        takes = ALGORITHM_PARAMETERS[a.name]
+        checked = {field: (r.min, r.max) for field, r in reported.items()
+                   if field in takes and r is not None}
+        assert RANGES[a.name] == checked, a.name
+
+
+@pytest.mark.parametrize("args, message", [
+    (["chunk", "--min", "1", "-"], "--min 1 is out of range for fastcdc: 64..1048576"),
+    (["chunk", "--algorithm", "buzhash", "--max", "47", "-"],
+     "--max 47 is out of range for buzhash: 48..16777216"),
+    (["dedup", "--namespace", "a/b", "-"], "--namespace 'a/b': 1..128 characters"),
+    (["dedup", "--namespace", "ns", "--algorithm", "crc32", "--hints", "ff", "-"],
+     "--hints ff needs --algorithm fastcdc, not crc32"),
+])
+def test_parameters_the_server_would_refuse_are_usage_errors(
+        args: List[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # No server listens there: the check comes before any call.
+    assert main([args[0], "--server", f"127.0.0.1:{free_port()}", *args[1:]]) == 2
+    assert message in capsys.readouterr().err

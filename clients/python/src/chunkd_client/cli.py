@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import stat
 import sys
 import time
@@ -69,6 +70,29 @@ CHUNKING_FLAGS = {
     "horizon_size": "--horizon",
     "polynomial": "--polynomial",
 }
+
+#: The values chunkd accepts per algorithm and chunking field
+#: (server/chunking/limits.h, as GetServerInfo reports them; a test holds the
+#: table to a real server's answer), so that a value out of range is a usage
+#: error before any call, as chunkctl and chunkd-go find it. Rules between
+#: fields (min <= avg <= max, a power of two, an irreducible polynomial) are
+#: left to the server, whose INVALID_ARGUMENT exits 2 as well.
+RANGES: Dict[str, Dict[str, Tuple[int, int]]] = {
+    "fastcdc": {"min_size": (64, 1 << 20), "avg_size": (256, 4 << 20),
+                "max_size": (1024, 16 << 20), "normalization_level": (0, 3)},
+    "crc32": {"min_size": (64, 1 << 20), "avg_size": (256, 4 << 20),
+              "max_size": (1024, 16 << 20)},
+    "seqcdc": {"min_size": (64, 1 << 20), "max_size": (1024, 16 << 20)},
+    "fixed": {"avg_size": (64, 16 << 20)},
+    "repmaxcdc": {"min_size": (64, 4 << 20), "horizon_size": (0, 16 << 20)},
+    "rabin": {"min_size": (64, 8 << 20), "avg_size": (1, 16 << 20),
+              "max_size": (64, 16 << 20), "polynomial": (1 << 53, (1 << 54) - 1)},
+    "buzhash": {"min_size": (48, 4 << 20), "avg_size": (48, 4 << 20),
+                "max_size": (48, 16 << 20)},
+}
+
+#: What chunkd takes as a namespace.
+NAMESPACE = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
 #: The named parameter sets of ``--preset`` (chunkctl's, the server's
 #: chunking library's): the algorithm and its parameters. Flags given beside
@@ -403,7 +427,8 @@ def _chunking_fields(args: argparse.Namespace) -> Dict[str, Any]:
 
 def _check_chunking_flags(args: argparse.Namespace, fields: Dict[str, Any]) -> None:
     """Refuses, before any call, a chunking flag the algorithm does not take
-    (the server would refuse its field), and a zero message size."""
+    (the server would refuse its field), a value out of its RANGES, and a
+    zero message size."""
     algorithm = fields["algorithm"]
     takes = ALGORITHM_PARAMETERS[algorithm]
     for field, flag in CHUNKING_FLAGS.items():
@@ -412,6 +437,11 @@ def _check_chunking_flags(args: argparse.Namespace, fields: Dict[str, Any]) -> N
                 f"{flag} is not a parameter of {algorithm} (it takes "
                 f"{', '.join(CHUNKING_FLAGS[f] for f in takes)})", args.prog
             )
+    for field, (low, high) in RANGES[algorithm].items():
+        value = getattr(args, field)
+        if value is not None and not low <= value <= high:
+            raise _UsageError(f"{CHUNKING_FLAGS[field]} {value} is out of range for "
+                              f"{algorithm}: {low}..{high}", args.prog)
     if args.message_size < 1:
         raise _UsageError("--message-size must be at least 1", args.prog)
 
@@ -543,7 +573,14 @@ def _run_dedup(args: argparse.Namespace, out: IO[str]) -> int:
     if args.fingerprint == "none":
         raise _UsageError("--fingerprint none: dedup needs a fingerprint (sha256 or "
                           "xxh128)", args.prog)
+    if not NAMESPACE.fullmatch(args.namespace):
+        raise _UsageError(f"--namespace {args.namespace!r}: 1..128 characters of "
+                          "[A-Za-z0-9._-]", args.prog)
     kwargs = _chunking_kwargs(args)
+    algorithm = _chunking_fields(args)["algorithm"]
+    if args.hints not in (None, "off") and algorithm != "fastcdc":
+        raise _UsageError(f"--hints {args.hints} needs --algorithm fastcdc, not "
+                          f"{algorithm}; give --hints off or leave it out", args.prog)
     as_json = args.format == "json"
     total = DedupSummary(0, 0, 0, 0)
     with _client(args) as client:
