@@ -1,10 +1,13 @@
 #include "clients/cli/cli.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -262,6 +265,13 @@ class Io {
                   command_.empty() ? "" : absl::StrCat(command_, " "));
     return kExitUsage;
   }
+  // A command line that could not be taken: a usage error, or a file it
+  // names (--token-file, --tls-ca, ...) that cannot be read (exit 1).
+  int Refused(const absl::Status& status) const {
+    return status.code() == absl::StatusCode::kInvalidArgument
+               ? UsageError(status.message())
+               : Failure(status);
+  }
   // Anything that went wrong while running: exit status 1, except the
   // server's INVALID_ARGUMENT (a bad parameter: 2) and a closed standard
   // output (141, silently).
@@ -489,7 +499,7 @@ int RunChunk(absl::Span<const std::string> words, std::FILE* out,
   absl::StatusOr<ParsedArgs> args = ParseChunkArgs(words);
   if (!args.ok()) return io.UsageError(args.status().message());
   absl::StatusOr<ChunkCommand> command = ParseChunkCommand(*args);
-  if (!command.ok()) return io.UsageError(command.status().message());
+  if (!command.ok()) return io.Refused(command.status());
   std::optional<chunking::ThreadPoolExecutor> pool;
   if (command->threads > 1) {
     command->engine.executor = &pool.emplace(command->threads);
@@ -573,6 +583,30 @@ absl::StatusOr<std::optional<chunkd::v1::HintTest>> DedupHints(
   return std::optional<chunkd::v1::HintTest>(*test);
 }
 
+// A replay opens a file again and sends it from its start, which only a
+// regular file gives back: a pipe (/dev/stdin, <(zcat x), a FIFO) would
+// give the bytes not yet read, under the same stream_id. So --retries takes
+// regular files only; one that cannot be examined is a failure to run.
+absl::Status CheckReplayable(const std::vector<std::string>& files) {
+  for (const std::string& name : files) {
+    struct stat st;
+    if (::stat(name.c_str(), &st) != 0) {
+      const int error = errno;
+      return absl::Status(
+          error == ENOENT ? absl::StatusCode::kNotFound
+                          : absl::StatusCode::kFailedPrecondition,
+          absl::StrCat(name, ": ", std::strerror(error)));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--retries: ", name,
+          " is not a regular file, so it cannot be sent again from its "
+          "start; give a file or --retries 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // --namespace, FILE... and --retries: the files and how to send them.
 absl::Status DedupTargets(const ParsedArgs& args, DedupCommand* c) {
   if (!args.Has("namespace")) return absl::InvalidArgumentError(
@@ -598,10 +632,12 @@ absl::Status DedupTargets(const ParsedArgs& args, DedupCommand* c) {
         "--retries: stdin (\"-\") cannot be sent again; give a file or "
         "--retries 0");
   }
+  if (c->file.retries > 0) return CheckReplayable(c->files);
   return absl::OkStatus();
 }
 
-// Reads and checks `dedup`'s command line; any error is a usage error.
+// Reads and checks `dedup`'s command line: a usage error, or NOT_FOUND /
+// FAILED_PRECONDITION for a file it names that cannot be read.
 absl::StatusOr<DedupCommand> ParseDedupCommand(const ParsedArgs& args) {
   DedupCommand c;
   if (absl::Status s = DedupTargets(args, &c); !s.ok()) return s;
@@ -646,7 +682,7 @@ int RunDedup(absl::Span<const std::string> words, std::FILE* out,
                   {"help", false}}))));
   if (!args.ok()) return io.UsageError(args.status().message());
   absl::StatusOr<DedupCommand> command = ParseDedupCommand(*args);
-  if (!command.ok()) return io.UsageError(command.status().message());
+  if (!command.ok()) return io.Refused(command.status());
 
   std::unique_ptr<chunkd::v1::ChunkService::Stub> stub =
       Connect(command->common.connect);
@@ -682,7 +718,7 @@ int RunInfo(absl::Span<const std::string> words, std::FILE* out,
         absl::StrCat("unexpected argument \"", args->positional()[0], "\""));
   }
   absl::StatusOr<CommonOptions> common = CommonOptionsFromArgs(*args);
-  if (!common.ok()) return io.UsageError(common.status().message());
+  if (!common.ok()) return io.Refused(common.status());
   absl::StatusOr<chunkd::v1::GetServerInfoResponse> info =
       GetServerInfo(Connect(common->connect).get(), common->timeout);
   if (!info.ok()) return io.Failure(info.status());

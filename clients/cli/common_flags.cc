@@ -28,18 +28,20 @@ constexpr size_t kMaxFlagFileBytes = 1 << 20;
 
 absl::StatusOr<std::string> ReadWholeFile(absl::string_view flag,
                                           const std::string& path) {
+  // A file that cannot be opened or read keeps its error's code: it is a
+  // failure to run (exit 1), not a bad command line (docs/cli.md).
   absl::StatusOr<std::unique_ptr<InputFile>> file = InputFile::Open(path);
   if (!file.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, ": ", file.status().message()));
+    return absl::Status(file.status().code(),
+                        absl::StrCat("--", flag, ": ", file.status().message()));
   }
   std::string text;
   char buffer[4096];
   while (true) {
     absl::StatusOr<size_t> n = (*file)->Read(buffer, sizeof(buffer));
     if (!n.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, ": ", n.status().message()));
+      return absl::Status(n.status().code(),
+                          absl::StrCat("--", flag, ": ", n.status().message()));
     }
     if (*n == 0) return text;
     text.append(buffer, *n);

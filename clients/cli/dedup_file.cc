@@ -42,6 +42,7 @@ absl::StatusOr<DedupTotals> Attempt(
 }  // namespace
 
 bool IsRetryable(const absl::Status& status, bool timeout_set) {
+  if (FoundByClient(status)) return false;
   switch (status.code()) {
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kAborted:

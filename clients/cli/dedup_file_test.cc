@@ -156,6 +156,17 @@ TEST(DedupFileTest, NeverRetriesAFinalError) {
   EXPECT_EQ(run.totals.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(server.service().dedup_stream_ids(), SizeIs(1));
   EXPECT_EQ(run.err, "");
+  // Nor an error chunkctl finds in the answers itself (a record missing:
+  // INTERNAL, "protocol error"), which a replay would meet again.
+  testing::FakeServer broken;
+  broken.service().fault = testing::Fault::kSkipRecord;
+  DedupRun protocol = Dedup(broken, options);
+  ASSERT_FALSE(protocol.totals.ok());
+  EXPECT_EQ(protocol.totals.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(protocol.totals.status().message()),
+              HasSubstr("protocol error"));
+  EXPECT_THAT(broken.service().dedup_stream_ids(), SizeIs(1));
+  EXPECT_EQ(protocol.err, "");
   // Nor a file that cannot be opened.
   DedupRun missing = Dedup(server, options, "/nonexistent/file");
   EXPECT_EQ(missing.totals.status().code(), absl::StatusCode::kNotFound);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -21,8 +22,14 @@
 namespace chunkd::cli {
 namespace {
 
+// Marks the errors chunkctl finds itself (FoundByClient).
+constexpr absl::string_view kFoundByClient = "chunkd.cli/found-by-client";
+
 absl::Status ProtocolError(absl::string_view what) {
-  return absl::InternalError(absl::StrCat("protocol error: ", what));
+  absl::Status status =
+      absl::InternalError(absl::StrCat("protocol error: ", what));
+  status.SetPayload(kFoundByClient, absl::Cord("1"));
+  return status;
 }
 
 // A status printed like a server's error: "<CODE_NAME>: <message>".
@@ -294,6 +301,10 @@ constexpr int kInitialReconnectBackoffMs = 20;
 constexpr int kMaxReconnectBackoffMs = 2000;
 
 }  // namespace
+
+bool FoundByClient(const absl::Status& status) {
+  return status.GetPayload(kFoundByClient).has_value();
+}
 
 const char kDefaultServiceConfig[] = R"json({
   "loadBalancingConfig": [{"round_robin": {}}],

@@ -37,6 +37,11 @@
 
 namespace chunkd::cli {
 
+// Whether `status` is an error chunkctl found in a server's answers itself
+// (a response that breaks the protocol), not one the server sent: a replay
+// would meet it again, so Dedup's --retries never replays it.
+bool FoundByClient(const absl::Status& status);
+
 // How chunkctl reaches a server; every command builds its channel from it
 // through MakeChannel().
 struct ConnectOptions {
