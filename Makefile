@@ -198,8 +198,27 @@ bench-chunking: build $(BENCH_STAMP)
 # runtime libraries, HEALTHCHECK against a real chunkd), the compose stack
 # (promtool) and the chart's flagfile and health probes against a real chunkd.
 # The tools are built once with `go install` at pinned versions into
-# $(TOOLS_BIN) (a stamp per version); Go >= 1.24 must be on PATH.
+# $(TOOLS_BIN) (a stamp per version) with the Go chosen below.
 GO                          ?= $(shell command -v go || echo /usr/local/go/bin/go)
+# The Go make uses (see "A Go for fresh machines" at the end): $(GO) when it
+# is at least the newest `go` line of the repository's Go modules, else Go
+# $(GO_FETCH_VERSION), installed from the Go module proxy. GOTOOLCHAIN=local:
+# no Go step downloads another toolchain unannounced.
+export GOTOOLCHAIN          := local
+GO_MODULES                  := clients/go/go.mod deploy/probe/go.mod tests/upstream/go.mod
+GO_FETCH_VERSION            := 1.26.8
+GO_FETCH_DIR                ?= .tools/go
+GO_NEEDED                   := $(shell sed -n 's/^go \([0-9][0-9.]*\).*/\1/p' $(GO_MODULES) | sort -V | tail -n 1)
+GO_FOUND_VERSION            := $(shell $(GO) version 2>/dev/null | sed -n 's/^go version go\([0-9][0-9.]*\).*/\1/p')
+GO_NEW_ENOUGH               := $(shell [ -n '$(GO_FOUND_VERSION)' ] && printf '%s\n%s\n' '$(GO_NEEDED)' \
+  '$(GO_FOUND_VERSION)' | sort -V | head -n 1 | grep -qx '$(GO_NEEDED)' && echo yes)
+GO_FETCH_STAMP              := $(GO_FETCH_DIR)/.fetched-$(GO_FETCH_VERSION)
+ifneq ($(GO_NEW_ENOUGH),yes)
+GO_FETCH_WHY := $(if $(GO_FOUND_VERSION),Go $(GO_FOUND_VERSION) is too old for the Go modules \
+  (needs $(GO_NEEDED)),no Go at $(GO) for the Go modules (needs $(GO_NEEDED)))
+override GO := $(abspath $(GO_FETCH_DIR))/bin/go
+GO_WILL_FETCH := yes
+endif
 TOOLS_BIN                   := $(abspath $(BUILD_DIR))/tools/bin
 HELM_VERSION                := v3.19.5
 KUBECONFORM_VERSION         := v0.7.0
@@ -322,7 +341,7 @@ $(UPSTREAM_CHUNK_BIN): $(UPSTREAM_CHUNK_SOURCES)
 
 test-python: $(UPSTREAM_CHUNK_BIN)
 
-HAVE_GO := $(shell command -v $(GO) >/dev/null 2>&1 && echo yes)
+HAVE_GO := $(or $(GO_WILL_FETCH),$(shell command -v $(GO) >/dev/null 2>&1 && echo yes))
 ifeq ($(HAVE_GO),)
 bench-upstream:
 	@echo "bench-upstream: skipped: no Go toolchain ($(GO)) to build upstream-chunk"
@@ -375,32 +394,22 @@ endif
 clean:
 	rm -rf $(BUILD_DIR)
 
-# A Go for fresh machines: when $(GO) is missing or older than the `go` line
-# of clients/go/go.mod (Debian bookworm's golang is 1.19, which cannot fetch
-# a newer one by itself), make installs Go $(GO_FETCH_VERSION) into
+# A Go for fresh machines: when $(GO) is missing or older than the newest
+# `go` line of $(GO_MODULES) (Debian bookworm's golang is 1.19, which cannot
+# fetch a newer one by itself), make installs Go $(GO_FETCH_VERSION) into
 # $(GO_FETCH_DIR) and uses it for every Go step above, saying so in one line:
-# the golang.org/toolchain module from the Go module proxy, checked against
-# the Go checksum database (tools/fetch_go.py). A Go new enough is used as
+# the golang.org/toolchain module from the Go module proxy, its hash checked
+# against the checksum database's line for it as the proxy serves it
+# (tools/fetch_go.py; the database's signature is not verified). A Go new enough is used as
 # it is, and costs one `go version`. `make go-toolchain` says which Go make
 # uses.
-GO_FETCH_VERSION := 1.24.13
-GO_FETCH_DIR     ?= .tools/go
-GO_NEEDED        := $(shell sed -n 's/^go \([0-9][0-9.]*\).*/\1/p' clients/go/go.mod)
-GO_FOUND_VERSION := $(shell $(GO) version 2>/dev/null | sed -n 's/^go version go\([0-9][0-9.]*\).*/\1/p')
-GO_NEW_ENOUGH    := $(shell [ -n '$(GO_FOUND_VERSION)' ] && printf '%s\n%s\n' '$(GO_NEEDED)' \
-  '$(GO_FOUND_VERSION)' | sort -V | head -n 1 | grep -qx '$(GO_NEEDED)' && echo yes)
-GO_FETCH_STAMP   := $(GO_FETCH_DIR)/.fetched-$(GO_FETCH_VERSION)
 
 .PHONY: go-toolchain
 
 ifeq ($(GO_NEW_ENOUGH),yes)
 go-toolchain:
-	@echo "make: using Go $(GO_FOUND_VERSION) ($(GO)); clients/go needs $(GO_NEEDED)"
+	@echo "make: using Go $(GO_FOUND_VERSION) ($(GO)); the Go modules need $(GO_NEEDED)"
 else
-GO_FETCH_WHY := $(if $(GO_FOUND_VERSION),Go $(GO_FOUND_VERSION) is too old for clients/go \
-  (needs $(GO_NEEDED)),no Go at $(GO) for clients/go (needs $(GO_NEEDED)))
-override GO := $(abspath $(GO_FETCH_DIR))/bin/go
-
 # python3 comes with the Debian packages.
 $(GO_FETCH_STAMP): | $(DEPS_STAMP)
 	@echo "make: $(GO_FETCH_WHY); installing Go $(GO_FETCH_VERSION) from the Go module proxy into $(GO_FETCH_DIR)"
@@ -413,5 +422,5 @@ $(HELM_STAMP) $(KUBECONFORM_STAMP) $(HEALTH_PROBE) $(SCHEMA_STAMP) $(PROTOC_GEN_
   go-toolchain: | $(GO_FETCH_STAMP)
 
 go-toolchain:
-	@echo "make: using Go $(GO_FETCH_VERSION) ($(GO)); clients/go needs $(GO_NEEDED)"
+	@echo "make: using Go $(GO_FETCH_VERSION) ($(GO)); the Go modules need $(GO_NEEDED)"
 endif

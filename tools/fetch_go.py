@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """Installs a Go toolchain from the Go module proxy: the Makefile runs it
-when the Go it finds is missing or older than clients/go/go.mod asks for
-(Debian bookworm's golang is 1.19).
+when the Go it finds is missing or older than the repository's Go modules
+ask for (Debian bookworm's golang is 1.19).
 
 The toolchain is the module golang.org/toolchain@v0.0.1-goVERSION.OS-ARCH,
 the zip `go` itself downloads when GOTOOLCHAIN asks for a newer Go (which
 Go 1.19 cannot do). Its hash must equal the one the Go checksum database
-(sum.golang.org, asked through the same proxy) holds for it; then it is
+(sum.golang.org, asked through the same proxy; the database's signature is
+not verified, so this guards against a damaged download, not against a
+proxy that lies) holds for it; then it is
 unpacked into DEST (replacing what was there) with bin/ and pkg/tool/
 executable, as `go` does for toolchain modules.
 
-    tools/fetch_go.py --version 1.24.13 --needs 1.24.0 --dest .tools/go
+    tools/fetch_go.py --version 1.26.8 --needs 1.26.5 --dest .tools/go
 
 $GOPROXY's first URL is the proxy when set (default https://proxy.golang.org).
 """
@@ -115,7 +117,7 @@ def main() -> int:
 
     if args.needs and version_tuple(args.version) < version_tuple(args.needs):
         raise SystemExit(f"fetch_go: Go {args.version} is older than the {args.needs} "
-                         "clients/go/go.mod needs: raise GO_FETCH_VERSION in the Makefile")
+                         "the Go modules need: raise GO_FETCH_VERSION in the Makefile")
     system = platform.system().lower()
     arch = ARCHES.get(platform.machine().lower())
     if system != "linux" or arch is None:

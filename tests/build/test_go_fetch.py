@@ -1,5 +1,5 @@
-"""The Makefile's Go for fresh machines: with a Go older than
-clients/go/go.mod's `go` line (a fake one printing Debian bookworm's
+"""The Makefile's Go for fresh machines: with a Go older than the newest
+`go` line of the repository's Go modules (a fake one printing Debian bookworm's
 `go version go1.19.8 linux/amd64`) it says so in one line, installs the
 pinned Go from the Go module proxy (tools/fetch_go.py) and runs every Go
 step with it; with a Go new enough it downloads nothing. Skips, saying why,
@@ -31,9 +31,13 @@ def makefile_variable(name: str) -> str:
 
 
 def go_needed() -> str:
-    m = re.search(r"^go (\d[\d.]*)$", (REPO / "clients" / "go" / "go.mod").read_text(), re.M)
-    assert m, "a go line in clients/go/go.mod"
-    return m.group(1)
+    """The newest `go` line of the repository's Go modules."""
+    versions = []
+    for module in ("clients/go", "deploy/probe", "tests/upstream"):
+        m = re.search(r"^go (\d[\d.]*)$", (REPO / module / "go.mod").read_text(), re.M)
+        assert m, f"a go line in {module}/go.mod"
+        versions.append(m.group(1))
+    return max(versions, key=lambda v: tuple(int(p) for p in v.split(".")))
 
 
 def make(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -82,9 +86,9 @@ def test_old_go_gets_the_pinned_go_from_the_proxy(
     args = [f"GO={old_go}", f"GO_FETCH_DIR={dest}", "-s", "go-toolchain"]
     first = make(*args, timeout=FETCH_TIMEOUT)
     assert lines(first) == [
-        f"make: Go 1.19.8 is too old for clients/go (needs {go_needed()}); installing Go "
+        f"make: Go 1.19.8 is too old for the Go modules (needs {go_needed()}); installing Go "
         f"{version} from the Go module proxy into {dest}",
-        f"make: using Go {version} ({dest}/bin/go); clients/go needs {go_needed()}",
+        f"make: using Go {version} ({dest}/bin/go); the Go modules need {go_needed()}",
     ], first.stderr
     installed = subprocess.run([dest / "bin" / "go", "version"], capture_output=True,
                                text=True, timeout=60, check=True)
@@ -110,7 +114,7 @@ def test_missing_go_is_named(tmp_path: Path) -> None:
     """No download here: make -n prints what it would do."""
     missing = tmp_path / "no" / "go"
     dry = make(f"GO={missing}", f"GO_FETCH_DIR={tmp_path / 'go'}", "-n", "go-toolchain")
-    assert (f"make: no Go at {missing} for clients/go (needs {go_needed()}); installing Go "
+    assert (f"make: no Go at {missing} for the Go modules (needs {go_needed()}); installing Go "
             f"{makefile_variable('GO_FETCH_VERSION')} from the Go module proxy into "
             f"{tmp_path / 'go'}") in dry.stdout
     assert not (tmp_path / "go").exists()
@@ -122,7 +126,7 @@ def test_go_new_enough_is_used_as_it_is(tmp_path: Path) -> None:
     new.chmod(0o755)
     start = time.monotonic()
     result = make(f"GO={new}", f"GO_FETCH_DIR={tmp_path / 'fetched'}", "-s", "go-toolchain")
-    assert lines(result) == [f"make: using Go 1.26.8 ({new}); clients/go needs {go_needed()}"]
+    assert lines(result) == [f"make: using Go 1.26.8 ({new}); the Go modules need {go_needed()}"]
     assert time.monotonic() - start < 30
     assert not (tmp_path / "fetched").exists()
     dry = make(f"GO={new}", f"GO_FETCH_DIR={tmp_path / 'fetched'}", "-n", "test-go")
