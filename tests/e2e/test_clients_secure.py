@@ -162,7 +162,8 @@ def test_tls_errors_are_unavailable(secure_server: ChunkdServer, chunkctl_bin: P
     assert result.returncode == 2 and b"--tls-cert and --tls-key go together" in result.stderr
     result = run([chunkctl_bin, "info", "--server", secure_server.address,
                   "--tls_ca=/nonexistent/ca.pem"], check=False)
-    assert result.returncode == 2 and b"--tls-ca: /nonexistent/ca.pem" in result.stderr
+    # A file that cannot be read is a failure to run (1), not a usage error.
+    assert result.returncode == 1 and b"--tls-ca: /nonexistent/ca.pem" in result.stderr
 
 
 def test_grpcurl_with_tls_and_a_token(secure_server: ChunkdServer, pki: Path) -> None:  # noqa: F811
