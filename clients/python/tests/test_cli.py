@@ -199,6 +199,19 @@ def test_progress_line() -> None:
     assert unknown.line(1.0) == "- 2.9 KiB 2.9 KiB/s"
 
 
+def test_a_note_goes_above_the_progress_bar(capsys: pytest.CaptureFixture[str]) -> None:
+    stream = io.StringIO()
+    progress = Progress(stream, "in.bin", None, clock=iter([0.0, 1.0, 1.0]).__next__)
+    progress.update(1024)
+    progress.note("chunkd-client: in.bin: UNAVAILABLE: gone; sending it again")
+    assert stream.getvalue() == (
+        "\r\x1b[Kin.bin 1.0 KiB 1.0 KiB/s"
+        "\r\x1b[Kchunkd-client: in.bin: UNAVAILABLE: gone; sending it again\n"
+        "\r\x1b[Kin.bin 1.0 KiB 1.0 KiB/s")
+    Progress(None, "in.bin", None).note("a line of its own")
+    assert capsys.readouterr().err == "a line of its own\n"
+
+
 def test_version_and_help() -> None:
     version = script("--version")
     assert version.returncode == 0 and version.stdout == b"chunkd-client 0.3.0\n"

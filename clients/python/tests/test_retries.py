@@ -31,7 +31,8 @@ from chunkd_client._channel import channel_options
 from chunkd_client._convert import RELEASE_BATCH, release_requests
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client.aio import AsyncClient
-from chunkd_client.testing import ChunkdServer, serving
+from chunkd_client.cli import main as cli_main
+from chunkd_client.testing import ChunkdServer, free_port, serving
 
 from conftest import RPC_TIMEOUT
 
@@ -43,7 +44,6 @@ WAIT = 30.0
 #: what is tested here, do not depend on the reconnect backoff.
 FAST_RECONNECT = [
     ("grpc.initial_reconnect_backoff_ms", 10),
-    ("grpc.min_reconnect_backoff_ms", 10),
     ("grpc.max_reconnect_backoff_ms", 10),
 ]
 
@@ -184,12 +184,15 @@ def test_default_service_config_and_replacing_it() -> None:
 class Relay:
     """A TCP relay on 127.0.0.1 in front of a real chunkd that closes the
     first ``refuse`` connections at once (the client sees UNAVAILABLE), then
-    passes every byte both ways."""
+    passes every byte both ways; ``connect_delay`` seconds after it accepted
+    a connection (a server slow to reach: the server's first bytes arrive
+    that much later)."""
 
-    def __init__(self, upstream: str, refuse: int = 1) -> None:
+    def __init__(self, upstream: str, refuse: int = 1, connect_delay: float = 0.0) -> None:
         host, port = upstream.rsplit(":", 1)
         self._upstream = (host, int(port))
         self._refuse = refuse
+        self._connect_delay = connect_delay
         self.refused = 0
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.settimeout(0.2)
@@ -211,6 +214,7 @@ class Relay:
                 self.refused += 1
                 conn.close()
                 continue
+            time.sleep(self._connect_delay)
             upstream = socket.create_connection(self._upstream, timeout=WAIT)
             self._sockets += [conn, upstream]
             for a, b in ((conn, upstream), (upstream, conn)):
@@ -283,6 +287,24 @@ def test_a_unary_call_is_retried_on_unavailable(server: ChunkdServer) -> None:
     relay = Relay(server.address, refuse=1)
     try:
         assert asyncio.run(main()) == "memory" and relay.refused == 1
+    finally:
+        relay.close()
+
+
+def test_a_server_slow_to_reach_is_reached(server: ChunkdServer) -> None:
+    """Setting up the connection takes 0.5 s: the default channel options
+    leave each connection attempt gRPC's 20 s (a short
+    grpc.min_reconnect_backoff_ms fails every attempt at 0.1 s)."""
+    relay = Relay(server.address, refuse=0, connect_delay=0.5)
+    try:
+        with Client(relay.address, timeout=RPC_TIMEOUT) as client:
+            assert client.server_info(timeout=10).index_backend == "memory"
+
+        async def main() -> str:
+            async with AsyncClient(relay.address, timeout=RPC_TIMEOUT) as aclient:
+                return (await aclient.server_info(timeout=10)).index_backend
+
+        assert asyncio.run(main()) == "memory"
     finally:
         relay.close()
 
@@ -446,11 +468,16 @@ def test_dedup_replays_a_refused_stream(one_stream_server: ChunkdServer,
                 DATA[10:], namespace=f"ref-{uuid.uuid4().hex}")
             holder = held_until_refused(one_stream_server)
             refused = rejected(one_stream_server, "limit")
+            replays: List["tuple[grpc.StatusCode, float]"] = []
             try:
-                result = client.dedup_all(source, namespace=namespace, retries=5)
+                result = client.dedup_all(
+                    source, namespace=namespace, retries=5,
+                    on_replay=lambda e, delay: replays.append((e.code(), delay)))
             finally:
                 holder.join(WAIT)
-        assert rejected(one_stream_server, "limit") > refused
+        assert rejected(one_stream_server, "limit") - refused == len(replays) >= 1
+        assert replays == [(grpc.StatusCode.RESOURCE_EXHAUSTED, d)
+                           for d in (0.1, 0.2, 0.4, 0.8, 1.6)[:len(replays)]]
         assert result == expected
         # Every reference counted once: releasing each record's fingerprint
         # once empties the namespace.
@@ -475,10 +502,13 @@ def test_async_dedup_replays_a_refused_stream(one_stream_server: ChunkdServer) -
     with Client(one_stream_server.address, timeout=RPC_TIMEOUT) as client:
         reference = client.dedup_all(DATA, namespace=f"ref-{uuid.uuid4().hex}")
 
+    replays: List["tuple[grpc.StatusCode, float]"] = []
+
     async def main():  # type: ignore[no-untyped-def]
         async with AsyncClient(one_stream_server.address, timeout=RPC_TIMEOUT) as aclient:
-            return await aclient.dedup_all(io.BytesIO(DATA), namespace=namespace,
-                                           retries=5)
+            return await aclient.dedup_all(
+                io.BytesIO(DATA), namespace=namespace, retries=5,
+                on_replay=lambda e, delay: replays.append((e.code(), delay)))
 
     refused = rejected(one_stream_server, "limit")
     holder = held_until_refused(one_stream_server)
@@ -486,8 +516,67 @@ def test_async_dedup_replays_a_refused_stream(one_stream_server: ChunkdServer) -
         result = asyncio.run(main())
     finally:
         holder.join(WAIT)
-    assert rejected(one_stream_server, "limit") > refused
+    assert rejected(one_stream_server, "limit") - refused == len(replays) >= 1
+    assert replays[0] == (grpc.StatusCode.RESOURCE_EXHAUSTED, 0.1)
     assert result == reference
+
+
+def test_cli_announces_each_replay(one_stream_server: ChunkdServer, tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """chunkd-client dedup --retries prints chunkctl's line for each replay
+    on stderr; stdout has only the lines of the run that succeeded."""
+    path = tmp_path / "data.bin"
+    path.write_bytes(DATA)
+    refused = rejected(one_stream_server, "limit")
+    holder = held_until_refused(one_stream_server)
+    try:
+        code = cli_main(["dedup", "--server", one_stream_server.address,
+                         "--namespace", f"cli-{uuid.uuid4().hex}", "--retries", "5",
+                         "--progress", "never", "--json", str(path)])
+    finally:
+        holder.join(WAIT)
+    out, err = capsys.readouterr()
+    assert code == 0
+    lines = err.splitlines()
+    assert len(lines) == rejected(one_stream_server, "limit") - refused >= 1, err
+    for k, line in enumerate(lines, 1):
+        assert re.fullmatch(
+            rf"chunkd-client: {re.escape(str(path))}: RESOURCE_EXHAUSTED: .+; "
+            rf"sending it again in {(0.1 * 2 ** (k - 1)):.2f} s \(retry {k} of 5\)",
+            line), line
+    assert [json.loads(line)["bytes"] for line in out.splitlines()] == [len(DATA)] * 2
+
+
+def test_on_replay_must_be_callable() -> None:
+    with Client("127.0.0.1:1") as client:
+        with pytest.raises(TypeError, match="on_replay must be callable"):
+            client.dedup(DATA, namespace="n", retries=1,
+                         on_replay="print")  # type: ignore[arg-type]
+
+
+def test_the_wait_for_the_channel_is_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replay waits for the channel to be ready; when that wait times out
+    the future is cancelled, not left subscribed to the channel."""
+    from chunkd_client._calls import DEDUP, Requests
+    from chunkd_client.client import ResponseStream
+
+    futures: List[grpc.Future] = []
+    ready_future = grpc.channel_ready_future
+
+    def recorded(channel: grpc.Channel) -> grpc.Future:
+        futures.append(ready_future(channel))
+        return futures[-1]
+
+    monkeypatch.setattr(grpc, "channel_ready_future", recorded)
+    port = free_port()  # nothing listens there: the channel never gets ready
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stream = ResponseStream(lambda: (None, Requests(DEDUP.request, None)),
+                                DEDUP.record, DEDUP.summary,
+                                Replays(1, 0.2, channel=channel))
+        started_at = time.monotonic()
+        stream._pause(0.0)
+        assert 0.2 <= time.monotonic() - started_at < WAIT
+        assert len(futures) == 1 and futures[0].cancelled()
 
 
 def test_a_replay_yields_only_the_records_past_those_yielded() -> None:

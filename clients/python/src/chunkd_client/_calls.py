@@ -135,9 +135,15 @@ REPLAY_INITIAL_BACKOFF = 0.1
 REPLAY_MAX_BACKOFF = 2.0
 #: After that wait a replay also waits, at most this long (gRPC's connect
 #: timeout) or the call's timeout, for the channel to (re)connect: gRPC
-#: backs off reconnecting to a server that went away (1 s, growing), and a
-#: replay sent before would fail at once and waste an attempt.
+#: backs off reconnecting to a server that went away (20 ms, growing to at
+#: most 2 s: DEFAULT_CHANNEL_OPTIONS), and a replay sent before would fail
+#: at once and waste an attempt.
 REPLAY_CONNECT_WAIT = 20.0
+
+
+#: ``on_replay(error, delay)``: told of each replay before its wait (see
+#: ``Client.dedup``).
+OnReplay = Callable[[ChunkdError, float], object]
 
 
 class Replays:
@@ -145,15 +151,17 @@ class Replays:
 
     ``delay`` answers, for each failure in turn, how long to wait before
     the replay, or None when the failure is final: a code not in
-    REPLAYED_CODES, or no replay left.
+    REPLAYED_CODES, or no replay left. ``on_replay``, when given, is called
+    with the failure and that wait for each replay, before the wait.
     """
 
-    def __init__(self, retries: int, timeout: Optional[float], channel: Any) -> None:
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise ValueError(f"retries must be an int of at least 0, got {retries!r}")
+    def __init__(self, retries: int, timeout: Optional[float], channel: Any,
+                 on_replay: Optional[OnReplay] = None) -> None:
+        check_replay_arguments(retries, on_replay)
         self.left = retries
         self.timeout = timeout
         self.channel = channel
+        self.on_replay = on_replay
         self._backoff = REPLAY_INITIAL_BACKOFF
 
     def delay(self, failure: ChunkdError) -> Optional[float]:
@@ -274,6 +282,9 @@ class StreamBase(Generic[R, S]):
         delay = None if self._replays is None else self._replays.delay(failure)
         if delay is None:
             raise failure from None
+        assert self._replays is not None
+        if self._replays.on_replay is not None:
+            self._replays.on_replay(failure, delay)
         return delay
 
     def _replay(self) -> None:
@@ -377,13 +388,16 @@ class ClientBase:
         pieces: Callable[[], Union[Iterator[bytes], AsyncIterator[bytes]]],
         timeout: Optional[float],
         retries: int = 0,
+        on_replay: Optional[OnReplay] = None,
     ) -> Any:
         """Starts a ``method`` stream that sends ``params`` and the data
         pieces ``pieces()`` returns (an async iterator for grpc.aio); returns
         its ``_response_stream``. With ``retries``, a failed stream is sent
-        again, ``pieces()`` giving the source from its start each time."""
+        again, ``pieces()`` giving the source from its start each time, and
+        ``on_replay`` is told of each replay."""
         deadline = self._deadline(timeout)
-        replays = Replays(retries, deadline, self._channel) if retries else None
+        replays = (Replays(retries, deadline, self._channel, on_replay)
+                   if retries else None)
 
         def begin() -> Tuple[Any, Requests]:
             requests = Requests(method.request, params)
@@ -420,17 +434,19 @@ class ClientBase:
         message_size: int,
         timeout: Optional[float],
         retries: int,
+        on_replay: Optional[OnReplay],
         chunking: Any,
     ) -> Any:
         """``dedup`` of both clients: checks the arguments (a source that
         cannot be replayed with ``retries``: ValueError) now, then starts the
         stream, with a stream_id when it may be replayed."""
+        check_replay_arguments(retries, on_replay)
         pieces = self._source_pieces(source, message_size, bool(retries))
         request = convert.dedup_params(
             namespace, fingerprint, stream_id_for(stream_id, retries), hints, params,
             **chunking
         )
-        return self._stream(DEDUP, request, pieces, timeout, retries)
+        return self._stream(DEDUP, request, pieces, timeout, retries, on_replay)
 
     def _release_requests(
         self,
@@ -445,6 +461,16 @@ class ClientBase:
             namespace, [bytes(f) for f in fingerprints], fingerprint,
             request_id or uuid.uuid4().hex,
         )
+
+
+def check_replay_arguments(retries: int, on_replay: Optional[OnReplay]) -> None:
+    """ValueError for a ``retries`` that is not an int of at least 0,
+    TypeError for an ``on_replay`` that is neither None nor callable."""
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be an int of at least 0, got {retries!r}")
+    if on_replay is not None and not callable(on_replay):
+        raise TypeError(f"on_replay must be callable or None, not "
+                        f"{type(on_replay).__name__}")
 
 
 def stream_id_for(stream_id: str, retries: int) -> str:

@@ -12,13 +12,14 @@ import grpc
 
 #: Channel options of every client: responses are batches of records, so
 #: never refuse one for its size; and reconnect sooner than gRPC's default
-#: (1 s first), or every retry of a unary call falls within one reconnect
-#: wait and none outlasts a restarting server (docs/cli.md, "Channel
-#: defaults").
+#: (1 s first, growing to 120 s), or every retry of a unary call falls
+#: within one reconnect wait and none outlasts a restarting server
+#: (docs/cli.md, "Channel defaults"). ``grpc.min_reconnect_backoff_ms`` is
+#: left alone: despite its name it is the time each connection attempt
+#: gets (20 s), and a short one fails every server slower to reach.
 DEFAULT_CHANNEL_OPTIONS: Tuple[Tuple[str, object], ...] = (
     ("grpc.max_receive_message_length", -1),
     ("grpc.initial_reconnect_backoff_ms", 20),
-    ("grpc.min_reconnect_backoff_ms", 20),
     ("grpc.max_reconnect_backoff_ms", 2000),
 )
 

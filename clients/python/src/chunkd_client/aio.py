@@ -27,7 +27,7 @@ import grpc
 import grpc.aio
 
 from chunkd_client import _convert as convert
-from chunkd_client._calls import ClientBase, StreamBase, rpc_errors
+from chunkd_client._calls import ClientBase, OnReplay, StreamBase, rpc_errors
 from chunkd_client._convert import DEFAULT_MESSAGE_SIZE, ChunkingParams
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client._sources import Source, iter_source, source_pieces
@@ -252,12 +252,14 @@ class AsyncClient(ClientBase):
               hints: Union[str, int, None] = None,
               message_size: int = DEFAULT_MESSAGE_SIZE,
               timeout: Optional[float] = None, retries: int = 0,
+              on_replay: Optional[OnReplay] = None,
               **chunking: Any) -> AsyncDedupStream:
         """As ``Client.dedup``; ``async for`` the returned stream. With
         ``retries``, an async iterable source is a ValueError (it cannot be
-        read again)."""
+        read again). ``on_replay(error, delay)`` is a plain function, called
+        in the event loop before each replay's wait (it must not block)."""
         return self._dedup(source, namespace, params, fingerprint, stream_id, hints,
-                           message_size, timeout, retries, chunking)
+                           message_size, timeout, retries, on_replay, chunking)
 
     async def dedup_all(
         self, source: AsyncSource, *, namespace: str, **kwargs: Any

@@ -144,6 +144,15 @@ class Progress:
             self._stream.write("\n")
             self._stream.flush()
 
+    def note(self, text: str) -> None:
+        """Prints ``text`` on a line of its own on stderr; an active bar is
+        cleared first and drawn again below it."""
+        if self._stream is None:
+            print(text, file=sys.stderr, flush=True)
+            return
+        self._stream.write("\r\x1b[K" + text + "\n")
+        self._draw(self._clock())
+
     def line(self, now: float) -> str:
         """The text of the bar at time ``now``."""
         elapsed = max(now - self._start, 1e-9)
@@ -555,8 +564,19 @@ def _dedup_file(client: Client, args: argparse.Namespace, name: str,
             raise _UsageError(f"--retries needs files that can be read again; {name} "
                               "cannot seek (a pipe?)", args.prog)
         progress = _progress(args, name, _size(f))
+        replays = 0
+
+        def announce(error: ChunkdError, delay: float) -> None:
+            # The line of chunkctl (docs/cli.md, "dedup").
+            nonlocal replays
+            replays += 1
+            progress.note(f"{PROG}: {name}: {error.code().name}: {error.details()}; "
+                          f"sending it again in {delay:.2f} s "
+                          f"(retry {replays} of {args.retries})")
+
         with client.dedup(f, namespace=args.namespace, hints=args.hints,
-                          retries=args.retries, **kwargs) as stream:
+                          retries=args.retries, on_replay=announce,
+                          **kwargs) as stream:
             for record in stream:
                 progress.update(record.end)
             summary = stream.summary

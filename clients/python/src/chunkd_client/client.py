@@ -9,7 +9,7 @@ import grpc
 
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client import _convert as convert
-from chunkd_client._calls import ClientBase, StreamBase, rpc_errors
+from chunkd_client._calls import ClientBase, OnReplay, StreamBase, rpc_errors
 from chunkd_client._channel import DEFAULT_SERVICE_CONFIG, TlsOptions
 from chunkd_client._convert import (
     ALGORITHM_PARAMETERS, ALGORITHMS, CHUNKING_FIELDS, DEFAULT_MESSAGE_SIZE,
@@ -104,12 +104,13 @@ class ResponseStream(StreamBase[R, S]):
         see REPLAY_CONNECT_WAIT)."""
         assert self._replays is not None
         time.sleep(delay)
+        ready = grpc.channel_ready_future(self._replays.channel)
         try:
-            grpc.channel_ready_future(self._replays.channel).result(
-                timeout=self._replays.connect_wait
-            )
+            ready.result(timeout=self._replays.connect_wait)
         except grpc.FutureTimeoutError:
             pass  # the replay fails, or not, on its own
+        finally:
+            ready.cancel()  # else it stays subscribed to the channel
 
 
 #: The iterator returned by ``Client.chunk``.
@@ -206,6 +207,7 @@ class Client(ClientBase):
               hints: Union[str, int, None] = None,
               message_size: int = DEFAULT_MESSAGE_SIZE,
               timeout: Optional[float] = None, retries: int = 0,
+              on_replay: Optional[OnReplay] = None,
               **chunking: Any) -> DedupStream:
         """Cuts ``source`` into chunks and records them in ``namespace``'s index.
 
@@ -246,9 +248,15 @@ class Client(ClientBase):
         first attempt would have, ``is_new`` included); the summary is the
         replay's. Should a replay cut the source elsewhere (the file
         changed), it fails with DATA_LOSS.
+
+        ``on_replay(error, delay)``, when given, is called for each replay
+        before its wait, from the iteration: ``error`` is the failure (a
+        ``ChunkdError``) and ``delay`` the seconds of backoff about to be
+        waited (e.g. to log "sending it again in 0.10 s"). An exception it
+        raises ends the iteration. TypeError when it is not callable.
         """
         return self._dedup(source, namespace, params, fingerprint, stream_id, hints,
-                           message_size, timeout, retries, chunking)
+                           message_size, timeout, retries, on_replay, chunking)
 
     def dedup_all(
         self, source: Source, *, namespace: str, **kwargs: Any
