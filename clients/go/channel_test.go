@@ -2,6 +2,7 @@ package chunkd
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -184,5 +185,17 @@ func TestArgumentErrorsAreInvalidArgument(t *testing.T) {
 		if field != "WithServiceConfig" && argErr.Field != field {
 			t.Errorf("%s: the error names %q: %v", field, argErr.Field, err)
 		}
+	}
+	// Retries has a ceiling, as chunkctl's --retries: an uncapped count
+	// would wait out backoffs practically forever.
+	_, err := c.Dedup(ctx, "ns", in, Params{Retries: MaxRetries + 1})
+	var argErr *ArgumentError
+	if !errors.As(err, &argErr) || argErr.Field != "Params.Retries" || !strings.Contains(argErr.Problem, "0..100") {
+		t.Errorf("Retries %d: %v", MaxRetries+1, err)
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel() // the call fails at once and is not replayed
+	if _, err := c.Dedup(canceled, "ns", in, Params{Retries: MaxRetries}); err == nil || errors.As(err, &argErr) {
+		t.Errorf("Retries %d is refused: %v", MaxRetries, err)
 	}
 }

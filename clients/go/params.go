@@ -8,6 +8,10 @@ import (
 	pb "github.com/chunkd/chunkd/clients/go/chunkdpb"
 )
 
+// MaxRetries is the largest Params.Retries (the limit of chunkctl's
+// --retries too).
+const MaxRetries = 100
+
 // DefaultMessageSize is the size of a data message when Params.MessageSize is
 // zero (the server accepts 4 MiB by default).
 const DefaultMessageSize = 1 << 20
@@ -68,7 +72,7 @@ type Params struct {
 	// server. Only off and ff_rwt_fpt are guaranteed to give the same
 	// records as normal chunking; DedupSummary counts what the hints did.
 	Hints string
-	// Retries (0: none) replays a stream that failed with UNAVAILABLE,
+	// Retries (0: none; at most MaxRetries) replays a stream that failed with UNAVAILABLE,
 	// ABORTED, RESOURCE_EXHAUSTED or INTERNAL (or DEADLINE_EXCEEDED of
 	// Timeout) up to Retries more times: the input, which must then be an
 	// io.ReadSeeker, is sought back to where it was when Chunk or Dedup was
@@ -78,6 +82,12 @@ type Params struct {
 	// (at most 2 s), then until the connection is ready again (at most
 	// 2^(k-1) s). Iterator says what the iteration yields across replays.
 	Retries int
+	// OnReplay (optional, with Retries) is called before each replay with
+	// the error that ended the failed attempt and the backoff about to be
+	// waited, on the goroutine that called Chunk, Dedup or Next (so it may
+	// touch what that goroutine does; it delays the replay while it runs).
+	// The command-line clients print their replay line from it.
+	OnReplay func(err error, wait time.Duration)
 	// Timeout (0: none) is the deadline of each call: a Chunk stream, or
 	// each attempt of a Dedup (the context's deadline bounds them all).
 	Timeout time.Duration
@@ -179,8 +189,8 @@ func (p Params) proto() (*pb.ChunkingParams, pb.FingerprintAlgorithm, int, error
 	if size < 0 {
 		return nil, 0, 0, argumentError("Params.MessageSize", "must not be negative, got %d", size)
 	}
-	if p.Retries < 0 {
-		return nil, 0, 0, argumentError("Params.Retries", "must not be negative, got %d", p.Retries)
+	if p.Retries < 0 || p.Retries > MaxRetries {
+		return nil, 0, 0, argumentError("Params.Retries", "must be in 0..%d, got %d", MaxRetries, p.Retries)
 	}
 	if p.Timeout < 0 {
 		return nil, 0, 0, argumentError("Params.Timeout", "must not be negative, got %v", p.Timeout)

@@ -82,11 +82,26 @@ func TestDedupRetriesAcrossAServerRestart(t *testing.T) {
 		go func() { restarted <- s.Restart() }()
 	}}
 	ns := fmt.Sprintf("go-retry-%d", time.Now().UnixNano())
+	// Records received before the kill are chunks the server committed:
+	// the replay must then not count them again. The count at the first
+	// replay is taken on the iterating goroutine (OnReplay runs on it).
+	var replays []error
+	var got []DedupChunk
+	deliveredAtReplay := -1
+	p.OnReplay = func(err error, _ time.Duration) {
+		if replays = append(replays, err); len(replays) == 1 {
+			deliveredAtReplay = len(got)
+		}
+	}
 	it, err = c.Dedup(testContext(t), ns, in, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, summary, err := it.Collect()
+	for it.Next() {
+		got = append(got, it.Record())
+	}
+	summary, err := it.Summary(), it.Err()
+	it.Close()
 	if restartErr := <-restarted; restartErr != nil {
 		t.Fatal(restartErr)
 	}
@@ -96,6 +111,11 @@ func TestDedupRetriesAcrossAServerRestart(t *testing.T) {
 	if !in.crashed.Load() || s.Metric(t, "grpc_server_started_total", `grpc_method="Dedup"`) != 1 {
 		t.Fatal("the server was not restarted during the stream, or the stream was not replayed")
 	}
+	if len(replays) == 0 || status.Code(replays[0]) != codes.Unavailable || deliveredAtReplay <= 0 {
+		t.Fatalf("replays %v; %d records delivered before the first: the kill must come after committed records",
+			replays, deliveredAtReplay)
+	}
+	t.Logf("%d of %d records delivered before the replay", deliveredAtReplay, len(got))
 	if fmt.Sprint(got) != fmt.Sprint(want) || summary != wantSummary {
 		t.Fatalf("the replayed run gave %d records (summary %+v), a clean run %d (%+v)",
 			len(got), summary, len(want), wantSummary)
@@ -176,5 +196,98 @@ func TestRetriesReplayFailedStreams(t *testing.T) {
 	}
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "call 2 of Chunk") {
 		t.Fatalf("Chunk, 2 failures, Retries 1: %v", err)
+	}
+}
+
+// TestReplaysThatCutOtherwise: the first attempt gives [0,100) and
+// [100,200), then fails; a replay that cuts the input otherwise across
+// offset 200, or goes on past it, is DATA_LOSS, final, rather than records
+// that skip or repeat bytes; one whose cuts meet at 200 goes on.
+func TestReplaysThatCutOtherwise(t *testing.T) {
+	data := randomBytes(73, 300)
+	first := spans(0, 100, 100, 200)
+	for _, tc := range []struct {
+		name   string
+		replay []chunkdtest.Span
+		want   string // in the DATA_LOSS error; "": none
+	}{
+		{"across", spans(0, 150, 150, 300), "a chunk [150, 300) across offset 200"},
+		{"past", spans(0, 100, 100, 200, 250, 300), "goes on with a chunk at offset 250"},
+		{"meeting", spans(0, 50, 50, 200, 200, 300), ""},
+	} {
+		server := chunkdtest.StartScripted(t, first, tc.replay)
+		c := dial(t, server.Addr)
+		it, err := c.Dedup(testContext(t), "ns", bytes.NewReader(data), Params{Retries: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var offsets []uint64
+		for it.Next() {
+			offsets = append(offsets, it.Record().Offset)
+		}
+		err = it.Err()
+		it.Close()
+		if tc.want == "" {
+			if err != nil || fmt.Sprint(offsets) != "[0 100 200]" || it.Summary().TotalBytes != 300 {
+				t.Errorf("%s: %v, records at %v, summary %+v", tc.name, err, offsets, it.Summary())
+			}
+		} else if status.Code(err) != codes.DataLoss || !strings.Contains(err.Error(), tc.want) ||
+			fmt.Sprint(offsets) != "[0 100]" {
+			t.Errorf("%s: %v, records at %v; want DATA_LOSS %q after the records at [0 100]", tc.name, err, offsets, tc.want)
+		}
+		if server.Calls() != 2 {
+			t.Errorf("%s: %d calls, want 2 (the client's DATA_LOSS is not replayed)", tc.name, server.Calls())
+		}
+	}
+}
+
+// spans are the records [bounds[0], bounds[1]), [bounds[2], bounds[3]), ...
+func spans(bounds ...uint64) []chunkdtest.Span {
+	var records []chunkdtest.Span
+	for i := 0; i+1 < len(bounds); i += 2 {
+		records = append(records, chunkdtest.Span{Offset: bounds[i], Length: bounds[i+1] - bounds[i]})
+	}
+	return records
+}
+
+// TestOnReplay: Params.OnReplay hears of each replay, with the error and
+// the backoff, and not of an error the client found itself (a protocol
+// violation of the server), which is never replayed.
+func TestOnReplay(t *testing.T) {
+	data := randomBytes(79, 10_000)
+	flaky := chunkdtest.StartFlaky(t, 2)
+	c := dial(t, flaky.Addr)
+	var heard []string
+	onReplay := func(err error, wait time.Duration) {
+		heard = append(heard, fmt.Sprintf("%v: %s after %v", status.Code(err), status.Convert(err).Message(), wait))
+	}
+	it, err := c.Dedup(testContext(t), "ns", bytes.NewReader(data), Params{Retries: 2, OnReplay: onReplay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[Unavailable: flaky: call 1 of Dedup after 100ms Unavailable: flaky: call 2 of Dedup after 200ms]"
+	if _, _, err := it.Collect(); err != nil || fmt.Sprint(heard) != want {
+		t.Fatalf("%v; OnReplay heard %q, want %q", err, heard, want)
+	}
+
+	heard = nil
+	c = dial(t, chunkdtest.StartFake(t, chunkdtest.NoBody))
+	it, err = c.Dedup(testContext(t), "ns", bytes.NewReader(data), Params{Retries: 2, OnReplay: onReplay})
+	if err == nil {
+		_, _, err = it.Collect()
+	}
+	if status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "protocol violation") || len(heard) != 0 {
+		t.Fatalf("a response without a body: %v; replays %q, want none", err, heard)
+	}
+}
+
+// TestReplayWait: 0.1 s doubling per replay up to 2 s, however many replays
+// (the shift does not overflow).
+func TestReplayWait(t *testing.T) {
+	for k, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond,
+		5: 1600 * time.Millisecond, 6: 2 * time.Second, 38: 2 * time.Second, MaxRetries: 2 * time.Second} {
+		if got := replayWait(k); got != want {
+			t.Errorf("replayWait(%d) = %v, want %v", k, got, want)
+		}
 	}
 }

@@ -58,8 +58,13 @@ type DedupSummary struct {
 // the caller gets every record once, in order, as from one clean stream
 // (with a StreamID the server answers a replayed Dedup exactly as the
 // first time, IsNew included; docs/design.md, "Write tokens and idempotent
-// retries"). Summary is the completed attempt's; Err is the last attempt's
-// error when every replay failed.
+// retries"). A replay that cuts the input otherwise (a record across the
+// end of the records given, or a gap after it: the input changed, or hints
+// other than off and ff_rwt_fpt cut by what the index learned meanwhile)
+// ends the iteration with DATA_LOSS. Summary is the completed attempt's;
+// Err is the last attempt's error when every replay failed. Errors the
+// client finds itself (DATA_LOSS, a protocol violation by the server) are
+// never replayed.
 //
 // Close releases the call early (always safe to defer). Not safe for
 // concurrent use.
@@ -70,6 +75,7 @@ type Iterator[R, S any] struct {
 	span       func(R) (offset, end uint64)
 	delivered  uint64 // end of the last record received from the server
 	skipBelow  uint64 // records starting before it were given before a replay
+	resuming   bool   // after a replay, until the first record kept
 	batch      []R
 	current    R
 	summary    *S
@@ -119,7 +125,10 @@ func (it *Iterator[R, S]) Next() bool {
 			it.finish(protocolError("records after the summary"))
 			return false
 		default:
-			it.batch = it.fresh(batch)
+			if it.batch, err = it.fresh(batch); err != nil {
+				it.finish(err)
+				return false
+			}
 		}
 	}
 	it.current, it.batch = it.batch[0], it.batch[1:]
@@ -127,18 +136,33 @@ func (it *Iterator[R, S]) Next() bool {
 }
 
 // fresh drops the records a replay repeats and notes how far the records
-// reach.
-func (it *Iterator[R, S]) fresh(batch []R) []R {
+// reach. After a replay the records must go on exactly where the ones
+// already given end: a record across that offset, or a first kept record
+// past it, means the replay cut the input otherwise (the input changed, or
+// the hints learned something in between), and is DATA_LOSS, since the
+// records given and the records to come would not cover the input once.
+func (it *Iterator[R, S]) fresh(batch []R) ([]R, error) {
 	kept := batch[:0]
 	for _, r := range batch {
 		offset, end := it.span(r)
 		if offset < it.skipBelow {
+			if end > it.skipBelow {
+				return nil, clientError(codes.DataLoss,
+					"the replayed stream has a chunk [%d, %d) across offset %d, where the chunks already "+
+						"returned end: the source or the index changed under the replay", offset, end, it.skipBelow)
+			}
 			continue
 		}
+		if it.resuming && offset != it.skipBelow {
+			return nil, clientError(codes.DataLoss,
+				"the replayed stream goes on with a chunk at offset %d, where the chunks already returned "+
+					"end at %d: the source or the index changed under the replay", offset, it.skipBelow)
+		}
+		it.resuming = false
 		kept = append(kept, r)
 		it.delivered = max(it.delivered, end)
 	}
-	return kept
+	return kept, nil
 }
 
 // restart ends the failed attempt and replaces it by a replay; the error
@@ -154,7 +178,7 @@ func (it *Iterator[R, S]) restart(err error) error {
 	if err != nil {
 		return err
 	}
-	it.call, it.summary, it.skipBelow = next, nil, it.delivered
+	it.call, it.summary, it.skipBelow, it.resuming = next, nil, it.delivered, true
 	return nil
 }
 
@@ -241,8 +265,20 @@ func (it *Iterator[R, S]) verify() error {
 	return nil
 }
 
+// ownError is an error the client found itself (a protocol violation by
+// the server, records a replay cannot continue): a gRPC status error that
+// is final, never replayed, whatever its code.
+type ownError struct{ s *status.Status }
+
+func (e *ownError) Error() string              { return e.s.Err().Error() }
+func (e *ownError) GRPCStatus() *status.Status { return e.s }
+
+func clientError(code codes.Code, format string, args ...any) error {
+	return &ownError{status.Newf(code, "chunkd: "+format, args...)}
+}
+
 func protocolError(what string) error {
-	return status.Error(codes.Internal, "chunkd: protocol violation by the server: "+what)
+	return clientError(codes.Internal, "protocol violation by the server: %s", what)
 }
 
 // sender streams an io.Reader as data messages on its own goroutine.
@@ -360,6 +396,7 @@ type replayer[R, S any] struct {
 	left    int   // replays left
 	made    int   // replays made
 	open    func() (*attempt[R, S], error)
+	notify  func(err error, wait time.Duration) // Params.OnReplay; may be nil
 }
 
 // newReplayer checks that r can be replayed: an io.ReadSeeker that tells
@@ -373,14 +410,17 @@ func newReplayer[R, S any](c *Client, ctx context.Context, p Params, r io.Reader
 	if err != nil {
 		return nil, argumentError("Params.Retries", "a replay needs a seekable input: %v", err)
 	}
-	return &replayer[R, S]{client: c, ctx: ctx, timeout: p.Timeout, source: source, start: start, left: p.Retries}, nil
+	return &replayer[R, S]{client: c, ctx: ctx, timeout: p.Timeout, source: source, start: start, left: p.Retries,
+		notify: p.OnReplay}, nil
 }
 
 // retried says whether err ends an attempt that is replayed: UNAVAILABLE,
 // ABORTED, RESOURCE_EXHAUSTED and INTERNAL, and DEADLINE_EXCEEDED of the
-// per-call Timeout (not of the caller's context).
+// per-call Timeout (not of the caller's context); never an error the
+// client found itself.
 func (p *replayer[R, S]) retried(err error) bool {
-	if p.ctx.Err() != nil {
+	var own *ownError
+	if p.ctx.Err() != nil || errors.As(err, &own) {
 		return false
 	}
 	switch status.Code(err) {
@@ -392,15 +432,25 @@ func (p *replayer[R, S]) retried(err error) bool {
 	return false
 }
 
+// replayWait is the wait before replay k (from 1): 0.1 s × 2^(k-1), at most
+// 2 s. The shift is capped, for 100 ms << 5 is past the ceiling already and
+// an uncapped one would overflow from replay 38 on.
+func replayWait(k int) time.Duration {
+	return min(100*time.Millisecond<<min(k-1, 5), 2*time.Second)
+}
+
 // replay makes replays after err until one starts or none is left; it
 // returns the started attempt, or the last error.
 func (p *replayer[R, S]) replay(err error) (*attempt[R, S], error) {
 	for p.left > 0 && p.retried(err) {
 		p.left--
 		p.made++
-		backoff := min(100*time.Millisecond<<(p.made-1), 2*time.Second)
+		wait := replayWait(p.made)
+		if p.notify != nil {
+			p.notify(err, wait)
+		}
 		select {
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		case <-p.ctx.Done():
 			return nil, err
 		}

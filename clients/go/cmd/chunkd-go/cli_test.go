@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -101,6 +102,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"dedup", "--server", dead, file}, "missing --namespace NS"},
 		{[]string{"dedup", "--server", dead, "--namespace", "ns", "--retries", "1", "-"}, `--retries cannot replay stdin ("-")`},
 		{[]string{"dedup", "--server", dead, "--namespace", "ns", "-", "-"}, `stdin ("-") can be read only once`},
+		{[]string{"dedup", "--server", dead, "--namespace", "ns", "--retries", "101", file}, "--retries: expected an integer in 0..100"},
 		{[]string{"dedup", "--server", dead, "--namespace", "ns", "--fingerprint", "none", file}, "dedup needs a fingerprint"},
 		{[]string{"dedup", "--server", dead, "--namespace", "ns", "--hints", "fastest", file}, "off, ff, ff_mt, ff_rwt, ff_rwt_fpt"},
 		{[]string{"info", "--server", dead, "extra"}, `unexpected argument "extra"`},
@@ -352,7 +354,10 @@ func TestDedupRetries(t *testing.T) {
 	file := inputFile(t, 10_000)
 	flaky := chunkdtest.StartFlaky(t, 2)
 	code, stdout, stderr := chunkdGoRaw("dedup", "--server", flaky.Addr, "--namespace", "ns", "--retries", "2", file)
-	if code != 0 || stderr != "" || !strings.HasPrefix(stdout, file+" bytes=10000 ") || flaky.Calls("Dedup") != 3 {
+	// Each replay is announced as chunkctl announces it.
+	replays := "chunkd-go: " + file + ": UNAVAILABLE: flaky: call 1 of Dedup; sending it again in 0.10 s (retry 1 of 2)\n" +
+		"chunkd-go: " + file + ": UNAVAILABLE: flaky: call 2 of Dedup; sending it again in 0.20 s (retry 2 of 2)\n"
+	if code != 0 || stderr != replays || !strings.HasPrefix(stdout, file+" bytes=10000 ") || flaky.Calls("Dedup") != 3 {
 		t.Errorf("--retries 2 after 2 failures: exit %d, stdout %q, stderr %q, %d calls", code, stdout, stderr, flaky.Calls("Dedup"))
 	}
 	flaky = chunkdtest.StartFlaky(t, 1)
@@ -441,7 +446,10 @@ func TestDedupRetriesAcrossARestart(t *testing.T) {
 	if err := <-restarted; err != nil {
 		t.Fatal(err)
 	}
-	if code != 0 || stderr != "" {
+	// The replay is announced (a second one if the server was not back yet).
+	announced := regexp.MustCompile(`^chunkd-go: .*input\.bin: UNAVAILABLE: .*; sending it again in [0-9.]+ s \(retry 1 of 3\)\n` +
+		`(chunkd-go: .*input\.bin: .*; sending it again in [0-9.]+ s \(retry [23] of 3\)\n){0,2}$`)
+	if code != 0 || !announced.MatchString(stderr) {
 		t.Fatalf("dedup --retries 3 across a restart: exit %d, stderr %q", code, stderr)
 	}
 	if s.Metric(t, "grpc_server_started_total", `grpc_method="Dedup"`) != 1 {

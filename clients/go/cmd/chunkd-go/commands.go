@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	chunkd "github.com/chunkd/chunkd/clients/go"
 )
@@ -217,8 +218,8 @@ func checkDedupArgs(o *options, args []string) error {
 		return usageError{"stdin (\"-\") can be read only once"}
 	case stdin > 0 && o.retries > 0:
 		return usageError{"--retries cannot replay stdin (\"-\"): give a file"}
-	case o.retries < 0:
-		return usageError{"--retries must not be negative"}
+	case o.retries < 0 || o.retries > chunkd.MaxRetries:
+		return usageError{fmt.Sprintf("--retries: expected an integer in 0..%d", chunkd.MaxRetries)}
 	case o.fingerprint == "none":
 		return usageError{"--fingerprint none: dedup needs a fingerprint (sha256 or xxh128)"}
 	}
@@ -267,12 +268,19 @@ func dedupFile(ctx context.Context, client *chunkd.Client, o *options, p chunkd.
 	if name == "-" {
 		r = struct{ io.Reader }{f} // not replayable; Dedup must not try to seek a pipe
 	}
+	bar := newProgress(o.progress, e.stderr, name, size)
+	replays := 0
+	p.OnReplay = func(err error, wait time.Duration) {
+		replays++
+		bar.clear()
+		fmt.Fprintf(e.stderr, "chunkd-go: %s: %s; sending it again in %.2f s (retry %d of %d)\n",
+			name, errorText(err), wait.Seconds(), replays, p.Retries)
+	}
 	it, err := client.Dedup(ctx, o.namespace, r, p)
 	if err != nil {
 		return chunkd.DedupSummary{}, err
 	}
 	defer it.Close()
-	bar := newProgress(o.progress, e.stderr, name, size)
 	for it.Next() {
 		ch := it.Record()
 		bar.update(ch.Offset + uint64(ch.Length))

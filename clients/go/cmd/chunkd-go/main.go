@@ -12,7 +12,9 @@
 // and a total line; a line where RapidCDC hints were tried ends with
 // hints_tried, hints_accepted, hints_rejected and hint_skipped_bytes.
 // --format json (or --json) prints JSON Lines for chunk and dedup and one
-// object for info. --retries N replays a file whose stream failed. A
+// object for info. --retries N (0..100) replays a file whose stream failed,
+// each replay announced by a line on stderr ("chunkd-go: FILE: UNAVAILABLE:
+// message; sending it again in 0.10 s (retry 1 of 3)"). A
 // progress line (bytes, rate, ETA) goes to stderr when it is a terminal
 // (--progress auto|always|never).
 //
@@ -188,15 +190,29 @@ func report(stderr io.Writer, command string, err error) int {
 		fmt.Fprintf(stderr, "chunkd-go: %v\n", err)
 		return exitFailure
 	}
-	fmt.Fprintf(stderr, "chunkd-go: %s: %s\n", codeName(s.Code()), s.Message())
+	fmt.Fprintf(stderr, "chunkd-go: %s\n", errorText(err))
 	if s.Code() == codes.InvalidArgument {
 		return exitUsage
 	}
 	return exitFailure
 }
 
-// codeName spells a gRPC code as the other clients do: "INVALID_ARGUMENT".
+// errorText is "CODE: message" for a gRPC status error (the server's
+// message), else the error's text.
+func errorText(err error) string {
+	s, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
+	}
+	return codeName(s.Code()) + ": " + s.Message()
+}
+
+// codeName spells a gRPC code as the other clients do: "INVALID_ARGUMENT",
+// and "CANCELLED" (grpc-go spells that code's name Canceled).
 func codeName(code codes.Code) string {
+	if code == codes.Canceled {
+		return "CANCELLED"
+	}
 	var b strings.Builder
 	prev := rune(0)
 	for _, r := range code.String() {

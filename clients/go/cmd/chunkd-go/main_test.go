@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	chunkd "github.com/chunkd/chunkd/clients/go"
 	"github.com/chunkd/chunkd/clients/go/internal/chunkdtest"
 )
@@ -141,6 +144,22 @@ func TestFailedCallsNameTheCode(t *testing.T) {
 		if code != 1 || stdout != "" || !strings.HasPrefix(stderr, exhausted) || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("%s past --max_streams: exit %d, stdout %q, stderr %q", args[0], code, stdout, stderr)
 		}
+	}
+}
+
+// TestCodeNames: codes print under the gRPC names the other clients print,
+// CANCELLED included (grpc-go spells it Canceled).
+func TestCodeNames(t *testing.T) {
+	for code, want := range map[codes.Code]string{codes.Canceled: "CANCELLED", codes.DeadlineExceeded: "DEADLINE_EXCEEDED",
+		codes.DataLoss: "DATA_LOSS", codes.Unavailable: "UNAVAILABLE", codes.OK: "OK"} {
+		if got := codeName(code); got != want {
+			t.Errorf("codeName(%v) = %q, want %q", code, got, want)
+		}
+	}
+	var stderr bytes.Buffer
+	if exit := report(&stderr, "chunk", status.Error(codes.Canceled, "context canceled")); exit != 1 ||
+		stderr.String() != "chunkd-go: CANCELLED: context canceled\n" {
+		t.Errorf("a cancelled call: exit %d, stderr %q", exit, stderr.String())
 	}
 }
 

@@ -70,6 +70,16 @@ func (p *progress) finish() {
 	fmt.Fprintln(p.w)
 }
 
+// clear erases the line drawn so far, for a line of text in its place; the
+// next update draws it again.
+func (p *progress) clear() {
+	if p == nil {
+		return
+	}
+	fmt.Fprint(p.w, progressClear)
+	p.lastDraw = time.Now().Add(-redrawEvery)
+}
+
 func (p *progress) draw(now time.Time) {
 	fmt.Fprint(p.w, progressClear+progressLine(p.label, p.done, p.total, now.Sub(p.start).Seconds()))
 }

@@ -282,6 +282,9 @@ const (
 	ShortSummary
 	// NoSummary sends the record and ends the stream OK without a summary.
 	NoSummary
+	// NoBody sends a response with neither a batch nor a summary, then
+	// ends the stream OK.
+	NoBody
 	// EarlySummary answers after the first request, before the client has
 	// sent all its input: a record and a summary of the bytes received so
 	// far, then OK.
@@ -341,6 +344,9 @@ func (f *fake) Chunk(stream grpc.BidiStreamingServer[pb.ChunkRequest, pb.ChunkRe
 	if err != nil {
 		return err
 	}
+	if f.ending == NoBody {
+		return stream.Send(&pb.ChunkResponse{})
+	}
 	record := &pb.ChunkRecord{Offset: 0, Length: uint32(n)}
 	if err := stream.Send(&pb.ChunkResponse{Body: &pb.ChunkResponse_Batch{
 		Batch: &pb.ChunkBatch{Chunks: []*pb.ChunkRecord{record}}}}); err != nil {
@@ -360,6 +366,9 @@ func (f *fake) Dedup(stream grpc.BidiStreamingServer[pb.DedupRequest, pb.DedupRe
 	n, err := receive(f.ending, stream.Recv)
 	if err != nil {
 		return err
+	}
+	if f.ending == NoBody {
+		return stream.Send(&pb.DedupResponse{})
 	}
 	record := &pb.DedupRecord{Offset: 0, Length: uint32(n), IsNew: true}
 	if err := stream.Send(&pb.DedupResponse{Body: &pb.DedupResponse_Batch{
@@ -472,4 +481,72 @@ func (f *Flaky) Release(_ context.Context, req *pb.ReleaseRequest) (*pb.ReleaseR
 		return nil, err
 	}
 	return &pb.ReleaseResponse{RefCounts: make([]uint64, len(req.GetFingerprints()))}, nil
+}
+
+// Span is a record a Scripted server sends: bytes [Offset, Offset+Length).
+type Span struct{ Offset, Length uint64 }
+
+// Scripted is an in-process ChunkService whose Dedup calls send the records
+// of a script: call i reads all the input, then sends the spans of
+// script[i] (as new chunks, fingerprint empty) in one batch; every call but
+// the script's last then fails with UNAVAILABLE ("scripted: call N"), the
+// last one (and any after it, which repeat it) sends a summary counting the
+// bytes received and ends OK. It plays a server that cuts a replayed
+// stream otherwise than the failed attempt.
+type Scripted struct {
+	pb.UnimplementedChunkServiceServer
+	// Addr is the server's address.
+	Addr   string
+	script [][]Span
+	calls  atomic.Int32
+}
+
+// StartScripted serves a Scripted on a free loopback port until the test
+// ends.
+func StartScripted(t testing.TB, script ...[]Span) *Scripted {
+	t.Helper()
+	f := &Scripted{script: script}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	pb.RegisterChunkServiceServer(s, f)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = s.Serve(l)
+	}()
+	t.Cleanup(func() {
+		s.Stop()
+		<-served
+	})
+	f.Addr = l.Addr().String()
+	return f
+}
+
+// Calls is the number of Dedup calls so far.
+func (f *Scripted) Calls() int { return int(f.calls.Load()) }
+
+func (f *Scripted) Dedup(stream grpc.BidiStreamingServer[pb.DedupRequest, pb.DedupResponse]) error {
+	n := int(f.calls.Add(1))
+	received, err := receive(Honest, stream.Recv)
+	if err != nil {
+		return err
+	}
+	spans := f.script[min(n, len(f.script))-1]
+	records := make([]*pb.DedupRecord, len(spans))
+	for i, s := range spans {
+		records[i] = &pb.DedupRecord{Offset: s.Offset, Length: uint32(s.Length), IsNew: true}
+	}
+	if err := stream.Send(&pb.DedupResponse{Body: &pb.DedupResponse_Batch{
+		Batch: &pb.DedupBatch{Chunks: records}}}); err != nil {
+		return err
+	}
+	if n < len(f.script) {
+		return status.Errorf(codes.Unavailable, "scripted: call %d", n)
+	}
+	return stream.Send(&pb.DedupResponse{Body: &pb.DedupResponse_Summary{
+		Summary: &pb.DedupSummary{TotalBytes: received, TotalChunks: uint64(len(spans)),
+			UniqueBytes: received, UniqueChunks: uint64(len(spans))}}})
 }
