@@ -274,6 +274,7 @@ USAGE_ERRORS = {
     "dedup without a fingerprint": ["dedup", "--namespace", "ns", "--fingerprint", "none", "FILE"],
     "dedup with a bad namespace": ["dedup", "--namespace", "a/b", "FILE"],
     "dedup retries of stdin": ["dedup", "--namespace", "ns", "--retries", "1", "-"],
+    "dedup retries above 100": ["dedup", "--namespace", "ns", "--retries", "101", "FILE"],
     "hints with crc32": ["dedup", "--namespace", "ns", "--algorithm", "crc32", "--hints", "ff",
                          "FILE"],
 }

@@ -303,10 +303,12 @@ def test_invalid_argument_message_is_the_servers(server: ChunkdServer, tmp_path:
 
     path = tmp_path / "data.bin"
     path.write_bytes(DATA)
+    # Each value in range, min above avg: a rule between fields, which only
+    # the server checks (chunkd-client refuses values out of range itself).
     result = script("chunk", "--server", server.address, "--algorithm", "fastcdc",
-                    "--min", "4", path)
+                    "--min", "8192", "--avg", "4096", path)
     assert result.returncode == 2
     with Client(server.address, timeout=RPC_TIMEOUT) as client:
         with pytest.raises(ChunkdError) as caught:
-            client.chunk_all(DATA, algorithm="fastcdc", min_size=4)
+            client.chunk_all(DATA, algorithm="fastcdc", min_size=8192, avg_size=4096)
     assert result.stderr.decode() == f"chunkd-client: INVALID_ARGUMENT: {caught.value.message}\n"

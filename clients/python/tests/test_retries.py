@@ -382,8 +382,9 @@ def test_retries_need_a_source_that_can_be_read_again(server: ChunkdServer,
             os.close(write)
             with pytest.raises(ValueError, match="cannot seek"):
                 client.dedup(pipe, namespace="ns", retries=2)
-        with pytest.raises(ValueError, match="retries"):
-            client.dedup(b"x", namespace="ns", retries=-1)
+        for retries in (-1, 101):
+            with pytest.raises(ValueError, match=r"retries must be an int in 0\.\.100"):
+                client.dedup(b"x", namespace="ns", retries=retries)
         # Without retries, none of this matters.
         assert client.dedup_all(iter([b"a"]), namespace="ns")[1].total_bytes == 1
 

@@ -264,6 +264,13 @@ class StreamBase(Generic[R, S]):
                         grpc.StatusCode.DATA_LOSS,
                     )
                 continue
+            if offset != self._yielded_end:
+                raise self._protocol_error(
+                    f"the replayed stream goes on at offset {offset}, not at offset "
+                    f"{self._yielded_end}, where the chunks already returned end: "
+                    "the source or the index changed under the replay",
+                    grpc.StatusCode.DATA_LOSS,
+                )
             self._yielded_end = end
             yield record
 
@@ -463,11 +470,16 @@ class ClientBase:
         )
 
 
+#: The most replays a Dedup call may ask for (as chunkctl and the Go client).
+MAX_RETRIES = 100
+
+
 def check_replay_arguments(retries: int, on_replay: Optional[OnReplay]) -> None:
-    """ValueError for a ``retries`` that is not an int of at least 0,
+    """ValueError for a ``retries`` that is not an int in 0..MAX_RETRIES,
     TypeError for an ``on_replay`` that is neither None nor callable."""
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ValueError(f"retries must be an int of at least 0, got {retries!r}")
+    if (isinstance(retries, bool) or not isinstance(retries, int)
+            or not 0 <= retries <= MAX_RETRIES):
+        raise ValueError(f"retries must be an int in 0..{MAX_RETRIES}, got {retries!r}")
     if on_replay is not None and not callable(on_replay):
         raise TypeError(f"on_replay must be callable or None, not "
                         f"{type(on_replay).__name__}")

@@ -33,6 +33,7 @@ from typing import IO, Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import grpc
 
+from chunkd_client._calls import MAX_RETRIES
 from chunkd_client._channel import TlsOptions, token_from_file
 from chunkd_client._convert import (
     ALGORITHM_PARAMETERS, ALGORITHMS, DEFAULT_MESSAGE_SIZE, FINGERPRINTS, HINTS,
@@ -202,6 +203,14 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def _retries(text: str) -> int:
+    value = _positive(text)
+    if value > MAX_RETRIES:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer in 0..{MAX_RETRIES}, got {text!r}")
     return value
 
 
@@ -382,7 +391,7 @@ def _parser() -> argparse.ArgumentParser:
     _add(group, "--hints", type=str.lower, choices=list(HINTS),
          help="RapidCDC hint test (fastcdc only; unset: the server's default, "
          "ff_rwt_fpt for fastcdc)")
-    _add(group, "--retries", type=_positive, default=0, metavar="N",
+    _add(group, "--retries", type=_retries, default=0, metavar="N",
          help="send a file again from its start, up to N more times, when its stream "
          "fails with UNAVAILABLE, ABORTED, RESOURCE_EXHAUSTED, INTERNAL or (with "
          "--timeout) DEADLINE_EXCEEDED; each file's stream then carries a random "
