@@ -302,22 +302,7 @@ type fake struct {
 // ends. It returns the server's address.
 func StartFake(t testing.TB, ending Ending) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	pb.RegisterChunkServiceServer(s, &fake{ending: ending})
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = s.Serve(l)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		<-served
-	})
-	return l.Addr().String()
+	return serveFake(t, &fake{ending: ending})
 }
 
 // receive reads requests as the ending says and returns the number of data
@@ -407,19 +392,16 @@ func (f *Flaky) RequestIDs() []string {
 	return append([]string(nil), f.ids...)
 }
 
-// StartFlaky serves a Flaky on a free loopback port until the test ends.
-func StartFlaky(t testing.TB, failures int) *Flaky {
+// serveFake serves service on a free loopback port until the test ends and
+// returns its address.
+func serveFake(t testing.TB, service pb.ChunkServiceServer) string {
 	t.Helper()
-	f := &Flaky{failures: int32(failures), calls: map[string]*atomic.Int32{}}
-	for _, m := range []string{"Chunk", "Dedup", "GetServerInfo", "FindMissing", "Release"} {
-		f.calls[m] = &atomic.Int32{}
-	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer()
-	pb.RegisterChunkServiceServer(s, f)
+	pb.RegisterChunkServiceServer(s, service)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -429,7 +411,17 @@ func StartFlaky(t testing.TB, failures int) *Flaky {
 		s.Stop()
 		<-served
 	})
-	f.Addr = l.Addr().String()
+	return l.Addr().String()
+}
+
+// StartFlaky serves a Flaky on a free loopback port until the test ends.
+func StartFlaky(t testing.TB, failures int) *Flaky {
+	t.Helper()
+	f := &Flaky{failures: int32(failures), calls: map[string]*atomic.Int32{}}
+	for _, m := range []string{"Chunk", "Dedup", "GetServerInfo", "FindMissing", "Release"} {
+		f.calls[m] = &atomic.Int32{}
+	}
+	f.Addr = serveFake(t, f)
 	return f
 }
 
@@ -506,22 +498,7 @@ type Scripted struct {
 func StartScripted(t testing.TB, script ...[]Span) *Scripted {
 	t.Helper()
 	f := &Scripted{script: script}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	pb.RegisterChunkServiceServer(s, f)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = s.Serve(l)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		<-served
-	})
-	f.Addr = l.Addr().String()
+	f.Addr = serveFake(t, f)
 	return f
 }
 
