@@ -177,7 +177,8 @@ byte is unique.
                        to 4 s (default 0; at most 100). Every stream of a
                        file then carries the same random stream_id, so a
                        replay counts no reference twice: the counts equal a
-                       single run's. Not with stdin ("-")
+                       single run's. Regular files only (not "-" or
+                       another pipe); each replay is announced on stderr
   --message-size N     bytes per data message, 1..67108864 (default 1048576)
   --hints NAME         RapidCDC: after a duplicate chunk, how a size that
                        followed it before is accepted instead of cutting
