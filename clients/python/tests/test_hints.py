@@ -145,9 +145,9 @@ def test_console_script_takes_hints(
     args = ["dedup", "--server", server.address, "--namespace", namespace()]
     assert main(args + ["--hints", "FF_RWT", str(path)], out=out) == 0
     assert out.getvalue().startswith(f"{path} bytes={1 << 20} ")
-    # The server's INVALID_ARGUMENT: a bad parameter, exit status 2.
+    # Hints with crc32: refused before any call, as the server would (exit 2).
     assert main(args + ["--algorithm", "crc32", "--hints", "ff", str(path)], out=out) == 2
-    assert "INVALID_ARGUMENT" in capsys.readouterr().err
+    assert "--hints ff needs --algorithm fastcdc, not crc32" in capsys.readouterr().err
     assert main(args + ["--hints", "fast", str(path)], out=out) == 2
     err = capsys.readouterr().err
     assert "'fast'" in err and "ff_rwt_fpt" in err
