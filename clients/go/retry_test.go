@@ -77,7 +77,13 @@ func TestDedupRetriesAcrossAServerRestart(t *testing.T) {
 	}
 
 	restarted := make(chan error, 1)
+	// The kill waits (at most 30 s) until the caller has records: on a loaded
+	// machine the server may not have answered any of the first 8 MiB yet.
+	var delivered atomic.Int64
 	in := &crashingReader{Reader: bytes.NewReader(data), at: 8 << 20, crash: func() {
+		for wait := time.Now().Add(30 * time.Second); delivered.Load() == 0 && time.Now().Before(wait); {
+			time.Sleep(5 * time.Millisecond)
+		}
 		s.Kill()
 		go func() { restarted <- s.Restart() }()
 	}}
@@ -99,6 +105,7 @@ func TestDedupRetriesAcrossAServerRestart(t *testing.T) {
 	}
 	for it.Next() {
 		got = append(got, it.Record())
+		delivered.Store(int64(len(got)))
 	}
 	summary, err := it.Summary(), it.Err()
 	it.Close()
