@@ -118,7 +118,9 @@ def test_open_fds_follow_connections(fresh: ChunkdServer) -> None:
         for channel in channels:
             grpc.channel_ready_future(channel).result(timeout=RPC_TIMEOUT)
         during = metrics(fresh)["process_open_fds"]
-        assert during >= before + CONNECTIONS
+        # A connection of an earlier test, or a scrape's, may close meanwhile:
+        # a few descriptors of slack, far fewer than the connections opened.
+        assert during >= before + CONNECTIONS - 4
         assert during == pytest.approx(len(os.listdir(f"/proc/{fresh.process.pid}/fd")),
                                        abs=4)
     finally:
