@@ -56,6 +56,16 @@ def _iter_path(path: "Union[str, os.PathLike]", message_size: int) -> Iterator[b
         yield from _iter_file(f, message_size)
 
 
+def _checked(piece: object) -> "Union[bytes, bytearray, memoryview]":
+    """A piece a source's read() returned, once it is bytes-like (else
+    TypeError); empty at the end of the source."""
+    if not isinstance(piece, (bytes, bytearray, memoryview)):
+        raise TypeError(
+            f"source.read() returned {type(piece).__name__}, expected bytes"
+        )
+    return piece
+
+
 def _iter_file(f: BinaryIO, message_size: int) -> Iterator[bytes]:
     if isinstance(f, io.TextIOBase):
         raise TypeError("source file must be opened in binary mode")
@@ -63,11 +73,7 @@ def _iter_file(f: BinaryIO, message_size: int) -> Iterator[bytes]:
         piece = f.read(message_size)
         if piece is None:  # non-blocking stream without data: keep trying
             continue
-        if not isinstance(piece, (bytes, bytearray, memoryview)):
-            raise TypeError(
-                f"source.read() returned {type(piece).__name__}, expected bytes"
-            )
-        if not piece:
+        if not _checked(piece):
             return
         yield bytes(piece)
 
@@ -158,10 +164,6 @@ class _Rewinder:
                 piece = self._file.read(self._size)
             if piece is None:  # non-blocking stream without data: keep trying
                 continue
-            if not isinstance(piece, (bytes, bytearray, memoryview)):
-                raise TypeError(
-                    f"source.read() returned {type(piece).__name__}, expected bytes"
-                )
-            if not piece:
+            if not _checked(piece):
                 return
             yield bytes(piece)
