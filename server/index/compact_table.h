@@ -260,11 +260,14 @@ class CompactTable {
 };
 
 // One list of next-size hints kept in a slot: the chunking-parameter key's
-// id (bits 0..15; MemoryIndex's registry) and count (bits 16..19), and up to
-// kInlineHintSizes sizes, most recent first.
+// id (bits 0..15; MemoryIndex's registry), the count of sizes (bits
+// 16..19) and of the run (bits 20..23), up to kInlineHintSizes sizes, most
+// recent first, and the run recorded with the first (FingerprintIndex's
+// NextHints).
 struct InlineHints {
   uint32_t params;
   uint32_t sizes[2];
+  uint32_t run[3];
 };
 inline constexpr size_t kInlineHintSizes = 2;
 

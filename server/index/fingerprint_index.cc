@@ -81,6 +81,17 @@ std::string RedactIndexSpec(absl::string_view spec) {
   return absl::StrCat(spec.substr(0, colon + 1), "***", spec.substr(at));
 }
 
+absl::StatusOr<std::vector<std::vector<uint32_t>>> FingerprintIndex::NextSizes(
+    absl::string_view ns, absl::string_view params_key,
+    absl::Span<const std::string> fingerprints) {
+  auto hints = NextHintsOf(ns, params_key, fingerprints);
+  if (!hints.ok()) return hints.status();
+  std::vector<std::vector<uint32_t>> sizes;
+  sizes.reserve(hints->size());
+  for (NextHints& h : *hints) sizes.push_back(std::move(h.sizes));
+  return sizes;
+}
+
 bool RedisSupported() {
 #ifdef CHUNKD_WITH_REDIS
   return true;

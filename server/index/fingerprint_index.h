@@ -31,6 +31,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -97,11 +98,32 @@ absl::Status ValidateWriteToken(const WriteToken& token);
 // other than space; otherwise INVALID_ARGUMENT naming params_key.
 absl::Status ValidateParamsKey(absl::string_view params_key);
 
+// Longest NextSize::run: the sizes recorded after the next one.
+inline constexpr size_t kHintRunLength = 3;
+
 // A next-chunk size observation: the chunk after `fingerprint` in some
-// stream was `next_size` bytes long.
+// stream was `next_size` bytes long, and the chunks after that one were
+// `run` long, in stream order (at most kHintRunLength; fewer where that
+// stream ended or stopped learning).
 struct NextSize {
+  NextSize() = default;
+  NextSize(std::string fingerprint, uint32_t next_size,
+           std::vector<uint32_t> run = {})
+      : fingerprint(std::move(fingerprint)),
+        next_size(next_size),
+        run(std::move(run)) {}
+
   std::string fingerprint;
   uint32_t next_size = 0;
+  std::vector<uint32_t> run;
+};
+
+// The hints an entry holds under one parameter key: `sizes`, the sizes of
+// the chunk that followed it, most recent first; `run`, the run recorded
+// with sizes[0] (empty when there are no sizes).
+struct NextHints {
+  std::vector<uint32_t> sizes;
+  std::vector<uint32_t> run;
 };
 
 class FingerprintIndex {
@@ -156,18 +178,25 @@ class FingerprintIndex {
   // (e.g. "fastcdc:4096:16384:65536:2:0"; hints learned under other
   // parameters are never returned): `next_size` moves to the front of its
   // fingerprint's most-recently-used list, which keeps at most
-  // IndexOptions::next_sizes_length distinct sizes. Observations for
+  // IndexOptions::next_sizes_length distinct sizes, and the observation's
+  // run replaces the one the entry held (a run always belongs to the
+  // list's first size). Observations for
   // fingerprints the namespace does not have are dropped: hints live and die
   // with their entry. Idempotent by nature: recording twice changes nothing.
   virtual absl::Status RecordNextSizes(absl::string_view ns,
                                        absl::string_view params_key,
                                        absl::Span<const NextSize> hints) = 0;
 
-  // For each fingerprint, its next-chunk sizes under `params_key`, most
-  // recent first; empty when there are none or the entry is absent.
-  virtual absl::StatusOr<std::vector<std::vector<uint32_t>>> NextSizes(
+  // For each fingerprint, its hints under `params_key`; empty when there
+  // are none or the entry is absent.
+  virtual absl::StatusOr<std::vector<NextHints>> NextHintsOf(
       absl::string_view ns, absl::string_view params_key,
       absl::Span<const std::string> fingerprints) = 0;
+
+  // NextHintsOf's sizes alone.
+  absl::StatusOr<std::vector<std::vector<uint32_t>>> NextSizes(
+      absl::string_view ns, absl::string_view params_key,
+      absl::Span<const std::string> fingerprints);
 };
 
 // Settings of CreateIndex. Fields a backend does not use are ignored.

@@ -325,9 +325,22 @@ void MemoryIndex::DropParamsUse(uint32_t id) {
   if (params_.ById(id)->uses.fetch_sub(1) == 1) params_.ReleaseIfUnused(id);
 }
 
+namespace {
+
+// Moves `size` to the front of the most-recently-used list `sizes` (each
+// size once, at most `length`).
+void MoveToFront(std::vector<uint32_t>& sizes, uint32_t size, size_t length) {
+  sizes.erase(std::remove(sizes.begin(), sizes.end(), size), sizes.end());
+  sizes.insert(sizes.begin(), size);
+  if (sizes.size() > length) sizes.resize(length);
+}
+
+}  // namespace
+
 void MemoryIndex::RecordHint(Shard& shard, const TableKey& key, Name* params,
                              absl::string_view params_key,
-                             uint32_t next_size) {
+                             const NextSize& hint) {
+  const size_t run_length = std::min(hint.run.size(), kHintRunLength);
   auto in_slot = [&](auto& slots) {
     auto* slot = slots.Find(key);
     const bool fits = inline_hints_ && params != nullptr;
@@ -337,32 +350,35 @@ void MemoryIndex::RecordHint(Shard& shard, const TableKey& key, Name* params,
         slot->tag |= kSideHints;
         return false;
       }
-      slot->value.params = params->id | (uint32_t{1} << kParamsCountShift);
-      slot->value.sizes[0] = next_size;
+      slot->value.params = params->id;
       params->uses.fetch_add(1);
-      return true;
+    } else if ((slot->tag & kSideHints) != 0) {
+      return false;
     }
-    if ((slot->tag & kSideHints) != 0) return false;
     InlineHints& hints = slot->value;
     const uint32_t id = hints.params & kParamsIdMask;
-    size_t count = hints.params >> kParamsCountShift;
+    size_t count = (hints.params >> kParamsCountShift) & kParamsCountMask;
     if (fits && id == params->id) {
       // Most recent first, each size once, at most next_sizes_length_.
       size_t at = 0;
-      while (at < count && hints.sizes[at] != next_size) ++at;
+      while (at < count && hints.sizes[at] != hint.next_size) ++at;
       if (at == count && count < next_sizes_length_) ++count;
       for (size_t i = std::min(at, count - 1); i > 0; --i) {
         hints.sizes[i] = hints.sizes[i - 1];
       }
-      hints.sizes[0] = next_size;
-      hints.params = id | static_cast<uint32_t>(count << kParamsCountShift);
+      hints.sizes[0] = hint.next_size;
+      std::copy_n(hint.run.begin(), run_length, hints.run);
+      hints.params = id | static_cast<uint32_t>(count << kParamsCountShift) |
+                     static_cast<uint32_t>(run_length << kParamsRunShift);
       return true;
     }
     // Another parameter key (or one without an id): the entry's lists move
     // to the side map.
-    shard.hints[HintsKey(key)].emplace_back(
-        params_.ById(id)->name,
-        std::vector<uint32_t>(hints.sizes, hints.sizes + count));
+    const size_t run = (hints.params >> kParamsRunShift) & kParamsCountMask;
+    shard.hints[HintsKey(key)].push_back(
+        {params_.ById(id)->name,
+         {std::vector<uint32_t>(hints.sizes, hints.sizes + count),
+          std::vector<uint32_t>(hints.run, hints.run + run)}});
     DropParamsUse(id);
     slot->tag |= kSideHints;
     return false;
@@ -370,39 +386,39 @@ void MemoryIndex::RecordHint(Shard& shard, const TableKey& key, Name* params,
   if (WithHintSlots(shard, key, false, in_slot)) return;
   HintLists& lists = shard.hints[HintsKey(key)];
   auto list = std::find_if(lists.begin(), lists.end(), [&](const auto& l) {
-    return l.first == params_key;
+    return l.params_key == params_key;
   });
   if (list == lists.end()) {
-    lists.emplace_back(std::string(params_key), std::vector<uint32_t>());
+    lists.push_back({std::string(params_key), {}});
     list = lists.end() - 1;
   }
-  std::vector<uint32_t>& sizes = list->second;
-  sizes.erase(std::remove(sizes.begin(), sizes.end(), next_size),
-              sizes.end());
-  sizes.insert(sizes.begin(), next_size);
-  if (sizes.size() > next_sizes_length_) sizes.resize(next_sizes_length_);
+  MoveToFront(list->hints.sizes, hint.next_size, next_sizes_length_);
+  list->hints.run.assign(hint.run.begin(), hint.run.begin() + run_length);
 }
 
-std::vector<uint32_t> MemoryIndex::HintsOf(Shard& shard, const TableKey& key,
-                                           const Name* params,
-                                           absl::string_view params_key) {
-  std::optional<std::vector<uint32_t>> inline_list;
+NextHints MemoryIndex::HintsOf(Shard& shard, const TableKey& key,
+                               const Name* params,
+                               absl::string_view params_key) {
+  std::optional<NextHints> inline_hints;
   const bool in_slot = WithHintSlots(shard, key, false, [&](auto& slots) {
     const auto* slot = slots.Find(key);
     if (slot == nullptr || (slot->tag & kSideHints) != 0) return false;
     const InlineHints& hints = slot->value;
-    inline_list.emplace();
+    inline_hints.emplace();
     if (params != nullptr && (hints.params & kParamsIdMask) == params->id) {
-      inline_list->assign(hints.sizes,
-                          hints.sizes + (hints.params >> kParamsCountShift));
+      const size_t count =
+          (hints.params >> kParamsCountShift) & kParamsCountMask;
+      const size_t run = (hints.params >> kParamsRunShift) & kParamsCountMask;
+      inline_hints->sizes.assign(hints.sizes, hints.sizes + count);
+      inline_hints->run.assign(hints.run, hints.run + run);
     }
     return true;
   });
-  if (in_slot) return *std::move(inline_list);
+  if (in_slot) return *std::move(inline_hints);
   auto it = shard.hints.find(HintsKey(key));
   if (it == shard.hints.end()) return {};
-  for (const auto& [list_params, sizes] : it->second) {
-    if (list_params == params_key) return sizes;
+  for (const HintList& list : it->second) {
+    if (list.params_key == params_key) return list.hints;
   }
   return {};
 }
@@ -435,18 +451,18 @@ absl::Status MemoryIndex::RecordNextSizes(absl::string_view ns,
     const bool present = WithTable(
         shard, key, [&](auto& table) { return table.MarkHints(key); });
     if (present) {
-      RecordHint(shard, key, params.get(), params_key, hint.next_size);
+      RecordHint(shard, key, params.get(), params_key, hint);
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::vector<uint32_t>>> MemoryIndex::NextSizes(
+absl::StatusOr<std::vector<NextHints>> MemoryIndex::NextHintsOf(
     absl::string_view ns, absl::string_view params_key,
     absl::Span<const std::string> fingerprints) {
   if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
   if (absl::Status s = ValidateParamsKey(params_key); !s.ok()) return s;
-  std::vector<std::vector<uint32_t>> out(fingerprints.size());
+  std::vector<NextHints> out(fingerprints.size());
   Pin pin(&namespaces_, namespaces_.Pin(ns, /*create=*/false));
   if (pin.get() == nullptr) return out;
   Pin params(&params_, params_.Pin(params_key, /*create=*/false));

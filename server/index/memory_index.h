@@ -123,7 +123,7 @@ class MemoryIndex final : public FingerprintIndex {
   absl::Status RecordNextSizes(absl::string_view ns,
                                absl::string_view params_key,
                                absl::Span<const NextSize> hints) override;
-  absl::StatusOr<std::vector<std::vector<uint32_t>>> NextSizes(
+  absl::StatusOr<std::vector<NextHints>> NextHintsOf(
       absl::string_view ns, absl::string_view params_key,
       absl::Span<const std::string> fingerprints) override;
 
@@ -166,8 +166,12 @@ class MemoryIndex final : public FingerprintIndex {
     NameIds* ids_;
     Name* name_;
   };
-  // (params_key, sizes most recent first); a handful of keys at most.
-  using HintLists = std::vector<std::pair<std::string, std::vector<uint32_t>>>;
+  // A parameter key's hints; an entry has a handful of keys at most.
+  struct HintList {
+    std::string params_key;
+    NextHints hints;
+  };
+  using HintLists = std::vector<HintList>;
   // A hint slot whose entry's lists are all in Shard::hints.
   static constexpr uint32_t kSideHints = uint32_t{1} << 30;
   struct Shard {
@@ -192,6 +196,8 @@ class MemoryIndex final : public FingerprintIndex {
   static constexpr uint32_t kMaxParamsIds = 4095;
   static constexpr uint32_t kParamsIdMask = 0xffff;
   static constexpr int kParamsCountShift = 16;
+  static constexpr int kParamsRunShift = 20;
+  static constexpr uint32_t kParamsCountMask = 0xf;
 
   // What one stream wrote at kTokenBlockPositions consecutive positions:
   // per position the result returned then plus one (0: not written). An
@@ -245,16 +251,14 @@ class MemoryIndex final : public FingerprintIndex {
     }
   }
   static std::string HintsKey(const TableKey& key);
-  // Adds `next_size` to the list of `key` (present, flagged) under
-  // `params` (pinned; null when no id was left for it).
-  // REQUIRES: shard.mu held.
+  // Adds `hint` to the list of `key` (present, flagged) under `params`
+  // (pinned; null when no id was left for it). REQUIRES: shard.mu held.
   void RecordHint(Shard& shard, const TableKey& key, Name* params,
-                  absl::string_view params_key, uint32_t next_size);
-  // The list of `key` under `params_key` (`params`: its pinned name, null
+                  absl::string_view params_key, const NextSize& hint);
+  // The hints of `key` under `params_key` (`params`: its pinned name, null
   // when it has none). REQUIRES: shard.mu held.
-  std::vector<uint32_t> HintsOf(Shard& shard, const TableKey& key,
-                                const Name* params,
-                                absl::string_view params_key);
+  NextHints HintsOf(Shard& shard, const TableKey& key, const Name* params,
+                    absl::string_view params_key);
   // Drops the hints of the removed entry `key`. REQUIRES: shard.mu held.
   void DropHints(Shard& shard, const TableKey& key);
   // Drops a use of parameter-key id `id` (not pinned by the caller).

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "index/redis_cluster.h"
 
@@ -204,45 +205,60 @@ local function admit(j, pending)
 end
 )lua";
 
-// Move a next-chunk size to the front of each entry's MRU list.
-//   ARGV[1] field "h:<params>", ARGV[2] list length,
-//   ARGV[2+j] size for entry j (canonical decimal)
-// Absent entries are skipped; a list that would not change is not written
-// again (a duplicate stream mostly sees the sizes it saw before, and a
-// write costs Redis more than the read). Returns the number recorded, or
-// -1 when Redis refused the call's first write for lack of memory: then
-// nothing was recorded (hints only save work; a full Redis keeps its
-// memory for entries).
-constexpr char kRecordNextScript[] = R"lua(-- chunkd next size v4
-local max = tonumber(ARGV[2])
+// Move a next-chunk size to the front of each entry's MRU list and set the
+// run recorded with it.
+//   ARGV[1] field "h:<params>" (the list), ARGV[2] field "r:<params>" (the
+//   run), ARGV[3] list length, ARGV[3+j] size for entry j (canonical
+//   decimal), ARGV[3+n+j] its run ("s,s,s" or empty)
+// The run has a field of its own, so that a server that knows no runs
+// reads the list as before. Absent entries are skipped; fields that would
+// not change are not written again (a duplicate stream mostly sees the
+// sizes it saw before, and a write costs Redis more than the read).
+// Returns the number recorded, or -1 when Redis refused the call's first
+// write for lack of memory: then nothing was recorded (hints only save
+// work; a full Redis keeps its memory for entries).
+constexpr char kRecordNextScript[] = R"lua(-- chunkd next size v5
+local max = tonumber(ARGV[3])
+local n = #KEYS
 local done = 0
 local wrote = false
-for j = 1, #KEYS do
-  local size = ARGV[2 + j]
-  local cur = redis.call('HGET', KEYS[j], ARGV[1])
-  if cur or redis.call('EXISTS', KEYS[j]) == 1 then
+local function write(key, ...)
+  if wrote then
+    redis.call('HSET', key, ...)
+    return nil
+  end
+  local r = redis.pcall('HSET', key, ...)
+  if type(r) == 'table' then
+    if r.err ~= nil and string.sub(r.err, 1, 4) == 'OOM ' then
+      return -1
+    end
+    return r
+  end
+  wrote = true
+  return nil
+end
+for j = 1, n do
+  local size = ARGV[3 + j]
+  local run = ARGV[3 + n + j]
+  local cur = redis.call('HMGET', KEYS[j], ARGV[1], ARGV[2])
+  if cur[1] or redis.call('EXISTS', KEYS[j]) == 1 then
     local out = {size}
-    if cur then
-      for s in string.gmatch(cur, '%d+') do
+    if cur[1] then
+      for s in string.gmatch(cur[1], '%d+') do
         if #out >= max then break end
         if s ~= size then out[#out + 1] = s end
       end
     end
     local list = table.concat(out, ',')
-    if list ~= cur then
-      if wrote then
-        redis.call('HSET', KEYS[j], ARGV[1], list)
-      else
-        local r = redis.pcall('HSET', KEYS[j], ARGV[1], list)
-        if type(r) == 'table' then
-          if r.err ~= nil and string.sub(r.err, 1, 4) == 'OOM ' then
-            return -1
-          end
-          return r
-        end
-        wrote = true
-      end
+    local failed = nil
+    if list ~= cur[1] and run ~= (cur[2] or '') then
+      failed = write(KEYS[j], ARGV[1], list, ARGV[2], run)
+    elseif list ~= cur[1] then
+      failed = write(KEYS[j], ARGV[1], list)
+    elseif run ~= (cur[2] or '') then
+      failed = write(KEYS[j], ARGV[2], run)
     end
+    if failed ~= nil then return failed end
     done = done + 1
   end
 end
@@ -571,19 +587,42 @@ class ReleaseOp final : public RedisIndex::BatchOp {
   TokenArgs token_;
 };
 
+// The fields of an entry's hints under `params_key`: its list and its run.
+std::string HintListField(absl::string_view params_key) {
+  return absl::StrCat("h:", params_key);
+}
+std::string HintRunField(absl::string_view params_key) {
+  return absl::StrCat("r:", params_key);
+}
+
+// Sizes as a field stores them: "s,s,s".
+bool ParseSizes(absl::string_view text, std::vector<uint32_t>* sizes) {
+  sizes->clear();
+  for (absl::string_view s : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    uint32_t size = 0;
+    if (!absl::SimpleAtoi(s, &size)) return false;
+    sizes->push_back(size);
+  }
+  return true;
+}
+
 class RecordNextOp final : public RedisIndex::BatchOp {
  public:
   RecordNextOp(absl::string_view ns, absl::string_view params_key,
                absl::Span<const NextSize> hints, int length,
                size_t max_keys_per_call)
       : BatchOp(/*writes=*/true, /*idempotent=*/true, max_keys_per_call),
-        field_(absl::StrCat("h:", params_key)),
+        list_field_(HintListField(params_key)),
+        run_field_(HintRunField(params_key)),
         length_(std::to_string(length)) {
     keys_.reserve(hints.size());
     sizes_.reserve(hints.size());
+    runs_.reserve(hints.size());
     for (const NextSize& h : hints) {
       keys_.push_back(RedisEntryKey(ns, h.fingerprint));
       sizes_.push_back(std::to_string(h.next_size));
+      const size_t run = std::min(h.run.size(), kHintRunLength);
+      runs_.push_back(absl::StrJoin(h.run.begin(), h.run.begin() + run, ","));
     }
   }
   void Append(redisContext* context, absl::Span<const size_t> items,
@@ -594,9 +633,11 @@ class RecordNextOp final : public RedisIndex::BatchOp {
     args.Add(ScriptShas()[kRecordNext]);
     args.Add(num_keys);
     for (size_t i : items) args.Add(keys_[i]);
-    args.Add(field_);
+    args.Add(list_field_);
+    args.Add(run_field_);
     args.Add(length_);
     for (size_t i : items) args.Add(sizes_[i]);
+    for (size_t i : items) args.Add(runs_[i]);
     args.Append(context);
   }
   bool Accept(absl::Span<const size_t>, const redisReply& reply) override {
@@ -604,18 +645,21 @@ class RecordNextOp final : public RedisIndex::BatchOp {
   }
 
  private:
-  const std::string field_;
+  const std::string list_field_;
+  const std::string run_field_;
   const std::string length_;
   std::vector<std::string> sizes_;
+  std::vector<std::string> runs_;
 };
 
-class NextSizesOp final : public RedisIndex::BatchOp {
+class NextHintsOp final : public RedisIndex::BatchOp {
  public:
-  NextSizesOp(absl::string_view ns, absl::string_view params_key,
+  NextHintsOp(absl::string_view ns, absl::string_view params_key,
               absl::Span<const std::string> fingerprints)
       : BatchOp(/*writes=*/false, /*idempotent=*/true, 1),
-        sizes(fingerprints.size()),
-        field_(absl::StrCat("h:", params_key)) {
+        hints(fingerprints.size()),
+        list_field_(HintListField(params_key)),
+        run_field_(HintRunField(params_key)) {
     keys_.reserve(fingerprints.size());
     for (const std::string& fp : fingerprints) {
       keys_.push_back(RedisEntryKey(ns, fp));
@@ -624,30 +668,35 @@ class NextSizesOp final : public RedisIndex::BatchOp {
   void Append(redisContext* context, absl::Span<const size_t> items,
               int) const override {
     Args args;
-    args.Add("HGET");
+    args.Add("HMGET");
     args.Add(keys_[items[0]]);
-    args.Add(field_);
+    args.Add(list_field_);
+    args.Add(run_field_);
     args.Append(context);
   }
   bool Accept(absl::Span<const size_t> items,
               const redisReply& reply) override {
-    const size_t i = items[0];
-    sizes[i].clear();
-    if (reply.type == REDIS_REPLY_NIL) return true;
-    if (reply.type != REDIS_REPLY_STRING) return false;
-    for (absl::string_view s : absl::StrSplit(
-             absl::string_view(reply.str, reply.len), ',', absl::SkipEmpty())) {
-      uint32_t size = 0;
-      if (!absl::SimpleAtoi(s, &size)) return false;
-      sizes[i].push_back(size);
+    NextHints& h = hints[items[0]];
+    h = NextHints();
+    if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 2) return false;
+    const redisReply& list = *reply.element[0];
+    const redisReply& run = *reply.element[1];
+    if (list.type == REDIS_REPLY_NIL) return true;  // the run goes with it
+    if (list.type != REDIS_REPLY_STRING) return false;
+    if (!ParseSizes(absl::string_view(list.str, list.len), &h.sizes)) {
+      return false;
     }
-    return true;
+    if (run.type == REDIS_REPLY_NIL) return true;
+    return run.type == REDIS_REPLY_STRING &&
+           ParseSizes(absl::string_view(run.str, run.len), &h.run) &&
+           h.run.size() <= kHintRunLength;
   }
 
-  std::vector<std::vector<uint32_t>> sizes;
+  std::vector<NextHints> hints;
 
  private:
-  const std::string field_;
+  const std::string list_field_;
+  const std::string run_field_;
 };
 
 // The redirection in an error reply "MOVED 3999 127.0.0.1:6381".
@@ -1134,14 +1183,14 @@ absl::Status RedisIndex::RecordNextSizes(absl::string_view ns,
   return Run(op);
 }
 
-absl::StatusOr<std::vector<std::vector<uint32_t>>> RedisIndex::NextSizes(
+absl::StatusOr<std::vector<NextHints>> RedisIndex::NextHintsOf(
     absl::string_view ns, absl::string_view params_key,
     absl::Span<const std::string> fingerprints) {
   if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
   if (absl::Status s = ValidateParamsKey(params_key); !s.ok()) return s;
-  NextSizesOp op(ns, params_key, fingerprints);
+  NextHintsOp op(ns, params_key, fingerprints);
   if (absl::Status s = Run(op); !s.ok()) return s;
-  return std::move(op.sizes);
+  return std::move(op.hints);
 }
 
 absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateRedisIndex(

@@ -150,7 +150,7 @@ class RedisIndex final : public FingerprintIndex {
   absl::Status RecordNextSizes(absl::string_view ns,
                                absl::string_view params_key,
                                absl::Span<const NextSize> hints) override;
-  absl::StatusOr<std::vector<std::vector<uint32_t>>> NextSizes(
+  absl::StatusOr<std::vector<NextHints>> NextHintsOf(
       absl::string_view ns, absl::string_view params_key,
       absl::Span<const std::string> fingerprints) override;
 

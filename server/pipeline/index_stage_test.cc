@@ -40,10 +40,10 @@ class LoggingIndex final : public index::FingerprintIndex {
     log.push_back("record:" + std::to_string(h.size()));
     return inner.RecordNextSizes(ns, key, h);
   }
-  absl::StatusOr<std::vector<std::vector<uint32_t>>> NextSizes(
+  absl::StatusOr<std::vector<index::NextHints>> NextHintsOf(
       absl::string_view ns, absl::string_view key,
       absl::Span<const std::string> fps) override {
-    return inner.NextSizes(ns, key, fps);
+    return inner.NextHintsOf(ns, key, fps);
   }
 
   index::MemoryIndex inner;

@@ -146,10 +146,10 @@ class LosesAReply final : public index::FingerprintIndex {
                                absl::Span<const index::NextSize> h) override {
     return inner_.RecordNextSizes(ns, key, h);
   }
-  absl::StatusOr<std::vector<std::vector<uint32_t>>> NextSizes(
+  absl::StatusOr<std::vector<index::NextHints>> NextHintsOf(
       absl::string_view ns, absl::string_view key,
       absl::Span<const std::string> fps) override {
-    return inner_.NextSizes(ns, key, fps);
+    return inner_.NextHintsOf(ns, key, fps);
   }
 
  private:

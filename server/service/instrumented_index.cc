@@ -64,11 +64,12 @@ absl::Status InstrumentedIndex::RecordNextSizes(
       hints_, [&] { return index_->RecordNextSizes(ns, params_key, hints); });
 }
 
-absl::StatusOr<std::vector<std::vector<uint32_t>>> InstrumentedIndex::NextSizes(
+absl::StatusOr<std::vector<index::NextHints>> InstrumentedIndex::NextHintsOf(
     absl::string_view ns, absl::string_view params_key,
     absl::Span<const std::string> fingerprints) {
-  return Measure(
-      hints_, [&] { return index_->NextSizes(ns, params_key, fingerprints); });
+  return Measure(hints_, [&] {
+    return index_->NextHintsOf(ns, params_key, fingerprints);
+  });
 }
 
 }  // namespace chunkd::service

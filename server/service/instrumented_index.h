@@ -56,7 +56,7 @@ class InstrumentedIndex final : public index::FingerprintIndex {
   absl::Status RecordNextSizes(
       absl::string_view ns, absl::string_view params_key,
       absl::Span<const index::NextSize> hints) override;
-  absl::StatusOr<std::vector<std::vector<uint32_t>>> NextSizes(
+  absl::StatusOr<std::vector<index::NextHints>> NextHintsOf(
       absl::string_view ns, absl::string_view params_key,
       absl::Span<const std::string> fingerprints) override;
 

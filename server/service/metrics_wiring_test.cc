@@ -93,7 +93,7 @@ class DownIndex final : public index::FingerprintIndex {
                                absl::Span<const index::NextSize>) override {
     return Down();
   }
-  absl::StatusOr<std::vector<std::vector<uint32_t>>> NextSizes(
+  absl::StatusOr<std::vector<index::NextHints>> NextHintsOf(
       absl::string_view, absl::string_view,
       absl::Span<const std::string>) override {
     return Down();
