@@ -68,4 +68,34 @@ std::optional<HintCache::Entry> FingerprintStage::Lookup(
   return hit;
 }
 
+void FingerprintStage::LookupMany(
+    absl::Span<const absl::string_view> chunks,
+    absl::Span<const HintCache::Key> keys,
+    std::vector<std::string>* fingerprints,
+    std::vector<std::optional<HintCache::Entry>>* hits) const {
+  fingerprints->assign(chunks.size(), std::string());
+  hits->assign(chunks.size(), std::nullopt);
+  std::vector<absl::string_view> misses;
+  std::vector<size_t> missed;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (!keys.empty()) (*hits)[i] = options_.cache->Get(keys[i]);
+    const std::optional<HintCache::Entry>& hit = (*hits)[i];
+    if (hit.has_value()) {
+      (*fingerprints)[i].assign(
+          reinterpret_cast<const char*>(hit->sha256.data()),
+          hit->sha256.size());
+    } else {
+      misses.push_back(chunks[i]);
+      missed.push_back(i);
+    }
+  }
+  std::vector<std::string> digests =
+      fingerprint::DigestMany(options_.kind, misses);
+  for (size_t m = 0; m < missed.size(); ++m) {
+    const size_t i = missed[m];
+    if (!keys.empty()) options_.cache->Put(keys[i], digests[m]);
+    (*fingerprints)[i] = std::move(digests[m]);
+  }
+}
+
 }  // namespace chunkd::pipeline

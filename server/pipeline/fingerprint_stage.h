@@ -8,9 +8,10 @@
 // hint_cache.h) that takes every chunk, it also computes their cache keys
 // and caches their SHA-256.
 //
-// The hint follower fingerprints single chunks with Lookup(): from the cache
-// when it holds the chunk's content (keyed with a secret key, so that a hit
-// is as good as hashing the bytes), hashed and cached otherwise. Fill() is
+// The hint follower fingerprints the chunks it finds with Lookup() (one)
+// and LookupMany() (a run of hinted chunks): from the cache when it holds
+// the chunk's content (keyed with a secret key, so that a hit is as good as
+// hashing the bytes), hashed and cached otherwise. Fill() is
 // timed as the fingerprint stage; the single-chunk calls are not, since the
 // follower times its steps itself.
 //
@@ -24,6 +25,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -83,6 +85,16 @@ class FingerprintStage {
   std::optional<HintCache::Entry> Lookup(const HintCache::Key& key,
                                          absl::string_view bytes,
                                          std::string* fingerprint) const;
+
+  // The same for several chunks at once, the ones to hash hashed together
+  // (sha256: several messages at once), on the calling thread: sets
+  // (*fingerprints)[i] for chunks[i] and (*hits)[i] to the cache's entry of
+  // keys[i] if it had one. Without a cache (`keys` empty) every chunk is
+  // hashed and *hits holds nullopt.
+  void LookupMany(absl::Span<const absl::string_view> chunks,
+                  absl::Span<const HintCache::Key> keys,
+                  std::vector<std::string>* fingerprints,
+                  std::vector<std::optional<HintCache::Entry>>* hits) const;
 
  private:
   // Fingerprints (and with cache_all, keys and caches) the chunks of `cuts`

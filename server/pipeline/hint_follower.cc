@@ -158,15 +158,26 @@ absl::Status HintFollower::FollowHints(bool at_end, CutSink* sink,
     const absl::string_view bytes = held_.view();
     if (bytes.empty() && at_end) return absl::OkStatus();
     if (!candidates_known_) {
-      auto sizes = index_->NextSizes(hint_fp_, nullptr);
-      if (!sizes.ok()) return sizes.status();
-      candidates_ = *std::move(sizes);
+      auto hints = index_->NextHints(hint_fp_, nullptr);
+      if (!hints.ok()) return hints.status();
+      candidates_ = std::move(hints->sizes);
+      run_ = std::move(hints->run);
       candidates_known_ = true;
       next_candidate_ = 0;
     }
     if (next_candidate_ >= candidates_.size()) {
       *fall_back = true;
       return absl::OkStatus();
+    }
+    // Runs once the chain holds (a hint was accepted): at the chunker's
+    // duplicate the first candidate alone is tried first, since a duplicate
+    // that leads nowhere would waste the hashing of a whole run.
+    if (next_candidate_ == 0 && !run_.empty() && run_accepted_ &&
+        options_.test == HintTest::kFFRWTFPT) {
+      bool took = false;
+      absl::Status status = FollowRun(bytes, at_end, sink, &took);
+      if (!status.ok()) return status;
+      if (took) continue;
     }
     const uint32_t candidate = candidates_[next_candidate_];
     const size_t size = HintSize(candidate);
@@ -180,17 +191,114 @@ absl::Status HintFollower::FollowHints(bool at_end, CutSink* sink,
       ++next_candidate_;
       continue;
     }
-    ++totals_->hints_accepted;
-    totals_->hint_skipped_bytes += size;
-    run_accepted_ = true;
-    parked_.reset();  // the stream moved past it
-    hint_fp_ = found.fingerprint;
-    absl::Status status = Hand(size, &found, /*learnable=*/false, sink);
+    absl::Status status = TakeHinted(size, &found, sink);
     if (!status.ok()) return status;
-    candidates_.swap(found.next);
-    candidates_known_ = found.next_known;
-    next_candidate_ = 0;
   }
+}
+
+absl::Status HintFollower::TakeHinted(size_t size, Found* found,
+                                      CutSink* sink) {
+  ++totals_->hints_accepted;
+  totals_->hint_skipped_bytes += size;
+  run_accepted_ = true;
+  parked_.reset();  // the stream moved past it
+  hint_fp_ = found->fingerprint;
+  absl::Status status = Hand(size, found, /*learnable=*/false, sink);
+  candidates_.swap(found->next);
+  run_.swap(found->run);
+  candidates_known_ = found->next_known;
+  next_candidate_ = 0;
+  return status;
+}
+
+size_t HintFollower::RunChunks(absl::string_view bytes, bool at_end,
+                               absl::string_view* chunks,
+                               uint32_t* hints) const {
+  size_t count = 0;
+  size_t at = 0;
+  for (size_t i = 0; i <= run_.size(); ++i) {
+    const uint32_t hint = i == 0 ? candidates_[0] : run_[i - 1];
+    const size_t size = HintSize(hint);
+    const absl::string_view rest = bytes.substr(at);
+    if (size > rest.size() || size > boundary_.max_size()) break;
+    if (!at_end && rest.size() < boundary_.Needed(size)) break;
+    if (!Passes(hint, rest, at_end)) break;
+    chunks[count] = rest.substr(0, size);
+    hints[count] = hint;
+    ++count;
+    at += size;
+  }
+  return count;
+}
+
+absl::Status HintFollower::FollowRun(absl::string_view bytes, bool at_end,
+                                     CutSink* sink, bool* took) {
+  constexpr size_t kMax = 1 + index::kHintRunLength;
+  absl::string_view chunks[kMax];
+  uint32_t hints[kMax];
+  Laps laps;
+  const size_t count = RunChunks(bytes, at_end, chunks, hints);
+  laps.Lap(&totals_->chunk_seconds, chunk_stage_);
+  if (count < 2) return absl::OkStatus();
+  // Their fingerprints, hashed together (or from the cache).
+  const bool cached = fingerprints_->cached();
+  std::vector<HintCache::Key> keys;
+  for (size_t i = 0; cached && i < count; ++i) {
+    keys.push_back(fingerprints_->KeyOf(chunks[i]));
+  }
+  std::vector<std::string> fps;
+  std::vector<std::optional<HintCache::Entry>> hits;
+  fingerprints_->LookupMany(absl::MakeConstSpan(chunks, count), keys, &fps,
+                            &hits);
+  laps.Lap(nullptr, fingerprint_stage_);
+  // FPT: their own hints, from the cache where it knows them, else from
+  // the index in one call.
+  Found found[kMax];
+  std::vector<std::string> ask;
+  std::vector<HintCache::Key> ask_keys;
+  for (size_t i = 0; i < count; ++i) {
+    found[i].fingerprint = std::move(fps[i]);
+    if (cached) found[i].key = keys[i];
+    const auto& hit = hits[i];
+    if (cached) ++(hit.has_value() ? totals_->cache_hits : totals_->cache_misses);
+    found[i].next_known = hit.has_value() && hit->num_sizes > 0;
+    if (found[i].next_known) {
+      found[i].next.assign(hit->sizes.begin(),
+                           hit->sizes.begin() + hit->num_sizes);
+    } else {
+      ask.push_back(found[i].fingerprint);
+      if (cached) ask_keys.push_back(keys[i]);
+    }
+  }
+  if (!ask.empty()) {
+    auto answers = index_->NextHints(ask, ask_keys);
+    if (!answers.ok()) return answers.status();
+    size_t a = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (found[i].next_known) continue;
+      found[i].next = std::move((*answers)[a].sizes);
+      found[i].run = std::move((*answers)[a].run);
+      found[i].next_known = true;
+      ++a;
+    }
+  }
+  *took = true;
+  for (size_t i = 0; i < count; ++i) {
+    ++totals_->hints_tried;
+    if (found[i].next.empty()) {
+      // Not these bytes' cut: the other candidates at this position remain.
+      ++totals_->hints_rejected;
+      auto rejected = std::find(candidates_.begin(), candidates_.end(),
+                                hints[i]);
+      if (rejected == candidates_.begin()) run_.clear();
+      if (rejected != candidates_.end()) candidates_.erase(rejected);
+      return absl::OkStatus();
+    }
+    ++totals_->hints_in_runs;
+    absl::Status status = TakeHinted(chunks[i].size(), &found[i], sink);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> HintFollower::Accept(uint32_t candidate,
@@ -219,6 +327,7 @@ absl::StatusOr<bool> HintFollower::Accept(uint32_t candidate,
   }
   laps.Lap(nullptr, fingerprint_stage_);
   found->next_known = false;
+  found->run.clear();
   if (hit.has_value() && hit->num_sizes > 0) {
     // The cache knows this content was cut under these parameters before
     // (what FPT asks the index), and what followed it: no round trip.
@@ -230,10 +339,11 @@ absl::StatusOr<bool> HintFollower::Accept(uint32_t candidate,
   // FPT: the suggested chunk's own hints under these parameters exist only
   // if these very bytes were cut as a chunk under them (see rapid_cdc.h);
   // they are also the candidates for the chunk after it.
-  auto sizes =
-      index_->NextSizes(found->fingerprint, cached ? &found->key : nullptr);
-  if (!sizes.ok()) return sizes.status();
-  found->next = *std::move(sizes);
+  auto hints =
+      index_->NextHints(found->fingerprint, cached ? &found->key : nullptr);
+  if (!hints.ok()) return hints.status();
+  found->next = std::move(hints->sizes);
+  found->run = std::move(hints->run);
   found->next_known = true;
   return !found->next.empty();
 }
@@ -280,6 +390,7 @@ absl::Status HintFollower::CutSequential(bool at_end, CutSink* sink) {
     if (!status.ok()) return status;
     if (!found.next.empty()) {
       candidates_.swap(found.next);
+      run_.swap(found.run);
       candidates_known_ = true;
       next_candidate_ = 0;
       mode_ = Mode::kHints;
@@ -295,6 +406,7 @@ absl::Status HintFollower::CutSequential(bool at_end, CutSink* sink) {
 absl::Status HintFollower::Look(absl::string_view chunk, bool end_cut,
                                 Found* found) {
   found->next.clear();
+  found->run.clear();
   found->next_known = false;
   {
     Stopwatch watch(nullptr, fingerprint_stage_);
@@ -312,10 +424,11 @@ absl::Status HintFollower::Look(absl::string_view chunk, bool end_cut,
     }
   }
   if (end_cut || found->next_known) return absl::OkStatus();
-  auto sizes = index_->NextSizes(
+  auto hints = index_->NextHints(
       found->fingerprint, fingerprints_->cached() ? &found->key : nullptr);
-  if (!sizes.ok()) return sizes.status();
-  found->next = *std::move(sizes);
+  if (!hints.ok()) return hints.status();
+  found->next = std::move(hints->sizes);
+  found->run = std::move(hints->run);
   return absl::OkStatus();
 }
 

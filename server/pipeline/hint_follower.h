@@ -24,6 +24,13 @@
 // a hint cache from the cache when it holds their content; see
 // FingerprintStage) and asks the index for hints between its commits. Its
 // own chunks are committed when it returns and before a chunker takes over.
+// With FF+RWT+FPT, when the first candidate comes with a run (the sizes
+// that followed it last time; index::NextHints), the follower tests the
+// whole run's ends first, then hashes the chunks that pass together (four
+// SHA-256 lanes instead of one message at a time), asks the index for all
+// their hints in one call, and accepts the chunks up to the first that has
+// none (FollowRun). At most one size can pass both tests at a position (the
+// one FastCDC cuts), so the order sizes are tried in changes no chunk.
 //
 // Defaults: FF+RWT+FPT, stage times not measured.
 // Thread safety: not thread-safe; one call at a time.
@@ -86,6 +93,7 @@ class HintFollower final : public Boundaries {
     std::string fingerprint;
     HintCache::Key key;
     std::vector<uint32_t> next;
+    std::vector<uint32_t> run;  // the run that goes with next[0]
     bool next_known = false;
   };
 
@@ -106,6 +114,20 @@ class HintFollower final : public Boundaries {
   // *fall_back when no candidate passed; returns with it false when more
   // bytes are needed or the stream is done.
   absl::Status FollowHints(bool at_end, CutSink* sink, bool* fall_back);
+  // FF+RWT+FPT with a run: takes the chunks of the first candidate and its
+  // run that pass both tests, hashed together, and sets *took when it took
+  // any or rejected the first candidate (otherwise, e.g. when fewer than
+  // two ends pass RWT, the candidates are left to the one-by-one path).
+  absl::Status FollowRun(absl::string_view bytes, bool at_end, CutSink* sink,
+                         bool* took);
+  // The chunks at the start of `bytes` the first candidate and its run
+  // suggest, in order, up to the first whose end fails RWT (or lacks the
+  // bytes to test); their sizes' hint values in *hints.
+  size_t RunChunks(absl::string_view bytes, bool at_end,
+                   absl::string_view* chunks, uint32_t* hints) const;
+  // Moves past an accepted chunk of `size` bytes, found by a hint; its hints
+  // become the candidates.
+  absl::Status TakeHinted(size_t size, Found* found, CutSink* sink);
   // Whether the test accepts `candidate` at the start of `bytes`; if so
   // fills *found (with FPT, or from the cache, its hints).
   absl::StatusOr<bool> Accept(uint32_t candidate, absl::string_view bytes,
@@ -146,6 +168,7 @@ class HintFollower final : public Boundaries {
   uint64_t held_start_ = 0;
   std::string hint_fp_;
   std::vector<uint32_t> candidates_;
+  std::vector<uint32_t> run_;  // what followed candidates_[0] last time
   bool candidates_known_ = false;
   size_t next_candidate_ = 0;
   bool run_accepted_ = false;  // a hint was accepted since the chunker left

@@ -25,10 +25,16 @@ void IndexStage::Add(absl::Span<CutChunk> cuts) {
 }
 
 void IndexStage::Learn(const CutChunk& cut) {
+  const uint32_t hint = EncodeHint(static_cast<uint32_t>(cut.bytes.size()),
+                                   static_cast<uint8_t>(cut.bytes.back()));
+  // Every chunk, learnable or not, goes on the runs of the hints before it.
+  for (index::NextSize& open : open_) open.run.push_back(hint);
+  if (!open_.empty() && open_.front().run.size() == index::kHintRunLength) {
+    learned_.push_back(std::move(open_.front()));
+    open_.pop_front();
+  }
   if (cut.learnable && has_last_) {
-    const uint32_t hint = EncodeHint(static_cast<uint32_t>(cut.bytes.size()),
-                                     static_cast<uint8_t>(cut.bytes.back()));
-    learned_.push_back({last_fp_, hint});
+    open_.emplace_back(last_fp_, hint);
     // The cache learns it too when it holds both chunks.
     if (cut.keyed && last_keyed_) options_.cache->Learn(last_key_, hint);
   }
@@ -39,12 +45,12 @@ void IndexStage::Learn(const CutChunk& cut) {
 }
 
 absl::Status IndexStage::Commit(std::vector<ChunkRecord>* out) {
-  if (pending_.empty()) return absl::OkStatus();
+  if (pending_.empty() && learned_.empty()) return absl::OkStatus();
   const size_t first = out->size();
   absl::Status status;
   {
     Stopwatch watch(nullptr, options_.index_stage);
-    status = Insert(out);
+    if (!pending_.empty()) status = Insert(out);
     if (status.ok()) status = RecordLearned();
   }
   if (status.ok()) CacheDuplicates(*out, first);
@@ -110,26 +116,43 @@ void IndexStage::CacheDuplicates(const std::vector<ChunkRecord>& records,
   }
 }
 
+void IndexStage::EndOfStream() {
+  for (index::NextSize& open : open_) learned_.push_back(std::move(open));
+  open_.clear();
+}
+
 void IndexStage::Discard() {
   pending_.clear();
   unkeyed_.clear();
+  open_.clear();
   learned_.clear();
 }
 
-absl::StatusOr<std::vector<uint32_t>> IndexStage::NextSizes(
+absl::StatusOr<index::NextHints> IndexStage::NextHints(
     const std::string& fingerprint, const HintCache::Key* key) {
-  absl::StatusOr<std::vector<std::vector<uint32_t>>> sizes;
+  auto hints = NextHints(absl::MakeConstSpan(&fingerprint, 1),
+                         key == nullptr ? absl::Span<const HintCache::Key>()
+                                        : absl::MakeConstSpan(key, 1));
+  if (!hints.ok()) return hints.status();
+  return std::move((*hints)[0]);
+}
+
+absl::StatusOr<std::vector<index::NextHints>> IndexStage::NextHints(
+    absl::Span<const std::string> fingerprints,
+    absl::Span<const HintCache::Key> keys) {
+  absl::StatusOr<std::vector<index::NextHints>> hints;
   {
     Stopwatch watch(nullptr, options_.index_stage);
-    sizes = options_.index->NextSizes(options_.ns, options_.params_key,
-                                      absl::MakeConstSpan(&fingerprint, 1));
+    hints = options_.index->NextHintsOf(options_.ns, options_.params_key,
+                                        fingerprints);
   }
-  if (!sizes.ok()) return sizes.status();
-  std::vector<uint32_t> next = std::move((*sizes)[0]);
-  if (key != nullptr && options_.cache != nullptr && !next.empty()) {
-    options_.cache->SetSizes(*key, next);
+  if (!hints.ok() || keys.empty() || options_.cache == nullptr) return hints;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!(*hints)[i].sizes.empty()) {
+      options_.cache->SetSizes(keys[i], (*hints)[i].sizes);
+    }
   }
-  return next;
+  return hints;
 }
 
 }  // namespace chunkd::pipeline

@@ -11,8 +11,11 @@
 //
 // With RapidCDC hints (a params key) it also learns, from every chunk that
 // is learnable (records.h), which size followed the chunk before it, and
-// records what it learned after the batch's Insert (the index drops hints of
-// fingerprints it does not have); NextSizes() reads hints back. With a hint
+// the run: the sizes of the (up to index::kHintRunLength) chunks after that
+// one, learnable or not. A hint is recorded once its run is complete, or at
+// the stream's end (EndOfStream), after the Insert of the batch then
+// committed (the index drops hints of fingerprints it does not have);
+// NextHints() reads hints back. With a hint
 // cache it teaches the cache the same: the sizes learned and read, and, once
 // a batch is in, which of the chunks without a key were duplicates (what
 // comes again, the hint chain will meet). Index calls are timed as the
@@ -26,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -79,13 +83,22 @@ class IndexStage {
   // index error is returned as is; after a failed Insert nothing waits.
   absl::Status Commit(std::vector<ChunkRecord>* out);
 
+  // The stream ended: the hints still waiting for their runs are recorded
+  // with the next Commit, with the runs they have.
+  void EndOfStream();
+
   // Drops the chunks and hints that wait (the stream failed).
   void Discard();
 
-  // The next sizes the index holds for `fingerprint`; with a `key`, a
-  // non-empty answer is also put in the cache's entry of that key.
-  absl::StatusOr<std::vector<uint32_t>> NextSizes(
-      const std::string& fingerprint, const HintCache::Key* key);
+  // The hints the index holds for `fingerprint`; with a `key`, non-empty
+  // sizes are also put in the cache's entry of that key.
+  absl::StatusOr<index::NextHints> NextHints(const std::string& fingerprint,
+                                             const HintCache::Key* key);
+  // The same for several fingerprints in one call; `keys` is empty or has
+  // one key per fingerprint.
+  absl::StatusOr<std::vector<index::NextHints>> NextHints(
+      absl::Span<const std::string> fingerprints,
+      absl::Span<const HintCache::Key> keys);
 
   // Chunks committed so far.
   uint64_t committed() const { return committed_; }
@@ -116,6 +129,9 @@ class IndexStage {
     absl::string_view bytes;
   };
   std::vector<Unkeyed> unkeyed_;
+  // Hints waiting for their runs, oldest first (at most kHintRunLength),
+  // and those ready to be recorded.
+  std::deque<index::NextSize> open_;
   std::vector<index::NextSize> learned_;
   uint64_t committed_ = 0;
   bool last_is_new_ = false;

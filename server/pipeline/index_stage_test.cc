@@ -120,7 +120,9 @@ TEST(IndexStageTest, WriteTokensCarryChunkOrdinals) {
 }
 
 // With hints, each learnable chunk teaches the size that followed the chunk
-// before it, recorded after the batch's Insert; NextSizes reads it back.
+// before it; every chunk after it goes on its run. A hint is recorded after
+// the Insert of the batch that completes its run, or at the stream's end;
+// NextHints reads it back.
 TEST(IndexStageTest, LearnsHintsAndRecordsThemAfterTheInsert) {
   LoggingIndex idx;
   StreamTotals totals;
@@ -132,18 +134,85 @@ TEST(IndexStageTest, LearnsHintsAndRecordsThemAfterTheInsert) {
   cuts[2].learnable = false;  // e.g. cut by the stream's end
   stage.Add(absl::MakeSpan(cuts));
   EXPECT_EQ(stage.last_fingerprint(), "fp:CCC");
-  auto before = stage.NextSizes("fp:AAAA", nullptr);
+  auto before = stage.NextHints("fp:AAAA", nullptr);
   ASSERT_TRUE(before.ok());
-  EXPECT_TRUE(before->empty()) << "not recorded before the commit";
+  EXPECT_TRUE(before->sizes.empty()) << "not recorded before the commit";
   std::vector<ChunkRecord> out;
   ASSERT_TRUE(stage.Commit(&out).ok());
+  EXPECT_EQ(idx.log, std::vector<std::string>({"insert"}))
+      << "the run is not complete";
+  stage.EndOfStream();
+  ASSERT_TRUE(stage.Commit(&out).ok());
   EXPECT_EQ(idx.log, std::vector<std::string>({"insert", "record:1"}));
-  auto a = stage.NextSizes("fp:AAAA", nullptr);
+  EXPECT_EQ(out.size(), 3u);
+  auto a = stage.NextHints("fp:AAAA", nullptr);
   ASSERT_TRUE(a.ok());
-  EXPECT_EQ(*a, std::vector<uint32_t>({EncodeHint(6, 'B')}));
-  auto b = stage.NextSizes("fp:BBBBBB", nullptr);
+  EXPECT_EQ(a->sizes, std::vector<uint32_t>({EncodeHint(6, 'B')}));
+  EXPECT_EQ(a->run, std::vector<uint32_t>({EncodeHint(3, 'C')}))
+      << "a chunk that teaches nothing still goes on the run";
+  auto b = stage.NextHints("fp:BBBBBB", nullptr);
   ASSERT_TRUE(b.ok());
-  EXPECT_TRUE(b->empty());
+  EXPECT_TRUE(b->sizes.empty());
+}
+
+// A hint is recorded as soon as its run has kHintRunLength sizes, with the
+// batch that completes it; the later ones wait.
+TEST(IndexStageTest, RecordsAHintOnceItsRunIsComplete) {
+  LoggingIndex idx;
+  StreamTotals totals;
+  IndexStage::Options o = Options(&idx);
+  o.params_key = "params";
+  IndexStage stage(o, &totals);
+  const std::string data = "AABBBCCCCDDDDDEEEEEEF";
+  std::vector<CutChunk> cuts = Cuts(data, {2, 5, 9, 14, 20, 21});
+  std::vector<ChunkRecord> out;
+  stage.Add(absl::MakeSpan(cuts).subspan(0, 4));  // A B C D
+  ASSERT_TRUE(stage.Commit(&out).ok());
+  EXPECT_EQ(idx.log, std::vector<std::string>({"insert"}));
+  stage.Add(absl::MakeSpan(cuts).subspan(4, 1));  // E completes A's run
+  ASSERT_TRUE(stage.Commit(&out).ok());
+  EXPECT_EQ(idx.log,
+            std::vector<std::string>({"insert", "insert", "record:1"}));
+  auto a = stage.NextHints("fp:AA", nullptr);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->sizes, std::vector<uint32_t>({EncodeHint(3, 'B')}));
+  EXPECT_EQ(a->run, std::vector<uint32_t>({EncodeHint(4, 'C'),
+                                           EncodeHint(5, 'D'),
+                                           EncodeHint(6, 'E')}));
+  auto b = stage.NextHints("fp:BBB", nullptr);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->sizes.empty()) << "its run is not complete yet";
+  stage.Add(absl::MakeSpan(cuts).subspan(5));  // F
+  stage.EndOfStream();
+  ASSERT_TRUE(stage.Commit(&out).ok());
+  // B's run completed with F; C, D and E are recorded by the end of the
+  // stream (E with a run of F only).
+  EXPECT_EQ(idx.log.back(), "record:4");
+  auto e = stage.NextHints("fp:EEEEEE", nullptr);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->sizes, std::vector<uint32_t>({EncodeHint(1, 'F')}));
+  EXPECT_TRUE(e->run.empty());
+  auto d = stage.NextHints("fp:DDDDD", nullptr);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->run, std::vector<uint32_t>({EncodeHint(1, 'F')}));
+}
+
+// A failed stream records nothing it learned.
+TEST(IndexStageTest, DiscardDropsTheHintsWaitingForTheirRuns) {
+  LoggingIndex idx;
+  StreamTotals totals;
+  IndexStage::Options o = Options(&idx);
+  o.params_key = "params";
+  IndexStage stage(o, &totals);
+  const std::string data = "AABBBCCCC";
+  std::vector<CutChunk> cuts = Cuts(data, {2, 5, 9});
+  stage.Add(absl::MakeSpan(cuts));
+  stage.Discard();
+  stage.EndOfStream();
+  std::vector<ChunkRecord> out;
+  ASSERT_TRUE(stage.Commit(&out).ok());
+  EXPECT_TRUE(idx.log.empty());
+  EXPECT_TRUE(out.empty());
 }
 
 // A failed Insert drops the batch and what it taught.
@@ -184,7 +253,7 @@ TEST(IndexStageTest, DiscardDropsWhatWaits) {
 
 // With a hint cache: duplicates among the chunks without a key are cached
 // once the batch is in; the cache learns what followed keyed chunks, and
-// takes the sizes NextSizes reads for a key.
+// takes the sizes NextHints reads for a key.
 TEST(IndexStageTest, TeachesTheHintCache) {
   LoggingIndex idx;
   StreamTotals totals;
@@ -220,16 +289,17 @@ TEST(IndexStageTest, TeachesTheHintCache) {
   ASSERT_TRUE(learned.has_value());
   ASSERT_EQ(learned->num_sizes, 1);
   EXPECT_EQ(learned->sizes[0], EncodeHint(6, 'B'));
+  stage.EndOfStream();
   ASSERT_TRUE(stage.Commit(&out).ok());
 
   // What the index answers for a key lands in its entry.
   cache.SetSizes(key_a, {});
-  auto sizes = stage.NextSizes(sha_a, &key_a);
-  ASSERT_TRUE(sizes.ok());
-  ASSERT_FALSE(sizes->empty());
+  auto hints = stage.NextHints(sha_a, &key_a);
+  ASSERT_TRUE(hints.ok());
+  ASSERT_FALSE(hints->sizes.empty());
   const auto read = cache.Get(key_a);
   ASSERT_TRUE(read.has_value());
-  EXPECT_EQ(read->num_sizes, sizes->size());
+  EXPECT_EQ(read->num_sizes, hints->sizes.size());
 }
 
 }  // namespace

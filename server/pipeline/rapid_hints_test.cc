@@ -183,6 +183,41 @@ TEST_P(RapidHintsTest, FfRwtFptIsExactOnVersionedData) {
 // within a message and across messages. The records are still those of
 // plain Dedup, however the messages split the stream; and unique data never
 // tries a hint.
+// Without a hint cache the chain hashes what it follows: runs of hinted
+// chunks hashed together, exact all the same.
+TEST_P(RapidHintsTest, FfRwtFptFollowsRunsExactlyWithoutACache) {
+  const workload::VersionedDataset data = Versions();
+  chunking::ThreadPoolExecutor pool(2);
+  const size_t pieces[] = {1 << 20, 4093, 0, 65536, 0};
+  for (size_t v = 0; v < data.versions.size(); ++v) {
+    const std::string what = absl::StrCat("version ", v);
+    const Stream hinted =
+        Dedup(with_hints_.get(), "ns", HintTest::kFFRWTFPT, data.versions[v],
+              pieces[v], v % 2 ? &pool : nullptr);
+    const Stream plain =
+        Dedup(without_.get(), "ns", HintTest::kOff, data.versions[v], 1 << 20);
+    ExpectSameRecords(hinted, plain, what);
+    EXPECT_EQ(hinted.totals.hints_accepted + hinted.totals.hints_rejected,
+              hinted.totals.hints_tried);
+    EXPECT_EQ(hinted.totals.cache_hits + hinted.totals.cache_misses, 0u);
+    if (v > 0) {
+      EXPECT_GT(hinted.totals.hint_skipped_bytes,
+                data.versions[v].size() * 6 / 10)
+          << what;
+      // Most hinted chunks come in runs of several, unless the messages
+      // are shorter than a run (then each chunk is taken as its bytes come).
+      if (pieces[v] == 0 || pieces[v] >= 65536) {
+        EXPECT_GT(hinted.totals.hints_in_runs,
+                  hinted.totals.hints_accepted * 3 / 4)
+            << what;
+      } else {
+        EXPECT_LT(hinted.totals.hints_in_runs, hinted.totals.hints_accepted)
+            << what;
+      }
+    }
+  }
+}
+
 TEST_P(RapidHintsTest, FfRwtFptIsExactWhenHintsKeepFailing) {
   workload::VersionedOptions v;
   v.base_size = size_t{3} << 20;
@@ -246,18 +281,27 @@ TEST_P(RapidHintsTest, CacheIsNotSharedBetweenNamespaces) {
   }
   ASSERT_GT(cache.size(), 0u);
   // "other" indexes the base without the cache, so its hints exist but the
-  // cache holds its contents only under "ns".
-  Dedup(with_hints_.get(), "other", HintTest::kFFRWTFPT, data.versions[0],
-        1 << 20);
-  Dedup(without_.get(), "other", HintTest::kOff, data.versions[0], 1 << 20);
-  const Stream other =
-      Dedup(with_hints_.get(), "other", HintTest::kFFRWTFPT, data.versions[1],
-            65536, &pool, &cache, CacheAll());
+  // cache holds its contents only under "ns". The same steps in "control"
+  // with a cache of its own: what "other" gets from the shared cache is
+  // exactly what its own stream put there (a run of hinted chunks is
+  // hashed and cached together, and may meet its chunks again).
+  auto second_version = [&](const std::string& ns, HintCache* with) {
+    Dedup(with_hints_.get(), ns, HintTest::kFFRWTFPT, data.versions[0],
+          1 << 20);
+    Dedup(without_.get(), ns, HintTest::kOff, data.versions[0], 1 << 20);
+    return Dedup(with_hints_.get(), ns, HintTest::kFFRWTFPT, data.versions[1],
+                 65536, &pool, with, CacheAll());
+  };
+  HintCache own(1 << 16);
+  const Stream control = second_version("control", &own);
+  const Stream other = second_version("other", &cache);
   const Stream plain =
       Dedup(without_.get(), "other", HintTest::kOff, data.versions[1], 1 << 20);
   ExpectSameRecords(other, plain, "other");
   EXPECT_GT(other.totals.hints_accepted, 10u);
-  EXPECT_EQ(other.totals.cache_hits, 0u);
+  EXPECT_EQ(other.totals.cache_hits, control.totals.cache_hits);
+  EXPECT_LT(other.totals.cache_hits, 10u);
+  EXPECT_EQ(other.totals.cache_misses, control.totals.cache_misses);
   EXPECT_GT(other.totals.cache_misses, 10u);
   // The same contents again in "ns": hits, from the entries of "ns".
   const Stream again =

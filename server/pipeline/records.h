@@ -57,6 +57,9 @@ struct StreamTotals {
   // those the chain had to hash (the cache did not hold their content).
   uint64_t cache_hits = 0;
   uint64_t cache_misses = 0;
+  // Accepted chunks that were hashed together with others of their run
+  // (hint_follower.h).
+  uint64_t hints_in_runs = 0;
   // Time spent finding boundaries: in the chunker, and (hints) in the
   // acceptance tests without their fingerprints and index calls.
   double chunk_seconds = 0;

@@ -97,6 +97,7 @@ absl::Status StreamPipeline::Flush(std::vector<ChunkRecord>* out) {
 absl::Status StreamPipeline::Finish(std::vector<ChunkRecord>* out) {
   absl::Status status = Run(absl::string_view(), /*at_end=*/true, out);
   if (!status.ok()) return status;
+  if (index_ != nullptr) index_->EndOfStream();
   return Flush(out);
 }
 
