@@ -5,6 +5,7 @@
 // process starts only the servers it needs, once; every test starts from an
 // empty database (FLUSHALL). The servers die with the process.
 #include <atomic>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -14,12 +15,15 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "index/fingerprint_index.h"
 #include "index/memory_index.h"
 
 #ifdef CHUNKD_WITH_REDIS
+#include "index/redis_index.h"
 #include "support/redis_process.h"
 #endif
 
@@ -192,6 +196,29 @@ class IndexContractTest : public ::testing::TestWithParam<Backend> {
     auto rel = index_->Release(ns, {fp});
     EXPECT_TRUE(rel.ok()) << rel.status();
     return ins.ok() ? (*ins)[0].ref_count - 1 : 0;
+  }
+
+  // The hints of each of `fps` under `params_key`, as "sizes / run" (e.g.
+  // "200,100 / 4,5"; " / " for none), so that a failure shows both.
+  std::vector<std::string> Hints(absl::string_view ns,
+                                 absl::string_view params_key,
+                                 const std::vector<std::string>& fps) {
+    auto hints = index_->NextHintsOf(ns, params_key, fps);
+    EXPECT_TRUE(hints.ok()) << hints.status();
+    std::vector<std::string> shown;
+    if (!hints.ok()) return shown;
+    EXPECT_EQ(hints->size(), fps.size());
+    for (const NextHints& h : *hints) {
+      shown.push_back(absl::StrCat(absl::StrJoin(h.sizes, ","), " / ",
+                                   absl::StrJoin(h.run, ",")));
+    }
+    return shown;
+  }
+  std::string Hint(absl::string_view ns, absl::string_view params_key,
+                   const std::string& fp) {
+    std::vector<std::string> shown =
+        Hints(ns, params_key, std::vector<std::string>{fp});
+    return shown.size() == 1 ? shown[0] : "(no answer)";
   }
 
   std::unique_ptr<FingerprintIndex> index_;
@@ -597,6 +624,147 @@ TEST_P(IndexContractTest, NextSizesAreAShortMostRecentlyUsedList) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A hint's run (the sizes after the next one) is recorded with it and
+// belongs to the list's first size: every record replaces the run, whether
+// its size is new, moves to the front or is first already.
+TEST_P(IndexContractTest, EachRecordReplacesTheRun) {
+  constexpr absl::string_view kParams = "fastcdc:4096:16384:65536:1:0";
+  ASSERT_TRUE(index_->Insert("run", {{Fp(1), 100}, {Fp(2), 100}}).ok());
+  EXPECT_EQ(Hints("run", kParams, {Fp(1), Fp(2)}),
+            (std::vector<std::string>{" / ", " / "}));
+
+  ASSERT_TRUE(index_
+                  ->RecordNextSizes("run", kParams,
+                                    {{Fp(1), 100, {1, 2, 3}}, {Fp(2), 7, {5}}})
+                  .ok());
+  EXPECT_EQ(Hints("run", kParams, {Fp(1), Fp(2)}),
+            (std::vector<std::string>{"100 / 1,2,3", "7 / 5"}));
+
+  // A new size.
+  ASSERT_TRUE(
+      index_->RecordNextSizes("run", kParams, {{Fp(1), 200, {4, 5}}}).ok());
+  EXPECT_EQ(Hint("run", kParams, Fp(1)), "200,100 / 4,5");
+  // The first size again: its run is replaced all the same, by an empty
+  // one too.
+  ASSERT_TRUE(index_->RecordNextSizes("run", kParams, {{Fp(1), 200}}).ok());
+  EXPECT_EQ(Hint("run", kParams, Fp(1)), "200,100 / ");
+  ASSERT_TRUE(
+      index_->RecordNextSizes("run", kParams, {{Fp(1), 200, {6}}}).ok());
+  EXPECT_EQ(Hint("run", kParams, Fp(1)), "200,100 / 6");
+  // A known size back to the front: the record's run, not the one that
+  // size had before.
+  ASSERT_TRUE(index_->RecordNextSizes("run", kParams, {{Fp(1), 100}}).ok());
+  EXPECT_EQ(Hint("run", kParams, Fp(1)), "100,200 / ");
+  for (int round = 0; round < 2; ++round) {  // twice changes nothing
+    ASSERT_TRUE(
+        index_->RecordNextSizes("run", kParams, {{Fp(1), 100, {7, 8, 9}}})
+            .ok());
+    EXPECT_EQ(Hint("run", kParams, Fp(1)), "100,200 / 7,8,9") << round;
+  }
+  // One call's hints apply in order.
+  ASSERT_TRUE(index_
+                  ->RecordNextSizes("run", kParams,
+                                    {{Fp(1), 300, {1}}, {Fp(1), 200, {2}}})
+                  .ok());
+  EXPECT_EQ(Hints("run", kParams, {Fp(1), Fp(2)}),
+            (std::vector<std::string>{"200,300 / 2", "7 / 5"}));
+}
+
+TEST_P(IndexContractTest, RunsLongerThanTheLimitAreCut) {
+  ASSERT_EQ(kHintRunLength, 3u);
+  ASSERT_TRUE(index_->Insert("run", {{Fp(1), 100}, {Fp(2), 100}}).ok());
+  ASSERT_TRUE(index_
+                  ->RecordNextSizes(
+                      "run", "p",
+                      {{Fp(1), 10, {1, 2, 3, 4, 5}}, {Fp(2), 20, {6, 7, 8, 9}}})
+                  .ok());
+  EXPECT_EQ(Hints("run", "p", {Fp(1), Fp(2)}),
+            (std::vector<std::string>{"10 / 1,2,3", "20 / 6,7,8"}));
+  ASSERT_TRUE(
+      index_->RecordNextSizes("run", "p", {{Fp(1), 10, {4, 5, 6, 7}}}).ok());
+  EXPECT_EQ(Hint("run", "p", Fp(1)), "10 / 4,5,6");
+  ASSERT_TRUE(index_->RecordNextSizes("run", "p", {{Fp(1), 10, {1}}}).ok());
+  EXPECT_EQ(Hint("run", "p", Fp(1)), "10 / 1");
+}
+
+// No sizes, no run: absent entries learn nothing, and a run recorded under
+// one parameter key is no run under another.
+TEST_P(IndexContractTest, NoSizesNoRun) {
+  ASSERT_TRUE(index_->Insert("run", {{Fp(1), 100}}).ok());
+  ASSERT_TRUE(
+      index_
+          ->RecordNextSizes("run", "p", {{Fp(1), 10, {1, 2}}, {Fp(2), 20, {3}}})
+          .ok());
+  EXPECT_EQ(Hints("run", "p", {Fp(1), Fp(2)}),
+            (std::vector<std::string>{"10 / 1,2", " / "}));
+  EXPECT_EQ(Hint("run", "q", Fp(1)), " / ");
+  // An entry that comes later has learned nothing meanwhile.
+  ASSERT_TRUE(index_->Insert("run", {{Fp(2), 100}}).ok());
+  EXPECT_EQ(Hint("run", "p", Fp(2)), " / ");
+  ASSERT_TRUE(index_->Insert("run2", {{Fp(1), 100}}).ok());
+  EXPECT_EQ(Hint("run2", "p", Fp(1)), " / ");
+}
+
+TEST_P(IndexContractTest, RunsArePerParamsKey) {
+  constexpr absl::string_view kA = "fastcdc:4096:16384:65536:1:0";
+  constexpr absl::string_view kB = "seqcdc:8192:16384:32768";
+  ASSERT_TRUE(index_->Insert("run", {{Fp(1), 100}}).ok());
+  ASSERT_TRUE(index_->RecordNextSizes("run", kA, {{Fp(1), 100, {1}}}).ok());
+  ASSERT_TRUE(index_->RecordNextSizes("run", kB, {{Fp(1), 200, {2, 3}}}).ok());
+  EXPECT_EQ(Hint("run", kA, Fp(1)), "100 / 1");
+  EXPECT_EQ(Hint("run", kB, Fp(1)), "200 / 2,3");
+  ASSERT_TRUE(index_->RecordNextSizes("run", kA, {{Fp(1), 100}}).ok());
+  EXPECT_EQ(Hint("run", kA, Fp(1)), "100 / ");
+  EXPECT_EQ(Hint("run", kB, Fp(1)), "200 / 2,3");
+  ASSERT_TRUE(index_->RecordNextSizes("run", kB, {{Fp(1), 100, {9}}}).ok());
+  EXPECT_EQ(Hint("run", kA, Fp(1)), "100 / ");
+  EXPECT_EQ(Hint("run", kB, Fp(1)), "100,200 / 9");
+}
+
+// Runs live and die with their entry, under every parameter key.
+TEST_P(IndexContractTest, ReleaseToZeroDropsTheRuns) {
+  ASSERT_TRUE(index_->Insert("run", {{Fp(1), 100}, {Fp(1), 100}}).ok());
+  ASSERT_TRUE(
+      index_->RecordNextSizes("run", "p", {{Fp(1), 10, {1, 2, 3}}}).ok());
+  ASSERT_TRUE(index_->RecordNextSizes("run", "q", {{Fp(1), 20, {4}}}).ok());
+  auto left = index_->Release("run", {Fp(1)});
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ((*left)[0], 1u);
+  EXPECT_EQ(Hint("run", "p", Fp(1)), "10 / 1,2,3");
+  EXPECT_EQ(Hint("run", "q", Fp(1)), "20 / 4");
+
+  left = index_->Release("run", {Fp(1)});
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ((*left)[0], 0u);
+  EXPECT_EQ(Hint("run", "p", Fp(1)), " / ");
+  ASSERT_TRUE(index_->Insert("run", {{Fp(1), 100}}).ok());
+  EXPECT_EQ(Hint("run", "p", Fp(1)), " / ");
+  EXPECT_EQ(Hint("run", "q", Fp(1)), " / ");
+  // A size recorded without a run has none, whatever the entry's earlier
+  // life held.
+  ASSERT_TRUE(index_->RecordNextSizes("run", "p", {{Fp(1), 10}}).ok());
+  ASSERT_TRUE(index_->RecordNextSizes("run", "q", {{Fp(1), 30}}).ok());
+  EXPECT_EQ(Hint("run", "p", Fp(1)), "10 / ");
+  EXPECT_EQ(Hint("run", "q", Fp(1)), "30 / ");
+}
+
+TEST_P(IndexContractTest, NextSizesAreTheSizesWithoutTheRuns) {
+  ASSERT_TRUE(index_->Insert("run", {{Fp(1), 100}, {Fp(2), 100}}).ok());
+  ASSERT_TRUE(
+      index_
+          ->RecordNextSizes(
+              "run", "p",
+              {{Fp(1), 100, {1, 2}}, {Fp(1), 200, {3}}, {Fp(2), 7, {4, 5, 6}}})
+          .ok());
+  auto sizes = index_->NextSizes("run", "p", {Fp(1), Fp(2), Fp(3)});
+  ASSERT_TRUE(sizes.ok()) << sizes.status();
+  EXPECT_EQ(*sizes, (std::vector<std::vector<uint32_t>>{{200, 100}, {7}, {}}));
+  auto bad = index_->NextHintsOf("run", "has space", {Fp(1)});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  auto bad_ns = index_->NextHintsOf("a:b", "p", {Fp(1)});
+  EXPECT_EQ(bad_ns.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_P(IndexContractTest, CountsEntriesWhereThatIsCheap) {
   ASSERT_TRUE(index_->Insert("a", {{Fp(1), 1}, {Fp(2), 1}, {Fp(1), 1}}).ok());
   ASSERT_TRUE(index_->Insert("b", {{Fp(1), 1}}).ok());
@@ -697,6 +865,120 @@ TEST_P(IndexContractTest, AFullIndexRefusesOnlyNewEntries) {
 INSTANTIATE_TEST_SUITE_P(AllBackends, IndexContractTest,
                          ::testing::ValuesIn(Backends()),
                          [](const auto& info) { return info.param.name; });
+
+#ifdef CHUNKD_WITH_REDIS
+// How the redis backend lays hints out: per parameter key, the list in
+// field "h:<params>" as an older server wrote it, and the run in a field of
+// its own, "r:<params>". One server, so that a plain connection reaches
+// every entry; the cluster runs the same script.
+class RedisHintFieldsTest : public IndexContractTest {
+ protected:
+  void SetUp() override {
+    IndexContractTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto direct =
+        testing::DirectRedis::Connect("127.0.0.1", TheServers().single->port());
+    ASSERT_TRUE(direct.ok()) << direct.status();
+    direct_ = *std::move(direct);
+  }
+
+  // HGET key field: the value, or "(nil)".
+  std::string Field(const std::string& key, const std::string& field) {
+    auto reply = direct_->Command({"HGET", key, field});
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    if (!reply.ok()) return "(error)";
+    if ((*reply)->type == REDIS_REPLY_NIL) return "(nil)";
+    return std::string((*reply)->str, (*reply)->len);
+  }
+
+  // How many HSETs the server ran so far, scripts' included.
+  long long HsetCalls() {
+    auto stats = direct_->Command({"INFO", "commandstats"});
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    if (!stats.ok()) return -1;
+    absl::string_view text((*stats)->str, (*stats)->len);
+    constexpr absl::string_view kCalls = "cmdstat_hset:calls=";
+    const size_t at = text.find(kCalls);
+    if (at == absl::string_view::npos) return 0;
+    absl::string_view rest = text.substr(at + kCalls.size());
+    long long calls = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(rest.substr(0, rest.find(',')), &calls));
+    return calls;
+  }
+
+  std::unique_ptr<testing::DirectRedis> direct_;
+};
+
+// An entry whose hints an older server wrote (the list alone) reads back
+// with that list and no run; recording keeps the list where an older
+// server reads it.
+TEST_P(RedisHintFieldsTest, ListsWithoutARunFieldReadBack) {
+  ASSERT_TRUE(index_->Insert("old", {{Fp(1), 100}, {Fp(2), 100}}).ok());
+  const std::string key = RedisEntryKey("old", Fp(1));
+  ASSERT_TRUE(direct_->Command({"HSET", key, "h:p", "123,456"}).ok());
+  EXPECT_EQ(Hint("old", "p", Fp(1)), "123,456 / ");
+  auto sizes = index_->NextSizes("old", "p", {Fp(1)});
+  ASSERT_TRUE(sizes.ok()) << sizes.status();
+  EXPECT_EQ((*sizes)[0], (std::vector<uint32_t>{123, 456}));
+
+  ASSERT_TRUE(index_->RecordNextSizes("old", "p", {{Fp(1), 456, {1, 2}}}).ok());
+  EXPECT_EQ(Hint("old", "p", Fp(1)), "456,123 / 1,2");
+  EXPECT_EQ(Field(key, "h:p"), "456,123");
+  EXPECT_EQ(Field(key, "r:p"), "1,2");
+  ASSERT_TRUE(index_->RecordNextSizes("old", "p", {{Fp(1), 456}}).ok());
+  EXPECT_EQ(Field(key, "h:p"), "456,123");
+  EXPECT_EQ(Field(key, "r:p"), "");
+
+  // A run field without its list is no hint.
+  const std::string other = RedisEntryKey("old", Fp(2));
+  ASSERT_TRUE(direct_->Command({"HSET", other, "r:p", "7,8"}).ok());
+  EXPECT_EQ(Hint("old", "p", Fp(2)), " / ");
+}
+
+// A record that changes neither the list nor the run writes nothing.
+TEST_P(RedisHintFieldsTest, UnchangedHintsAreNotWrittenAgain) {
+  ASSERT_TRUE(index_->Insert("same", {{Fp(1), 100}}).ok());
+  long long before = HsetCalls();
+  ASSERT_TRUE(
+      index_->RecordNextSizes("same", "p", {{Fp(1), 10, {1, 2, 3}}}).ok());
+  EXPECT_EQ(HsetCalls() - before, 1) << "list and run in one HSET";
+  struct Record {
+    uint32_t next_size;
+    std::vector<uint32_t> run;
+    int writes;
+  };
+  const std::vector<Record> records = {
+      {10, {1, 2, 3}, 0},     // the same
+      {10, {1, 2, 3, 4}, 0},  // the same once cut to kHintRunLength
+      {10, {1, 2}, 1},        // the run alone
+      {20, {1, 2}, 1},        // the list alone
+      {20, {1, 2}, 0},        // the same
+      {10, {}, 1},            // both
+      {10, {}, 0},            // the same
+  };
+  for (size_t i = 0; i < records.size(); ++i) {
+    before = HsetCalls();
+    ASSERT_TRUE(
+        index_
+            ->RecordNextSizes("same", "p",
+                              {{Fp(1), records[i].next_size, records[i].run}})
+            .ok());
+    EXPECT_EQ(HsetCalls() - before, records[i].writes) << "record " << i;
+  }
+  EXPECT_EQ(Hint("same", "p", Fp(1)), "10,20 / ");
+}
+
+const Backend& RedisBackend() {
+  for (const Backend& b : Backends()) {
+    if (b.name == "redis") return b;
+  }
+  std::abort();
+}
+
+INSTANTIATE_TEST_SUITE_P(Redis, RedisHintFieldsTest,
+                         ::testing::Values(RedisBackend()),
+                         [](const auto& info) { return info.param.name; });
+#endif
 
 TEST(NamespaceTest, AcceptsAndRejects) {
   EXPECT_TRUE(ValidateNamespace("backup-2024.v1_a").ok());

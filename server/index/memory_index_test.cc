@@ -8,13 +8,14 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
-#include <utility>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
@@ -425,6 +426,117 @@ TEST(MemoryIndexTablesTest, EveryFingerprintLengthBehavesTheSame) {
   for (const auto& s : *sizes) EXPECT_TRUE(s.empty());
 }
 
+// The hints of `fp` under `params_key` as "sizes / run" (e.g.
+// "200,100 / 4,5"; " / " for none).
+std::string Shown(MemoryIndex& index, absl::string_view ns,
+                  absl::string_view params_key, const std::string& fp) {
+  auto hints = index.NextHintsOf(ns, params_key, {fp});
+  if (!hints.ok()) return std::string(hints.status().message());
+  if (hints->size() != 1) return "(no answer)";
+  return absl::StrCat(absl::StrJoin((*hints)[0].sizes, ","), " / ",
+                      absl::StrJoin((*hints)[0].run, ","));
+}
+
+// An entry's hints under its first parameter key sit in its slot; hints
+// under a second key move its lists to the side map, runs included (and
+// only the run recorded last, never one a slot still held the bytes of).
+TEST(MemoryIndexHintsTest, RunsMoveWithTheirListsToTheSideMap) {
+  MemoryIndex index;
+  ASSERT_TRUE(index.Insert("ns", {{Fp(1), 1}, {Fp(2), 1}}).ok());
+  ASSERT_TRUE(index
+                  .RecordNextSizes("ns", "a",
+                                   {{Fp(1), 100, {1, 2, 3}},
+                                    {Fp(1), 200, {4}},
+                                    {Fp(2), 7, {1, 2, 3}},
+                                    {Fp(2), 7, {}}})
+                  .ok());
+  EXPECT_EQ(Shown(index, "ns", "a", Fp(1)), "200,100 / 4");
+  EXPECT_EQ(Shown(index, "ns", "a", Fp(2)), "7 / ");
+
+  ASSERT_TRUE(
+      index.RecordNextSizes("ns", "b", {{Fp(1), 300, {5, 6}}, {Fp(2), 8, {9}}})
+          .ok());
+  EXPECT_EQ(Shown(index, "ns", "a", Fp(1)), "200,100 / 4");
+  EXPECT_EQ(Shown(index, "ns", "b", Fp(1)), "300 / 5,6");
+  EXPECT_EQ(Shown(index, "ns", "a", Fp(2)), "7 / ");
+  EXPECT_EQ(Shown(index, "ns", "b", Fp(2)), "8 / 9");
+
+  // In the side map, a record replaces the run as in a slot.
+  ASSERT_TRUE(index.RecordNextSizes("ns", "a", {{Fp(1), 100, {7}}}).ok());
+  EXPECT_EQ(Shown(index, "ns", "a", Fp(1)), "100,200 / 7");
+  ASSERT_TRUE(index.RecordNextSizes("ns", "a", {{Fp(1), 100}}).ok());
+  EXPECT_EQ(Shown(index, "ns", "a", Fp(1)), "100,200 / ");
+  ASSERT_TRUE(
+      index.RecordNextSizes("ns", "a", {{Fp(1), 100, {1, 2, 3, 4}}}).ok());
+  EXPECT_EQ(Shown(index, "ns", "a", Fp(1)), "100,200 / 1,2,3");
+  EXPECT_EQ(Shown(index, "ns", "b", Fp(1)), "300 / 5,6");
+
+  // Released, the entry's lists go, side map and all.
+  ASSERT_TRUE(index.Release("ns", {Fp(1)}).ok());
+  ASSERT_TRUE(index.Insert("ns", {{Fp(1), 1}}).ok());
+  EXPECT_EQ(Shown(index, "ns", "a", Fp(1)), " / ");
+  EXPECT_EQ(Shown(index, "ns", "b", Fp(1)), " / ");
+  ASSERT_TRUE(index.RecordNextSizes("ns", "a", {{Fp(1), 100}}).ok());
+  EXPECT_EQ(Shown(index, "ns", "a", Fp(1)), "100 / ");
+}
+
+// Lists longer than a slot holds live in the side map from the start.
+TEST(MemoryIndexHintsTest, RunsWithListsTooLongForASlot) {
+  IndexOptions options;
+  options.next_sizes_length = 4;
+  MemoryIndex index(options);
+  ASSERT_TRUE(index.Insert("ns", {{Fp(1), 1}, {Fp(2), 1}}).ok());
+  for (uint32_t size = 1; size <= 5; ++size) {
+    ASSERT_TRUE(index
+                    .RecordNextSizes(
+                        "ns", "p", {{Fp(1), size, {10 * size, 10 * size + 1}}})
+                    .ok());
+  }
+  EXPECT_EQ(Shown(index, "ns", "p", Fp(1)), "5,4,3,2 / 50,51");
+  ASSERT_TRUE(index.RecordNextSizes("ns", "p", {{Fp(1), 3}}).ok());
+  EXPECT_EQ(Shown(index, "ns", "p", Fp(1)), "3,5,4,2 / ");
+  ASSERT_TRUE(
+      index.RecordNextSizes("ns", "p", {{Fp(1), 3, {1, 2, 3, 4, 5}}}).ok());
+  EXPECT_EQ(Shown(index, "ns", "p", Fp(1)), "3,5,4,2 / 1,2,3");
+  ASSERT_TRUE(index.RecordNextSizes("ns", "q", {{Fp(1), 9, {8}}}).ok());
+  EXPECT_EQ(Shown(index, "ns", "q", Fp(1)), "9 / 8");
+  EXPECT_EQ(Shown(index, "ns", "p", Fp(1)), "3,5,4,2 / 1,2,3");
+  EXPECT_EQ(Shown(index, "ns", "p", Fp(2)), " / ");
+  ASSERT_TRUE(index.Release("ns", {Fp(1)}).ok());
+  ASSERT_TRUE(index.Insert("ns", {{Fp(1), 1}}).ok());
+  EXPECT_EQ(Shown(index, "ns", "p", Fp(1)), " / ");
+  EXPECT_EQ(Shown(index, "ns", "q", Fp(1)), " / ");
+}
+
+// Slots holding lists under 4095 parameter keys take every id: hints under
+// a key without an id go to the side map, runs included, and move an
+// entry's slot there.
+TEST(MemoryIndexHintsTest, RunsUnderAParamsKeyWithoutId) {
+  constexpr int kIds = 4095;  // MemoryIndex::kMaxParamsIds
+  MemoryIndex index;
+  std::vector<InsertEntry> entries;
+  for (int i = 0; i <= kIds; ++i) entries.push_back({Fp(i), 1});
+  ASSERT_TRUE(index.Insert("ns", entries).ok());
+  for (int i = 0; i < kIds; ++i) {
+    ASSERT_TRUE(index
+                    .RecordNextSizes("ns", absl::StrCat("p", i),
+                                     {{Fp(i), 100, {static_cast<uint32_t>(i)}}})
+                    .ok());
+  }
+  ASSERT_EQ(index.ParamsKeyCount(), static_cast<size_t>(kIds));
+  ASSERT_TRUE(
+      index.RecordNextSizes("ns", "extra", {{Fp(kIds), 7, {8, 9}}}).ok());
+  EXPECT_EQ(index.ParamsKeyCount(), static_cast<size_t>(kIds))
+      << "\"extra\" got an id";
+  EXPECT_EQ(Shown(index, "ns", "extra", Fp(kIds)), "7 / 8,9");
+  ASSERT_TRUE(index.RecordNextSizes("ns", "extra", {{Fp(7), 5, {6}}}).ok());
+  EXPECT_EQ(Shown(index, "ns", "extra", Fp(7)), "5 / 6");
+  EXPECT_EQ(Shown(index, "ns", "p7", Fp(7)), "100 / 7");
+  EXPECT_EQ(Shown(index, "ns", "p8", Fp(8)), "100 / 8");
+  ASSERT_TRUE(index.RecordNextSizes("ns", "extra", {{Fp(7), 5}}).ok());
+  EXPECT_EQ(Shown(index, "ns", "extra", Fp(7)), "5 / ");
+}
+
 // A namespace is known while it has entries; its id then goes to another
 // namespace, which never sees the first one's entries.
 TEST(MemoryIndexTablesTest, EmptiedNamespacesAreForgottenAndIdsReused) {
@@ -503,7 +615,7 @@ TEST(MemoryIndexTablesTest, NamespacesComingAndGoingConcurrently) {
 // The semantics of the index, plainly: what MemoryIndex must agree with.
 struct ModelEntry {
   uint64_t refs = 0;
-  std::map<std::string, std::vector<uint32_t>> hints;  // by params key
+  std::map<std::string, NextHints> hints;  // by params key
 };
 using Model = std::map<std::pair<std::string, std::string>, ModelEntry>;
 
@@ -544,26 +656,33 @@ void CheckRecordNextSizes(MemoryIndex& index, Model& model,
   for (const NextSize& h : hints) {
     auto it = model.find({ns, h.fingerprint});
     if (it == model.end()) continue;
-    std::vector<uint32_t>& sizes = it->second.hints[p];
+    NextHints& hints = it->second.hints[p];
+    std::vector<uint32_t>& sizes = hints.sizes;
     sizes.erase(std::remove(sizes.begin(), sizes.end(), h.next_size),
                 sizes.end());
     sizes.insert(sizes.begin(), h.next_size);
     if (sizes.size() > length) sizes.pop_back();
+    hints.run.assign(h.run.begin(),
+                     h.run.begin() + std::min(h.run.size(), kHintRunLength));
   }
 }
 
-void CheckNextSizes(MemoryIndex& index, const Model& model,
+void CheckNextHints(MemoryIndex& index, const Model& model,
                     const std::string& ns, const std::string& p,
                     const std::vector<std::string>& batch) {
-  auto r = index.NextSizes(ns, p, batch);
+  auto r = index.NextHintsOf(ns, p, batch);
   ASSERT_TRUE(r.ok());
+  auto sizes = index.NextSizes(ns, p, batch);
+  ASSERT_TRUE(sizes.ok());
   for (size_t i = 0; i < batch.size(); ++i) {
     auto it = model.find({ns, batch[i]});
-    std::vector<uint32_t> expected;
+    NextHints expected;
     if (it != model.end() && it->second.hints.count(p) != 0) {
       expected = it->second.hints.at(p);
     }
-    ASSERT_EQ((*r)[i], expected) << i;
+    ASSERT_EQ((*r)[i].sizes, expected.sizes) << i;
+    ASSERT_EQ((*r)[i].run, expected.run) << i;
+    ASSERT_EQ((*sizes)[i], expected.sizes) << i;
   }
 }
 
@@ -578,8 +697,9 @@ void CheckLookup(MemoryIndex& index, const Model& model, const std::string& ns,
 
 // Random inserts, releases, lookups and hints over a few namespaces,
 // fingerprints of the three kinds of table and three parameter keys (so
-// that hint lists move from slots to the side map), checked call by call
-// against the model. Bounded: 6000 calls per list length.
+// that hint lists move from slots to the side map) with runs of 0 to
+// kHintRunLength + 1 sizes, checked call by call against the model.
+// Bounded: 6000 calls per list length.
 TEST(MemoryIndexTablesTest, AgreesWithAPlainModel) {
   const std::vector<std::string> namespaces = {"a", "b", "c"};
   const std::vector<std::string> params = {"p1", "p2", "p3"};
@@ -606,7 +726,10 @@ TEST(MemoryIndexTablesTest, AgreesWithAPlainModel) {
       std::vector<NextSize> hints;
       for (uint64_t n = 1 + next(3); n > 0; --n) {
         batch.push_back(fps[next(fps.size())]);
-        hints.push_back({batch.back(), static_cast<uint32_t>(100 + next(4))});
+        std::vector<uint32_t> run(next(kHintRunLength + 2));
+        for (uint32_t& size : run) size = static_cast<uint32_t>(1 + next(3));
+        hints.push_back(
+            {batch.back(), static_cast<uint32_t>(100 + next(4)), run});
       }
       const std::string& p = params[next(params.size())];
       const uint64_t op = next(5);
@@ -614,7 +737,7 @@ TEST(MemoryIndexTablesTest, AgreesWithAPlainModel) {
       if (op == 0) CheckInsert(index, model, ns, batch);
       if (op == 1) CheckRelease(index, model, ns, batch);
       if (op == 2) CheckRecordNextSizes(index, model, ns, p, hints, length);
-      if (op == 3) CheckNextSizes(index, model, ns, p, batch);
+      if (op == 3) CheckNextHints(index, model, ns, p, batch);
       if (op == 4) CheckLookup(index, model, ns, batch);
       ASSERT_FALSE(HasFatalFailure());
       ASSERT_EQ(index.EntryCount(), model.size());
