@@ -59,6 +59,7 @@ struct Result {
   uint64_t skipped = 0;
   uint64_t accepted = 0;
   uint64_t cache_hits = 0;
+  uint64_t in_runs = 0;
   std::set<uint64_t> ends;  // boundaries, offsets in the concatenation
 };
 
@@ -119,6 +120,7 @@ Result Run(const std::vector<std::vector<uint8_t>>& streams, Config config,
     r.skipped += t.hint_skipped_bytes;
     r.accepted += t.hints_accepted;
     r.cache_hits += t.cache_hits;
+    r.in_runs += t.hints_in_runs;
     base += data.size();
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -207,8 +209,8 @@ int main(int argc, char** argv) {
       "rounds)\n\n"
       "| dataset | dedup ratio | hints | cache | CPU s/GB | CPU vs off | "
       "chunking s/GB | chunking vs off | Dedup GB/s | skipped | "
-      "from the cache | boundaries moved |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+      "from the cache | in runs | boundaries moved |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
       threads, repetitions);
   for (const Dataset& d : datasets) {
     std::vector<Rounds> rounds(std::size(tests));
@@ -231,7 +233,7 @@ int main(int argc, char** argv) {
       for (uint64_t e : r.ends) moved += off.first.ends.count(e) == 0;
       table += absl::StrFormat(
           "| %s | %.1f | %s | %s | %.3f | %.2f× | %.4f | %.2f | %.2f | "
-          "%.0f%% | %.0f%% | %d |\n",
+          "%.0f%% | %.0f%% | %.0f%% | %d |\n",
           d.name,
           static_cast<double>(r.bytes) /
               static_cast<double>(std::max<uint64_t>(1, r.unique)),
@@ -239,7 +241,8 @@ int main(int argc, char** argv) {
           tests[t].cache ? "yes" : "no", cpu / gb, cpu / off_cpu, chunk / gb,
           chunk / off_chunk, gb / Median(rounds[t].seconds),
           100.0 * r.skipped / r.bytes,
-          100.0 * r.cache_hits / std::max<uint64_t>(1, r.accepted), moved);
+          100.0 * r.cache_hits / std::max<uint64_t>(1, r.accepted),
+          100.0 * r.in_runs / std::max<uint64_t>(1, r.accepted), moved);
     }
   }
   std::fputs(table.c_str(), stdout);

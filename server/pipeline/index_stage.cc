@@ -34,7 +34,7 @@ void IndexStage::Learn(const CutChunk& cut) {
     open_.pop_front();
   }
   if (cut.learnable && has_last_) {
-    open_.emplace_back(last_fp_, hint);
+    open_.emplace_back(last_fp_, hint).run.reserve(index::kHintRunLength);
     // The cache learns it too when it holds both chunks.
     if (cut.keyed && last_keyed_) options_.cache->Learn(last_key_, hint);
   }
