@@ -67,6 +67,18 @@ void CpuRelax() {
 #endif
 }
 
+void SpinWhileIdle(const std::atomic<size_t>& queued,
+                   std::chrono::microseconds spin) {
+  constexpr int kPausesPerClockRead = 16;
+  const auto until = std::chrono::steady_clock::now() + spin;
+  do {
+    for (int i = 0; i < kPausesPerClockRead; ++i) {
+      if (queued.load(std::memory_order_acquire) != 0) return;
+      CpuRelax();
+    }
+  } while (std::chrono::steady_clock::now() < until);
+}
+
 void ParallelForWithHelpers(
     size_t n, size_t helpers, absl::FunctionRef<void(size_t)> fn,
     absl::FunctionRef<void(std::function<void()>)> submit) {
@@ -119,11 +131,7 @@ void ThreadPoolExecutor::Run() {
     // Spin briefly before sleeping: a sleeping thread can take hundreds of
     // microseconds to wake up (on VMs especially), longer than a stage-1
     // round, and the engine issues its rounds back to back.
-    const auto spin_until = std::chrono::steady_clock::now() + kSpin;
-    while (queued_.load(std::memory_order_acquire) == 0 &&
-           std::chrono::steady_clock::now() < spin_until) {
-      CpuRelax();
-    }
+    SpinWhileIdle(queued_, kSpin);
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(mu_);

@@ -72,6 +72,12 @@ inline void RunParallel(Executor* executor, size_t n,
 // A pause hint for spin-wait loops.
 void CpuRelax();
 
+// Spins until `queued` is not zero or `spin` has passed, whichever comes
+// first, reading the clock only every few pauses (a clock read costs about
+// as much as the pause itself, and the spin's CPU time is pure overhead).
+void SpinWhileIdle(const std::atomic<size_t>& queued,
+                   std::chrono::microseconds spin);
+
 // An executor that owns parallelism - 1 threads; the thread calling
 // ParallelFor is the remaining one, so ThreadPoolExecutor(4) keeps at most 4
 // threads busy. For chunkctl, benchmarks and tests; the server uses

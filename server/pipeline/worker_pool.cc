@@ -53,11 +53,7 @@ void WorkerPool::Run() {
       std::lock_guard<std::mutex> lock(mu_);
       ++idle_;
     }
-    const auto spin_until = std::chrono::steady_clock::now() + kSpin;
-    while (queued_.load(std::memory_order_acquire) == 0 &&
-           std::chrono::steady_clock::now() < spin_until) {
-      chunking::CpuRelax();
-    }
+    chunking::SpinWhileIdle(queued_, kSpin);
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(mu_);
