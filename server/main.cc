@@ -122,7 +122,7 @@ ABSL_FLAG(uint64_t, memory_budget, uint64_t{1} << 30,
           "--max_streams x --max_message_bytes, so an idle stream never "
           "blocks the others");
 ABSL_FLAG(int64_t, index_max_entries, -1,
-          "entries the memory index may hold (at most about 165 bytes each "
+          "entries the memory index may hold (at most about 180 bytes each "
           "with hints and write-token records; the default counts 400, "
           "leaving room); a Dedup that would add one more "
           "ends with RESOURCE_EXHAUSTED; -1 means what half of "
