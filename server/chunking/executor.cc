@@ -67,16 +67,24 @@ void CpuRelax() {
 #endif
 }
 
-void SpinWhileIdle(const std::atomic<size_t>& queued,
-                   std::chrono::microseconds spin) {
+void IdleSpin::Spin(const std::atomic<size_t>& queued) {
   constexpr int kPausesPerClockRead = 16;
-  const auto until = std::chrono::steady_clock::now() + spin;
+  idle_since_ = std::chrono::steady_clock::now();
+  const auto until = idle_since_ + budget_;
   do {
     for (int i = 0; i < kPausesPerClockRead; ++i) {
       if (queued.load(std::memory_order_acquire) != 0) return;
       CpuRelax();
     }
   } while (std::chrono::steady_clock::now() < until);
+}
+
+void IdleSpin::TookTask() {
+  const auto waited = std::chrono::steady_clock::now() - idle_since_;
+  if (waited >= kMaxSpin) return;  // a gap: says nothing about rounds
+  recent_ = (3 * recent_ + waited) / 4;
+  budget_ = std::clamp<std::chrono::nanoseconds>(4 * recent_, kMinSpin,
+                                                 kMaxSpin);
 }
 
 void ParallelForWithHelpers(
@@ -127,11 +135,12 @@ void ThreadPoolExecutor::ParallelFor(size_t n,
 }
 
 void ThreadPoolExecutor::Run() {
+  IdleSpin spin;
   for (;;) {
     // Spin briefly before sleeping: a sleeping thread can take hundreds of
     // microseconds to wake up (on VMs especially), longer than a stage-1
     // round, and the engine issues its rounds back to back.
-    SpinWhileIdle(queued_, kSpin);
+    spin.Spin(queued_);
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -141,6 +150,7 @@ void ThreadPoolExecutor::Run() {
       queue_.pop_front();
       queued_.fetch_sub(1, std::memory_order_relaxed);
     }
+    spin.TookTask();
     task();
   }
 }

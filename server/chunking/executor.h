@@ -72,25 +72,48 @@ inline void RunParallel(Executor* executor, size_t n,
 // A pause hint for spin-wait loops.
 void CpuRelax();
 
-// Spins until `queued` is not zero or `spin` has passed, whichever comes
-// first, reading the clock only every few pauses (a clock read costs about
-// as much as the pause itself, and the spin's CPU time is pure overhead).
-void SpinWhileIdle(const std::atomic<size_t>& queued,
-                   std::chrono::microseconds spin);
+// How long a pool's idle worker spins before it sleeps. Waking a sleeping
+// thread can take longer than one of the engine's stage-1 rounds (tens of
+// microseconds on VMs), and the rounds of a piece come back to back, so a
+// worker spins; but between a stream's messages the pool waits on the
+// network for much longer, and every microsecond spun there is CPU time
+// for nothing. So the spin lasts about four times the recent waits between
+// tasks that were short (under kMaxSpin; longer ones are such gaps and
+// teach nothing), between kMinSpin and kMaxSpin: short rounds keep the
+// worker awake, and a gap costs a short spin.
+//
+// Thread safety: one per worker thread.
+class IdleSpin {
+ public:
+  static constexpr std::chrono::microseconds kMinSpin{10};
+  static constexpr std::chrono::microseconds kMaxSpin{100};
+
+  // The worker is idle: spins until `queued` is not zero or the budget has
+  // passed, reading the clock only every few pauses.
+  void Spin(const std::atomic<size_t>& queued);
+  // The worker took a task: the wait since Spin() began teaches the budget.
+  void TookTask();
+
+  std::chrono::nanoseconds budget() const { return budget_; }
+
+ private:
+  std::chrono::steady_clock::time_point idle_since_;
+  std::chrono::nanoseconds recent_ = kMaxSpin / 4;  // average short wait
+  std::chrono::nanoseconds budget_ = kMaxSpin;
+};
 
 // An executor that owns parallelism - 1 threads; the thread calling
 // ParallelFor is the remaining one, so ThreadPoolExecutor(4) keeps at most 4
 // threads busy. For chunkctl, benchmarks and tests; the server uses
-// pipeline::WorkerPool. An idle thread spins for kSpin before it sleeps, so
-// that back-to-back ParallelFor calls (the engine's rounds) find it awake.
+// pipeline::WorkerPool. An idle thread spins (IdleSpin) before it sleeps,
+// so that back-to-back ParallelFor calls (the engine's rounds) find it
+// awake.
 //
 // Thread safety: as Executor. Copy and move disabled. The destructor waits for
 // the helper tasks already queued (they return at once when their
 // ParallelFor is over).
 class ThreadPoolExecutor final : public Executor {
  public:
-  static constexpr std::chrono::microseconds kSpin{100};
-
   // REQUIRES: parallelism >= 1 (0 is treated as 1).
   explicit ThreadPoolExecutor(size_t parallelism);
   ~ThreadPoolExecutor() override;

@@ -87,5 +87,43 @@ TEST(ExecutorTest, NestedInsideTheOnlyPoolThread) {
   EXPECT_TRUE(done.load());
 }
 
+// The spin follows the short waits between tasks: it shrinks to kMinSpin
+// while tasks come at once, ignores a gap longer than kMaxSpin, and grows
+// again after a wait it could have caught.
+TEST(IdleSpinTest, BudgetFollowsTheShortWaits) {
+  IdleSpin spin;
+  EXPECT_EQ(spin.budget(), IdleSpin::kMaxSpin);
+  std::atomic<size_t> queued{1};  // a task is always there: no spinning
+  // Bounded; a preempted round may delay it (a load-free run takes ~20).
+  for (int i = 0; i < 1000 && spin.budget() > IdleSpin::kMinSpin; ++i) {
+    spin.Spin(queued);
+    spin.TookTask();
+  }
+  EXPECT_EQ(spin.budget(), IdleSpin::kMinSpin);
+  spin.Spin(queued);
+  std::this_thread::sleep_for(2 * IdleSpin::kMaxSpin);
+  spin.TookTask();
+  EXPECT_EQ(spin.budget(), IdleSpin::kMinSpin) << "a gap teaches nothing";
+  for (int i = 0; i < 100 && spin.budget() == IdleSpin::kMinSpin; ++i) {
+    spin.Spin(queued);
+    // A wait of 40 us (busy: a sleep may well oversleep past kMaxSpin).
+    const auto until =
+        std::chrono::steady_clock::now() + IdleSpin::kMaxSpin * 2 / 5;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    spin.TookTask();
+  }
+  EXPECT_GT(spin.budget(), IdleSpin::kMinSpin);
+}
+
+// With nothing queued the spin gives up after its budget.
+TEST(IdleSpinTest, SpinEndsAfterItsBudget) {
+  IdleSpin spin;
+  std::atomic<size_t> queued{0};
+  const auto start = std::chrono::steady_clock::now();
+  spin.Spin(queued);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, spin.budget());
+}
+
 }  // namespace
 }  // namespace chunkd::chunking

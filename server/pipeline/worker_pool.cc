@@ -48,12 +48,13 @@ size_t WorkerPool::queue_depth() const {
 }
 
 void WorkerPool::Run() {
+  chunking::IdleSpin spin;
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++idle_;
     }
-    chunking::SpinWhileIdle(queued_, kSpin);
+    spin.Spin(queued_);
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -64,6 +65,7 @@ void WorkerPool::Run() {
       queue_.pop_front();
       queued_.fetch_sub(1, std::memory_order_relaxed);
     }
+    spin.TookTask();
     task();
   }
 }

@@ -10,9 +10,10 @@
 // segments inline (MFMS), instead of flooding the queue with helpers that
 // would start too late to help.
 //
-// An idle worker spins for kSpin before it sleeps: waking a sleeping thread
-// can take hundreds of microseconds (on VMs especially), longer than one of
-// the engine's stage-1 rounds, which come back to back.
+// An idle worker spins before it sleeps (chunking::IdleSpin): waking a
+// sleeping thread can take longer than one of the engine's stage-1 rounds,
+// which come back to back, while between messages the pool waits on the
+// network and a long spin is CPU time for nothing.
 //
 // Thread safety: Submit() and ParallelFor() may be called from any thread,
 // including from a task. The destructor runs every task already submitted,
@@ -21,7 +22,6 @@
 #define CHUNKD_PIPELINE_WORKER_POOL_H_
 
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -37,7 +37,6 @@ namespace chunkd::pipeline {
 
 class WorkerPool final : public chunking::Executor {
  public:
-  static constexpr std::chrono::microseconds kSpin{100};
 
   // REQUIRES: threads >= 1.
   explicit WorkerPool(size_t threads);
