@@ -79,12 +79,13 @@ void IdleSpin::Spin(const std::atomic<size_t>& queued) {
   } while (std::chrono::steady_clock::now() < until);
 }
 
-void IdleSpin::TookTask() {
-  const auto waited = std::chrono::steady_clock::now() - idle_since_;
+void IdleSpin::TookTask(std::chrono::steady_clock::time_point queued_at) {
+  const auto waited =
+      std::max(queued_at, idle_since_) - idle_since_;  // 0: it was there
   if (waited >= kMaxSpin) return;  // a gap: says nothing about rounds
   recent_ = (3 * recent_ + waited) / 4;
-  budget_ = std::clamp<std::chrono::nanoseconds>(4 * recent_, kMinSpin,
-                                                 kMaxSpin);
+  budget_ =
+      std::clamp<std::chrono::nanoseconds>(4 * recent_, kMinSpin, kMaxSpin);
 }
 
 void ParallelForWithHelpers(
@@ -123,15 +124,15 @@ ThreadPoolExecutor::~ThreadPoolExecutor() {
 
 void ThreadPoolExecutor::ParallelFor(size_t n,
                                      absl::FunctionRef<void(size_t)> fn) {
-  ParallelForWithHelpers(n, threads_.size(), fn,
-                         [this](std::function<void()> task) {
-                           {
-                             std::lock_guard<std::mutex> lock(mu_);
-                             queue_.push_back(std::move(task));
-                             queued_.fetch_add(1, std::memory_order_release);
-                           }
-                           cv_.notify_one();
-                         });
+  ParallelForWithHelpers(
+      n, threads_.size(), fn, [this](std::function<void()> task) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          queue_.push_back({std::move(task), std::chrono::steady_clock::now()});
+          queued_.fetch_add(1, std::memory_order_release);
+        }
+        cv_.notify_one();
+      });
 }
 
 void ThreadPoolExecutor::Run() {
@@ -142,15 +143,17 @@ void ThreadPoolExecutor::Run() {
     // round, and the engine issues its rounds back to back.
     spin.Spin(queued_);
     std::function<void()> task;
+    std::chrono::steady_clock::time_point queued_at;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping, and nothing left to run
-      task = std::move(queue_.front());
+      task = std::move(queue_.front().task);
+      queued_at = queue_.front().at;
       queue_.pop_front();
       queued_.fetch_sub(1, std::memory_order_relaxed);
     }
-    spin.TookTask();
+    spin.TookTask(queued_at);
     task();
   }
 }

@@ -1,8 +1,9 @@
 // Executor: how the chunking engine runs independent tasks (stage-1 segments,
-// docs/design.md, "The two-stage engine") in parallel, without the chunking library depending on any
-// particular thread pool. pipeline::WorkerPool implements it for the service;
-// ThreadPoolExecutor below is a small owning pool for tools, benchmarks and
-// tests. A null Executor* means "run everything on the calling thread".
+// docs/design.md, "The two-stage engine") in parallel, without the chunking
+// library depending on any particular thread pool. pipeline::WorkerPool
+// implements it for the service; ThreadPoolExecutor below is a small owning
+// pool for tools, benchmarks and tests. A null Executor* means "run everything
+// on the calling thread".
 //
 // The contract that makes a shared pool safe. ParallelFor(n, fn) runs fn(i)
 // once for every i in [0, n). The calling thread takes part: it claims indices
@@ -91,8 +92,15 @@ class IdleSpin {
   // The worker is idle: spins until `queued` is not zero or the budget has
   // passed, reading the clock only every few pauses.
   void Spin(const std::atomic<size_t>& queued);
-  // The worker took a task: the wait since Spin() began teaches the budget.
-  void TookTask();
+  // A task queued with the time it was queued at.
+  struct Queued {
+    std::function<void()> task;
+    std::chrono::steady_clock::time_point at;
+  };
+  // The worker took a task queued at `queued_at`: how long the worker had
+  // waited for it (up to when it was queued, not when the worker woke: a
+  // late wake-up says nothing about the rounds) teaches the budget.
+  void TookTask(std::chrono::steady_clock::time_point queued_at);
 
   std::chrono::nanoseconds budget() const { return budget_; }
 
@@ -126,9 +134,9 @@ class ThreadPoolExecutor final : public Executor {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // guarded by mu_
-  std::atomic<size_t> queued_{0};            // queue_.size(), for spinning
-  bool stopping_ = false;                    // guarded by mu_
+  std::deque<IdleSpin::Queued> queue_;  // guarded by mu_
+  std::atomic<size_t> queued_{0};       // queue_.size(), for spinning
+  bool stopping_ = false;               // guarded by mu_
   std::vector<std::thread> threads_;
 };
 

@@ -933,6 +933,11 @@ TEST_P(RedisHintFieldsTest, ListsWithoutARunFieldReadBack) {
   const std::string other = RedisEntryKey("old", Fp(2));
   ASSERT_TRUE(direct_->Command({"HSET", other, "r:p", "7,8"}).ok());
   EXPECT_EQ(Hint("old", "p", Fp(2)), " / ");
+
+  // A longer run (another version's) reads as its first kHintRunLength.
+  ASSERT_TRUE(
+      direct_->Command({"HSET", other, "h:p", "9", "r:p", "1,2,3,4,5"}).ok());
+  EXPECT_EQ(Hint("old", "p", Fp(2)), "9 / 1,2,3");
 }
 
 // A record that changes neither the list nor the run writes nothing.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
@@ -327,6 +328,9 @@ void MemoryIndex::DropParamsUse(uint32_t id) {
 
 namespace {
 
+static_assert(std::size(InlineHints{}.run) >= kHintRunLength,
+              "a slot holds a whole run");
+
 // Moves `size` to the front of the most-recently-used list `sizes` (each
 // size once, at most `length`).
 void MoveToFront(std::vector<uint32_t>& sizes, uint32_t size, size_t length) {
@@ -357,7 +361,7 @@ void MemoryIndex::RecordHint(Shard& shard, const TableKey& key, Name* params,
     }
     InlineHints& hints = slot->value;
     const uint32_t id = hints.params & kParamsIdMask;
-    size_t count = (hints.params >> kParamsCountShift) & kParamsCountMask;
+    size_t count = (hints.params >> kParamsCountShift) & kParamsFieldMask;
     if (fits && id == params->id) {
       // Most recent first, each size once, at most next_sizes_length_.
       size_t at = 0;
@@ -374,7 +378,7 @@ void MemoryIndex::RecordHint(Shard& shard, const TableKey& key, Name* params,
     }
     // Another parameter key (or one without an id): the entry's lists move
     // to the side map.
-    const size_t run = (hints.params >> kParamsRunShift) & kParamsCountMask;
+    const size_t run = (hints.params >> kParamsRunShift) & kParamsFieldMask;
     shard.hints[HintsKey(key)].push_back(
         {params_.ById(id)->name,
          {std::vector<uint32_t>(hints.sizes, hints.sizes + count),
@@ -407,8 +411,8 @@ NextHints MemoryIndex::HintsOf(Shard& shard, const TableKey& key,
     inline_hints.emplace();
     if (params != nullptr && (hints.params & kParamsIdMask) == params->id) {
       const size_t count =
-          (hints.params >> kParamsCountShift) & kParamsCountMask;
-      const size_t run = (hints.params >> kParamsRunShift) & kParamsCountMask;
+          (hints.params >> kParamsCountShift) & kParamsFieldMask;
+      const size_t run = (hints.params >> kParamsRunShift) & kParamsFieldMask;
       inline_hints->sizes.assign(hints.sizes, hints.sizes + count);
       inline_hints->run.assign(hints.run, hints.run + run);
     }

@@ -12,21 +12,21 @@
 // entry or call uses them; at most kMaxNamespaceId (4,194,303) namespaces
 // have entries at once (an Insert that would add one more fails with
 // RESOURCE_EXHAUSTED saying so). Next-size hints: an entry's one list of up to
-// 2 sizes under one parameter key (the default, and what a Dedup records) is a
-// slot of a second such table, 48 bytes; longer lists and more keys per entry
-// are kept in a hash map beside them, as before.
+// 2 sizes and its run of up to 3 under one parameter key (the default, and
+// what a Dedup records) is a slot of a second such table, 60 bytes; longer
+// lists and more keys per entry are kept in a hash map beside them.
 //
 // Memory (docs/design.md, "The memory backend"). The tables grow by 1.25x
 // when 90% full, so they stay 72% to 90% full: 49 to 61 bytes per SHA-256
-// entry, plus 53 to 67 with next-size hints, 128 in all at most (measured
-// by memory_index_footprint, resident bytes: 53 and 112 at 1M entries, 49
-// and 103 at 10M). A shard's table that grows holds its old array until
+// entry, plus 67 to 83 with next-size hints, 144 in all at most (measured
+// by memory_index_footprint, resident bytes: 53 and 126 at 1M entries, 49
+// and 117 at 10M). A shard's table that grows holds its old array until
 // it has moved every entry: 1/64 of the index, briefly, 2.25 times over.
 // Tables do not shrink when entries are released. Write-token positions:
 // about 9 bytes each while remembered. For a memory budget, count 61 bytes
-// per entry, 128 with hints (a Dedup with next-size hints records them for
+// per entry, 144 with hints (a Dedup with next-size hints records them for
 // nearly every chunk), plus up to 36 for the write-token records that
-// max_entries allows (see below): 1 GiB holds about 11M entries, 6.5M with
+// max_entries allows (see below): 1 GiB holds about 11M entries, 6M with
 // hints.
 //
 // Limit (IndexOptions::max_entries, 0 = unlimited). The number of entries
@@ -197,7 +197,7 @@ class MemoryIndex final : public FingerprintIndex {
   static constexpr uint32_t kParamsIdMask = 0xffff;
   static constexpr int kParamsCountShift = 16;
   static constexpr int kParamsRunShift = 20;
-  static constexpr uint32_t kParamsCountMask = 0xf;
+  static constexpr uint32_t kParamsFieldMask = 0xf;  // each count's bits
 
   // What one stream wrote at kTokenBlockPositions consecutive positions:
   // per position the result returned then plus one (0: not written). An

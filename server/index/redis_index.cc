@@ -687,9 +687,13 @@ class NextHintsOp final : public RedisIndex::BatchOp {
       return false;
     }
     if (run.type == REDIS_REPLY_NIL) return true;
-    return run.type == REDIS_REPLY_STRING &&
-           ParseSizes(absl::string_view(run.str, run.len), &h.run) &&
-           h.run.size() <= kHintRunLength;
+    if (run.type != REDIS_REPLY_STRING ||
+        !ParseSizes(absl::string_view(run.str, run.len), &h.run)) {
+      return false;
+    }
+    // A longer run (written by another version) is as good as its start.
+    if (h.run.size() > kHintRunLength) h.run.resize(kHintRunLength);
+    return true;
   }
 
   std::vector<NextHints> hints;

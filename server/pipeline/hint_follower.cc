@@ -39,7 +39,12 @@ HintFollower::HintFollower(Options options,
 
 absl::Status HintFollower::Cut(absl::string_view piece, bool at_end,
                                CutSink* sink) {
-  absl::Status status = Advance(piece, at_end, sink);
+  // The end of the stream is taken alone: the tests read the end of the
+  // bytes they see as the stream's end only when nothing more waits.
+  absl::Status status = Advance(piece, at_end && piece.empty(), sink);
+  if (status.ok() && at_end && !piece.empty()) {
+    status = Advance(absl::string_view(), /*at_end=*/true, sink);
+  }
   // What is left of the caller's bytes must outlive this call.
   held_.Keep();
   if (!status.ok()) return status;
@@ -216,7 +221,8 @@ size_t HintFollower::RunChunks(absl::string_view bytes, bool at_end,
                                uint32_t* hints) const {
   size_t count = 0;
   size_t at = 0;
-  for (size_t i = 0; i <= run_.size(); ++i) {
+  const size_t run = std::min(run_.size(), index::kHintRunLength);
+  for (size_t i = 0; i <= run; ++i) {
     const uint32_t hint = i == 0 ? candidates_[0] : run_[i - 1];
     const size_t size = HintSize(hint);
     const absl::string_view rest = bytes.substr(at);
@@ -260,7 +266,6 @@ absl::Status HintFollower::FollowRun(absl::string_view bytes, bool at_end,
     found[i].fingerprint = std::move(fps[i]);
     if (cached) found[i].key = keys[i];
     const auto& hit = hits[i];
-    if (cached) ++(hit.has_value() ? totals_->cache_hits : totals_->cache_misses);
     found[i].next_known = hit.has_value() && hit->num_sizes > 0;
     if (found[i].next_known) {
       found[i].next.assign(hit->sizes.begin(),
@@ -284,12 +289,16 @@ absl::Status HintFollower::FollowRun(absl::string_view bytes, bool at_end,
   }
   *took = true;
   for (size_t i = 0; i < count; ++i) {
+    // Counted as Accept() counts: the chunks tried, the last maybe failing.
     ++totals_->hints_tried;
+    if (cached) {
+      ++(hits[i].has_value() ? totals_->cache_hits : totals_->cache_misses);
+    }
     if (found[i].next.empty()) {
       // Not these bytes' cut: the other candidates at this position remain.
       ++totals_->hints_rejected;
-      auto rejected = std::find(candidates_.begin(), candidates_.end(),
-                                hints[i]);
+      auto rejected =
+          std::find(candidates_.begin(), candidates_.end(), hints[i]);
       if (rejected == candidates_.begin()) run_.clear();
       if (rejected != candidates_.end()) candidates_.erase(rejected);
       return absl::OkStatus();

@@ -54,9 +54,11 @@ struct Stream {
   size_t by_follower = 0;
 };
 
-// One stream of `data` in pieces of `piece` bytes, through a follower.
+// One stream of `data` in pieces of `piece` bytes, through a follower; the
+// end comes with the last piece when `end_with_last`, else alone.
 Stream Follow(index::FingerprintIndex* idx, const std::vector<uint8_t>& data,
-              size_t piece, HintCache* cache = nullptr) {
+              size_t piece, HintCache* cache = nullptr,
+              bool end_with_last = false) {
   Stream run;
   const std::string params_key = HintParamsKey(Params());
   const HintCache::Scope scope =
@@ -81,10 +83,15 @@ Stream Follow(index::FingerprintIndex* idx, const std::vector<uint8_t>& data,
   const absl::string_view all(reinterpret_cast<const char*>(data.data()),
                               data.size());
   for (size_t at = 0; at < all.size(); at += piece) {
-    EXPECT_TRUE((*follower)->Cut(all.substr(at, piece), false, &sink).ok());
+    const bool last = at + piece >= all.size();
+    EXPECT_TRUE(
+        (*follower)->Cut(all.substr(at, piece), end_with_last && last, &sink)
+            .ok());
     EXPECT_EQ(index.pending(), 0u) << "commits before it returns";
   }
-  EXPECT_TRUE((*follower)->Cut(absl::string_view(), true, &sink).ok());
+  if (!end_with_last) {
+    EXPECT_TRUE((*follower)->Cut(absl::string_view(), true, &sink).ok());
+  }
   EXPECT_EQ(index.pending(), 0u);
   run.records = std::move(sink.records);
   run.by_chunker = sink.by_chunker;
@@ -134,6 +141,19 @@ TEST(HintFollowerTest, FollowsHintsThroughEditedVersionsExactly) {
     EXPECT_EQ(run.totals.hints_accepted + run.totals.hints_rejected,
               run.totals.hints_tried);
     EXPECT_GT(run.totals.hint_skipped_bytes, data.versions[v].size() / 2);
+  }
+}
+
+// The stream's end may come with its last piece, however long.
+TEST(HintFollowerTest, EndWithTheLastPieceIsExact) {
+  const workload::VersionedDataset data = Versions();
+  index::MemoryIndex idx;
+  Follow(&idx, data.versions[0], 65536);
+  for (size_t piece : {size_t{65536}, data.versions[1].size()}) {
+    const Stream run =
+        Follow(&idx, data.versions[1], piece, nullptr, /*end_with_last=*/true);
+    ExpectReference(run, data.versions[1]);
+    EXPECT_GT(run.totals.hints_accepted, run.records.size() / 2) << piece;
   }
 }
 

@@ -24,7 +24,7 @@ WorkerPool::~WorkerPool() {
 void WorkerPool::Submit(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(task));
+    queue_.push_back({std::move(task), std::chrono::steady_clock::now()});
     queued_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_one();
@@ -56,16 +56,18 @@ void WorkerPool::Run() {
     }
     spin.Spin(queued_);
     std::function<void()> task;
+    std::chrono::steady_clock::time_point queued_at;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       --idle_;
       if (queue_.empty()) return;  // stopping, and nothing left to run
-      task = std::move(queue_.front());
+      task = std::move(queue_.front().task);
+      queued_at = queue_.front().at;
       queue_.pop_front();
       queued_.fetch_sub(1, std::memory_order_relaxed);
     }
-    spin.TookTask();
+    spin.TookTask(queued_at);
     task();
   }
 }

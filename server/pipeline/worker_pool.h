@@ -1,5 +1,6 @@
-// WorkerPool: the one pool of worker threads shared by every stream (docs/design.md,
-// "Threading model"). Streams submit short tasks; no stream owns a thread.
+// WorkerPool: the one pool of worker threads shared by every stream
+// (docs/design.md, "Threading model"). Streams submit short tasks; no stream
+// owns a thread.
 //
 // It is also the chunking engine's Executor: a stream's task fans its stage-1
 // segments out with ParallelFor, taking part itself and never waiting for a
@@ -37,7 +38,6 @@ namespace chunkd::pipeline {
 
 class WorkerPool final : public chunking::Executor {
  public:
-
   // REQUIRES: threads >= 1.
   explicit WorkerPool(size_t threads);
   ~WorkerPool() override;
@@ -60,9 +60,9 @@ class WorkerPool final : public chunking::Executor {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // guarded by mu_
-  std::atomic<size_t> queued_{0};            // queue_.size(), for spinning
-  bool stopping_ = false;                    // guarded by mu_
+  std::deque<chunking::IdleSpin::Queued> queue_;  // guarded by mu_
+  std::atomic<size_t> queued_{0};                 // queue_.size(), for spinning
+  bool stopping_ = false;                         // guarded by mu_
   size_t idle_ = 0;  // workers spinning or waiting for a task; guarded by mu_
   std::vector<std::thread> workers_;
 };

@@ -4,7 +4,7 @@
 // chunkd_index_request_duration_seconds{backend,op}.
 //
 // op: lookup (Lookup), insert (Insert), release (Release), hints
-// (RecordNextSizes and NextSizes) and health (Health); result: ok or error
+// (RecordNextSizes and NextHintsOf) and health (Health); result: ok or error
 // (any non-OK status). Every op x result series of the wrapped backend
 // exists from construction, at zero. Results pass through unchanged.
 //
