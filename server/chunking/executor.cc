@@ -67,13 +67,17 @@ void CpuRelax() {
 #endif
 }
 
-void IdleSpin::Spin(const std::atomic<size_t>& queued) {
+void IdleSpin::Spin(const std::atomic<size_t>& queued,
+                    const std::atomic<bool>& resting) {
   constexpr int kPausesPerClockRead = 16;
   idle_since_ = std::chrono::steady_clock::now();
   const auto until = idle_since_ + budget_;
   do {
     for (int i = 0; i < kPausesPerClockRead; ++i) {
-      if (queued.load(std::memory_order_acquire) != 0) return;
+      if (queued.load(std::memory_order_acquire) != 0 ||
+          resting.load(std::memory_order_relaxed)) {
+        return;
+      }
       CpuRelax();
     }
   } while (std::chrono::steady_clock::now() < until);
@@ -129,6 +133,7 @@ void ThreadPoolExecutor::ParallelFor(size_t n,
         {
           std::lock_guard<std::mutex> lock(mu_);
           queue_.push_back({std::move(task), std::chrono::steady_clock::now()});
+          resting_.store(false, std::memory_order_relaxed);
           queued_.fetch_add(1, std::memory_order_release);
         }
         cv_.notify_one();
@@ -141,7 +146,7 @@ void ThreadPoolExecutor::Run() {
     // Spin briefly before sleeping: a sleeping thread can take hundreds of
     // microseconds to wake up (on VMs especially), longer than a stage-1
     // round, and the engine issues its rounds back to back.
-    spin.Spin(queued_);
+    spin.Spin(queued_, resting_);
     std::function<void()> task;
     std::chrono::steady_clock::time_point queued_at;
     {

@@ -49,6 +49,11 @@ class Executor {
   // Runs fn(i) for every i in [0, n) and returns when all have returned; see
   // the header comment for the guarantees. fn must not throw.
   virtual void ParallelFor(size_t n, absl::FunctionRef<void(size_t)> fn) = 0;
+
+  // A hint: the caller is about to work alone for a while (an index round
+  // trip), so workers spinning for the next task may sleep now instead of
+  // spinning through it. The next task wakes them as usual.
+  virtual void Rest() {}
 };
 
 // The shared algorithm of every Executor in this project: runs fn over [0, n)
@@ -89,9 +94,11 @@ class IdleSpin {
   static constexpr std::chrono::microseconds kMinSpin{10};
   static constexpr std::chrono::microseconds kMaxSpin{100};
 
-  // The worker is idle: spins until `queued` is not zero or the budget has
-  // passed, reading the clock only every few pauses.
-  void Spin(const std::atomic<size_t>& queued);
+  // The worker is idle: spins until `queued` is not zero, `resting` is set
+  // (Executor::Rest) or the budget has passed, reading the clock only every
+  // few pauses.
+  void Spin(const std::atomic<size_t>& queued,
+            const std::atomic<bool>& resting);
   // A task queued with the time it was queued at.
   struct Queued {
     std::function<void()> task;
@@ -128,6 +135,7 @@ class ThreadPoolExecutor final : public Executor {
 
   size_t parallelism() const override { return threads_.size() + 1; }
   void ParallelFor(size_t n, absl::FunctionRef<void(size_t)> fn) override;
+  void Rest() override { resting_.store(true, std::memory_order_relaxed); }
 
  private:
   void Run();
@@ -136,6 +144,7 @@ class ThreadPoolExecutor final : public Executor {
   std::condition_variable cv_;
   std::deque<IdleSpin::Queued> queue_;  // guarded by mu_
   std::atomic<size_t> queued_{0};       // queue_.size(), for spinning
+  std::atomic<bool> resting_{false};    // Rest() until the next task
   bool stopping_ = false;               // guarded by mu_
   std::vector<std::thread> threads_;
 };

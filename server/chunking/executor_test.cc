@@ -93,14 +93,15 @@ TEST(ExecutorTest, NestedInsideTheOnlyPoolThread) {
 TEST(IdleSpinTest, BudgetFollowsTheShortWaits) {
   IdleSpin spin;
   EXPECT_EQ(spin.budget(), IdleSpin::kMaxSpin);
+  const std::atomic<bool> resting{false};
   std::atomic<size_t> queued{1};  // a task is always there: no spinning
   // Bounded; a preempted round may delay it (a load-free run takes ~20).
   for (int i = 0; i < 1000 && spin.budget() > IdleSpin::kMinSpin; ++i) {
-    spin.Spin(queued);
+    spin.Spin(queued, resting);
     spin.TookTask(std::chrono::steady_clock::now());
   }
   EXPECT_EQ(spin.budget(), IdleSpin::kMinSpin);
-  spin.Spin(queued);
+  spin.Spin(queued, resting);
   std::this_thread::sleep_for(2 * IdleSpin::kMaxSpin);
   spin.TookTask(std::chrono::steady_clock::now());
   EXPECT_EQ(spin.budget(), IdleSpin::kMinSpin) << "a gap teaches nothing";
@@ -108,7 +109,7 @@ TEST(IdleSpinTest, BudgetFollowsTheShortWaits) {
   // counts up to the queueing, so the spin grows to catch such tasks.
   for (int i = 0; i < 100 && spin.budget() == IdleSpin::kMinSpin; ++i) {
     const auto idle = std::chrono::steady_clock::now();
-    spin.Spin(queued);
+    spin.Spin(queued, resting);
     std::this_thread::sleep_for(2 * IdleSpin::kMaxSpin);
     spin.TookTask(idle + IdleSpin::kMaxSpin * 2 / 5);
   }
@@ -118,10 +119,28 @@ TEST(IdleSpinTest, BudgetFollowsTheShortWaits) {
 // With nothing queued the spin gives up after its budget.
 TEST(IdleSpinTest, SpinEndsAfterItsBudget) {
   IdleSpin spin;
+  const std::atomic<bool> resting{false};
   std::atomic<size_t> queued{0};
   const auto start = std::chrono::steady_clock::now();
-  spin.Spin(queued);
+  spin.Spin(queued, resting);
   EXPECT_GE(std::chrono::steady_clock::now() - start, spin.budget());
+}
+
+// Executor::Rest() stops the spin at once (a worker that would spin through
+// the caller's index round trip sleeps instead).
+TEST(IdleSpinTest, SpinStopsWhenResting) {
+  IdleSpin spin;
+  const std::atomic<bool> resting{true};
+  std::atomic<size_t> queued{0};
+  // Bounded retries: a preempted try may take longer than the budget.
+  bool stopped_early = false;
+  for (int i = 0; i < 20 && !stopped_early; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    spin.Spin(queued, resting);
+    stopped_early =
+        std::chrono::steady_clock::now() - start < spin.budget() / 2;
+  }
+  EXPECT_TRUE(stopped_early);
 }
 
 }  // namespace

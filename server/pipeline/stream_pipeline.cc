@@ -91,7 +91,10 @@ absl::Status StreamPipeline::Process(absl::string_view piece,
 }
 
 absl::Status StreamPipeline::Flush(std::vector<ChunkRecord>* out) {
-  return index_ == nullptr ? absl::OkStatus() : index_->Commit(out);
+  if (index_ == nullptr) return absl::OkStatus();
+  // The index's calls run on this thread alone: the pool need not spin.
+  if (options_.engine.executor != nullptr) options_.engine.executor->Rest();
+  return index_->Commit(out);
 }
 
 absl::Status StreamPipeline::Finish(std::vector<ChunkRecord>* out) {
@@ -127,7 +130,7 @@ absl::Status StreamPipeline::Take(absl::Span<CutChunk> cuts) {
   // The hint follower commits by itself.
   if (options_.hints == HintTest::kOff &&
       index_->pending() >= kMaxPendingChunks) {
-    return index_->Commit(out_);
+    return Flush(out_);
   }
   return absl::OkStatus();
 }

@@ -25,6 +25,7 @@ void WorkerPool::Submit(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back({std::move(task), std::chrono::steady_clock::now()});
+    resting_.store(false, std::memory_order_relaxed);
     queued_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_one();
@@ -54,7 +55,7 @@ void WorkerPool::Run() {
       std::lock_guard<std::mutex> lock(mu_);
       ++idle_;
     }
-    spin.Spin(queued_);
+    spin.Spin(queued_, resting_);
     std::function<void()> task;
     std::chrono::steady_clock::time_point queued_at;
     {

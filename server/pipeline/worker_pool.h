@@ -54,6 +54,7 @@ class WorkerPool final : public chunking::Executor {
   // chunking::Executor: the workers, of which the caller is usually one.
   size_t parallelism() const override { return workers_.size(); }
   void ParallelFor(size_t n, absl::FunctionRef<void(size_t)> fn) override;
+  void Rest() override { resting_.store(true, std::memory_order_relaxed); }
 
  private:
   void Run();
@@ -62,6 +63,7 @@ class WorkerPool final : public chunking::Executor {
   std::condition_variable cv_;
   std::deque<chunking::IdleSpin::Queued> queue_;  // guarded by mu_
   std::atomic<size_t> queued_{0};                 // queue_.size(), for spinning
+  std::atomic<bool> resting_{false};              // Rest() until a task
   bool stopping_ = false;                         // guarded by mu_
   size_t idle_ = 0;  // workers spinning or waiting for a task; guarded by mu_
   std::vector<std::thread> workers_;
