@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <utility>
@@ -437,6 +438,17 @@ std::string Shown(MemoryIndex& index, absl::string_view ns,
                       absl::StrJoin((*hints)[0].run, ","));
 }
 
+// Fp(1) released to zero and inserted again in "ns" has no hints left
+// under any of `keys`.
+void ExpectReleaseDropsHints(MemoryIndex& index,
+                             std::initializer_list<const char*> keys) {
+  ASSERT_TRUE(index.Release("ns", {Fp(1)}).ok());
+  ASSERT_TRUE(index.Insert("ns", {{Fp(1), 1}}).ok());
+  for (const char* key : keys) {
+    EXPECT_EQ(Shown(index, "ns", key, Fp(1)), " / ") << key;
+  }
+}
+
 // An entry's hints under its first parameter key sit in its slot; hints
 // under a second key move its lists to the side map, runs included (and
 // only the run recorded last, never one a slot still held the bytes of).
@@ -472,10 +484,7 @@ TEST(MemoryIndexHintsTest, RunsMoveWithTheirListsToTheSideMap) {
   EXPECT_EQ(Shown(index, "ns", "b", Fp(1)), "300 / 5,6");
 
   // Released, the entry's lists go, side map and all.
-  ASSERT_TRUE(index.Release("ns", {Fp(1)}).ok());
-  ASSERT_TRUE(index.Insert("ns", {{Fp(1), 1}}).ok());
-  EXPECT_EQ(Shown(index, "ns", "a", Fp(1)), " / ");
-  EXPECT_EQ(Shown(index, "ns", "b", Fp(1)), " / ");
+  ExpectReleaseDropsHints(index, {"a", "b"});
   ASSERT_TRUE(index.RecordNextSizes("ns", "a", {{Fp(1), 100}}).ok());
   EXPECT_EQ(Shown(index, "ns", "a", Fp(1)), "100 / ");
 }
@@ -502,10 +511,7 @@ TEST(MemoryIndexHintsTest, RunsWithListsTooLongForASlot) {
   EXPECT_EQ(Shown(index, "ns", "q", Fp(1)), "9 / 8");
   EXPECT_EQ(Shown(index, "ns", "p", Fp(1)), "3,5,4,2 / 1,2,3");
   EXPECT_EQ(Shown(index, "ns", "p", Fp(2)), " / ");
-  ASSERT_TRUE(index.Release("ns", {Fp(1)}).ok());
-  ASSERT_TRUE(index.Insert("ns", {{Fp(1), 1}}).ok());
-  EXPECT_EQ(Shown(index, "ns", "p", Fp(1)), " / ");
-  EXPECT_EQ(Shown(index, "ns", "q", Fp(1)), " / ");
+  ExpectReleaseDropsHints(index, {"p", "q"});
 }
 
 // Slots holding lists under 4095 parameter keys take every id: hints under

@@ -73,6 +73,19 @@ IndexStage::Options Options(index::FingerprintIndex* index) {
   return o;
 }
 
+// A stage that learns hints (under the params key "params").
+class HintsTest : public ::testing::Test {
+ protected:
+  static IndexStage::Options Hinted(index::FingerprintIndex* index) {
+    IndexStage::Options o = Options(index);
+    o.params_key = "params";
+    return o;
+  }
+  LoggingIndex idx;
+  StreamTotals totals;
+  IndexStage stage{Hinted(&idx), &totals};
+};
+
 TEST(IndexStageTest, CommitSaysWhichChunksAreNew) {
   LoggingIndex idx;
   StreamTotals totals;
@@ -123,12 +136,7 @@ TEST(IndexStageTest, WriteTokensCarryChunkOrdinals) {
 // before it; every chunk after it goes on its run. A hint is recorded after
 // the Insert of the batch that completes its run, or at the stream's end;
 // NextHints reads it back.
-TEST(IndexStageTest, LearnsHintsAndRecordsThemAfterTheInsert) {
-  LoggingIndex idx;
-  StreamTotals totals;
-  IndexStage::Options o = Options(&idx);
-  o.params_key = "params";
-  IndexStage stage(o, &totals);
+TEST_F(HintsTest, LearnsHintsAndRecordsThemAfterTheInsert) {
   const std::string data = "AAAABBBBBBCCC";
   std::vector<CutChunk> cuts = Cuts(data, {4, 10, 13});
   cuts[2].learnable = false;  // e.g. cut by the stream's end
@@ -157,12 +165,7 @@ TEST(IndexStageTest, LearnsHintsAndRecordsThemAfterTheInsert) {
 
 // A hint is recorded as soon as its run has kHintRunLength sizes, with the
 // batch that completes it; the later ones wait.
-TEST(IndexStageTest, RecordsAHintOnceItsRunIsComplete) {
-  LoggingIndex idx;
-  StreamTotals totals;
-  IndexStage::Options o = Options(&idx);
-  o.params_key = "params";
-  IndexStage stage(o, &totals);
+TEST_F(HintsTest, RecordsAHintOnceItsRunIsComplete) {
   const std::string data = "AABBBCCCCDDDDDEEEEEEF";
   std::vector<CutChunk> cuts = Cuts(data, {2, 5, 9, 14, 20, 21});
   std::vector<ChunkRecord> out;
@@ -198,12 +201,7 @@ TEST(IndexStageTest, RecordsAHintOnceItsRunIsComplete) {
 }
 
 // A failed stream records nothing it learned.
-TEST(IndexStageTest, DiscardDropsTheHintsWaitingForTheirRuns) {
-  LoggingIndex idx;
-  StreamTotals totals;
-  IndexStage::Options o = Options(&idx);
-  o.params_key = "params";
-  IndexStage stage(o, &totals);
+TEST_F(HintsTest, DiscardDropsTheHintsWaitingForTheirRuns) {
   const std::string data = "AABBBCCCC";
   std::vector<CutChunk> cuts = Cuts(data, {2, 5, 9});
   stage.Add(absl::MakeSpan(cuts));
@@ -216,12 +214,7 @@ TEST(IndexStageTest, DiscardDropsTheHintsWaitingForTheirRuns) {
 }
 
 // A failed Insert drops the batch and what it taught.
-TEST(IndexStageTest, FailedInsertDropsTheBatch) {
-  LoggingIndex idx;
-  StreamTotals totals;
-  IndexStage::Options o = Options(&idx);
-  o.params_key = "params";
-  IndexStage stage(o, &totals);
+TEST_F(HintsTest, FailedInsertDropsTheBatch) {
   const std::string data = "AAAABBBB";
   std::vector<CutChunk> cuts = Cuts(data, {4, 8});
   stage.Add(absl::MakeSpan(cuts));
