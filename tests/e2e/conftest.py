@@ -20,6 +20,7 @@ from chunkd_client import Client
 from chunkd_client.testing import ChunkdServer, serving
 
 from e2e_util import REPO, RPC_TIMEOUT, SMALL_LIMIT, SUBPROCESS_TIMEOUT
+from redis_util import RedisServer
 
 
 def _binary(env: str, default: Path) -> Path:
@@ -85,3 +86,14 @@ def chunkctl(chunkctl_bin: Path) -> Callable[..., subprocess.CompletedProcess]:
         return result
 
     return run
+
+
+@pytest.fixture
+def redis() -> Iterator[RedisServer]:
+    """A redis-server of its own on a free loopback port, persistent (so that
+    it can be restarted with its data), removed after the test."""
+    server = RedisServer(persistent=True).start()
+    try:
+        yield server
+    finally:
+        server.cleanup()

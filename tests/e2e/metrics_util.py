@@ -24,6 +24,17 @@ from chunkd_client.testing import free_port
 from e2e_util import REPO
 
 DASHBOARD = REPO / "deploy" / "grafana" / "dashboards" / "chunkd.json"
+#: The process_* families chunkd exports, name -> type, as client_golang
+#: and client_python export them (test_process_metrics.py checks their
+#: values, test_metrics.py that they are all there).
+PROCESS_FAMILIES = {
+    "process_cpu_seconds_total": "counter",
+    "process_open_fds": "gauge",
+    "process_max_fds": "gauge",
+    "process_virtual_memory_bytes": "gauge",
+    "process_resident_memory_bytes": "gauge",
+    "process_start_time_seconds": "gauge",
+}
 #: What the dashboard's variables stand for when an expression is checked.
 VARIABLES = {"$__rate_interval": "1m", "$job": ".*", "$namespace": ".*", "$instance": ".*"}
 

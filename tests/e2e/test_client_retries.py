@@ -17,7 +17,7 @@ import re
 import threading
 import uuid
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import List, Tuple
 
 import pytest
 
@@ -31,15 +31,6 @@ from redis_util import RedisServer, read_counts
 DATA = random.Random(31337).randbytes(16 << 20)
 #: The records the client has received when the server is killed.
 KILL_AFTER = 64
-
-
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    server = RedisServer(persistent=True).start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
 
 
 def dedups_started(server: ChunkdServer) -> int:

@@ -23,6 +23,7 @@ from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from e2e_util import REPO, RPC_TIMEOUT, fastcdc_params, random_bytes
 from e2e_util import stub as stub_for
 from metrics_util import (
+    PROCESS_FAMILIES,
     PrometheusServer,
     dashboard,
     dashboard_expressions,
@@ -78,16 +79,6 @@ FAMILIES = {
     "chunkd_tls_handshake_failures_total": "counter",
     "chunkd_index_entries": "gauge",
     "chunkd_index_max_entries": "gauge",
-}
-#: And the families of the client libraries' process collectors
-#: (test_process_metrics.py checks their values).
-PROCESS_FAMILIES = {
-    "process_cpu_seconds_total": "counter",
-    "process_open_fds": "gauge",
-    "process_max_fds": "gauge",
-    "process_virtual_memory_bytes": "gauge",
-    "process_resident_memory_bytes": "gauge",
-    "process_start_time_seconds": "gauge",
 }
 #: chunkd_streams_rejected_total{reason}.
 REJECT_REASONS = ["limit", "per_token_limit", "per_ip_limit", "per_connection_limit",

@@ -17,17 +17,8 @@ from chunkd_client import Client
 from chunkd_client.testing import ChunkdServer, serving
 
 from e2e_util import RPC_TIMEOUT, random_bytes
-from metrics_util import parse_samples, scrape, value
+from metrics_util import PROCESS_FAMILIES, parse_samples, scrape, value
 
-#: name -> type, as client_golang and client_python export them.
-PROCESS_FAMILIES = {
-    "process_cpu_seconds_total": "counter",
-    "process_open_fds": "gauge",
-    "process_max_fds": "gauge",
-    "process_virtual_memory_bytes": "gauge",
-    "process_resident_memory_bytes": "gauge",
-    "process_start_time_seconds": "gauge",
-}
 #: Connections the open-fds check opens (one socket each in chunkd).
 CONNECTIONS = 24
 

@@ -67,15 +67,6 @@ def retry_dedup(client: Client, data, namespace: str, stream_id: str,
             time.sleep(0.2)
 
 
-@pytest.fixture
-def redis() -> Iterator[RedisServer]:
-    server = RedisServer(persistent=True).start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[RedisCluster]:
     c = RedisCluster(3).start()
