@@ -76,17 +76,23 @@ func closeInput(f *os.File) {
 	}
 }
 
+// connect checks the chunking parameters (before any call) and dials.
+func (o *options) connect() (chunkd.Params, *chunkd.Client, error) {
+	p, err := o.params()
+	if err != nil {
+		return chunkd.Params{}, nil, err
+	}
+	client, err := o.dial()
+	return p, client, err
+}
+
 func (o *options) asJSON() bool { return o.json || o.format == "json" }
 
 func runChunk(ctx context.Context, o *options, args []string, e env) error {
 	if len(args) != 1 {
 		return usageError{"give exactly one FILE (\"-\" for stdin)"}
 	}
-	p, err := o.params()
-	if err != nil {
-		return err
-	}
-	client, err := o.dial()
+	p, client, err := o.connect()
 	if err != nil {
 		return err
 	}
@@ -230,11 +236,7 @@ func runDedup(ctx context.Context, o *options, args []string, e env) error {
 	if err := checkDedupArgs(o, args); err != nil {
 		return err
 	}
-	p, err := o.params()
-	if err != nil {
-		return err
-	}
-	client, err := o.dial()
+	p, client, err := o.connect()
 	if err != nil {
 		return err
 	}
