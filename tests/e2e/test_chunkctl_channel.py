@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Iterator, List, Optional
@@ -20,65 +18,12 @@ from typing import Iterator, List, Optional
 import grpc
 import pytest
 
-from chunkd_client.testing import ChunkdServer, free_port, serving, wait_until_serving
+from chunkd_client.testing import ChunkdServer, Relay, free_port, serving, wait_until_serving
 
 from e2e_util import SUBPROCESS_TIMEOUT, random_bytes
 from metrics_util import parse_samples, scrape, value
 from redis_util import RedisServer, read_counts
 from test_security import pki  # noqa: F401 (pki: a fixture)
-
-
-class RefuseFirstProxy:
-    """A TCP proxy on a free loopback port to `target`, except that the
-    first connection is closed as soon as it is accepted: to the client the
-    server is not there yet at its first attempt."""
-
-    def __init__(self, target: str) -> None:
-        host, port = target.rsplit(":", 1)
-        self.target = (host, int(port))
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(0.2)
-        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
-        self.accepted = 0
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                client, _ = self.listener.accept()
-            except socket.timeout:
-                continue
-            self.accepted += 1
-            if self.accepted == 1:
-                client.close()
-                continue
-            upstream = socket.create_connection(self.target, timeout=10)
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
-        source.settimeout(30)
-        try:
-            while True:
-                data = source.recv(65536)
-                if not data:
-                    break
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (source, sink):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.stopping.set()
-        self.thread.join(5)
-        self.listener.close()
 
 
 def run(chunkctl_bin: Path, *args: object) -> subprocess.CompletedProcess:
@@ -87,15 +32,15 @@ def run(chunkctl_bin: Path, *args: object) -> subprocess.CompletedProcess:
 
 
 def test_info_outlasts_a_refused_first_connection(server: ChunkdServer, chunkctl_bin: Path) -> None:
-    proxy = RefuseFirstProxy(server.address)
+    relay = Relay(server.address, refuse=1)
     try:
-        result = run(chunkctl_bin, "info", "--server", proxy.address, "--json")
+        result = run(chunkctl_bin, "info", "--server", relay.address, "--json")
     finally:
-        proxy.close()
+        relay.close()
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["version"]
     # The first connection was refused; GetServerInfo was attempted again.
-    assert proxy.accepted >= 2
+    assert relay.refused == 1
 
 
 def dedup_bytes(server: ChunkdServer) -> float:

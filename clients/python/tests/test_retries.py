@@ -15,7 +15,6 @@ import json
 import os
 import random
 import re
-import socket
 import threading
 import time
 import uuid
@@ -32,7 +31,7 @@ from chunkd_client._convert import RELEASE_BATCH, release_requests
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client.aio import AsyncClient
 from chunkd_client.cli import main as cli_main
-from chunkd_client.testing import ChunkdServer, free_port, serving
+from chunkd_client.testing import ChunkdServer, Relay, free_port, serving
 
 from conftest import RPC_TIMEOUT
 
@@ -179,77 +178,6 @@ def test_default_service_config_and_replacing_it() -> None:
     assert [v for k, v in replaced if k == "grpc.service_config"] == ["{}"]
     with pytest.raises(TypeError):
         channel_options(None, [], 42)  # type: ignore[arg-type]
-
-
-class Relay:
-    """A TCP relay on 127.0.0.1 in front of a real chunkd that closes the
-    first ``refuse`` connections at once (the client sees UNAVAILABLE), then
-    passes every byte both ways; ``connect_delay`` seconds after it accepted
-    a connection (a server slow to reach: the server's first bytes arrive
-    that much later)."""
-
-    def __init__(self, upstream: str, refuse: int = 1, connect_delay: float = 0.0) -> None:
-        host, port = upstream.rsplit(":", 1)
-        self._upstream = (host, int(port))
-        self._refuse = refuse
-        self._connect_delay = connect_delay
-        self.refused = 0
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._listener.settimeout(0.2)
-        self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
-        self._stop = threading.Event()
-        self._sockets: List[socket.socket] = []
-        self._threads = [threading.Thread(target=self._accept, daemon=True)]
-        self._threads[0].start()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            if self.refused < self._refuse:
-                self.refused += 1
-                conn.close()
-                continue
-            time.sleep(self._connect_delay)
-            upstream = socket.create_connection(self._upstream, timeout=WAIT)
-            self._sockets += [conn, upstream]
-            for a, b in ((conn, upstream), (upstream, conn)):
-                thread = threading.Thread(target=self._pump, args=(a, b), daemon=True)
-                self._threads.append(thread)
-                thread.start()
-
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
-        source.settimeout(None)
-        try:
-            while True:
-                data = source.recv(65536)
-                if not data:
-                    break
-                sink.sendall(data)
-        except OSError:
-            pass
-        try:
-            sink.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        self._stop.set()
-        self._listener.close()
-        for s in self._sockets:
-            try:
-                s.shutdown(socket.SHUT_RDWR)  # wakes a pump blocked in recv
-            except OSError:
-                pass
-            s.close()
-        for thread in self._threads:
-            thread.join(WAIT)
-            assert not thread.is_alive()
 
 
 def test_a_unary_call_is_retried_on_unavailable(server: ChunkdServer) -> None:

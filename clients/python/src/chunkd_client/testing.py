@@ -8,6 +8,9 @@ SERVING, and stops it again::
         with Client(server.address, timeout=30) as client:
             ...
 
+``Relay`` is a TCP relay in front of one that refuses the first
+connections or answers late, for testing reconnection.
+
 This module needs only grpcio; it has no pytest dependency.
 """
 
@@ -19,6 +22,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -275,6 +279,82 @@ def serving(server: "ChunkdServer") -> Iterator["ChunkdServer"]:
                 f"chunkd died during the tests (exit {code}):\n"
                 + server.log()[-4000:]
             )
+
+
+class Relay:
+    """A TCP relay on 127.0.0.1 in front of a server (e.g. a ChunkdServer's
+    ``address``), for testing how a client reconnects: it closes the first
+    ``refuse`` connections at once (the client sees UNAVAILABLE), then
+    passes every byte both ways, ``connect_delay`` seconds after it accepted
+    a connection (a server slow to reach). ``refused`` counts the closed
+    ones; ``close()`` ends every connection. ``timeout`` bounds connecting
+    upstream and each thread's end."""
+
+    def __init__(self, upstream: str, refuse: int = 1, connect_delay: float = 0.0,
+                 timeout: float = 30.0) -> None:
+        host, port = upstream.rsplit(":", 1)
+        self._upstream = (host, int(port))
+        self._refuse = refuse
+        self._connect_delay = connect_delay
+        self._timeout = timeout
+        self.refused = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.2)
+        self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
+        self._stop = threading.Event()
+        self._sockets: List[socket.socket] = []
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if self.refused < self._refuse:
+                self.refused += 1
+                conn.close()
+                continue
+            time.sleep(self._connect_delay)
+            upstream = socket.create_connection(self._upstream, timeout=self._timeout)
+            self._sockets += [conn, upstream]
+            for a, b in ((conn, upstream), (upstream, conn)):
+                thread = threading.Thread(target=self._pump, args=(a, b), daemon=True)
+                self._threads.append(thread)
+                thread.start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        source.settimeout(None)
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        try:
+            sink.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()
+        for s in self._sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)  # wakes a pump blocked in recv
+            except OSError:
+                pass
+            s.close()
+        for thread in self._threads:
+            thread.join(self._timeout)
+            if thread.is_alive():
+                raise RuntimeError("relay thread did not stop")
 
 
 def _varint(value: int) -> bytes:
