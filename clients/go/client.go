@@ -234,6 +234,8 @@ func Dial(target string, opts ...Option) (*Client, error) {
 		}
 		dial = append(dial, grpc.WithPerRPCCredentials(bearer(o.token)))
 	}
+	// ipv4: and ipv6: lists of addresses, as chunkctl and Python take them.
+	dial = append(dial, grpc.WithResolvers(ipTargetBuilder{"ipv4"}, ipTargetBuilder{"ipv6"}))
 	dial = append(dial, o.dialOpts...)
 	conn, err := grpc.NewClient(target, dial...)
 	if err != nil {
