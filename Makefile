@@ -21,9 +21,11 @@ DEPS_STAMP := $(BUILD_DIR)/.deps-installed
 VENV_STAMP := $(VENV)/.installed
 # The abuse tests' raw HTTP/2 client (tests/integration/h2raw.py) encodes
 # headers with h2's hpack. tests/e2e/test_cli_contract.py validates the
-# CLIs' JSON against docs/cli-output.schema.json with jsonschema.
+# CLIs' JSON against docs/cli-output.schema.json with jsonschema. The
+# soak (tests/soak) and bench-chunking draw their pictures with matplotlib.
 H2_VERSION := 4.4.1
 JSONSCHEMA_VERSION := 4.26.0
+MATPLOTLIB_VERSION := 3.11.2
 PY_SOURCES := $(shell find clients/python -name '*.py' -not -path '*/_proto/*' \
   -not -path '*/build/*' 2>/dev/null) clients/python/pyproject.toml \
   proto/chunkd/v1/chunkd.proto
@@ -56,7 +58,8 @@ $(VENV_STAMP): $(DEPS_STAMP) $(PY_SOURCES)
 	[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e 'clients/python[test]'
-	$(VENV)/bin/pip install -q h2==$(H2_VERSION) jsonschema==$(JSONSCHEMA_VERSION)
+	$(VENV)/bin/pip install -q h2==$(H2_VERSION) jsonschema==$(JSONSCHEMA_VERSION) \
+	  matplotlib==$(MATPLOTLIB_VERSION)
 	touch $@
 
 run: build
@@ -73,7 +76,22 @@ test-python: build $(VENV_STAMP)
 	  UPSTREAM_FASTCDC_BIN=$(if $(HAVE_CARGO),$(UPSTREAM_FASTCDC_BIN)) \
 	  $(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e tests/integration tests/build
 
-test: test-cpp test-python test-chart test-deploy test-go test-lizard
+test: test-cpp test-python test-chart test-deploy test-go test-lizard test-soak
+
+# `make soak`: the fleet soak (tests/soak/soak.py): 3 chunkd replicas on a
+# 3 + 3 Redis Cluster, clients of every language, faults on a schedule, for
+# SOAK_MINUTES minutes; the report (JSON and a picture) goes to
+# $(BUILD_DIR)/soak. `make test-soak` (part of `make test`) runs a 3-minute
+# slice of it (tests/soak/test_soak.py) into $(BUILD_DIR)/soak-slice.
+SOAK_MINUTES ?= 30
+.PHONY: soak test-soak
+
+soak: build $(VENV_STAMP) $(CHUNKD_GO_BIN)
+	$(VENV)/bin/python tests/soak/soak.py --minutes $(SOAK_MINUTES) \
+	  --out $(BUILD_DIR)/soak --chunkd-go $(CHUNKD_GO_BIN)
+
+test-soak: build $(VENV_STAMP) $(CHUNKD_GO_BIN)
+	CHUNKD_GO_BIN=$(CHUNKD_GO_BIN) $(VENV)/bin/python -m pytest -q tests/soak
 
 # `make test-lizard`: no function in server/ or clients/ longer than 100
 # lines or of cyclomatic complexity over 25, by lizard (pinned, installed
@@ -94,15 +112,13 @@ test-lizard: $(LIZARD_STAMP)
 
 # `make bench` runs the nine below, then bench-docs. bench-chunking: the
 # chunking benchmarks (server/bench/), then a table and a chart under
-# $(BENCH_DIR). matplotlib
-# goes into the venv through its own stamp, so the test venv does not need it. BENCH_ARGS go to chunking_bench
+# $(BENCH_DIR). BENCH_ARGS go to chunking_bench
 # (Google Benchmark flags, or e.g. --threads=1,2,4 --size=BYTES); the best of
 # the repetitions is reported, in random order so that load from other work
 # on the machine spreads over all of them.
 BENCH_DIR   ?= $(BUILD_DIR)/bench
 BENCH_ARGS  ?= --benchmark_repetitions=5 --benchmark_min_time=0.2 \
   --benchmark_enable_random_interleaving=true
-BENCH_STAMP := $(VENV)/.bench-installed
 
 # bench-index: index operations per second through chunkd's redis backend
 # vs redis-benchmark -P 64 on the same private redis-server, same run; and
@@ -175,11 +191,7 @@ bench-dedup: build $(VENV_STAMP)
 	  --chunkctl $(BUILD_DIR)/clients/cli/chunkctl \
 	  --markdown $(BENCH_DIR)/dedup.md $(DEDUP_BENCH_ARGS)
 
-$(BENCH_STAMP): $(VENV_STAMP)
-	$(VENV)/bin/pip install -q matplotlib
-	touch $@
-
-bench-chunking: build $(BENCH_STAMP)
+bench-chunking: build $(VENV_STAMP)
 	@mkdir -p $(BENCH_DIR)
 	$(BUILD_DIR)/server/bench/chunking_bench \
 	  --benchmark_out=$(BENCH_DIR)/results.json --benchmark_out_format=json \
