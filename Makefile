@@ -81,14 +81,14 @@ test: test-cpp test-python test-chart test-deploy test-go test-lizard test-soak
 # `make soak`: the fleet soak (tests/soak/soak.py): 3 chunkd replicas on a
 # 3 + 3 Redis Cluster, clients of every language, faults on a schedule, for
 # SOAK_MINUTES minutes; the report (JSON and a picture) goes to
-# $(BUILD_DIR)/soak. `make test-soak` (part of `make test`) runs a 3-minute
+# $(BUILD_DIR)/soak and into docs/operations.md. `make test-soak` (part of `make test`) runs a 3-minute
 # slice of it (tests/soak/test_soak.py) into $(BUILD_DIR)/soak-slice.
 SOAK_MINUTES ?= 30
 .PHONY: soak test-soak
 
 soak: build $(VENV_STAMP) $(CHUNKD_GO_BIN)
 	$(VENV)/bin/python tests/soak/soak.py --minutes $(SOAK_MINUTES) \
-	  --out $(BUILD_DIR)/soak --chunkd-go $(CHUNKD_GO_BIN)
+	  --out $(BUILD_DIR)/soak --chunkd-go $(CHUNKD_GO_BIN) --docs
 
 test-soak: build $(VENV_STAMP) $(CHUNKD_GO_BIN)
 	CHUNKD_GO_BIN=$(CHUNKD_GO_BIN) $(VENV)/bin/python -m pytest -q tests/soak

@@ -318,12 +318,73 @@ def machine() -> str:
 
 def write_report(report: Dict[str, Any], out: Path) -> None:
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    (out / "report.md").write_text(markdown(report))
     try:
         import plot
     except ImportError as e:  # matplotlib missing: the JSON stands alone
         print(f"soak: no picture ({e})", file=sys.stderr)
         return
     plot.draw(report, out / "soak.png")
+
+
+def markdown(report: Dict[str, Any]) -> str:
+    """The report's figures as the table docs/operations.md shows."""
+    c = report["checks"]
+    calls, counts, new = c["no_failed_calls"], c["counts_exact"], c["new_exactly_once"]
+    metrics, res = c["metrics_equal_clients"], c["resources_flat"]
+    judged = [life for life in res["lives"] if life["judged"]]
+    worst = max(judged, key=lambda life: life["rss_growth_mib"], default=None)
+    ready = report["replica_ready_seconds"]
+    when = time.strftime("%Y-%m-%d", time.gmtime(report["started"]))
+    faults = ", ".join(f"{k} ×{v}" for k, v in report["fault_counts"].items())
+    rows = [
+        ("calls (all clients)", f"{calls['calls']:,}, of which failed: {calls['failed']}; "
+                                f"wrong answers: {calls['wrong_answers']}; "
+                                f"stream replays (each after a failure the client hid): {calls['replays']}"),
+        ("faults", faults),
+        ("reference counts", f"{counts['fingerprints']:,} fingerprints in "
+                             f"{counts['namespaces']} namespaces: {counts['missing']} missing, "
+                             f"{counts['extra']} extra, {counts['wrong']} wrong"),
+        ("new exactly once (shared namespace)",
+         f"{new['distinct_fingerprints']:,} fingerprints, {new['reported_new']:,} reported "
+         f"new, {new['reported_new_twice']} twice"),
+        ("metrics against the clients", f"{metrics['calls_compared']:,} calls in "
+                                        f"{metrics['windows']} quiet windows: "
+                                        f"{len(metrics['mismatches'])} mismatches"),
+        ("replica resident memory", f"{len(judged)} lives judged; largest growth over the "
+                                    f"last two thirds of a life "
+                                    + (f"{max(0.0, worst['rss_growth_mib'])} MiB in "
+                                       f"{worst['seconds']:.0f} s "
+                                       f"(bound {worst['rss_bound_mib']} MiB), peak "
+                                       f"{max(x['peak_rss_mib'] for x in judged)} MiB"
+                                       if worst else "–")),
+        ("replica threads, open fds", "growth at most "
+         + (f"{max(x['threads_growth'] for x in judged):g} threads, "
+            f"{max(x['fds_growth'] for x in judged):g} fds (bounds {res['bounds']['threads']}, "
+            f"{res['bounds']['fds']})" if judged else "–")),
+        ("replica start to SERVING", f"{min(ready):.2f}–{max(ready):.2f} s over {len(ready)} starts"),
+    ]
+    lines = [f"{report['minutes']:g} minutes on {report['machine']}, {when}: "
+             f"{'every check passed' if report['ok'] else 'NOT every check passed'}.", "",
+             "| check | result |", "|---|---|"]
+    lines += [f"| {name} | {value} |" for name, value in rows]
+    return "\n".join(lines) + "\n"
+
+
+DOCS = REPO / "docs" / "operations.md"
+DOCS_PICTURE = REPO / "docs" / "images" / "soak.png"
+BEGIN, END = "<!-- soak report: begin -->", "<!-- soak report: end -->"
+
+
+def update_docs(out: Path) -> None:
+    """Puts the report's table between the markers of docs/operations.md
+    and its picture at docs/images/soak.png."""
+    text = DOCS.read_text()
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    DOCS.write_text(f"{head}{BEGIN}\n{(out / 'report.md').read_text()}{END}{tail}")
+    DOCS_PICTURE.parent.mkdir(exist_ok=True)
+    shutil.copyfile(out / "soak.png", DOCS_PICTURE)
 
 
 def main() -> int:
@@ -334,11 +395,15 @@ def main() -> int:
     parser.add_argument("--chunkctl", type=Path, default=REPO / "build/clients/cli/chunkctl")
     parser.add_argument("--chunkd-go", type=Path, default=REPO / "build/tools/bin/chunkd-go")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--docs", action="store_true",
+                        help="also show the report in docs/operations.md")
     args = parser.parse_args()
     config = Config(args.minutes, args.out, args.chunkd, args.chunkctl, args.chunkd_go,
                     seed=args.seed)
     report = Soak(config).run()
     write_report(report, args.out)
+    if args.docs:
+        update_docs(args.out)
     summary = {name: c["ok"] for name, c in report["checks"].items()}
     print(json.dumps({"ok": report["ok"], "checks": summary,
                       "faults": report["fault_counts"]}, indent=1))

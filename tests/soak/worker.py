@@ -323,14 +323,19 @@ class CliRunner:
         if plan.op == "chunk":
             retries = ["--retries", str(RETRIES)] if self.chunk_retries else []
             text = self._run(base + flags + retries + [expected.files[plan.file]])
-            return Outcome(rows=[_row(line) for line in text.splitlines()])
+            return Outcome(rows=[_row(line) for line in text.splitlines()],
+                           replays=self.replays())
         text = self._run(base + flags + ["--namespace", plan.ns, "--retries", str(RETRIES),
                                          "--json", expected.files[plan.file]])
         first = json.loads(text.splitlines()[0])
         rows = expected.chunks[plan.params][plan.file]  # the CLI prints no records
-        return Outcome(rows=rows, summary={
+        return Outcome(rows=rows, replays=self.replays(), summary={
             "total_bytes": first["bytes"], "total_chunks": first["chunks"],
             "unique_bytes": first["unique_bytes"], "unique_chunks": first["unique_chunks"]})
+
+    def replays(self) -> int:
+        """The replays the last command announced on stderr."""
+        return self.last_stderr.count("; sending it again in ")
 
     def _run(self, command: List[str]) -> str:
         result = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL,
