@@ -382,7 +382,9 @@ def update_docs(out: Path) -> None:
     text = DOCS.read_text()
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    DOCS.write_text(f"{head}{BEGIN}\n{(out / 'report.md').read_text()}{END}{tail}")
+    picture = "\n![The latest soak: throughput, calls and memory, with the faults]" \
+              "(images/soak.png)\n"
+    DOCS.write_text(f"{head}{BEGIN}\n{(out / 'report.md').read_text()}{picture}{END}{tail}")
     DOCS_PICTURE.parent.mkdir(exist_ok=True)
     shutil.copyfile(out / "soak.png", DOCS_PICTURE)
 
