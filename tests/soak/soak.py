@@ -184,12 +184,24 @@ class Soak:
             time.sleep(0.05)
 
     def scrape(self) -> Any:
-        texts = []
-        for r in self.replicas:
-            with urllib.request.urlopen(f"http://{r.metrics_address}/metrics",
-                                        timeout=10) as response:
-                texts.append(response.read().decode())
-        return checks.metric_totals(texts)
+        """The counters of every replica, once each has finished every call
+        it started (the clients are paused: a call's status may reach its
+        client a moment before the server counts it handled)."""
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while True:
+            texts = []
+            for r in self.replicas:
+                with urllib.request.urlopen(f"http://{r.metrics_address}/metrics",
+                                            timeout=10) as response:
+                    texts.append(response.read().decode())
+            totals = checks.metric_totals(texts)
+            started = totals[("grpc_server_started_total", "")]
+            if started == totals[("grpc_server_handled_total", "")]:
+                return totals
+            if time.monotonic() > deadline:
+                raise SoakError(f"calls still in flight with every client paused: "
+                                f"{started - totals[('grpc_server_handled_total', '')]:.0f}")
+            time.sleep(0.05)
 
     def quiet_window(self, index: int) -> None:
         """Every lane paused, the counters read, QUIET_WINDOW of traffic
