@@ -156,27 +156,34 @@ def growth(samples: Sequence[List[float]]) -> Tuple[float, float, float, float]:
             _median_at(last, 3) - _median_at(first, 3))
 
 
+def _judge(s: Any) -> Dict[str, Any]:
+    """One life's growth against the bounds; memory only for chunkd (Redis
+    grows with the index, a client with its model)."""
+    span, rss, threads, fds = growth(s.samples)
+    rss_bound = max(1.0, span / 600) * RSS_GROWTH_PER_10_MIN
+    judged_rss = s.role == "chunkd"
+    ok = (rss <= rss_bound or not judged_rss) and fds <= FD_SLACK and threads <= THREAD_SLACK
+    return {"life": s.life, "role": s.role, "judged": True, "seconds": round(span, 1),
+            "rss_growth_mib": round(rss / 2**20, 2),
+            "rss_bound_mib": round(rss_bound / 2**20, 2) if judged_rss else None,
+            "rss_mib_per_10_min": round(rss / 2**20 * 600 / max(span, 1), 2),
+            "peak_rss_mib": round(max(x[1] for x in s.samples) / 2**20, 1),
+            "threads_growth": threads, "fds_growth": fds, "ok": ok}
+
+
 def resources_flat(series: Dict[str, Any]) -> Dict[str, Any]:
-    lives, bad = [], []
-    for life, s in sorted(series.items()):
-        if s.role != "chunkd" or not s.samples:
-            continue
-        if s.samples[-1][0] - s.samples[0][0] < MIN_LIFE_SECONDS:
-            lives.append({"life": life, "judged": False,
-                          "seconds": round(s.samples[-1][0] - s.samples[0][0], 1)})
-            continue
-        span, rss, threads, fds = growth(s.samples)
-        rss_bound = max(1.0, span / 600) * RSS_GROWTH_PER_10_MIN
-        ok = rss <= rss_bound and fds <= FD_SLACK and threads <= THREAD_SLACK
-        lives.append({"life": life, "judged": True, "seconds": round(span, 1),
-                      "rss_growth_mib": round(rss / 2**20, 2),
-                      "rss_bound_mib": round(rss_bound / 2**20, 2),
-                      "rss_mib_per_10_min": round(rss / 2**20 * 600 / max(span, 1), 2),
-                      "peak_rss_mib": round(max(x[1] for x in s.samples) / 2**20, 1),
-                      "threads_growth": threads, "fds_growth": fds, "ok": ok})
-        if not ok:
-            bad.append(life)
-    return {"ok": not bad and any(x["judged"] for x in lives),
+    """Every process life of at least MIN_LIFE_SECONDS: threads and open
+    descriptors flat; resident memory too for the replicas."""
+    lives = []
+    for _, s in sorted(series.items()):
+        seconds = s.samples[-1][0] - s.samples[0][0] if s.samples else 0.0
+        if seconds < MIN_LIFE_SECONDS:
+            lives.append({"life": s.life, "role": s.role, "judged": False,
+                          "seconds": round(seconds, 1)})
+        else:
+            lives.append(_judge(s))
+    bad = [x["life"] for x in lives if x["judged"] and not x["ok"]]
+    return {"ok": not bad and any(x["judged"] and x["role"] == "chunkd" for x in lives),
             "bounds": {"rss_mib_per_10_min": RSS_GROWTH_PER_10_MIN >> 20,
                        "fds": FD_SLACK, "threads": THREAD_SLACK,
                        "min_life_seconds": MIN_LIFE_SECONDS},

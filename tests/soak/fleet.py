@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "e2e"))
@@ -39,8 +39,10 @@ class Cluster:
     NODE_TIMEOUT_MS; every node keeps its port and directory for its
     life, so a restarted node reloads its AOF and its cluster config."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_start: Callable[[str, int], None]) -> None:
         self.redis = RedisCluster(3)
+        self.on_start = on_start  # told (life, pid) of every node (re)start
+        self.lives: Dict[int, int] = {}
         for node in self.redis.nodes:
             node.extra_args += ["--appendfsync", "everysec",
                                 "--cluster-node-timeout", str(NODE_TIMEOUT_MS)]
@@ -55,6 +57,12 @@ class Cluster:
 
     def start(self) -> None:
         self.redis.start()
+        for node in self.nodes:
+            self._started(node)
+
+    def _started(self, node: RedisServer) -> None:
+        self.lives[node.port] = self.lives.get(node.port, 0) + 1
+        self.on_start(f"redis-{node.port}.{self.lives[node.port]}", node.process.pid)
 
     def masters(self) -> List[RedisServer]:
         return [self.redis.node(p) for p in self.redis.master_ports()]
@@ -64,6 +72,7 @@ class Cluster:
 
     def restart_node(self, node: RedisServer) -> None:
         node.restart()
+        self._started(node)
 
     def stop_node(self, node: RedisServer) -> None:
         """SIGTERM: Redis writes its AOF out and exits."""

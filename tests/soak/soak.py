@@ -94,10 +94,8 @@ class Soak:
         return expected
 
     def start_fleet(self) -> None:
-        self.cluster = Cluster()
+        self.cluster = Cluster(lambda life, pid: self.sampler.watch("redis", life, pid))
         self.cluster.start()
-        for node in self.cluster.nodes:
-            self.sampler.watch("redis", f"redis-{node.port}", node.process.pid)
         for i in range(3):
             replica = Replica(i, self.config.chunkd, self.cluster.spec, self.out / "logs",
                               [f"--shutdown_grace={GRACE_SECONDS}s"])
@@ -344,7 +342,8 @@ def markdown(report: Dict[str, Any]) -> str:
     c = report["checks"]
     calls, counts, new = c["no_failed_calls"], c["counts_exact"], c["new_exactly_once"]
     metrics, res = c["metrics_equal_clients"], c["resources_flat"]
-    judged = [life for life in res["lives"] if life["judged"]]
+    judged = [life for life in res["lives"] if life["judged"] and life["role"] == "chunkd"]
+    others = [life for life in res["lives"] if life["judged"] and life["role"] != "chunkd"]
     worst = max(judged, key=lambda life: life["rss_growth_mib"], default=None)
     ready = report["replica_ready_seconds"]
     when = time.strftime("%Y-%m-%d", time.gmtime(report["started"]))
@@ -374,6 +373,9 @@ def markdown(report: Dict[str, Any]) -> str:
          + (f"{max(x['threads_growth'] for x in judged):g} threads, "
             f"{max(x['fds_growth'] for x in judged):g} fds (bounds {res['bounds']['threads']}, "
             f"{res['bounds']['fds']})" if judged else "–")),
+        ("Redis nodes and clients", f"{len(others)} lives judged: threads and fds grew at most "
+         + (f"{max(x['threads_growth'] for x in others):g} and "
+            f"{max(x['fds_growth'] for x in others):g}" if others else "–")),
         ("replica start to SERVING", f"{min(ready):.2f}–{max(ready):.2f} s over {len(ready)} starts"),
     ]
     lines = [f"{report['minutes']:g} minutes on {report['machine']}, {when}: "
