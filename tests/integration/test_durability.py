@@ -665,6 +665,56 @@ def test_what_an_acknowledged_dedup_survives(mode_name: str) -> None:
         mode.cleanup()
 
 
+def test_a_replica_back_after_a_failover_is_waited_for() -> None:
+    """After a failover chunkd's slot map gives the new master no replica
+    (it was read while the old master was down); the old master then
+    rejoins as its replica, which causes no MOVED. What chunkd acknowledges
+    from then on must be on that replica too: stopped and cut off, it makes
+    writes fail, and the master's death loses nothing acknowledged: with
+    the failed stream replayed, the counts are exact."""
+    mode = Cluster(chunkd_binary())
+    files = Files(SEED)
+    acknowledged: List[list] = []
+
+    def dedup(client: Client, n: int, retries: int = RETRIES) -> None:
+        records, _ = client.dedup_all(
+            files.data[n], namespace="back", stream_id=f"back-{n}", retries=retries,
+            timeout=RPC_TIMEOUT, message_size=MESSAGE_SIZE, **PARAMS)
+        acknowledged.append(records)
+
+    try:
+        mode.start()
+        client = Client(mode.chunkd.address, timeout=RPC_TIMEOUT)
+        try:
+            victim = mode.cluster.node(mode.cluster.master_ports()[0])
+            promoted = mode.replica_of(victim.port)
+            victim.kill()
+            mode.cluster.wait_healthy(SETTLE)  # failed over, the victim down
+            dedup(client, 0)  # chunkd reads the map again
+            victim.restart()
+            mode.wait_settled()  # the victim is the new master's replica
+            dedup(client, 1)
+            dedup(client, 2)
+            pause(victim.process, True)
+            Cluster.cut_replication(promoted.port)
+            try:
+                dedup(client, 3, retries=0)
+            except ChunkdError as e:
+                assert e.code == grpc.StatusCode.UNAVAILABLE, e
+                assert "not confirmed" in e.message, e
+            promoted.kill()
+            pause(victim.process, False)
+            mode.cluster.wait_healthy(SETTLE)  # the victim is master again
+            if len(acknowledged) == 3:
+                dedup(client, 3)  # the failed stream, replayed
+        finally:
+            close_after_polling(client)
+        counts, _ = read_counts(mode.cluster.master_ports(), "back")
+        assert counts == Counter(r.fingerprint for rs in acknowledged for r in rs)
+    finally:
+        mode.cleanup()
+
+
 def test_the_table_in_the_docs_is_the_one_tested() -> None:
     """docs/operations.md states each cell this file checks."""
     text = (REPO / "docs" / "operations.md").read_text()
