@@ -307,6 +307,18 @@ void ClusterTopology::NodeFailed(RedisEndpoint*) {
   stale_.store(true, std::memory_order_release);
 }
 
+// Not a reload: CLUSTER NODES can still flag a replica that came back as
+// failed while its master already serves it.
+void ClusterTopology::ReplicasOnline(RedisEndpoint* endpoint, int count) {
+  const uint8_t online = static_cast<uint8_t>(std::clamp(count, 0, 255));
+  std::unique_lock<std::shared_mutex> lock(map_mu_);
+  for (int slot = 0; slot < kClusterSlots; ++slot) {
+    if (masters_[slot] == endpoint && replicas_[slot] < online) {
+      replicas_[slot] = online;
+    }
+  }
+}
+
 absl::Status ClusterTopology::Health() {
   Refresh();
   std::vector<RedisEndpoint*> masters;

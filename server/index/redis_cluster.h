@@ -64,6 +64,7 @@ class ClusterTopology final : public RedisTopology {
   RedisEndpoint* Redirect(int slot, absl::string_view address, bool moved,
                           RedisEndpoint* from) override;
   void NodeFailed(RedisEndpoint* endpoint) override;
+  void ReplicasOnline(RedisEndpoint* endpoint, int count) override;
   absl::Status Health() override;
 
  private:

@@ -730,8 +730,24 @@ struct Group {
   std::vector<size_t> calls;
   std::optional<RedisEndpoint::Lease> lease;
   int wait = 0;  // replicas the WAIT at the end of the pipeline asks for
+  bool ask_role = false;  // the pipeline ends with ROLE instead (see ReadRole)
   bool reload_scripts = false;
 };
+
+// The replicas online per the ROLE reply of a master: "master", its offset,
+// then one [ip, port, offset] per replica online. 0 for any other reply (a
+// replica's, or an error such as an ACL user's NOPERM).
+int OnlineReplicas(const redisReply& role) {
+  if (role.type != REDIS_REPLY_ARRAY || role.elements < 3) return 0;
+  const redisReply& kind = *role.element[0];
+  const redisReply& replicas = *role.element[2];
+  if ((kind.type != REDIS_REPLY_STRING && kind.type != REDIS_REPLY_STATUS) ||
+      absl::string_view(kind.str, kind.len) != "master" ||
+      replicas.type != REDIS_REPLY_ARRAY) {
+    return 0;
+  }
+  return static_cast<int>(replicas.elements);
+}
 
 // One run of a BatchOp. Its items are split into calls, then sent in
 // rounds: a round groups the pending calls by server, sends every server's
@@ -757,6 +773,7 @@ class Batch {
   void SendAll(std::vector<Group>& groups);
   void Send(Group& g);
   void AppendWait(Group& g, redisContext* context);
+  void AppendWaitFor(Group& g, redisContext* context, int count);
   void ReadReplies(Group& g);
   absl::Status ReadReply(Group& g, redisContext* context, size_t c);
   absl::Status Broke(Group& g, redisContext* context, size_t c);
@@ -764,6 +781,7 @@ class Batch {
   void Redirect(Group& g, size_t c, absl::string_view error, int slot,
                 absl::string_view address);
   void SplitIntoSingles(size_t c);
+  absl::Status ReadRole(Group& g, redisContext* context);
   absl::Status ReadWait(Group& g, redisContext* context);
   void Resend(size_t c);
   void RetryOrFail(size_t c, absl::Status status, bool sent);
@@ -923,13 +941,28 @@ void Batch::Send(Group& g) {
   g.lease.emplace(*std::move(lease));
 }
 
-// Writes in a cluster end the pipeline with WAIT for the master's replicas.
+// Writes in a cluster end the pipeline with WAIT for the master's replicas,
+// or, to a master with none in the slot map, with ROLE: a replica can come
+// back (the old master rejoining the new one after a failover) without a
+// MOVED or a failure that would reload the map.
 void Batch::AppendWait(Group& g, redisContext* context) {
-  if (!cluster_ || !op_.writes() || options_.cluster_wait_replicas <= 0 ||
-      g.replicas <= 0) {
+  if (!cluster_ || !op_.writes() || options_.cluster_wait_replicas <= 0) {
     return;
   }
-  g.wait = std::min(options_.cluster_wait_replicas, g.replicas);
+  if (g.replicas <= 0) {
+    const char* role = "ROLE";
+    const size_t role_len = 4;
+    RedisAppend(context, 1, &role, &role_len);
+    g.ask_role = true;
+    return;
+  }
+  AppendWaitFor(g, context,
+                std::min(options_.cluster_wait_replicas, g.replicas));
+}
+
+// Appends WAIT for `count` replicas (cluster_wait_timeout).
+void Batch::AppendWaitFor(Group& g, redisContext* context, int count) {
+  g.wait = count;
   const std::string replicas = std::to_string(g.wait);
   const std::string timeout =
       std::to_string(absl::ToInt64Milliseconds(options_.cluster_wait_timeout));
@@ -950,6 +983,7 @@ void Batch::ReadReplies(Group& g) {
     }
     broken = ReadReply(g, context, c);
   }
+  if (broken.ok() && g.ask_role) broken = ReadRole(g, context);
   if (broken.ok() && g.wait > 0) broken = ReadWait(g, context);
   if (broken.ok() && g.reload_scripts) {
     absl::Status loaded = g.endpoint->LoadScripts(context);
@@ -1048,6 +1082,25 @@ void Batch::SplitIntoSingles(size_t c) {
     single.slot = slot;
     calls_.push_back(std::move(single));
   }
+}
+
+// Reads the ROLE reply of a master the slot map knows no replica of. When
+// it has some online, the map is behind: it learns them, and this batch
+// waits for them as the next ones will, with a WAIT of its own (one more
+// round trip). Not OK when the connection broke.
+absl::Status Batch::ReadRole(Group& g, redisContext* context) {
+  ReplyPtr role = RedisReadReply(context);
+  if (role != nullptr) {
+    const int online = OnlineReplicas(*role);
+    if (online == 0) return absl::OkStatus();
+    topology_.ReplicasOnline(g.endpoint, online);
+    AppendWaitFor(g, context,
+                  std::min(options_.cluster_wait_replicas, online));
+    if (RedisFlush(context)) return absl::OkStatus();
+  }
+  absl::Status broken = g.endpoint->ContextError(context);
+  for (size_t c : g.calls) RetryOrFail(c, broken, /*sent=*/true);
+  return broken;
 }
 
 // Reads the WAIT's reply; not OK when the connection broke.

@@ -54,7 +54,9 @@
 // is reloaded (CLUSTER SLOTS + CLUSTER NODES, at most every 100 ms) after
 // MOVED or a node failure. Writes in a cluster end each node's pipeline with
 // WAIT for its replica (IndexOptions::cluster_wait_replicas): a batch is
-// reported applied only once a failover can no longer lose it.
+// reported applied only once a failover can no longer lose it. A master the
+// map knows no replica of is asked ROLE instead, and waited for when it has
+// one online (a replica that came back causes no MOVED).
 //
 // Failures. Every error but a full server's is UNAVAILABLE naming the
 // server; the index never aborts (nor dies of SIGPIPE). A batch whose connection failed after its
@@ -119,6 +121,9 @@ class RedisTopology {
                                   bool moved, RedisEndpoint* from) = 0;
   // `endpoint` failed: the routing may be stale.
   virtual void NodeFailed(RedisEndpoint* endpoint) = 0;
+  // The master `endpoint` said (ROLE) that `count` replicas are online: at
+  // least that many are routed with its slots from now on. Default: no-op.
+  virtual void ReplicasOnline(RedisEndpoint* /*endpoint*/, int /*count*/) {}
   // OK when every slot has a reachable server with room
   // (RedisEndpoint::Probe of each): UNAVAILABLE naming the first that is
   // unreachable, else RESOURCE_EXHAUSTED naming the first that is full.
