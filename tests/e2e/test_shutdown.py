@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import re
 import signal
 import socket
@@ -22,7 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import grpc
 import pytest
@@ -392,14 +393,26 @@ class _Workers:
             assert not thread.is_alive(), f"{thread.name} did not stop"
 
 
-def _chunk_retries(chunkctl_bin: Path) -> Tuple[Dict[str, object], List[str]]:
-    """`retries` for Client.chunk and `chunkctl chunk` where they have them
-    (replays like Dedup's): empty where they do not."""
-    python = {"retries": 5} if "retries" in inspect.signature(Client.chunk).parameters else {}
-    usage = subprocess.run([str(chunkctl_bin), "chunk", "--help"], stdin=subprocess.DEVNULL,
+def _cli_retries(command: Sequence[str]) -> List[str]:
+    """`--retries 5` when the CLI's chunk command takes it (replays like
+    Dedup's), else nothing."""
+    usage = subprocess.run([*command, "chunk", "--help"], stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
-    cli = ["--retries", "5"] if "--retries" in usage.stdout + usage.stderr else []
-    return python, cli
+    return ["--retries", "5"] if "--retries" in usage.stdout + usage.stderr else []
+
+
+def _chunkd_go(target: str) -> Tuple[Optional[str], str]:
+    """chunkd-go ($CHUNKD_GO_BIN, default build/tools/bin/chunkd-go) when
+    it is built and reaches `target`, a list of addresses, which grpc-go
+    resolves only with chunkd-go's own resolver; else None, and why."""
+    path = os.environ.get("CHUNKD_GO_BIN") or str(REPO / "build" / "tools" / "bin" / "chunkd-go")
+    if not os.access(path, os.X_OK):
+        return None, f"{path} is not built"
+    info = subprocess.run([path, "info", "--server", target], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    if info.returncode != 0:
+        return None, f"it cannot reach {target}: {info.stderr.strip()}"
+    return path, ""
 
 
 def test_rolling_restart_under_load(
@@ -408,7 +421,8 @@ def test_rolling_restart_under_load(
     each in turn gets SIGTERM, exits, and is started again on its port while
     clients with their default settings call continuously: Python Chunk,
     Dedup (with `retries`) with a Release of what it added, the unary calls,
-    and chunkctl. No call fails and every answer equals a clean run's.
+    chunkctl, and chunkd-go where it resolves the target (its own ipv4:
+    resolver). No call fails and every answer equals a clean run's.
 
     One failure is gRPC's own: a stream the client's balancer gave to a
     connection in the instant it received its GOAWAY is not sent, and ends
@@ -417,7 +431,8 @@ def test_rolling_restart_under_load(
     MiB). The server never saw it, and a client's replays cover it; a client
     without Chunk replays yet may see it: such failures are counted in the
     report, not failed."""
-    python_retries, cli_retries = _chunk_retries(chunkctl_bin)
+    python_retries = ({"retries": 5} if "retries" in inspect.signature(Client.chunk).parameters
+                      else {})
     source = tmp_path / "data"
     source.write_bytes(random_bytes(29, 3 << 20))
     index = f"redis://{redis.address}"
@@ -448,16 +463,24 @@ def test_rolling_restart_under_load(
                 assert client.find_missing("known", known + unknown) == unknown
                 assert client.server_info().index_backend == "redis"
 
-            def cli(_: int) -> None:
-                result = subprocess.run(
-                    [str(chunkctl_bin), "chunk", "--server", target, *cli_retries, str(source)],
-                    stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                    timeout=SUBPROCESS_TIMEOUT)
-                assert result.returncode == 0, result.stderr
-                assert parse_csv(result.stdout) == expected
+            def cli(command: List[str]) -> Callable[[int], None]:
+                argv = [*command, "chunk", "--server", target, *_cli_retries(command),
+                        str(source)]
 
-            for name, call in (("chunk", chunk), ("dedup", dedup), ("unary", unary),
-                               ("chunkctl", cli)):
+                def call(_: int) -> None:
+                    result = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
+                                            text=True, timeout=SUBPROCESS_TIMEOUT)
+                    assert result.returncode == 0, result.stderr
+                    assert parse_csv(result.stdout) == expected
+
+                return call
+
+            calls = {"chunk": chunk, "dedup": dedup, "unary": unary,
+                     "chunkctl": cli([str(chunkctl_bin)])}
+            go, without_go = _chunkd_go(target)
+            if go is not None:
+                calls["chunkd-go"] = cli([go])
+            for name, call in calls.items():
                 workers.add(name, call)
             ready_after: List[float] = []
             try:
@@ -477,16 +500,19 @@ def test_rolling_restart_under_load(
 
         # A Chunk stream of a client without Chunk replays, ended UNAVAILABLE
         # by gRPC itself (above).
-        unreplayed = {"chunk": not python_retries, "chunkctl": not cli_retries}
+        replays = {"chunk": bool(python_retries),
+                   "chunkctl": bool(_cli_retries([str(chunkctl_bin)])),
+                   "chunkd-go": bool(go and _cli_retries([go]))}
         failures = [f for f in workers.failures
-                    if not (unreplayed.get(f[0]) and ": UNAVAILABLE: " in f[1])]
+                    if replays.get(f[0], True) or ": UNAVAILABLE: " not in f[1]]
         REPORT.parent.mkdir(parents=True, exist_ok=True)
         REPORT.write_text(json.dumps({
             "calls": workers.calls,
             "failures": [f"{name} {what}" for name, what in workers.failures],
             "unreplayed_chunk_failures": len(workers.failures) - len(failures),
             "restart_to_serving_seconds": [round(t, 3) for t in ready_after],
-            "chunk_retries": {"python": bool(python_retries), "chunkctl": bool(cli_retries)},
+            "chunk_replays": replays,
+            "chunkd_go_not_run": without_go,
         }, indent=2) + "\n")
         assert failures == [], "\n".join(f"{name} {what}" for name, what in failures)
     finally:
