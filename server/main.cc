@@ -48,6 +48,7 @@
 #include "service/allocator.h"
 #include "service/chunk_service.h"
 #include "service/connection_guard.h"
+#include "service/goaway.h"
 #include "service/grpc_metrics.h"
 #include "service/index_health.h"
 #include "service/instrumented_index.h"
@@ -817,34 +818,92 @@ void LogLimits(const StreamLimits& limits, bool tokens, uint32_t stream_rate) {
           : absl::FormatDuration(limits.connection_idle).c_str());
 }
 
-// After SIGINT or SIGTERM: unhealthy at once, running streams get
-// --shutdown_grace to finish and are cancelled after it, then the server
-// stops.
+// How long streams cancelled at the end of --shutdown_grace get to end, and
+// then how long what the drain does not wait for (health Watch and
+// reflection streams) gets before the server cancels it: chunkd exits at
+// most --shutdown_grace + 5 s after the signal, plus one Redis command
+// timeout when an index probe is under way (docs/operations.md, "Server
+// flags"; the chart's terminationGracePeriodSeconds counts on it).
+constexpr absl::Duration kAbortWait = absl::Seconds(3);
+constexpr absl::Duration kShutdownWait = absl::Seconds(2);
+
+// How long connections that no ChunkService call holds open get to close
+// after the GOAWAY: their clients acknowledge its PING within a round trip,
+// unless they are stalled; a connection still open after it carries other
+// services' streams (health Watch) or a stalled client.
+constexpr absl::Duration kSettle = absl::Seconds(1);
+// How often the drain looks at the calls and connections left.
+constexpr absl::Duration kDrainPoll = absl::Milliseconds(20);
+
+// The first part of the drain, after the GOAWAY: until `deadline`, waits for
+// the ChunkService calls under way and for the connections to close. A
+// connection closes once its client acknowledged the GOAWAY's PING (then
+// gets the final GOAWAY) and its last stream ended; a call that arrives on
+// it before that is served like any other, so the server must not be shut
+// down earlier, or gRPC would cancel such a call (service/goaway.h). True if
+// no ChunkService call is left.
+bool WaitForClients(chunkd::service::ChunkServiceImpl& service, int port,
+                    absl::Time deadline) {
+  const absl::Time settled = absl::Now() + kSettle;
+  while (true) {
+    const absl::Time now = absl::Now();
+    if (!service.WaitForCalls(std::min(deadline, now + kDrainPoll))) {
+      if (now >= deadline) return false;
+      continue;
+    }
+    if (now >= deadline || now >= settled ||
+        chunkd::service::CountConnections(port) == 0) {
+      return true;
+    }
+    absl::SleepFor(kDrainPoll);
+  }
+}
+
+// After SIGINT or SIGTERM (docs/design.md, "Threading model"): unhealthy,
+// the listener closed and a GOAWAY to every connection at once, so that
+// clients send their next calls elsewhere while every call that reaches
+// chunkd is still served; running streams and calls get --shutdown_grace
+// to finish, streams still running then are cancelled with UNAVAILABLE;
+// then the server stops.
 void Drain(int sig, chunkd::service::ChunkServiceImpl& service,
            chunkd::service::IndexHealthMonitor& index_health,
            chunkd::service::IdleTrimmer& trimmer,
-           grpc::HealthCheckServiceInterface* health, grpc::Server& server) {
+           grpc::HealthCheckServiceInterface* health, grpc::Server& server,
+           int port) {
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
+  const absl::Time deadline = absl::Now() + grace;
   std::fprintf(stderr, "chunkd: signal %d, draining (%zu streams, grace %s)\n",
                sig, service.active_streams(),
                absl::FormatDuration(grace).c_str());
-  // Draining wins over the index monitor: stopped first, and Shutdown()
-  // makes the health service ignore any later update.
-  index_health.Stop();
-  trimmer.Stop();
-  health->SetServingStatus(false);
+  // NOT_SERVING for every service name, and no later update: the index
+  // monitor, stopped last (a probe under way may wait on Redis), no longer
+  // changes it.
   health->Shutdown();
+  bool finished = false;
+  if (chunkd::service::GoAway(server)) {
+    finished = WaitForClients(service, port, deadline);
+  } else {
+    // No GOAWAY before Shutdown with this gRPC (service/goaway.h): clients
+    // keep sending here until then, so new streams are refused at once.
+    std::fprintf(stderr,
+                 "chunkd: this gRPC cannot send GOAWAY before the end of the "
+                 "drain; new streams are refused with UNAVAILABLE meanwhile\n");
+    service.BeginShutdown();
+    finished = service.WaitForCalls(deadline);
+  }
   service.BeginShutdown();
-  if (!service.WaitForStreams(absl::Now() + grace)) {
+  if (!finished) {
     service.AbortAll(absl::UnavailableError(
         absl::StrCat("chunkd is shutting down; the stream did not finish "
                      "within the ",
                      absl::FormatDuration(grace),
-                     " grace period and was cancelled")));
-    service.WaitForStreams(absl::Now() + absl::Seconds(5));
+                     " grace period (--shutdown_grace) and was cancelled")));
+    service.WaitForCalls(absl::Now() + kAbortWait);
   }
-  server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server.Shutdown(absl::ToChronoTime(absl::Now() + kShutdownWait));
   server.Wait();
+  index_health.Stop();
+  trimmer.Stop();
 }
 
 }  // namespace
@@ -940,7 +999,7 @@ int main(int argc, char** argv) {
   LogLimits(*limits, *tokens != nullptr, stream_rate);
 
   Drain(WaitForSignal(signals), service, index_health, trimmer, health,
-        *server);
+        *server, port);
   metrics.WatchQueueDepth(nullptr);  // the pool goes first
   metrics.WatchIndexEntries(nullptr);
   abuse_log.Stop();

@@ -786,7 +786,8 @@ absl::Status ValidateRelease(const v1::ReleaseRequest& r) {
 
 // Serves one unary call: parses the request (INVALID_ARGUMENT when it does
 // not parse), runs `validate` on gRPC's thread and `run` (which may reach a
-// remote index) on the pool when `on_pool`, then sends the response.
+// remote index) on the pool when `pool_calls` is given (which counts it
+// until it answered), else inline, then sends the response.
 // `validate(const Request&)` returns absl::Status; `run(const Request&,
 // Response*)` returns absl::Status.
 template <typename Request, typename Response, typename Validate,
@@ -796,7 +797,7 @@ grpc::ServerUnaryReactor* ServeUnary(const ServiceOptions& options,
                                      const grpc::ByteBuffer* raw_request,
                                      grpc::ByteBuffer* raw_response,
                                      Validate validate, Run run,
-                                     bool on_pool) {
+                                     PoolCalls* pool_calls) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (options.guard != nullptr && options.guard->OverRate(context->peer())) {
     reactor->Finish(ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
@@ -823,8 +824,12 @@ grpc::ServerUnaryReactor* ServeUnary(const ServiceOptions& options,
     if (status.ok()) status = SerializeResponse(call->response, raw_response);
     reactor->Finish(ToGrpcStatus(status));
   };
-  if (on_pool) {
-    options.pool->Submit(std::move(respond));
+  if (pool_calls != nullptr) {
+    pool_calls->Enter();
+    options.pool->Submit([respond = std::move(respond), pool_calls] {
+      respond();
+      pool_calls->Exit();
+    });
   } else {
     respond();
   }
@@ -956,7 +961,7 @@ grpc::ServerUnaryReactor* ChunkServiceImpl::FindMissing(
         }
         return absl::OkStatus();
       },
-      /*on_pool=*/true);
+      &pool_calls_);
 }
 
 grpc::ServerUnaryReactor* ChunkServiceImpl::Release(
@@ -980,7 +985,7 @@ grpc::ServerUnaryReactor* ChunkServiceImpl::Release(
         for (uint64_t count : *left) out->add_ref_counts(count);
         return absl::OkStatus();
       },
-      /*on_pool=*/true);
+      &pool_calls_);
 }
 
 grpc::ServerUnaryReactor* ChunkServiceImpl::GetServerInfo(
@@ -997,7 +1002,7 @@ grpc::ServerUnaryReactor* ChunkServiceImpl::GetServerInfo(
         FillServerInfo(out);
         return absl::OkStatus();
       },
-      /*on_pool=*/false);
+      /*pool_calls=*/nullptr);
 }
 
 void ChunkServiceImpl::FillServerInfo(v1::GetServerInfoResponse* response) const {
@@ -1039,8 +1044,27 @@ void ChunkServiceImpl::FillServerInfo(v1::GetServerInfoResponse* response) const
 
 void ChunkServiceImpl::BeginShutdown() { registry_.BeginShutdown(); }
 
-bool ChunkServiceImpl::WaitForStreams(absl::Time deadline) {
-  return registry_.WaitForStreams(deadline);
+bool ChunkServiceImpl::WaitForCalls(absl::Time deadline) {
+  return registry_.WaitForStreams(deadline) &&
+         pool_calls_.WaitForNone(deadline);
+}
+
+void PoolCalls::Enter() {
+  absl::MutexLock lock(&mu_);
+  ++running_;
+}
+
+void PoolCalls::Exit() {
+  absl::MutexLock lock(&mu_);
+  --running_;
+}
+
+bool PoolCalls::WaitForNone(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto none = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return running_ == 0;
+  };
+  return mu_.AwaitWithDeadline(absl::Condition(&none), deadline);
 }
 
 void ChunkServiceImpl::AbortAll(const absl::Status& status) {

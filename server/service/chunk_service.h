@@ -35,6 +35,8 @@
 #include <iterator>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "chunkd/chunker.h"
 #include "chunkd/v1/chunkd.grpc.pb.h"
@@ -99,6 +101,25 @@ using RawChunkService = v1::ChunkService::WithRawCallbackMethod_Chunk<
                 v1::ChunkService::WithRawCallbackMethod_GetServerInfo<
                     v1::ChunkService::Service>>>>>;
 
+// Counts calls handed to the worker pool, so that a drain can wait for
+// them. Thread-safe.
+class PoolCalls {
+ public:
+  PoolCalls() = default;
+  PoolCalls(const PoolCalls&) = delete;
+  PoolCalls& operator=(const PoolCalls&) = delete;
+
+  // A call starts; each Enter is followed by one Exit when it has answered.
+  void Enter();
+  void Exit();
+  // Waits until no call is under way or `deadline` passes; true if none is.
+  bool WaitForNone(absl::Time deadline);
+
+ private:
+  absl::Mutex mu_;
+  size_t running_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 class ChunkServiceImpl final : public RawChunkService {
  public:
   explicit ChunkServiceImpl(ServiceOptions options);
@@ -120,11 +141,13 @@ class ChunkServiceImpl final : public RawChunkService {
                                           const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* response) override;
 
-  // Drain: from now on new streams fail with UNAVAILABLE.
+  // Drain (docs/design.md, "Threading model"): from now on new streams
+  // fail with UNAVAILABLE.
   void BeginShutdown();
 
-  // Waits until no stream is running or `deadline` passes; true if none runs.
-  bool WaitForStreams(absl::Time deadline);
+  // Waits until no stream runs and no FindMissing or Release call is under
+  // way, or `deadline` passes; true if none is.
+  bool WaitForCalls(absl::Time deadline);
 
   // Ends every running stream with `status`.
   void AbortAll(const absl::Status& status);
@@ -165,6 +188,9 @@ class ChunkServiceImpl final : public RawChunkService {
 
   ServiceOptions options_;
   StreamRegistry registry_;
+  // The FindMissing and Release calls under way on the pool (the other
+  // unary calls are answered before their handler returns).
+  PoolCalls pool_calls_;
   BufferPool buffers_;
   prometheus::Counter* rejected_[std::size(kAllRejectReasons)] = {};
   PeriodicThread idle_reaper_;

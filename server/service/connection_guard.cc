@@ -140,12 +140,14 @@ void StreamRateLimiter::SweepLocked(absl::Time now) {
   });
 }
 
-int ShutdownConnection(const std::string& peer, int local_port) {
-  Endpoint want;
-  if (local_port <= 0 || !ParsePeer(peer, &want)) return 0;
+namespace {
+
+// Calls `visit(fd, remote)` for every connected TCP socket of this process
+// whose local port is `local_port`.
+template <typename Visit>
+void ForEachConnection(int local_port, Visit visit) {
   DIR* fds = opendir("/proc/self/fd");
-  if (fds == nullptr) return 0;
-  int shut = 0;
+  if (fds == nullptr) return;
   while (const dirent* entry = readdir(fds)) {
     int fd = 0;
     if (!absl::SimpleAtoi(entry->d_name, &fd) || fd == dirfd(fds)) continue;
@@ -153,7 +155,7 @@ int ShutdownConnection(const std::string& peer, int local_port) {
     socklen_t size = sizeof(storage);
     Endpoint remote;
     if (getpeername(fd, reinterpret_cast<sockaddr*>(&storage), &size) != 0 ||
-        !FromSockaddr(storage, &remote) || !(remote == want)) {
+        !FromSockaddr(storage, &remote)) {
       continue;
     }
     size = sizeof(storage);
@@ -162,10 +164,29 @@ int ShutdownConnection(const std::string& peer, int local_port) {
         !FromSockaddr(storage, &local) || local.port != local_port) {
       continue;
     }
-    if (shutdown(fd, SHUT_RDWR) == 0) ++shut;
+    visit(fd, remote);
   }
   closedir(fds);
+}
+
+}  // namespace
+
+int ShutdownConnection(const std::string& peer, int local_port) {
+  Endpoint want;
+  if (local_port <= 0 || !ParsePeer(peer, &want)) return 0;
+  int shut = 0;
+  ForEachConnection(local_port, [&](int fd, const Endpoint& remote) {
+    if (remote == want && shutdown(fd, SHUT_RDWR) == 0) ++shut;
+  });
   return shut;
+}
+
+int CountConnections(int local_port) {
+  int count = 0;
+  if (local_port > 0) {
+    ForEachConnection(local_port, [&count](int, const Endpoint&) { ++count; });
+  }
+  return count;
 }
 
 ConnectionGuard::ConnectionGuard(double max_stream_rate, CloseCallback on_close)

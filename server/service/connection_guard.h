@@ -80,6 +80,10 @@ class StreamRateLimiter {
 // never reused under gRPC's feet.
 int ShutdownConnection(const std::string& peer, int local_port);
 
+// The accepted TCP connections of this process whose local port is
+// `local_port` and which gRPC has not closed yet (0 for a port <= 0).
+int CountConnections(int local_port);
+
 class ConnectionGuard final
     : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:

@@ -128,5 +128,19 @@ TEST(ShutdownConnectionTest, UnknownPeersCloseNothing) {
   EXPECT_EQ(ShutdownConnection(a.client_peer, 0), 0);
 }
 
+TEST(CountConnectionsTest, CountsTheOpenAcceptedSocketsOfThePort) {
+  Loopback a, b;
+  ASSERT_GE(a.server, 0);
+  ASSERT_GE(b.server, 0);
+  // The listener and the client's end are not accepted sockets of the port.
+  EXPECT_EQ(CountConnections(a.port), 1);
+  EXPECT_EQ(CountConnections(b.port), 1);
+  EXPECT_EQ(CountConnections(0), 0);
+  close(a.server);
+  a.server = -1;
+  EXPECT_EQ(CountConnections(a.port), 0);
+  EXPECT_EQ(CountConnections(b.port), 1);
+}
+
 }  // namespace
 }  // namespace chunkd::service

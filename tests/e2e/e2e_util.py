@@ -7,6 +7,7 @@ import os
 import random
 import re
 import subprocess
+import threading
 from pathlib import Path
 from typing import FrozenSet, Iterable, List, Sequence, Tuple
 
@@ -88,6 +89,39 @@ def parse_vectors() -> dict:
 def stub(target: str) -> Tuple[grpc.Channel, pb_grpc.ChunkServiceStub]:
     channel = grpc.insecure_channel(target)
     return channel, pb_grpc.ChunkServiceStub(channel)
+
+
+class HealthWatch:
+    """grpc.health.v1.Health/Watch of one service name over `channel`, read
+    on a thread of its own: `statuses` holds every status received (1
+    SERVING, 2 NOT_SERVING), in order, until the stream ends (`ended`).
+    Unlike a Check, it goes on over the connection it started on: a server
+    that is draining has closed its listener to new ones."""
+
+    def __init__(self, channel: grpc.Channel, service: str = "") -> None:
+        name = service.encode()
+        assert len(name) < 128, "one length byte"
+        request = b"\x0a" + bytes([len(name)]) + name if name else b""
+        watch = channel.unary_stream("/grpc.health.v1.Health/Watch",
+                                     request_serializer=None, response_deserializer=None)
+        self._call = watch(request, timeout=RPC_TIMEOUT)
+        self.statuses: List[int] = []
+        self.ended = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            for response in self._call:
+                # HealthCheckResponse: field 1 (status) as one varint byte.
+                self.statuses.append(response[1] if response[:1] == b"\x08" else 0)
+        except grpc.RpcError:
+            pass  # the server went away: the statuses so far are the answer
+        finally:
+            self.ended.set()
+
+    def last(self) -> int:
+        """The latest status; 0 before the first."""
+        return self.statuses[-1] if self.statuses else 0
 
 
 def call_stream(method, requests: Sequence[object]):

@@ -21,7 +21,7 @@ import pytest
 from chunkd_client import ChunkdError, Client
 from chunkd_client.testing import ChunkdServer, health_status
 
-from e2e_util import RPC_TIMEOUT, random_bytes
+from e2e_util import RPC_TIMEOUT, HealthWatch, random_bytes
 from redis_util import RedisCluster, RedisServer, read_counts
 
 SERVING, NOT_SERVING = 1, 2
@@ -148,26 +148,37 @@ def test_health_follows_redis_and_draining_wins(chunkd_bin: Path) -> None:
                 wait_for(lambda: dedup_health(server) == SERVING, "back again")
 
                 # Drain with a stream open: everything turns NOT_SERVING and
-                # stays so across several probes of the (healthy) index.
+                # stays so across several probes of the (healthy) index. The
+                # listener is closed then: watched over connections made
+                # before.
                 release = threading.Event()
 
                 def pieces():
                     yield b"y" * 10_000
                     release.wait(60)
 
+                channel = grpc.insecure_channel(server.address)
+                watches = [HealthWatch(channel), HealthWatch(channel, DEDUP_HEALTH)]
+                wait_for(lambda: all(w.last() == SERVING for w in watches), "watching")
                 stream = client.dedup(pieces(), namespace="n")
                 wait_for(lambda: _active_streams(server) == 1, "stream open")
                 server.process.send_signal(signal.SIGTERM)
-                wait_for(lambda: health_status(server.address) == NOT_SERVING,
+                wait_for(lambda: all(w.last() == NOT_SERVING for w in watches),
                          "draining")
                 for _ in range(4):
-                    assert dedup_health(server) == NOT_SERVING
-                    assert health_status(server.address) == NOT_SERVING
+                    assert [w.last() for w in watches] == [NOT_SERVING] * 2
                     time.sleep(0.7)
                 release.set()
                 records, summary = stream.collect()
                 assert summary.total_bytes == 10_000
                 assert server.process.wait(30) == 0
+                for watch in watches:
+                    assert watch.ended.wait(30)
+                    # Nothing but NOT_SERVING once draining began.
+                    draining = watch.statuses.index(NOT_SERVING,
+                                                    watch.statuses.index(SERVING))
+                    assert set(watch.statuses[draining:]) == {NOT_SERVING}, watch.statuses
+                channel.close()
     finally:
         redis.cleanup()
 

@@ -41,11 +41,15 @@ class Connection:
 
     A reader thread consumes everything the server sends, acknowledges its
     SETTINGS and PINGs, and records what the tests look at: the server's
-    SETTINGS, the streams it reset and the GOAWAY it sent.
+    SETTINGS, the streams it reset, the GOAWAYs it sent (the last in
+    `goaway`, all in order in `goaways`) and, with `keep_data=True`, each
+    stream's DATA. With `ack_pings=False` the PINGs are held (`held_pings`)
+    until `release_pings()` acknowledges them.
     """
 
     def __init__(self, address: str, *, timeout: float = 10.0,
-                 authorization: Optional[str] = None) -> None:
+                 authorization: Optional[str] = None, ack_pings: bool = True,
+                 keep_data: bool = False) -> None:
         host, port = address.rsplit(":", 1)
         self.authority = address
         self.authorization = authorization
@@ -59,6 +63,11 @@ class Connection:
         self.resets: Dict[int, int] = {}   # stream -> error code
         self.ended: Dict[int, List[Tuple[str, str]]] = {}  # stream -> trailers
         self.goaway: Optional[Tuple[int, int, bytes]] = None
+        self.goaways: List[Tuple[int, int, bytes]] = []
+        self.data: Dict[int, bytes] = {}  # stream -> DATA received (keep_data)
+        self.keep_data = keep_data
+        self.ack_pings = ack_pings
+        self.held_pings: List[bytes] = []
         self.closed = threading.Event()
         self.bytes_received = 0
         self.next_stream = 1
@@ -116,8 +125,15 @@ class Connection:
             sent += n
         return sent, time.monotonic() - start
 
-    def data(self, stream: int, payload: bytes, end_stream: bool = False) -> None:
+    def send_data(self, stream: int, payload: bytes, end_stream: bool = False) -> None:
         self.send(frame(DATA, END_STREAM if end_stream else 0, stream, payload))
+
+    def release_pings(self) -> None:
+        """Acknowledges the PINGs held so far (with ack_pings=False)."""
+        with self._lock:
+            held, self.held_pings = self.held_pings, []
+        for payload in held:
+            self.send(frame(PING, ACK, 0, payload))
 
     def close(self) -> None:
         try:
@@ -155,24 +171,42 @@ class Connection:
         finally:
             self.closed.set()
 
+    def _reply(self, data: bytes) -> None:
+        """Sends what the reader answers by itself; a server that has closed
+        the connection may still have sent frames to read, so a failed send
+        does not stop the reader."""
+        try:
+            self.send(data)
+        except OSError:
+            pass
+
     def _on_frame(self, kind: int, flags: int, stream: int, payload: bytes) -> None:
         if kind == SETTINGS and not flags & ACK:
             for i in range(0, len(payload), 6):
                 key, value = struct.unpack(">HI", payload[i : i + 6])
                 self.settings[key] = value
-            self.send(frame(SETTINGS, ACK, 0))
+            self._reply(frame(SETTINGS, ACK, 0))
             self.settings_seen.set()
         elif kind == PING and not flags & ACK:
-            self.send(frame(PING, ACK, 0, payload))
+            if self.ack_pings:
+                self._reply(frame(PING, ACK, 0, payload))
+            else:
+                with self._lock:
+                    self.held_pings.append(payload)
         elif kind == RST_STREAM:
             with self._lock:
                 self.resets[stream] = struct.unpack(">I", payload)[0]
         elif kind == GOAWAY:
             last, code = struct.unpack(">II", payload[:8])
             self.goaway = (last & 0x7FFFFFFF, code, payload[8:])
+            with self._lock:
+                self.goaways.append(self.goaway)
         elif kind == DATA and payload:
+            if self.keep_data:
+                with self._lock:
+                    self.data[stream] = self.data.get(stream, b"") + payload
             # Give the server its window back so responses keep flowing.
-            self.send(frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", len(payload))) +
+            self._reply(frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", len(payload))) +
                       frame(WINDOW_UPDATE, 0, stream, struct.pack(">I", len(payload))))
         elif kind == HEADERS:
             block = self._block.pop(stream, b"") + payload

@@ -125,9 +125,16 @@ memory
 {{- end -}}
 {{- end -}}
 
+{{/* Seconds from the start of the preStop pause until chunkd has surely
+     exited: the pause, then --shutdown_grace after SIGTERM, then at most 7 s
+     more (docs/operations.md, "Kubernetes: the Helm chart"). */}}
+{{- define "chunkd.stopSeconds" -}}
+{{- add .Values.preStopSleepSeconds .Values.server.shutdownGraceSeconds 7 -}}
+{{- end -}}
+
 {{- define "chunkd.terminationGracePeriodSeconds" -}}
 {{- if kindIs "invalid" .Values.terminationGracePeriodSeconds -}}
-{{- add .Values.preStopSleepSeconds .Values.server.shutdownGraceSeconds 10 -}}
+{{- add (include "chunkd.stopSeconds" . | int) 3 -}}
 {{- else -}}
 {{- .Values.terminationGracePeriodSeconds -}}
 {{- end -}}
@@ -203,9 +210,9 @@ the whole list rather than one problem per attempt.
 {{- if lt (int $v.server.maxInflightBytes) (int $v.server.maxMessageBytes) -}}
 {{- $errors = append $errors (printf "server.maxInflightBytes (%d) must be at least server.maxMessageBytes (%d)" (int $v.server.maxInflightBytes) (int $v.server.maxMessageBytes)) -}}
 {{- end -}}
-{{- $stopping := add $v.preStopSleepSeconds $v.server.shutdownGraceSeconds -}}
-{{- if and (not (kindIs "invalid" $v.terminationGracePeriodSeconds)) (le (int $v.terminationGracePeriodSeconds) (int $stopping)) -}}
-{{- $errors = append $errors (printf "terminationGracePeriodSeconds (%d) must exceed preStopSleepSeconds + server.shutdownGraceSeconds (%d), or running streams are killed before their grace ends" (int $v.terminationGracePeriodSeconds) (int $stopping)) -}}
+{{- $stopping := include "chunkd.stopSeconds" . | int -}}
+{{- if and (not (kindIs "invalid" $v.terminationGracePeriodSeconds)) (lt (int $v.terminationGracePeriodSeconds) $stopping) -}}
+{{- $errors = append $errors (printf "terminationGracePeriodSeconds (%d) must be at least preStopSleepSeconds + server.shutdownGraceSeconds + 7 (%d): chunkd may take 7 s past its grace to stop, and would be killed with streams still running" (int $v.terminationGracePeriodSeconds) $stopping) -}}
 {{- end -}}
 {{- if $v.autoscaling.enabled -}}
 {{- if gt (int $v.autoscaling.minReplicas) (int $v.autoscaling.maxReplicas) -}}
