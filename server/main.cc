@@ -64,7 +64,8 @@ ABSL_FLAG(std::string, index, "memory",
           "'redis://[[user]:password@]host:port[/db]' or "
           "'redis-cluster://host:port[,host:port...]', both optionally "
           "followed by ?password_file=PATH&connect_timeout_ms=N&"
-          "command_timeout_ms=N&pool_size=N (overriding the --redis_ flags)");
+          "command_timeout_ms=N&pool_size=N&failover_wait_ms=N (overriding "
+          "the --redis_ flags)");
 ABSL_FLAG(std::string, redis_password_file, "",
           "file holding the Redis password (e.g. a mounted Kubernetes "
           "secret; trailing newline stripped), used when the --index URL "
@@ -75,6 +76,12 @@ ABSL_FLAG(absl::Duration, redis_connect_timeout, absl::Seconds(1),
           "bound on connecting to Redis, handshake included");
 ABSL_FLAG(absl::Duration, redis_command_timeout, absl::Seconds(2),
           "bound on each Redis round trip; a slower server counts as down");
+ABSL_FLAG(absl::Duration, redis_failover_wait, absl::Seconds(10),
+          "how long an index call waits for Redis to come back (a Redis "
+          "Cluster failover, a restarting server) before it fails with "
+          "UNAVAILABLE, re-sending meanwhile what is safe to re-send; set it "
+          "above the cluster's node timeout plus a few seconds; 0 turns "
+          "waiting off");
 ABSL_FLAG(uint64_t, max_message_bytes, uint64_t{4} << 20,
           "largest data field of one request, in bytes");
 ABSL_FLAG(uint64_t, max_inflight_bytes, uint64_t{16} << 20,
@@ -452,6 +459,9 @@ absl::StatusOr<chunkd::index::IndexOptions> IndexOptionsFromFlags(
   index_options.pool_size = absl::GetFlag(FLAGS_redis_pool_size);
   index_options.connect_timeout = absl::GetFlag(FLAGS_redis_connect_timeout);
   index_options.command_timeout = absl::GetFlag(FLAGS_redis_command_timeout);
+  index_options.failover_wait = absl::GetFlag(FLAGS_redis_failover_wait);
+  // A call waiting for Redis lends the worker pool a thread meanwhile.
+  index_options.on_wait = chunkd::pipeline::WorkerPool::Blocking;
   const int64_t max_entries = absl::GetFlag(FLAGS_index_max_entries);
   if (max_entries < -1) {
     return absl::InvalidArgumentError(
@@ -821,6 +831,7 @@ void LogLimits(const StreamLimits& limits, bool tokens, uint32_t stream_rate) {
 // --shutdown_grace to finish and are cancelled after it, then the server
 // stops.
 void Drain(int sig, chunkd::service::ChunkServiceImpl& service,
+           chunkd::index::FingerprintIndex& index,
            chunkd::service::IndexHealthMonitor& index_health,
            chunkd::service::IdleTrimmer& trimmer,
            grpc::HealthCheckServiceInterface* health, grpc::Server& server) {
@@ -836,6 +847,9 @@ void Drain(int sig, chunkd::service::ChunkServiceImpl& service,
   health->Shutdown();
   service.BeginShutdown();
   if (!service.WaitForStreams(absl::Now() + grace)) {
+    // Calls waiting for Redis to come back fail now, so that their streams
+    // can end.
+    index.StopWaiting();
     service.AbortAll(absl::UnavailableError(
         absl::StrCat("chunkd is shutting down; the stream did not finish "
                      "within the ",
@@ -843,6 +857,9 @@ void Drain(int sig, chunkd::service::ChunkServiceImpl& service,
                      " grace period and was cancelled")));
     service.WaitForStreams(absl::Now() + absl::Seconds(5));
   }
+  // Unary calls still waiting for Redis end with UNAVAILABLE before the
+  // deadline below would cancel them.
+  index.StopWaiting();
   server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server.Wait();
 }
@@ -939,8 +956,8 @@ int main(int argc, char** argv) {
              (*index)->backend(), threads, *backends);
   LogLimits(*limits, *tokens != nullptr, stream_rate);
 
-  Drain(WaitForSignal(signals), service, index_health, trimmer, health,
-        *server);
+  Drain(WaitForSignal(signals), service, **index, index_health, trimmer,
+        health, *server);
   metrics.WatchQueueDepth(nullptr);  // the pool goes first
   metrics.WatchIndexEntries(nullptr);
   abuse_log.Stop();
