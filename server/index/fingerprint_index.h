@@ -151,6 +151,15 @@ class FingerprintIndex {
   // must end within its grace period. Irreversible. Default: nothing.
   virtual void StopWaiting() {}
 
+  // Calls waiting for a failover now, and waits that ended since start.
+  struct WaitCounts {
+    uint64_t waiting = 0;
+    uint64_t recovered = 0;  // the call went on
+    uint64_t expired = 0;    // the call failed (or chunkd stopped waiting)
+  };
+  // The counts of a backend that waits (the Redis ones); default nullopt.
+  virtual std::optional<WaitCounts> FailoverWaits() { return std::nullopt; }
+
   // The number of entries over all namespaces, when the backend knows it
   // cheaply: the memory index exactly; nullopt for the Redis backends
   // (counting would scan every server). Default: nullopt.

@@ -1241,6 +1241,11 @@ absl::Status RedisIndex::Health() {
 
 void RedisIndex::StopWaiting() { wait_.Stop(); }
 
+std::optional<FingerprintIndex::WaitCounts> RedisIndex::FailoverWaits() {
+  const FailoverWait::Counts c = wait_.counts();
+  return WaitCounts{c.waiting, c.recovered, c.expired};
+}
+
 absl::Status RedisIndex::Run(BatchOp& op) {
   return Batch(op, *topology_, config_.options, wait_).Run();
 }

@@ -146,6 +146,7 @@ class RedisIndex final : public FingerprintIndex {
   absl::string_view backend() const override;
   absl::Status Health() override;
   void StopWaiting() override;
+  std::optional<WaitCounts> FailoverWaits() override;
 
   using FingerprintIndex::Insert;
   using FingerprintIndex::Release;

@@ -39,6 +39,9 @@ class InstrumentedIndex final : public index::FingerprintIndex {
 
   absl::string_view backend() const override { return index_->backend(); }
   void StopWaiting() override { index_->StopWaiting(); }
+  std::optional<WaitCounts> FailoverWaits() override {
+    return index_->FailoverWaits();
+  }
   std::optional<uint64_t> EntryCount() override {
     return index_->EntryCount();
   }
