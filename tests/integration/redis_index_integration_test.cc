@@ -494,6 +494,26 @@ TEST(RedisIndexIntegration, RestartWithinTheFailoverWaitFailsNoCall) {
   }
 }
 
+// A restart between two calls: the index's idle connection to the old
+// process is closed, and the next call notices before it sends anything on
+// it, so that even a write without a token has a known outcome and is
+// applied once.
+TEST(RedisIndexIntegration, RestartBetweenCallsLeavesNoUnknownOutcome) {
+  SKIP_WITHOUT_REDIS();
+  RedisProcess::Options options;
+  options.persistent = true;
+  auto server = RedisProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto index = CreateIndex(absl::StrCat("redis://", (*server)->address()));
+  ASSERT_TRUE(index.ok());
+  ASSERT_TRUE((*index)->Insert("between", {{Fp(1), 1}}).ok());
+  ASSERT_TRUE((*server)->Restart().ok());
+  auto again = (*index)->Insert("between", {{Fp(1), 1}});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)[0].ref_count, 2u);
+  ExpectCounts({(*server)->port()}, "between", {{1, 2}});
+}
+
 // A server that stops answering (SIGSTOP) while the index has a connection
 // to it: a write without a token meets the command timeout and fails — it
 // must, as it is applied once the server goes on (the count says so) —
