@@ -587,12 +587,20 @@ std::unique_ptr<chunkd::service::ConnectionGuard> MakeConnectionGuard(
       });
 }
 
-// Counts and times the index's calls; a memory index's entries are
-// exported too.
+// Counts and times the index's calls; a memory index's entries, or a Redis
+// index's waits for Redis, are exported too.
 void InstrumentIndex(std::unique_ptr<chunkd::index::FingerprintIndex>& index,
                      chunkd::metrics::Metrics& metrics, uint64_t max_entries) {
   index = std::make_unique<chunkd::service::InstrumentedIndex>(std::move(index),
                                                                &metrics);
+  if (index->FailoverWaits().has_value()) {
+    metrics.WatchIndexWaits([index = index.get()]()
+                                -> std::optional<chunkd::metrics::IndexWaits> {
+      const auto c = index->FailoverWaits();
+      if (!c.has_value()) return std::nullopt;
+      return chunkd::metrics::IndexWaits{c->waiting, c->recovered, c->expired};
+    });
+  }
   if (!index->EntryCount().has_value()) return;
   if (max_entries != 0) metrics.SetIndexMaxEntries(max_entries);
   metrics.WatchIndexEntries(
@@ -829,12 +837,13 @@ void LogLimits(const StreamLimits& limits, bool tokens, uint32_t stream_rate) {
 
 // After SIGINT or SIGTERM: unhealthy at once, running streams get
 // --shutdown_grace to finish and are cancelled after it, then the server
-// stops.
+// closes its connections (on `port`) and stops.
 void Drain(int sig, chunkd::service::ChunkServiceImpl& service,
            chunkd::index::FingerprintIndex& index,
            chunkd::service::IndexHealthMonitor& index_health,
            chunkd::service::IdleTrimmer& trimmer,
-           grpc::HealthCheckServiceInterface* health, grpc::Server& server) {
+           grpc::HealthCheckServiceInterface* health, grpc::Server& server,
+           int port) {
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
   std::fprintf(stderr, "chunkd: signal %d, draining (%zu streams, grace %s)\n",
                sig, service.active_streams(),
@@ -860,6 +869,14 @@ void Drain(int sig, chunkd::service::ChunkServiceImpl& service,
   // Unary calls still waiting for Redis end with UNAVAILABLE before the
   // deadline below would cancel them.
   index.StopWaiting();
+  // gRPC answers CANCELLED (which clients take for their own doing and do
+  // not retry) to a call that reaches it after Shutdown() began: one the
+  // client sent before the GOAWAY arrived. So, once the streams' last
+  // messages are out, no connection is accepted any more and every open
+  // one is closed: a call still running or in flight then fails with
+  // UNAVAILABLE, which clients retry.
+  service.WaitForStreamsDone(absl::Now() + absl::Seconds(2));
+  chunkd::service::ShutdownPort(port);
   server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server.Wait();
 }
@@ -957,9 +974,10 @@ int main(int argc, char** argv) {
   LogLimits(*limits, *tokens != nullptr, stream_rate);
 
   Drain(WaitForSignal(signals), service, **index, index_health, trimmer,
-        health, *server);
+        health, *server, port);
   metrics.WatchQueueDepth(nullptr);  // the pool goes first
   metrics.WatchIndexEntries(nullptr);
+  metrics.WatchIndexWaits(nullptr);
   abuse_log.Stop();
   std::fprintf(stderr, "chunkd: stopped\n");
   return 0;

@@ -168,6 +168,27 @@ int ShutdownConnection(const std::string& peer, int local_port) {
   return shut;
 }
 
+int ShutdownPort(int local_port) {
+  if (local_port <= 0) return 0;
+  DIR* fds = opendir("/proc/self/fd");
+  if (fds == nullptr) return 0;
+  int shut = 0;
+  while (const dirent* entry = readdir(fds)) {
+    int fd = 0;
+    if (!absl::SimpleAtoi(entry->d_name, &fd) || fd == dirfd(fds)) continue;
+    sockaddr_storage storage;
+    socklen_t size = sizeof(storage);
+    Endpoint local;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&storage), &size) != 0 ||
+        !FromSockaddr(storage, &local) || local.port != local_port) {
+      continue;
+    }
+    if (shutdown(fd, SHUT_RDWR) == 0) ++shut;
+  }
+  closedir(fds);
+  return shut;
+}
+
 ConnectionGuard::ConnectionGuard(double max_stream_rate, CloseCallback on_close)
     : rate_(max_stream_rate),
       on_close_(std::move(on_close)),
