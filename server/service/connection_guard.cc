@@ -140,9 +140,11 @@ void StreamRateLimiter::SweepLocked(absl::Time now) {
   });
 }
 
-int ShutdownConnection(const std::string& peer, int local_port) {
-  Endpoint want;
-  if (local_port <= 0 || !ParsePeer(peer, &want)) return 0;
+namespace {
+
+// Shuts down the TCP sockets of this process on `local_port` whose remote
+// end is `*peer` (any, and the listening one too, when peer is null).
+int ShutdownSockets(int local_port, const Endpoint* peer) {
   DIR* fds = opendir("/proc/self/fd");
   if (fds == nullptr) return 0;
   int shut = 0;
@@ -152,8 +154,9 @@ int ShutdownConnection(const std::string& peer, int local_port) {
     sockaddr_storage storage;
     socklen_t size = sizeof(storage);
     Endpoint remote;
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&storage), &size) != 0 ||
-        !FromSockaddr(storage, &remote) || !(remote == want)) {
+    if (peer != nullptr &&
+        (getpeername(fd, reinterpret_cast<sockaddr*>(&storage), &size) != 0 ||
+         !FromSockaddr(storage, &remote) || !(remote == *peer))) {
       continue;
     }
     size = sizeof(storage);
@@ -168,25 +171,16 @@ int ShutdownConnection(const std::string& peer, int local_port) {
   return shut;
 }
 
+}  // namespace
+
+int ShutdownConnection(const std::string& peer, int local_port) {
+  Endpoint want;
+  if (local_port <= 0 || !ParsePeer(peer, &want)) return 0;
+  return ShutdownSockets(local_port, &want);
+}
+
 int ShutdownPort(int local_port) {
-  if (local_port <= 0) return 0;
-  DIR* fds = opendir("/proc/self/fd");
-  if (fds == nullptr) return 0;
-  int shut = 0;
-  while (const dirent* entry = readdir(fds)) {
-    int fd = 0;
-    if (!absl::SimpleAtoi(entry->d_name, &fd) || fd == dirfd(fds)) continue;
-    sockaddr_storage storage;
-    socklen_t size = sizeof(storage);
-    Endpoint local;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&storage), &size) != 0 ||
-        !FromSockaddr(storage, &local) || local.port != local_port) {
-      continue;
-    }
-    if (shutdown(fd, SHUT_RDWR) == 0) ++shut;
-  }
-  closedir(fds);
-  return shut;
+  return local_port <= 0 ? 0 : ShutdownSockets(local_port, nullptr);
 }
 
 ConnectionGuard::ConnectionGuard(double max_stream_rate, CloseCallback on_close)

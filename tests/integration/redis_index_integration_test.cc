@@ -292,6 +292,20 @@ class WaitWatch {
   int started_ = 0;
 };
 
+// The options of the tests with the failover wait: far longer than any
+// failover or restart here (the tests do not depend on how fast one is);
+// waiting calls are counted by `watch`.
+IndexOptions WaitingOptions(WaitWatch& watch) {
+  IndexOptions options;
+  // Generous on a loaded machine (a cluster's batch is acknowledged only
+  // once its master's replica has it, so a failover cannot lose it).
+  options.cluster_wait_timeout = absl::Seconds(1);
+  options.connect_timeout = absl::Milliseconds(300);
+  options.failover_wait = absl::Seconds(90);
+  watch.Attach(options);
+  return options;
+}
+
 std::map<uint64_t, uint64_t> ExpectedCounts(
     const std::vector<StreamPlan>& plans) {
   std::map<uint64_t, uint64_t> expected;
@@ -301,6 +315,51 @@ std::map<uint64_t, uint64_t> ExpectedCounts(
     }
   }
   return expected;
+}
+
+// What a run of the plans through a kill and restart of one server did.
+struct KillRun {
+  std::map<uint64_t, int> news;
+  int failed = 0;
+  std::vector<std::string> errors;
+  absl::Status restarted;
+};
+
+// Runs the plans, kills `server` once 60 batches are done, and restarts it
+// (from its AOF) after `while_down` returned.
+KillRun RunThroughKillAndRestart(FingerprintIndex& index, absl::string_view ns,
+                                 const std::vector<StreamPlan>& plans,
+                                 RedisProcess& server,
+                                 const std::function<void()>& while_down) {
+  KillRun run;
+  run.news = RunStreamsWithFault(
+      index, ns, plans, /*fault_after=*/60,
+      [&] {
+        server.Kill();
+        while_down();
+        run.restarted = server.Restart();
+      },
+      &run.failed, &run.errors);
+  return run;
+}
+
+// A server with its AOF (appendfsync always): nothing acknowledged is lost
+// to kill -9, and a restart finds it again.
+absl::StatusOr<std::unique_ptr<RedisProcess>> StartPersistentRedis() {
+  RedisProcess::Options options;
+  options.persistent = true;
+  return RedisProcess::Start(options);
+}
+
+// Every fingerprint of `expected` was reported new exactly once.
+void ExpectEachNewOnce(const std::map<uint64_t, uint64_t>& expected,
+                       const std::map<uint64_t, int>& news) {
+  for (const auto& [i, count] : expected) {
+    auto it = news.find(i);
+    const int n = it == news.end() ? 0 : it->second;
+    EXPECT_EQ(n, 1) << "fingerprint " << i << " reported new " << n
+                    << " times";
+  }
 }
 
 // ---- A full server (maxmemory reached, noeviction) ----------------------
@@ -396,9 +455,7 @@ TEST(RedisIndexIntegration, DownAtStartThenRecoversByItself) {
 
 TEST(RedisIndexIntegration, KillNineMidBatchThenRestartCountsExactly) {
   SKIP_WITHOUT_REDIS();
-  RedisProcess::Options options;
-  options.persistent = true;  // nothing acknowledged is lost to kill -9
-  auto server = RedisProcess::Start(options);
+  auto server = StartPersistentRedis();
   ASSERT_TRUE(server.ok()) << server.status();
   // Waiting off: the callers' retries with their tokens make it exact.
   auto index = CreateIndex(absl::StrCat("redis://", (*server)->address(),
@@ -408,19 +465,12 @@ TEST(RedisIndexIntegration, KillNineMidBatchThenRestartCountsExactly) {
 
   const auto plans = MakePlans(/*streams=*/4, /*batches=*/60, /*size=*/64,
                                /*distinct=*/3000);
-  int failed = 0;
-  std::vector<std::string> errors;
-  absl::Status restarted;
-  auto news = RunStreamsWithFault(
-      **index, "kill", plans, /*fault_after=*/60,
-      [&] {
-        (*server)->Kill();
-        absl::SleepFor(absl::Milliseconds(700));
-        restarted = (*server)->Restart();
-      },
-      &failed, &errors);
-  ASSERT_TRUE(restarted.ok()) << restarted;
-  EXPECT_GT(failed, 0) << "the kill should have failed some batches";
+  const KillRun run =
+      RunThroughKillAndRestart(**index, "kill", plans, **server,
+                               [] { absl::SleepFor(absl::Milliseconds(700)); });
+  ASSERT_TRUE(run.restarted.ok()) << run.restarted;
+  EXPECT_GT(run.failed, 0) << "the kill should have failed some batches";
+  const std::vector<std::string>& errors = run.errors;
   bool named = false;
   for (const std::string& e : errors) {
     named = named ||
@@ -432,10 +482,7 @@ TEST(RedisIndexIntegration, KillNineMidBatchThenRestartCountsExactly) {
 
   const auto expected = ExpectedCounts(plans);
   ExpectCounts({(*server)->port()}, "kill", expected);
-  for (const auto& [i, count] : expected) {
-    EXPECT_EQ(news[i], 1) << "fingerprint " << i << " reported new " << news[i]
-                          << " times";
-  }
+  ExpectEachNewOnce(expected, run.news);
   EXPECT_TRUE((*index)->Health().ok());
 }
 
@@ -444,17 +491,11 @@ TEST(RedisIndexIntegration, KillNineMidBatchThenRestartCountsExactly) {
 // all the same.
 TEST(RedisIndexIntegration, RestartWithinTheFailoverWaitFailsNoCall) {
   SKIP_WITHOUT_REDIS();
-  RedisProcess::Options options;
-  options.persistent = true;
-  auto server = RedisProcess::Start(options);
+  auto server = StartPersistentRedis();
   ASSERT_TRUE(server.ok()) << server.status();
-  IndexOptions index_options;
-  index_options.failover_wait = absl::Seconds(60);
-  index_options.connect_timeout = absl::Milliseconds(300);
   WaitWatch watch;
-  watch.Attach(index_options);
-  auto index =
-      CreateIndex(absl::StrCat("redis://", (*server)->address()), index_options);
+  auto index = CreateIndex(absl::StrCat("redis://", (*server)->address()),
+                           WaitingOptions(watch));
   ASSERT_TRUE(index.ok());
   std::vector<std::string> early;
   for (int i = 0; i < 20; ++i) early.push_back(Fp(100000 + i));
@@ -465,20 +506,12 @@ TEST(RedisIndexIntegration, RestartWithinTheFailoverWaitFailsNoCall) {
 
   const auto plans = MakePlans(/*streams=*/4, /*batches=*/60, /*size=*/64,
                                /*distinct=*/3000);
-  int failed = 0;
-  std::vector<std::string> errors;
-  absl::Status restarted;
-  auto news = RunStreamsWithFault(
-      **index, "restart", plans, /*fault_after=*/60,
-      [&] {
-        (*server)->Kill();
-        // Down until calls wait for it: the restart comes while they do.
-        EXPECT_TRUE(watch.AwaitWaiting(1));
-        restarted = (*server)->Restart();
-      },
-      &failed, &errors);
-  ASSERT_TRUE(restarted.ok()) << restarted;
-  EXPECT_EQ(failed, 0) << (errors.empty() ? "" : errors[0]);
+  // Down until calls wait for it: the restart comes while they do.
+  const KillRun run = RunThroughKillAndRestart(
+      **index, "restart", plans, **server,
+      [&] { EXPECT_TRUE(watch.AwaitWaiting(1)); });
+  ASSERT_TRUE(run.restarted.ok()) << run.restarted;
+  EXPECT_EQ(run.failed, 0) << (run.errors.empty() ? "" : run.errors[0]);
   EXPECT_GT(watch.started(), 0);
   int calls = 0;
   absl::Status first_error;
@@ -488,10 +521,7 @@ TEST(RedisIndexIntegration, RestartWithinTheFailoverWaitFailsNoCall) {
   auto expected = ExpectedCounts(plans);
   for (int i = 0; i < 20; ++i) expected[100000 + i] = 1;
   ExpectCounts({(*server)->port()}, "restart", expected);
-  for (const auto& [i, count] : ExpectedCounts(plans)) {
-    EXPECT_EQ(news[i], 1) << "fingerprint " << i << " reported new " << news[i]
-                          << " times";
-  }
+  ExpectEachNewOnce(ExpectedCounts(plans), run.news);
 }
 
 // A restart between two calls: the index's idle connection to the old
@@ -500,9 +530,7 @@ TEST(RedisIndexIntegration, RestartWithinTheFailoverWaitFailsNoCall) {
 // applied once.
 TEST(RedisIndexIntegration, RestartBetweenCallsLeavesNoUnknownOutcome) {
   SKIP_WITHOUT_REDIS();
-  RedisProcess::Options options;
-  options.persistent = true;
-  auto server = RedisProcess::Start(options);
+  auto server = StartPersistentRedis();
   ASSERT_TRUE(server.ok()) << server.status();
   auto index = CreateIndex(absl::StrCat("redis://", (*server)->address()));
   ASSERT_TRUE(index.ok());
@@ -523,12 +551,9 @@ TEST(RedisIndexIntegration, StoppedServerUnknownWritesFailTheRestWaits) {
   SKIP_WITHOUT_REDIS();
   auto server = RedisProcess::Start({});
   ASSERT_TRUE(server.ok()) << server.status();
-  IndexOptions options;
-  options.failover_wait = absl::Seconds(60);
-  options.command_timeout = absl::Milliseconds(300);
-  options.connect_timeout = absl::Milliseconds(300);
   WaitWatch watch;
-  watch.Attach(options);
+  IndexOptions options = WaitingOptions(watch);
+  options.command_timeout = absl::Milliseconds(300);
   auto index =
       CreateIndex(absl::StrCat("redis://", (*server)->address()), options);
   ASSERT_TRUE(index.ok());
@@ -1337,6 +1362,14 @@ std::vector<uint64_t> FingerprintsOnMaster(const RedisClusterProcesses& cluster,
   return out;
 }
 
+// The node of the first master of `cluster`.
+RedisProcess* FirstMaster(const RedisClusterProcesses& cluster) {
+  auto masters = cluster.MasterPorts();
+  EXPECT_TRUE(masters.ok()) << masters.status();
+  if (!masters.ok() || masters->size() != 3) return nullptr;
+  return cluster.NodeWithPort(masters->front());
+}
+
 // Runs the plans through `fault` with the failover wait on (far longer
 // than any failover here): no call fails, no caller retries; lookups of
 // chunks indexed before go through all along; the counts read from
@@ -1372,10 +1405,7 @@ void ExpectNoFailureThrough(
   ASSERT_TRUE(masters.ok());
   ASSERT_EQ(masters->size(), 3u);
   auto expected = ExpectedCounts(plans);
-  for (const auto& [i, count] : expected) {
-    EXPECT_EQ(news[i], 1) << "fingerprint " << i << " reported new " << news[i]
-                          << " times";
-  }
+  ExpectEachNewOnce(expected, news);
   expected.insert(early_counts.begin(), early_counts.end());
   ExpectCounts(*masters, ns, expected);
 }
@@ -1390,20 +1420,10 @@ TEST(RedisClusterFailover, MasterKilledDuringLongSeriesOfBatches) {
   SKIP_WITHOUT_REDIS();
   auto cluster = RedisClusterProcesses::Start(3, 1, /*node_timeout_ms=*/1000);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  IndexOptions options;
-  // Generous on a loaded machine: a batch is acknowledged only once its
-  // master's replica has it, so the failover cannot lose it.
-  options.cluster_wait_timeout = absl::Seconds(1);
-  options.connect_timeout = absl::Milliseconds(300);
-  options.failover_wait = absl::Seconds(90);
   WaitWatch watch;
-  watch.Attach(options);
-  auto index = CreateIndex((*cluster)->Spec(), options);
+  auto index = CreateIndex((*cluster)->Spec(), WaitingOptions(watch));
   ASSERT_TRUE(index.ok());
-  auto masters = (*cluster)->MasterPorts();
-  ASSERT_TRUE(masters.ok());
-  ASSERT_EQ(masters->size(), 3u);
-  RedisProcess* victim = (*cluster)->NodeWithPort(masters->front());
+  RedisProcess* victim = FirstMaster(**cluster);
   ASSERT_NE(victim, nullptr);
 
   ExpectNoFailureThrough(**cluster, **index, "failover",
@@ -1422,13 +1442,8 @@ TEST(RedisClusterFailover, WholeClusterRestartedFromItsAof) {
   auto cluster = RedisClusterProcesses::Start(3, 1, /*node_timeout_ms=*/1000,
                                               /*persistent=*/true);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  IndexOptions options;
-  options.cluster_wait_timeout = absl::Seconds(1);
-  options.connect_timeout = absl::Milliseconds(300);
-  options.failover_wait = absl::Seconds(90);
   WaitWatch watch;
-  watch.Attach(options);
-  auto index = CreateIndex((*cluster)->Spec(), options);
+  auto index = CreateIndex((*cluster)->Spec(), WaitingOptions(watch));
   ASSERT_TRUE(index.ok());
 
   absl::Status restarted;
@@ -1457,18 +1472,14 @@ TEST(RedisClusterFailover, MasterStoppedBelowTheNodeTimeout) {
   // A node timeout far longer than the stop: the replica stays a replica.
   auto cluster = RedisClusterProcesses::Start(3, 1, /*node_timeout_ms=*/60000);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  IndexOptions options;
-  options.command_timeout = absl::Milliseconds(600);
-  options.connect_timeout = absl::Milliseconds(300);
-  options.cluster_wait_timeout = absl::Milliseconds(500);
-  options.failover_wait = absl::Seconds(90);
   WaitWatch watch;
-  watch.Attach(options);
+  IndexOptions options = WaitingOptions(watch);
+  options.command_timeout = absl::Milliseconds(1200);
   auto index = CreateIndex((*cluster)->Spec(), options);
   ASSERT_TRUE(index.ok());
   auto masters = (*cluster)->MasterPorts();
   ASSERT_TRUE(masters.ok());
-  RedisProcess* stopped = (*cluster)->NodeWithPort(masters->front());
+  RedisProcess* stopped = FirstMaster(**cluster);
   ASSERT_NE(stopped, nullptr);
   const std::vector<uint64_t> on_it =
       FingerprintsOnMaster(**cluster, stopped->port(), "stop", 3);
@@ -1535,9 +1546,7 @@ TEST(RedisClusterFailover, ASlotThatNeverGetsAMasterFailsAfterTheWait) {
   SKIP_WITHOUT_REDIS();
   auto cluster = RedisClusterProcesses::Start(3, 0, /*node_timeout_ms=*/1000);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto masters = (*cluster)->MasterPorts();
-  ASSERT_TRUE(masters.ok());
-  RedisProcess* victim = (*cluster)->NodeWithPort(masters->front());
+  RedisProcess* victim = FirstMaster(**cluster);
   ASSERT_NE(victim, nullptr);
   const std::vector<uint64_t> on_it =
       FingerprintsOnMaster(**cluster, victim->port(), "gone", 1);

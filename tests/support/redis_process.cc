@@ -381,24 +381,8 @@ absl::StatusOr<std::vector<int>> SlotMasters(DirectRedis& direct,
 
 }  // namespace
 
-absl::StatusOr<std::vector<int>> RedisClusterProcesses::MasterPorts() const {
-  absl::Status last = absl::UnavailableError("no node is running");
-  for (const auto& node : nodes_) {
-    if (!node->running()) continue;
-    auto direct = DirectRedis::Connect("127.0.0.1", node->port());
-    if (!direct.ok()) {
-      last = direct.status();
-      continue;
-    }
-    bool covered = false;
-    auto masters = SlotMasters(**direct, &covered);
-    if (masters.ok()) return masters;
-    last = masters.status();
-  }
-  return last;
-}
-
-absl::StatusOr<int> RedisClusterProcesses::MasterPortOfSlot(int slot) const {
+absl::StatusOr<std::vector<int>> RedisClusterProcesses::MasterPorts(
+    int slot) const {
   absl::Status last = absl::UnavailableError("no node is running");
   for (const auto& node : nodes_) {
     if (!node->running()) continue;
@@ -409,14 +393,19 @@ absl::StatusOr<int> RedisClusterProcesses::MasterPortOfSlot(int slot) const {
     }
     bool covered = false;
     auto masters = SlotMasters(**direct, &covered, slot);
-    if (!masters.ok()) {
-      last = masters.status();
-      continue;
-    }
-    if (masters->size() == 1) return masters->front();
-    last = absl::NotFoundError(absl::StrCat("no master serves slot ", slot));
+    if (masters.ok()) return masters;
+    last = masters.status();
   }
   return last;
+}
+
+absl::StatusOr<int> RedisClusterProcesses::MasterPortOfSlot(int slot) const {
+  auto masters = MasterPorts(slot);
+  if (!masters.ok()) return masters.status();
+  if (masters->size() != 1) {
+    return absl::NotFoundError(absl::StrCat("no master serves slot ", slot));
+  }
+  return masters->front();
 }
 
 absl::Status RedisClusterProcesses::WaitHealthy(absl::Duration timeout,

@@ -120,9 +120,9 @@ class RedisClusterProcesses {
   }
   RedisProcess* NodeWithPort(int port) const;
 
-  // Ports of the running masters that serve slots, per CLUSTER SLOTS of a
-  // running node.
-  absl::StatusOr<std::vector<int>> MasterPorts() const;
+  // Ports of the running masters that serve slots (`slot` >= 0: that
+  // slot), per CLUSTER SLOTS of a running node.
+  absl::StatusOr<std::vector<int>> MasterPorts(int slot = -1) const;
   // The port of the master serving `slot`, per CLUSTER SLOTS of a running
   // node.
   absl::StatusOr<int> MasterPortOfSlot(int slot) const;
