@@ -115,7 +115,9 @@ absl::Status ValidateOptions(absl::string_view spec, const IndexOptions& o,
   }
   if (o.failover_wait < absl::ZeroDuration() ||
       o.failover_wait > absl::Hours(1)) {
-    return Bad(spec, "the failover wait must be in [0, 1h]");
+    return Bad(spec,
+               "the failover wait (--redis_failover_wait, failover_wait_ms) "
+               "must be in [0, 1h]");
   }
   if (o.cluster_wait_replicas < 0 || o.cluster_wait_replicas > 16) {
     return Bad(spec, "cluster_wait_replicas must be 0..16");

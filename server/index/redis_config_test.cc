@@ -83,7 +83,9 @@ TEST(RedisSpecTest, FailoverWaitFromTheQueryAndItsBounds) {
   options.failover_wait = absl::Hours(2);
   auto long_flag = ParseRedisSpec("redis://h:1", options);
   ASSERT_FALSE(long_flag.ok());
-  EXPECT_NE(long_flag.status().message().find("failover wait must be in"),
+  EXPECT_NE(long_flag.status().message().find(
+                "the failover wait (--redis_failover_wait, failover_wait_ms) "
+                "must be in [0, 1h]"),
             std::string::npos)
       << long_flag.status();
 }
