@@ -837,13 +837,12 @@ void LogLimits(const StreamLimits& limits, bool tokens, uint32_t stream_rate) {
 
 // After SIGINT or SIGTERM: unhealthy at once, running streams get
 // --shutdown_grace to finish and are cancelled after it, then the server
-// closes its connections (on `port`) and stops.
+// stops.
 void Drain(int sig, chunkd::service::ChunkServiceImpl& service,
            chunkd::index::FingerprintIndex& index,
            chunkd::service::IndexHealthMonitor& index_health,
            chunkd::service::IdleTrimmer& trimmer,
-           grpc::HealthCheckServiceInterface* health, grpc::Server& server,
-           int port) {
+           grpc::HealthCheckServiceInterface* health, grpc::Server& server) {
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
   std::fprintf(stderr, "chunkd: signal %d, draining (%zu streams, grace %s)\n",
                sig, service.active_streams(),
@@ -869,14 +868,6 @@ void Drain(int sig, chunkd::service::ChunkServiceImpl& service,
   // Unary calls still waiting for Redis end with UNAVAILABLE before the
   // deadline below would cancel them.
   index.StopWaiting();
-  // gRPC answers CANCELLED (which clients take for their own doing and do
-  // not retry) to a call that reaches it after Shutdown() began: one the
-  // client sent before the GOAWAY arrived. So, once the streams' last
-  // messages are out, no connection is accepted any more and every open
-  // one is closed: a call still running or in flight then fails with
-  // UNAVAILABLE, which clients retry.
-  service.WaitForStreamsDone(absl::Now() + absl::Seconds(2));
-  chunkd::service::ShutdownPort(port);
   server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server.Wait();
 }
@@ -974,7 +965,7 @@ int main(int argc, char** argv) {
   LogLimits(*limits, *tokens != nullptr, stream_rate);
 
   Drain(WaitForSignal(signals), service, **index, index_health, trimmer,
-        health, *server, port);
+        health, *server);
   metrics.WatchQueueDepth(nullptr);  // the pool goes first
   metrics.WatchIndexEntries(nullptr);
   metrics.WatchIndexWaits(nullptr);

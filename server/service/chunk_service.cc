@@ -291,7 +291,6 @@ class StreamReactor final
       : service_(service),
         authorization_(std::move(authorization)),
         last_progress_(absl::Now()) {
-    service_->ReactorOpened();
     const Admission admission = service_->registry().Admit(this, owner);
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -371,7 +370,6 @@ class StreamReactor final
 
   void OnDone() override {
     ReleaseSlot();
-    service_->ReactorDone();
     bool destroy;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -1043,25 +1041,6 @@ void ChunkServiceImpl::BeginShutdown() { registry_.BeginShutdown(); }
 
 bool ChunkServiceImpl::WaitForStreams(absl::Time deadline) {
   return registry_.WaitForStreams(deadline);
-}
-
-void ChunkServiceImpl::ReactorOpened() {
-  std::lock_guard<std::mutex> lock(reactors_mu_);
-  ++open_reactors_;
-}
-
-void ChunkServiceImpl::ReactorDone() {
-  {
-    std::lock_guard<std::mutex> lock(reactors_mu_);
-    --open_reactors_;
-  }
-  reactors_done_.notify_all();
-}
-
-bool ChunkServiceImpl::WaitForStreamsDone(absl::Time deadline) {
-  std::unique_lock<std::mutex> lock(reactors_mu_);
-  return reactors_done_.wait_until(lock, absl::ToChronoTime(deadline),
-                                   [this] { return open_reactors_ == 0; });
 }
 
 void ChunkServiceImpl::AbortAll(const absl::Status& status) {

@@ -30,11 +30,9 @@
 #ifndef CHUNKD_SERVICE_CHUNK_SERVICE_H_
 #define CHUNKD_SERVICE_CHUNK_SERVICE_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
-#include <mutex>
 #include <string>
 
 #include "absl/time/time.h"
@@ -127,10 +125,6 @@ class ChunkServiceImpl final : public RawChunkService {
 
   // Waits until no stream is running or `deadline` passes; true if none runs.
   bool WaitForStreams(absl::Time deadline);
-  // Waits until gRPC is done with every Chunk and Dedup stream (OnDone:
-  // its final status is sent, not only queued) or `deadline` passes; true if
-  // it is. For a drain about to close the connections.
-  bool WaitForStreamsDone(absl::Time deadline);
 
   // Ends every running stream with `status`.
   void AbortAll(const absl::Status& status);
@@ -154,9 +148,6 @@ class ChunkServiceImpl final : public RawChunkService {
   void ReleaseIdleBuffers() { buffers_.Clear(); }
   // Counts a stream refused or ended for `reason`.
   void CountRejected(RejectReason reason);
-  // A stream's reactor is made, and gRPC is done with it (OnDone).
-  void ReactorOpened();
-  void ReactorDone();
 
  private:
   // A new Chunk or Dedup stream: admitted, or refused without holding a
@@ -176,9 +167,6 @@ class ChunkServiceImpl final : public RawChunkService {
   StreamRegistry registry_;
   BufferPool buffers_;
   prometheus::Counter* rejected_[std::size(kAllRejectReasons)] = {};
-  std::mutex reactors_mu_;
-  std::condition_variable reactors_done_;
-  size_t open_reactors_ = 0;  // guarded by reactors_mu_
   PeriodicThread idle_reaper_;
 };
 

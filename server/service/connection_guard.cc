@@ -140,11 +140,9 @@ void StreamRateLimiter::SweepLocked(absl::Time now) {
   });
 }
 
-namespace {
-
-// Shuts down the TCP sockets of this process on `local_port` whose remote
-// end is `*peer` (any, and the listening one too, when peer is null).
-int ShutdownSockets(int local_port, const Endpoint* peer) {
+int ShutdownConnection(const std::string& peer, int local_port) {
+  Endpoint want;
+  if (local_port <= 0 || !ParsePeer(peer, &want)) return 0;
   DIR* fds = opendir("/proc/self/fd");
   if (fds == nullptr) return 0;
   int shut = 0;
@@ -154,9 +152,8 @@ int ShutdownSockets(int local_port, const Endpoint* peer) {
     sockaddr_storage storage;
     socklen_t size = sizeof(storage);
     Endpoint remote;
-    if (peer != nullptr &&
-        (getpeername(fd, reinterpret_cast<sockaddr*>(&storage), &size) != 0 ||
-         !FromSockaddr(storage, &remote) || !(remote == *peer))) {
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&storage), &size) != 0 ||
+        !FromSockaddr(storage, &remote) || !(remote == want)) {
       continue;
     }
     size = sizeof(storage);
@@ -169,18 +166,6 @@ int ShutdownSockets(int local_port, const Endpoint* peer) {
   }
   closedir(fds);
   return shut;
-}
-
-}  // namespace
-
-int ShutdownConnection(const std::string& peer, int local_port) {
-  Endpoint want;
-  if (local_port <= 0 || !ParsePeer(peer, &want)) return 0;
-  return ShutdownSockets(local_port, &want);
-}
-
-int ShutdownPort(int local_port) {
-  return local_port <= 0 ? 0 : ShutdownSockets(local_port, nullptr);
 }
 
 ConnectionGuard::ConnectionGuard(double max_stream_rate, CloseCallback on_close)

@@ -80,11 +80,6 @@ class StreamRateLimiter {
 // never reused under gRPC's feet.
 int ShutdownConnection(const std::string& peer, int local_port);
 
-// Shuts down every TCP socket of this process whose local port is
-// `local_port`: the listening one (no connection is accepted any more) and
-// every accepted one. Returns how many. Same caveats as ShutdownConnection.
-int ShutdownPort(int local_port);
-
 class ConnectionGuard final
     : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:

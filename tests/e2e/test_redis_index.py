@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 import signal
-import sys
 import threading
 import time
 import urllib.request
@@ -25,10 +24,7 @@ from chunkd_client.testing import ChunkdServer, health_status
 from e2e_util import RPC_TIMEOUT, random_bytes, stub
 from metrics_util import parse_samples, scrape, value
 from redis_util import RedisCluster, RedisServer, read_counts
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
-import h2raw  # noqa: E402  (the raw HTTP/2 client of the abuse tests)
-from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb  # noqa: E402
+from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 
 SERVING, NOT_SERVING = 1, 2
 DEDUP_HEALTH = "chunkd.v1.ChunkService.Dedup"
@@ -509,67 +505,41 @@ def test_chunk_streams_flow_while_a_dedup_waits_for_its_master(chunkd_bin: Path)
         cluster.cleanup()
 
 
-class _HoldingPings(h2raw.Connection):
-    """A raw HTTP/2 connection that stops acknowledging PINGs once the
-    server sent GOAWAY: gRPC's graceful GOAWAY then keeps the connection
-    taking new streams, as for a client that sent them before the GOAWAY
-    reached it."""
-
-    def _on_frame(self, kind: int, flags: int, stream: int, payload: bytes) -> None:
-        if kind == h2raw.PING and not flags & h2raw.ACK and self.goaway is not None:
-            return
-        super()._on_frame(kind, flags, stream, payload)
-
-
-def test_a_drain_while_index_calls_wait_ends_no_call_cancelled(
+def test_a_drain_ends_the_calls_waiting_for_redis_with_unavailable(
         chunkd_bin: Path, redis: RedisServer) -> None:
-    """gRPC ends CANCELLED a call that reaches a server whose Shutdown() has
-    begun, which clients take for their own doing and do not retry. chunkd
-    closes its connections first: a FindMissing held by a stopped Redis
-    through the drain, and a call sent at the very end, both end UNAVAILABLE
-    (or never start), never CANCELLED."""
+    """A drain must not wait for Redis beyond its grace: a Dedup stream and a
+    FindMissing waiting for a stopped Redis (with a failover wait far longer
+    than the grace) end with UNAVAILABLE once the grace is over, the
+    FindMissing saying that chunkd stopped waiting, and chunkd exits."""
     request = pb.FindMissingRequest(namespace="drain", fingerprints=[b"a" * 32])
-    method = "/chunkd.v1.ChunkService/FindMissing"
-    # The held call blocks in a read of the stopped Redis past the drain.
-    with ChunkdServer(chunkd_bin, index=f"redis://{redis.address}?command_timeout_ms=8000",
+    with ChunkdServer(chunkd_bin, index=f"redis://{redis.address}?failover_wait_ms=600000",
                       extra_args=["--shutdown_grace=2s"]) as server:
         channel, chunkd = stub(server.address)
         with channel:
-            chunkd.FindMissing(request, timeout=RPC_TIMEOUT)  # a Redis connection
-            raw = _HoldingPings(server.address)
-            assert raw.settings_seen.wait(RPC_TIMEOUT)
             redis.process.send_signal(signal.SIGSTOP)
             try:
-                held = chunkd.FindMissing.future(request, timeout=RPC_TIMEOUT)
+                looked_up = chunkd.FindMissing.future(request, timeout=RPC_TIMEOUT)
+                params = pb.DedupParams(namespace="drain", stream_id="drain-1")
+                deduped = chunkd.Dedup(iter([pb.DedupRequest(params=params, data=b"d" * 100_000)]),
+                                       timeout=RPC_TIMEOUT)
 
-                def started() -> float:
+                def waiting() -> float:
                     samples = parse_samples(scrape(server.metrics_address))
-                    return value(samples, "grpc_server_started_total", grpc_type="unary",
-                                 grpc_service="chunkd.v1.ChunkService",
-                                 grpc_method="FindMissing")
+                    return value(samples, "chunkd_index_waiting_calls") or 0
 
-                wait_for(lambda: started() == 2, "the held call at the server")
+                wait_for(lambda: waiting() == 2, "both calls waiting for Redis")
                 server.process.send_signal(signal.SIGTERM)
-                wait_for(lambda: raw.goaway is not None or raw.closed.is_set(),
-                         "GOAWAY or the connection closed")
-                late = None
-                if not raw.closed.is_set():
-                    late = raw.open_stream(raw.headers_block(method))
-                    raw.data(late, h2raw.grpc_message(request.SerializeToString()),
-                             end_stream=True)
-                    wait_for(lambda: late in raw.ended or late in raw.resets
-                             or raw.closed.is_set(), "the late call's end")
-                with pytest.raises(grpc.RpcError) as cut:
-                    held.result()
-                assert cut.value.code() == grpc.StatusCode.UNAVAILABLE, cut.value
-                if late is not None:
-                    trailers = dict(raw.ended.get(late, []))
-                    assert trailers.get("grpc-status") != "1", trailers
-                    assert raw.resets.get(late) != h2raw.CANCEL
+                with pytest.raises(grpc.RpcError) as lookup:
+                    looked_up.result()
+                assert lookup.value.code() == grpc.StatusCode.UNAVAILABLE, lookup.value
+                assert ("no more waiting for redis to come back: chunkd is stopping"
+                        in lookup.value.details()), lookup.value
+                with pytest.raises(grpc.RpcError) as dedup:
+                    list(deduped)
+                assert dedup.value.code() == grpc.StatusCode.UNAVAILABLE, dedup.value
+                assert server.process.wait(RPC_TIMEOUT) == 0
             finally:
                 redis.process.send_signal(signal.SIGCONT)
-            raw.close()
-        assert server.process.wait(RPC_TIMEOUT) == 0
 
 
 def test_password_file_secret_and_redacted_logs(chunkd_bin: Path, tmp_path: Path) -> None:
