@@ -65,7 +65,8 @@ ABSL_FLAG(std::string, index, "memory",
           "'redis://[[user]:password@]host:port[/db]' or "
           "'redis-cluster://host:port[,host:port...]', both optionally "
           "followed by ?password_file=PATH&connect_timeout_ms=N&"
-          "command_timeout_ms=N&pool_size=N (overriding the --redis_ flags)");
+          "command_timeout_ms=N&pool_size=N&failover_wait_ms=N (overriding "
+          "the --redis_ flags)");
 ABSL_FLAG(std::string, redis_password_file, "",
           "file holding the Redis password (e.g. a mounted Kubernetes "
           "secret; trailing newline stripped), used when the --index URL "
@@ -76,6 +77,12 @@ ABSL_FLAG(absl::Duration, redis_connect_timeout, absl::Seconds(1),
           "bound on connecting to Redis, handshake included");
 ABSL_FLAG(absl::Duration, redis_command_timeout, absl::Seconds(2),
           "bound on each Redis round trip; a slower server counts as down");
+ABSL_FLAG(absl::Duration, redis_failover_wait, absl::Seconds(10),
+          "how long an index call waits for Redis to come back (a Redis "
+          "Cluster failover, a restarting server) before it fails with "
+          "UNAVAILABLE, re-sending meanwhile what is safe to re-send; set it "
+          "above the cluster's node timeout plus a few seconds; 0 turns "
+          "waiting off");
 ABSL_FLAG(uint64_t, max_message_bytes, uint64_t{4} << 20,
           "largest data field of one request, in bytes");
 ABSL_FLAG(uint64_t, max_inflight_bytes, uint64_t{16} << 20,
@@ -453,6 +460,9 @@ absl::StatusOr<chunkd::index::IndexOptions> IndexOptionsFromFlags(
   index_options.pool_size = absl::GetFlag(FLAGS_redis_pool_size);
   index_options.connect_timeout = absl::GetFlag(FLAGS_redis_connect_timeout);
   index_options.command_timeout = absl::GetFlag(FLAGS_redis_command_timeout);
+  index_options.failover_wait = absl::GetFlag(FLAGS_redis_failover_wait);
+  // A call waiting for Redis lends the worker pool a thread meanwhile.
+  index_options.on_wait = chunkd::pipeline::WorkerPool::Blocking;
   const int64_t max_entries = absl::GetFlag(FLAGS_index_max_entries);
   if (max_entries < -1) {
     return absl::InvalidArgumentError(
@@ -578,12 +588,20 @@ std::unique_ptr<chunkd::service::ConnectionGuard> MakeConnectionGuard(
       });
 }
 
-// Counts and times the index's calls; a memory index's entries are
-// exported too.
+// Counts and times the index's calls; a memory index's entries, or a Redis
+// index's waits for Redis, are exported too.
 void InstrumentIndex(std::unique_ptr<chunkd::index::FingerprintIndex>& index,
                      chunkd::metrics::Metrics& metrics, uint64_t max_entries) {
   index = std::make_unique<chunkd::service::InstrumentedIndex>(std::move(index),
                                                                &metrics);
+  if (index->FailoverWaits().has_value()) {
+    metrics.WatchIndexWaits([index = index.get()]()
+                                -> std::optional<chunkd::metrics::IndexWaits> {
+      const auto c = index->FailoverWaits();
+      if (!c.has_value()) return std::nullopt;
+      return chunkd::metrics::IndexWaits{c->waiting, c->recovered, c->expired};
+    });
+  }
   if (!index->EntryCount().has_value()) return;
   if (max_entries != 0) metrics.SetIndexMaxEntries(max_entries);
   metrics.WatchIndexEntries(
@@ -866,6 +884,7 @@ bool WaitForClients(chunkd::service::ChunkServiceImpl& service, int port,
 // to finish, streams still running then are cancelled with UNAVAILABLE;
 // then the server stops.
 void Drain(int sig, chunkd::service::ChunkServiceImpl& service,
+           chunkd::index::FingerprintIndex& index,
            chunkd::service::IndexHealthMonitor& index_health,
            chunkd::service::IdleTrimmer& trimmer,
            grpc::HealthCheckServiceInterface* health, grpc::Server& server,
@@ -893,6 +912,9 @@ void Drain(int sig, chunkd::service::ChunkServiceImpl& service,
   }
   service.BeginShutdown();
   if (!finished) {
+    // Calls waiting for Redis to come back fail now, so that their streams
+    // can end.
+    index.StopWaiting();
     service.AbortAll(absl::UnavailableError(
         absl::StrCat("chunkd is shutting down; the stream did not finish "
                      "within the ",
@@ -900,6 +922,9 @@ void Drain(int sig, chunkd::service::ChunkServiceImpl& service,
                      " grace period (--shutdown_grace) and was cancelled")));
     service.WaitForCalls(absl::Now() + kAbortWait);
   }
+  // Unary calls still waiting for Redis end with UNAVAILABLE before the
+  // deadline below would cancel them.
+  index.StopWaiting();
   server.Shutdown(absl::ToChronoTime(absl::Now() + kShutdownWait));
   server.Wait();
   index_health.Stop();
@@ -998,10 +1023,11 @@ int main(int argc, char** argv) {
              (*index)->backend(), threads, *backends);
   LogLimits(*limits, *tokens != nullptr, stream_rate);
 
-  Drain(WaitForSignal(signals), service, index_health, trimmer, health,
-        *server, port);
+  Drain(WaitForSignal(signals), service, **index, index_health, trimmer,
+        health, *server, port);
   metrics.WatchQueueDepth(nullptr);  // the pool goes first
   metrics.WatchIndexEntries(nullptr);
+  metrics.WatchIndexWaits(nullptr);
   abuse_log.Stop();
   std::fprintf(stderr, "chunkd: stopped\n");
   return 0;

@@ -11,6 +11,9 @@
 // Failures. A remote backend that cannot reach its server returns
 // UNAVAILABLE with a message naming the server ("redis at 127.0.0.1:6379 is
 // unreachable: Connection refused") and reconnects by itself on a later call.
+// The Redis backends first wait, within IndexOptions::failover_wait, for a
+// failover or a restart to end (re-sending only what is safe to re-send), so
+// that such a call fails only when Redis stays away longer.
 // An index that is full fails the writes that would grow it with
 // RESOURCE_EXHAUSTED saying which limit and what to do (the memory index at
 // IndexOptions::max_entries; a Redis server at its maxmemory), and keeps
@@ -142,6 +145,21 @@ class FingerprintIndex {
   // the message its refused inserts carry. Default: OK.
   virtual absl::Status Health() { return absl::OkStatus(); }
 
+  // Ends every wait for a failover at once (see IndexOptions::failover_wait):
+  // waiting calls fail with UNAVAILABLE after the round trip in progress, and
+  // later calls fail instead of waiting. For a server that stops: its calls
+  // must end within its grace period. Irreversible. Default: nothing.
+  virtual void StopWaiting() {}
+
+  // Calls waiting for a failover now, and waits that ended since start.
+  struct WaitCounts {
+    uint64_t waiting = 0;
+    uint64_t recovered = 0;  // the call went on
+    uint64_t expired = 0;    // the call failed (or chunkd stopped waiting)
+  };
+  // The counts of a backend that waits (the Redis ones); default nullopt.
+  virtual std::optional<WaitCounts> FailoverWaits() { return std::nullopt; }
+
   // The number of entries over all namespaces, when the backend knows it
   // cheaply: the memory index exactly; nullopt for the Redis backends
   // (counting would scan every server). Default: nullopt.
@@ -224,6 +242,27 @@ struct IndexOptions {
   absl::Duration reconnect_backoff_min = absl::Milliseconds(50);
   absl::Duration reconnect_backoff_max = absl::Seconds(1);
 
+  // redis, redis-cluster: how long a call waits for Redis to come back
+  // before it fails with UNAVAILABLE, while what it needs is away: a cluster
+  // slot without a reachable master (a failover: the node timeout plus the
+  // election), a server that refuses connections, does not answer or is
+  // loading its data (a restart), or answers CLUSTERDOWN, MASTERDOWN,
+  // READONLY, LOADING, BUSY or TRYAGAIN. Meanwhile the call re-reads the slot
+  // map and re-sends, after pauses of 20 ms doubling to 500 ms, what may be
+  // re-sent: whatever did not reach Redis, reads, and writes with a
+  // WriteToken; a write without one whose outcome is unknown (sent, then no
+  // reply) still fails at once. The wait counts from when the index started
+  // failing: once it has failed for longer than this without answering in
+  // between, calls fail at once, as an outage is no failover. Zero turns
+  // waiting off: a failed call is re-sent once, at once. Default 10 s.
+  absl::Duration failover_wait = absl::Seconds(10);
+  // Told on the calling thread when a call starts waiting for Redis (true;
+  // the thread then sleeps between attempts, for at most failover_wait) and
+  // when it stops (false), without locks held. chunkd lends its worker pool
+  // a thread meanwhile (pipeline::WorkerPool::Blocking), so that a wait
+  // does not hold up other streams. Default: empty.
+  std::function<void(bool waiting)> on_wait;
+
   // redis-cluster: each node's pipeline of writes ends with
   // WAIT min(cluster_wait_replicas, healthy replicas of that master), so
   // that a batch reported applied survives the failover of its master. 0
@@ -253,7 +292,9 @@ struct IndexOptions {
   // backends report a server whose maxmemory-policy is not noeviction (an
   // evicting Redis silently drops index entries) or that refuses to say,
   // once per server and again after it was unreachable (it may have
-  // restarted with another configuration). Called from any thread, without
+  // restarted with another configuration); and calls waiting for Redis to
+  // come back (failover_wait): when they start, and when none waits any more,
+  // at most one such pair of lines every 5 s. Called from any thread, without
   // locks held. Default: empty (dropped).
   std::function<void(const std::string& message)> warn;
 };
@@ -267,7 +308,8 @@ struct IndexOptions {
 //       a Redis Cluster, reached through any of the given seed nodes.
 // The query sets options in the URL, overriding `options`:
 //   password_file=/path, connect_timeout_ms=N, command_timeout_ms=N,
-//   pool_size=N. A password in the URL wins over every other source.
+//   pool_size=N, failover_wait_ms=N (0 turns waiting off). A password in the
+//   URL wins over every other source.
 // Never connects: a Redis backend starts even while its server is down and
 // connects on first use (see Health()). INVALID_ARGUMENT, with a message that
 // names --index, for an unknown scheme or a malformed spec; also when a

@@ -268,6 +268,8 @@ RedisRoute ClusterTopology::Route(int slot) {
 }
 
 absl::Status ClusterTopology::NoRoute(int slot) {
+  // A slot without a master: a failover may have ended since the last load.
+  stale_.store(true, std::memory_order_release);
   {
     std::lock_guard<std::mutex> lock(error_mu_);
     if (!last_load_error_.ok()) return last_load_error_;

@@ -81,12 +81,14 @@ absl::Status ReadPasswordFile(absl::string_view source,
   return absl::OkStatus();
 }
 
+// `min_ms` is 0 or 1.
 absl::Status ParseMillis(absl::string_view spec, absl::string_view name,
-                         absl::string_view value, absl::Duration* out) {
+                         absl::string_view value, absl::Duration* out,
+                         int64_t min_ms = 1) {
   int64_t ms = 0;
-  if (!absl::SimpleAtoi(value, &ms) || ms < 1 || ms > kMaxTimeoutMs) {
-    return Bad(spec, absl::StrCat(name, " must be 1..", kMaxTimeoutMs,
-                                  " milliseconds"));
+  if (!absl::SimpleAtoi(value, &ms) || ms < min_ms || ms > kMaxTimeoutMs) {
+    return Bad(spec, absl::StrCat(name, " must be ", min_ms, "..",
+                                  kMaxTimeoutMs, " milliseconds"));
   }
   *out = absl::Milliseconds(ms);
   return absl::OkStatus();
@@ -110,6 +112,12 @@ absl::Status ValidateOptions(absl::string_view spec, const IndexOptions& o,
       o.reconnect_backoff_max < o.reconnect_backoff_min ||
       o.reconnect_backoff_max > absl::Hours(1)) {
     return Bad(spec, "the reconnect backoff must satisfy 0 < min <= max <= 1h");
+  }
+  if (o.failover_wait < absl::ZeroDuration() ||
+      o.failover_wait > absl::Hours(1)) {
+    return Bad(spec,
+               "the failover wait (--redis_failover_wait, failover_wait_ms) "
+               "must be in [0, 1h]");
   }
   if (o.cluster_wait_replicas < 0 || o.cluster_wait_replicas > 16) {
     return Bad(spec, "cluster_wait_replicas must be 0..16");
@@ -190,6 +198,9 @@ absl::Status ParseQueryOption(absl::string_view spec, absl::string_view name,
   if (name == "command_timeout_ms") {
     return ParseMillis(spec, name, value, &options->command_timeout);
   }
+  if (name == "failover_wait_ms") {
+    return ParseMillis(spec, name, value, &options->failover_wait, 0);
+  }
   if (name == "pool_size") {
     if (!absl::SimpleAtoi(value, &options->pool_size)) {
       return Bad(spec, absl::StrCat("pool_size must be 1..", kMaxPoolSize));
@@ -198,7 +209,8 @@ absl::Status ParseQueryOption(absl::string_view spec, absl::string_view name,
   }
   return Bad(spec, absl::StrCat("unknown option '", name,
                                 "'; known: password_file, connect_timeout_ms, "
-                                "command_timeout_ms, pool_size"));
+                                "command_timeout_ms, pool_size, "
+                                "failover_wait_ms"));
 }
 
 // `query` is the URL's "name=value&...", after the '?'.

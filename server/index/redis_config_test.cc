@@ -54,6 +54,42 @@ TEST(RedisSpecTest, QueryOptions) {
   EXPECT_EQ(c->options.pool_size, 4);
 }
 
+TEST(RedisSpecTest, FailoverWaitFromTheQueryAndItsBounds) {
+  IndexOptions options;
+  EXPECT_EQ(options.failover_wait, absl::Seconds(10));
+  options.failover_wait = absl::Seconds(3);
+  auto flag = ParseRedisSpec("redis-cluster://h:1", options);
+  ASSERT_TRUE(flag.ok()) << flag.status();
+  EXPECT_EQ(flag->options.failover_wait, absl::Seconds(3));
+  auto url = ParseRedisSpec("redis-cluster://h:1?failover_wait_ms=25000",
+                            options);
+  ASSERT_TRUE(url.ok()) << url.status();
+  EXPECT_EQ(url->options.failover_wait, absl::Seconds(25));
+  auto off = ParseRedisSpec("redis://h:1?failover_wait_ms=0", options);
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->options.failover_wait, absl::ZeroDuration());
+
+  for (const char* spec : {"redis://h:1?failover_wait_ms=-1",
+                           "redis://h:1?failover_wait_ms=3600001",
+                           "redis://h:1?failover_wait_ms=10s"}) {
+    auto bad = ParseRedisSpec(spec, {});
+    ASSERT_FALSE(bad.ok()) << spec;
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find(
+                  "failover_wait_ms must be 0..3600000 milliseconds"),
+              std::string::npos)
+        << bad.status();
+  }
+  options.failover_wait = absl::Hours(2);
+  auto long_flag = ParseRedisSpec("redis://h:1", options);
+  ASSERT_FALSE(long_flag.ok());
+  EXPECT_NE(long_flag.status().message().find(
+                "the failover wait (--redis_failover_wait, failover_wait_ms) "
+                "must be in [0, 1h]"),
+            std::string::npos)
+      << long_flag.status();
+}
+
 TEST(RedisSpecTest, ClusterWaitMustEndBeforeTheCommandTimeout) {
   EXPECT_TRUE(ParseRedisSpec("redis://h:1?command_timeout_ms=200", {}).ok());
   auto c = ParseRedisSpec("redis-cluster://h:1?command_timeout_ms=200", {});

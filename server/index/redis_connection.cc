@@ -1,5 +1,7 @@
 #include "index/redis_connection.h"
 
+#include <poll.h>
+
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -72,6 +74,15 @@ absl::string_view InfoField(absl::string_view info, absl::string_view field) {
     }
   }
   return "";
+}
+
+// Whether the server closed an idle connection (or it failed): Redis sends
+// nothing unasked, so anything to read on an idle connection is its end.
+bool ClosedWhileIdle(const redisContext* context) {
+  pollfd p{};
+  p.fd = context->fd;
+  p.events = POLLIN;
+  return poll(&p, 1, 0) != 0;
 }
 
 }  // namespace
@@ -254,10 +265,14 @@ absl::StatusOr<RedisEndpoint::Lease> RedisEndpoint::Acquire() {
   std::unique_lock<std::mutex> lock(mu_);
   const absl::Time deadline = absl::Now() + settings_->command_timeout;
   while (true) {
-    if (!idle_.empty()) {
+    while (!idle_.empty()) {
       redisContext* context = idle_.back();
       idle_.pop_back();
-      return Lease(this, context, generation_);
+      if (!ClosedWhileIdle(context)) return Lease(this, context, generation_);
+      // Closed since it was used (a restart): a command sent on it would
+      // have an unknown outcome; one sent on a new connection has none.
+      --open_;
+      redisFree(context);
     }
     if (connect_failures_ > 0) {
       const absl::Time now = absl::Now();

@@ -15,6 +15,11 @@
 // allowed when used memory > 'maxmemory'.") is RESOURCE_EXHAUSTED naming the
 // server (OutOfMemory()); Probe() tells it from INFO memory.
 //
+// An idle context that its server closed meanwhile (Redis sends nothing
+// unasked, so an idle context with something to read is a closed one) is
+// dropped when it would be leased: a restart between two calls leaves no
+// command with an unknown outcome.
+//
 // Failure handling: a lease whose context broke (I/O error, timeout,
 // protocol error) is returned with MarkBroken(); that drops the context and
 // every idle one opened before it (they are likely dead too: the server

@@ -3,9 +3,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <optional>
-#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -286,12 +284,14 @@ const std::vector<std::string>& ScriptShas() {
   return *shas;
 }
 
-// Up to this many rounds per batch: redirections and one retry after a
-// failure each take one.
+// Up to this many rounds of redirections (MOVED, ASK, NOSCRIPT) in a row;
+// a pause after a failure starts the count again.
 constexpr int kMaxRounds = 8;
-// A call whose outcome is unknown (connection failed after sending) is
-// re-sent this often when that is safe.
-constexpr int kMaxFailureRetries = 1;
+// Pauses between the attempts of a call that waits for Redis to come back
+// (IndexOptions::failover_wait): after the first failure none (the call is
+// re-sent at once, on a fresh connection), then these, doubling.
+constexpr absl::Duration kFirstPause = absl::Milliseconds(20);
+constexpr absl::Duration kMaxPause = absl::Milliseconds(500);
 // Entry keys per script call on one server: bounds how long one call keeps
 // Redis busy (about 0.5 ms).
 constexpr size_t kMaxKeysPerCall = 256;
@@ -720,8 +720,21 @@ struct Call {
   int slot = -1;
   RedisEndpoint* redirect = nullptr;  // MOVED/ASK target for the next round
   bool asking = false;
-  int failures = 0;
 };
+
+// Error replies that say the command did not run because the server cannot
+// serve it now: a cluster without a quorum or with a slot not served
+// (CLUSTERDOWN), a replica cut off from its master (MASTERDOWN) or one that
+// a failover made of a master (READONLY: our scripts fail at their first
+// write, before they changed anything), a server loading its data after a
+// restart (LOADING), one busy with another script (BUSY).
+bool ServerCannotServeNow(absl::string_view error) {
+  for (absl::string_view prefix :
+       {"CLUSTERDOWN", "MASTERDOWN", "READONLY", "LOADING", "BUSY"}) {
+    if (absl::StartsWith(error, prefix)) return true;
+  }
+  return false;
+}
 
 // The calls of one round that go to one server: one pipeline.
 struct Group {
@@ -753,14 +766,17 @@ int OnlineReplicas(const redisReply& role) {
 // rounds: a round groups the pending calls by server, sends every server's
 // pipeline, then reads the replies; the calls redirected, to re-send or to
 // retry after a failure make the next round, until none is left or the
-// batch has failed.
+// batch has failed. After a round with failures the next one comes at
+// once, later ones after a pause, until `wait`'s deadline (the failover
+// wait).
 class Batch {
  public:
   Batch(RedisIndex::BatchOp& op, RedisTopology& topology,
-        const IndexOptions& options)
+        const IndexOptions& options, FailoverWait& wait)
       : op_(op),
         topology_(topology),
         options_(options),
+        wait_(wait),
         cluster_(topology.cluster()) {}
 
   absl::Status Run();
@@ -768,7 +784,10 @@ class Batch {
  private:
   void SplitConsecutive();
   void SplitBySlot();
-  bool BeginRound(int round);
+  bool BeginRound();
+  bool Pause();
+  absl::Status WaitedInVain() const;
+  void EndWait();
   std::vector<Group> GroupByServer();
   void SendAll(std::vector<Group>& groups);
   void Send(Group& g);
@@ -790,15 +809,22 @@ class Batch {
   RedisIndex::BatchOp& op_;
   RedisTopology& topology_;
   const IndexOptions& options_;
+  FailoverWait& wait_;
   const bool cluster_;
   std::vector<Call> calls_;
   std::vector<size_t> pending_;  // calls to send this round
   std::vector<size_t> next_;     // calls to send next round
   absl::Status failure_;
-  // TRYAGAIN (a multi-key call meets a slot in migration): wait a little,
-  // longer each time (10, 20, 40 ... ms; about 1.3 s over all rounds).
-  bool try_again_later_ = false;
-  int try_again_wait_ms_ = 10;
+  int rounds_ = 0;  // rounds since the start or the last pause
+  // Calls failed this round and are to be re-sent: pause first. Why the
+  // last of them failed.
+  bool pause_ = false;
+  absl::Status retry_why_;
+  int failed_rounds_ = 0;
+  absl::Time deadline_ = absl::InfiniteFuture();  // set at the first failure
+  absl::Duration pause_length_ = kFirstPause;
+  bool waiting_ = false;  // wait_.Begin() was called
+  absl::Time waiting_since_;
 };
 
 absl::Status Batch::Run() {
@@ -810,8 +836,7 @@ absl::Status Batch::Run() {
   }
   pending_.resize(calls_.size());
   for (size_t c = 0; c < calls_.size(); ++c) pending_[c] = c;
-  for (int round = 0; !pending_.empty() && failure_.ok(); ++round) {
-    if (!BeginRound(round)) break;
+  while (!pending_.empty() && failure_.ok() && BeginRound()) {
     std::vector<Group> groups = GroupByServer();
     SendAll(groups);
     for (Group& g : groups) {
@@ -822,6 +847,7 @@ absl::Status Batch::Run() {
     next_.erase(std::unique(next_.begin(), next_.end()), next_.end());
     pending_.swap(next_);
   }
+  EndWait();
   return failure_;
 }
 
@@ -853,24 +879,78 @@ void Batch::SplitBySlot() {
   }
 }
 
-// False (and the batch has failed) when `round` is one too many.
-bool Batch::BeginRound(int round) {
-  if (round == kMaxRounds) {
-    failure_ = absl::UnavailableError(absl::StrCat(
-        "redis: ", pending_.size(),
-        " commands were still redirected or "
-        "failing after ",
-        kMaxRounds, " attempts (cluster resharding or failing over)"));
+// False (and the batch has failed) when the wait is over, or after one
+// round of redirections too many.
+bool Batch::BeginRound() {
+  if (pause_) {
+    pause_ = false;
+    rounds_ = 0;
+    if (!Pause()) return false;
+  } else if (rounds_ == kMaxRounds) {
+    Fail(absl::UnavailableError(absl::StrCat(
+        "redis: ", pending_.size(), " commands were still redirected after ",
+        kMaxRounds, " attempts (cluster resharding?)")));
     return false;
   }
-  if (try_again_later_) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(try_again_wait_ms_));
-    try_again_wait_ms_ *= 2;
-    try_again_later_ = false;
-  }
+  ++rounds_;
   topology_.Refresh();
   next_.clear();
   return true;
+}
+
+// Before calls that failed are sent again: at once the first time (a fresh
+// connection often does it: the pooled one was stale), then after a pause,
+// until the deadline. False (and the batch has failed) once it has passed
+// or chunkd stopped waiting.
+bool Batch::Pause() {
+  if (++failed_rounds_ == 1) {
+    wait_.Failed();
+    deadline_ = wait_.Deadline();
+    return true;
+  }
+  const absl::Time now = absl::Now();
+  if (now >= deadline_ || wait_.stopped()) {
+    Fail(WaitedInVain());
+    return false;
+  }
+  if (!waiting_) {
+    waiting_ = true;
+    waiting_since_ = now;
+    wait_.Begin(retry_why_);
+  }
+  const bool go_on = wait_.Sleep(std::min(pause_length_, deadline_ - now));
+  pause_length_ = std::min(2 * pause_length_, kMaxPause);
+  if (!go_on) {
+    Fail(WaitedInVain());
+    return false;
+  }
+  return true;
+}
+
+// The last failure, and why the call does not wait any longer.
+absl::Status Batch::WaitedInVain() const {
+  if (wait_.bound() == absl::ZeroDuration()) return retry_why_;
+  return absl::Status(
+      retry_why_.code(),
+      absl::StrCat(retry_why_.message(),
+                   wait_.stopped()
+                       ? " (no more waiting for redis to come back: chunkd "
+                         "is stopping)"
+                       : absl::StrCat(" (redis did not come back within the "
+                                      "failover wait of ",
+                                      absl::FormatDuration(wait_.bound()),
+                                      ", --redis_failover_wait)")));
+}
+
+// What the batch tells the wait: whether it waited and how that ended, and
+// whether Redis answered.
+void Batch::EndWait() {
+  if (waiting_) wait_.End(failure_.ok(), absl::Now() - waiting_since_);
+  if (absl::IsUnavailable(failure_)) {
+    wait_.Failed();
+  } else {
+    wait_.Answered();
+  }
 }
 
 // The pending calls by server; a call nobody serves is retried or fails.
@@ -883,6 +963,7 @@ std::vector<Group> Batch::GroupByServer() {
     } else {
       route = topology_.Route(calls_[c].slot);
       if (route.endpoint == nullptr) {
+        // A slot without a master: the map is reloaded next round.
         RetryOrFail(c, topology_.NoRoute(calls_[c].slot), /*sent=*/false);
         continue;
       }
@@ -1037,18 +1118,18 @@ void Batch::OnError(Group& g, size_t c, absl::string_view error) {
     g.reload_scripts = true;
     Resend(c);
   } else if (absl::StartsWith(error, "TRYAGAIN")) {
-    try_again_later_ = true;
-    Resend(c);
+    // A multi-key call met a slot in migration: nothing ran. One call per
+    // key after a pause lets each go where it is.
     SplitIntoSingles(c);
+    RetryOrFail(c, g.endpoint->ReplyError(error), /*sent=*/false);
   } else if (IsOutOfMemoryReply(error)) {
     // Nothing of the call ran (see admit in the scripts).
     Fail(g.endpoint->OutOfMemory(error));
+  } else if (ServerCannotServeNow(error)) {
+    // Nothing ran; a failover may be under way: reload the map and wait.
+    topology_.NodeFailed(g.endpoint);
+    RetryOrFail(c, g.endpoint->ReplyError(error), /*sent=*/false);
   } else {
-    if (absl::StartsWith(error, "CLUSTERDOWN") ||
-        absl::StartsWith(error, "MASTERDOWN") ||
-        absl::StartsWith(error, "READONLY")) {
-      topology_.NodeFailed(g.endpoint);
-    }
     Fail(g.endpoint->ReplyError(error));
   }
 }
@@ -1132,17 +1213,24 @@ void Batch::Resend(size_t c) {
   next_.push_back(c);
 }
 
-// Call c failed with `status`; `sent` when the server may have run it.
+// Call c failed with `status`; `sent` when the server may have run it. A
+// call is sent again, after a pause and within the wait, when that is
+// safe: it did not run, or running it twice does no harm.
 void Batch::RetryOrFail(size_t c, absl::Status status, bool sent) {
   Call& call = calls_[c];
   call.redirect = nullptr;
   call.asking = false;
-  if ((!sent || op_.idempotent()) && call.failures < kMaxFailureRetries) {
-    ++call.failures;
-    next_.push_back(c);
+  if (sent && !op_.idempotent()) {
+    Fail(absl::Status(
+        status.code(),
+        absl::StrCat(status.message(),
+                     " (the write may have been applied; without a write "
+                     "token it is not sent again)")));
     return;
   }
-  Fail(std::move(status));
+  retry_why_ = std::move(status);
+  pause_ = true;
+  next_.push_back(c);
 }
 
 // The batch fails with the first failure.
@@ -1164,7 +1252,10 @@ std::string RedisEntryKey(absl::string_view ns, absl::string_view fingerprint) {
   return absl::StrCat("chunkd:", ns, ":", fingerprint);
 }
 
-RedisIndex::RedisIndex(RedisConfig config) : config_(std::move(config)) {
+RedisIndex::RedisIndex(RedisConfig config)
+    : config_(std::move(config)),
+      wait_(config_.options.failover_wait, config_.options.on_wait,
+            config_.options.warn) {
   settings_.username = config_.username;
   settings_.password = config_.password;
   settings_.db = config_.db;
@@ -1189,10 +1280,27 @@ absl::string_view RedisIndex::backend() const {
   return config_.cluster ? "redis-cluster" : "redis";
 }
 
-absl::Status RedisIndex::Health() { return topology_->Health(); }
+absl::Status RedisIndex::Health() {
+  absl::Status health = topology_->Health();
+  // The probe runs every second: it dates the start of an outage even when
+  // no call comes.
+  if (absl::IsUnavailable(health)) {
+    wait_.Failed();
+  } else {
+    wait_.Answered();
+  }
+  return health;
+}
+
+void RedisIndex::StopWaiting() { wait_.Stop(); }
+
+std::optional<FingerprintIndex::WaitCounts> RedisIndex::FailoverWaits() {
+  const FailoverWait::Counts c = wait_.counts();
+  return WaitCounts{c.waiting, c.recovered, c.expired};
+}
 
 absl::Status RedisIndex::Run(BatchOp& op) {
-  return Batch(op, *topology_, config_.options).Run();
+  return Batch(op, *topology_, config_.options, wait_).Run();
 }
 
 absl::StatusOr<std::vector<bool>> RedisIndex::Lookup(

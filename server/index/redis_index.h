@@ -50,19 +50,28 @@
 // node's pipeline is written before any reply is read, so the nodes work in
 // parallel. MOVED updates the slot map and re-sends to the new owner, ASK
 // re-sends with ASKING first, TRYAGAIN (a multi-key call meeting a slot in
-// migration) re-sends one key per call after a short wait, and the slot map
-// is reloaded (CLUSTER SLOTS + CLUSTER NODES, at most every 100 ms) after
-// MOVED or a node failure. Writes in a cluster end each node's pipeline with
-// WAIT for its replica (IndexOptions::cluster_wait_replicas): a batch is
-// reported applied only once a failover can no longer lose it. A master the
-// map knows no replica of is asked ROLE instead, and waited for when it has
-// one online (a replica that came back causes no MOVED).
+// migration) re-sends one key per call after a pause, and the slot map is
+// reloaded (CLUSTER SLOTS + CLUSTER NODES, at most every 100 ms) after
+// MOVED, a node failure or a slot found without a master. Writes in a
+// cluster end each node's pipeline with WAIT for its replica
+// (IndexOptions::cluster_wait_replicas): a batch is reported applied only
+// once a failover can no longer lose it.
+// A master the map knows no replica of is asked ROLE instead, and waited
+// for when it has one online (a replica that came back causes no MOVED).
 //
 // Failures. Every error but a full server's is UNAVAILABLE naming the
-// server; the index never aborts (nor dies of SIGPIPE). A batch whose connection failed after its
-// commands were sent, or whose WAIT fell short, has an unknown outcome per
-// call: reads and token-carrying writes are re-sent once on a fresh
-// connection (that is safe), other writes fail — and may have been applied.
+// server; the index never aborts (nor dies of SIGPIPE). A call that failed
+// without running (no master for its slot, a connection refused or in its
+// reconnect backoff, CLUSTERDOWN, MASTERDOWN, READONLY, LOADING, BUSY,
+// TRYAGAIN) is sent again, at once the first time (on a fresh connection),
+// then after pauses of 20 ms doubling to 500 ms, with the slot map
+// reloaded, until it goes through or the failover wait is over
+// (IndexOptions::failover_wait, counted from the start of the outage; see
+// redis_wait.h): a failover or a restart costs the caller time, not an
+// error. A call whose connection failed after it was sent, or whose WAIT
+// fell short, has an unknown outcome: reads and token-carrying writes are
+// sent again the same way (that is safe), other writes fail at once — and
+// may have been applied. StopWaiting() ends every wait.
 //
 // Idempotency records (WriteToken), per (namespace, operation, stream id),
 // written by the same script call that applies the positions, with PEXPIRE
@@ -78,8 +87,8 @@
 //       must share a slot and its positions are then scattered: about
 //       50-100 bytes per position. <slot tag> is a decimal string that
 //       hashes to the slot of the entry keys. While a slot migrates,
-//       token-carrying writes to it can fail with UNAVAILABLE (TRYAGAIN)
-//       until the slot has moved.
+//       token-carrying writes to it meet TRYAGAIN and wait (as above) until
+//       the slot has moved.
 //
 // Thread safety: thread-safe.
 #ifndef CHUNKD_INDEX_REDIS_INDEX_H_
@@ -94,6 +103,7 @@
 #include "index/fingerprint_index.h"
 #include "index/redis_config.h"
 #include "index/redis_connection.h"
+#include "index/redis_wait.h"
 
 namespace chunkd::index {
 
@@ -114,7 +124,8 @@ class RedisTopology {
   virtual void Refresh() = 0;
   // The server for `slot` (-1 outside a cluster).
   virtual RedisRoute Route(int slot) = 0;
-  // Why Route(slot) has no endpoint, as UNAVAILABLE.
+  // Why Route(slot) has no endpoint, as UNAVAILABLE; the routing is then
+  // reloaded at the next Refresh().
   virtual absl::Status NoRoute(int slot) = 0;
   // The server a MOVED (`moved`) or ASK redirection sent by `from` names.
   virtual RedisEndpoint* Redirect(int slot, absl::string_view address,
@@ -139,6 +150,8 @@ class RedisIndex final : public FingerprintIndex {
 
   absl::string_view backend() const override;
   absl::Status Health() override;
+  void StopWaiting() override;
+  std::optional<WaitCounts> FailoverWaits() override;
 
   using FingerprintIndex::Insert;
   using FingerprintIndex::Release;
@@ -169,6 +182,7 @@ class RedisIndex final : public FingerprintIndex {
 
   const RedisConfig config_;
   ConnectionSettings settings_;
+  FailoverWait wait_;
   std::unique_ptr<RedisTopology> topology_;
 };
 

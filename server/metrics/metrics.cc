@@ -116,6 +116,15 @@ constexpr FamilyDef kQueueDepth = {
     "chunkd_worker_queue_depth",
     "Tasks waiting for a thread of the shared worker "
     "pool."};
+constexpr FamilyDef kIndexWaiting = {
+    "chunkd_index_waiting_calls",
+    "Index calls waiting for Redis to come back (a failover, a restart; "
+    "--redis_failover_wait); absent with the memory index."};
+constexpr FamilyDef kIndexWaits = {
+    "chunkd_index_waits_total",
+    "Waits of index calls for Redis to come back that ended, by result: "
+    "recovered (the call went on) or expired (it failed); absent with the "
+    "memory index."};
 constexpr FamilyDef kIndexRequests = {"chunkd_index_requests_total",
                                       "Fingerprint index calls, by backend, "
                                       "operation and result (ok or error)."};
@@ -206,6 +215,8 @@ Metrics::Metrics(absl::string_view version, absl::string_view backend)
   index_entries_ = &Gauges(r, kIndexEntries);
   index_max_entries_ = &Gauges(r, kIndexMaxEntries);
   chunking_backend_ = &Gauges(r, kChunkingBackend);
+  index_waiting_ = &Gauges(r, kIndexWaiting);
+  index_waits_ = &Counters(r, kIndexWaits);
   queue_depth_ = &Gauges(r, kQueueDepth).Add({});
   index_requests_ = &Counters(r, kIndexRequests);
   index_duration_ = &Histograms(r, kIndexDuration);
@@ -284,6 +295,12 @@ void Metrics::WatchIndexEntries(
   index_entries_source_ = std::move(entries);
 }
 
+void Metrics::WatchIndexWaits(
+    std::function<std::optional<IndexWaits>()> waits) {
+  std::lock_guard<std::mutex> lock(mu_);
+  index_waits_source_ = std::move(waits);
+}
+
 void Metrics::SetIndexMaxEntries(uint64_t max_entries) {
   index_max_entries_->Add({}).Set(static_cast<double>(max_entries));
 }
@@ -318,6 +335,25 @@ void Metrics::Refresh() const {
     index_entries_->Remove(index_entries_gauge_);
     index_entries_gauge_ = nullptr;
   }
+  RefreshIndexWaitsLocked();
+}
+
+void Metrics::RefreshIndexWaitsLocked() const {
+  const std::optional<IndexWaits> waits =
+      index_waits_source_ ? index_waits_source_() : std::nullopt;
+  if (!waits.has_value()) return;
+  if (index_waiting_gauge_ == nullptr) {
+    index_waiting_gauge_ = &index_waiting_->Add({});
+    index_recovered_ = &index_waits_->Add({{"result", "recovered"}});
+    index_expired_ = &index_waits_->Add({{"result", "expired"}});
+  }
+  index_waiting_gauge_->Set(static_cast<double>(waits->waiting));
+  // The source counts from the start; the counters take what is new.
+  index_recovered_->Increment(
+      static_cast<double>(waits->recovered - index_waits_seen_.recovered));
+  index_expired_->Increment(
+      static_cast<double>(waits->expired - index_waits_seen_.expired));
+  index_waits_seen_ = *waits;
 }
 
 IndexOpMetrics Metrics::ForIndexOp(absl::string_view backend,

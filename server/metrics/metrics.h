@@ -19,6 +19,13 @@
 //   chunkd_index_max_entries                       gauge: --index_max_entries
 //                                                  (memory index only)
 //   chunkd_worker_queue_depth                      gauge, sampled at scrape
+//   chunkd_index_waiting_calls                     gauge, sampled at scrape:
+//                                                  index calls waiting for
+//                                                  Redis to come back
+//   chunkd_index_waits_total{result}               counter, sampled at
+//                                                  scrape: such waits ended,
+//                                                  recovered or expired
+//                                                  (Redis indexes only)
 //   chunkd_index_requests_total{backend,op,result} counter (InstrumentedIndex)
 //   chunkd_index_request_duration_seconds{backend,op}   histogram
 //   grpc_server_started_total{grpc_type,grpc_service,grpc_method}  counter
@@ -119,6 +126,14 @@ struct IndexOpMetrics {
   prometheus::Histogram* duration = nullptr;
 };
 
+// What a Redis index tells of its waits for Redis to come back
+// (index::FailoverWait::Counts).
+struct IndexWaits {
+  uint64_t waiting = 0;
+  uint64_t recovered = 0;
+  uint64_t expired = 0;
+};
+
 // The series of one gRPC method.
 struct GrpcMethodMetrics {
   prometheus::Counter* started = nullptr;
@@ -167,6 +182,10 @@ class Metrics {
   void WatchIndexEntries(std::function<std::optional<uint64_t>()> entries);
   // Exports chunkd_index_max_entries (the memory index's limit).
   void SetIndexMaxEntries(uint64_t max_entries);
+  // chunkd_index_waiting_calls and chunkd_index_waits_total are read from
+  // `waits` at every scrape; absent while `waits` is unset or returns
+  // nothing (a memory index). Same contract as WatchQueueDepth.
+  void WatchIndexWaits(std::function<std::optional<IndexWaits>()> waits);
 
   // Exports chunkd_chunking_backend_info{algorithm,threads,backend} 1: the
   // kernel (`backend`, e.g. "avx2") that `algorithm`'s streams run on
@@ -195,6 +214,9 @@ class Metrics {
  private:
   class Collector;
 
+  // Requires mu_ held.
+  void RefreshIndexWaitsLocked() const;
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>* ingest_bytes_;
   prometheus::Family<prometheus::Counter>* chunks_;
@@ -217,11 +239,19 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* index_entries_;
   prometheus::Family<prometheus::Gauge>* index_max_entries_;
   prometheus::Family<prometheus::Gauge>* chunking_backend_;
+  prometheus::Family<prometheus::Gauge>* index_waiting_;
+  prometheus::Family<prometheus::Counter>* index_waits_;
 
   mutable std::mutex mu_;
   std::function<size_t()> queue_depth_source_;  // guarded by mu_
   std::function<std::optional<uint64_t>()> index_entries_source_;  // mu_
   mutable prometheus::Gauge* index_entries_gauge_ = nullptr;  // guarded by mu_
+  std::function<std::optional<IndexWaits>()> index_waits_source_;  // mu_
+  // Created at the first scrape with a source; what they counted so far.
+  mutable prometheus::Gauge* index_waiting_gauge_ = nullptr;  // guarded by mu_
+  mutable prometheus::Counter* index_recovered_ = nullptr;    // guarded by mu_
+  mutable prometheus::Counter* index_expired_ = nullptr;      // guarded by mu_
+  mutable IndexWaits index_waits_seen_;                       // guarded by mu_
 
   std::shared_ptr<Collector> collector_;
   std::shared_ptr<ProcessCollector> process_collector_;

@@ -1,6 +1,7 @@
 #include "metrics/metrics.h"
 
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -63,6 +64,26 @@ TEST(MetricsTest, QueueDepthIsSampledAtScrape) {
   EXPECT_TRUE(HasLine(Exposition(m), "chunkd_worker_queue_depth 3"));
   m.WatchQueueDepth(nullptr);
   EXPECT_TRUE(HasLine(Exposition(m), "chunkd_worker_queue_depth 3"));
+}
+
+TEST(MetricsTest, IndexWaitsAreSampledAtScrape) {
+  Metrics m("1", "scalar");
+  EXPECT_FALSE(absl::StrContains(Exposition(m), "chunkd_index_wait"));
+  std::optional<IndexWaits> waits;
+  m.WatchIndexWaits([&waits] { return waits; });
+  EXPECT_FALSE(absl::StrContains(Exposition(m), "chunkd_index_wait"))
+      << "a memory index has none";
+  waits = IndexWaits{2, 5, 1};
+  std::string text = Exposition(m);
+  EXPECT_TRUE(HasLine(text, "chunkd_index_waiting_calls 2")) << text;
+  EXPECT_TRUE(HasLine(text, "chunkd_index_waits_total{result=\"recovered\"} 5"));
+  EXPECT_TRUE(HasLine(text, "chunkd_index_waits_total{result=\"expired\"} 1"));
+  waits = IndexWaits{0, 7, 1};
+  text = Exposition(m);
+  EXPECT_TRUE(HasLine(text, "chunkd_index_waiting_calls 0"));
+  EXPECT_TRUE(HasLine(text, "chunkd_index_waits_total{result=\"recovered\"} 7"));
+  EXPECT_TRUE(HasLine(text, "chunkd_index_waits_total{result=\"expired\"} 1"));
+  m.WatchIndexWaits(nullptr);
 }
 
 TEST(MetricsTest, GrpcMethodHasEveryCodeAtZero) {

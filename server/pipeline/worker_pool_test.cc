@@ -1,6 +1,8 @@
 #include "pipeline/worker_pool.h"
 
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <set>
 #include <thread>
 #include <vector>
@@ -52,6 +54,92 @@ TEST(WorkerPoolTest, UsesSeveralThreads) {
     }
   }
   EXPECT_EQ(ids.size(), 2u);
+}
+
+// Waits (bounded) until `pool` has no spare worker left.
+size_t SparesAfterTheyLeave(const WorkerPool& pool) {
+  for (int i = 0; i < 6000 && pool.spare_threads() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pool.spare_threads();
+}
+
+// A task that blocks lends the pool a spare worker: with one worker, a task
+// submitted while the first is blocked runs before the first goes on (it
+// could not without the spare: the first waits for it). The spare leaves
+// once the first is back.
+TEST(WorkerPoolTest, ABlockedWorkerLendsTheOthersASpare) {
+  WorkerPool pool(1);
+  std::promise<void> second_ran;
+  std::future<void> ran = second_ran.get_future();
+  std::promise<bool> first_saw_it;
+  std::future<bool> saw = first_saw_it.get_future();
+  pool.Submit([&] {
+    WorkerPool::Blocking(true);
+    WorkerPool::Blocking(true);  // twice: one spare all the same
+    pool.Submit([&] { second_ran.set_value(); });
+    // The bound only turns a hang (no spare) into a failure.
+    first_saw_it.set_value(ran.wait_for(std::chrono::seconds(60)) ==
+                           std::future_status::ready);
+    EXPECT_EQ(pool.spare_threads(), 1u);
+    WorkerPool::Blocking(false);
+  });
+  EXPECT_TRUE(saw.get());
+  EXPECT_EQ(SparesAfterTheyLeave(pool), 0u);
+
+  // Work goes on as before; a second blocking lends a new spare.
+  std::atomic<int> done{0};
+  pool.Submit([&] {
+    WorkerPool::Blocking(true);
+    EXPECT_EQ(pool.spare_threads(), 1u);
+    WorkerPool::Blocking(false);
+    done.fetch_add(1);
+  });
+  for (int i = 0; i < 100; ++i) pool.Submit([&] { done.fetch_add(1); });
+  for (int i = 0; i < 6000 && done.load() < 101; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(done.load(), 101);
+  EXPECT_EQ(SparesAfterTheyLeave(pool), 0u);
+}
+
+// Only a pool's own workers lend: another thread that blocks takes no
+// worker from anyone.
+TEST(WorkerPoolTest, BlockingOutsideThePoolLendsNothing) {
+  WorkerPool pool(1);
+  WorkerPool::Blocking(true);
+  EXPECT_EQ(pool.spare_threads(), 0u);
+  WorkerPool::Blocking(false);
+  std::promise<size_t> spares;
+  pool.Submit([&] { spares.set_value(pool.spare_threads()); });
+  EXPECT_EQ(spares.get_future().get(), 0u);
+}
+
+// Destroying a pool whose worker is blocked (and lent a spare) runs every
+// task and joins every thread.
+TEST(WorkerPoolTest, DestructionWithASpareOut) {
+  std::atomic<int> ran{0};
+  std::promise<void> release;  // outlives the pool, whose tasks use it
+  std::shared_future<void> released = release.get_future().share();
+  {
+    WorkerPool pool(1);
+    pool.Submit([&, released] {
+      WorkerPool::Blocking(true);
+      // Bounded: a hang (no spare) fails the count below instead.
+      if (released.wait_for(std::chrono::seconds(60)) !=
+          std::future_status::ready) {
+        return;
+      }
+      WorkerPool::Blocking(false);
+      ran.fetch_add(1);
+    });
+    pool.Submit([&] {
+      ran.fetch_add(1);
+      release.set_value();
+    });
+    for (int i = 0; i < 50; ++i) pool.Submit([&] { ran.fetch_add(1); });
+  }
+  EXPECT_EQ(ran.load(), 52);
 }
 
 // As the chunking engine's Executor: every index once, and a ParallelFor

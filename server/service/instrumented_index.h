@@ -38,6 +38,10 @@ class InstrumentedIndex final : public index::FingerprintIndex {
   index::FingerprintIndex* wrapped() const { return index_.get(); }
 
   absl::string_view backend() const override { return index_->backend(); }
+  void StopWaiting() override { index_->StopWaiting(); }
+  std::optional<WaitCounts> FailoverWaits() override {
+    return index_->FailoverWaits();
+  }
   std::optional<uint64_t> EntryCount() override {
     return index_->EntryCount();
   }

@@ -299,11 +299,23 @@ def test_redis_cluster_index_and_egress(chart: Chart) -> None:
     assert ("--index=redis-cluster://redis-cluster-0.redis-cluster.data.svc:6379,"
             "redis-cluster-1.redis-cluster.data.svc:6379,"
             "redis-cluster-2.redis-cluster.data.svc:6380") in flagfile(objects)
+    assert "--redis_failover_wait=20s" in flagfile(objects)
     policy = one(objects, "NetworkPolicy")
     egress_ports = [p["port"] for rule in policy["spec"]["egress"] for p in rule["ports"]]
     assert egress_ports == [53, 53, 6379, 6380]
     headless = one(objects, "Service", "-headless")
     assert headless["spec"]["clusterIP"] == "None"
+
+
+def test_failover_wait_only_with_redis(chart: Chart) -> None:
+    def waits(*args: object) -> list[str]:
+        return [f for f in flagfile(chart.render(*args))
+                if f.startswith("--redis_failover_wait")]
+
+    assert waits() == []  # the server's default
+    assert waits("--set", "index.failoverWaitSeconds=5") == []  # memory
+    assert waits("-f", CHART / "ci" / "redis-external-values.yaml",
+                 "--set", "index.failoverWaitSeconds=0") == ["--redis_failover_wait=0s"]
 
 
 def test_builtin_redis(chart: Chart) -> None:

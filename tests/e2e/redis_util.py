@@ -168,11 +168,13 @@ class RedisServer:
 
 
 class RedisCluster:
-    """`masters` masters with one replica each, via redis-cli --cluster create."""
+    """`masters` masters with `replicas` replicas each (every node with its
+    AOF), via redis-cli --cluster create."""
 
-    def __init__(self, masters: int = 3) -> None:
+    def __init__(self, masters: int = 3, replicas: int = 1) -> None:
+        self.replicas = replicas
         self.nodes = [RedisServer(cluster=True, persistent=True)
-                      for _ in range(2 * masters)]
+                      for _ in range((1 + replicas) * masters)]
 
     def start(self) -> "RedisCluster":
         try:
@@ -181,7 +183,7 @@ class RedisCluster:
             subprocess.run(
                 ["redis-cli", "--cluster", "create",
                  *[n.address for n in self.nodes],
-                 "--cluster-replicas", "1", "--cluster-yes"],
+                 "--cluster-replicas", str(self.replicas), "--cluster-yes"],
                 check=True, capture_output=True, timeout=60)
             self.wait_healthy()
         except BaseException:

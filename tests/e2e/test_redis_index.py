@@ -21,8 +21,10 @@ import pytest
 from chunkd_client import ChunkdError, Client
 from chunkd_client.testing import ChunkdServer, health_status
 
-from e2e_util import RPC_TIMEOUT, HealthWatch, random_bytes
+from e2e_util import RPC_TIMEOUT, HealthWatch, random_bytes, stub
+from metrics_util import parse_samples, scrape, value
 from redis_util import RedisCluster, RedisServer, read_counts
+from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 
 SERVING, NOT_SERVING = 1, 2
 DEDUP_HEALTH = "chunkd.v1.ChunkService.Dedup"
@@ -95,7 +97,9 @@ def shared_index(request, chunkd_bin: Path):
 def test_dedup_through_redis_survives_a_redis_outage(
         chunkd_bin: Path, redis: RedisServer) -> None:
     data = random_bytes(seed=5, size=2_000_000)
-    with ChunkdServer(chunkd_bin, index=f"redis://{redis.address}") as server:
+    # A short failover wait: Redis stays down here, and calls fail after it.
+    with ChunkdServer(chunkd_bin,
+                      index=f"redis://{redis.address}?failover_wait_ms=500") as server:
         with Client(server.address, timeout=RPC_TIMEOUT) as client:
             assert client.server_info().index_backend == "redis"
             records, first = client.dedup_all(data, namespace="tenant")
@@ -111,6 +115,8 @@ def test_dedup_through_redis_survives_a_redis_outage(
                 client.dedup_all(data, namespace="tenant")
             assert down.value.code == grpc.StatusCode.UNAVAILABLE
             assert f"redis at {redis.address}" in down.value.message
+            assert ("redis did not come back within the failover wait of 500ms, "
+                    "--redis_failover_wait") in down.value.message
             chunks, _ = client.chunk_all(data)
             assert len(chunks) == len(records)
 
@@ -125,7 +131,8 @@ def test_dedup_through_redis_survives_a_redis_outage(
 def test_health_follows_redis_and_draining_wins(chunkd_bin: Path) -> None:
     redis = RedisServer()  # not started: chunkd must start without it
     try:
-        with ChunkdServer(chunkd_bin, index=f"redis://{redis.address}",
+        with ChunkdServer(chunkd_bin,
+                          index=f"redis://{redis.address}?failover_wait_ms=500",
                           extra_args=["--shutdown_grace=60s"]) as server:
             # Up and serving overall; Dedup is not, and says why in the log.
             assert health_status(server.address) == SERVING
@@ -288,7 +295,9 @@ def test_kill9_mid_stream_then_a_retry_with_the_stream_id_counts_exactly(
     data = random_bytes(seed=31, size=16 << 20)
     namespace = ns()
     piece = 1 << 20
-    with ChunkdServer(chunkd_bin, index=f"redis://{redis.address}") as server, \
+    # Waiting off: the stream fails, and the client's replay makes it exact.
+    with ChunkdServer(chunkd_bin,
+                      index=f"redis://{redis.address}?failover_wait_ms=0") as server, \
             Client(server.address, timeout=RPC_TIMEOUT) as client:
         # Some of the stream is already indexed: the retry must still call
         # those chunks duplicates, and the rest new.
@@ -372,6 +381,176 @@ def test_cluster_master_killed_during_a_long_dedup(chunkd_bin: Path) -> None:
         assert all(n > 0 for n in per_server.values()), per_server
     finally:
         cluster.cleanup()
+
+
+def _index_errors(server: ChunkdServer) -> dict:
+    """chunkd_index_requests_total{result="error"} per op (health probes
+    left out: they report the outage, as they should), the waits that ended
+    and the gRPC calls that did not end OK."""
+    samples = parse_samples(scrape(server.metrics_address))
+    out = {op: value(samples, "chunkd_index_requests_total",
+                     backend="redis-cluster", op=op, result="error")
+           for op in ("lookup", "insert", "release", "hints")}
+    out["recovered"] = value(samples, "chunkd_index_waits_total", result="recovered")
+    out["expired"] = value(samples, "chunkd_index_waits_total", result="expired")
+    out["failed calls"] = sum(
+        v for n, labels, v in samples if n == "grpc_server_handled_total"
+        and labels["grpc_service"] == "chunkd.v1.ChunkService"
+        and labels["grpc_code"] != "OK")
+    return out
+
+
+def test_dedup_and_find_missing_ride_through_a_master_kill(chunkd_bin: Path) -> None:
+    """A master SIGKILLed while a Dedup stream runs and FindMissing calls keep
+    coming: the calls that need its slots wait for the replica to take over
+    (--redis_failover_wait, here far longer than any failover), and no call
+    fails, in the client or in chunkd: no client retry is needed."""
+    cluster = RedisCluster(3).start()  # its own: this test breaks one master
+    try:
+        data = random_bytes(seed=43, size=16 << 20)
+        early = random_bytes(seed=44, size=2 << 20)
+        namespace = ns()
+        piece = 1 << 20
+        victim = cluster.master_ports()[0]
+        with ChunkdServer(chunkd_bin, index=cluster.spec + "?failover_wait_ms=60000") as server, \
+                Client(server.address, timeout=RPC_TIMEOUT) as client:
+            indexed, _ = client.dedup_all(early, namespace=namespace)
+            early_fps = [r.fingerprint for r in indexed]
+            lookups = {"calls": 0, "errors": []}
+            stop = threading.Event()
+
+            def look_up() -> None:
+                # Bounded: stopped below, long before.
+                for _ in range(100_000):
+                    if stop.is_set():
+                        return
+                    try:
+                        assert client.find_missing(namespace, early_fps) == []
+                        lookups["calls"] += 1
+                    except BaseException as e:  # reported below
+                        lookups["errors"].append(e)
+                        return
+
+            def paced_pieces():
+                for i in range(0, len(data), piece):
+                    if i == 4 * piece:
+                        cluster.node(victim).kill()
+                    time.sleep(0.15)  # the stream spans the failover
+                    yield data[i:i + piece]
+
+            reader = threading.Thread(target=look_up)
+            reader.start()
+            try:
+                records, summary = client.dedup_all(paced_pieces(), namespace=namespace,
+                                                    stream_id="ride-43")
+                cluster.wait_healthy()  # the failover is over
+            finally:
+                stop.set()
+                reader.join(120)
+            assert not lookups["errors"], lookups["errors"]
+            assert lookups["calls"] > 0
+            assert summary.total_bytes == len(data)
+            assert all(r.is_new for r in records)
+            errors = _index_errors(server)
+        assert errors["failed calls"] == 0, errors
+        assert all(errors[op] == 0 for op in ("lookup", "insert", "release", "hints")), errors
+        assert errors["recovered"] > 0 and errors["expired"] == 0, errors
+        masters = cluster.master_ports()
+        assert victim not in masters and len(masters) == 3
+        counts, _ = read_counts(masters, namespace)
+        expected = Counter(r.fingerprint for r in indexed)
+        expected.update(r.fingerprint for r in records)
+        assert counts == dict(expected)
+    finally:
+        cluster.cleanup()
+
+
+def test_chunk_streams_flow_while_a_dedup_waits_for_its_master(chunkd_bin: Path) -> None:
+    """One worker thread, and a Dedup stream waiting for a master that is
+    gone (no replica: its slots have no master until it restarts): the
+    waiting call lends the pool a thread, so a Chunk stream still runs to
+    its end; the master restarts from its AOF and the Dedup goes on."""
+    cluster = RedisCluster(3, replicas=0).start()
+    try:
+        data = random_bytes(seed=45, size=4 << 20)
+        namespace = ns()
+        victim = cluster.master_ports()[1]
+        # The wait outlasts the Chunk call's deadline: without a lent thread
+        # the Chunk stream would time out behind the waiting Dedup.
+        with ChunkdServer(chunkd_bin, index=cluster.spec + "?failover_wait_ms=300000",
+                          extra_args=["--threads=1"]) as server, \
+                Client(server.address, timeout=RPC_TIMEOUT) as client:
+            cluster.node(victim).kill()
+            outcome: dict = {}
+
+            def dedup() -> None:
+                try:
+                    outcome["records"], _ = client.dedup_all(
+                        data, namespace=namespace, stream_id="waits-45")
+                except BaseException as e:  # reported below
+                    outcome["error"] = e
+
+            waiting = threading.Thread(target=dedup)
+            waiting.start()
+            try:
+                wait_for(lambda: "index calls wait for redis to come back" in server.log(),
+                         "a waiting index call")
+                samples = parse_samples(scrape(server.metrics_address))
+                assert value(samples, "chunkd_index_waiting_calls") >= 1
+                chunks, summary = client.chunk_all(data)
+                assert summary.total_bytes == len(data) and chunks
+                assert waiting.is_alive(), "the Dedup should still wait"
+            finally:
+                cluster.node(victim).restart()
+                cluster.wait_healthy()
+                waiting.join(120)
+            assert "error" not in outcome, outcome
+            records = outcome["records"]
+            assert [(r.offset, r.length) for r in records] == [
+                (c.offset, c.length) for c in chunks]
+            wait_for(lambda: "no index call waits for redis any more" in server.log(),
+                     "the all-clear line")
+        counts, _ = read_counts(cluster.master_ports(), namespace)
+        assert counts == dict(Counter(r.fingerprint for r in records))
+    finally:
+        cluster.cleanup()
+
+
+def test_a_drain_ends_the_calls_waiting_for_redis_with_unavailable(
+        chunkd_bin: Path, redis: RedisServer) -> None:
+    """A drain must not wait for Redis beyond its grace: a Dedup stream and a
+    FindMissing waiting for a stopped Redis (with a failover wait far longer
+    than the grace) end with UNAVAILABLE once the grace is over, the
+    FindMissing saying that chunkd stopped waiting, and chunkd exits."""
+    request = pb.FindMissingRequest(namespace="drain", fingerprints=[b"a" * 32])
+    with ChunkdServer(chunkd_bin, index=f"redis://{redis.address}?failover_wait_ms=600000",
+                      extra_args=["--shutdown_grace=2s"]) as server:
+        channel, chunkd = stub(server.address)
+        with channel:
+            redis.process.send_signal(signal.SIGSTOP)
+            try:
+                looked_up = chunkd.FindMissing.future(request, timeout=RPC_TIMEOUT)
+                params = pb.DedupParams(namespace="drain", stream_id="drain-1")
+                deduped = chunkd.Dedup(iter([pb.DedupRequest(params=params, data=b"d" * 100_000)]),
+                                       timeout=RPC_TIMEOUT)
+
+                def waiting() -> float:
+                    samples = parse_samples(scrape(server.metrics_address))
+                    return value(samples, "chunkd_index_waiting_calls") or 0
+
+                wait_for(lambda: waiting() == 2, "both calls waiting for Redis")
+                server.process.send_signal(signal.SIGTERM)
+                with pytest.raises(grpc.RpcError) as lookup:
+                    looked_up.result()
+                assert lookup.value.code() == grpc.StatusCode.UNAVAILABLE, lookup.value
+                assert ("no more waiting for redis to come back: chunkd is stopping"
+                        in lookup.value.details()), lookup.value
+                with pytest.raises(grpc.RpcError) as dedup:
+                    list(deduped)
+                assert dedup.value.code() == grpc.StatusCode.UNAVAILABLE, dedup.value
+                assert server.process.wait(RPC_TIMEOUT) == 0
+            finally:
+                redis.process.send_signal(signal.SIGCONT)
 
 
 def test_password_file_secret_and_redacted_logs(chunkd_bin: Path, tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
 // The redis and redis-cluster index backends against real servers, through
 // failures: servers down at start, kill -9 mid-batch and restart, a cluster
-// master killed during a long series of batches (its replica promoted),
-// NOSCRIPT, MOVED and ASK, commands whose replies are lost. Counts are read
-// back from Redis directly, not through the index.
+// master killed during a long series of batches (its replica promoted), a
+// master stopped (SIGSTOP) and going on, a slot that never gets a master
+// again, a whole cluster restarted from its AOF, NOSCRIPT, MOVED and ASK,
+// commands whose replies are lost. Counts are read back from Redis
+// directly, not through the index.
 //
 // Every server is started by this test on free 127.0.0.1 ports in its own
 // temporary directory and dies with the test (see tests/support/redis_process.h).
@@ -194,7 +196,7 @@ std::map<uint64_t, int> RunStreamsWithFault(
     const std::vector<StreamPlan>& plans, int fault_after,
     const std::function<void()>& fault, int* failed_attempts,
     std::vector<std::string>* errors) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
   std::atomic<int> done{0};
   std::vector<StreamOutcome> outcomes(plans.size());
   std::vector<std::thread> threads;
@@ -209,7 +211,7 @@ std::map<uint64_t, int> RunStreamsWithFault(
   std::map<uint64_t, int> news;
   *failed_attempts = 0;
   for (const StreamOutcome& o : outcomes) {
-    EXPECT_FALSE(o.gave_up) << "a stream could not finish within 60 s";
+    EXPECT_FALSE(o.gave_up) << "a stream could not finish within 120 s";
     *failed_attempts += o.failed_attempts;
     for (const std::string& e : o.errors) {
       EXPECT_TRUE(absl::StartsWith(e, "UNAVAILABLE: ")) << e;
@@ -221,6 +223,89 @@ std::map<uint64_t, int> RunStreamsWithFault(
   return news;
 }
 
+// Lookups of `fingerprints` (all indexed) over and over on a thread until
+// Stop(): counts the calls that failed or did not find them all.
+class LookupLoop {
+ public:
+  LookupLoop(FingerprintIndex& index, std::string ns,
+             std::vector<std::string> fingerprints)
+      : thread_([this, &index, ns = std::move(ns),
+                 fps = std::move(fingerprints)] {
+          // Bounded: Stop() ends it long before.
+          for (int i = 0; i < 1000000 && !stop_.load(); ++i) {
+            auto found = index.Lookup(ns, fps);
+            ++calls_;
+            if (!found.ok()) {
+              if (failures_++ == 0) first_error_ = found.status();
+            } else if (std::count(found->begin(), found->end(), true) !=
+                       static_cast<long>(fps.size())) {
+              ++failures_;
+            }
+          }
+        }) {}
+  // Returns the calls that failed; *calls: all calls.
+  int Stop(int* calls, absl::Status* first_error) {
+    stop_.store(true);
+    thread_.join();
+    *calls = calls_;
+    *first_error = first_error_;
+    return failures_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  int calls_ = 0;
+  int failures_ = 0;
+  absl::Status first_error_;
+  std::thread thread_;
+};
+
+// Counts the calls of an index that wait for Redis (IndexOptions::on_wait).
+class WaitWatch {
+ public:
+  void Attach(IndexOptions& options) {
+    options.on_wait = [this](bool waiting) {
+      std::lock_guard<std::mutex> lock(mu_);
+      waiting_ += waiting ? 1 : -1;
+      if (waiting) ++started_;
+    };
+  }
+  // Until `n` calls wait at once (bounded); false if they never did.
+  bool AwaitWaiting(int n) {
+    for (int i = 0; i < 6000; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (waiting_ >= n) return true;
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return false;
+  }
+  int started() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return started_;
+  }
+
+ private:
+  std::mutex mu_;
+  int waiting_ = 0;
+  int started_ = 0;
+};
+
+// The options of the tests with the failover wait: far longer than any
+// failover or restart here (the tests do not depend on how fast one is);
+// waiting calls are counted by `watch`.
+IndexOptions WaitingOptions(WaitWatch& watch) {
+  IndexOptions options;
+  // Generous on a loaded machine (a cluster's batch is acknowledged only
+  // once its master's replica has it, so a failover cannot lose it).
+  options.cluster_wait_timeout = absl::Seconds(1);
+  options.connect_timeout = absl::Milliseconds(300);
+  options.failover_wait = absl::Seconds(90);
+  watch.Attach(options);
+  return options;
+}
+
 std::map<uint64_t, uint64_t> ExpectedCounts(
     const std::vector<StreamPlan>& plans) {
   std::map<uint64_t, uint64_t> expected;
@@ -230,6 +315,51 @@ std::map<uint64_t, uint64_t> ExpectedCounts(
     }
   }
   return expected;
+}
+
+// What a run of the plans through a kill and restart of one server did.
+struct KillRun {
+  std::map<uint64_t, int> news;
+  int failed = 0;
+  std::vector<std::string> errors;
+  absl::Status restarted;
+};
+
+// Runs the plans, kills `server` once 60 batches are done, and restarts it
+// (from its AOF) after `while_down` returned.
+KillRun RunThroughKillAndRestart(FingerprintIndex& index, absl::string_view ns,
+                                 const std::vector<StreamPlan>& plans,
+                                 RedisProcess& server,
+                                 const std::function<void()>& while_down) {
+  KillRun run;
+  run.news = RunStreamsWithFault(
+      index, ns, plans, /*fault_after=*/60,
+      [&] {
+        server.Kill();
+        while_down();
+        run.restarted = server.Restart();
+      },
+      &run.failed, &run.errors);
+  return run;
+}
+
+// A server with its AOF (appendfsync always): nothing acknowledged is lost
+// to kill -9, and a restart finds it again.
+absl::StatusOr<std::unique_ptr<RedisProcess>> StartPersistentRedis() {
+  RedisProcess::Options options;
+  options.persistent = true;
+  return RedisProcess::Start(options);
+}
+
+// Every fingerprint of `expected` was reported new exactly once.
+void ExpectEachNewOnce(const std::map<uint64_t, uint64_t>& expected,
+                       const std::map<uint64_t, int>& news) {
+  for (const auto& [i, count] : expected) {
+    auto it = news.find(i);
+    const int n = it == news.end() ? 0 : it->second;
+    EXPECT_EQ(n, 1) << "fingerprint " << i << " reported new " << n
+                    << " times";
+  }
 }
 
 // ---- A full server (maxmemory reached, noeviction) ----------------------
@@ -288,7 +418,8 @@ TEST(RedisIndexIntegration, DownAtStartThenRecoversByItself) {
   SKIP_WITHOUT_REDIS();
   auto port = testing::PickFreePort();
   ASSERT_TRUE(port.ok());
-  auto index = CreateIndex(absl::StrCat("redis://127.0.0.1:", *port));
+  auto index = CreateIndex(
+      absl::StrCat("redis://127.0.0.1:", *port, "?failover_wait_ms=300"));
   ASSERT_TRUE(index.ok()) << index.status();  // starts without its server
 
   const std::string address = absl::StrCat("redis at 127.0.0.1:", *port);
@@ -298,9 +429,15 @@ TEST(RedisIndexIntegration, DownAtStartThenRecoversByItself) {
   EXPECT_TRUE(absl::StrContains(health.message(), "unreachable")) << health;
   EXPECT_TRUE(absl::StrContains(health.message(), "Connection refused"))
       << health;
+  // After the failover wait, counted from the failed probe.
   auto ins = (*index)->Insert("ns", {{Fp(1), 1}});
   EXPECT_EQ(ins.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(absl::StrContains(ins.status().message(), address));
+  EXPECT_TRUE(absl::StrContains(
+      ins.status().message(),
+      "(redis did not come back within the failover wait of 300ms, "
+      "--redis_failover_wait)"))
+      << ins.status();
 
   RedisProcess::Options options;
   options.port = *port;
@@ -318,29 +455,22 @@ TEST(RedisIndexIntegration, DownAtStartThenRecoversByItself) {
 
 TEST(RedisIndexIntegration, KillNineMidBatchThenRestartCountsExactly) {
   SKIP_WITHOUT_REDIS();
-  RedisProcess::Options options;
-  options.persistent = true;  // nothing acknowledged is lost to kill -9
-  auto server = RedisProcess::Start(options);
+  auto server = StartPersistentRedis();
   ASSERT_TRUE(server.ok()) << server.status();
+  // Waiting off: the callers' retries with their tokens make it exact.
   auto index = CreateIndex(absl::StrCat("redis://", (*server)->address(),
-                                        "?connect_timeout_ms=300"));
+                                        "?connect_timeout_ms=300"
+                                        "&failover_wait_ms=0"));
   ASSERT_TRUE(index.ok());
 
   const auto plans = MakePlans(/*streams=*/4, /*batches=*/60, /*size=*/64,
                                /*distinct=*/3000);
-  int failed = 0;
-  std::vector<std::string> errors;
-  absl::Status restarted;
-  auto news = RunStreamsWithFault(
-      **index, "kill", plans, /*fault_after=*/60,
-      [&] {
-        (*server)->Kill();
-        absl::SleepFor(absl::Milliseconds(700));
-        restarted = (*server)->Restart();
-      },
-      &failed, &errors);
-  ASSERT_TRUE(restarted.ok()) << restarted;
-  EXPECT_GT(failed, 0) << "the kill should have failed some batches";
+  const KillRun run =
+      RunThroughKillAndRestart(**index, "kill", plans, **server,
+                               [] { absl::SleepFor(absl::Milliseconds(700)); });
+  ASSERT_TRUE(run.restarted.ok()) << run.restarted;
+  EXPECT_GT(run.failed, 0) << "the kill should have failed some batches";
+  const std::vector<std::string>& errors = run.errors;
   bool named = false;
   for (const std::string& e : errors) {
     named = named ||
@@ -352,11 +482,124 @@ TEST(RedisIndexIntegration, KillNineMidBatchThenRestartCountsExactly) {
 
   const auto expected = ExpectedCounts(plans);
   ExpectCounts({(*server)->port()}, "kill", expected);
-  for (const auto& [i, count] : expected) {
-    EXPECT_EQ(news[i], 1) << "fingerprint " << i << " reported new " << news[i]
-                          << " times";
-  }
+  ExpectEachNewOnce(expected, run.news);
   EXPECT_TRUE((*index)->Health().ok());
+}
+
+// The same kill and restart with the failover wait (here far longer than
+// any restart): no call fails, no caller retries, and the counts are exact
+// all the same.
+TEST(RedisIndexIntegration, RestartWithinTheFailoverWaitFailsNoCall) {
+  SKIP_WITHOUT_REDIS();
+  auto server = StartPersistentRedis();
+  ASSERT_TRUE(server.ok()) << server.status();
+  WaitWatch watch;
+  auto index = CreateIndex(absl::StrCat("redis://", (*server)->address()),
+                           WaitingOptions(watch));
+  ASSERT_TRUE(index.ok());
+  std::vector<std::string> early;
+  for (int i = 0; i < 20; ++i) early.push_back(Fp(100000 + i));
+  for (const std::string& fp : early) {
+    ASSERT_TRUE((*index)->Insert("restart", {{fp, 1}}).ok());
+  }
+  LookupLoop lookups(**index, "restart", early);
+
+  const auto plans = MakePlans(/*streams=*/4, /*batches=*/60, /*size=*/64,
+                               /*distinct=*/3000);
+  // Down until calls wait for it: the restart comes while they do.
+  const KillRun run = RunThroughKillAndRestart(
+      **index, "restart", plans, **server,
+      [&] { EXPECT_TRUE(watch.AwaitWaiting(1)); });
+  ASSERT_TRUE(run.restarted.ok()) << run.restarted;
+  EXPECT_EQ(run.failed, 0) << (run.errors.empty() ? "" : run.errors[0]);
+  EXPECT_GT(watch.started(), 0);
+  int calls = 0;
+  absl::Status first_error;
+  EXPECT_EQ(lookups.Stop(&calls, &first_error), 0) << first_error;
+  EXPECT_GT(calls, 0);
+
+  auto expected = ExpectedCounts(plans);
+  for (int i = 0; i < 20; ++i) expected[100000 + i] = 1;
+  ExpectCounts({(*server)->port()}, "restart", expected);
+  ExpectEachNewOnce(ExpectedCounts(plans), run.news);
+}
+
+// A restart between two calls: the index's idle connection to the old
+// process is closed, and the next call notices before it sends anything on
+// it, so that even a write without a token has a known outcome and is
+// applied once.
+TEST(RedisIndexIntegration, RestartBetweenCallsLeavesNoUnknownOutcome) {
+  SKIP_WITHOUT_REDIS();
+  auto server = StartPersistentRedis();
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto index = CreateIndex(absl::StrCat("redis://", (*server)->address()));
+  ASSERT_TRUE(index.ok());
+  ASSERT_TRUE((*index)->Insert("between", {{Fp(1), 1}}).ok());
+  ASSERT_TRUE((*server)->Restart().ok());
+  auto again = (*index)->Insert("between", {{Fp(1), 1}});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)[0].ref_count, 2u);
+  ExpectCounts({(*server)->port()}, "between", {{1, 2}});
+}
+
+// A server that stops answering (SIGSTOP) while the index has a connection
+// to it: a write without a token meets the command timeout and fails — it
+// must, as it is applied once the server goes on (the count says so) —
+// while reads and token-carrying writes sent meanwhile wait and go through
+// once it does.
+TEST(RedisIndexIntegration, StoppedServerUnknownWritesFailTheRestWaits) {
+  SKIP_WITHOUT_REDIS();
+  auto server = RedisProcess::Start({});
+  ASSERT_TRUE(server.ok()) << server.status();
+  WaitWatch watch;
+  IndexOptions options = WaitingOptions(watch);
+  options.command_timeout = absl::Milliseconds(300);
+  auto index =
+      CreateIndex(absl::StrCat("redis://", (*server)->address()), options);
+  ASSERT_TRUE(index.ok());
+  ASSERT_TRUE((*index)->Insert("stop", {{Fp(1), 1}, {Fp(2), 1}}).ok());
+
+  (*server)->Pause();
+  struct Resume {
+    ~Resume() { server->Resume(); }
+    RedisProcess* server;
+  } resume{server->get()};
+  auto untokened = (*index)->Insert("stop", {{Fp(1), 1}});
+  ASSERT_FALSE(untokened.ok());
+  EXPECT_EQ(untokened.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(untokened.status().message(),
+                                "no answer within the command timeout"))
+      << untokened.status();
+  EXPECT_TRUE(absl::StrContains(untokened.status().message(),
+                                "without a write token it is not sent again"))
+      << untokened.status();
+
+  const WriteToken token{"stopped", 0};
+  absl::StatusOr<std::vector<InsertResult>> tokened;
+  absl::StatusOr<std::vector<bool>> found;
+  std::thread writer(
+      [&] { tokened = (*index)->Insert("stop", {{Fp(2), 1}}, &token); });
+  std::thread reader([&] { found = (*index)->Lookup("stop", {Fp(1), Fp(3)}); });
+  const bool both_waited = watch.AwaitWaiting(2);
+  (*server)->Resume();
+  writer.join();
+  reader.join();
+  ASSERT_TRUE(both_waited);
+  ASSERT_TRUE(tokened.ok()) << tokened.status();
+  EXPECT_EQ((*tokened)[0].ref_count, 2u);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, (std::vector<bool>{true, false}));
+  // The failed write ran once the server went on (it was in the server's
+  // buffer of a connection the index had closed: read it until it shows).
+  auto direct = DirectRedis::Connect("127.0.0.1", (*server)->port());
+  ASSERT_TRUE(direct.ok());
+  for (int i = 0; i < 500; ++i) {
+    auto count = (*direct)->Command({"HGET", RedisEntryKey("stop", Fp(1)), "r"});
+    ASSERT_TRUE(count.ok());
+    if (absl::string_view((*count)->str, (*count)->len) == "2") break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ExpectCounts({(*server)->port()}, "stop", {{1, 2}, {2, 2}});
 }
 
 // Keeps a server busy for 0.8 s with a script, so that commands sent
@@ -437,9 +680,11 @@ TEST(RedisIndexIntegration, LostRepliesThenClientRetryCountOnce) {
   SKIP_WITHOUT_REDIS();
   auto server = RedisProcess::Start({});
   ASSERT_TRUE(server.ok()) << server.status();
+  // Waiting off: the batch fails, and the caller retries.
   auto index = CreateIndex(absl::StrCat("redis://", (*server)->address(),
                                         "?command_timeout_ms=200"
-                                        "&connect_timeout_ms=100"));
+                                        "&connect_timeout_ms=100"
+                                        "&failover_wait_ms=0"));
   ASSERT_TRUE(index.ok());
   ASSERT_TRUE((*index)->Health().ok());
   const WriteToken token{"lost-replies", 0};
@@ -493,6 +738,7 @@ TEST(RedisIndexIntegration, DeadServerDoesNotRaiseSigpipe) {
   ASSERT_TRUE(server.ok()) << server.status();
   IndexOptions options;
   options.pool_size = 4;
+  options.failover_wait = absl::ZeroDuration();  // each call fails at once
   auto index =
       CreateIndex(absl::StrCat("redis://", (*server)->address()), options);
   ASSERT_TRUE(index.ok());
@@ -752,8 +998,9 @@ TEST(RedisClusterDown, StartsWithoutItsClusterAndSaysWhy) {
   auto a = testing::PickFreePort();
   auto b = testing::PickFreePort();
   ASSERT_TRUE(a.ok() && b.ok());
-  auto index = CreateIndex(
-      absl::StrCat("redis-cluster://127.0.0.1:", *a, ",127.0.0.1:", *b));
+  auto index = CreateIndex(absl::StrCat("redis-cluster://127.0.0.1:", *a,
+                                        ",127.0.0.1:", *b,
+                                        "?failover_wait_ms=200"));
   ASSERT_TRUE(index.ok()) << index.status();
   EXPECT_EQ((*index)->backend(), "redis-cluster");
   absl::Status health = (*index)->Health();
@@ -765,6 +1012,9 @@ TEST(RedisClusterDown, StartsWithoutItsClusterAndSaysWhy) {
       << health;
   auto found = (*index)->Lookup("ns", {Fp(1)});
   EXPECT_EQ(found.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(found.status().message(),
+                                "failover wait of 200ms"))
+      << found.status();
 }
 
 class RedisClusterIntegration : public ::testing::Test {
@@ -1091,50 +1341,258 @@ TEST_F(RedisClusterIntegration, FollowsAskDuringMigrationAndMovedAfter) {
   EXPECT_EQ((*replay)[0].ref_count, 4u);
 }
 
-// A master killed (kill -9) while four streams write long series of
-// batches; its replica is promoted. Every batch completes or fails with
-// UNAVAILABLE, a retry with the same token succeeds, and afterwards the
-// counts read from the masters are exact and every chunk was new once.
-TEST(RedisClusterFailover, MasterKilledDuringLongSeriesOfBatches) {
-  SKIP_WITHOUT_REDIS();
-  auto cluster = RedisClusterProcesses::Start(3, 1, /*node_timeout_ms=*/1000);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  IndexOptions options;
-  // Generous on a loaded machine: a batch is acknowledged only once its
-  // master's replica has it, so the failover cannot lose it.
-  options.cluster_wait_timeout = absl::Seconds(1);
-  options.connect_timeout = absl::Milliseconds(300);
-  auto index = CreateIndex((*cluster)->Spec(), options);
-  ASSERT_TRUE(index.ok());
-  auto masters = (*cluster)->MasterPorts();
-  ASSERT_TRUE(masters.ok());
-  ASSERT_EQ(masters->size(), 3u);
-  RedisProcess* victim = (*cluster)->NodeWithPort(masters->front());
-  ASSERT_NE(victim, nullptr);
+// Fingerprints (indices for Fp) whose entries in `ns` live on the master
+// on `port`.
+std::vector<uint64_t> FingerprintsOnMaster(const RedisClusterProcesses& cluster,
+                                           int port, absl::string_view ns,
+                                           size_t n) {
+  std::map<int, int> owner;  // slot -> master port
+  std::vector<uint64_t> out;
+  for (uint64_t i = 0; out.size() < n && i < 100000; ++i) {
+    const int slot = KeySlot(RedisEntryKey(ns, Fp(i)));
+    auto it = owner.find(slot);
+    if (it == owner.end()) {
+      auto master = cluster.MasterPortOfSlot(slot);
+      EXPECT_TRUE(master.ok()) << master.status();
+      if (!master.ok()) return out;
+      it = owner.emplace(slot, *master).first;
+    }
+    if (it->second == port) out.push_back(i);
+  }
+  return out;
+}
 
+// The node of the first master of `cluster`.
+RedisProcess* FirstMaster(const RedisClusterProcesses& cluster) {
+  auto masters = cluster.MasterPorts();
+  EXPECT_TRUE(masters.ok()) << masters.status();
+  if (!masters.ok() || masters->size() != 3) return nullptr;
+  return cluster.NodeWithPort(masters->front());
+}
+
+// Runs the plans through `fault` with the failover wait on (far longer
+// than any failover here): no call fails, no caller retries; lookups of
+// chunks indexed before go through all along; the counts read from
+// `masters_after()` are exact and every chunk was new once.
+void ExpectNoFailureThrough(
+    RedisClusterProcesses& cluster, FingerprintIndex& index,
+    absl::string_view ns, const std::function<void()>& fault,
+    WaitWatch& watch) {
+  std::vector<std::string> early;
+  std::map<uint64_t, uint64_t> early_counts;
+  for (int i = 0; i < 30; ++i) {
+    early.push_back(Fp(100000 + i));
+    early_counts[100000 + i] = 1;
+    ASSERT_TRUE(index.Insert(ns, {{early.back(), 1}}).ok());
+  }
+  LookupLoop lookups(index, std::string(ns), early);
   const auto plans = MakePlans(/*streams=*/4, /*batches=*/120, /*size=*/64,
                                /*distinct=*/5000);
   int failed = 0;
   std::vector<std::string> errors;
-  auto news = RunStreamsWithFault(
-      **index, "failover", plans,
-      /*fault_after=*/100, [&] { victim->Kill(); }, &failed, &errors);
-  EXPECT_GT(failed, 0) << "killing a master should have failed some batches";
+  auto news = RunStreamsWithFault(index, ns, plans, /*fault_after=*/100, fault,
+                                  &failed, &errors);
+  EXPECT_EQ(failed, 0) << (errors.empty() ? "" : errors[0]);
+  int calls = 0;
+  absl::Status first_error;
+  EXPECT_EQ(lookups.Stop(&calls, &first_error), 0) << first_error;
+  EXPECT_GT(calls, 0);
+  EXPECT_GT(watch.started(), 0) << "no call ever waited: no fault seen";
 
-  absl::Status healthy = (*cluster)->WaitHealthy(absl::Seconds(30), false);
+  absl::Status healthy = cluster.WaitHealthy(absl::Seconds(60), false);
   ASSERT_TRUE(healthy.ok()) << healthy;
+  auto masters = cluster.MasterPorts();
+  ASSERT_TRUE(masters.ok());
+  ASSERT_EQ(masters->size(), 3u);
+  auto expected = ExpectedCounts(plans);
+  ExpectEachNewOnce(expected, news);
+  expected.insert(early_counts.begin(), early_counts.end());
+  ExpectCounts(*masters, ns, expected);
+}
+
+// A master killed (kill -9) while four streams write long series of
+// token-carrying batches and a reader looks chunks up; its replica is
+// promoted. The calls in flight and those made during the failover wait
+// for the new master and go through: none fails, counts exact, every
+// chunk new once. (With the wait off, each caller would see UNAVAILABLE
+// and retry with its token: KillNineMidBatchThenRestartCountsExactly.)
+TEST(RedisClusterFailover, MasterKilledDuringLongSeriesOfBatches) {
+  SKIP_WITHOUT_REDIS();
+  auto cluster = RedisClusterProcesses::Start(3, 1, /*node_timeout_ms=*/1000);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  WaitWatch watch;
+  auto index = CreateIndex((*cluster)->Spec(), WaitingOptions(watch));
+  ASSERT_TRUE(index.ok());
+  RedisProcess* victim = FirstMaster(**cluster);
+  ASSERT_NE(victim, nullptr);
+
+  ExpectNoFailureThrough(**cluster, **index, "failover",
+                         [&] { victim->Kill(); }, watch);
   auto after = (*cluster)->MasterPorts();
   ASSERT_TRUE(after.ok());
-  ASSERT_EQ(after->size(), 3u);
   EXPECT_EQ(std::find(after->begin(), after->end(), victim->port()),
             after->end());
-  const auto expected = ExpectedCounts(plans);
-  ExpectCounts(*after, "failover", expected);
-  for (const auto& [i, count] : expected) {
-    EXPECT_EQ(news[i], 1) << "fingerprint " << i << " reported new " << news[i]
-                          << " times";
-  }
   EXPECT_TRUE((*index)->Health().ok()) << (*index)->Health();
+}
+
+// Every node of the cluster killed at once and started again from its AOF
+// (a whole-cluster restart): calls wait for it as for a failover.
+TEST(RedisClusterFailover, WholeClusterRestartedFromItsAof) {
+  SKIP_WITHOUT_REDIS();
+  auto cluster = RedisClusterProcesses::Start(3, 1, /*node_timeout_ms=*/1000,
+                                              /*persistent=*/true);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  WaitWatch watch;
+  auto index = CreateIndex((*cluster)->Spec(), WaitingOptions(watch));
+  ASSERT_TRUE(index.ok());
+
+  absl::Status restarted;
+  ExpectNoFailureThrough(
+      **cluster, **index, "restart",
+      [&] {
+        for (const auto& node : (*cluster)->nodes()) node->Kill();
+        // Down until calls wait for it: the restart comes while they do.
+        EXPECT_TRUE(watch.AwaitWaiting(1));
+        for (const auto& node : (*cluster)->nodes()) {
+          absl::Status s = node->Restart();
+          if (restarted.ok()) restarted = s;
+        }
+      },
+      watch);
+  EXPECT_TRUE(restarted.ok()) << restarted;
+}
+
+// A master stopped (SIGSTOP) for less than the node timeout, so that no
+// failover happens: a write without a token in flight to it meets the
+// command timeout and fails (its outcome is unknown: it runs once the
+// master goes on); reads, token-carrying inserts and releases sent
+// meanwhile wait and go through after SIGCONT.
+TEST(RedisClusterFailover, MasterStoppedBelowTheNodeTimeout) {
+  SKIP_WITHOUT_REDIS();
+  // A node timeout far longer than the stop: the replica stays a replica.
+  auto cluster = RedisClusterProcesses::Start(3, 1, /*node_timeout_ms=*/60000);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  WaitWatch watch;
+  IndexOptions options = WaitingOptions(watch);
+  options.command_timeout = absl::Milliseconds(1200);
+  auto index = CreateIndex((*cluster)->Spec(), options);
+  ASSERT_TRUE(index.ok());
+  auto masters = (*cluster)->MasterPorts();
+  ASSERT_TRUE(masters.ok());
+  RedisProcess* stopped = FirstMaster(**cluster);
+  ASSERT_NE(stopped, nullptr);
+  const std::vector<uint64_t> on_it =
+      FingerprintsOnMaster(**cluster, stopped->port(), "stop", 3);
+  ASSERT_EQ(on_it.size(), 3u);
+  const std::string a = Fp(on_it[0]), b = Fp(on_it[1]), c = Fp(on_it[2]);
+  // Each once; the index now has a connection to the master.
+  ASSERT_TRUE((*index)->Insert("stop", {{a, 1}, {b, 1}, {c, 1}}).ok());
+
+  stopped->Pause();
+  struct Resume {
+    ~Resume() { node->Resume(); }
+    RedisProcess* node;
+  } resume{stopped};
+  auto untokened = (*index)->Insert("stop", {{a, 1}});
+  ASSERT_FALSE(untokened.ok());
+  EXPECT_EQ(untokened.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(untokened.status().message(),
+                                "without a write token it is not sent again"))
+      << untokened.status();
+
+  const WriteToken insert_token{"stopped-insert", 0};
+  const WriteToken release_token{"stopped-release", 0};
+  absl::StatusOr<std::vector<InsertResult>> inserted;
+  absl::StatusOr<std::vector<uint64_t>> released;
+  absl::StatusOr<std::vector<bool>> found;
+  std::vector<std::thread> calls;
+  calls.emplace_back(
+      [&] { inserted = (*index)->Insert("stop", {{b, 1}}, &insert_token); });
+  calls.emplace_back(
+      [&] { released = (*index)->Release("stop", {c}, &release_token); });
+  calls.emplace_back([&] { found = (*index)->Lookup("stop", {a, b, c}); });
+  const bool all_waited = watch.AwaitWaiting(3);
+  stopped->Resume();
+  for (auto& t : calls) t.join();
+  ASSERT_TRUE(all_waited) << "the calls did not wait for the stopped master";
+  ASSERT_TRUE(inserted.ok()) << inserted.status();
+  EXPECT_EQ((*inserted)[0].ref_count, 2u);
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ((*released)[0], 0u);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_TRUE((*found)[0] && (*found)[1]);
+
+  // No failover happened; the failed write ran once the master went on.
+  auto after = (*cluster)->MasterPorts();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(*after, *masters);
+  auto direct = DirectRedis::Connect("127.0.0.1", stopped->port());
+  ASSERT_TRUE(direct.ok());
+  for (int i = 0; i < 500; ++i) {
+    auto count = (*direct)->Command({"HGET", RedisEntryKey("stop", a), "r"});
+    ASSERT_TRUE(count.ok());
+    if (absl::string_view((*count)->str, (*count)->len) == "2") break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ExpectCounts({stopped->port()}, "stop",
+               {{on_it[0], 2}, {on_it[1], 2}, {on_it[2], 0}});
+}
+
+// A master without a replica killed: its slots never get a master again.
+// Calls that need them wait for the failover wait and fail with UNAVAILABLE
+// saying so; once chunkd stops waiting (StopWaiting, at shutdown), a
+// waiting call fails at once and so does every later one.
+TEST(RedisClusterFailover, ASlotThatNeverGetsAMasterFailsAfterTheWait) {
+  SKIP_WITHOUT_REDIS();
+  auto cluster = RedisClusterProcesses::Start(3, 0, /*node_timeout_ms=*/1000);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  RedisProcess* victim = FirstMaster(**cluster);
+  ASSERT_NE(victim, nullptr);
+  const std::vector<uint64_t> on_it =
+      FingerprintsOnMaster(**cluster, victim->port(), "gone", 1);
+  ASSERT_EQ(on_it.size(), 1u);
+  const std::string fp = Fp(on_it[0]);
+  victim->Kill();
+
+  IndexOptions options;
+  options.failover_wait = absl::Milliseconds(1500);
+  auto bounded = CreateIndex((*cluster)->Spec(), options);
+  ASSERT_TRUE(bounded.ok());
+  auto found = (*bounded)->Lookup("gone", {fp});
+  ASSERT_FALSE(found.ok());
+  EXPECT_EQ(found.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(
+      found.status().message(),
+      "(redis did not come back within the failover wait of 1.5s, "
+      "--redis_failover_wait)"))
+      << found.status();
+  EXPECT_TRUE(absl::StrContains(found.status().message(), "redis"))
+      << found.status();
+
+  options.failover_wait = absl::Hours(1);
+  WaitWatch watch;
+  watch.Attach(options);
+  auto stopping = CreateIndex((*cluster)->Spec(), options);
+  ASSERT_TRUE(stopping.ok());
+  const WriteToken token{"never", 0};
+  absl::StatusOr<std::vector<InsertResult>> waiting;
+  std::thread call(
+      [&] { waiting = (*stopping)->Insert("gone", {{fp, 1}}, &token); });
+  const bool waited = watch.AwaitWaiting(1);
+  (*stopping)->StopWaiting();
+  call.join();
+  ASSERT_TRUE(waited);
+  ASSERT_FALSE(waiting.ok());
+  EXPECT_EQ(waiting.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(waiting.status().message(),
+                                "(no more waiting for redis to come back: "
+                                "chunkd is stopping)"))
+      << waiting.status();
+  auto later = (*stopping)->Lookup("gone", {fp});
+  EXPECT_EQ(later.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(later.status().message(), "chunkd is stopping"))
+      << later.status();
+  EXPECT_EQ(watch.started(), 1) << "a call waited after StopWaiting";
 }
 
 }  // namespace

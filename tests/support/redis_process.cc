@@ -240,6 +240,14 @@ void RedisProcess::Kill() {
   pid_ = -1;
 }
 
+void RedisProcess::Pause() {
+  if (pid_ > 0) kill(pid_, SIGSTOP);
+}
+
+void RedisProcess::Resume() {
+  if (pid_ > 0) kill(pid_, SIGCONT);
+}
+
 absl::Status RedisProcess::Restart() {
   Kill();
   return Spawn();
@@ -289,11 +297,12 @@ absl::StatusOr<long long> DirectRedis::Integer(
 
 absl::StatusOr<std::unique_ptr<RedisClusterProcesses>>
 RedisClusterProcesses::Start(int masters, int replicas_per_master,
-                             int node_timeout_ms) {
+                             int node_timeout_ms, bool persistent) {
   std::unique_ptr<RedisClusterProcesses> cluster(new RedisClusterProcesses());
   RedisProcess::Options options;
   options.cluster = true;
   options.cluster_node_timeout_ms = node_timeout_ms;
+  options.persistent = persistent;
   const int total = masters * (1 + replicas_per_master);
   for (int i = 0; i < total; ++i) {
     auto node = RedisProcess::Start(options);
@@ -350,9 +359,9 @@ RedisProcess* RedisClusterProcesses::NodeWithPort(int port) const {
 namespace {
 
 // Master ports per CLUSTER SLOTS of one node, and whether all slots are
-// covered by them.
+// covered by them; with `slot` >= 0, only the master of that slot.
 absl::StatusOr<std::vector<int>> SlotMasters(DirectRedis& direct,
-                                             bool* covered) {
+                                             bool* covered, int slot = -1) {
   auto reply = direct.Command({"CLUSTER", "SLOTS"});
   if (!reply.ok()) return reply.status();
   std::set<int> ports;
@@ -360,8 +369,10 @@ absl::StatusOr<std::vector<int>> SlotMasters(DirectRedis& direct,
   for (size_t i = 0; i < (*reply)->elements; ++i) {
     const redisReply* range = (*reply)->element[i];
     if (range->elements < 3) continue;
-    slots += static_cast<int>(range->element[1]->integer -
-                              range->element[0]->integer + 1);
+    const long long first = range->element[0]->integer;
+    const long long last = range->element[1]->integer;
+    slots += static_cast<int>(last - first + 1);
+    if (slot >= 0 && (slot < first || slot > last)) continue;
     ports.insert(static_cast<int>(range->element[2]->element[1]->integer));
   }
   *covered = slots == 16384;
@@ -370,7 +381,8 @@ absl::StatusOr<std::vector<int>> SlotMasters(DirectRedis& direct,
 
 }  // namespace
 
-absl::StatusOr<std::vector<int>> RedisClusterProcesses::MasterPorts() const {
+absl::StatusOr<std::vector<int>> RedisClusterProcesses::MasterPorts(
+    int slot) const {
   absl::Status last = absl::UnavailableError("no node is running");
   for (const auto& node : nodes_) {
     if (!node->running()) continue;
@@ -380,11 +392,20 @@ absl::StatusOr<std::vector<int>> RedisClusterProcesses::MasterPorts() const {
       continue;
     }
     bool covered = false;
-    auto masters = SlotMasters(**direct, &covered);
+    auto masters = SlotMasters(**direct, &covered, slot);
     if (masters.ok()) return masters;
     last = masters.status();
   }
   return last;
+}
+
+absl::StatusOr<int> RedisClusterProcesses::MasterPortOfSlot(int slot) const {
+  auto masters = MasterPorts(slot);
+  if (!masters.ok()) return masters.status();
+  if (masters->size() != 1) {
+    return absl::NotFoundError(absl::StrCat("no master serves slot ", slot));
+  }
+  return masters->front();
 }
 
 absl::Status RedisClusterProcesses::WaitHealthy(absl::Duration timeout,

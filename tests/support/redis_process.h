@@ -62,6 +62,10 @@ class RedisProcess {
 
   // kill -9 and reap.
   void Kill();
+  // SIGSTOP and SIGCONT: the server holds its connections and answers
+  // nothing until it goes on (what a stalled host looks like).
+  void Pause();
+  void Resume();
   // Starts again on the same port and directory (loading its AOF when
   // persistent); waits until it answers PING.
   absl::Status Restart();
@@ -98,11 +102,13 @@ class DirectRedis {
 
 class RedisClusterProcesses {
  public:
-  // Starts masters * (1 + replicas_per_master) nodes, joins them with
-  // redis-cli --cluster create and waits until the cluster is healthy
-  // (WaitHealthy with replicas).
+  // Starts masters * (1 + replicas_per_master) nodes (RedisProcess::Options
+  // persistent: each with its AOF), joins them with redis-cli --cluster
+  // create and waits until the cluster is healthy (WaitHealthy with
+  // replicas).
   static absl::StatusOr<std::unique_ptr<RedisClusterProcesses>> Start(
-      int masters, int replicas_per_master, int node_timeout_ms = 1000);
+      int masters, int replicas_per_master, int node_timeout_ms = 1000,
+      bool persistent = false);
   RedisClusterProcesses(const RedisClusterProcesses&) = delete;
   RedisClusterProcesses& operator=(const RedisClusterProcesses&) = delete;
   ~RedisClusterProcesses() = default;
@@ -114,9 +120,12 @@ class RedisClusterProcesses {
   }
   RedisProcess* NodeWithPort(int port) const;
 
-  // Ports of the running masters that serve slots, per CLUSTER SLOTS of a
-  // running node.
-  absl::StatusOr<std::vector<int>> MasterPorts() const;
+  // Ports of the running masters that serve slots (`slot` >= 0: that
+  // slot), per CLUSTER SLOTS of a running node.
+  absl::StatusOr<std::vector<int>> MasterPorts(int slot = -1) const;
+  // The port of the master serving `slot`, per CLUSTER SLOTS of a running
+  // node.
+  absl::StatusOr<int> MasterPortOfSlot(int slot) const;
 
   // Waits until every running node reports cluster_state:ok, every slot has
   // a running master, and (with_replicas) every running replica's link to
