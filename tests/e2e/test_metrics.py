@@ -448,7 +448,7 @@ def test_prometheus_evaluates_every_dashboard_query(scraped: tuple) -> None:
 # --- paths that end RPCs early, and a remote index ---------------------------
 
 
-def _wait_for(server: ChunkdServer, predicate, what: str, timeout: float = 20.0):
+def _wait_for(server: ChunkdServer, predicate, what: str, timeout: float = RPC_TIMEOUT):
     """Scrapes until `predicate(samples)` holds; the interceptor counts an
     RPC that ends without a status when gRPC lets go of it, shortly after
     the client saw the end."""

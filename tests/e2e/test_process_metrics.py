@@ -125,7 +125,7 @@ def test_open_fds_follow_connections(fresh: ChunkdServer) -> None:
         for channel in channels:
             channel.close()
     # chunkd closes its side once the clients' are closed.
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + RPC_TIMEOUT
     while metrics(fresh)["process_open_fds"] >= before + CONNECTIONS:
         assert time.monotonic() < deadline, "connections still open in chunkd"
         time.sleep(0.1)

@@ -374,7 +374,7 @@ def test_idle_connection_gets_goaway(chunkd_bin) -> None:
         conn = h2raw.Connection(server.address)
         try:
             assert conn.settings_seen.wait(10)
-            wait_until(lambda: conn.goaway is not None, 15, "GOAWAY on the idle connection")
+            wait_until(lambda: conn.goaway is not None, DEADLINE, "GOAWAY on the idle connection")
         finally:
             conn.close()
         assert_serving(server)
