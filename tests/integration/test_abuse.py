@@ -276,14 +276,10 @@ def test_header_only_floods_across_tokens(chunkd_bin, tmp_path) -> None:
         finally:
             for c in connections:
                 c.close()
-        wait_until(lambda: metric(server, "chunkd_active_streams") == 0, DEADLINE,
-                   "gauge back to 0")
+        assert_token_streams_gone(server, per_token_limit=968, idle=0)
         report(f"header-only flood: 1000 streams of one token, 32 admitted (per-token "
                f"limit), 968 refused; another token's 1 MiB Chunk took "
                f"{other_token_seconds:.2f}s; gauge back to 0")
-        assert metric(server, "chunkd_streams_rejected_total", reason="per_token_limit") == 968
-        assert metric(server, "chunkd_streams_rejected_total", reason="idle") == 0
-        assert_serving_with_token(server)
 
 
 def test_held_streams_end_at_the_idle_timeout(chunkd_bin, tmp_path) -> None:
@@ -312,13 +308,20 @@ def test_held_streams_end_at_the_idle_timeout(chunkd_bin, tmp_path) -> None:
         finally:
             for c in connections:
                 c.close()
-        wait_until(lambda: metric(server, "chunkd_active_streams") == 0, DEADLINE,
-                   "gauge back to 0")
+        assert_token_streams_gone(server, per_token_limit=0, idle=32)
         report(f"held streams: a token's 32 streams ended {held_seconds:.1f}s after "
                f"opening (--stream_idle_timeout {idle:.0f}s, target <= {idle + 2:.0f}s)")
-        assert metric(server, "chunkd_streams_rejected_total", reason="idle") == 32
-        assert metric(server, "chunkd_streams_rejected_total", reason="per_token_limit") == 0
-        assert_serving_with_token(server)
+
+
+def assert_token_streams_gone(server: ChunkdServer, per_token_limit: int, idle: int) -> None:
+    """Once the test's connections are closed: no stream left, the refusals
+    and idle ends counted, and token B served."""
+    wait_until(lambda: metric(server, "chunkd_active_streams") == 0, DEADLINE,
+               "gauge back to 0")
+    assert metric(server, "chunkd_streams_rejected_total",
+                  reason="per_token_limit") == per_token_limit
+    assert metric(server, "chunkd_streams_rejected_total", reason="idle") == idle
+    assert_serving_with_token(server)
 
 
 def assert_serving_with_token(server: ChunkdServer) -> None:
