@@ -56,13 +56,13 @@ func TestRoundRobinSpreadsStreams(t *testing.T) {
 	c := dial(t, target, resolve)
 	// The channel is READY with the first connection; the second joins the
 	// rotation a moment later.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		chunkStreams(t, c, 1)
 		if onA, onB := streams(); onA > 0 && onB > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("after 10 s of streams one server has had none")
+			t.Fatal("after 60 s of streams one server has had none")
 		}
 	}
 	startA, startB := streams()

@@ -64,7 +64,9 @@ func TestDedupRetriesAcrossAServerRestart(t *testing.T) {
 	s := chunkdtest.StartServer(t, "--index=redis://"+redis)
 	c := dial(t, s.Addr)
 	data := repeating(61, 3<<20, 4) // 12 MiB
-	p := Params{MessageSize: 64 << 10, Retries: 3}
+	// Each replay waits for the channel up to twice as long as the last
+	// (1 s, 2 s, ...): six outlast the restart of chunkd on any machine.
+	p := Params{MessageSize: 64 << 10, Retries: 6}
 
 	clean := fmt.Sprintf("go-retry-clean-%d", time.Now().UnixNano())
 	it, err := c.Dedup(testContext(t), clean, bytes.NewReader(data), p)
@@ -137,17 +139,19 @@ func TestDedupRetriesAcrossAServerRestart(t *testing.T) {
 }
 
 // TestReplaysSkipWhatWasDelivered: a Dedup that fails after some records
-// is replayed; the iterator goes on past the records it gave, and counts
-// equal one run's.
+// (DEADLINE_EXCEEDED of the per-call Timeout) is replayed; the iterator goes
+// on past the records it gave, and counts equal one run's.
 func TestReplaysSkipWhatWasDelivered(t *testing.T) {
 	s := chunkdtest.StartServer(t)
-	c := dial(t, s.Addr)
+	// The relay holds the first attempt after 2 MiB until its Timeout has
+	// passed, however fast client and server are; the replay goes through.
+	relay := chunkdtest.StartRelay(t, s.Addr, 2<<20)
+	c := dial(t, relay.Addr)
 	data := randomBytes(67, 4<<20)
 	ns := fmt.Sprintf("go-replay-%d", time.Now().UnixNano())
-	// The stream fails with DEADLINE_EXCEEDED of the per-call Timeout once
-	// the reader has stalled; replays do not stall.
-	stalled := &crashingReader{Reader: bytes.NewReader(data), at: 2 << 20, crash: func() { time.Sleep(1500 * time.Millisecond) }}
-	it, err := c.Dedup(testContext(t), ns, stalled, Params{MessageSize: 64 << 10, Retries: 1, Timeout: time.Second})
+	p := Params{MessageSize: 64 << 10, Retries: 1, Timeout: 5 * time.Second}
+	p.OnReplay = func(error, time.Duration) { relay.Release() }
+	it, err := c.Dedup(testContext(t), ns, bytes.NewReader(data), p)
 	if err != nil {
 		t.Fatal(err)
 	}

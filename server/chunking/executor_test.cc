@@ -50,8 +50,8 @@ TEST(ExecutorTest, UsesSeveralThreads) {
     int seen = most.load();
     while (now > seen && !most.compare_exchange_weak(seen, now)) {
     }
-    // Wait (bounded) until two indices have run side by side.
-    for (int spin = 0; spin < 2000 && most.load() < 2; ++spin) {
+    // Wait (bounded: 10 s at least) until two indices have run side by side.
+    for (int spin = 0; spin < 20000 && most.load() < 2; ++spin) {
       std::this_thread::sleep_for(std::chrono::microseconds(500));
     }
     inside.fetch_sub(1);

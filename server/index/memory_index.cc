@@ -9,7 +9,7 @@
 
 namespace chunkd::index {
 
-MemoryIndex::MemoryIndex(const IndexOptions& options)
+MemoryIndex::MemoryIndex(const IndexOptions& options, Clock clock)
     : max_entries_(options.max_entries),
       token_position_limit_(
           options.max_entries == 0
@@ -22,6 +22,7 @@ MemoryIndex::MemoryIndex(const IndexOptions& options)
       next_sizes_length_(static_cast<size_t>(
           std::clamp(options.next_sizes_length, 1, kMaxNextSizesLength))),
       token_ttl_(options.token_ttl),
+      clock_(std::move(clock)),
       inline_hints_(next_sizes_length_ <= kInlineHintSizes) {}
 
 std::string MemoryIndex::EntryLimitMessage() const {
@@ -70,7 +71,7 @@ std::string MemoryIndex::HintsKey(const TableKey& key) {
 absl::Status MemoryIndex::Health() {
   {
     std::lock_guard<std::mutex> lock(tokens_mu_);
-    SweepTokensLocked(absl::Now());
+    SweepTokensLocked(clock_());
   }
   if (max_entries_ != 0 && entries_.load() >= max_entries_) {
     return absl::ResourceExhaustedError(EntryLimitMessage());
@@ -185,7 +186,7 @@ bool MemoryIndex::LockRecord(absl::string_view ns, char op,
     std::shared_ptr<TokenRecord> record;
     {
       std::lock_guard<std::mutex> lock(tokens_mu_);
-      SweepTokensLocked(absl::Now());
+      SweepTokensLocked(clock_());
       auto it = tokens_.find(name);
       if (it != tokens_.end()) {
         record = it->second;
@@ -216,7 +217,7 @@ absl::Status MemoryIndex::WriteRecorded(absl::string_view ns, char op,
     return absl::ResourceExhaustedError(TokenLimitMessage());
   }
   TokenRecord& record = *locked.record;
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_();
   results->reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const uint64_t position = token.first_position + i;

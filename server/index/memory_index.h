@@ -67,6 +67,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -75,6 +76,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "index/compact_table.h"
 #include "index/fingerprint_index.h"
@@ -91,10 +93,16 @@ class MemoryIndex final : public FingerprintIndex {
   // ...but never fewer than this many (1024 blocks, about 560 KiB).
   static constexpr uint64_t kMinTokenPositions = 1024 * kTokenBlockPositions;
 
+  // What the index reads the time from (write-token expiry): absl::Now,
+  // or a test's clock.
+  using Clock = std::function<absl::Time()>;
+
   // Uses options.max_entries, options.next_sizes_length and
   // options.token_ttl.
   // REQUIRES: 1 <= options.next_sizes_length <= kMaxNextSizesLength.
-  explicit MemoryIndex(const IndexOptions& options);
+  explicit MemoryIndex(const IndexOptions& options)
+      : MemoryIndex(options, absl::Now) {}
+  MemoryIndex(const IndexOptions& options, Clock clock);
   MemoryIndex() : MemoryIndex(IndexOptions()) {}
   MemoryIndex(const MemoryIndex&) = delete;
   MemoryIndex& operator=(const MemoryIndex&) = delete;
@@ -292,6 +300,7 @@ class MemoryIndex final : public FingerprintIndex {
   const uint64_t token_position_limit_;
   const size_t next_sizes_length_;
   const absl::Duration token_ttl_;
+  const Clock clock_;
   std::array<Shard, kShards> shards_;
   std::atomic<uint64_t> entries_{0};
 

@@ -35,6 +35,20 @@ std::string Fp(uint64_t i) {
   return fp;
 }
 
+// A clock that moves only when the test says, so that write-token expiry
+// depends on no machine's speed.
+class TestClock {
+ public:
+  absl::Time Now() const { return now_.load(); }
+  void Advance(absl::Duration d) { now_.store(now_.load() + d); }
+  MemoryIndex::Clock clock() {
+    return [this] { return Now(); };
+  }
+
+ private:
+  std::atomic<absl::Time> now_{absl::FromUnixSeconds(1000)};
+};
+
 IndexOptions WithLimit(uint64_t max_entries) {
   IndexOptions options;
   options.max_entries = max_entries;
@@ -294,10 +308,9 @@ TEST(MemoryIndexLimitTest, ConcurrentInsertsAndReleasesKeepTheCountExact) {
 // refused with its own message until positions expire; releases never.
 TEST(MemoryIndexTokenTest, PositionsAreBoundedAndExpire) {
   IndexOptions options = WithLimit(2);  // one entry, and room
-  // Long enough for filling the records (about 65000 inserts) on a slow
-  // machine.
   options.token_ttl = absl::Seconds(2);
-  MemoryIndex index(options);
+  TestClock clock;
+  MemoryIndex index(options, clock.clock());
   EXPECT_EQ(index.TokenPositionLimit(), MemoryIndex::kMinTokenPositions);
   ASSERT_TRUE(index.Insert("ns", {{Fp(1), 1}}).ok());
   EXPECT_EQ(index.TokenPositions(), 0u);
@@ -339,8 +352,11 @@ TEST(MemoryIndexTokenTest, PositionsAreBoundedAndExpire) {
   EXPECT_EQ((*counted)[0].ref_count, fit + 1)
       << "every tokened position counted once, the release undid one";
 
-  // Positions are forgotten token_ttl after they were written.
-  absl::SleepFor(absl::Milliseconds(2300));
+  // Positions are forgotten token_ttl (to 1.1 token_ttl) after they were
+  // written, and not before.
+  clock.Advance(absl::Milliseconds(1900));
+  EXPECT_EQ(index.Health().message(), index.TokenLimitMessage());
+  clock.Advance(absl::Milliseconds(400));
   EXPECT_TRUE(index.Health().ok()) << index.Health();
   EXPECT_EQ(index.TokenPositions(), 0u);
   auto later = index.Insert("ns", {{Fp(1), 1}}, &next);
@@ -353,7 +369,8 @@ TEST(MemoryIndexTokenTest, PositionsAreBoundedAndExpire) {
 TEST(MemoryIndexTokenTest, ALongStreamHoldsOnlyItsRecentPositions) {
   IndexOptions options;
   options.token_ttl = absl::Milliseconds(200);
-  MemoryIndex index(options);
+  TestClock clock;
+  MemoryIndex index(options, clock.clock());
   std::vector<InsertEntry> batch(MemoryIndex::kTokenBlockPositions,
                                  InsertEntry{Fp(1), 1});
   uint64_t position = 0;
@@ -363,7 +380,7 @@ TEST(MemoryIndexTokenTest, ALongStreamHoldsOnlyItsRecentPositions) {
       ASSERT_TRUE(index.Insert("ns", batch, &token).ok());
       position += batch.size();
     }
-    absl::SleepFor(absl::Milliseconds(100));
+    clock.Advance(absl::Milliseconds(100));
   }
   // 60 blocks written; those older than 200 ms (to 220 ms) are gone: at
   // most the last three rounds' 30 blocks and the record remain.

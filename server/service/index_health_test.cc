@@ -62,6 +62,16 @@ class SwitchableIndex final : public index::FingerprintIndex {
   std::atomic<int> probes_{0};
 };
 
+// Waits (bounded) until the monitor has probed `idx` `n` more times.
+bool WaitForProbes(const SwitchableIndex& idx, int n) {
+  const int target = idx.probes() + n;
+  for (int i = 0; i < 5000; ++i) {
+    if (idx.probes() >= target) return true;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return false;
+}
+
 class Recorder {
  public:
   void Add(const absl::Status& s) {
@@ -100,8 +110,7 @@ TEST(IndexHealthMonitorTest, ReportsTheFirstStateAndEveryChangeOnly) {
   monitor.Start();
   ASSERT_TRUE(recorder.WaitFor(1));
   // Many probes while down: still one report.
-  const int probes = idx.probes();
-  while (idx.probes() < probes + 5) absl::SleepFor(absl::Milliseconds(2));
+  ASSERT_TRUE(WaitForProbes(idx, 5));
   EXPECT_EQ(recorder.seen(), std::vector<bool>({false}));
 
   idx.set_up(true);
@@ -127,10 +136,11 @@ TEST(IndexHealthMonitorTest, ReportsAChangeOfReasonButNotOfMessage) {
   idx.set_full(true);                // reachable but full
   ASSERT_TRUE(recorder.WaitFor(2));
   // The message changes with every probe; the report does not repeat.
-  const int probes = idx.probes();
-  while (idx.probes() < probes + 5) absl::SleepFor(absl::Milliseconds(2));
-  idx.set_full(false);
+  ASSERT_TRUE(WaitForProbes(idx, 5));
+  // Up before no longer full: a probe between the two sees full (no
+  // change), never down.
   idx.set_up(true);
+  idx.set_full(false);
   ASSERT_TRUE(recorder.WaitFor(3));
   monitor.Stop();
   EXPECT_EQ(recorder.codes(),

@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -97,11 +96,13 @@ def test_old_go_gets_the_pinned_go_from_the_proxy(
                             text=True, timeout=60, check=True)
     assert Path(goroot.stdout.strip()).resolve() == dest.resolve()
 
-    # Installed once: the next make uses it without a word about installing.
-    start = time.monotonic()
+    # Installed once: the next make uses it without a word about installing,
+    # and leaves it alone (an install replaces the whole directory).
+    marker = dest / "left-alone"
+    marker.write_text("")
     again = make(*args)
     assert lines(again) == [lines(first)[1]]
-    assert time.monotonic() - start < 30
+    assert marker.exists()
 
     # And every Go step runs the fetched go, never the old one.
     dry = make(f"GO={old_go}", f"GO_FETCH_DIR={dest}", "-n", "test-go")
@@ -124,10 +125,8 @@ def test_go_new_enough_is_used_as_it_is(tmp_path: Path) -> None:
     new = tmp_path / "go"
     new.write_text("#!/bin/sh\necho 'go version go1.26.8 linux/amd64'\n")
     new.chmod(0o755)
-    start = time.monotonic()
     result = make(f"GO={new}", f"GO_FETCH_DIR={tmp_path / 'fetched'}", "-s", "go-toolchain")
     assert lines(result) == [f"make: using Go 1.26.8 ({new}); the Go modules need {go_needed()}"]
-    assert time.monotonic() - start < 30
     assert not (tmp_path / "fetched").exists()
     dry = make(f"GO={new}", f"GO_FETCH_DIR={tmp_path / 'fetched'}", "-n", "test-go")
     assert f"{new} vet ./..." in dry.stdout and "fetched" not in dry.stdout

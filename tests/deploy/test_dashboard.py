@@ -258,8 +258,9 @@ def test_queries_see_only_the_selected_release(chunkd_bin: Path, chunkctl_bin: P
         f"{ingest} is not {sent}")
     prometheus.wait_until(lambda: len(prometheus.query("chunkd_build_info")) == 2,
                           "not both releases scraped")
-    # Enough samples for rate() over 1m: two scrapes after the traffic.
-    time.sleep(3 * SCRAPE_SECONDS)
+    # Enough samples for rate() over 1m: two scrapes of each release.
+    rate = 'rate(chunkd_build_info[1m])'
+    prometheus.wait_until(lambda: len(prometheus.query(rate)) == 2, f"{rate} has no value")
 
     # The chained variables, as Grafana asks for them (series API).
     def label_values(selector: str, label: str) -> set[str]:

@@ -8,7 +8,9 @@ host."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import subprocess
 import time
@@ -56,23 +58,67 @@ def two_servers(chunkd_bin: Path) -> Iterator[List[ChunkdServer]]:
             yield [first, second]
 
 
+def open_fifo_writer(fifo: Path, process: subprocess.Popen) -> int:
+    """Opens `fifo` for writing once `process` has opened it for reading;
+    returns a blocking descriptor."""
+    deadline = time.monotonic() + SUBPROCESS_TIMEOUT
+    while True:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            os.set_blocking(fd, True)
+            return fd
+        except OSError as e:  # ENXIO: no reader yet
+            if e.errno != errno.ENXIO:
+                raise
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, f"nothing opened {fifo}"
+        time.sleep(0.01)
+
+
 def test_round_robin_spreads_the_streams_over_every_address(
         two_servers: List[ChunkdServer], chunkctl_bin: Path, tmp_path: Path) -> None:
     size = 300_000
-    files = []
-    for i in range(6):
-        path = tmp_path / f"f{i}.bin"
-        path.write_bytes(random_bytes(700 + i, size))
-        files.append(path)
-    target = "ipv4:" + ",".join(s.address for s in two_servers)
+    contents = [random_bytes(700 + i, size) for i in range(6)]
+    # The first file is a FIFO: its stream waits for its bytes while the
+    # channel connects to both servers (round_robin sends streams only to
+    # servers already connected, and a second connection may come up after
+    # every stream of a fast run).
+    files = [tmp_path / "f0.fifo"]
+    os.mkfifo(files[0])
+    for i in range(1, len(contents)):
+        files.append(tmp_path / f"f{i}.bin")
+        files[i].write_bytes(contents[i])
+    # Through a relay each, which tells when the server's side of a
+    # connection reached chunkctl.
+    relays = [Relay(s.address, refuse=0) for s in two_servers]
     before = [dedup_bytes(s) for s in two_servers]
-    result = run(chunkctl_bin, "dedup", "--server", target, "--namespace", "rr", *files)
-    assert result.returncode == 0, result.stderr
+    try:
+        process = subprocess.Popen(
+            [str(chunkctl_bin), "dedup", "--server", "ipv4:" + ",".join(r.address for r in relays),
+             "--namespace", "rr", *map(str, files)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            with os.fdopen(open_fifo_writer(files[0], process), "wb") as fifo:
+                deadline = time.monotonic() + SUBPROCESS_TIMEOUT
+                while not all(r.answered.wait(0.05) for r in relays):
+                    assert process.poll() is None, process.communicate()
+                    assert time.monotonic() < deadline, "chunkctl never connected to both servers"
+                fifo.write(contents[0])
+            _, stderr = process.communicate(timeout=SUBPROCESS_TIMEOUT)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+    finally:
+        for relay in relays:
+            relay.close()
+    assert process.returncode == 0, stderr
     streams = [(dedup_bytes(s) - b) / size for s, b in zip(two_servers, before)]
     # One stream per file, each whole on one server, and every server got
     # some: pick_first would have sent all six to one.
     assert sum(streams) == len(files)
     assert all(n == int(n) and n >= 1 for n in streams), streams
+    target = "ipv4:" + ",".join(s.address for s in two_servers)
     info = run(chunkctl_bin, "info", "--server", target)
     assert info.returncode == 0, info.stderr
 
@@ -95,13 +141,6 @@ class RestartableChunkd(ChunkdServer):
         self.process.wait(10)
 
 
-def ingested(server: ChunkdServer) -> Optional[float]:
-    try:
-        return dedup_bytes(server)
-    except OSError:
-        return None
-
-
 def test_dedup_retries_across_a_restart_count_exactly(
         chunkd_bin: Path, chunkctl_bin: Path, tmp_path: Path) -> None:
     # Two halves, each twice: every chunk but those at the seams is counted
@@ -112,27 +151,28 @@ def test_dedup_retries_across_a_restart_count_exactly(
     flags = ["--min", "1024", "--avg", "4096", "--max", "16384", "--message-size", "65536"]
     redis = RedisServer().start()
     chunkd = RestartableChunkd(chunkd_bin, index=f"redis://{redis.address}")
+    relay: Optional[Relay] = None
     try:
         chunkd.start()
         clean = run(chunkctl_bin, "dedup", "--server", chunkd.address, "--namespace", "clean",
                     *flags, data)
         assert clean.returncode == 0, clean.stderr
-        start_bytes = ingested(chunkd) or 0.0
-        # 8 retries wait 10 s at least: after a kill -9 and restart, the
-        # client's reconnection was seen to take up to about 5 s.
+        # The relay holds the stream after 8 MiB of its 48: chunkd is killed
+        # and back before the client can send more (or reconnect), whatever
+        # the speed of either.
+        relay = Relay(chunkd.address, refuse=0, hold_after=8 << 20)
         process = subprocess.Popen(
-            [str(chunkctl_bin), "dedup", "--server", chunkd.address, "--namespace", "retried",
+            [str(chunkctl_bin), "dedup", "--server", relay.address, "--namespace", "retried",
              "--retries", "8", *flags, str(data)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            # Kill chunkd once the stream is well under way, then bring it back.
-            deadline = time.monotonic() + 60
-            while (ingested(chunkd) or 0.0) - start_bytes < (8 << 20):
+            deadline = time.monotonic() + SUBPROCESS_TIMEOUT
+            while not relay.held.wait(0.05):
                 assert process.poll() is None, process.communicate()
-                assert time.monotonic() < deadline, "the stream never got going"
-                time.sleep(0.02)
+                assert time.monotonic() < deadline, "the stream never reached 8 MiB"
             chunkd.kill()
             chunkd.start()
+            relay.release()
             stdout, stderr = process.communicate(timeout=SUBPROCESS_TIMEOUT)
         finally:
             if process.poll() is None:
@@ -148,6 +188,8 @@ def test_dedup_retries_across_a_restart_count_exactly(
         assert retried_counts == clean_counts
         assert max(clean_counts.values()) == 2
     finally:
+        if relay is not None:
+            relay.close()
         chunkd.stop()
         redis.cleanup()
 

@@ -109,6 +109,11 @@ def fresh_server(chunkd_bin: Path) -> Iterator[ChunkdServer]:
 
 
 def test_fresh_server_exports_every_series_at_zero(fresh_server: ChunkdServer) -> None:
+    # The index health monitor probes on a thread of its own, started with
+    # the server: SERVING does not say that its first probe is done.
+    _wait_for(fresh_server, lambda s: (value(s, "chunkd_index_requests_total", backend="memory",
+                                             op="health", result="ok") or 0) >= 1,
+              "the first probe of the index")
     text = scrape(fresh_server.metrics_address)
     _check_promtool(text)
     # prometheus-cpp adds its own exposer_* families (scrapes served).
@@ -143,7 +148,8 @@ def test_fresh_server_exports_every_series_at_zero(fresh_server: ChunkdServer) -
     for result in ["hit", "miss"]:
         assert value(samples, "chunkd_hint_cache_total", result=result) == 0
     # The index health monitor probes the index from the start (once a
-    # second): its series counts; every other one is still at zero.
+    # second; waited for above): its series counts; every other one is
+    # still at zero.
     for op in INDEX_OPS:
         for result in ["ok", "error"]:
             count = value(samples, "chunkd_index_requests_total",
@@ -442,7 +448,7 @@ def test_prometheus_evaluates_every_dashboard_query(scraped: tuple) -> None:
 # --- paths that end RPCs early, and a remote index ---------------------------
 
 
-def _wait_for(server: ChunkdServer, predicate, what: str, timeout: float = 20.0):
+def _wait_for(server: ChunkdServer, predicate, what: str, timeout: float = RPC_TIMEOUT):
     """Scrapes until `predicate(samples)` holds; the interceptor counts an
     RPC that ends without a status when gRPC lets go of it, shortly after
     the client saw the end."""

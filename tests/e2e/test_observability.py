@@ -57,7 +57,7 @@ def test_metrics_count_ingested_bytes_and_chunks(server: ChunkdServer) -> None:
     assert delta("grpc_server_handled_total", grpc_method="Chunk", grpc_code="OK") >= 1
     # A stream leaves the gauge when gRPC calls OnDone, just after the client
     # has its status.
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + RPC_TIMEOUT
     while _value(_scrape(server), "chunkd_active_streams") != 0:
         assert time.monotonic() < deadline, "chunkd_active_streams stuck above 0"
         time.sleep(0.05)

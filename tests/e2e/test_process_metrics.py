@@ -91,11 +91,18 @@ def test_values_match_proc(fresh: ChunkdServer, started: Dict[str, float]) -> No
 
 def test_cpu_grows_with_work(fresh: ChunkdServer) -> None:
     before = metrics(fresh)["process_cpu_seconds_total"]
+    data = random_bytes(seed=5, size=64 << 20)
+    after = before
+    # Dedup of 64 MiB (SHA-256 of every byte) takes tens of milliseconds on
+    # today's CPUs; repeated until it shows, so a faster one passes too, and
+    # a counter that does not move still fails.
     with Client(fresh.address, timeout=RPC_TIMEOUT) as client:
-        client.dedup_all(random_bytes(seed=5, size=64 << 20), namespace="process-cpu")
-    after = metrics(fresh)["process_cpu_seconds_total"]
-    # SHA-256 of 64 MiB alone takes tens of milliseconds on any CPU.
-    assert after > before + 0.02
+        for _ in range(20):
+            client.dedup_all(data, namespace="process-cpu")
+            after = metrics(fresh)["process_cpu_seconds_total"]
+            if after >= before + 0.02:
+                break
+    assert after >= before + 0.02, (before, after)
 
 
 def test_open_fds_follow_connections(fresh: ChunkdServer) -> None:
@@ -118,7 +125,7 @@ def test_open_fds_follow_connections(fresh: ChunkdServer) -> None:
         for channel in channels:
             channel.close()
     # chunkd closes its side once the clients' are closed.
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + RPC_TIMEOUT
     while metrics(fresh)["process_open_fds"] >= before + CONNECTIONS:
         assert time.monotonic() < deadline, "connections still open in chunkd"
         time.sleep(0.1)

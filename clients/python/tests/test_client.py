@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import random
-import time
+import threading
 import uuid
 from pathlib import Path
 from typing import Iterator, List
@@ -25,6 +25,8 @@ from chunkd_client import (
     ServerInfo,
 )
 from chunkd_client.testing import ChunkdServer
+
+from conftest import RPC_TIMEOUT
 
 DATA = random.Random(20240601).randbytes(300_000)
 PARAMS = dict(algorithm="fastcdc", min_size=2048, avg_size=8192, max_size=32768)
@@ -149,16 +151,23 @@ def test_source_errors_surface_unchanged(client: Client) -> None:
 
 
 def test_deadline(client: Client) -> None:
-    def slow() -> Iterator[bytes]:
+    """The deadline ends the call while the source still stalls: the
+    caller does not wait for the source."""
+    release, resumed = threading.Event(), threading.Event()
+
+    def stalled() -> Iterator[bytes]:
         yield DATA[:1000]
-        time.sleep(3)
+        release.wait(RPC_TIMEOUT)  # set once the call has failed
+        resumed.set()
         yield DATA[1000:2000]
 
-    started = time.monotonic()
-    with pytest.raises(ChunkdError) as caught:
-        client.chunk_all(slow(), timeout=0.5, **PARAMS)
+    try:
+        with pytest.raises(ChunkdError) as caught:
+            client.chunk_all(stalled(), timeout=0.5, **PARAMS)
+        assert not resumed.is_set(), "the call waited for its stalled source"
+    finally:
+        release.set()
     assert caught.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
-    assert time.monotonic() - started < 2.5
 
 
 def test_abandoning_a_stream(client: Client) -> None:

@@ -44,7 +44,7 @@ def limited_server(chunkd_bin: Path) -> Iterator[ChunkdServer]:
 
 
 def wait_for_active_streams(server: ChunkdServer, active: int) -> None:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + RPC_TIMEOUT
     while server.active_streams() != active:
         assert time.monotonic() < deadline, f"chunkd never had {active} active streams"
         time.sleep(0.02)

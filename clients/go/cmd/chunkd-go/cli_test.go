@@ -201,7 +201,9 @@ func TestSpellings(t *testing.T) {
 		"--seq-mode", "increasing", "--seq-length", "5", "--skip-trigger", "50", "--skip-size", "256", file) {
 		t.Errorf("a flag beside --preset seqcdc-8k does not override it")
 	}
-	for _, timeout := range []string{"30", "0.5", "1m", "0"} {
+	// Seconds, with decimals, or a Go duration; none so short that a loaded
+	// machine could miss it.
+	for _, timeout := range []string{"30", "59.5", "1m", "0"} {
 		if text("--timeout", timeout, file) != text(file) {
 			t.Errorf("--timeout %s", timeout)
 		}
@@ -368,7 +370,8 @@ func TestDedupRetries(t *testing.T) {
 // TestClosedStdoutAndInterrupt: stdout closed early ends the process at
 // once with 141 and nothing on stderr; SIGINT with 130.
 func TestClosedStdoutAndInterrupt(t *testing.T) {
-	addr := chunkdtest.Start(t)
+	server := chunkdtest.StartServer(t)
+	addr := server.Addr
 	file := inputFile(t, 20<<20) // about 1300 lines: more than a pipe holds
 	cmd := process(t, "chunk", "--server", addr, "--min", "64", "--avg", "256", "--max", "1024", file)
 	stdout, err := cmd.StdoutPipe()
@@ -404,7 +407,12 @@ func TestClosedStdoutAndInterrupt(t *testing.T) {
 	if _, err := io.WriteString(stdin, "some bytes, then the input waits"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Interrupted once its stream runs (before, its handler may not be set).
+	for deadline := time.Now().Add(60 * time.Second); server.Metric(t, "chunkd_active_streams") != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stream of chunkd-go chunk never started")
+		}
+	}
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	err = cmd.Wait()
 	if !errors.As(err, &exit) || exit.ExitCode() != 130 || !strings.Contains(stderr.String(), "chunkd-go: interrupted") {
@@ -432,17 +440,26 @@ func TestDedupRetriesAcrossARestart(t *testing.T) {
 		t.Fatalf("clean run: exit %d, stderr %q", code, stderr)
 	}
 
-	restarted := make(chan error, 1)
+	// The relay holds the stream after 8 MiB: the server is killed and
+	// restarted while the stream certainly runs, before the client can
+	// reconnect, however fast either is.
+	relay := chunkdtest.StartRelay(t, s.Addr, 8<<20)
+	restarted, ended := make(chan error, 1), make(chan struct{})
 	go func() {
-		// Kill once the server has taken 8 MiB of the stream, restart at once.
-		deadline := time.Now().Add(30 * time.Second)
-		for s.Metric(t, "chunkd_ingest_bytes_total") < float64(len(data)+8<<20) && time.Now().Before(deadline) {
-			time.Sleep(2 * time.Millisecond)
+		select {
+		case <-relay.Held():
+		case <-ended:
+			restarted <- errors.New("the command ended before it had sent 8 MiB")
+			return
 		}
 		s.Kill()
-		restarted <- s.Restart()
+		err := s.Restart()
+		relay.Release()
+		restarted <- err
 	}()
-	code, retried, stderr := dedup("go-cli-retried")
+	code, retried, stderr := chunkdGo(t, "dedup", "--server", relay.Addr, "--namespace", "go-cli-retried",
+		"--retries", "3", "--message-size", "65536", file)
+	close(ended)
 	if err := <-restarted; err != nil {
 		t.Fatal(err)
 	}

@@ -141,7 +141,9 @@ func (s *Server) start() error {
 	health := healthpb.NewHealthClient(conn)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		// A refused connection fails at once; a loaded machine may take
+		// seconds to answer.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
 		cancel()
 		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {

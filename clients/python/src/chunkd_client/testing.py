@@ -9,7 +9,8 @@ SERVING, and stops it again::
             ...
 
 ``Relay`` is a TCP relay in front of one that refuses the first
-connections or answers late, for testing reconnection.
+connections, answers late, or holds a stream at a byte count of the test's
+choosing, for testing reconnection and what a client does mid-stream.
 
 This module needs only grpcio; it has no pytest dependency.
 """
@@ -49,7 +50,7 @@ def health_status(
     target: str,
     *,
     service: str = "",
-    timeout: float = 2.0,
+    timeout: float = 10.0,
     credentials: Optional[grpc.ChannelCredentials] = None,
 ) -> int:
     """Calls grpc.health.v1.Health/Check once and returns the status enum
@@ -97,8 +98,10 @@ def wait_until_serving(
         if remaining <= 0:
             raise TimeoutError(f"{target} not SERVING after {timeout}s (last: {last})")
         try:
+            # A refused connection fails at once; a loaded machine may take
+            # seconds to answer.
             status = health_status(
-                target, timeout=min(1.0, remaining), credentials=credentials
+                target, timeout=min(5.0, remaining), credentials=credentials
             )
             if status == _SERVING:
                 return
@@ -287,17 +290,34 @@ class Relay:
     ``refuse`` connections at once (the client sees UNAVAILABLE), then
     passes every byte both ways, ``connect_delay`` seconds after it accepted
     a connection (a server slow to reach). ``refused`` counts the closed
-    ones; ``close()`` ends every connection. ``timeout`` bounds connecting
-    upstream and each thread's end."""
+    ones; ``answered`` is set once the server's first bytes reached a client
+    (for gRPC, the server's SETTINGS: the connection is up); ``close()``
+    ends every connection. ``timeout`` bounds connecting upstream and each
+    thread's end.
+
+    ``hold_after``: once that many bytes went from the clients to the
+    server (over every connection), the relay holds, once: it passes no
+    more bytes to the server and connects no new connection upstream until
+    ``release()``; what the server sends still reaches the client, and a
+    connection the server closes is closed. ``held`` is set when the hold
+    begins. So a test can act (kill the server, cut a connection) while a
+    stream is certainly under way, however fast client and server are.
+    ``release()`` before the hold cancels it.
+    """
 
     def __init__(self, upstream: str, refuse: int = 1, connect_delay: float = 0.0,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, hold_after: Optional[int] = None) -> None:
         host, port = upstream.rsplit(":", 1)
         self._upstream = (host, int(port))
         self._refuse = refuse
         self._connect_delay = connect_delay
         self._timeout = timeout
         self.refused = 0
+        self.answered = threading.Event()
+        self.held = threading.Event()
+        self._released = threading.Event()
+        self._lock = threading.Lock()
+        self._hold_left = hold_after  # bytes to the server before the hold
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.settimeout(0.2)
         self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
@@ -305,6 +325,27 @@ class Relay:
         self._sockets: List[socket.socket] = []
         self._threads = [threading.Thread(target=self._accept, daemon=True)]
         self._threads[0].start()
+
+    def release(self) -> None:
+        """Ends the hold (or cancels it before it begins)."""
+        self._released.set()
+
+    def _gate(self) -> None:
+        """Waits while the relay holds."""
+        if self.held.is_set():
+            self._released.wait()
+
+    def _passable(self, n: int) -> int:
+        """How many of `n` bytes to the server go before the hold begins."""
+        with self._lock:
+            if self._hold_left is None or self._released.is_set():
+                return n
+            if n < self._hold_left:
+                self._hold_left -= n
+                return n
+            passed, self._hold_left = self._hold_left, None
+            self.held.set()
+            return passed
 
     def _accept(self) -> None:
         while not self._stop.is_set():
@@ -319,24 +360,39 @@ class Relay:
                 conn.close()
                 continue
             time.sleep(self._connect_delay)
-            upstream = socket.create_connection(self._upstream, timeout=self._timeout)
+            self._gate()
+            try:
+                upstream = socket.create_connection(self._upstream, timeout=self._timeout)
+            except OSError:
+                conn.close()  # the server is down: the client sees UNAVAILABLE
+                continue
             self._sockets += [conn, upstream]
-            for a, b in ((conn, upstream), (upstream, conn)):
-                thread = threading.Thread(target=self._pump, args=(a, b), daemon=True)
+            for a, b, counted in ((conn, upstream, True), (upstream, conn, False)):
+                thread = threading.Thread(target=self._pump, args=(a, b, counted),
+                                          daemon=True)
                 self._threads.append(thread)
                 thread.start()
 
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, to_server: bool) -> None:
         source.settimeout(None)
         try:
             while True:
                 data = source.recv(65536)
                 if not data:
                     break
+                if to_server:
+                    self._gate()
+                    passed = self._passable(len(data))
+                    sink.sendall(data[:passed])
+                    data = data[passed:]
+                    self._gate()
                 sink.sendall(data)
+                if not to_server:
+                    self.answered.set()
         except OSError:
             pass
+        if to_server:
+            self._gate()  # the client's end of stream is held too
         try:
             sink.shutdown(socket.SHUT_WR)
         except OSError:
@@ -344,6 +400,7 @@ class Relay:
 
     def close(self) -> None:
         self._stop.set()
+        self._released.set()  # no thread stays held
         self._listener.close()
         for s in self._sockets:
             try:
