@@ -18,6 +18,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "absl/flags/flag.h"
 #include "absl/flags/internal/parse.h"
 #include "absl/flags/internal/usage.h"
@@ -468,6 +472,12 @@ absl::StatusOr<chunkd::service::MemoryPlan> PlanMemoryFromFlags(
   absl::StatusOr<chunkd::service::MemoryPlan> plan =
       chunkd::service::PlanMemory(inputs);
   if (!plan.ok()) return plan.status();
+#if defined(__GLIBC__)
+  // Fewer arenas under a limit; still the only thread (ConfigureMalloc).
+  if (plan->arenas != 0 && plan->arenas != malloc_setup.arena_max) {
+    mallopt(M_ARENA_MAX, static_cast<int>(plan->arenas));
+  }
+#endif
   if (limit->bytes.has_value()) {
     std::fprintf(stderr,
                  "chunkd: memory limit %llu bytes (%s); sized to %.0f %% of "

@@ -23,6 +23,12 @@ constexpr uint64_t kLargestFinalSize = std::max<uint64_t>(
      2 * uint64_t{chunking::kRepMaxCdcMinSizeUpperBound} +
          chunking::kRepMaxCdcHorizonUpperBound});
 
+// The arenas malloc may have. REQUIRES: in.arenas != 0.
+size_t PlannedArenas(const MemoryInputs& in) {
+  return in.limit.has_value() ? std::min(in.arenas, kMaxArenasUnderLimit)
+                              : in.arenas;
+}
+
 // Request buffers the service keeps for reuse (chunk_service.cc,
 // kMaxKeptBufferBytes): max(16 MiB, 4 x --max_message_bytes).
 uint64_t KeptBufferBytes(uint64_t max_message_bytes) {
@@ -45,7 +51,7 @@ MemoryCosts FixedCosts(const MemoryInputs& in) {
   costs.base = kBaseBytes;
   // glibc's default without chunkd's set-up: 8 arenas per core.
   const size_t arenas =
-      in.arenas != 0 ? in.arenas : 8 * std::max<size_t>(1, in.cores);
+      in.arenas != 0 ? PlannedArenas(in) : 8 * std::max<size_t>(1, in.cores);
   costs.allocator = arenas * kTrimThreshold;
   costs.kept_buffers = KeptBufferBytes(in.max_message_bytes);
   costs.per_stream =
@@ -222,6 +228,8 @@ void Describe(const MemoryInputs& in, MemoryPlan* plan) {
           ? std::string("unbounded (the memory index has no entry limit)")
           : absl::StrCat(c.Total(), " bytes = ", Mib(c.Total())),
       " (base ", Mib(c.base), ", allocator ", Mib(c.allocator),
+      plan->arenas != 0 ? absl::StrCat(" for ", plan->arenas, " arenas")
+                        : std::string(" for glibc's arenas"),
       ", kept buffers ", Mib(c.kept_buffers), ", budget ", Mib(c.budget),
       ", streams ", plan->max_streams, " x ", Mib(c.per_stream), ", index ",
       Mib(c.index), ", hint cache ", Mib(c.hint_cache), ")");
@@ -289,6 +297,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryInputs& in) {
     plan.costs = fixed;
     CostPlan(in, &plan);
   }
+  plan.arenas = in.arenas != 0 ? PlannedArenas(in) : 0;
   if (absl::Status budget = CheckBudget(in, plan); !budget.ok()) {
     return budget;
   }

@@ -16,9 +16,10 @@
 // hint cache takes 1/16 of what is left after the fixed terms (at most its
 // default 64 MiB), a memory index 1/4, and the streams the rest, as many as
 // fit at their worst case (at most the default 128) with at least two
-// messages of budget each. Flags given explicitly are kept as they are,
-// with a warning when the sum then passes the share of the limit. Without a
-// limit every default stays what it always was.
+// messages of budget each; malloc gets at most kMaxArenasUnderLimit arenas,
+// as each may keep kTrimThreshold of free memory. Flags given explicitly are
+// kept as they are, with a warning when the sum then passes the share of the
+// limit. Without a limit every default stays what it always was.
 //
 // Thread safety: pure functions.
 #ifndef CHUNKD_SERVICE_MEMORY_PLAN_H_
@@ -58,6 +59,9 @@ inline constexpr uint64_t kIndexEntryBytes = 190;
 // Resident bytes of a full hint cache per byte of --hint_cache_mib: its
 // tables are 7/16 to 7/8 full and a growing shard briefly holds two.
 inline constexpr double kHintCacheFactor = 1.3;
+// Under a memory limit, malloc's arenas (one per core by chunkd's set-up,
+// service/allocator.h) are at most this many.
+inline constexpr size_t kMaxArenasUnderLimit = 8;
 // gRPC's receive buffers per stream beyond the budget: the slices of the
 // message being read while its copy is made, and what HTTP/2 flow control
 // lets in while the stream does not read.
@@ -76,8 +80,9 @@ struct MemoryInputs {
   // --max_message_bytes and --max_inflight_bytes (validated before).
   uint64_t max_message_bytes = uint64_t{4} << 20;
   uint64_t max_inflight_bytes = uint64_t{16} << 20;
-  // Worker threads (they set every stream's chunking window) and malloc
-  // arenas (MallocSetup::arena_max; 0 when glibc chose: 8 per core).
+  // Worker threads (they set every stream's chunking window), malloc's
+  // arenas (MallocSetup::arena_max; 0 when GLIBC_TUNABLES chose: then
+  // glibc's 8 per core) and the cores.
   size_t threads = 1;
   size_t arenas = 1;
   size_t cores = 1;
@@ -105,6 +110,9 @@ struct MemoryPlan {
   uint64_t memory_budget = kDefaultMemoryBudget;
   uint64_t index_max_entries = 0;  // 0: no limit
   uint64_t hint_cache_mib = kDefaultHintCacheMib;
+  // The arenas malloc may have: MemoryInputs::arenas, or fewer under a
+  // limit (0 when GLIBC_TUNABLES chose).
+  size_t arenas = 0;
   MemoryCosts costs;
   // One line saying what was chosen and why, for the start-up log.
   std::string summary;

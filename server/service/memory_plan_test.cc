@@ -156,11 +156,30 @@ TEST(PlanMemoryTest, MoreThreadsMeanWiderWindowsAndFewerStreams) {
   in.threads = 16;
   const MemoryPlan sixteen = *PlanMemory(in);
   EXPECT_LT(sixteen.max_streams, two.max_streams);
-  // glibc's own arenas (GLIBC_TUNABLES set): eight per core.
+  // glibc's own arenas (GLIBC_TUNABLES set): eight per core, left alone.
   in.threads = 2;
   in.arenas = 0;
   in.cores = 4;
   EXPECT_EQ(PlanMemory(in)->costs.allocator, 32 * 16 * kMiB);
+  EXPECT_EQ(PlanMemory(in)->arenas, 0u);
+}
+
+TEST(PlanMemoryTest, ManyCoresGetAtMostEightArenasUnderALimit) {
+  MemoryInputs in = Inputs(kGiB);
+  in.threads = 64;
+  in.arenas = 64;
+  in.cores = 64;
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->arenas, kMaxArenasUnderLimit);
+  EXPECT_EQ(plan->costs.allocator, kMaxArenasUnderLimit * 16 * kMiB);
+  EXPECT_LE(plan->costs.Total(), Target(kGiB));
+  EXPECT_NE(plan->summary.find("allocator 128 MiB for 8 arenas"),
+            std::string::npos)
+      << plan->summary;
+  // Without a limit, one per core as ever.
+  in.limit = std::nullopt;
+  EXPECT_EQ(PlanMemory(in)->arenas, 64u);
 }
 
 TEST(PlanMemoryTest, GivenFlagsWinAndAreSaidToPassTheLimit) {
