@@ -63,59 +63,53 @@ TEST(ParseMemoryLimitTest, AnythingElseIsAnErrorQuotingTheText) {
             std::string::npos);
 }
 
-TEST(CgroupMemoryLimitFilesTest, V2NestedPathAndItsAncestors) {
-  EXPECT_EQ(CgroupMemoryLimitFiles("0::/kubepods.slice/pod1/cri-ctr\n",
-                                   kV2Mountinfo),
-            (std::vector<std::string>{
-                "/sys/fs/cgroup/kubepods.slice/pod1/cri-ctr/memory.max",
-                "/sys/fs/cgroup/kubepods.slice/pod1/memory.max",
-                "/sys/fs/cgroup/kubepods.slice/memory.max",
-                "/sys/fs/cgroup/memory.max"}));
-}
+// Docker without a cgroup namespace: the mount's root is the container's
+// cgroup, which /proc/self/cgroup names in full.
+constexpr char kDockerV1Mountinfo[] =
+    "700 690 0:32 /docker/abc /sys/fs/cgroup/memory ro,nosuid - cgroup "
+    "cgroup rw,memory\n";
 
-TEST(CgroupMemoryLimitFilesTest, V2InACgroupNamespaceIsTheMountPoint) {
-  // A container with its own cgroup namespace sees its cgroup as "/".
-  EXPECT_EQ(CgroupMemoryLimitFiles("0::/\n", kV2Mountinfo),
-            (std::vector<std::string>{"/sys/fs/cgroup/memory.max"}));
-}
+struct FilesCase {
+  const char* name;
+  const char* proc_cgroup;
+  const char* mountinfo;
+  std::vector<std::string> files;  // innermost first
+};
 
-TEST(CgroupMemoryLimitFilesTest, V1WinsOverTheUnifiedTreeOfAHybridHost) {
-  EXPECT_EQ(CgroupMemoryLimitFiles(kV1Cgroup, kV1Mountinfo),
-            (std::vector<std::string>{
-                "/sys/fs/cgroup/memory/kubepods/pod1/ctr/memory.limit_in_bytes",
-                "/sys/fs/cgroup/memory/kubepods/pod1/memory.limit_in_bytes",
-                "/sys/fs/cgroup/memory/kubepods/memory.limit_in_bytes",
-                "/sys/fs/cgroup/memory/memory.limit_in_bytes"}));
-}
-
-TEST(CgroupMemoryLimitFilesTest, V1ContainerMountsItsOwnCgroupAsRoot) {
-  // Docker without a cgroup namespace: the mount's root is the container's
-  // cgroup, which /proc/self/cgroup names in full.
-  const char mountinfo[] =
-      "700 690 0:32 /docker/abc /sys/fs/cgroup/memory ro,nosuid - cgroup "
-      "cgroup rw,memory\n";
-  EXPECT_EQ(CgroupMemoryLimitFiles("4:memory:/docker/abc\n", mountinfo),
-            (std::vector<std::string>{
-                "/sys/fs/cgroup/memory/memory.limit_in_bytes"}));
-  EXPECT_EQ(CgroupMemoryLimitFiles("4:memory:/docker/abc/sub\n", mountinfo),
-            (std::vector<std::string>{
-                "/sys/fs/cgroup/memory/sub/memory.limit_in_bytes",
-                "/sys/fs/cgroup/memory/memory.limit_in_bytes"}));
-  // A path outside the mounted root ("/docker/abcd" is not under
-  // "/docker/abc"): the mount point is all there is.
-  EXPECT_EQ(CgroupMemoryLimitFiles("4:memory:/docker/abcd\n", mountinfo),
-            (std::vector<std::string>{
-                "/sys/fs/cgroup/memory/memory.limit_in_bytes"}));
-}
-
-TEST(CgroupMemoryLimitFilesTest, EscapedMountPointsAndColonsInPaths) {
-  const char mountinfo[] =
-      "35 31 0:32 / /sys/fs/cgroup/my\\040memory rw - cgroup cgroup "
-      "rw,memory,nosuid\n";
-  EXPECT_EQ(CgroupMemoryLimitFiles("4:memory:/a:b\n", mountinfo),
-            (std::vector<std::string>{
-                "/sys/fs/cgroup/my memory/a:b/memory.limit_in_bytes",
-                "/sys/fs/cgroup/my memory/memory.limit_in_bytes"}));
+TEST(CgroupMemoryLimitFilesTest, TheCgroupAndItsAncestorsUnderTheMount) {
+  const std::string v1 = "/sys/fs/cgroup/memory/";
+  const std::string v1_file = "memory.limit_in_bytes";
+  const FilesCase cases[] = {
+      {"v2, nested", "0::/kubepods.slice/pod1/cri-ctr\n", kV2Mountinfo,
+       {"/sys/fs/cgroup/kubepods.slice/pod1/cri-ctr/memory.max",
+        "/sys/fs/cgroup/kubepods.slice/pod1/memory.max",
+        "/sys/fs/cgroup/kubepods.slice/memory.max",
+        "/sys/fs/cgroup/memory.max"}},
+      // A container with its own cgroup namespace sees its cgroup as "/".
+      {"v2 in a cgroup namespace", "0::/\n", kV2Mountinfo,
+       {"/sys/fs/cgroup/memory.max"}},
+      // v1 wins over the unified tree of a hybrid host.
+      {"v1, hybrid host", kV1Cgroup, kV1Mountinfo,
+       {v1 + "kubepods/pod1/ctr/" + v1_file, v1 + "kubepods/pod1/" + v1_file,
+        v1 + "kubepods/" + v1_file, v1 + v1_file}},
+      {"v1 container", "4:memory:/docker/abc\n", kDockerV1Mountinfo,
+       {v1 + v1_file}},
+      {"v1 container, nested", "4:memory:/docker/abc/sub\n",
+       kDockerV1Mountinfo, {v1 + "sub/" + v1_file, v1 + v1_file}},
+      // "/docker/abcd" is not under "/docker/abc": the mount point is all
+      // there is.
+      {"v1, outside the mounted root", "4:memory:/docker/abcd\n",
+       kDockerV1Mountinfo, {v1 + v1_file}},
+      {"escaped mount point, colons in the path", "4:memory:/a:b\n",
+       "35 31 0:32 / /sys/fs/cgroup/my\\040memory rw - cgroup cgroup "
+       "rw,memory,nosuid\n",
+       {"/sys/fs/cgroup/my memory/a:b/" + v1_file,
+        "/sys/fs/cgroup/my memory/" + v1_file}},
+  };
+  for (const FilesCase& c : cases) {
+    EXPECT_EQ(CgroupMemoryLimitFiles(c.proc_cgroup, c.mountinfo), c.files)
+        << c.name;
+  }
 }
 
 TEST(CgroupMemoryLimitFilesTest, NoMemoryCgroupNoFiles) {
