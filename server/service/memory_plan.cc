@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "chunking/cutter.h"
 #include "chunking/limits.h"
-#include "pipeline/hint_cache.h"
 #include "service/allocator.h"
 
 namespace chunkd::service {
@@ -139,13 +138,14 @@ void SizeStreams(const MemoryInputs& in, uint64_t share, MemoryPlan* plan) {
     return;
   }
   if (in.memory_budget.has_value()) {
-    // As many as fit beside it, each with a message of it (at least one:
-    // the warning says when that one does not fit).
+    // As many as fit beside it, each with a message of it; at least one
+    // (CheckBudget refuses a budget below a message, the warning says when
+    // the one does not fit).
     plan->memory_budget = *in.memory_budget;
     const uint64_t fit = Left(share, plan->memory_budget) / per_stream;
-    plan->max_streams = static_cast<uint32_t>(std::min<uint64_t>(
-        {std::max<uint64_t>(fit, 1), plan->memory_budget / message,
-         kDefaultMaxStreams}));
+    plan->max_streams = static_cast<uint32_t>(std::max<uint64_t>(
+        1, std::min<uint64_t>({fit, plan->memory_budget / message,
+                               kDefaultMaxStreams})));
     return;
   }
   // Each stream with room for two messages of budget, so that one is read

@@ -235,7 +235,8 @@ TEST(PlanMemoryTest, AGivenBudgetSizesTheStreamsBesideIt) {
   plan = PlanMemory(in);
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.status().message().find(
-                "--memory_budget 1048576 must be at least --max_streams"),
+                "--memory_budget 1048576 must be at least --max_streams (1) x "
+                "--max_message_bytes (4194304)"),
             std::string::npos)
       << plan.status();
 }
