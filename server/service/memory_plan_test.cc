@@ -45,9 +45,9 @@ TEST(PerStreamBytesTest, TheLargestChunksAtTheDefaults) {
 }
 
 TEST(PerStreamBytesTest, TheSmallestChunksWhenInflightIsLarge) {
-  // 2 x (2 + 4) MiB of chunker, 1.5 x (64 + 4) MiB of responses, gRPC's 2.
+  // 2 x (2 + 4) MiB of chunker, 2 x (64 + 4) MiB of responses, gRPC's 2.
   EXPECT_EQ(PerStreamBytes(4 * kMiB, 64 * kMiB, 2),
-            12 * kMiB + 102 * kMiB + 2 * kMiB);
+            12 * kMiB + 136 * kMiB + 2 * kMiB);
 }
 
 TEST(PerStreamBytesTest, GrowsWithTheMessageAndTheWindow) {
