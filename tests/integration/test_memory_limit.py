@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -334,6 +335,15 @@ def cgroup_v1() -> Iterator[Path]:
         pytest.skip(f"cannot create {group}: {e}")
     try:
         (group / "memory.limit_in_bytes").write_text(str(LIMIT))
+        # A process must be able to join it (a container may forbid it).
+        probe = subprocess.Popen(["sleep", "60"])
+        try:
+            (group / "cgroup.procs").write_text(str(probe.pid))
+        except OSError as e:
+            pytest.skip(f"cannot move a process into {group}: {e}")
+        finally:
+            probe.kill()
+            probe.wait()
         yield group
     finally:
         # Its process has exited (the server is stopped first).
