@@ -13,9 +13,14 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "absl/flags/flag.h"
 #include "absl/flags/internal/parse.h"
@@ -53,6 +58,8 @@
 #include "service/index_health.h"
 #include "service/instrumented_index.h"
 #include "service/log_throttle.h"
+#include "service/memory_limit.h"
+#include "service/memory_plan.h"
 #include "service/periodic.h"
 #include "service/tls_files.h"
 
@@ -97,7 +104,8 @@ ABSL_FLAG(std::string, backend, "",
           "unknown or unsupported backend is an error");
 ABSL_FLAG(uint32_t, max_streams, 128,
           "Chunk and Dedup streams served at once; one more is refused with "
-          "RESOURCE_EXHAUSTED");
+          "RESOURCE_EXHAUSTED. Left unset under a memory limit: as many as "
+          "fit it at their worst case (at most the default)");
 ABSL_FLAG(int64_t, max_streams_per_token, -1,
           "with --auth_tokens, Chunk and Dedup streams one bearer token may "
           "run at once (one more is refused with RESOURCE_EXHAUSTED); -1 "
@@ -128,18 +136,30 @@ ABSL_FLAG(uint64_t, memory_budget, uint64_t{1} << 30,
           "processed, plus one max_message_bytes reservation per pending "
           "read); at the budget streams stop reading. Must be at least "
           "--max_streams x --max_message_bytes, so an idle stream never "
-          "blocks the others");
+          "blocks the others. Left unset under a memory limit: sized to it");
 ABSL_FLAG(int64_t, index_max_entries, -1,
-          "entries the memory index may hold (at most about 180 bytes each "
-          "with hints and write-token records; the default counts 400, "
-          "leaving room); a Dedup that would add one more "
-          "ends with RESOURCE_EXHAUSTED; -1 means what half of "
-          "--memory_budget holds (1342177 for 1 GiB), 0 no limit");
+          "entries the memory index may hold (at most about 190 bytes each "
+          "with hints, write-token records and growth); a Dedup that would "
+          "add one more ends with RESOURCE_EXHAUSTED; -1 means sized: under "
+          "a memory limit a quarter of what it leaves, else what half of "
+          "--memory_budget holds at 400 bytes each (1342177 for 1 GiB); 0 "
+          "no limit");
 ABSL_FLAG(uint64_t, hint_cache_mib, 64,
           "memory for the RapidCDC hint cache (keyed content hash -> "
           "SHA-256 and next sizes, about 176 bytes per chunk), which lets "
           "Dedup with hints follow them without hashing on the way; 0 turns "
-          "it off");
+          "it off. Left unset under a memory limit: at most a 16th of what "
+          "it leaves");
+ABSL_FLAG(std::string, memory_limit_file, "",
+          "file holding the memory limit chunkd sizes --max_streams, "
+          "--memory_budget, --index_max_entries and --hint_cache_mib to when "
+          "they are left unset, as bytes or 'max' (no limit); empty means "
+          "the cgroup's: memory.max (v2) or memory.limit_in_bytes (v1) of "
+          "this process's memory cgroup and its parents, the smallest");
+// The memory plan's defaults without a limit are the flags' own.
+static_assert(chunkd::service::kDefaultMaxStreams == 128);
+static_assert(chunkd::service::kDefaultMemoryBudget == uint64_t{1} << 30);
+static_assert(chunkd::service::kDefaultHintCacheMib == 64);
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain for TLS; with --tls_key turns TLS on");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
@@ -172,10 +192,6 @@ constexpr absl::Duration kAbuseLogInterval = absl::Seconds(10);
 constexpr int kMinClientPingIntervalMs = 30'000;
 constexpr int kKeepaliveTimeMs = 60'000;
 constexpr int kKeepaliveTimeoutMs = 20'000;
-// The memory index's footprint per entry, RapidCDC hints and write-token
-// records included (index/memory_index.h has the measurements): the
-// default --index_max_entries fits half of --memory_budget.
-constexpr uint64_t kIndexBytesPerEntry = 400;
 // Least memory gRPC's own buffers may use (ResourceQuota).
 constexpr uint64_t kMinGrpcQuota = uint64_t{256} << 20;
 
@@ -373,23 +389,12 @@ absl::Status ValidateMessageFlags(StreamLimits* limits) {
   return absl::OkStatus();
 }
 
-// --max_streams, --memory_budget, --max_streams_per_ip and
-// --max_streams_per_token; REQUIRES: ValidateMessageFlags passed.
-absl::Status ValidateStreamFlags(StreamLimits* limits) {
-  const uint64_t max_message = limits->max_message;
-  const uint32_t max_streams = absl::GetFlag(FLAGS_max_streams);
-  if (max_streams == 0) {
-    return absl::InvalidArgumentError("--max_streams must be at least 1");
-  }
-  const uint64_t memory_budget = absl::GetFlag(FLAGS_memory_budget);
-  if (memory_budget / max_streams < max_message) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--memory_budget ", memory_budget, " must be at least --max_streams (",
-        max_streams, ") x --max_message_bytes (", max_message,
-        ") = ", uint64_t{max_streams} * max_message,
-        "; raise it, or lower one of the others"));
-  }
-  limits->memory_budget = memory_budget;
+// --max_streams and --memory_budget as planned, --max_streams_per_ip and
+// --max_streams_per_token.
+absl::Status ValidateStreamFlags(const chunkd::service::MemoryPlan& memory,
+                                 StreamLimits* limits) {
+  const uint32_t max_streams = memory.max_streams;
+  limits->memory_budget = memory.memory_budget;
   limits->registry.max_streams = max_streams;
   limits->registry.max_streams_per_ip = absl::GetFlag(FLAGS_max_streams_per_ip);
   const int64_t per_token = absl::GetFlag(FLAGS_max_streams_per_token);
@@ -433,10 +438,85 @@ absl::Status ValidateConnectionFlags(StreamLimits* limits) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<StreamLimits> StreamLimitsFromFlags() {
+// --threads: 0 means one per core.
+size_t WorkerThreads() {
+  size_t threads = absl::GetFlag(FLAGS_threads);
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  return threads;
+}
+
+// The flag's value when given on the command line or in a flagfile;
+// nullopt when left at its default.
+template <typename T>
+std::optional<T> GivenFlag(const absl::Flag<T>& flag, absl::string_view name) {
+  if (!absl::flags_internal::WasPresentOnCommandLine(name)) return std::nullopt;
+  return absl::GetFlag(flag);
+}
+
+// The memory limit (--memory_limit_file, else the cgroup's) and the memory
+// flags sized to it (service/memory_plan.h), logged.
+// REQUIRES: ValidateMessageFlags passed.
+absl::StatusOr<chunkd::service::MemoryPlan> PlanMemoryFromFlags(
+    const StreamLimits& limits,
+    const chunkd::service::MallocSetup& malloc_setup) {
+  const std::string limit_file = absl::GetFlag(FLAGS_memory_limit_file);
+  absl::StatusOr<chunkd::service::MemoryLimit> limit =
+      limit_file.empty() ? chunkd::service::ReadCgroupMemoryLimit()
+                         : chunkd::service::ReadMemoryLimitFile(limit_file);
+  if (!limit.ok()) return limit.status();
+  chunkd::service::MemoryInputs inputs;
+  inputs.limit = limit->bytes;
+  inputs.max_streams = GivenFlag(FLAGS_max_streams, "max_streams");
+  inputs.memory_budget = GivenFlag(FLAGS_memory_budget, "memory_budget");
+  inputs.index_max_entries =
+      GivenFlag(FLAGS_index_max_entries, "index_max_entries");
+  inputs.hint_cache_mib = GivenFlag(FLAGS_hint_cache_mib, "hint_cache_mib");
+  inputs.max_message_bytes = limits.max_message;
+  inputs.max_inflight_bytes = limits.max_inflight;
+  inputs.threads = WorkerThreads();
+  inputs.cores = std::max(1u, std::thread::hardware_concurrency());
+  inputs.arenas = malloc_setup.configured ? malloc_setup.arena_max : 0;
+  inputs.memory_index = absl::GetFlag(FLAGS_index) == "memory";
+  absl::StatusOr<chunkd::service::MemoryPlan> plan =
+      chunkd::service::PlanMemory(inputs);
+  if (!plan.ok()) return plan.status();
+#if defined(__GLIBC__)
+  // Fewer arenas under a limit; still the only thread (ConfigureMalloc).
+  if (plan->arenas != 0 && plan->arenas != malloc_setup.arena_max) {
+    mallopt(M_ARENA_MAX, static_cast<int>(plan->arenas));
+  }
+#endif
+  if (limit->bytes.has_value()) {
+    std::fprintf(stderr,
+                 "chunkd: memory limit %llu bytes (%s); sized to %.0f %% of "
+                 "it: %s\n",
+                 static_cast<unsigned long long>(*limit->bytes),
+                 limit->source.c_str(), chunkd::service::kLimitShare * 100,
+                 plan->summary.c_str());
+  } else {
+    std::fprintf(stderr, "chunkd: no memory limit (%s): %s\n",
+                 limit->source.c_str(), plan->summary.c_str());
+  }
+  for (const std::string& warning : plan->warnings) {
+    std::fprintf(stderr, "chunkd: warning: %s\n", warning.c_str());
+  }
+  return plan;
+}
+
+// Every limit of the streams and connections; `memory` gets the memory
+// flags as planned.
+absl::StatusOr<StreamLimits> StreamLimitsFromFlags(
+    const chunkd::service::MallocSetup& malloc_setup,
+    chunkd::service::MemoryPlan* memory) {
   StreamLimits limits;
   if (absl::Status s = ValidateMessageFlags(&limits); !s.ok()) return s;
-  if (absl::Status s = ValidateStreamFlags(&limits); !s.ok()) return s;
+  absl::StatusOr<chunkd::service::MemoryPlan> plan =
+      PlanMemoryFromFlags(limits, malloc_setup);
+  if (!plan.ok()) return plan.status();
+  *memory = *std::move(plan);
+  if (absl::Status s = ValidateStreamFlags(*memory, &limits); !s.ok()) {
+    return s;
+  }
   if (absl::Status s = ValidateConnectionFlags(&limits); !s.ok()) return s;
   return limits;
 }
@@ -452,9 +532,8 @@ absl::StatusOr<std::unique_ptr<chunkd::service::TokenTable>> LoadTokens() {
   return std::make_unique<chunkd::service::TokenTable>(*std::move(table));
 }
 
-// The --redis_* flags and --index_max_entries.
-absl::StatusOr<chunkd::index::IndexOptions> IndexOptionsFromFlags(
-    uint64_t memory_budget) {
+// The --redis_* flags, and the entry limit as planned.
+chunkd::index::IndexOptions IndexOptionsFromFlags(uint64_t max_entries) {
   chunkd::index::IndexOptions index_options;
   index_options.redis_password_file = absl::GetFlag(FLAGS_redis_password_file);
   index_options.pool_size = absl::GetFlag(FLAGS_redis_pool_size);
@@ -463,16 +542,7 @@ absl::StatusOr<chunkd::index::IndexOptions> IndexOptionsFromFlags(
   index_options.failover_wait = absl::GetFlag(FLAGS_redis_failover_wait);
   // A call waiting for Redis lends the worker pool a thread meanwhile.
   index_options.on_wait = chunkd::pipeline::WorkerPool::Blocking;
-  const int64_t max_entries = absl::GetFlag(FLAGS_index_max_entries);
-  if (max_entries < -1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--index_max_entries ", max_entries,
-                     " must be -1 (half of --memory_budget), 0 (no "
-                     "limit) or a count"));
-  }
-  index_options.max_entries =
-      max_entries == -1 ? memory_budget / 2 / kIndexBytesPerEntry
-                        : static_cast<uint64_t>(max_entries);
+  index_options.max_entries = max_entries;
   index_options.warn = [](const std::string& warning) {
     std::fprintf(stderr, "chunkd: %s\n", warning.c_str());
   };
@@ -625,16 +695,9 @@ ServeMetrics(chunkd::metrics::Metrics& metrics,
   return grpc_metrics;
 }
 
-// --threads: 0 means one per core.
-size_t WorkerThreads() {
-  size_t threads = absl::GetFlag(FLAGS_threads);
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  return threads;
-}
-
-// --hint_cache_mib, in entries.
-size_t HintCacheEntries() {
-  return absl::GetFlag(FLAGS_hint_cache_mib) * (uint64_t{1} << 20) /
+// The hint cache's size as planned, in entries.
+size_t HintCacheEntries(uint64_t mib) {
+  return mib * (uint64_t{1} << 20) /
          chunkd::pipeline::HintCache::kBytesPerEntry;
 }
 
@@ -940,17 +1003,18 @@ int main(int argc, char** argv) {
   ParseFlags(argc, argv);
   const sigset_t signals = BlockStopSignals();
 
-  auto limits = StreamLimitsFromFlags();
+  chunkd::service::MemoryPlan memory;
+  auto limits = StreamLimitsFromFlags(malloc_setup, &memory);
   if (!limits.ok()) return Fail(limits.status());
   auto credentials = ServerCredentials();
   if (!credentials.ok()) return Fail(credentials.status());
   auto tokens = LoadTokens();
   if (!tokens.ok()) return Fail(tokens.status());
   const std::string index_spec = absl::GetFlag(FLAGS_index);
-  auto index_options = IndexOptionsFromFlags(limits->memory_budget);
-  if (!index_options.ok()) return Fail(index_options.status());
+  const chunkd::index::IndexOptions index_options =
+      IndexOptionsFromFlags(memory.index_max_entries);
   std::fprintf(stderr, "chunkd: %s\n", malloc_setup.description.c_str());
-  auto index = OpenIndex(index_spec, *index_options);
+  auto index = OpenIndex(index_spec, index_options);
   if (!index.ok()) return Fail(index.status());
   auto backends = BackendsFromFlags();
   if (!backends.ok()) return Fail(backends.status());
@@ -962,7 +1026,7 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_max_stream_rate_per_connection);
   auto guard = MakeConnectionGuard(stream_rate, metrics, abuse_log.log());
   chunkd::service::ConnectionGuard* const guard_ptr = guard.get();
-  InstrumentIndex(*index, metrics, index_options->max_entries);
+  InstrumentIndex(*index, metrics, index_options.max_entries);
   const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   auto grpc_metrics = ServeMetrics(metrics, metrics_listen);
   if (!grpc_metrics.ok()) return Fail(grpc_metrics.status());
@@ -973,7 +1037,8 @@ int main(int argc, char** argv) {
   chunkd::pipeline::WorkerPool pool(threads);
   metrics.WatchQueueDepth([&pool] { return pool.queue_depth(); });
   ChooseChunkingKernels(backends->kernel, pool, metrics);
-  chunkd::pipeline::HintCache hint_cache(HintCacheEntries());
+  chunkd::pipeline::HintCache hint_cache(
+      HintCacheEntries(memory.hint_cache_mib));
   chunkd::service::MemoryBudget budget(limits->memory_budget);
   chunkd::service::ChunkServiceImpl service(MakeServiceOptions(
       {index->get(), index_spec != "memory", &hint_cache, &pool, &metrics,

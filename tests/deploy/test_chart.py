@@ -278,8 +278,8 @@ def test_flagfile_carries_the_values(chart: Chart) -> None:
         "--max_message_bytes=4194304",
         "--max_inflight_bytes=16777216",
         "--threads=4",
-        "--max_streams=256",
-        "--memory_budget=2147483648",
+        "--max_streams=24",
+        "--memory_budget=536870912",
         "--shutdown_grace=30s",
         "--max_streams_per_ip=0",
         "--max_streams_per_connection=32",
@@ -374,6 +374,34 @@ def test_pods_are_locked_down(chart: Chart, values: Path | None) -> None:
             assert sc["allowPrivilegeEscalation"] is False
             assert sc["capabilities"] == {"drop": ["ALL"]}
             assert container["resources"]["limits"]["memory"]
+
+
+#: Kubernetes memory quantities the value sets use.
+_QUANTITY = re.compile(r"(\d+)(Ki|Mi|Gi|Ti|k|M|G|T|)")
+_UNITS = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "k": 10**3,
+          "M": 10**6, "G": 10**9, "T": 10**12, "": 1}
+
+
+def quantity_bytes(quantity: str | int) -> int:
+    match = _QUANTITY.fullmatch(str(quantity))
+    assert match, f"a new form of memory quantity: {quantity}"
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def test_default_memory_is_sized_by_chunkd(chart: Chart) -> None:
+    """The chart leaves the memory flags to chunkd, which sizes them to the
+    container's limit, and requests what it may use."""
+    objects = chart.render()
+    flags = flagfile(objects)
+    for flag in ("--max_streams=", "--memory_budget=", "--index_max_entries=",
+                 "--hint_cache_mib="):
+        assert not any(f.startswith(flag) for f in flags), flags
+    resources = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0][
+        "resources"]
+    assert resources["limits"]["memory"] == "1Gi"
+    assert resources["requests"]["memory"] == resources["limits"]["memory"]
+    flags = flagfile(chart.render("--set", "server.hintCacheMib=0"))
+    assert "--hint_cache_mib=0" in flags
 
 
 #: How long chunkd may take past --shutdown_grace to exit (Drain in

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CHART, Chart, Process, flagfile, free_port, one, run
+from test_chart import VALUE_SETS, ids, quantity_bytes, values_args
 
 
 def local_flagfile(flags: list[str], port: int, metrics: int) -> str:
@@ -134,4 +135,41 @@ def test_chart_flags_are_chunkd_flags(chart: Chart, chunkd_bin: Path) -> None:
             "memory_budget", "max_streams_per_token", "max_streams_per_ip",
             "max_streams_per_connection", "max_stream_rate_per_connection",
             "stream_idle_timeout", "max_connection_idle",
-            "index_max_entries"} <= rendered
+            "index_max_entries", "hint_cache_mib"} <= rendered
+
+
+#: The flags the memory plan reads (server/service/memory_plan.h).
+MEMORY_FLAGS = ("--max_message_bytes=", "--max_inflight_bytes=", "--threads=",
+                "--max_streams=", "--memory_budget=", "--index_max_entries=",
+                "--hint_cache_mib=")
+
+
+
+@pytest.mark.parametrize("values", VALUE_SETS, ids=ids)
+def test_memory_fits_the_container_limit(chart: Chart, chunkd_bin: Path, processes: list,
+                                         tmp_path: Path, values: Path | None) -> None:
+    """A real chunkd with each value set's memory flags and its container's
+    memory limit: the bound it logs is within 85 % of the limit, and it
+    warns of nothing (tests/integration/test_memory_limit.py shows the bound
+    holds at full load)."""
+    objects = chart.render(*values_args(values))
+    container = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    limit = quantity_bytes(container["resources"]["limits"]["memory"])
+    rendered = flagfile(objects)
+    # The same kind of index; an unreachable Redis does not stop chunkd.
+    index = "memory" if "--index=memory" in rendered else "redis://127.0.0.1:1"
+    limit_file = tmp_path / "memory.max"
+    limit_file.write_text(f"{limit}\n")
+    port = free_port()
+    flags = [f for f in rendered + container["args"][1:] if f.startswith(MEMORY_FLAGS)]
+    server = Process([chunkd_bin, f"--listen=127.0.0.1:{port}", "--metrics_listen=",
+                      f"--index={index}", f"--memory_limit_file={limit_file}", *flags],
+                     tmp_path / "chunkd.log")
+    processes.append(server)
+    server.wait_for_port(port)
+    log = server.log.read_text()
+    bound = re.search(rf"chunkd: memory limit {limit} bytes .* resident memory at most "
+                      r"(\d+) bytes", log)
+    assert bound, log
+    assert int(bound.group(1)) <= 0.85 * limit, log
+    assert "warning" not in log, log

@@ -1,24 +1,39 @@
-"""chunkd's allocator set-up (server/service/allocator.h) against a real server.
+"""chunkd's memory against a real server: the allocator set-up
+(server/service/allocator.h) and the memory flags sized to a memory limit
+(server/service/memory_plan.h).
 
 chunkd raises glibc's mmap and trim thresholds so that request buffers are
 reused instead of faulted in afresh, and gives the memory back with
 malloc_trim once streams have stopped. After a burst of large concurrent
 streams and a short idle period, resident memory must drop well below its
 peak; a user's own GLIBC_TUNABLES malloc settings must be left alone.
+
+Under a memory limit (here given with --memory_limit_file) the memory flags
+left at their defaults are sized to it and logged, the sized values are the
+ones in force, and flags given explicitly win with a warning when they pass
+the limit. tests/integration/test_memory_limit.py fills every budget at once
+under a limit.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
+import threading
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
-from chunkd_client.testing import ChunkdServer, serving
+import grpc
 
-from e2e_util import SUBPROCESS_TIMEOUT, random_bytes
+from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
+from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
+from chunkd_client.testing import ChunkdServer, free_port, serving
+
+from e2e_util import RPC_TIMEOUT, SUBPROCESS_TIMEOUT, fastcdc_params, random_bytes
+from metrics_util import parse_samples, value
 
 MiB = 1 << 20
 STREAMS = 8
@@ -84,3 +99,119 @@ def test_user_malloc_tunables_are_left_alone(chunkd_bin: Path,
         log = server.log()
     assert f"GLIBC_TUNABLES={tunables} sets glibc.malloc tunables" in log, log
     assert "mmap_threshold 32 MiB" not in log, log
+
+
+GiB = 1 << 30
+#: What the server logs it chose under a limit.
+PLAN = re.compile(
+    r"chunkd: memory limit (\d+) bytes \(([^)]*)\); sized to 85 % of it: "
+    r"--max_streams (\d+) \((\w+)\), --memory_budget (\d+) \((\w+)\), "
+    r"--index_max_entries (\d+) \((\w+)\), --hint_cache_mib (\d+) \((\w+)\); "
+    r"resident memory at most (\d+) bytes")
+
+
+def limit_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "memory.max"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_are_sized_to_the_limit_and_in_force(chunkd_bin: Path,
+                                                      tmp_path: Path) -> None:
+    limit = limit_file(tmp_path, f"{GiB}\n")
+    with ChunkdServer(chunkd_bin, extra_args=[f"--memory_limit_file={limit}"]) as server:
+        log = server.log()
+        match = PLAN.search(log)
+        assert match, log
+        assert (int(match.group(1)), match.group(2)) == (GiB, str(limit))
+        streams, budget, entries, hint_mib = (int(match.group(i)) for i in (3, 5, 7, 9))
+        assert {match.group(i) for i in (4, 6, 8, 10)} == {"sized"}
+        # Under 85 % of the limit, and smaller than the defaults, which do
+        # not fit a 1 GiB container.
+        assert int(match.group(11)) <= 0.85 * GiB
+        assert 1 <= streams < 128 and budget < GiB and hint_mib < 64
+        assert budget >= 2 * streams * (4 << 20)
+        assert "warning" not in log
+        assert f"chunkd: limits: {streams} streams," in log
+        samples = parse_samples(server.metrics())
+        assert value(samples, "chunkd_index_max_entries") == entries
+        # The sized --max_streams is in force: one stream more is refused.
+        release = threading.Event()
+
+        def held() -> Iterator[pb.ChunkRequest]:
+            yield pb.ChunkRequest(params=pb.ChunkParams(chunking=fastcdc_params()),
+                                  data=b"x" * 1000)
+            release.wait(RPC_TIMEOUT)
+
+        with grpc.insecure_channel(server.address) as channel:
+            stub = pb_grpc.ChunkServiceStub(channel)
+            calls = [stub.Chunk(held(), timeout=RPC_TIMEOUT) for _ in range(streams)]
+            try:
+                deadline = time.monotonic() + RPC_TIMEOUT
+                while server.active_streams() != streams:
+                    assert time.monotonic() < deadline, "the held streams never started"
+                    time.sleep(0.05)
+                with pytest.raises(grpc.RpcError) as refused:
+                    list(stub.Chunk(iter([pb.ChunkRequest(
+                        params=pb.ChunkParams(chunking=fastcdc_params()))]),
+                        timeout=RPC_TIMEOUT))
+                assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert "--max_streams" in refused.value.details()
+            finally:
+                release.set()
+                for call in calls:
+                    list(call)
+
+
+def test_given_flags_win_with_a_warning(chunkd_bin: Path, tmp_path: Path) -> None:
+    limit = limit_file(tmp_path, f"{GiB}\n")
+    with ChunkdServer(chunkd_bin, extra_args=[
+            f"--memory_limit_file={limit}", "--max_streams=128",
+            "--memory_budget=1073741824"]) as server:
+        log = server.log()
+    match = PLAN.search(log)
+    assert match, log
+    assert match.group(3, 4, 5, 6) == ("128", "given", "1073741824", "given")
+    # The others are still sized, to what the given ones leave.
+    assert match.group(8) == "sized" and match.group(10) == "sized"
+    assert re.search(r"chunkd: warning: the flags given put resident memory at up to "
+                     r"\d+ MiB, above 85 % of the memory limit of 1024 MiB \(870 MiB\)",
+                     log), log
+    assert "chunkd: limits: 128 streams," in log
+
+
+def test_no_limit_keeps_the_defaults(chunkd_bin: Path, tmp_path: Path) -> None:
+    limit = limit_file(tmp_path, "max\n")
+    with ChunkdServer(chunkd_bin, extra_args=[f"--memory_limit_file={limit}"]) as server:
+        log = server.log()
+    assert (f"chunkd: no memory limit (no limit in {limit}): --max_streams 128, "
+            "--memory_budget 1073741824, --index_max_entries 1342177, "
+            "--hint_cache_mib 64; resident memory at most ") in log, log
+    assert "chunkd: limits: 128 streams," in log
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("1 GiB\n", '"1 GiB" is not a memory limit (a byte count or "max")'),
+    (f"{64 << 20}\n", "the memory limit of 64 MiB leaves no room for one stream"),
+])
+def test_a_bad_or_too_small_limit_stops_startup(chunkd_bin: Path, tmp_path: Path,
+                                                text: str, needle: str) -> None:
+    limit = limit_file(tmp_path, text)
+    result = subprocess.run(
+        [str(chunkd_bin), f"--listen=127.0.0.1:{free_port()}", "--metrics_listen=",
+         f"--memory_limit_file={limit}"],
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    assert result.returncode == 2, result.stderr
+    assert needle in result.stderr, result.stderr
+    if text.startswith("1 GiB"):
+        assert f"--memory_limit_file {limit}: " in result.stderr
+
+
+def test_a_missing_limit_file_names_the_flag(chunkd_bin: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    result = subprocess.run(
+        [str(chunkd_bin), f"--listen=127.0.0.1:{free_port()}", "--metrics_listen=",
+         f"--memory_limit_file={missing}"],
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    assert result.returncode == 2
+    assert f"--memory_limit_file {missing}: No such file or directory" in result.stderr

@@ -103,9 +103,14 @@ def _check_promtool(text: str) -> None:
 
 
 @pytest.fixture
-def fresh_server(chunkd_bin: Path) -> Iterator[ChunkdServer]:
-    """A chunkd that has served nothing but the health checks of its start."""
-    yield from serving(ChunkdServer(chunkd_bin))
+def fresh_server(chunkd_bin: Path, tmp_path: Path) -> Iterator[ChunkdServer]:
+    """A chunkd that has served nothing but the health checks of its start,
+    without a memory limit whatever the machine's (its defaults would be
+    sized to one)."""
+    no_limit = tmp_path / "memory.max"
+    no_limit.write_text("max\n")
+    yield from serving(ChunkdServer(
+        chunkd_bin, extra_args=[f"--memory_limit_file={no_limit}"]))
 
 
 def test_fresh_server_exports_every_series_at_zero(fresh_server: ChunkdServer) -> None:

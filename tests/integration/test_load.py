@@ -6,7 +6,9 @@ must come out exact, streams the client cancels midway, malformed streams
 their deadline passes. After every round: the server is alive, every stream
 ended with its expected code and nothing else, `chunkd_active_streams` is back
 to 0, and resident memory is back near the level of the first round. The
-peak resident memory stays under the bound docs/design.md ("Memory bounds") gives.
+peak resident memory stays under what docs/design.md ("Memory bounds") counts
+per stream for these streams' parameters (chunks of at most 32 KiB); the
+bound at every stream's worst, filled at once, is test_memory_limit.py's.
 """
 
 from __future__ import annotations
@@ -186,8 +188,9 @@ def test_rounds_of_64_mixed_streams(server: ChunkdServer) -> None:
         time.sleep(0.2)
         rss_after[-1] = server.vm_kib("VmRSS")
     assert rss_after[-1] <= limit_kib, rss_after
-    # ... and the peak stays under the bound of docs/design.md: base + memory_budget +
-    # max_streams x (2 x window + 2 x max_size + 1 MiB), window = 2 MiB here.
+    # ... and the peak stays under base + memory_budget + max_streams x (2 x
+    # window + 2 x max_size + 1 MiB), window = 2 MiB here: docs/design.md's
+    # chunker and response terms for these streams' 32 KiB chunks.
     peak_kib = server.vm_kib("VmHWM")
     bound_kib = (64 * MiB + MEMORY_BUDGET + STREAMS * (2 * 2 * MiB + 2 * 32768 + MiB)) // 1024
     print(f"\nRSS after each round (KiB): {rss_after}; peak {peak_kib} KiB; "

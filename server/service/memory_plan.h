@@ -1,0 +1,142 @@
+// MemoryPlan: what the memory flags are set to, and the bound on resident
+// memory they give (docs/design.md, "Memory bounds"; docs/operations.md,
+// "Memory and the chart's resources").
+//
+// Resident memory stays under the sum of what each part can hold at most,
+// every term measured (MemoryCosts says how):
+//
+//   base + arenas x kTrimThreshold + request buffers kept for reuse
+//     + --memory_budget
+//     + --max_streams x per-stream memory outside the budget
+//     + memory index entries x kIndexEntryBytes
+//     + --hint_cache_mib x kHintCacheFactor
+//
+// Under a memory limit (service/memory_limit.h), the flags left at their
+// defaults are sized so that this sum stays within kLimitShare of it: the
+// hint cache takes 1/16 of what is left after the fixed terms (at most its
+// default 64 MiB), a memory index 1/4, and the streams the rest, as many as
+// fit at their worst case (at most the default 128) with at least two
+// messages of budget each; malloc gets at most kMaxArenasUnderLimit arenas,
+// as each may keep kTrimThreshold of free memory. Flags given explicitly are
+// kept as they are, with a warning when the sum then passes the share of the
+// limit. Without a limit every default stays what it always was.
+//
+// Thread safety: pure functions.
+#ifndef CHUNKD_SERVICE_MEMORY_PLAN_H_
+#define CHUNKD_SERVICE_MEMORY_PLAN_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace chunkd::service {
+
+// The part of the memory limit the bound is sized to; the rest is the
+// margin for what the bound leaves out (the kernel's socket buffers, which
+// cgroup v2 charges to the container, and page cache).
+inline constexpr double kLimitShare = 0.85;
+// Without a limit: the flags' defaults.
+inline constexpr uint32_t kDefaultMaxStreams = 128;
+inline constexpr uint64_t kDefaultMemoryBudget = uint64_t{1} << 30;
+inline constexpr uint64_t kDefaultHintCacheMib = 64;
+// Without a limit, the default --index_max_entries: half of --memory_budget
+// at this many bytes an entry (room beyond kIndexEntryBytes).
+inline constexpr uint64_t kDefaultIndexBudgetBytesPerEntry = 400;
+
+// Measured costs (docs/design.md, "Memory bounds", has the measurements).
+// Resident memory of an idle server after start-up, with room for gRPC's
+// threads and the metrics server under load.
+inline constexpr uint64_t kBaseBytes = uint64_t{48} << 20;
+// A memory index entry at its largest: SHA-256, next-size hints with their
+// run, the write-token positions max_entries allows (index/memory_index.h:
+// 144 + 36), and a growing shard's second table (1/64 of the index, 2.25
+// times over).
+inline constexpr uint64_t kIndexEntryBytes = 190;
+// Resident bytes of a full hint cache per byte of --hint_cache_mib: its
+// tables are 7/16 to 7/8 full and a growing shard briefly holds two.
+inline constexpr double kHintCacheFactor = 1.3;
+// Under a memory limit, malloc's arenas (one per core by chunkd's set-up,
+// service/allocator.h) are at most this many.
+inline constexpr size_t kMaxArenasUnderLimit = 8;
+// gRPC's receive buffers per stream beyond the budget: the slices of the
+// message being read while its copy is made, and what HTTP/2 flow control
+// lets in while the stream does not read.
+inline constexpr uint64_t kGrpcBytesPerStream = uint64_t{2} << 20;
+
+// What the plan starts from.
+struct MemoryInputs {
+  // The memory limit in bytes; nullopt: none.
+  std::optional<uint64_t> limit;
+  // The flags as given; nullopt: left at their default. index_max_entries
+  // -1 is the default too.
+  std::optional<uint32_t> max_streams;
+  std::optional<uint64_t> memory_budget;
+  std::optional<int64_t> index_max_entries;
+  std::optional<uint64_t> hint_cache_mib;
+  // --max_message_bytes and --max_inflight_bytes (validated before).
+  uint64_t max_message_bytes = uint64_t{4} << 20;
+  uint64_t max_inflight_bytes = uint64_t{16} << 20;
+  // Worker threads (they set every stream's chunking window), malloc's
+  // arenas (MallocSetup::arena_max; 0 when GLIBC_TUNABLES chose: then
+  // glibc's 8 per core) and the cores.
+  size_t threads = 1;
+  size_t arenas = 1;
+  size_t cores = 1;
+  // --index memory: the index's entries live in chunkd.
+  bool memory_index = true;
+};
+
+// Each term of the bound, in bytes.
+struct MemoryCosts {
+  uint64_t base = 0;
+  uint64_t allocator = 0;    // free memory malloc may keep per arena
+  uint64_t kept_buffers = 0;  // request buffers kept for reuse
+  uint64_t budget = 0;
+  uint64_t per_stream = 0;  // one stream's worst case beyond the budget
+  uint64_t streams = 0;     // max_streams x per_stream
+  uint64_t index = 0;       // 0 for a Redis index
+  uint64_t hint_cache = 0;
+  // True when the memory index has no entry limit: nothing bounds it.
+  bool unbounded_index = false;
+  uint64_t Total() const;
+};
+
+struct MemoryPlan {
+  uint32_t max_streams = kDefaultMaxStreams;
+  uint64_t memory_budget = kDefaultMemoryBudget;
+  uint64_t index_max_entries = 0;  // 0: no limit
+  uint64_t hint_cache_mib = kDefaultHintCacheMib;
+  // The arenas malloc may have: MemoryInputs::arenas, or fewer under a
+  // limit (0 when GLIBC_TUNABLES chose).
+  size_t arenas = 0;
+  MemoryCosts costs;
+  // One line saying what was chosen and why, for the start-up log.
+  std::string summary;
+  // What may let the kernel kill chunkd: explicit flags past the limit.
+  std::vector<std::string> warnings;
+};
+
+// One stream's memory beyond the budget at its worst, whatever chunking
+// parameters its client chose: the chunker's buffers at the largest final
+// chunk size any algorithm allows, or, for the smallest chunks, the
+// responses a client that does not read lets pile up; plus gRPC's.
+uint64_t PerStreamBytes(uint64_t max_message_bytes, uint64_t max_inflight_bytes,
+                        size_t threads);
+
+// The chunking window of every stream on `threads` worker threads
+// (chunkd/chunker.h, EngineOptions::window_size: 1 MiB per thread, 2 to 8).
+uint64_t WindowBytes(size_t threads);
+
+// The flags' values and the bound. INVALID_ARGUMENT when the values given
+// do not fit together (a budget below --max_streams x --max_message_bytes,
+// a negative entry count) or the limit leaves no room for one stream with
+// the flags at their defaults, naming the flags and the limit.
+absl::StatusOr<MemoryPlan> PlanMemory(const MemoryInputs& inputs);
+
+}  // namespace chunkd::service
+
+#endif  // CHUNKD_SERVICE_MEMORY_PLAN_H_
