@@ -2,6 +2,7 @@ package chunkd
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -208,8 +209,9 @@ func TestRetriesReplayFailedStreams(t *testing.T) {
 
 // TestReplaysThatCutOtherwise: the first attempt gives [0,100) and
 // [100,200), then fails; a replay that cuts the input otherwise across
-// offset 200, or goes on past it, is DATA_LOSS, final, rather than records
-// that skip or repeat bytes; one whose cuts meet at 200 goes on.
+// offset 200, goes on past it, or repeats other records before it (other
+// cuts, another fingerprint) is DATA_LOSS, final, rather than records that
+// skip, repeat or contradict bytes; one that repeats them goes on.
 func TestReplaysThatCutOtherwise(t *testing.T) {
 	data := randomBytes(73, 300)
 	first := spans(0, 100, 100, 200)
@@ -220,7 +222,12 @@ func TestReplaysThatCutOtherwise(t *testing.T) {
 	}{
 		{"across", spans(0, 150, 150, 300), "a chunk [150, 300) across offset 200"},
 		{"past", spans(0, 100, 100, 200, 250, 300), "goes on with a chunk at offset 250"},
-		{"meeting", spans(0, 50, 50, 200, 200, 300), ""},
+		{"meeting", spans(0, 50, 50, 200, 200, 300),
+			"has 2 chunks before offset 200 that differ from the 2 already returned"},
+		{"other fingerprint", append(spans(0, 100), chunkdtest.Span{Offset: 100, Length: 100,
+			Fingerprint: []byte("x")}, chunkdtest.Span{Offset: 200, Length: 100}),
+			"has 2 chunks before offset 200 that differ"},
+		{"repeating", spans(0, 100, 100, 200, 200, 300), ""},
 	} {
 		server := chunkdtest.StartScripted(t, first, tc.replay)
 		c := dial(t, server.Addr)
@@ -296,5 +303,129 @@ func TestReplayWait(t *testing.T) {
 		if got := replayWait(k); got != want {
 			t.Errorf("replayWait(%d) = %v, want %v", k, got, want)
 		}
+	}
+}
+
+// TestChunkRetriesAcrossAServerRestart: chunkd is killed (SIGKILL) while a
+// Chunk with Retries streams, after the caller has had records, then
+// started again on the same port: the iteration goes on with the replay,
+// and the caller gets the records of one clean run, each once, in order.
+func TestChunkRetriesAcrossAServerRestart(t *testing.T) {
+	s := chunkdtest.StartServer(t)
+	c := dial(t, s.Addr)
+	data := randomBytes(83, 12<<20)
+	p := Params{MessageSize: 64 << 10, Retries: 3}
+	it, err := c.Chunk(testContext(t), bytes.NewReader(data), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wantSummary, err := it.Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := make(chan error, 1)
+	var delivered atomic.Int64
+	in := &crashingReader{Reader: bytes.NewReader(data), at: 8 << 20, crash: func() {
+		for wait := time.Now().Add(30 * time.Second); delivered.Load() == 0 && time.Now().Before(wait); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		s.Kill()
+		go func() { restarted <- s.Restart() }()
+	}}
+	var got []Chunk
+	deliveredAtReplay := -1
+	p.OnReplay = func(error, time.Duration) {
+		if deliveredAtReplay < 0 {
+			deliveredAtReplay = len(got)
+		}
+	}
+	if it, err = c.Chunk(testContext(t), in, p); err != nil {
+		t.Fatal(err)
+	}
+	for it.Next() {
+		got = append(got, it.Record())
+		delivered.Store(int64(len(got)))
+	}
+	summary, err := it.Summary(), it.Err()
+	it.Close()
+	if restartErr := <-restarted; restartErr != nil {
+		t.Fatal(restartErr)
+	}
+	if err != nil || deliveredAtReplay <= 0 {
+		t.Fatalf("Chunk with Retries across a restart: %v; %d records delivered before the replay", err, deliveredAtReplay)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || summary != wantSummary {
+		t.Fatalf("the replayed run gave %d records (summary %+v), a clean run %d (%+v)",
+			len(got), summary, len(want), wantSummary)
+	}
+}
+
+// TestCancelledIsReplayedUnlessTheCallerCancelled: a stream the server (or
+// a proxy) ends CANCELLED is replayed; without Retries the CANCELLED is the
+// error; a caller whose context ends, or who closes the client, is not
+// replayed.
+func TestCancelledIsReplayedUnlessTheCallerCancelled(t *testing.T) {
+	data := randomBytes(89, 50_000)
+	flaky := chunkdtest.StartFlaky(t, 1)
+	flaky.Code = codes.Canceled
+	c := dial(t, flaky.Addr)
+	var heard []string
+	onReplay := func(err error, _ time.Duration) { heard = append(heard, status.Convert(err).Message()) }
+	it, err := c.Chunk(testContext(t), bytes.NewReader(data), Params{Retries: 1, OnReplay: onReplay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, s, err := it.Collect(); err != nil || s.TotalBytes != uint64(len(data)) ||
+		fmt.Sprint(heard) != "[flaky: call 1 of Chunk]" {
+		t.Fatalf("CANCELLED, Retries 1: %v, %+v, replays %q", err, s, heard)
+	}
+	flaky = chunkdtest.StartFlaky(t, 1)
+	flaky.Code = codes.Canceled
+	c = dial(t, flaky.Addr)
+	if it, err = c.Chunk(testContext(t), bytes.NewReader(data), Params{}); err == nil {
+		_, _, err = it.Collect()
+	}
+	if status.Code(err) != codes.Canceled {
+		t.Fatalf("CANCELLED without Retries: %v", err)
+	}
+
+	s := chunkdtest.StartServer(t)
+	for _, how := range []string{"context", "Close"} {
+		c := dial(t, s.Addr)
+		ctx, cancel := context.WithCancel(testContext(t))
+		stalled := &crashingReader{Reader: bytes.NewReader(data), at: 1, crash: func() {
+			if how == "context" {
+				cancel()
+			} else {
+				c.Close()
+			}
+		}}
+		heard = nil
+		it, err := c.Chunk(ctx, stalled, Params{MessageSize: 1000, Retries: 3, OnReplay: onReplay})
+		if err == nil {
+			_, _, err = it.Collect()
+		}
+		cancel()
+		if status.Code(err) != codes.Canceled || len(heard) != 0 {
+			t.Errorf("the caller's %s ended the call: %v, replays %q", how, err, heard)
+		}
+	}
+}
+
+// TestATimeoutEndsAnAttemptWhileTheInputStalls: an input that gives some
+// bytes and then blocks without ending: the call fails DEADLINE_EXCEEDED
+// at Params.Timeout.
+func TestATimeoutEndsAnAttemptWhileTheInputStalls(t *testing.T) {
+	s := chunkdtest.StartServer(t)
+	c := dial(t, s.Addr)
+	read, write := io.Pipe()
+	defer write.Close()
+	go func() { _, _ = write.Write(randomBytes(97, 100_000)) }()
+	it, err := c.Chunk(testContext(t), read, Params{Timeout: 500 * time.Millisecond})
+	if err == nil {
+		_, _, err = it.Collect()
+	}
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a stalled input with a timeout: %v", err)
 	}
 }
