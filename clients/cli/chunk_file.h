@@ -10,8 +10,6 @@
 #ifndef CHUNKD_CLIENTS_CLI_CHUNK_FILE_H_
 #define CHUNKD_CLIENTS_CLI_CHUNK_FILE_H_
 
-#include <chrono>
-#include <cstddef>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -24,20 +22,10 @@
 #include "clients/cli/progress.h"
 #include "clients/cli/record_writer.h"
 #include "clients/cli/replay.h"
-#include "fingerprint/fingerprint.h"
 
 namespace chunkd::cli {
 
-struct ChunkFileOptions {
-  chunkd::v1::ChunkParams params;
-  // The fingerprint in effect (for the protocol check).
-  fingerprint::Kind kind = fingerprint::Kind::kSha256;
-  size_t message_size = 1 << 20;
-  // The deadline of each attempt; zero for none.
-  std::chrono::nanoseconds timeout = std::chrono::nanoseconds::zero();
-  // The replays of a failed stream (retries 0: none).
-  ReplayOptions replay;
-};
+using ChunkFileOptions = FileStreamOptions<chunkd::v1::ChunkParams>;
 
 // Chunks the file `name` ("-" for stdin, only without replays) as
 // ChunkRemotely does, into `out`, opening it for each attempt; with

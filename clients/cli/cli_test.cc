@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "chunking/kernels/kernels.h"
 #include "clients/cli/fake_service.h"
+#include "clients/cli/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -31,16 +32,7 @@ struct CliRun {
   std::string err;
 };
 
-std::string ReadAll(std::FILE* file) {
-  std::rewind(file);
-  std::string contents;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
-    contents.append(buffer, n);
-  }
-  return contents;
-}
+using ::chunkd::cli::testing::ReadAll;
 
 CliRun Cli(const std::vector<std::string>& args) {
   std::FILE* out = std::tmpfile();

@@ -13,8 +13,6 @@
 #ifndef CHUNKD_CLIENTS_CLI_DEDUP_FILE_H_
 #define CHUNKD_CLIENTS_CLI_DEDUP_FILE_H_
 
-#include <chrono>
-#include <cstddef>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -28,20 +26,11 @@
 #include "clients/cli/progress.h"
 #include "clients/cli/remote.h"
 #include "clients/cli/replay.h"
-#include "fingerprint/fingerprint.h"
 
 namespace chunkd::cli {
 
-struct DedupFileOptions {
-  // The stream's parameters; stream_id is DedupFile's to set.
-  chunkd::v1::DedupParams params;
-  fingerprint::Kind kind = fingerprint::Kind::kSha256;
-  size_t message_size = 1 << 20;
-  // The deadline of each attempt; zero for none.
-  std::chrono::nanoseconds timeout = std::chrono::nanoseconds::zero();
-  // The replays of a failed stream (retries 0: none).
-  ReplayOptions replay;
-};
+// The params' stream_id is DedupFile's to set.
+using DedupFileOptions = FileStreamOptions<chunkd::v1::DedupParams>;
 
 // A fresh stream_id: "chunkctl-" and 32 random hex digits.
 std::string RandomStreamId();

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "clients/cli/fake_service.h"
+#include "clients/cli/test_util.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
@@ -24,16 +25,7 @@ using ::testing::SizeIs;
 const std::string kJpeg =
     std::string(CHUNKD_TEST_DATA_DIR) + "/SekienAkashita.jpg";
 
-std::string ReadAll(std::FILE* file) {
-  std::rewind(file);
-  std::string contents;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
-    contents.append(buffer, n);
-  }
-  return contents;
-}
+using ::chunkd::cli::testing::ReadAll;
 
 struct DedupRun {
   absl::StatusOr<DedupTotals> totals;

@@ -10,6 +10,7 @@
 #define CHUNKD_CLIENTS_CLI_REPLAY_H_
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -19,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "fingerprint/fingerprint.h"
 
 namespace chunkd::cli {
 
@@ -36,6 +38,20 @@ struct ReplayOptions {
   // so that clients cut off together do not come back together.
   std::chrono::milliseconds initial_backoff{250};
   std::chrono::milliseconds max_backoff{4000};
+};
+
+// The options of one file's stream, Chunk (`Params` ChunkParams) or Dedup
+// (DedupParams).
+template <typename Params>
+struct FileStreamOptions {
+  Params params;
+  // The fingerprint in effect (for the protocol check).
+  fingerprint::Kind kind = fingerprint::Kind::kSha256;
+  size_t message_size = 1 << 20;
+  // The deadline of each attempt; zero for none.
+  std::chrono::nanoseconds timeout = std::chrono::nanoseconds::zero();
+  // The replays of a failed stream (retries 0: none).
+  ReplayOptions replay;
 };
 
 // True for the errors after which a file is sent again: UNAVAILABLE,

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "clients/cli/record_writer.h"
 #include "clients/cli/remote.h"
+#include "clients/cli/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -21,16 +22,7 @@ using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using ::testing::SizeIs;
 
-std::string ReadAll(std::FILE* file) {
-  std::rewind(file);
-  std::string contents;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
-    contents.append(buffer, n);
-  }
-  return contents;
-}
+using ::chunkd::cli::testing::ReadAll;
 
 TEST(IsRetryableTest, TransientCodesOnly) {
   for (absl::StatusCode code :

@@ -33,6 +33,56 @@ func (r *crashingReader) Read(p []byte) (int, error) {
 	return r.Reader.Read(p)
 }
 
+// restartedMidway is data as an input that, once 8 MiB of it were read,
+// kills the server (SIGKILL) and restarts it on the same port in the
+// background, which reports on the channel. The kill waits (at most 30 s)
+// until delivered, the caller's count of records, is above 0: on a loaded
+// machine the server may not have answered any of the first 8 MiB yet.
+func restartedMidway(s *chunkdtest.Server, data []byte, delivered *atomic.Int64) (*crashingReader, chan error) {
+	restarted := make(chan error, 1)
+	return &crashingReader{Reader: bytes.NewReader(data), at: 8 << 20, crash: func() {
+		for wait := time.Now().Add(30 * time.Second); delivered.Load() == 0 && time.Now().Before(wait); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		s.Kill()
+		go func() { restarted <- s.Restart() }()
+	}}, restarted
+}
+
+// mustCollect is the records and summary of a stream that must succeed:
+// mustCollect(c.Chunk(...))(t).
+func mustCollect[R, S any](it *Iterator[R, S], err error) func(*testing.T) ([]R, S) {
+	return func(t *testing.T) ([]R, S) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		records, summary, err := it.Collect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return records, summary
+	}
+}
+
+// drainRestarted reads it to its end into got, counting the records in
+// delivered (for restartedMidway), then waits for the restart; it returns
+// the summary and the iteration's error.
+func drainRestarted[R, S any](t *testing.T, it *Iterator[R, S], got *[]R, delivered *atomic.Int64,
+	restarted chan error) (S, error) {
+	t.Helper()
+	for it.Next() {
+		*got = append(*got, it.Record())
+		delivered.Store(int64(len(*got)))
+	}
+	summary, err := it.Summary(), it.Err()
+	it.Close()
+	if restartErr := <-restarted; restartErr != nil {
+		t.Fatal(restartErr)
+	}
+	return summary, err
+}
+
 // repeating is n copies of a random block: most chunks are referenced n
 // times.
 func repeating(seed int64, block, n int) []byte {
@@ -68,26 +118,10 @@ func TestDedupRetriesAcrossAServerRestart(t *testing.T) {
 	p := Params{MessageSize: 64 << 10, Retries: 3}
 
 	clean := fmt.Sprintf("go-retry-clean-%d", time.Now().UnixNano())
-	it, err := c.Dedup(testContext(t), clean, bytes.NewReader(data), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, wantSummary, err := it.Collect()
-	if err != nil {
-		t.Fatal(err)
-	}
+	want, wantSummary := mustCollect(c.Dedup(testContext(t), clean, bytes.NewReader(data), p))(t)
 
-	restarted := make(chan error, 1)
-	// The kill waits (at most 30 s) until the caller has records: on a loaded
-	// machine the server may not have answered any of the first 8 MiB yet.
 	var delivered atomic.Int64
-	in := &crashingReader{Reader: bytes.NewReader(data), at: 8 << 20, crash: func() {
-		for wait := time.Now().Add(30 * time.Second); delivered.Load() == 0 && time.Now().Before(wait); {
-			time.Sleep(5 * time.Millisecond)
-		}
-		s.Kill()
-		go func() { restarted <- s.Restart() }()
-	}}
+	in, restarted := restartedMidway(s, data, &delivered)
 	ns := fmt.Sprintf("go-retry-%d", time.Now().UnixNano())
 	// Records received before the kill are chunks the server committed:
 	// the replay must then not count them again. The count at the first
@@ -100,19 +134,11 @@ func TestDedupRetriesAcrossAServerRestart(t *testing.T) {
 			deliveredAtReplay = len(got)
 		}
 	}
-	it, err = c.Dedup(testContext(t), ns, in, p)
+	it, err := c.Dedup(testContext(t), ns, in, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for it.Next() {
-		got = append(got, it.Record())
-		delivered.Store(int64(len(got)))
-	}
-	summary, err := it.Summary(), it.Err()
-	it.Close()
-	if restartErr := <-restarted; restartErr != nil {
-		t.Fatal(restartErr)
-	}
+	summary, err := drainRestarted(t, it, &got, &delivered, restarted)
 	if err != nil {
 		t.Fatalf("Dedup with Retries across a restart: %v", err)
 	}
@@ -315,23 +341,9 @@ func TestChunkRetriesAcrossAServerRestart(t *testing.T) {
 	c := dial(t, s.Addr)
 	data := randomBytes(83, 12<<20)
 	p := Params{MessageSize: 64 << 10, Retries: 3}
-	it, err := c.Chunk(testContext(t), bytes.NewReader(data), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, wantSummary, err := it.Collect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	restarted := make(chan error, 1)
+	want, wantSummary := mustCollect(c.Chunk(testContext(t), bytes.NewReader(data), p))(t)
 	var delivered atomic.Int64
-	in := &crashingReader{Reader: bytes.NewReader(data), at: 8 << 20, crash: func() {
-		for wait := time.Now().Add(30 * time.Second); delivered.Load() == 0 && time.Now().Before(wait); {
-			time.Sleep(5 * time.Millisecond)
-		}
-		s.Kill()
-		go func() { restarted <- s.Restart() }()
-	}}
+	in, restarted := restartedMidway(s, data, &delivered)
 	var got []Chunk
 	deliveredAtReplay := -1
 	p.OnReplay = func(error, time.Duration) {
@@ -339,18 +351,11 @@ func TestChunkRetriesAcrossAServerRestart(t *testing.T) {
 			deliveredAtReplay = len(got)
 		}
 	}
-	if it, err = c.Chunk(testContext(t), in, p); err != nil {
+	it, err := c.Chunk(testContext(t), in, p)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for it.Next() {
-		got = append(got, it.Record())
-		delivered.Store(int64(len(got)))
-	}
-	summary, err := it.Summary(), it.Err()
-	it.Close()
-	if restartErr := <-restarted; restartErr != nil {
-		t.Fatal(restartErr)
-	}
+	summary, err := drainRestarted(t, it, &got, &delivered, restarted)
 	if err != nil || deliveredAtReplay <= 0 {
 		t.Fatalf("Chunk with Retries across a restart: %v; %d records delivered before the replay", err, deliveredAtReplay)
 	}

@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 import grpc
 import pytest
 
-from chunkd_client import ChunkdError, ChunkRecord, Client, DedupRecord, DedupSummary
+from chunkd_client import ChunkdError, Client
 from chunkd_client.aio import AsyncClient
 from chunkd_client.testing import ChunkdServer, Relay, serving
 
@@ -49,6 +49,8 @@ from redis_util import RedisServer, read_counts
 DATA = random.Random(31337).randbytes(16 << 20)
 #: The records the client has received when the server is killed.
 KILL_AFTER = 64
+#: Seconds any wait of these tests may take.
+WAIT = 60.0
 
 
 def dedups_started(server: ChunkdServer) -> int:
@@ -83,31 +85,49 @@ class Restarter:
         assert not self._thread.is_alive() and self.server.alive()
 
 
-def sync_run(server: ChunkdServer, restarter: Restarter,
-             namespace: str) -> Tuple[List[DedupRecord], DedupSummary]:
-    with Client(server.address, timeout=RPC_TIMEOUT) as client:
-        records: List[DedupRecord] = []
-        with client.dedup(DATA, namespace=namespace, retries=3) as stream:
-            for record in stream:
-                records.append(record)
-                if len(records) == KILL_AFTER:
-                    restarter.kill_and_restart()
-            return records, stream.summary
+#: ``open_stream(client, on_replay)``: a stream of ``client`` with retries.
+OpenStream = Callable[[Any, Callable[[ChunkdError, float], None]], Any]
+#: What a run of a stream gives: the records yielded, the summary or the
+#: error that ended it, and the failures replayed.
+Outcome = Tuple[List[Any], Any, List[ChunkdError]]
 
 
-def async_run(server: ChunkdServer, restarter: Restarter,
-              namespace: str) -> Tuple[List[DedupRecord], DedupSummary]:
-    async def main() -> Tuple[List[DedupRecord], DedupSummary]:
-        async with AsyncClient(server.address, timeout=RPC_TIMEOUT) as client:
-            records: List[DedupRecord] = []
-            async with client.dedup(DATA, namespace=namespace, retries=3) as stream:
-                async for record in stream:
+def sync_run(address: str, open_stream: OpenStream, each: Callable[[int], None]) -> Outcome:
+    """Iterates the stream ``open_stream`` makes on a Client, calling
+    ``each`` with the count of records so far."""
+    heard: List[ChunkdError] = []
+    records: List[Any] = []
+    with Client(address, timeout=RPC_TIMEOUT) as client:
+        try:
+            with open_stream(client, lambda e, _: heard.append(e)) as stream:
+                for record in stream:
                     records.append(record)
-                    if len(records) == KILL_AFTER:
-                        restarter.kill_and_restart()
-                return records, stream.summary
+                    each(len(records))
+                return records, stream.summary, heard
+        except ChunkdError as e:
+            return records, e, heard
+
+
+def async_run(address: str, open_stream: OpenStream, each: Callable[[int], None]) -> Outcome:
+    """sync_run on an AsyncClient."""
+    async def main() -> Outcome:
+        heard: List[ChunkdError] = []
+        records: List[Any] = []
+        async with AsyncClient(address, timeout=RPC_TIMEOUT) as client:
+            try:
+                async with open_stream(client, lambda e, _: heard.append(e)) as stream:
+                    async for record in stream:
+                        records.append(record)
+                        each(len(records))
+                    return records, stream.summary, heard
+            except ChunkdError as e:
+                return records, e, heard
 
     return asyncio.run(main())
+
+
+def chunked(source: Any) -> OpenStream:
+    return lambda client, on_replay: client.chunk(source, retries=3, on_replay=on_replay)
 
 
 @pytest.mark.parametrize("run", [sync_run, async_run], ids=["sync", "async"])
@@ -118,8 +138,17 @@ def test_dedup_retries_across_a_server_restart(chunkd_bin: Path, redis: RedisSer
         with Client(server.address, timeout=RPC_TIMEOUT) as client:
             reference = client.dedup_all(DATA, namespace=reference_ns)
         restarter = Restarter(server, redis, namespace)
+
+        def kill(count: int) -> None:
+            if count == KILL_AFTER:
+                restarter.kill_and_restart()
+
         try:
-            records, summary = run(server, restarter, namespace)
+            records, summary, _ = run(
+                server.address,
+                lambda client, on_replay: client.dedup(DATA, namespace=namespace, retries=3,
+                                                       on_replay=on_replay),
+                kill)
         finally:
             if restarter.committed_at_kill or server.alive():
                 restarter.join()
@@ -141,9 +170,6 @@ def test_dedup_retries_across_a_server_restart(chunkd_bin: Path, redis: RedisSer
 
 # --- Chunk across a server restart (the Python client) -----------------------
 
-#: Seconds any wait of these tests may take.
-WAIT = 60.0
-
 
 def killed_after(server: ChunkdServer, records: int) -> Callable[[int], None]:
     """A callback for the iteration: at its ``records``-th record it kills
@@ -157,62 +183,24 @@ def killed_after(server: ChunkdServer, records: int) -> Callable[[int], None]:
     return each
 
 
-def sync_chunk(address: str, source: Any, each: Callable[[int], None]
-               ) -> Tuple[List[ChunkRecord], Any, List[ChunkdError]]:
-    """Chunks ``source`` with retries=3, calling ``each`` with the count of
-    records so far; returns the records, the summary (or the error) and the
-    failures replayed."""
-    replayed: List[ChunkdError] = []
-    records: List[ChunkRecord] = []
-    with Client(address, timeout=RPC_TIMEOUT) as client:
-        try:
-            with client.chunk(source, retries=3,
-                              on_replay=lambda e, _: replayed.append(e)) as stream:
-                for record in stream:
-                    records.append(record)
-                    each(len(records))
-                return records, stream.summary, replayed
-        except ChunkdError as e:
-            return records, e, replayed
-
-
-def async_chunk(address: str, source: Any, each: Callable[[int], None]
-                ) -> Tuple[List[ChunkRecord], Any, List[ChunkdError]]:
-    async def main() -> Tuple[List[ChunkRecord], Any, List[ChunkdError]]:
-        replayed: List[ChunkdError] = []
-        records: List[ChunkRecord] = []
-        async with AsyncClient(address, timeout=RPC_TIMEOUT) as client:
-            try:
-                async with client.chunk(source, retries=3,
-                                        on_replay=lambda e, _: replayed.append(e)) as stream:
-                    async for record in stream:
-                        records.append(record)
-                        each(len(records))
-                    return records, stream.summary, replayed
-            except ChunkdError as e:
-                return records, e, replayed
-
-    return asyncio.run(main())
-
-
 @pytest.fixture
 def restartable(chunkd_bin: Path) -> Iterator[ChunkdServer]:
     """A chunkd of the test's own, to kill and restart."""
     yield from serving(ChunkdServer(chunkd_bin))
 
 
-@pytest.mark.parametrize("run", [sync_chunk, async_chunk], ids=["sync", "async"])
+@pytest.mark.parametrize("run", [sync_run, async_run], ids=["sync", "async"])
 def test_chunk_retries_across_a_server_restart(restartable: ChunkdServer, run) -> None:
     with Client(restartable.address, timeout=RPC_TIMEOUT) as client:
         reference = client.chunk_all(DATA)
-    records, summary, replayed = run(restartable.address, DATA,
+    records, summary, replayed = run(restartable.address, chunked(DATA),
                                      killed_after(restartable, KILL_AFTER))
     assert [e.code() for e in replayed][:1] == [grpc.StatusCode.UNAVAILABLE]
     # Every record once, in order, as one clean run gives them.
     assert records == reference[0] and summary == reference[1]
 
 
-@pytest.mark.parametrize("run", [sync_chunk, async_chunk], ids=["sync", "async"])
+@pytest.mark.parametrize("run", [sync_run, async_run], ids=["sync", "async"])
 def test_a_replay_of_a_changed_source_is_data_loss(restartable: ChunkdServer,
                                                    tmp_path: Path, run) -> None:
     """The file changes while chunkd is down: its replay cuts otherwise
@@ -230,7 +218,7 @@ def test_a_replay_of_a_changed_source_is_data_loss(restartable: ChunkdServer,
             with open(path, "r+b") as f:  # the same file, other first bytes
                 f.write(bytes(b ^ 0xFF for b in DATA[:1 << 16]))
 
-    records, error, replayed = run(restartable.address, path, each)
+    records, error, replayed = run(restartable.address, chunked(path), each)
     assert isinstance(error, ChunkdError), error
     assert error.code() is grpc.StatusCode.DATA_LOSS, error
     assert "the replayed stream has " in error.details()
@@ -254,50 +242,26 @@ def test_a_reset_stream_is_replayed(server: ChunkdServer, method: str, style: st
         reference = (client.chunk_all(DATA) if method == "chunk" else
                      client.dedup_all(DATA, namespace=f"ref-{uuid.uuid4().hex}"))
 
-    def stream_of(client: Any, retries: int, heard: List[ChunkdError]) -> Any:
-        kwargs = dict(retries=retries, on_replay=lambda e, _: heard.append(e))
-        if method == "chunk":
-            return client.chunk(DATA, **kwargs)
-        return client.dedup(DATA, namespace=f"{namespace}-{retries}", **kwargs)
+    def stream_of(retries: int) -> OpenStream:
+        def open_stream(client: Any, on_replay: Callable[[ChunkdError, float], None]) -> Any:
+            kwargs = dict(retries=retries, on_replay=on_replay)
+            if method == "chunk":
+                return client.chunk(DATA, **kwargs)
+            return client.dedup(DATA, namespace=f"{namespace}-{retries}", **kwargs)
+        return open_stream
 
-    def sync(relay: Relay, retries: int) -> Tuple[List[Any], Any, List[ChunkdError]]:
-        heard: List[ChunkdError] = []
-        records: List[Any] = []
-        with Client(relay.address, timeout=RPC_TIMEOUT) as client:
-            try:
-                with stream_of(client, retries, heard) as stream:
-                    for record in stream:
-                        records.append(record)
-                        if len(records) == KILL_AFTER:
-                            assert relay.reset_streams() == 1
-                    return records, stream.summary, heard
-            except ChunkdError as e:
-                return records, e, heard
-
-    def in_asyncio(relay: Relay, retries: int) -> Tuple[List[Any], Any, List[ChunkdError]]:
-        async def main() -> Tuple[List[Any], Any, List[ChunkdError]]:
-            heard: List[ChunkdError] = []
-            records: List[Any] = []
-            async with AsyncClient(relay.address, timeout=RPC_TIMEOUT) as client:
-                try:
-                    async with stream_of(client, retries, heard) as stream:
-                        async for record in stream:
-                            records.append(record)
-                            if len(records) == KILL_AFTER:
-                                assert relay.reset_streams() == 1
-                        return records, stream.summary, heard
-                except ChunkdError as e:
-                    return records, e, heard
-
-        return asyncio.run(main())
-
-    run = sync if style == "sync" else in_asyncio
+    run = sync_run if style == "sync" else async_run
     for retries in (3, 0):
         # The upload is held after 4 MiB: the stream is still open, however
         # fast chunkd answers, when the records arrive and the relay resets.
         relay = Relay(server.address, refuse=0, hold_upload_after=4 << 20)
+
+        def reset(count: int) -> None:
+            if count == KILL_AFTER:
+                assert relay.reset_streams() == 1
+
         try:
-            records, outcome, heard = run(relay, retries)
+            records, outcome, heard = run(relay.address, stream_of(retries), reset)
         finally:
             relay.close()
         if retries:
@@ -395,22 +359,33 @@ def restart_and_cut(server: ChunkdServer, before_cut: Callable[[], None] = lambd
     return fault
 
 
+def clean_run(chunkctl_bin: Path, *args: object, stdin: Optional[bytes] = None) -> bytes:
+    """What chunkctl prints for ``args`` in one clean run."""
+    return subprocess.run([str(chunkctl_bin), *map(str, args)], input=stdin,
+                          capture_output=True, timeout=SUBPROCESS_TIMEOUT, check=True).stdout
+
+
+def replayed_once(err: str, cli: str, path: Path, code: str, more: int = 0) -> List[str]:
+    """The stderr lines of a run that replayed ``path`` once after ``code``:
+    the replay's announcement, then ``more`` lines."""
+    lines = err.splitlines()
+    assert len(lines) == 1 + more, err
+    assert re.fullmatch(ANNOUNCEMENT.format(cli=cli, file=re.escape(str(path)),
+                                            code=code, k=1, n=3), lines[0]), err
+    return lines
+
+
 @pytest.mark.parametrize("cli", CLIS)
 def test_cli_chunk_replays_across_a_server_restart(cli: str, chunkctl_bin: Path,
                                                    restartable: ChunkdServer, big_file: Path,
                                                    tmp_path: Path) -> None:
-    clean = subprocess.run([str(chunkctl_bin), "chunk", "--local", str(big_file)],
-                           capture_output=True, timeout=SUBPROCESS_TIMEOUT, check=True)
     code, out, err = replayed_through_a_relay(
         cli, chunkctl_bin, restartable, ["chunk"], big_file, tmp_path,
         restart_and_cut(restartable))
     assert code == 0, err
     # Every chunk once, in order: the output of one clean run.
-    assert out == clean.stdout
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert re.fullmatch(ANNOUNCEMENT.format(cli=cli, file=re.escape(str(big_file)),
-                                            code="UNAVAILABLE", k=1, n=3), lines[0]), err
+    assert out == clean_run(chunkctl_bin, "chunk", "--local", big_file)
+    replayed_once(err, cli, big_file, "UNAVAILABLE")
 
 
 @pytest.mark.parametrize("cli", CLIS)
@@ -427,15 +402,11 @@ def test_cli_chunk_of_a_changed_file_is_data_loss(cli: str, chunkctl_bin: Path,
     code, out, err = replayed_through_a_relay(
         cli, chunkctl_bin, restartable, ["chunk"], path, tmp_path,
         restart_and_cut(restartable, change))
-    lines = err.splitlines()
-    assert code == 1 and len(lines) == 2, err
-    assert re.fullmatch(ANNOUNCEMENT.format(cli=cli, file=re.escape(str(path)),
-                                            code="UNAVAILABLE", k=1, n=3), lines[0]), err
+    assert code == 1, err
+    lines = replayed_once(err, cli, path, "UNAVAILABLE", more=1)
     assert re.match(f"{cli}: DATA_LOSS: (chunkd: )?the replayed stream ", lines[1]), err
     # What was printed is the start of the original file's chunks.
-    clean = subprocess.run([str(chunkctl_bin), "chunk", "--local", "-"], input=DATA,
-                           capture_output=True, timeout=SUBPROCESS_TIMEOUT, check=True)
-    assert clean.stdout.startswith(out)
+    assert clean_run(chunkctl_bin, "chunk", "--local", "-", stdin=DATA).startswith(out)
 
 
 @pytest.mark.parametrize("cli", CLIS)
@@ -449,18 +420,13 @@ def test_cli_replays_a_reset_stream(cli: str, command: List[str], chunkctl_bin: 
     def fresh(words: List[str]) -> List[str]:
         return [f"reset-{cli}-{uuid.uuid4().hex}" if w == "NS" else w for w in words]
 
-    clean = subprocess.run([str(chunkctl_bin), *fresh(command), "--server", server.address,
-                            str(big_file)], capture_output=True, timeout=SUBPROCESS_TIMEOUT,
-                           check=True)
+    clean = clean_run(chunkctl_bin, *fresh(command), "--server", server.address, big_file)
     code, out, err = replayed_through_a_relay(
         cli, chunkctl_bin, server, fresh(command), big_file, tmp_path,
         lambda relay: assert_reset(relay))
     assert code == 0, err
-    assert out == clean.stdout
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert re.fullmatch(ANNOUNCEMENT.format(cli=cli, file=re.escape(str(big_file)),
-                                            code="CANCELLED", k=1, n=3), lines[0]), err
+    assert out == clean
+    replayed_once(err, cli, big_file, "CANCELLED")
 
 
 def assert_reset(relay: Relay) -> None:
