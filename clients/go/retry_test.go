@@ -163,40 +163,25 @@ func TestDedupRetriesAcrossAServerRestart(t *testing.T) {
 	}
 }
 
-// TestReplaysSkipWhatWasDelivered: a Dedup that fails after some records
-// is replayed; the iterator goes on past the records it gave, and counts
-// equal one run's.
-func TestReplaysSkipWhatWasDelivered(t *testing.T) {
-	s := chunkdtest.StartServer(t)
-	c := dial(t, s.Addr)
-	data := randomBytes(67, 4<<20)
-	ns := fmt.Sprintf("go-replay-%d", time.Now().UnixNano())
-	// The stream fails with DEADLINE_EXCEEDED of the per-call Timeout once
-	// the reader has stalled; replays do not stall.
-	stalled := &crashingReader{Reader: bytes.NewReader(data), at: 2 << 20, crash: func() { time.Sleep(1500 * time.Millisecond) }}
-	it, err := c.Dedup(testContext(t), ns, stalled, Params{MessageSize: 64 << 10, Retries: 1, Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var records []DedupChunk
-	next := uint64(0)
-	for it.Next() {
-		r := it.Record()
-		if r.Offset != next {
-			t.Fatalf("record at %d after one ending at %d", r.Offset, next)
+// TestDeadlineOfTheTimeoutIsReplayed: DEADLINE_EXCEEDED (the server's
+// --stream_idle_timeout, or Params.Timeout) is replayed when the call has
+// a Timeout, and final without one (the caller's context bounds it).
+// A server answers it here, so no timer races the work.
+func TestDeadlineOfTheTimeoutIsReplayed(t *testing.T) {
+	data := randomBytes(67, 100_000)
+	for _, timeout := range []time.Duration{time.Minute, 0} {
+		flaky := chunkdtest.StartFlaky(t, 1)
+		flaky.Code = codes.DeadlineExceeded
+		it, err := dial(t, flaky.Addr).Dedup(testContext(t), "ns", bytes.NewReader(data),
+			Params{Retries: 1, Timeout: timeout})
+		if err == nil {
+			_, _, err = it.Collect()
 		}
-		next = r.Offset + uint64(r.Length)
-		records = append(records, r)
-	}
-	if err := it.Err(); err != nil || next != uint64(len(data)) || it.Summary().TotalBytes != uint64(len(data)) {
-		t.Fatalf("err %v, records to %d of %d, summary %+v", err, next, len(data), it.Summary())
-	}
-	if got := s.Metric(t, "grpc_server_started_total", `grpc_method="Dedup"`); got != 2 {
-		t.Fatalf("%v Dedup streams, want 2 (one replay)", got)
-	}
-	for i, n := range releaseCounts(t, c, ns, records) {
-		if n != 0 {
-			t.Fatalf("chunk %d has %d references left after one release: the replay counted twice", i, n+1)
+		if timeout > 0 && (err != nil || flaky.Calls("Dedup") != 2) {
+			t.Errorf("with a Timeout: %v after %d calls, want success after 2", err, flaky.Calls("Dedup"))
+		}
+		if timeout == 0 && (status.Code(err) != codes.DeadlineExceeded || flaky.Calls("Dedup") != 1) {
+			t.Errorf("without a Timeout: %v after %d calls, want DEADLINE_EXCEEDED after 1", err, flaky.Calls("Dedup"))
 		}
 	}
 }

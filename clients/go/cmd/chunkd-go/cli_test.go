@@ -205,7 +205,9 @@ func TestSpellings(t *testing.T) {
 		"--seq-mode", "increasing", "--seq-length", "5", "--skip-trigger", "50", "--skip-size", "256", file) {
 		t.Errorf("a flag beside --preset seqcdc-8k does not override it")
 	}
-	for _, timeout := range []string{"30", "0.5", "1m", "0"} {
+	// Seconds with decimals, a Go duration, none: each long enough that the
+	// outcome never depends on the machine's speed.
+	for _, timeout := range []string{"30", "90.5", "1m", "0"} {
 		if text("--timeout", timeout, file) != text(file) {
 			t.Errorf("--timeout %s", timeout)
 		}
