@@ -331,7 +331,8 @@ def replayed_through_a_relay(cli: str, chunkctl_bin: Path, server: ChunkdServer,
                              fault: Callable[[Relay], None]) -> Tuple[int, bytes, str]:
     """Runs ``CLI COMMAND --retries 3 PATH`` through a relay that holds the
     upload after 4 MiB; once records have come back, ``fault(relay)``."""
-    relay = Relay(server.address, refuse=0, hold_upload_after=4 << 20)
+    # Its waits (a freeze while chunkd restarts) are bounded by WAIT.
+    relay = Relay(server.address, refuse=0, hold_upload_after=4 << 20, timeout=WAIT)
     try:
         running = Running([cli_binary(cli, chunkctl_bin), *command, "--server", relay.address,
                            "--retries", "3", "--progress", "never", path], tmp_path)
