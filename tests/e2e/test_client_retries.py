@@ -264,12 +264,16 @@ def test_a_reset_stream_is_replayed(server: ChunkdServer, method: str, style: st
             records, outcome, heard = run(relay.address, stream_of(retries), reset)
         finally:
             relay.close()
+        # grpc.aio may report INTERNAL ("Internal error from Core") instead,
+        # when the reset fails the write it has in flight: replayed as well.
+        codes = ({grpc.StatusCode.CANCELLED} if style == "sync" else
+                 {grpc.StatusCode.CANCELLED, grpc.StatusCode.INTERNAL})
         if retries:
-            assert [e.code() for e in heard] == [grpc.StatusCode.CANCELLED]
+            assert len(heard) == 1 and heard[0].code() in codes, heard
             assert (records, outcome) == reference
         else:
             assert isinstance(outcome, ChunkdError), outcome
-            assert outcome.code() is grpc.StatusCode.CANCELLED and heard == []
+            assert outcome.code() in codes and heard == [], outcome
             assert records == reference[0][:len(records)]
 
 
@@ -336,8 +340,9 @@ def replayed_through_a_relay(cli: str, chunkctl_bin: Path, server: ChunkdServer,
     try:
         running = Running([cli_binary(cli, chunkctl_bin), *command, "--server", relay.address,
                            "--retries", "3", "--progress", "never", path], tmp_path)
-        # Records came back: well past the connection's own frames.
-        wait_for(lambda: relay.downstream > 8192, "records", running.process)
+        # Records came back: past the connection's own frames (a few
+        # hundred bytes); the held 4 MiB give about 250 records, 7 to 10 KB.
+        wait_for(lambda: relay.downstream > 2048, "records", running.process)
         fault(relay)
         return running.finish()
     finally:

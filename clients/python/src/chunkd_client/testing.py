@@ -18,6 +18,7 @@ This module needs only grpcio; it has no pytest dependency.
 from __future__ import annotations
 
 import os
+import queue
 import re
 import signal
 import socket
@@ -376,6 +377,7 @@ class Relay:
             link = _Link(conn, upstream)
             with self._lock:
                 self._links.append(link)
+            self._threads += link.threads
             for up in (True, False):
                 thread = threading.Thread(target=self._pump, args=(link, up), daemon=True)
                 self._threads.append(thread)
@@ -436,16 +438,24 @@ class _Link:
     A frame of a stream the Relay reset is dropped; the flow-control window
     its DATA took is given back to the sender (WINDOW_UPDATE on the
     connection), or the connection would stall for the streams after it.
+    Each socket is written by a thread of its own (_Writer): a reader never
+    waits on a peer that does not read (chunkd pausing its reads while it
+    sends answers nobody would pass on).
     """
 
     def __init__(self, client: socket.socket, server: socket.socket) -> None:
         self.client = client
         self.server = server
+        self._to = {True: _Writer(server), False: _Writer(client)}  # by ``up``
         self._lock = threading.Lock()
         self._pending = {True: bytearray(), False: bytearray()}
         self._preface = _PREFACE
         self._open: set = set()
         self._reset: set = set()
+
+    @property
+    def threads(self) -> List[threading.Thread]:
+        return [writer.thread for writer in self._to.values()]
 
     def pass_on(self, data: bytes, up: bool) -> None:
         """Passes ``data`` read from the client (``up``) or the server on,
@@ -467,7 +477,7 @@ class _Link:
                 del pending[:size]
                 if self._keep(frame, up):
                     out += frame
-            (self.server if up else self.client).sendall(out)
+            self._to[up].put(bytes(out))
 
     def _keep(self, frame: bytes, up: bool) -> bool:
         """Notes the streams ``frame`` opens and closes; False for a frame
@@ -477,7 +487,7 @@ class _Link:
         if stream in self._reset:
             if kind == _DATA and len(frame) > 9:
                 credit = _frame(_WINDOW_UPDATE, 0, (len(frame) - 9).to_bytes(4, "big"))
-                (self.client if up else self.server).sendall(credit)
+                self._to[not up].put(credit)
             return False
         if up and kind == _HEADERS:
             self._open.add(stream)
@@ -490,22 +500,17 @@ class _Link:
         with self._lock:
             for stream in self._open:
                 rst = _frame(_RST_STREAM, stream, _CANCEL.to_bytes(4, "big"))
-                for sock in (self.client, self.server):
-                    try:
-                        sock.sendall(rst)
-                    except OSError:
-                        pass
+                for writer in self._to.values():
+                    writer.put(rst)
             reset = len(self._open)
             self._reset |= self._open
             self._open = set()
             return reset
 
     def end(self, up: bool) -> None:
-        """The ``up`` side's bytes ended: so does what it sends to."""
-        try:
-            (self.server if up else self.client).shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
+        """The ``up`` side's bytes ended: so does what it sends to, once
+        the bytes before have gone."""
+        self._to[up].put(_Writer.END)
 
     def close(self) -> None:
         for sock in (self.client, self.server):
@@ -514,6 +519,40 @@ class _Link:
             except OSError:
                 pass
             sock.close()
+        for writer in self._to.values():
+            writer.put(_Writer.STOP)
+
+
+class _Writer:
+    """Sends what is put to one socket, in order, on a thread of its own;
+    END half-closes the socket after what came before, STOP ends the
+    thread."""
+
+    END = object()
+    STOP = object()
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._queue: "queue.SimpleQueue[object]" = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def put(self, data: object) -> None:
+        if data:
+            self._queue.put(data)
+
+    def _run(self) -> None:
+        while True:
+            data = self._queue.get()
+            if data is _Writer.STOP:
+                return
+            try:
+                if isinstance(data, bytes):
+                    self._sock.sendall(data)
+                else:  # END
+                    self._sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass  # the connection is gone; what is left is dropped
 
 
 def _varint(value: int) -> bytes:
