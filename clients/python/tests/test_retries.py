@@ -410,7 +410,6 @@ def held_until_refused(server: ChunkdServer) -> threading.Thread:
     return holder
 
 
-@pytest.mark.parametrize("kind", ["bytes", "path", "file"])
 def clean_run(server: ChunkdServer, method: str, data: bytes) -> "tuple[list, object]":
     """Chunk or Dedup (into a new namespace) of `data`, on a server of the
     default limits (a one-stream server may still hold the slot of a stream
@@ -421,6 +420,7 @@ def clean_run(server: ChunkdServer, method: str, data: bytes) -> "tuple[list, ob
         return client.dedup_all(data, namespace=f"ref-{uuid.uuid4().hex}")
 
 
+@pytest.mark.parametrize("kind", ["bytes", "path", "file"])
 @pytest.mark.parametrize("method", list(METHODS))
 def test_a_refused_stream_is_replayed(server: ChunkdServer, one_stream_server: ChunkdServer,
                                       tmp_path: Path, kind: str, method: str) -> None:
