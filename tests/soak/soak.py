@@ -131,7 +131,7 @@ class Soak:
         """Rounds of every fault kind, each round shuffled (the first in
         KINDS order), as many rounds as the minutes allow at about one
         fault a minute, at least one."""
-        rounds = max(1, int(self.config.minutes // 6))
+        rounds = max(1, int(self.config.minutes // len(KINDS)))
         kinds: List[str] = []
         for r in range(rounds):
             batch = list(KINDS)
