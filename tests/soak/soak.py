@@ -366,8 +366,8 @@ def markdown(report: Dict[str, Any]) -> str:
         ("metrics against the clients", f"{metrics['calls_compared']:,} calls in "
                                         f"{metrics['windows']} quiet windows: "
                                         f"{len(metrics['mismatches'])} mismatches"),
-        ("replica resident memory", f"{len(judged)} lives judged; largest growth over the "
-                                    f"last two thirds of a life "
+        ("replica resident memory", f"{len(judged)} lives judged; largest growth of the "
+                                    f"peak from a life's middle third to its last "
                                     + (f"{max(0.0, worst['rss_growth_mib'])} MiB in "
                                        f"{worst['seconds']:.0f} s "
                                        f"(bound {worst['rss_bound_mib']} MiB), peak "
