@@ -84,7 +84,7 @@ ABSL_FLAG(absl::Duration, redis_connect_timeout, absl::Seconds(1),
           "bound on connecting to Redis, handshake included");
 ABSL_FLAG(absl::Duration, redis_command_timeout, absl::Seconds(2),
           "bound on each Redis round trip; a slower server counts as down");
-ABSL_FLAG(absl::Duration, redis_failover_wait, absl::Seconds(10),
+ABSL_FLAG(absl::Duration, redis_failover_wait, absl::Seconds(30),
           "how long an index call waits for Redis to come back (a Redis "
           "Cluster failover, a restarting server) before it fails with "
           "UNAVAILABLE, re-sending meanwhile what is safe to re-send; set it "
