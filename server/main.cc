@@ -1062,6 +1062,14 @@ int main(int argc, char** argv) {
       HintCacheEntries(memory.hint_cache_mib));
   chunkd::service::MemoryBudget budget(limits->memory_budget);
   chunkd::service::FairBudget stream_memory(limits->stream_memory);
+  metrics.WatchStreamMemory([&stream_memory] {
+    chunkd::metrics::StreamMemoryUse use;
+    use.waiting_streams = stream_memory.waiting();
+    use.waiting_bytes = stream_memory.waiting_bytes();
+    use.reserved = stream_memory.used();
+    use.limit = stream_memory.limit();
+    return use;
+  });
   chunkd::service::ChunkServiceImpl service(MakeServiceOptions(
       {index->get(), index_spec != "memory", &hint_cache, &pool, &metrics,
        stream_rate > 0 ? guard_ptr : nullptr, &budget, &stream_memory,
@@ -1113,6 +1121,7 @@ int main(int argc, char** argv) {
   Drain(WaitForSignal(signals), service, **index, index_health, trimmer,
         health, *server, port);
   metrics.WatchQueueDepth(nullptr);  // the pool goes first
+  metrics.WatchStreamMemory(nullptr);  // and the stream memory
   metrics.WatchIndexEntries(nullptr);
   metrics.WatchIndexWaits(nullptr);
   abuse_log.Stop();
