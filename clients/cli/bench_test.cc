@@ -15,6 +15,7 @@
 #include "chunkd/chunker.h"
 #include "chunking/kernels/kernels.h"
 #include "clients/cli/args.h"
+#include "clients/cli/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "workload/datagen.h"
@@ -36,16 +37,7 @@ absl::StatusOr<BenchConfig> Config(const std::vector<std::string>& words) {
   return BenchConfigFromArgs(*args);
 }
 
-std::string ReadAll(std::FILE* file) {
-  std::rewind(file);
-  std::string contents;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
-    contents.append(buffer, n);
-  }
-  return contents;
-}
+using ::chunkd::cli::testing::ReadAll;
 
 struct BenchRun {
   absl::Status status;

@@ -1,13 +1,10 @@
 #include "clients/cli/cli.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +23,7 @@
 #include "chunking/kernels/kernels.h"
 #include "clients/cli/args.h"
 #include "clients/cli/bench.h"
+#include "clients/cli/chunk_file.h"
 #include "clients/cli/chunk_options.h"
 #include "clients/cli/common_flags.h"
 #include "clients/cli/dedup_file.h"
@@ -35,6 +33,7 @@
 #include "clients/cli/progress.h"
 #include "clients/cli/record_writer.h"
 #include "clients/cli/remote.h"
+#include "clients/cli/replay.h"
 #include "fingerprint/sha256_mb.h"
 
 #ifndef CHUNKD_VERSION
@@ -133,6 +132,19 @@ constexpr absl::string_view kProgressUsage =
                        terminal), always or never
 )";
 
+constexpr absl::string_view kChunkRetriesUsage =
+    R"(Replays (not with --local):
+  --retries N          when the stream fails with UNAVAILABLE, ABORTED,
+                       RESOURCE_EXHAUSTED, INTERNAL, CANCELLED or (with
+                       --timeout) DEADLINE_EXCEEDED, send FILE again from its
+                       start, up to N more times, after a backoff of 0.25 s
+                       doubling to 4 s (default 0; at most 100), printing
+                       only the chunks past those already printed. A replay
+                       that cuts FILE otherwise (it changed) fails with
+                       DATA_LOSS. A regular file only (not "-" or another
+                       pipe); each replay is announced on stderr
+)";
+
 constexpr absl::string_view kChunkOutputUsage = R"(Output and transfer:
   --format FMT         text (default; the csv lines above; csv is another
                        name of it) or json
@@ -171,14 +183,15 @@ byte is unique.
 
   --namespace NS       the tenant's index: 1..128 characters of [A-Za-z0-9._-]
   --retries N          when a file's stream fails with UNAVAILABLE, ABORTED,
-                       RESOURCE_EXHAUSTED, INTERNAL or (with --timeout)
-                       DEADLINE_EXCEEDED, send the file again from its start,
-                       up to N more times, after a backoff of 0.25 s doubling
-                       to 4 s (default 0; at most 100). Every stream of a
-                       file then carries the same random stream_id, so a
-                       replay counts no reference twice: the counts equal a
-                       single run's. Regular files only (not "-" or
-                       another pipe); each replay is announced on stderr
+                       RESOURCE_EXHAUSTED, INTERNAL, CANCELLED or (with
+                       --timeout) DEADLINE_EXCEEDED, send the file again from
+                       its start, up to N more times, after a backoff of
+                       0.25 s doubling to 4 s (default 0; at most 100). Every
+                       stream of a file then carries the same random
+                       stream_id, so a replay counts no reference twice: the
+                       counts equal a single run's. Regular files only (not
+                       "-" or another pipe); each replay is announced on
+                       stderr
   --message-size N     bytes per data message, 1..67108864 (default 1048576)
   --hints NAME         RapidCDC: after a duplicate chunk, how a size that
                        followed it before is accepted instead of cutting
@@ -376,6 +389,7 @@ absl::StatusOr<ParsedArgs> ParseChunkArgs(absl::Span<const std::string> words) {
                                  {"message-size"},
                                  {"backend"},
                                  {"threads"},
+                                 {"retries"},
                                  {"help", false}}))));
   if (!args.ok()) return args.status();
   if (args->positional().size() != 1) {
@@ -394,8 +408,8 @@ absl::Status CheckChunkTarget(const ParsedArgs& args) {
         "--backend and --threads apply to --local; the server has its own");
   }
   for (const char* flag : {"server", "tls", "tls-ca", "tls-cert", "tls-key",
-                           "tls-server-name", "token", "token-file",
-                           "timeout"}) {
+                           "tls-server-name", "token", "token-file", "timeout",
+                           "retries"}) {
     if (local && args.Has(flag)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", flag, " applies to a server, not to --local"));
@@ -449,7 +463,22 @@ struct ChunkCommand {
   bool local = false;
   chunking::EngineOptions engine;
   size_t threads = 1;
+  int retries = 0;
 };
+
+// --retries, 0 when not given; with replays, `files` must be regular files
+// (CheckReplayable()).
+absl::StatusOr<int> Retries(const ParsedArgs& args,
+                            const std::vector<std::string>& files) {
+  std::optional<std::string> text = args.Get("retries");
+  if (!text.has_value()) return 0;
+  absl::StatusOr<uint64_t> n = ParseUint("retries", *text, kMaxRetries);
+  if (!n.ok()) return n.status();
+  if (*n > 0) {
+    if (absl::Status s = CheckReplayable(files); !s.ok()) return s;
+  }
+  return static_cast<int>(*n);
+}
 
 // Reads and checks `chunk`'s command line; any error is a usage error.
 absl::StatusOr<ChunkCommand> ParseChunkCommand(const ParsedArgs& args) {
@@ -472,21 +501,40 @@ absl::StatusOr<ChunkCommand> ParseChunkCommand(const ParsedArgs& args) {
   absl::StatusOr<size_t> threads = LocalThreads(args);
   if (!threads.ok()) return threads.status();
   c.threads = *threads;
+  absl::StatusOr<int> retries = Retries(args, args.positional());
+  if (!retries.ok()) return retries.status();
+  c.retries = *retries;
   return c;
 }
 
-// Chunks `input` into `writer`, here (--local) or on the server.
-absl::Status ChunkInput(const ChunkCommand& c, fingerprint::Kind kind,
-                        InputFile* input, RecordWriter* writer) {
+// Chunks the file `name` into `writer`, here (--local) or on the server.
+absl::Status ChunkInput(const ChunkCommand& c, const std::string& name,
+                        fingerprint::Kind kind, RecordWriter* writer,
+                        std::FILE* err) {
+  std::FILE* const tty = ProgressTarget(c.common.progress, err);
+  auto progress_for = [tty](InputFile* input) {
+    return ProgressFor(tty, input);
+  };
   if (c.local) {
-    return ChunkLocally(ToChunkerOptions(c.flags), kind, c.message_size, input,
-                        writer, c.engine);
+    absl::StatusOr<std::unique_ptr<InputFile>> input = InputFile::Open(name);
+    if (!input.ok()) return input.status();
+    const std::unique_ptr<Progress> progress = progress_for(input->get());
+    absl::Status status = ChunkLocally(ToChunkerOptions(c.flags), kind,
+                                       c.message_size, input->get(), writer,
+                                       c.engine);
+    progress->Finish();
+    return status;
   }
-  chunkd::v1::ChunkParams params;
-  ToProto(c.flags, params.mutable_chunking());
-  params.set_fingerprint(ToProtoFingerprint(c.flags));
-  return ChunkRemotely(Connect(c.common.connect).get(), params, kind,
-                       c.message_size, input, writer, c.common.timeout);
+  ChunkFileOptions options;
+  ToProto(c.flags, options.params.mutable_chunking());
+  options.params.set_fingerprint(ToProtoFingerprint(c.flags));
+  options.kind = kind;
+  options.message_size = c.message_size;
+  options.timeout = c.common.timeout;
+  options.replay.retries = c.retries;
+  options.replay.timeout_set = c.common.timeout > std::chrono::nanoseconds(0);
+  return ChunkFile(Connect(c.common.connect).get(), options, name, writer,
+                   progress_for, err);
 }
 
 int RunChunk(absl::Span<const std::string> words, std::FILE* out,
@@ -495,7 +543,8 @@ int RunChunk(absl::Span<const std::string> words, std::FILE* out,
   if (WantsHelp(words)) {
     return io.Usage(absl::StrCat(kChunkUsage, "\n", ChunkFlagsHelp(), "\n",
                                  kChunkOutputUsage, kProgressUsage, "\n",
-                                 kLocalUsage, "\n", kConnectionUsage));
+                                 kChunkRetriesUsage, "\n", kLocalUsage, "\n",
+                                 kConnectionUsage));
   }
   absl::StatusOr<ParsedArgs> args = ParseChunkArgs(words);
   if (!args.ok()) return io.UsageError(args.status().message());
@@ -506,16 +555,11 @@ int RunChunk(absl::Span<const std::string> words, std::FILE* out,
     command->engine.executor = &pool.emplace(command->threads);
   }
 
-  absl::StatusOr<std::unique_ptr<InputFile>> input =
-      InputFile::Open(args->positional()[0]);
-  if (!input.ok()) return io.Failure(input.status());
   const fingerprint::Kind kind = EffectiveFingerprint(command->flags);
   RecordWriter writer(out, command->common.format,
                       kind != fingerprint::Kind::kNone);
-  const std::unique_ptr<Progress> progress = ProgressFor(
-      ProgressTarget(command->common.progress, err), input->get());
-  const absl::Status status = ChunkInput(*command, kind, input->get(), &writer);
-  progress->Finish();
+  const absl::Status status =
+      ChunkInput(*command, args->positional()[0], kind, &writer, err);
   if (!status.ok()) return io.Failure(status);
   return kExitOk;
 }
@@ -584,30 +628,6 @@ absl::StatusOr<std::optional<chunkd::v1::HintTest>> DedupHints(
   return std::optional<chunkd::v1::HintTest>(*test);
 }
 
-// A replay opens a file again and sends it from its start, which only a
-// regular file gives back: a pipe (/dev/stdin, <(zcat x), a FIFO) would
-// give the bytes not yet read, under the same stream_id. So --retries takes
-// regular files only; one that cannot be examined is a failure to run.
-absl::Status CheckReplayable(const std::vector<std::string>& files) {
-  for (const std::string& name : files) {
-    struct stat st;
-    if (::stat(name.c_str(), &st) != 0) {
-      const int error = errno;
-      return absl::Status(
-          error == ENOENT ? absl::StatusCode::kNotFound
-                          : absl::StatusCode::kFailedPrecondition,
-          absl::StrCat(name, ": ", std::strerror(error)));
-    }
-    if (!S_ISREG(st.st_mode)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--retries: ", name,
-          " is not a regular file, so it cannot be sent again from its "
-          "start; give a file or --retries 0"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // --namespace, FILE... and --retries: the files and how to send them.
 absl::Status DedupTargets(const ParsedArgs& args, DedupCommand* c) {
   if (!args.Has("namespace")) return absl::InvalidArgumentError(
@@ -619,21 +639,12 @@ absl::Status DedupTargets(const ParsedArgs& args, DedupCommand* c) {
   if (c->files.empty()) {
     return absl::InvalidArgumentError("missing FILE (\"-\" for stdin)");
   }
-  const auto stdin_count = std::count(c->files.begin(), c->files.end(), "-");
-  if (stdin_count > 1) {
+  if (std::count(c->files.begin(), c->files.end(), "-") > 1) {
     return absl::InvalidArgumentError("stdin (\"-\") can be read only once");
   }
-  if (std::optional<std::string> text = args.Get("retries")) {
-    absl::StatusOr<uint64_t> n = ParseUint("retries", *text, kMaxDedupRetries);
-    if (!n.ok()) return n.status();
-    c->file.retries = static_cast<int>(*n);
-  }
-  if (c->file.retries > 0 && stdin_count > 0) {
-    return absl::InvalidArgumentError(
-        "--retries: stdin (\"-\") cannot be sent again; give a file or "
-        "--retries 0");
-  }
-  if (c->file.retries > 0) return CheckReplayable(c->files);
+  absl::StatusOr<int> retries = Retries(args, c->files);
+  if (!retries.ok()) return retries.status();
+  c->file.replay.retries = *retries;
   return absl::OkStatus();
 }
 
@@ -661,6 +672,7 @@ absl::StatusOr<DedupCommand> ParseDedupCommand(const ParsedArgs& args) {
   if (!common.ok()) return common.status();
   c.common = *std::move(common);
   c.file.timeout = c.common.timeout;
+  c.file.replay.timeout_set = c.common.timeout > std::chrono::nanoseconds(0);
   ToProto(*flags, c.file.params.mutable_chunking());
   c.file.params.set_fingerprint(ToProtoFingerprint(*flags));
   return c;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "chunking/kernels/kernels.h"
 #include "clients/cli/fake_service.h"
+#include "clients/cli/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -31,16 +32,7 @@ struct CliRun {
   std::string err;
 };
 
-std::string ReadAll(std::FILE* file) {
-  std::rewind(file);
-  std::string contents;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
-    contents.append(buffer, n);
-  }
-  return contents;
-}
+using ::chunkd::cli::testing::ReadAll;
 
 CliRun Cli(const std::vector<std::string>& args) {
   std::FILE* out = std::tmpfile();
@@ -199,6 +191,14 @@ TEST(CliTest, UsageErrorsOfTheSharedFlagsExitTwo) {
            {{"dedup", "--server", "x:1", "--namespace", "ns", "--retries",
              "101", kJpeg},
             "--retries: expected an integer in 0..100"},
+           {{"chunk", "--server", "x:1", "--retries", "1", "-"},
+            "--retries: stdin (\"-\") cannot be sent again"},
+           {{"chunk", "--server", "x:1", "--retries", "2", "/dev/null"},
+            "--retries: /dev/null is not a regular file"},
+           {{"chunk", "--server", "x:1", "--retries", "101", kJpeg},
+            "--retries: expected an integer in 0..100"},
+           {{"chunk", "--local", "--retries", "1", kJpeg},
+            "--retries applies to a server, not to --local"},
            {{"dedup", "--server", "x:1", "--namespace", "ns", "--format",
              "xml", kJpeg},
             "--format: expected text, csv or json"},
@@ -568,17 +568,17 @@ TEST(CliTest, UnderscoreSpellingsAreTheSameFlags) {
 TEST(CliTest, GetServerInfoIsRetriedOnUnavailable) {
   testing::FakeServer server;
   server.service().info.set_version("9.9.7");
-  // The default service config allows 4 attempts.
-  server.service().info_failures = 3;
+  // The default service config allows 5 attempts.
+  server.service().info_failures = 4;
   CliRun run = Cli({"info", "--server", server.address()});
   EXPECT_EQ(run.exit_code, kExitOk) << run.err;
   EXPECT_EQ(run.err, "");
-  EXPECT_EQ(server.service().info_calls, 4);
-  server.service().info_failures = 4;
+  EXPECT_EQ(server.service().info_calls, 5);
+  server.service().info_failures = 5;
   run = Cli({"info", "--server", server.address()});
   EXPECT_EQ(run.exit_code, kExitFailure);
   EXPECT_EQ(run.err, "chunkctl: UNAVAILABLE: starting up\n");
-  EXPECT_EQ(server.service().info_calls, 8);
+  EXPECT_EQ(server.service().info_calls, 10);
 }
 
 TEST(CliTest, TimeoutEndsTheCallWithDeadlineExceeded) {

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "clients/cli/fake_service.h"
+#include "clients/cli/test_util.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
@@ -24,16 +25,7 @@ using ::testing::SizeIs;
 const std::string kJpeg =
     std::string(CHUNKD_TEST_DATA_DIR) + "/SekienAkashita.jpg";
 
-std::string ReadAll(std::FILE* file) {
-  std::rewind(file);
-  std::string contents;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
-    contents.append(buffer, n);
-  }
-  return contents;
-}
+using ::chunkd::cli::testing::ReadAll;
 
 struct DedupRun {
   absl::StatusOr<DedupTotals> totals;
@@ -43,8 +35,8 @@ struct DedupRun {
 DedupRun Dedup(testing::FakeServer& server, DedupFileOptions options,
                const std::string& name = kJpeg) {
   options.params.set_namespace_("ns");
-  options.initial_backoff = std::chrono::milliseconds(1);
-  options.max_backoff = std::chrono::milliseconds(4);
+  options.replay.initial_backoff = std::chrono::milliseconds(1);
+  options.replay.max_backoff = std::chrono::milliseconds(4);
   ConnectOptions connect;
   connect.address = server.address();
   auto stub = chunkd::v1::ChunkService::NewStub(MakeChannel(connect));
@@ -60,23 +52,6 @@ DedupRun Dedup(testing::FakeServer& server, DedupFileOptions options,
   run.err = ReadAll(err);
   std::fclose(err);
   return run;
-}
-
-TEST(IsRetryableTest, TransientCodesOnly) {
-  for (absl::StatusCode code :
-       {absl::StatusCode::kUnavailable, absl::StatusCode::kAborted,
-        absl::StatusCode::kResourceExhausted, absl::StatusCode::kInternal}) {
-    EXPECT_TRUE(IsRetryable(absl::Status(code, "x"), false)) << code;
-  }
-  EXPECT_TRUE(IsRetryable(absl::DeadlineExceededError("x"), true));
-  EXPECT_FALSE(IsRetryable(absl::DeadlineExceededError("x"), false));
-  for (absl::StatusCode code :
-       {absl::StatusCode::kInvalidArgument, absl::StatusCode::kDataLoss,
-        absl::StatusCode::kNotFound, absl::StatusCode::kPermissionDenied,
-        absl::StatusCode::kUnauthenticated, absl::StatusCode::kCancelled,
-        absl::StatusCode::kFailedPrecondition}) {
-    EXPECT_FALSE(IsRetryable(absl::Status(code, "x"), true)) << code;
-  }
 }
 
 TEST(RandomStreamIdTest, ValidAndFresh) {
@@ -105,7 +80,7 @@ TEST(DedupFileTest, ReplaysTheFileWithTheSameStreamId) {
       grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
   server.service().dedup_failures = 2;
   DedupFileOptions options;
-  options.retries = 2;
+  options.replay.retries = 2;
   DedupRun run = Dedup(server, options);
   ASSERT_TRUE(run.totals.ok()) << run.totals.status();
   EXPECT_EQ(run.totals->bytes, 109466u);
@@ -135,7 +110,7 @@ TEST(DedupFileTest, GivesUpAfterTheLastRetry) {
       grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "index full");
   server.service().dedup_failures = 5;
   DedupFileOptions options;
-  options.retries = 3;
+  options.replay.retries = 3;
   DedupRun run = Dedup(server, options);
   ASSERT_FALSE(run.totals.ok());
   EXPECT_EQ(run.totals.status().message(), "RESOURCE_EXHAUSTED: index full");
@@ -150,7 +125,7 @@ TEST(DedupFileTest, NeverRetriesAFinalError) {
       grpc::StatusCode::PERMISSION_DENIED, "the token does not grant ns");
   server.service().dedup_failures = 1;
   DedupFileOptions options;
-  options.retries = 3;
+  options.replay.retries = 3;
   DedupRun run = Dedup(server, options);
   ASSERT_FALSE(run.totals.ok());
   EXPECT_EQ(run.totals.status().code(), absl::StatusCode::kPermissionDenied);

@@ -50,9 +50,15 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
   // info_calls.
   std::atomic<int> info_failures{0};
   std::atomic<int> info_calls{0};
-  // Dedup streams left to fail with `fail_status` after their first batch
-  // (whatever `fault` says).
+  // Dedup and Chunk streams left to fail with `fail_status` after their
+  // first batch (whatever `fault` says).
   std::atomic<int> dedup_failures{0};
+  std::atomic<int> chunk_failures{0};
+  // Chunk streams so far; those numbered from `altered_from` on (1 for the
+  // first; 0: none) have the first byte of every fingerprint flipped, as a
+  // file that changed between a stream and its replay would.
+  std::atomic<int> chunk_streams{0};
+  std::atomic<int> altered_from{0};
   // Every call waits this long before it answers, or until the client
   // cancels it (deadline tests: gRPC keeps deadlines in whole milliseconds,
   // in which an in-process server may well answer).
@@ -205,8 +211,12 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
       }
       const auto params = get_params(request_);
       if constexpr (std::is_same_v<Response, chunkd::v1::DedupResponse>) {
-        fail_mid_stream_ = service_->dedup_failures.fetch_sub(1) > 0;
-        if (!fail_mid_stream_) ++service_->dedup_failures;
+        fail_mid_stream_ = TakeOne(service_->dedup_failures);
+      } else {
+        fail_mid_stream_ = TakeOne(service_->chunk_failures);
+        const int number = ++service_->chunk_streams;
+        altered_ = service_->altered_from > 0 &&
+                   number >= service_->altered_from;
       }
       kind_ = Kind(params.fingerprint());
       const chunking::ChunkerOptions options = Options(params.chunking());
@@ -259,6 +269,14 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
    private:
     Fault fault() const { return service_->fault; }
 
+    // Takes one from `left` when it is above 0.
+    static bool TakeOne(std::atomic<int>& left) {
+      int n = left.load();
+      while (n > 0 && !left.compare_exchange_weak(n, n - 1)) {
+      }
+      return n > 0;
+    }
+
     // The chunks cut so far, as one batch (possibly empty).
     void Send() {
       Response response;
@@ -272,6 +290,7 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
         std::string digest =
             fingerprint::Digest(kind_, chunker_->ChunkData(chunk));
         if (fault() == Fault::kShortFingerprint) digest.pop_back();
+        if (altered_ && !digest.empty()) digest[0] = static_cast<char>(~digest[0]);
         if constexpr (std::is_same_v<Response, chunkd::v1::DedupResponse>) {
           std::lock_guard<std::mutex> lock(service_->mu_);
           const bool is_new = index_->insert(digest).second;
@@ -309,6 +328,7 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
     std::set<std::string>* const index_;
     Request request_;
     bool fail_mid_stream_ = false;
+    bool altered_ = false;
     fingerprint::Kind kind_ = fingerprint::Kind::kNone;
     std::unique_ptr<chunking::StreamChunker> chunker_;
     std::vector<chunking::Chunk> cut_;

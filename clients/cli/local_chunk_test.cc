@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "clients/cli/test_util.h"
 #include "gtest/gtest.h"
 
 namespace chunkd::cli {
@@ -22,16 +23,7 @@ namespace {
 
 const std::string kDataDir = CHUNKD_TEST_DATA_DIR;
 
-std::string ReadAll(std::FILE* file) {
-  std::rewind(file);
-  std::string contents;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
-    contents.append(buffer, n);
-  }
-  return contents;
-}
+using ::chunkd::cli::testing::ReadAll;
 
 // The csv chunkctl must print for one seed of fastcdc2020_test_vectors.txt:
 // "offset,length,sha256" per vector line.

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "clients/cli/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -15,17 +16,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Everything written to a temporary file.
-std::string Contents(std::FILE* file) {
-  std::rewind(file);
-  std::string contents;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
-    contents.append(buffer, n);
-  }
-  return contents;
-}
+using ::chunkd::cli::testing::ReadAll;
 
 std::string Write(OutputFormat format, bool with_fingerprint) {
   std::FILE* file = std::tmpfile();
@@ -35,7 +26,7 @@ std::string Write(OutputFormat format, bool with_fingerprint) {
   EXPECT_TRUE(writer.Flush().ok());
   writer.Add(18446744073709551615u, 4294967295u, std::string("\xff", 1));
   EXPECT_TRUE(writer.Flush().ok());
-  std::string contents = Contents(file);
+  std::string contents = ReadAll(file);
   std::fclose(file);
   return contents;
 }

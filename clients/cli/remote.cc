@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "clients/cli/replay.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -26,10 +27,8 @@ namespace {
 constexpr absl::string_view kFoundByClient = "chunkd.cli/found-by-client";
 
 absl::Status ProtocolError(absl::string_view what) {
-  absl::Status status =
-      absl::InternalError(absl::StrCat("protocol error: ", what));
-  status.SetPayload(kFoundByClient, absl::Cord("1"));
-  return status;
+  return ClientFound(
+      absl::InternalError(absl::StrCat("protocol error: ", what)));
 }
 
 // A status printed like a server's error: "<CODE_NAME>: <message>".
@@ -68,8 +67,11 @@ Upload SendInput(grpc::ClientContext* context,
   while (true) {
     data->resize(message_size);
     absl::StatusOr<size_t> n = input->Read(data->data(), message_size);
+    if (!n.ok() && InputFile::IsInterrupted(n.status())) {
+      return upload;  // the call ended; Finish() on the reading side says how
+    }
     if (!n.ok()) {
-      upload.read_status = n.status();
+      upload.read_status = ClientFound(n.status());
       context->TryCancel();
       return upload;
     }
@@ -84,12 +86,11 @@ Upload SendInput(grpc::ClientContext* context,
 
 // Runs one bidirectional stream: a writer thread sends `first` and the
 // input while this thread passes every response to `on_response`. When
-// `on_response` fails, the RPC is cancelled and its error returned. On
-// success *bytes_sent is the input's size.
-//
-// A known limit: if the server fails the RPC while the writer thread is
-// blocked reading an interactive stdin, the error is reported once that
-// read returns.
+// `on_response` fails, the RPC is cancelled and its error returned, marked
+// as chunkctl's own (ClientFound()). On success *bytes_sent is the input's
+// size. Once the call has ended (its deadline passed, the server ended it)
+// the input is interrupted, so a writer thread waiting on stdin or a pipe
+// that stalls does not hold the call's end up.
 template <typename Request, typename Response>
 absl::Status Exchange(
     grpc::ClientContext* context,
@@ -107,10 +108,11 @@ absl::Status Exchange(
     handled = on_response(response);
     if (!handled.ok()) context->TryCancel();
   }
+  input->Interrupt();
   writer.join();
   const grpc::Status status = stream->Finish();
   if (!upload.read_status.ok()) return upload.read_status;
-  if (!handled.ok()) return handled;
+  if (!handled.ok()) return ClientFound(handled);
   if (!status.ok()) return FromGrpcStatus(status);
   if (!upload.complete) {
     return DataLoss(absl::StrCat(
@@ -189,15 +191,15 @@ using StartStream =
 // its end: sends `params` and the input (Exchange), checks every record
 // (CheckRecord) before passing it to `on_record`, calls `end_batch` after
 // each batch's records, and checks the one summary against the records and
-// the bytes sent (CheckTotals). Returns that summary. When `end_batch`
-// fails, the RPC is cancelled and its error returned.
+// the bytes sent (CheckTotals). Returns that summary. When `on_record` or
+// `end_batch` fails, the RPC is cancelled and its error returned.
 template <typename Request, typename Response>
 absl::StatusOr<SummaryOf<Response>> RunStream(
     StartStream<Request, Response> start,
     chunkd::v1::ChunkService::StubInterface* stub,
     const ParamsOf<Request>& params, fingerprint::Kind kind,
     size_t message_size, std::chrono::nanoseconds timeout, InputFile* input,
-    absl::FunctionRef<void(const RecordOf<Response>&)> on_record,
+    absl::FunctionRef<absl::Status(const RecordOf<Response>&)> on_record,
     absl::FunctionRef<absl::Status()> end_batch) {
   grpc::ClientContext context;
   SetTimeout(&context, timeout);
@@ -223,7 +225,7 @@ absl::StatusOr<SummaryOf<Response>> RunStream(
               !s.ok()) {
             return s;
           }
-          on_record(record);
+          if (absl::Status s = on_record(record); !s.ok()) return s;
           ++chunks;
         }
         return end_batch();
@@ -306,6 +308,11 @@ bool FoundByClient(const absl::Status& status) {
   return status.GetPayload(kFoundByClient).has_value();
 }
 
+absl::Status ClientFound(absl::Status status) {
+  if (!status.ok()) status.SetPayload(kFoundByClient, absl::Cord("1"));
+  return status;
+}
+
 const char kDefaultServiceConfig[] = R"json({
   "loadBalancingConfig": [{"round_robin": {}}],
   "methodConfig": [{
@@ -315,10 +322,10 @@ const char kDefaultServiceConfig[] = R"json({
       {"service": "chunkd.v1.ChunkService", "method": "Release"}
     ],
     "retryPolicy": {
-      "maxAttempts": 4,
-      "initialBackoff": "0.1s",
-      "maxBackoff": "2s",
-      "backoffMultiplier": 2,
+      "maxAttempts": 5,
+      "initialBackoff": "1s",
+      "maxBackoff": "9s",
+      "backoffMultiplier": 3,
       "retryableStatusCodes": ["UNAVAILABLE"]
     }
   }]
@@ -403,15 +410,25 @@ absl::Status ChunkRemotely(chunkd::v1::ChunkService::StubInterface* stub,
                            const chunkd::v1::ChunkParams& params,
                            fingerprint::Kind kind, size_t message_size,
                            InputFile* input, RecordWriter* out,
-                           std::chrono::nanoseconds timeout) {
-  return RunStream(
-             &chunkd::v1::ChunkService::StubInterface::Chunk, stub, params,
-             kind, message_size, timeout, input,
-             [out](const chunkd::v1::ChunkRecord& record) {
-               out->Add(record.offset(), record.length(), record.fingerprint());
-             },
-             [out] { return out->Flush(); })
-      .status();
+                           std::chrono::nanoseconds timeout,
+                           DeliveredRecords* delivered) {
+  if (delivered != nullptr) delivered->StartAttempt();
+  absl::StatusOr<chunkd::v1::ChunkSummary> summary = RunStream(
+      &chunkd::v1::ChunkService::StubInterface::Chunk, stub, params, kind,
+      message_size, timeout, input,
+      [out, delivered](const chunkd::v1::ChunkRecord& record) -> absl::Status {
+        if (delivered != nullptr) {
+          absl::StatusOr<bool> fresh = delivered->Take(
+              record.offset(), record.length(), record.fingerprint());
+          if (!fresh.ok() || !*fresh) return fresh.status();
+        }
+        out->Add(record.offset(), record.length(), record.fingerprint());
+        return absl::OkStatus();
+      },
+      [out] { return out->Flush(); });
+  if (!summary.ok() || delivered == nullptr) return summary.status();
+  return delivered->CheckSummary(summary->total_bytes(),
+                                 summary->total_chunks());
 }
 
 absl::StatusOr<DedupTotals> DedupRemotely(
@@ -429,6 +446,7 @@ absl::StatusOr<DedupTotals> DedupRemotely(
           records.unique_bytes += record.length();
           ++records.unique_chunks;
         }
+        return absl::OkStatus();
       },
       [] { return absl::OkStatus(); });
   if (!summary.ok()) return summary.status();

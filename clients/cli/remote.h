@@ -37,10 +37,16 @@
 
 namespace chunkd::cli {
 
-// Whether `status` is an error chunkctl found in a server's answers itself
-// (a response that breaks the protocol), not one the server sent: a replay
-// would meet it again, so Dedup's --retries never replays it.
+// Whether `status` is an error of chunkctl's own, not one the server sent:
+// a response that breaks the protocol, a replay that cuts otherwise, the
+// input or the output failing. A replay would meet it again (or cannot
+// help), so --retries never replays it.
 bool FoundByClient(const absl::Status& status);
+
+// `status` marked as chunkctl's own (FoundByClient()).
+absl::Status ClientFound(absl::Status status);
+
+class DeliveredRecords;
 
 // How chunkctl reaches a server; every command builds its channel from it
 // through MakeChannel().
@@ -67,10 +73,12 @@ struct ConnectOptions {
 // The service config every channel of chunkctl has (docs/cli.md, "Channel
 // defaults"), the same as the Python and Go clients': round_robin over every
 // address the target resolves to (a dns:/// name of a headless Service
-// spreads the streams over its pods), and up to 4 attempts of the unary,
+// spreads the streams over its pods), and up to 5 attempts of the unary,
 // idempotent calls (GetServerInfo, FindMissing, Release) on UNAVAILABLE,
-// with backoff from 0.1 s doubling to at most 2 s. Streams are never retried
-// by gRPC: see DedupFile() for Dedup's own retries.
+// the waits between them drawn from [0, 1 s], [0, 3 s], [0, 9 s] and [0,
+// 9 s]: a call outlasts a server restart, and a server that stays down is
+// reported after 11 s on average. Streams are never retried by gRPC: see
+// replay.h for the replays of Chunk and Dedup.
 extern const char kDefaultServiceConfig[];
 
 // Creates a channel to options.address with kDefaultServiceConfig.
@@ -92,15 +100,18 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 // Streams `input` to the Chunk RPC in data messages of `message_size` bytes
 // after a first message carrying `params`, adding each returned record to
 // `out` as its batch arrives. `kind` is the fingerprint in effect (for the
-// protocol check). `timeout` is the call's deadline (SetTimeout()). When
-// `out` fails (BrokenPipeError() included) the call is cancelled and that
-// error returned.
+// protocol check). `timeout` is the call's deadline (SetTimeout()): the
+// call ends at it even while `input` waits for data. When `out` fails
+// (BrokenPipeError() included) the call is cancelled and that error
+// returned. With `delivered` (an attempt of a replayed file), only the
+// records it takes are added to `out`, and it checks the summary.
 // REQUIRES: message_size > 0.
 absl::Status ChunkRemotely(
     chunkd::v1::ChunkService::StubInterface* stub,
     const chunkd::v1::ChunkParams& params, fingerprint::Kind kind,
     size_t message_size, InputFile* input, RecordWriter* out,
-    std::chrono::nanoseconds timeout = std::chrono::nanoseconds::zero());
+    std::chrono::nanoseconds timeout = std::chrono::nanoseconds::zero(),
+    DeliveredRecords* delivered = nullptr);
 
 // The summary of one Dedup stream.
 struct DedupTotals {

@@ -7,6 +7,7 @@
 
 #include "clients/cli/fake_service.h"
 #include "clients/cli/local_chunk.h"
+#include "clients/cli/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -21,16 +22,7 @@ using ::testing::StartsWith;
 const std::string kJpeg =
     std::string(CHUNKD_TEST_DATA_DIR) + "/SekienAkashita.jpg";
 
-std::string ReadAll(std::FILE* file) {
-  std::rewind(file);
-  std::string contents;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
-    contents.append(buffer, n);
-  }
-  return contents;
-}
+using ::chunkd::cli::testing::ReadAll;
 
 ConnectOptions Plaintext(const std::string& address) {
   ConnectOptions options;

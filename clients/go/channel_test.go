@@ -81,27 +81,27 @@ func TestRoundRobinSpreadsStreams(t *testing.T) {
 }
 
 // TestUnaryCallsRetryUnavailable: GetServerInfo, FindMissing and Release
-// are tried up to 4 times on UNAVAILABLE; streams are not retried by gRPC;
+// are tried up to 5 times on UNAVAILABLE; streams are not retried by gRPC;
 // a caller's service config replaces the retry policy.
 func TestUnaryCallsRetryUnavailable(t *testing.T) {
-	flaky := chunkdtest.StartFlaky(t, 3) // every method fails 3 times, then answers
+	flaky := chunkdtest.StartFlaky(t, 4) // every method fails 4 times, then answers
 	c := dial(t, flaky.Addr)
 	info, err := c.ServerInfo(testContext(t))
-	if err != nil || info.Version != "flaky" || flaky.Calls("GetServerInfo") != 4 {
-		t.Fatalf("ServerInfo after 3 UNAVAILABLE: %+v, %v, %d calls", info, err, flaky.Calls("GetServerInfo"))
+	if err != nil || info.Version != "flaky" || flaky.Calls("GetServerInfo") != 5 {
+		t.Fatalf("ServerInfo after 4 UNAVAILABLE: %+v, %v, %d calls", info, err, flaky.Calls("GetServerInfo"))
 	}
 	fps := [][]byte{make([]byte, 32)}
 	if missing, err := c.FindMissing(testContext(t), "ns", fps); err != nil || len(missing) != 1 ||
-		flaky.Calls("FindMissing") != 4 {
-		t.Fatalf("FindMissing after 3 UNAVAILABLE: %v, %v, %d calls", missing, err, flaky.Calls("FindMissing"))
+		flaky.Calls("FindMissing") != 5 {
+		t.Fatalf("FindMissing after 4 UNAVAILABLE: %v, %v, %d calls", missing, err, flaky.Calls("FindMissing"))
 	}
-	if _, err := c.Release(testContext(t), "ns", fps, ReleaseOptions{}); err != nil || flaky.Calls("Release") != 4 {
-		t.Fatalf("Release after 3 UNAVAILABLE: %v, %d calls", err, flaky.Calls("Release"))
+	if _, err := c.Release(testContext(t), "ns", fps, ReleaseOptions{}); err != nil || flaky.Calls("Release") != 5 {
+		t.Fatalf("Release after 4 UNAVAILABLE: %v, %d calls", err, flaky.Calls("Release"))
 	}
 	// A Release without a RequestID gets a random one, the same on every
 	// attempt, so that the retries are idempotent.
 	ids := flaky.RequestIDs()
-	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(ids[0]) || strings.Count(strings.Join(ids, " "), ids[0]) != 4 {
+	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(ids[0]) || strings.Count(strings.Join(ids, " "), ids[0]) != 5 {
 		t.Errorf("request ids of one Release: %q", ids)
 	}
 	it, err := c.Chunk(testContext(t), bytes.NewReader([]byte("abc")), Params{})
@@ -112,11 +112,11 @@ func TestUnaryCallsRetryUnavailable(t *testing.T) {
 		t.Errorf("Chunk: %v after %d calls, want UNAVAILABLE after 1", err, flaky.Calls("Chunk"))
 	}
 
-	// Four failures exhaust the attempts; the caller gets the last one.
-	flaky = chunkdtest.StartFlaky(t, 4)
+	// Five failures exhaust the attempts; the caller gets the last one.
+	flaky = chunkdtest.StartFlaky(t, 5)
 	_, err = dial(t, flaky.Addr).ServerInfo(testContext(t))
-	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "call 4 of GetServerInfo") {
-		t.Errorf("after 4 failures: %v", err)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "call 5 of GetServerInfo") {
+		t.Errorf("after 5 failures: %v", err)
 	}
 	flaky = chunkdtest.StartFlaky(t, 1)
 	_, err = dial(t, flaky.Addr, WithServiceConfig("{}")).ServerInfo(testContext(t))
@@ -132,7 +132,7 @@ func TestUnaryCallsRetryUnavailable(t *testing.T) {
 }
 
 // TestRealServerUnavailableIsRetried: chunkd whose Redis index is down
-// answers FindMissing and Release UNAVAILABLE; the client tries 4 times
+// answers FindMissing and Release UNAVAILABLE; the client tries 5 times
 // (chunkd counts them) and returns the server's message.
 func TestRealServerUnavailableIsRetried(t *testing.T) {
 	s := chunkdtest.StartServer(t, "--index=redis://"+chunkdtest.FreePort(t), "--redis_connect_timeout=100ms")
@@ -148,8 +148,8 @@ func TestRealServerUnavailableIsRetried(t *testing.T) {
 	}
 	for _, method := range []string{"FindMissing", "Release"} {
 		got := s.Metric(t, "grpc_server_handled_total", fmt.Sprintf("grpc_method=%q", method), `grpc_code="Unavailable"`)
-		if got != 4 {
-			t.Errorf("%s: chunkd answered UNAVAILABLE %v times, want 4", method, got)
+		if got != 5 {
+			t.Errorf("%s: chunkd answered UNAVAILABLE %v times, want 5", method, got)
 		}
 	}
 }

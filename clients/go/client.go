@@ -37,9 +37,10 @@
 //
 // Dial sets a default service config (DefaultServiceConfig): round_robin
 // over every address the target resolves to, so that a dns:/// target
-// naming a headless Service spreads the streams over every pod, and up to 4
-// attempts of GetServerInfo, FindMissing and Release on UNAVAILABLE. Streams
-// are not retried by gRPC; Params.Retries replays them.
+// naming a headless Service spreads the streams over every pod, and up to 5
+// attempts of GetServerInfo, FindMissing and Release on UNAVAILABLE, over
+// 11 s on average. Streams are not retried by gRPC; Params.Retries replays
+// them.
 //
 // A Chunk or Dedup stream the server ends OK counts as complete only when its
 // summary's total_bytes equals the number of data bytes the client sent on
@@ -84,8 +85,11 @@ type Client struct {
 // DefaultServiceConfig is the gRPC service config Dial gives every channel
 // unless WithServiceConfig replaces it (docs/cli.md, "Channel defaults"):
 // round_robin load balancing, and a retry policy for the unary calls, which
-// are idempotent (Release by its request id): up to 4 attempts on
-// UNAVAILABLE, backoff 0.1 s, ×2, at most 2 s.
+// are idempotent (Release by its request id): up to 5 attempts (gRPC's
+// most) on UNAVAILABLE, the waits between them drawn from [0, 1 s], [0,
+// 3 s], [0, 9 s] and [0, 9 s], so that a call outlasts a server restart
+// or what is left of a Redis failover (on average 11 s, at most 22 s,
+// before a server that stays down is reported).
 const DefaultServiceConfig = `{
   "loadBalancingConfig": [{"round_robin": {}}],
   "methodConfig": [{
@@ -95,10 +99,10 @@ const DefaultServiceConfig = `{
       {"service": "chunkd.v1.ChunkService", "method": "Release"}
     ],
     "retryPolicy": {
-      "maxAttempts": 4,
-      "initialBackoff": "0.1s",
-      "maxBackoff": "2s",
-      "backoffMultiplier": 2,
+      "maxAttempts": 5,
+      "initialBackoff": "1s",
+      "maxBackoff": "9s",
+      "backoffMultiplier": 3,
       "retryableStatusCodes": ["UNAVAILABLE"]
     }
   }]

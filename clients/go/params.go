@@ -72,11 +72,12 @@ type Params struct {
 	// server. Only off and ff_rwt_fpt are guaranteed to give the same
 	// records as normal chunking; DedupSummary counts what the hints did.
 	Hints string
-	// Retries (0: none; at most MaxRetries) replays a stream that failed with UNAVAILABLE,
-	// ABORTED, RESOURCE_EXHAUSTED or INTERNAL (or DEADLINE_EXCEEDED of
-	// Timeout) up to Retries more times: the input, which must then be an
-	// io.ReadSeeker, is sought back to where it was when Chunk or Dedup was
-	// called and sent again on a new stream. A Dedup with Retries carries
+	// Retries (0: none; at most MaxRetries) replays a Chunk or Dedup stream
+	// that failed with UNAVAILABLE, ABORTED, RESOURCE_EXHAUSTED, INTERNAL,
+	// CANCELLED that the caller did not cause (its context, Close), or
+	// DEADLINE_EXCEEDED of Timeout, up to Retries more times: the input,
+	// which must then be an io.ReadSeeker, is sought back to where it was
+	// when Chunk or Dedup was called and sent again on a new stream. A Dedup with Retries carries
 	// StreamID (a random one when it is ""), so that its reference counts
 	// equal a single run's. Before replay k the client waits 0.1 s × 2^(k-1)
 	// (at most 2 s), then until the connection is ready again (at most
@@ -88,8 +89,9 @@ type Params struct {
 	// touch what that goroutine does; it delays the replay while it runs).
 	// The command-line clients print their replay line from it.
 	OnReplay func(err error, wait time.Duration)
-	// Timeout (0: none) is the deadline of each call: a Chunk stream, or
-	// each attempt of a Dedup (the context's deadline bounds them all).
+	// Timeout (0: none) is the deadline of each call: each attempt of a
+	// Chunk or Dedup stream (the context's deadline bounds them all). It
+	// ends an attempt even while the input blocks (a pipe that stalls).
 	Timeout time.Duration
 }
 

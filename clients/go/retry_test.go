@@ -2,6 +2,7 @@ package chunkd
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -30,6 +31,56 @@ func (r *crashingReader) Read(p []byte) (int, error) {
 		r.crash()
 	}
 	return r.Reader.Read(p)
+}
+
+// restartedMidway is data as an input that, once 8 MiB of it were read,
+// kills the server (SIGKILL) and restarts it on the same port in the
+// background, which reports on the channel. The kill waits (at most 30 s)
+// until delivered, the caller's count of records, is above 0: on a loaded
+// machine the server may not have answered any of the first 8 MiB yet.
+func restartedMidway(s *chunkdtest.Server, data []byte, delivered *atomic.Int64) (*crashingReader, chan error) {
+	restarted := make(chan error, 1)
+	return &crashingReader{Reader: bytes.NewReader(data), at: 8 << 20, crash: func() {
+		for wait := time.Now().Add(30 * time.Second); delivered.Load() == 0 && time.Now().Before(wait); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		s.Kill()
+		go func() { restarted <- s.Restart() }()
+	}}, restarted
+}
+
+// mustCollect is the records and summary of a stream that must succeed:
+// mustCollect(c.Chunk(...))(t).
+func mustCollect[R, S any](it *Iterator[R, S], err error) func(*testing.T) ([]R, S) {
+	return func(t *testing.T) ([]R, S) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		records, summary, err := it.Collect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return records, summary
+	}
+}
+
+// drainRestarted reads it to its end into got, counting the records in
+// delivered (for restartedMidway), then waits for the restart; it returns
+// the summary and the iteration's error.
+func drainRestarted[R, S any](t *testing.T, it *Iterator[R, S], got *[]R, delivered *atomic.Int64,
+	restarted chan error) (S, error) {
+	t.Helper()
+	for it.Next() {
+		*got = append(*got, it.Record())
+		delivered.Store(int64(len(*got)))
+	}
+	summary, err := it.Summary(), it.Err()
+	it.Close()
+	if restartErr := <-restarted; restartErr != nil {
+		t.Fatal(restartErr)
+	}
+	return summary, err
 }
 
 // repeating is n copies of a random block: most chunks are referenced n
@@ -69,26 +120,10 @@ func TestDedupRetriesAcrossAServerRestart(t *testing.T) {
 	p := Params{MessageSize: 64 << 10, Retries: 6}
 
 	clean := fmt.Sprintf("go-retry-clean-%d", time.Now().UnixNano())
-	it, err := c.Dedup(testContext(t), clean, bytes.NewReader(data), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, wantSummary, err := it.Collect()
-	if err != nil {
-		t.Fatal(err)
-	}
+	want, wantSummary := mustCollect(c.Dedup(testContext(t), clean, bytes.NewReader(data), p))(t)
 
-	restarted := make(chan error, 1)
-	// The kill waits (at most 30 s) until the caller has records: on a loaded
-	// machine the server may not have answered any of the first 8 MiB yet.
 	var delivered atomic.Int64
-	in := &crashingReader{Reader: bytes.NewReader(data), at: 8 << 20, crash: func() {
-		for wait := time.Now().Add(30 * time.Second); delivered.Load() == 0 && time.Now().Before(wait); {
-			time.Sleep(5 * time.Millisecond)
-		}
-		s.Kill()
-		go func() { restarted <- s.Restart() }()
-	}}
+	in, restarted := restartedMidway(s, data, &delivered)
 	ns := fmt.Sprintf("go-retry-%d", time.Now().UnixNano())
 	// Records received before the kill are chunks the server committed:
 	// the replay must then not count them again. The count at the first
@@ -101,19 +136,11 @@ func TestDedupRetriesAcrossAServerRestart(t *testing.T) {
 			deliveredAtReplay = len(got)
 		}
 	}
-	it, err = c.Dedup(testContext(t), ns, in, p)
+	it, err := c.Dedup(testContext(t), ns, in, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for it.Next() {
-		got = append(got, it.Record())
-		delivered.Store(int64(len(got)))
-	}
-	summary, err := it.Summary(), it.Err()
-	it.Close()
-	if restartErr := <-restarted; restartErr != nil {
-		t.Fatal(restartErr)
-	}
+	summary, err := drainRestarted(t, it, &got, &delivered, restarted)
 	if err != nil {
 		t.Fatalf("Dedup with Retries across a restart: %v", err)
 	}
@@ -178,6 +205,29 @@ func TestReplaysSkipWhatWasDelivered(t *testing.T) {
 	}
 }
 
+// TestDeadlineOfTheTimeoutIsReplayed: DEADLINE_EXCEEDED (the server's
+// --stream_idle_timeout, or Params.Timeout) is replayed when the call has
+// a Timeout, and final without one (the caller's context bounds it).
+// A server answers it here, so no timer races the work.
+func TestDeadlineOfTheTimeoutIsReplayed(t *testing.T) {
+	data := randomBytes(67, 100_000)
+	for _, timeout := range []time.Duration{time.Minute, 0} {
+		flaky := chunkdtest.StartFlaky(t, 1)
+		flaky.Code = codes.DeadlineExceeded
+		it, err := dial(t, flaky.Addr).Dedup(testContext(t), "ns", bytes.NewReader(data),
+			Params{Retries: 1, Timeout: timeout})
+		if err == nil {
+			_, _, err = it.Collect()
+		}
+		if timeout > 0 && (err != nil || flaky.Calls("Dedup") != 2) {
+			t.Errorf("with a Timeout: %v after %d calls, want success after 2", err, flaky.Calls("Dedup"))
+		}
+		if timeout == 0 && (status.Code(err) != codes.DeadlineExceeded || flaky.Calls("Dedup") != 1) {
+			t.Errorf("without a Timeout: %v after %d calls, want DEADLINE_EXCEEDED after 1", err, flaky.Calls("Dedup"))
+		}
+	}
+}
+
 // TestRetriesNeedASeekableInput and what is not retried.
 func TestRetriesNeedASeekableInput(t *testing.T) {
 	c := dial(t, freePort(t))
@@ -212,8 +262,9 @@ func TestRetriesReplayFailedStreams(t *testing.T) {
 
 // TestReplaysThatCutOtherwise: the first attempt gives [0,100) and
 // [100,200), then fails; a replay that cuts the input otherwise across
-// offset 200, or goes on past it, is DATA_LOSS, final, rather than records
-// that skip or repeat bytes; one whose cuts meet at 200 goes on.
+// offset 200, goes on past it, or repeats other records before it (other
+// cuts, another fingerprint) is DATA_LOSS, final, rather than records that
+// skip, repeat or contradict bytes; one that repeats them goes on.
 func TestReplaysThatCutOtherwise(t *testing.T) {
 	data := randomBytes(73, 300)
 	first := spans(0, 100, 100, 200)
@@ -224,7 +275,12 @@ func TestReplaysThatCutOtherwise(t *testing.T) {
 	}{
 		{"across", spans(0, 150, 150, 300), "a chunk [150, 300) across offset 200"},
 		{"past", spans(0, 100, 100, 200, 250, 300), "goes on with a chunk at offset 250"},
-		{"meeting", spans(0, 50, 50, 200, 200, 300), ""},
+		{"meeting", spans(0, 50, 50, 200, 200, 300),
+			"has 2 chunks before offset 200 that differ from the 2 already returned"},
+		{"other fingerprint", append(spans(0, 100), chunkdtest.Span{Offset: 100, Length: 100,
+			Fingerprint: []byte("x")}, chunkdtest.Span{Offset: 200, Length: 100}),
+			"has 2 chunks before offset 200 that differ"},
+		{"repeating", spans(0, 100, 100, 200, 200, 300), ""},
 	} {
 		server := chunkdtest.StartScripted(t, first, tc.replay)
 		c := dial(t, server.Addr)
@@ -300,5 +356,108 @@ func TestReplayWait(t *testing.T) {
 		if got := replayWait(k); got != want {
 			t.Errorf("replayWait(%d) = %v, want %v", k, got, want)
 		}
+	}
+}
+
+// TestChunkRetriesAcrossAServerRestart: chunkd is killed (SIGKILL) while a
+// Chunk with Retries streams, after the caller has had records, then
+// started again on the same port: the iteration goes on with the replay,
+// and the caller gets the records of one clean run, each once, in order.
+func TestChunkRetriesAcrossAServerRestart(t *testing.T) {
+	s := chunkdtest.StartServer(t)
+	c := dial(t, s.Addr)
+	data := randomBytes(83, 12<<20)
+	p := Params{MessageSize: 64 << 10, Retries: 3}
+	want, wantSummary := mustCollect(c.Chunk(testContext(t), bytes.NewReader(data), p))(t)
+	var delivered atomic.Int64
+	in, restarted := restartedMidway(s, data, &delivered)
+	var got []Chunk
+	deliveredAtReplay := -1
+	p.OnReplay = func(error, time.Duration) {
+		if deliveredAtReplay < 0 {
+			deliveredAtReplay = len(got)
+		}
+	}
+	it, err := c.Chunk(testContext(t), in, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary, err := drainRestarted(t, it, &got, &delivered, restarted)
+	if err != nil || deliveredAtReplay <= 0 {
+		t.Fatalf("Chunk with Retries across a restart: %v; %d records delivered before the replay", err, deliveredAtReplay)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || summary != wantSummary {
+		t.Fatalf("the replayed run gave %d records (summary %+v), a clean run %d (%+v)",
+			len(got), summary, len(want), wantSummary)
+	}
+}
+
+// TestCancelledIsReplayedUnlessTheCallerCancelled: a stream the server (or
+// a proxy) ends CANCELLED is replayed; without Retries the CANCELLED is the
+// error; a caller whose context ends, or who closes the client, is not
+// replayed.
+func TestCancelledIsReplayedUnlessTheCallerCancelled(t *testing.T) {
+	data := randomBytes(89, 50_000)
+	flaky := chunkdtest.StartFlaky(t, 1)
+	flaky.Code = codes.Canceled
+	c := dial(t, flaky.Addr)
+	var heard []string
+	onReplay := func(err error, _ time.Duration) { heard = append(heard, status.Convert(err).Message()) }
+	it, err := c.Chunk(testContext(t), bytes.NewReader(data), Params{Retries: 1, OnReplay: onReplay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, s, err := it.Collect(); err != nil || s.TotalBytes != uint64(len(data)) ||
+		fmt.Sprint(heard) != "[flaky: call 1 of Chunk]" {
+		t.Fatalf("CANCELLED, Retries 1: %v, %+v, replays %q", err, s, heard)
+	}
+	flaky = chunkdtest.StartFlaky(t, 1)
+	flaky.Code = codes.Canceled
+	c = dial(t, flaky.Addr)
+	if it, err = c.Chunk(testContext(t), bytes.NewReader(data), Params{}); err == nil {
+		_, _, err = it.Collect()
+	}
+	if status.Code(err) != codes.Canceled {
+		t.Fatalf("CANCELLED without Retries: %v", err)
+	}
+
+	s := chunkdtest.StartServer(t)
+	for _, how := range []string{"context", "Close"} {
+		c := dial(t, s.Addr)
+		ctx, cancel := context.WithCancel(testContext(t))
+		stalled := &crashingReader{Reader: bytes.NewReader(data), at: 1, crash: func() {
+			if how == "context" {
+				cancel()
+			} else {
+				c.Close()
+			}
+		}}
+		heard = nil
+		it, err := c.Chunk(ctx, stalled, Params{MessageSize: 1000, Retries: 3, OnReplay: onReplay})
+		if err == nil {
+			_, _, err = it.Collect()
+		}
+		cancel()
+		if status.Code(err) != codes.Canceled || len(heard) != 0 {
+			t.Errorf("the caller's %s ended the call: %v, replays %q", how, err, heard)
+		}
+	}
+}
+
+// TestATimeoutEndsAnAttemptWhileTheInputStalls: an input that gives some
+// bytes and then blocks without ending: the call fails DEADLINE_EXCEEDED
+// at Params.Timeout.
+func TestATimeoutEndsAnAttemptWhileTheInputStalls(t *testing.T) {
+	s := chunkdtest.StartServer(t)
+	c := dial(t, s.Addr)
+	read, write := io.Pipe()
+	defer write.Close()
+	go func() { _, _ = write.Write(randomBytes(97, 100_000)) }()
+	it, err := c.Chunk(testContext(t), read, Params{Timeout: 500 * time.Millisecond})
+	if err == nil {
+		_, _, err = it.Collect()
+	}
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a stalled input with a timeout: %v", err)
 	}
 }

@@ -1,9 +1,13 @@
 package chunkd
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"iter"
 	"sync"
@@ -11,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/chunkd/chunkd/clients/go/chunkdpb"
@@ -53,34 +58,34 @@ type DedupSummary struct {
 //	summary := it.Summary()
 //
 // With Params.Retries, a stream that fails is replayed on a new call (see
-// Params.Retries) and the iteration goes on: the replay's records that
-// start before the end of the last record Next already gave are dropped, so
-// the caller gets every record once, in order, as from one clean stream
+// Params.Retries) and the iteration goes on: the replay's records before
+// the end of the last record Next already gave are dropped, once checked
+// to repeat the records given exactly (offsets, lengths and fingerprints),
+// so the caller gets every record once, in order, as from one clean stream
 // (with a StreamID the server answers a replayed Dedup exactly as the
 // first time, IsNew included; docs/design.md, "Write tokens and idempotent
 // retries"). A replay that cuts the input otherwise (a record across the
-// end of the records given, or a gap after it: the input changed, or hints
-// other than off and ff_rwt_fpt cut by what the index learned meanwhile)
-// ends the iteration with DATA_LOSS. Summary is the completed attempt's;
-// Err is the last attempt's error when every replay failed. Errors the
-// client finds itself (DATA_LOSS, a protocol violation by the server) are
-// never replayed.
+// end of the records given, a gap after it, other records before it: the
+// input changed, or hints other than off and ff_rwt_fpt cut by what the
+// index learned meanwhile) ends the iteration with DATA_LOSS, as does a
+// summary that does not count the records given. Summary is the completed
+// attempt's; Err is the last attempt's error when every replay failed.
+// Errors the client finds itself (DATA_LOSS, a protocol violation by the
+// server) are never replayed.
 //
 // Close releases the call early (always safe to defer). Not safe for
 // concurrent use.
 type Iterator[R, S any] struct {
-	call       *attempt[R, S]
-	replay     func(error) (*attempt[R, S], error) // nil without Params.Retries
-	totalBytes func(*S) uint64
-	span       func(R) (offset, end uint64)
-	delivered  uint64 // end of the last record received from the server
-	skipBelow  uint64 // records starting before it were given before a replay
-	resuming   bool   // after a replay, until the first record kept
-	batch      []R
-	current    R
-	summary    *S
-	err        error
-	done       bool
+	call    *attempt[R, S]
+	replay  func(error) (*attempt[R, S], error) // nil without Params.Retries
+	totals  func(*S) (bytes, chunks uint64)
+	key     func(R) recordKey
+	given   delivered // the records given, with Params.Retries
+	batch   []R
+	current R
+	summary *S
+	err     error
+	done    bool
 }
 
 // attempt is one call of a stream: its responses, the goroutine sending
@@ -135,34 +140,126 @@ func (it *Iterator[R, S]) Next() bool {
 	return true
 }
 
-// fresh drops the records a replay repeats and notes how far the records
-// reach. After a replay the records must go on exactly where the ones
-// already given end: a record across that offset, or a first kept record
-// past it, means the replay cut the input otherwise (the input changed, or
-// the hints learned something in between), and is DATA_LOSS, since the
-// records given and the records to come would not cover the input once.
+// fresh drops the records a replay repeats (see delivered); without
+// Params.Retries every record is fresh.
 func (it *Iterator[R, S]) fresh(batch []R) ([]R, error) {
+	if it.replay == nil {
+		return batch, nil
+	}
 	kept := batch[:0]
 	for _, r := range batch {
-		offset, end := it.span(r)
-		if offset < it.skipBelow {
-			if end > it.skipBelow {
-				return nil, clientError(codes.DataLoss,
-					"the replayed stream has a chunk [%d, %d) across offset %d, where the chunks already "+
-						"returned end: the source or the index changed under the replay", offset, end, it.skipBelow)
-			}
-			continue
+		isNew, err := it.given.take(it.key(r))
+		if err != nil {
+			return nil, err
 		}
-		if it.resuming && offset != it.skipBelow {
-			return nil, clientError(codes.DataLoss,
-				"the replayed stream goes on with a chunk at offset %d, where the chunks already returned "+
-					"end at %d: the source or the index changed under the replay", offset, it.skipBelow)
+		if isNew {
+			kept = append(kept, r)
 		}
-		it.resuming = false
-		kept = append(kept, r)
-		it.delivered = max(it.delivered, end)
 	}
 	return kept, nil
+}
+
+// recordKey is what a replay must repeat of a record.
+type recordKey struct {
+	offset      uint64
+	length      uint32
+	fingerprint []byte
+}
+
+// delivered are the records a stream with Params.Retries has given, as
+// every replay must repeat them: where they end, how many there are, and a
+// SHA-256 over their offsets, lengths and fingerprints (a few dozen bytes,
+// however long the stream). After a replay starts, the records before that
+// end are repeats, checked against the records given once the replay
+// reaches it. A replay that does not repeat them exactly (a record across
+// that end, a gap, other offsets, lengths or fingerprints before it) means
+// the input, or the index the hints learn from, changed under the replay:
+// DATA_LOSS, as are records that do not follow each other and a summary
+// that does not add up to the records given.
+type delivered struct {
+	end, count uint64
+	digest     hash.Hash
+	// The repeats of a replay that is still before end; nil otherwise.
+	repeat      hash.Hash
+	repeatCount uint64
+	replayed    bool
+}
+
+// replaying is called when a replay starts from the input's start.
+func (d *delivered) replaying() {
+	d.repeat, d.repeatCount, d.replayed = nil, 0, true
+	if d.end > 0 {
+		d.repeat = sha256.New()
+	}
+}
+
+// gap is the DATA_LOSS of a record at offset that does not follow the
+// records given.
+func (d *delivered) gap(offset uint64) error {
+	const what = "goes on with a chunk at offset %d, where the chunks already returned end at %d"
+	if d.replayed {
+		return changed(what, offset, d.end)
+	}
+	return clientError(codes.DataLoss, "the stream "+what, offset, d.end)
+}
+
+// take says whether a record is new to the caller (and counts it), or a
+// repeat; DATA_LOSS for a replay that cuts otherwise.
+func (d *delivered) take(k recordKey) (bool, error) {
+	var head [12]byte
+	binary.LittleEndian.PutUint64(head[:8], k.offset)
+	binary.LittleEndian.PutUint32(head[8:], k.length)
+	end := k.offset + uint64(k.length)
+	if d.repeat == nil {
+		if k.offset != d.end {
+			return false, d.gap(k.offset)
+		}
+		if d.digest == nil {
+			d.digest = sha256.New()
+		}
+		d.digest.Write(head[:])
+		d.digest.Write(k.fingerprint)
+		d.end, d.count = end, d.count+1
+		return true, nil
+	}
+	switch {
+	case k.offset >= d.end:
+		return false, d.gap(k.offset)
+	case end > d.end:
+		return false, changed("has a chunk [%d, %d) across offset %d, where the chunks already returned end",
+			k.offset, end, d.end)
+	}
+	d.repeat.Write(head[:])
+	d.repeat.Write(k.fingerprint)
+	d.repeatCount++
+	if end == d.end {
+		if d.repeatCount != d.count || !bytes.Equal(d.repeat.Sum(nil), d.digest.Sum(nil)) {
+			return false, changed("has %d chunks before offset %d that differ from the %d already returned "+
+				"(in offsets, lengths or fingerprints)", d.repeatCount, d.end, d.count)
+		}
+		d.repeat = nil
+	}
+	return false, nil
+}
+
+// checkSummary is DATA_LOSS unless the summary of the attempt that ended
+// OK counts the records given, no more and no less.
+func (d *delivered) checkSummary(totalBytes, totalChunks uint64) error {
+	if d.repeat != nil {
+		return changed("ended at offset %d, before offset %d, where the chunks already returned end",
+			totalBytes, d.end)
+	}
+	if totalBytes != d.end || totalChunks != d.count {
+		return clientError(codes.DataLoss,
+			"the stream's summary counts %d bytes in %d chunks, but the chunks returned cover %d bytes in %d",
+			totalBytes, totalChunks, d.end, d.count)
+	}
+	return nil
+}
+
+func changed(format string, args ...any) error {
+	return clientError(codes.DataLoss, "the replayed stream "+format+
+		": the source or the index changed under the replay", args...)
 }
 
 // restart ends the failed attempt and replaces it by a replay; the error
@@ -178,7 +275,8 @@ func (it *Iterator[R, S]) restart(err error) error {
 	if err != nil {
 		return err
 	}
-	it.call, it.summary, it.skipBelow, it.resuming = next, nil, it.delivered, true
+	it.call, it.summary = next, nil
+	it.given.replaying()
 	return nil
 }
 
@@ -254,13 +352,17 @@ func (it *Iterator[R, S]) verify() error {
 	if it.summary == nil {
 		return status.Errorf(codes.DataLoss, "the stream ended without a summary; %d bytes were sent", sent)
 	}
-	if total := it.totalBytes(it.summary); total != sent {
+	total, _ := it.totals(it.summary)
+	if total != sent {
 		return status.Errorf(codes.DataLoss, "server summary reports total_bytes=%d but %d bytes were sent", total, sent)
 	}
 	if !complete {
 		return status.Errorf(codes.DataLoss,
 			"the server ended the stream before the input was sent in full: its summary reports total_bytes=%d after %d bytes were sent",
-			it.totalBytes(it.summary), sent)
+			total, sent)
+	}
+	if it.replay != nil {
+		return it.given.checkSummary(it.totals(it.summary))
 	}
 	return nil
 }
@@ -415,9 +517,12 @@ func newReplayer[R, S any](c *Client, ctx context.Context, p Params, r io.Reader
 }
 
 // retried says whether err ends an attempt that is replayed: UNAVAILABLE,
-// ABORTED, RESOURCE_EXHAUSTED and INTERNAL, and DEADLINE_EXCEEDED of the
-// per-call Timeout (not of the caller's context); never an error the
-// client found itself.
+// ABORTED, RESOURCE_EXHAUSTED and INTERNAL; DEADLINE_EXCEEDED of the
+// per-call Timeout (not of the caller's context); CANCELLED that the
+// caller did not cause (not its context, not Client.Close): a server
+// stopped past its shutdown deadline, or a proxy that drops the stream,
+// resets it with RST_STREAM CANCEL, which gRPC reports as CANCELLED. Never
+// an error the client found itself.
 func (p *replayer[R, S]) retried(err error) bool {
 	var own *ownError
 	if p.ctx.Err() != nil || errors.As(err, &own) {
@@ -426,6 +531,8 @@ func (p *replayer[R, S]) retried(err error) bool {
 	switch status.Code(err) {
 	case codes.Unavailable, codes.Aborted, codes.ResourceExhausted, codes.Internal:
 		return true
+	case codes.Canceled:
+		return p.client.conn.GetState() != connectivity.Shutdown
 	case codes.DeadlineExceeded:
 		return p.timeout > 0
 	}
@@ -469,7 +576,7 @@ func (p *replayer[R, S]) replay(err error) (*attempt[R, S], error) {
 // startIterator opens the first attempt (replaying it while it fails to
 // start, with retries) and returns the iterator over its records.
 func startIterator[R, S any](p *replayer[R, S], open func() (*attempt[R, S], error),
-	totalBytes func(*S) uint64, span func(R) (uint64, uint64)) (*Iterator[R, S], error) {
+	totals func(*S) (uint64, uint64), key func(R) recordKey) (*Iterator[R, S], error) {
 	call, err := open()
 	if err != nil && p != nil {
 		p.open = open
@@ -478,7 +585,7 @@ func startIterator[R, S any](p *replayer[R, S], open func() (*attempt[R, S], err
 	if err != nil {
 		return nil, err
 	}
-	it := &Iterator[R, S]{call: call, totalBytes: totalBytes, span: span}
+	it := &Iterator[R, S]{call: call, totals: totals, key: key}
 	if p != nil {
 		p.open = open
 		it.replay = p.replay
@@ -515,8 +622,8 @@ func (c *Client) Chunk(ctx context.Context, r io.Reader, p Params) (*ChunkIterat
 			return nil, err
 		}
 	}
-	return startIterator(replays, open, func(s *Summary) uint64 { return s.TotalBytes },
-		func(ch Chunk) (uint64, uint64) { return ch.Offset, ch.Offset + uint64(ch.Length) })
+	return startIterator(replays, open, func(s *Summary) (uint64, uint64) { return s.TotalBytes, s.TotalChunks },
+		func(ch Chunk) recordKey { return recordKey{ch.Offset, ch.Length, ch.Fingerprint} })
 }
 
 func chunkResponse(resp *pb.ChunkResponse) ([]Chunk, *Summary, error) {
@@ -572,8 +679,9 @@ func (c *Client) Dedup(ctx context.Context, namespace string, r io.Reader, p Par
 			},
 			dedupResponse)
 	}
-	return startIterator(replays, open, func(s *DedupSummary) uint64 { return s.TotalBytes },
-		func(ch DedupChunk) (uint64, uint64) { return ch.Offset, ch.Offset + uint64(ch.Length) })
+	return startIterator(replays, open,
+		func(s *DedupSummary) (uint64, uint64) { return s.TotalBytes, s.TotalChunks },
+		func(ch DedupChunk) recordKey { return recordKey{ch.Offset, ch.Length, ch.Fingerprint} })
 }
 
 func dedupResponse(resp *pb.DedupResponse) ([]DedupChunk, *DedupSummary, error) {

@@ -30,5 +30,5 @@ def test_every_client_has_the_same_default_service_config() -> None:
     # What docs/cli.md promises.
     assert python["loadBalancingConfig"] == [{"round_robin": {}}]
     policy = python["methodConfig"][0]["retryPolicy"]
-    assert policy["maxAttempts"] == 4
-    assert policy["retryableStatusCodes"] == ["UNAVAILABLE"]
+    assert policy == {"maxAttempts": 5, "initialBackoff": "1s", "maxBackoff": "9s",
+                      "backoffMultiplier": 3, "retryableStatusCodes": ["UNAVAILABLE"]}

@@ -160,7 +160,7 @@ def test_dedup_retries_across_a_restart_count_exactly(
         # The relay holds the stream after 8 MiB of its 48: chunkd is killed
         # and back before the client can send more (or reconnect), whatever
         # the speed of either.
-        relay = Relay(chunkd.address, refuse=0, hold_after=8 << 20)
+        relay = Relay(chunkd.address, refuse=0, hold_upload_after=8 << 20)
         process = subprocess.Popen(
             [str(chunkctl_bin), "dedup", "--server", relay.address, "--namespace", "retried",
              "--retries", "8", *flags, str(data)],

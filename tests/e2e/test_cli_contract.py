@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import threading
 import uuid
 from concurrent import futures
 from pathlib import Path
@@ -275,6 +277,9 @@ USAGE_ERRORS = {
     "dedup with a bad namespace": ["dedup", "--namespace", "a/b", "FILE"],
     "dedup retries of stdin": ["dedup", "--namespace", "ns", "--retries", "1", "-"],
     "dedup retries above 100": ["dedup", "--namespace", "ns", "--retries", "101", "FILE"],
+    "chunk retries of stdin": ["chunk", "--retries", "1", "-"],
+    "chunk retries of a device": ["chunk", "--retries", "1", "/dev/null"],
+    "chunk retries above 100": ["chunk", "--retries", "101", "FILE"],
     "hints with crc32": ["dedup", "--namespace", "ns", "--algorithm", "crc32", "--hints", "ff",
                          "FILE"],
 }
@@ -358,14 +363,59 @@ def test_a_server_that_is_down_exits_1_unavailable(cli: str, command: List[str],
 @pytest.mark.parametrize("cli", CLIS)
 @pytest.mark.parametrize("command", [["chunk"], ["dedup", "--namespace", "deadline"]],
                          ids=lambda c: c[0])
-def test_a_tiny_timeout_on_a_big_file_exits_1_deadline_exceeded(
+def test_a_timeout_while_stdin_stalls_exits_1_deadline_exceeded(
         cli: str, command: List[str], server: ChunkdServer, chunkctl_bin: Path,
-        files: Dict[str, Path]) -> None:
-    result = run(cli, chunkctl_bin, command[0], "--server", server.address, *command[1:],
-                 "--timeout", "0.05", files["big"])
+        tmp_path: Path) -> None:
+    """stdin gives 100 KB and then stalls, open, without EOF: the stream
+    cannot end, whatever the speed of the machine, and the client must exit
+    at its --timeout rather than wait for the input."""
+    with open(tmp_path / "stderr", "w+b") as err:
+        process = subprocess.Popen(
+            [str(binary(cli, chunkctl_bin)), command[0], "--server", server.address,
+             *command[1:], "--timeout", "0.5", "-"],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err)
+        assert process.stdin is not None
+        writer = threading.Thread(target=process.stdin.write,
+                                  args=(random_bytes(7, 100_000),), daemon=True)
+        writer.start()
+        try:
+            code = process.wait(timeout=SUBPROCESS_TIMEOUT / 4)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            try:
+                process.stdin.close()  # held open until now: ends a waiting client
+            except OSError:
+                pass
+            if process.poll() is None:
+                process.kill()
+            process.wait(SUBPROCESS_TIMEOUT)
+            writer.join(SUBPROCESS_TIMEOUT)
+        err.seek(0)
+        stderr = err.read()
+    assert code is not None, f"{cli} waited for its stalled stdin past --timeout 0.5"
+    assert code == 1, stderr
+    line = stderr.decode(errors="replace").splitlines()[-1]
+    assert line.startswith(f"{cli}: DEADLINE_EXCEEDED: "), stderr
+
+
+@pytest.mark.parametrize("cli", CLIS)
+@pytest.mark.parametrize("command", [["chunk"], ["dedup", "--namespace", "ns"]],
+                         ids=lambda c: c[0])
+def test_retries_stop_at_the_cap(cli: str, command: List[str], chunkctl_bin: Path,
+                                 down_address: str) -> None:
+    """--retries 2 with a server that is down: two replays, each announced
+    on stderr in the common format, then the last attempt's error."""
+    result = run(cli, chunkctl_bin, command[0], "--server", down_address, *command[1:],
+                 "--retries", "2", "--timeout", "5", SEKIEN)
     assert result.returncode == 1, result.stderr
-    line = result.stderr.decode(errors="replace").splitlines()[-1]
-    assert line.startswith(f"{cli}: DEADLINE_EXCEEDED: "), result.stderr
+    assert result.stdout == b""
+    lines = result.stderr.decode(errors="replace").splitlines()
+    assert len(lines) == 3, lines
+    for k, line in enumerate(lines[:2], 1):
+        assert re.fullmatch(rf"{cli}: {re.escape(str(SEKIEN))}: UNAVAILABLE: .+; sending it "
+                            rf"again in [0-9]+\.[0-9]{{2}} s \(retry {k} of 2\)", line), line
+    assert lines[2].startswith(f"{cli}: UNAVAILABLE: "), lines
 
 
 @pytest.mark.parametrize("cli", CLIS)

@@ -12,7 +12,9 @@ message, ``FakeChunkd`` serves the chunkd service with one fixed behaviour:
 * ``"none"``: reads the whole stream, answers the record, no summary;
 * ``"early"``: reads only the first request and ends the stream OK with a
   summary counting that request's bytes;
-* ``abort=(code, message)``: every RPC fails with that status.
+* ``abort=(code, message)``: every RPC fails with that status; with
+  ``fail_first=N`` only the first N calls do (``calls`` counts them all),
+  and the others behave as ``summary`` says.
 
 ``received`` is the number of data bytes the last stream delivered.
 """
@@ -37,10 +39,13 @@ class FakeChunkd(pb_grpc.ChunkServiceServicer):
         self,
         summary: str = "exact",
         abort: Optional[Tuple[grpc.StatusCode, str]] = None,
+        fail_first: Optional[int] = None,
     ) -> None:
         assert summary in SUMMARIES, summary
         self.summary = summary
         self.abort = abort
+        self.fail_first = fail_first
+        self.calls = 0
         self.received = 0
         self.address = ""
         self._lock = threading.Lock()
@@ -59,7 +64,10 @@ class FakeChunkd(pb_grpc.ChunkServiceServicer):
         self._server.stop(grace=2).wait(10)
 
     def _fail_if_told(self, context: grpc.ServicerContext) -> None:
-        if self.abort is not None:
+        with self._lock:
+            self.calls += 1
+            fail = self.fail_first is None or self.calls <= self.fail_first
+        if self.abort is not None and fail:
             context.abort(*self.abort)
 
     def _read(self, requests: Iterator[Any]) -> int:

@@ -188,9 +188,15 @@ def async_calls(client: AsyncClient) -> Dict[str, Callable[[], Awaitable[Any]]]:
     }
 
 
+#: The errors tests' channels: without the default service config, whose
+#: retries of the unary calls would only make them wait (up to 22 s each)
+#: for the same error; test_retries.py tests those.
+NO_RETRIES: Dict[str, Any] = {"service_config": {}}
+
+
 def sync_errors(address: str) -> Dict[str, ChunkdError]:
     errors = {}
-    with Client(address, timeout=RPC_TIMEOUT) as client:
+    with Client(address, timeout=RPC_TIMEOUT, **NO_RETRIES) as client:
         for name, call in sync_calls(client).items():
             with pytest.raises(ChunkdError) as caught:
                 call()
@@ -201,7 +207,7 @@ def sync_errors(address: str) -> Dict[str, ChunkdError]:
 def async_errors(address: str) -> Dict[str, ChunkdError]:
     async def main() -> Dict[str, ChunkdError]:
         errors = {}
-        async with AsyncClient(address, timeout=RPC_TIMEOUT) as client:
+        async with AsyncClient(address, timeout=RPC_TIMEOUT, **NO_RETRIES) as client:
             for name, call in async_calls(client).items():
                 with pytest.raises(ChunkdError) as caught:
                     await call()
@@ -227,7 +233,9 @@ def test_console_script_nothing_listening(tmp_path: Path) -> None:
     path.write_bytes(DATA)
     address = dead_address()
     for command in (["chunk", path], ["dedup", "--namespace", "ns", path], ["info"]):
-        result = script(*command, "--server", address, "--timeout", "20")
+        # No --timeout: info's attempts take up to 22 s (docs/cli.md,
+        # "Channel defaults"), and a deadline would end them first.
+        result = script(*command, "--server", address)
         assert result.returncode == 1, command
         assert result.stderr.startswith(b"chunkd-client: UNAVAILABLE: "), result.stderr
         assert len(result.stderr.splitlines()) == 1 and result.stdout == b"", command

@@ -1,10 +1,10 @@
 """What the clients do about failures, against real chunkd servers: errors
 that are grpc.RpcErrors, the default service config (gRPC retries of the
 idempotent unary calls, round_robin over every address of a target),
-Release request ids, and Dedup's ``retries``.
+Release request ids, and the ``retries`` of Chunk and Dedup.
 
-A Dedup replayed across a server restart, with exact reference counts in a
-Redis index, is in tests/e2e/test_client_retries.py.
+Streams replayed across a server restart or a stream reset, with exact
+reference counts in a Redis index, are in tests/e2e/test_client_retries.py.
 """
 
 from __future__ import annotations
@@ -34,21 +34,29 @@ from chunkd_client.cli import main as cli_main
 from chunkd_client.testing import ChunkdServer, Relay, free_port, serving
 
 from conftest import RPC_TIMEOUT
+from fake_chunkd import FakeChunkd
 
 DATA = random.Random(2020).randbytes(3 << 20)
 #: Seconds any wait of these tests may take.
 WAIT = 30.0
-#: Replays of a refused Dedup: their waits (replay_wait) add up to 13 s,
-#: time enough for the held stream to let go of the server's slot however
-#: loaded the machine.
-REPLAYS = 10
 #: Channel options that make gRPC reconnect at once to a server that was
-#: down, so that the retry policy's 4 attempts (0.7 s at most), which are
-#: what is tested here, do not depend on the reconnect backoff.
+#: down, so that the retry policy's attempts, which are what is tested
+#: here, do not depend on the reconnect backoff.
 FAST_RECONNECT = [
     ("grpc.initial_reconnect_backoff_ms", 10),
     ("grpc.max_reconnect_backoff_ms", 10),
 ]
+
+
+#: Replays of a refused stream: their waits (replay_wait) add up to 13 s,
+#: time enough for the held stream to let go of the server's slot however
+#: loaded the machine.
+REPLAYS = 10
+
+
+def replay_wait(k: int) -> float:
+    """The wait before replay k (from 1): 0.1 s doubling, at most 2 s."""
+    return min(0.1 * 2 ** (k - 1), 2.0)
 
 
 def started(server: ChunkdServer, method: str) -> int:
@@ -58,11 +66,6 @@ def started(server: ChunkdServer, method: str) -> int:
     match = re.search(pattern, server.metrics(), re.MULTILINE)
     assert match is not None, f"no grpc_server_started_total for {method}"
     return int(float(match.group(1)))
-
-
-def replay_wait(k: int) -> float:
-    """The wait before replay k (from 1): 0.1 s doubling, at most 2 s."""
-    return min(0.1 * 2 ** (k - 1), 2.0)
 
 
 def rejected(server: ChunkdServer, reason: str) -> int:
@@ -178,8 +181,8 @@ def test_default_service_config_and_replacing_it() -> None:
     assert sorted(n["method"] for n in method["name"]) == [
         "FindMissing", "GetServerInfo", "Release"]
     assert method["retryPolicy"] == {
-        "maxAttempts": 4, "initialBackoff": "0.1s", "maxBackoff": "2s",
-        "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}
+        "maxAttempts": 5, "initialBackoff": "1s", "maxBackoff": "9s",
+        "backoffMultiplier": 3, "retryableStatusCodes": ["UNAVAILABLE"]}
     mine = {"loadBalancingConfig": [{"pick_first": {}}]}
     assert json.loads(str(dict(channel_options(None, [], mine))["grpc.service_config"])) == mine
     assert dict(channel_options(None, [], "{}"))["grpc.service_config"] == "{}"
@@ -307,21 +310,33 @@ def test_streams_are_spread_over_every_address(server: ChunkdServer,
 # --- Dedup retries -------------------------------------------------------------
 
 
+#: The stream methods of both clients, by name: (client, source, **kwargs)
+#: -> the stream.
+METHODS = {
+    "chunk": lambda client, source, **kw: client.chunk(source, **kw),
+    "dedup": lambda client, source, **kw: client.dedup(source, namespace="ns", **kw),
+}
+
+
+@pytest.mark.parametrize("method", list(METHODS))
 def test_retries_need_a_source_that_can_be_read_again(server: ChunkdServer,
-                                                     tmp_path: Path) -> None:
+                                                     tmp_path: Path, method: str) -> None:
+    call = METHODS[method]
     with Client(server.address, timeout=RPC_TIMEOUT) as client:
         with pytest.raises(ValueError, match="iterable of bytes"):
-            client.dedup(iter([b"a"]), namespace="ns", retries=1)
+            call(client, iter([b"a"]), retries=1)
         read, write = os.pipe()
         with os.fdopen(read, "rb") as pipe:
             os.close(write)
             with pytest.raises(ValueError, match="cannot seek"):
-                client.dedup(pipe, namespace="ns", retries=2)
+                call(client, pipe, retries=2)
         for retries in (-1, 101):
             with pytest.raises(ValueError, match=r"retries must be an int in 0\.\.100"):
-                client.dedup(b"x", namespace="ns", retries=retries)
+                call(client, b"x", retries=retries)
+        with pytest.raises(TypeError, match="on_replay must be callable"):
+            call(client, b"x", retries=1, on_replay="print")
         # Without retries, none of this matters.
-        assert client.dedup_all(iter([b"a"]), namespace="ns")[1].total_bytes == 1
+        assert call(client, iter([b"a"])).collect()[1].total_bytes == 1
 
     async def main() -> None:
         async def pieces() -> Iterator[bytes]:  # type: ignore[misc]
@@ -329,7 +344,7 @@ def test_retries_need_a_source_that_can_be_read_again(server: ChunkdServer,
 
         async with AsyncClient(server.address, timeout=RPC_TIMEOUT) as aclient:
             with pytest.raises(ValueError, match="async iterable"):
-                aclient.dedup(pieces(), namespace="ns", retries=1)
+                call(aclient, pieces(), retries=1)
 
     asyncio.run(main())
 
@@ -340,6 +355,14 @@ def test_replays_policy() -> None:
     assert replays.delay(ChunkdError(grpc.StatusCode.INVALID_ARGUMENT, "no")) is None
     assert replays.delay(ChunkdError(grpc.StatusCode.DEADLINE_EXCEEDED, "late")) is None
     assert [replays.delay(unavailable) for _ in range(4)] == [0.1, 0.2, 0.4, None]
+    # CANCELLED, unless the caller cancelled the stream or closed the client.
+    closed = False
+    cancelled = ChunkdError(grpc.StatusCode.CANCELLED, "reset")
+    replays = Replays(3, None, channel=None, closed=lambda: closed)
+    assert replays.delay(cancelled, cancelled_here=True) is None
+    assert replays.delay(cancelled) == 0.1
+    closed = True
+    assert replays.delay(cancelled) is None
     timed = Replays(6, 5.0, channel=None)
     codes = ("DEADLINE_EXCEEDED", "ABORTED", "RESOURCE_EXHAUSTED", "INTERNAL",
              "UNAVAILABLE", "UNAVAILABLE")
@@ -387,25 +410,34 @@ def held_until_refused(server: ChunkdServer) -> threading.Thread:
     return holder
 
 
-def clean_run(server: ChunkdServer, data: bytes) -> "tuple[list, object]":
-    """Dedup of `data` into a new namespace, on a server of the default
-    limits (a one-stream server may still hold the slot of a stream its
-    client has seen end)."""
+def clean_run(server: ChunkdServer, method: str, data: bytes) -> "tuple[list, object]":
+    """Chunk or Dedup (into a new namespace) of `data`, on a server of the
+    default limits (a one-stream server may still hold the slot of a stream
+    its client has seen end)."""
     with Client(server.address, timeout=RPC_TIMEOUT) as client:
+        if method == "chunk":
+            return client.chunk_all(data)
         return client.dedup_all(data, namespace=f"ref-{uuid.uuid4().hex}")
 
 
 @pytest.mark.parametrize("kind", ["bytes", "path", "file"])
-def test_dedup_replays_a_refused_stream(server: ChunkdServer,
-                                        one_stream_server: ChunkdServer,
-                                        tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize("method", list(METHODS))
+def test_a_refused_stream_is_replayed(server: ChunkdServer, one_stream_server: ChunkdServer,
+                                      tmp_path: Path, kind: str, method: str) -> None:
     """RESOURCE_EXHAUSTED (the server's one stream is taken) is replayed:
     the records and the summary are those of a clean run, each record once."""
     path = tmp_path / "data.bin"
     path.write_bytes(DATA)
     namespace = f"re-{uuid.uuid4().hex}"
+
+    def run(client: Client, source: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        ns = kwargs.pop("namespace", namespace)
+        if method == "chunk":
+            return client.chunk_all(source, **kwargs)
+        return client.dedup_all(source, namespace=ns, **kwargs)
+
     # A file is replayed from where it was.
-    expected = clean_run(server, DATA if kind != "file" else DATA[10:])
+    expected = clean_run(server, method, DATA if kind != "file" else DATA[10:])
     with Client(one_stream_server.address, timeout=RPC_TIMEOUT) as client:
         with open(path, "rb") as f:
             f.read(10)
@@ -414,20 +446,20 @@ def test_dedup_replays_a_refused_stream(server: ChunkdServer,
             refused = rejected(one_stream_server, "limit")
             replays: List["tuple[grpc.StatusCode, float]"] = []
             try:
-                result = client.dedup_all(
-                    source, namespace=namespace, retries=REPLAYS,
-                    on_replay=lambda e, delay: replays.append((e.code(), delay)))
+                result = run(client, source, retries=REPLAYS,
+                             on_replay=lambda e, delay: replays.append((e.code(), delay)))
             finally:
                 holder.join(WAIT)
         assert rejected(one_stream_server, "limit") - refused == len(replays) >= 1
         assert replays == [(grpc.StatusCode.RESOURCE_EXHAUSTED, replay_wait(k))
                            for k in range(1, len(replays) + 1)]
         assert result == expected
-        # Every reference counted once: releasing each record's fingerprint
-        # once empties the namespace.
-        fps = [r.fingerprint for r in result[0]]
-        client.release(namespace, fps)
-        assert client.find_missing(namespace, fps) == fps
+        if method == "dedup":
+            # Every reference counted once: releasing each record's
+            # fingerprint once empties the namespace.
+            fps = [r.fingerprint for r in result[0]]
+            client.release(namespace, fps)
+            assert client.find_missing(namespace, fps) == fps
 
 
 def test_dedup_without_retries_fails_at_once(one_stream_server: ChunkdServer) -> None:
@@ -441,18 +473,22 @@ def test_dedup_without_retries_fails_at_once(one_stream_server: ChunkdServer) ->
     assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-def test_async_dedup_replays_a_refused_stream(server: ChunkdServer,
-                                              one_stream_server: ChunkdServer) -> None:
+@pytest.mark.parametrize("method", list(METHODS))
+def test_async_replays_a_refused_stream(server: ChunkdServer, one_stream_server: ChunkdServer,
+                                        method: str) -> None:
     namespace = f"aio-re-{uuid.uuid4().hex}"
-    reference = clean_run(server, DATA)
+    reference = clean_run(server, method, DATA)
 
     replays: List["tuple[grpc.StatusCode, float]"] = []
 
     async def main():  # type: ignore[no-untyped-def]
         async with AsyncClient(one_stream_server.address, timeout=RPC_TIMEOUT) as aclient:
+            on_replay = lambda e, delay: replays.append((e.code(), delay))  # noqa: E731
+            if method == "chunk":
+                return await aclient.chunk_all(io.BytesIO(DATA), retries=REPLAYS,
+                                               on_replay=on_replay)
             return await aclient.dedup_all(
-                io.BytesIO(DATA), namespace=namespace, retries=REPLAYS,
-                on_replay=lambda e, delay: replays.append((e.code(), delay)))
+                io.BytesIO(DATA), namespace=namespace, retries=REPLAYS, on_replay=on_replay)
 
     refused = rejected(one_stream_server, "limit")
     holder = held_until_refused(one_stream_server)
@@ -465,18 +501,25 @@ def test_async_dedup_replays_a_refused_stream(server: ChunkdServer,
     assert result == reference
 
 
-def test_cli_announces_each_replay(one_stream_server: ChunkdServer, tmp_path: Path,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
-    """chunkd-client dedup --retries prints chunkctl's line for each replay
-    on stderr; stdout has only the lines of the run that succeeded."""
+@pytest.mark.parametrize("command", [["chunk"], ["dedup", "--namespace", "NS"]],
+                         ids=lambda c: c[0])
+def test_cli_announces_each_replay(server: ChunkdServer, one_stream_server: ChunkdServer,
+                                   tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str],
+                                   command: List[str]) -> None:
+    """chunkd-client chunk|dedup --retries prints chunkctl's line for each
+    replay on stderr; stdout has only the lines of the run that succeeded."""
     path = tmp_path / "data.bin"
     path.write_bytes(DATA)
+    command = [f"cli-{uuid.uuid4().hex}" if w == "NS" else w for w in command]
+    if command[0] == "chunk":
+        assert cli_main(["chunk", "--server", server.address, "--json", str(path)]) == 0
+        clean, _ = capsys.readouterr()
     refused = rejected(one_stream_server, "limit")
     holder = held_until_refused(one_stream_server)
     try:
-        code = cli_main(["dedup", "--server", one_stream_server.address,
-                         "--namespace", f"cli-{uuid.uuid4().hex}", "--retries", str(REPLAYS),
-                         "--progress", "never", "--json", str(path)])
+        code = cli_main([*command, "--server", one_stream_server.address,
+                         "--retries", str(REPLAYS), "--progress", "never", "--json", str(path)])
     finally:
         holder.join(WAIT)
     out, err = capsys.readouterr()
@@ -488,14 +531,10 @@ def test_cli_announces_each_replay(one_stream_server: ChunkdServer, tmp_path: Pa
             rf"chunkd-client: {re.escape(str(path))}: RESOURCE_EXHAUSTED: .+; "
             rf"sending it again in {replay_wait(k):.2f} s \(retry {k} of {REPLAYS}\)",
             line), line
-    assert [json.loads(line)["bytes"] for line in out.splitlines()] == [len(DATA)] * 2
-
-
-def test_on_replay_must_be_callable() -> None:
-    with Client("127.0.0.1:1") as client:
-        with pytest.raises(TypeError, match="on_replay must be callable"):
-            client.dedup(DATA, namespace="n", retries=1,
-                         on_replay="print")  # type: ignore[arg-type]
+    if command[0] == "chunk":
+        assert out == clean
+    else:
+        assert [json.loads(line)["bytes"] for line in out.splitlines()] == [len(DATA)] * 2
 
 
 def test_the_wait_for_the_channel_is_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -525,8 +564,9 @@ def test_the_wait_for_the_channel_is_cancelled(monkeypatch: pytest.MonkeyPatch) 
 
 def test_a_replay_yields_only_the_records_past_those_yielded() -> None:
     """What the stream hands out after a replay, on made-up records: those
-    past the last one yielded; a chunk across that offset (the source
-    changed) is DATA_LOSS, and the call is cancelled."""
+    past the last one yielded, once the replay has repeated the ones
+    yielded exactly; a replay that cuts otherwise (the source changed) is
+    DATA_LOSS, and the call is cancelled."""
     from chunkd_client import DedupRecord
     from chunkd_client._calls import DEDUP, Requests
     from chunkd_client.client import ResponseStream
@@ -537,14 +577,182 @@ def test_a_replay_yields_only_the_records_past_those_yielded() -> None:
         def cancel(self) -> None:
             self.cancelled = True
 
-    call = Call()
-    stream = ResponseStream(lambda: (call, Requests(DEDUP.request, None)), DEDUP.record,
-                            DEDUP.summary, Replays(1, None, channel=None))
     first = [DedupRecord(0, 10, b"a", True), DedupRecord(10, 10, b"b", True)]
-    assert list(stream._fresh(iter(first))) == first
     later = DedupRecord(20, 5, b"c", False)
-    assert list(stream._fresh(iter(first + [later]))) == [later]
-    with pytest.raises(ChunkdError) as caught:
-        list(stream._fresh(iter([DedupRecord(0, 30, b"x", True)])))
-    assert caught.value.code() is grpc.StatusCode.DATA_LOSS and call.cancelled
-    assert "across offset 25" in caught.value.details()
+
+    def replayed(records: List[DedupRecord]) -> "tuple[List[DedupRecord], Call]":
+        call = Call()
+        stream = ResponseStream(lambda: (call, Requests(DEDUP.request, None)),
+                                DEDUP.record, DEDUP.summary,
+                                Replays(1, None, channel=None))
+        assert list(stream._fresh(iter(first))) == first
+        stream._delivered.replaying()
+        return list(stream._fresh(iter(records))), call
+
+    assert replayed(first + [later])[0] == [later]
+    for records, message in [
+            ([DedupRecord(0, 30, b"x", True)], "across offset 20"),
+            ([DedupRecord(0, 10, b"a", True), DedupRecord(10, 10, b"B", True)],
+             "2 chunks before offset 20 that differ from the 2 already returned"),
+            ([DedupRecord(0, 20, b"a", True)],
+             "1 chunks before offset 20 that differ from the 2 already returned"),
+            (first + [DedupRecord(25, 5, b"d", True)],
+             "goes on at offset 25, not at offset 20")]:
+        with pytest.raises(ChunkdError) as caught:
+            replayed(records)
+        assert caught.value.code() is grpc.StatusCode.DATA_LOSS
+        assert message in caught.value.details()
+        assert "the source or the index changed under the replay" in caught.value.details()
+
+
+def test_a_summary_must_count_the_records_yielded() -> None:
+    from chunkd_client._calls import Delivered
+
+    delivered = Delivered()
+    assert delivered.take(0, 10, b"a") and delivered.take(10, 5, b"b")
+    delivered.check_summary(15, 2)
+    for total_bytes, total_chunks in [(15, 3), (20, 2)]:
+        with pytest.raises(ChunkdError) as caught:
+            delivered.check_summary(total_bytes, total_chunks)
+        assert caught.value.code() is grpc.StatusCode.DATA_LOSS
+    delivered.replaying()
+    assert not delivered.take(0, 10, b"a")
+    with pytest.raises(ChunkdError, match="ended at offset 10, before offset 15"):
+        delivered.check_summary(10, 1)
+
+
+# --- CANCELLED, deadlines ----------------------------------------------------
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_a_cancelled_the_caller_did_not_cause_is_replayed(method: str) -> None:
+    """A server (or a proxy) that ends a stream CANCELLED: replayed like
+    UNAVAILABLE, by both clients; without retries the CANCELLED surfaces."""
+    with FakeChunkd(abort=(grpc.StatusCode.CANCELLED, "reset by a proxy"),
+                    fail_first=1) as fake:
+        with Client(fake.address, timeout=RPC_TIMEOUT) as client:
+            heard: List[str] = []
+            stream = METHODS[method](client, DATA, retries=1,
+                                     on_replay=lambda e, _: heard.append(str(e)))
+            _, summary = stream.collect()
+            assert summary.total_bytes == len(DATA) and fake.calls == 2
+            assert heard == ["CANCELLED: reset by a proxy"]
+
+        async def main() -> int:
+            async with AsyncClient(fake.address, timeout=RPC_TIMEOUT) as aclient:
+                stream = METHODS[method](aclient, DATA, retries=1)
+                return (await stream.collect())[1].total_bytes
+
+        fake.fail_first = 3
+        assert asyncio.run(main()) == len(DATA) and fake.calls == 4
+        with Client(fake.address, timeout=RPC_TIMEOUT) as client:
+            fake.fail_first = 5
+            with pytest.raises(ChunkdError) as caught:
+                METHODS[method](client, DATA).collect()
+            assert caught.value.code() is grpc.StatusCode.CANCELLED
+
+
+class StalledFile(io.BytesIO):
+    """A seekable source that blocks at its second read until ``go`` is set
+    (at most WAIT seconds)."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.go = threading.Event()
+        self.stalled = threading.Event()
+        self._reads = 0
+
+    def read(self, size: int = -1) -> bytes:  # type: ignore[override]
+        self._reads += 1
+        if self._reads == 2:
+            self.stalled.set()
+            self.go.wait(WAIT)
+        return super().read(size)
+
+
+def test_the_callers_own_cancellation_ends_the_call(server: ChunkdServer) -> None:
+    """close() of the client, or cancelling the asyncio task or stream,
+    while a stream with retries runs: never replayed."""
+    source = StalledFile(DATA)
+    heard: List[object] = []
+    client = Client(server.address, timeout=RPC_TIMEOUT)
+    stream = client.chunk(source, retries=3, message_size=1 << 20,
+                          on_replay=lambda e, _: heard.append(e))
+    closer = threading.Thread(target=lambda: (source.stalled.wait(WAIT), client.close()))
+    closer.start()
+    try:
+        with pytest.raises(ChunkdError) as caught:
+            stream.collect()
+    finally:
+        source.go.set()
+        closer.join(WAIT)
+    assert caught.value.code() is grpc.StatusCode.CANCELLED and heard == []
+
+    async def main() -> List[str]:
+        outcomes: List[str] = []
+        async with AsyncClient(server.address, timeout=RPC_TIMEOUT) as aclient:
+            for how in ("task", "stream"):
+                stalled = StalledFile(DATA)
+                stream = aclient.chunk(stalled, retries=3, message_size=1 << 20,
+                                       on_replay=lambda e, _: heard.append(e))
+                task = asyncio.ensure_future(stream.collect())
+                loop = asyncio.get_running_loop()
+                await loop.run_in_executor(None, stalled.stalled.wait, WAIT)
+                if how == "task":
+                    task.cancel()
+                else:
+                    await stream.cancel()
+                try:
+                    await task
+                    outcomes.append("finished")
+                except asyncio.CancelledError:
+                    outcomes.append("cancelled")
+                except grpc.RpcError as e:
+                    outcomes.append(str(e))
+                finally:
+                    stalled.go.set()
+        return outcomes
+
+    outcomes = asyncio.run(main())
+    assert outcomes[0] == "cancelled" and outcomes[1] != "finished", outcomes
+    assert heard == []
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_a_deadline_ends_the_call_while_the_source_stalls(server: ChunkdServer,
+                                                          method: str) -> None:
+    """A source that gives some bytes, then blocks without ending: the call
+    fails DEADLINE_EXCEEDED at its deadline, in both clients, and
+    ``asyncio.run`` returns (no executor thread left waiting on the read)."""
+    go = threading.Event()
+
+    def stalled() -> Iterator[bytes]:
+        yield DATA[:100_000]
+        go.wait(WAIT)  # released when the test ends, whatever happened
+
+    outcomes: List[str] = []
+
+    def sync() -> None:
+        with Client(server.address) as client:
+            try:
+                METHODS[method](client, stalled(), timeout=0.5).collect()
+            except ChunkdError as e:
+                outcomes.append(e.code().name)
+
+    async def main() -> None:
+        async with AsyncClient(server.address) as aclient:
+            try:
+                await METHODS[method](aclient, stalled(), timeout=0.5).collect()
+            except ChunkdError as e:
+                outcomes.append(e.code().name)
+
+    for run in (sync, lambda: asyncio.run(main())):
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        thread.join(WAIT)
+        ended = not thread.is_alive()
+        if not ended:
+            go.set()
+        assert ended, "the call waited for the stalled source"
+    go.set()
+    assert outcomes == ["DEADLINE_EXCEEDED", "DEADLINE_EXCEEDED"]

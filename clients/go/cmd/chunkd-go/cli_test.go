@@ -60,7 +60,7 @@ func TestVersionAndHelp(t *testing.T) {
 			!strings.Contains(stdout, "\n  --timeout SECONDS ") || !strings.Contains(stdout, "\n  --progress WHEN ") {
 			t.Errorf("%s --help: exit %d, stdout %q, stderr %q", cmd, code, stdout, stderr)
 		}
-		if got := strings.Contains(stdout, "--retries N"); got != (cmd == "dedup") {
+		if got := strings.Contains(stdout, "--retries N"); got != (cmd != "info") {
 			t.Errorf("%s --help lists --retries: %v", cmd, got)
 		}
 	}
@@ -103,6 +103,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"dedup", "--server", dead, "--namespace", "ns", "--retries", "1", "-"}, `--retries cannot replay stdin ("-")`},
 		{[]string{"dedup", "--server", dead, "--namespace", "ns", "-", "-"}, `stdin ("-") can be read only once`},
 		{[]string{"dedup", "--server", dead, "--namespace", "ns", "--retries", "101", file}, "--retries: expected an integer in 0..100"},
+		{[]string{"dedup", "--server", dead, "--namespace", "ns", "--retries", "1", "/dev/null"}, "--retries: /dev/null is not a regular file"},
+		{[]string{"chunk", "--server", dead, "--retries", "1", "-"}, `--retries cannot replay stdin ("-")`},
+		{[]string{"chunk", "--server", dead, "--retries", "1", "/dev/null"}, "--retries: /dev/null is not a regular file"},
+		{[]string{"chunk", "--server", dead, "--retries", "101", file}, "--retries: expected an integer in 0..100"},
 		{[]string{"dedup", "--server", dead, "--namespace", "ns", "--fingerprint", "none", file}, "dedup needs a fingerprint"},
 		{[]string{"dedup", "--server", dead, "--namespace", "ns", "--hints", "fastest", file}, "off, ff, ff_mt, ff_rwt, ff_rwt_fpt"},
 		{[]string{"info", "--server", dead, "extra"}, `unexpected argument "extra"`},
@@ -201,9 +205,9 @@ func TestSpellings(t *testing.T) {
 		"--seq-mode", "increasing", "--seq-length", "5", "--skip-trigger", "50", "--skip-size", "256", file) {
 		t.Errorf("a flag beside --preset seqcdc-8k does not override it")
 	}
-	// Seconds, with decimals, or a Go duration; none so short that a loaded
-	// machine could miss it.
-	for _, timeout := range []string{"30", "59.5", "1m", "0"} {
+	// Seconds with decimals, a Go duration, none: each long enough that the
+	// outcome never depends on the machine's speed.
+	for _, timeout := range []string{"30", "90.5", "1m", "0"} {
 		if text("--timeout", timeout, file) != text(file) {
 			t.Errorf("--timeout %s", timeout)
 		}
@@ -351,20 +355,38 @@ func TestProgress(t *testing.T) {
 	}
 }
 
-// TestDedupRetries: --retries replays a file whose stream failed.
-func TestDedupRetries(t *testing.T) {
+// TestRetries: --retries of chunk and dedup replays a file whose stream
+// failed; chunk prints every chunk once.
+func TestRetries(t *testing.T) {
 	file := inputFile(t, 10_000)
-	flaky := chunkdtest.StartFlaky(t, 2)
-	code, stdout, stderr := chunkdGoRaw("dedup", "--server", flaky.Addr, "--namespace", "ns", "--retries", "2", file)
-	// Each replay is announced as chunkctl announces it.
-	replays := "chunkd-go: " + file + ": UNAVAILABLE: flaky: call 1 of Dedup; sending it again in 0.10 s (retry 1 of 2)\n" +
-		"chunkd-go: " + file + ": UNAVAILABLE: flaky: call 2 of Dedup; sending it again in 0.20 s (retry 2 of 2)\n"
-	if code != 0 || stderr != replays || !strings.HasPrefix(stdout, file+" bytes=10000 ") || flaky.Calls("Dedup") != 3 {
-		t.Errorf("--retries 2 after 2 failures: exit %d, stdout %q, stderr %q, %d calls", code, stdout, stderr, flaky.Calls("Dedup"))
+	for _, c := range []struct {
+		method string
+		args   []string
+		out    string
+	}{
+		{"Dedup", []string{"dedup", "--namespace", "ns"}, file + " bytes=10000 "},
+		{"Chunk", []string{"chunk"}, "0,10000,"},
+	} {
+		flaky := chunkdtest.StartFlaky(t, 2)
+		args := append(append([]string{}, c.args...), "--server", flaky.Addr, "--retries", "2", file)
+		code, stdout, stderr := chunkdGoRaw(args...)
+		// Each replay is announced as chunkctl announces it.
+		replays := "chunkd-go: " + file + ": UNAVAILABLE: flaky: call 1 of " + c.method +
+			"; sending it again in 0.10 s (retry 1 of 2)\n" +
+			"chunkd-go: " + file + ": UNAVAILABLE: flaky: call 2 of " + c.method +
+			"; sending it again in 0.20 s (retry 2 of 2)\n"
+		if code != 0 || stderr != replays || !strings.HasPrefix(stdout, c.out) || flaky.Calls(c.method) != 3 {
+			t.Errorf("%s --retries 2 after 2 failures: exit %d, stdout %q, stderr %q, %d calls",
+				c.args[0], code, stdout, stderr, flaky.Calls(c.method))
+		}
+		if c.method == "Chunk" && strings.Count(stdout, "\n") != 1 {
+			t.Errorf("chunk --retries printed %q; want the one chunk once", stdout)
+		}
+		flaky = chunkdtest.StartFlaky(t, 1)
+		args = append(append([]string{}, c.args...), "--server", flaky.Addr, file)
+		code, stdout, stderr = chunkdGoRaw(args...)
+		wantFailure(t, "no --retries", code, stdout, stderr, 1, "", "chunkd-go: UNAVAILABLE: flaky: call 1 of "+c.method+"\n")
 	}
-	flaky = chunkdtest.StartFlaky(t, 1)
-	code, stdout, stderr = chunkdGoRaw("dedup", "--server", flaky.Addr, "--namespace", "ns", file)
-	wantFailure(t, "no --retries", code, stdout, stderr, 1, "", "chunkd-go: UNAVAILABLE: flaky: call 1 of Dedup\n")
 }
 
 // TestClosedStdoutAndInterrupt: stdout closed early ends the process at

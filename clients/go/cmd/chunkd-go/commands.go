@@ -92,6 +92,9 @@ func runChunk(ctx context.Context, o *options, args []string, e env) error {
 	if len(args) != 1 {
 		return usageError{"give exactly one FILE (\"-\" for stdin)"}
 	}
+	if err := checkReplayable(o, args); err != nil {
+		return err
+	}
 	p, client, err := o.connect()
 	if err != nil {
 		return err
@@ -102,12 +105,13 @@ func runChunk(ctx context.Context, o *options, args []string, e env) error {
 		return err
 	}
 	defer closeInput(f)
+	bar := newProgress(o.progress, e.stderr, args[0], size)
+	p.OnReplay = announcer(e, args[0], p.Retries, bar)
 	it, err := client.Chunk(ctx, f, p)
 	if err != nil {
 		return err
 	}
 	defer it.Close()
-	bar := newProgress(o.progress, e.stderr, args[0], size)
 	withFP, asJSON := o.fingerprint != "none", o.asJSON()
 	for it.Next() {
 		ch := it.Record()
@@ -222,14 +226,48 @@ func checkDedupArgs(o *options, args []string) error {
 		return usageError{"missing FILE (\"-\" for stdin)"}
 	case stdin > 1:
 		return usageError{"stdin (\"-\") can be read only once"}
-	case stdin > 0 && o.retries > 0:
-		return usageError{"--retries cannot replay stdin (\"-\"): give a file"}
-	case o.retries < 0 || o.retries > chunkd.MaxRetries:
-		return usageError{fmt.Sprintf("--retries: expected an integer in 0..%d", chunkd.MaxRetries)}
 	case o.fingerprint == "none":
 		return usageError{"--fingerprint none: dedup needs a fingerprint (sha256 or xxh128)"}
 	}
+	return checkReplayable(o, args)
+}
+
+// checkReplayable checks --retries: 0..100, and with replays only regular
+// files, which can be read again from their start (stdin or another pipe, a
+// FIFO, /dev/stdin or <(zcat x), would give the bytes not yet read).
+func checkReplayable(o *options, names []string) error {
+	if o.retries < 0 || o.retries > chunkd.MaxRetries {
+		return usageError{fmt.Sprintf("--retries: expected an integer in 0..%d", chunkd.MaxRetries)}
+	}
+	if o.retries == 0 {
+		return nil
+	}
+	for _, name := range names {
+		if name == "-" {
+			return usageError{"--retries cannot replay stdin (\"-\"): give a file"}
+		}
+		info, err := os.Stat(name)
+		if err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return usageError{fmt.Sprintf("--retries: %s is not a regular file, so it cannot be sent again "+
+				"from its start; give a file or --retries 0", name)}
+		}
+	}
 	return nil
+}
+
+// announcer is the Params.OnReplay of a file's stream: one line on stderr
+// per replay, as chunkctl and chunkd-client print it (docs/cli.md).
+func announcer(e env, name string, retries int, bar *progress) func(error, time.Duration) {
+	replays := 0
+	return func(err error, wait time.Duration) {
+		replays++
+		bar.clear()
+		fmt.Fprintf(e.stderr, "chunkd-go: %s: %s; sending it again in %.2f s (retry %d of %d)\n",
+			name, errorText(err), wait.Seconds(), replays, retries)
+	}
 }
 
 func runDedup(ctx context.Context, o *options, args []string, e env) error {
@@ -271,13 +309,7 @@ func dedupFile(ctx context.Context, client *chunkd.Client, o *options, p chunkd.
 		r = struct{ io.Reader }{f} // not replayable; Dedup must not try to seek a pipe
 	}
 	bar := newProgress(o.progress, e.stderr, name, size)
-	replays := 0
-	p.OnReplay = func(err error, wait time.Duration) {
-		replays++
-		bar.clear()
-		fmt.Fprintf(e.stderr, "chunkd-go: %s: %s; sending it again in %.2f s (retry %d of %d)\n",
-			name, errorText(err), wait.Seconds(), replays, p.Retries)
-	}
+	p.OnReplay = announcer(e, name, p.Retries, bar)
 	it, err := client.Dedup(ctx, o.namespace, r, p)
 	if err != nil {
 		return chunkd.DedupSummary{}, err

@@ -168,7 +168,12 @@ func (o *options) dedupFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.namespace, "namespace", "", "the tenant's index, `NS` (required)")
 	fs.StringVar(&o.hints, "hints", "",
 		"RapidCDC hint test, `NAME`: off, ff, ff_mt, ff_rwt or ff_rwt_fpt (fastcdc only; default: the server's, ff_rwt_fpt)")
-	fs.IntVar(&o.retries, "retries", 0, "replay a file whose stream failed (UNAVAILABLE, ...) up to `N` more times")
+}
+
+// retriesFlag is --retries of chunk and dedup.
+func (o *options) retriesFlag(fs *flag.FlagSet) {
+	fs.IntVar(&o.retries, "retries", 0, "replay a file whose stream failed (UNAVAILABLE, ...) up to `N` more times, "+
+		"0..100; regular files only")
 }
 
 // addAliases registers every flag with a dash under its underscore spelling

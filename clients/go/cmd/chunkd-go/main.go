@@ -12,9 +12,10 @@
 // and a total line; a line where RapidCDC hints were tried ends with
 // hints_tried, hints_accepted, hints_rejected and hint_skipped_bytes.
 // --format json (or --json) prints JSON Lines for chunk and dedup and one
-// object for info. --retries N (0..100) replays a file whose stream failed,
-// each replay announced by a line on stderr ("chunkd-go: FILE: UNAVAILABLE:
-// message; sending it again in 0.10 s (retry 1 of 3)"). A
+// object for info. --retries N (0..100) of chunk and dedup replays a file
+// whose stream failed, each replay announced by a line on stderr
+// ("chunkd-go: FILE: UNAVAILABLE: message; sending it again in 0.10 s
+// (retry 1 of 3)"); chunk prints every chunk once. A
 // progress line (bytes, rate, ETA) goes to stderr when it is a terminal
 // (--progress auto|always|never).
 //
@@ -89,11 +90,13 @@ var commands = map[string]command{
 	"chunk": {"chunk [flags] FILE|-", func(o *options, fs *flag.FlagSet) {
 		o.connectionFlags(fs)
 		o.chunkingFlags(fs)
+		o.retriesFlag(fs)
 	}, runChunk},
 	"dedup": {"dedup --namespace NS [flags] FILE|-...", func(o *options, fs *flag.FlagSet) {
 		o.connectionFlags(fs)
 		o.chunkingFlags(fs)
 		o.dedupFlags(fs)
+		o.retriesFlag(fs)
 	}, runDedup},
 	"info": {"info [flags]", func(o *options, fs *flag.FlagSet) { o.connectionFlags(fs) }, runInfo},
 }

@@ -373,14 +373,17 @@ func (f *fake) Dedup(stream grpc.BidiStreamingServer[pb.DedupRequest, pb.DedupRe
 }
 
 // Flaky is an in-process ChunkService whose calls of each method fail with
-// UNAVAILABLE ("flaky: call N of METHOD") until that method has failed
-// Failures times; then Chunk and Dedup answer as Honest, GetServerInfo
-// with the version "flaky", FindMissing with every fingerprint missing and
-// Release with zero counts.
+// UNAVAILABLE, or Code when it is set ("flaky: call N of METHOD"), until
+// that method has failed Failures times; then Chunk and Dedup answer as
+// Honest, GetServerInfo with the version "flaky", FindMissing with every
+// fingerprint missing and Release with zero counts.
 type Flaky struct {
 	pb.UnimplementedChunkServiceServer
 	// Addr is the server's address.
-	Addr     string
+	Addr string
+	// Code is the failures' code (set before the first call); OK means
+	// UNAVAILABLE.
+	Code     codes.Code
 	failures int32
 	calls    map[string]*atomic.Int32
 	mu       sync.Mutex
@@ -434,7 +437,11 @@ func (f *Flaky) Calls(method string) int { return int(f.calls[method].Load()) }
 // Failures calls have failed.
 func (f *Flaky) fail(method string) error {
 	if n := f.calls[method].Add(1); n <= f.failures {
-		return status.Errorf(codes.Unavailable, "flaky: call %d of %s", n, method)
+		code := f.Code
+		if code == codes.OK {
+			code = codes.Unavailable
+		}
+		return status.Errorf(code, "flaky: call %d of %s", n, method)
 	}
 	return nil
 }
@@ -477,12 +484,16 @@ func (f *Flaky) Release(_ context.Context, req *pb.ReleaseRequest) (*pb.ReleaseR
 	return &pb.ReleaseResponse{RefCounts: make([]uint64, len(req.GetFingerprints()))}, nil
 }
 
-// Span is a record a Scripted server sends: bytes [Offset, Offset+Length).
-type Span struct{ Offset, Length uint64 }
+// Span is a record a Scripted server sends: bytes [Offset, Offset+Length)
+// and their fingerprint (any bytes, or none).
+type Span struct {
+	Offset, Length uint64
+	Fingerprint    []byte
+}
 
 // Scripted is an in-process ChunkService whose Dedup calls send the records
 // of a script: call i reads all the input, then sends the spans of
-// script[i] (as new chunks, fingerprint empty) in one batch; every call but
+// script[i] (as new chunks) in one batch; every call but
 // the script's last then fails with UNAVAILABLE ("scripted: call N"), the
 // last one (and any after it, which repeat it) sends a summary counting the
 // bytes received and ends OK. It plays a server that cuts a replayed
@@ -516,7 +527,8 @@ func (f *Scripted) Dedup(stream grpc.BidiStreamingServer[pb.DedupRequest, pb.Ded
 	spans := f.script[min(n, len(f.script))-1]
 	records := make([]*pb.DedupRecord, len(spans))
 	for i, s := range spans {
-		records[i] = &pb.DedupRecord{Offset: s.Offset, Length: uint32(s.Length), IsNew: true}
+		records[i] = &pb.DedupRecord{Offset: s.Offset, Length: uint32(s.Length), Fingerprint: s.Fingerprint,
+			IsNew: true}
 	}
 	if err := stream.Send(&pb.DedupResponse{Body: &pb.DedupResponse_Batch{
 		Batch: &pb.DedupBatch{Chunks: records}}}); err != nil {

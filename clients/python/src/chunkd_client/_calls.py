@@ -1,14 +1,16 @@
 """What Client and AsyncClient share, so that neither is a hand-kept copy
 of the other: the channel (with its default service config), the stub and
 the options of every call; the checks of the arguments and the requests of
-a Chunk or Dedup stream; the protocol of its responses; Dedup's replays
-(when, after what, and which records the caller has already had); and
-Release's request ids. Each client adds only its way of waiting: blocking,
+a Chunk or Dedup stream; the protocol of its responses; the replays of
+both (when, after what, and which records the caller has already had);
+and Release's request ids. Each client adds only its way of waiting: blocking,
 or asyncio (reads in the executor, ``await``)."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import struct
 import threading
 import uuid
 from dataclasses import dataclass
@@ -119,15 +121,20 @@ class Requests:
         self.complete = True
 
 
-#: The status codes after which ``dedup(retries=N)`` sends its source again:
-#: the server or its index was unreachable, the server went away mid-stream,
-#: was over a limit, or failed. DEADLINE_EXCEEDED joins them when the call
-#: has a timeout (each attempt gets the whole timeout again).
+#: The status codes after which a stream with ``retries`` sends its source
+#: again: the server or its index was unreachable, the server went away
+#: mid-stream, was over a limit, or failed. DEADLINE_EXCEEDED joins them when
+#: the call has a timeout (each attempt gets the whole timeout again), and
+#: CANCELLED when the caller did not cancel: a server that stops past its
+#: shutdown deadline, or a proxy that drops the stream, resets it with
+#: RST_STREAM CANCEL, which the client reports as CANCELLED
+#: (docs/clients.md, "Replaying streams").
 REPLAYED_CODES = frozenset({
     grpc.StatusCode.UNAVAILABLE,
     grpc.StatusCode.ABORTED,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
     grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.CANCELLED,
 })
 #: The wait before the first replay, in seconds; it doubles for each next
 #: one, up to REPLAY_MAX_BACKOFF (the numbers of the channel's retry policy).
@@ -147,28 +154,34 @@ OnReplay = Callable[[ChunkdError, float], object]
 
 
 class Replays:
-    """When a Dedup stream with ``retries`` is sent again.
+    """When a Chunk or Dedup stream with ``retries`` is sent again.
 
     ``delay`` answers, for each failure in turn, how long to wait before
     the replay, or None when the failure is final: a code not in
-    REPLAYED_CODES, or no replay left. ``on_replay``, when given, is called
-    with the failure and that wait for each replay, before the wait.
+    REPLAYED_CODES, a CANCELLED of the caller's (``cancelled_here``, or a
+    client ``closed()`` since), or no replay left. ``on_replay``, when
+    given, is called with the failure and that wait for each replay, before
+    the wait.
     """
 
     def __init__(self, retries: int, timeout: Optional[float], channel: Any,
-                 on_replay: Optional[OnReplay] = None) -> None:
+                 on_replay: Optional[OnReplay] = None,
+                 closed: Callable[[], bool] = lambda: False) -> None:
         check_replay_arguments(retries, on_replay)
         self.left = retries
         self.timeout = timeout
         self.channel = channel
         self.on_replay = on_replay
+        self.closed = closed
         self._backoff = REPLAY_INITIAL_BACKOFF
 
-    def delay(self, failure: ChunkdError) -> Optional[float]:
+    def delay(self, failure: ChunkdError, cancelled_here: bool = False) -> Optional[float]:
         code = failure.code()
         replayed = code in REPLAYED_CODES or (
             code == grpc.StatusCode.DEADLINE_EXCEEDED and self.timeout is not None
         )
+        if code == grpc.StatusCode.CANCELLED and (cancelled_here or self.closed()):
+            replayed = False
         if not replayed or self.left == 0:
             return None
         self.left -= 1
@@ -181,6 +194,90 @@ class Replays:
         if self.timeout is None:
             return REPLAY_CONNECT_WAIT
         return min(REPLAY_CONNECT_WAIT, self.timeout)
+
+
+class Delivered:
+    """The records a stream with ``retries`` has handed to its caller, as
+    every replay must repeat them: where they end, how many there are, and
+    a SHA-256 over their offsets, lengths and fingerprints (a few dozen
+    bytes of state, however long the stream).
+
+    ``take`` says of each record of the current attempt whether it is new
+    to the caller; after ``replaying()`` the records before the end of
+    those handed out are repeats, checked against them once the replay
+    reaches that end. A replay that does not repeat them exactly (a record
+    across that end, a gap, other offsets, lengths or fingerprints before
+    it) means the source, or the index the hints learn from, changed under
+    the replay: ``take`` raises DATA_LOSS, as it does for records that do
+    not follow each other, and ``check_summary`` for a summary that does
+    not add up to the records handed out.
+    """
+
+    def __init__(self) -> None:
+        self.end = 0
+        self.count = 0
+        self._digest = hashlib.sha256()
+        #: The digest and count of the repeats while a replay is before end.
+        self._repeat: Optional[Tuple[Any, int]] = None
+        self._replayed = False
+
+    def replaying(self) -> None:
+        """A new attempt starts from the source's start."""
+        self._repeat = (hashlib.sha256(), 0) if self.end else None
+        self._replayed = True
+
+    def take(self, offset: int, length: int, fingerprint: bytes) -> bool:
+        """True for a record to hand out (and counts it), False for a
+        repeat; raises DATA_LOSS for a replay that cuts otherwise."""
+        key = struct.pack("<QQ", offset, length) + bytes(fingerprint)
+        if self._repeat is None:
+            if offset != self.end:
+                raise self._gap(offset)
+            self._digest.update(key)
+            self.end, self.count = offset + length, self.count + 1
+            return True
+        digest, count = self._repeat
+        if offset >= self.end:
+            raise self._gap(offset)
+        if offset + length > self.end:
+            raise _changed(f"has a chunk [{offset}, {offset + length}) across offset "
+                           f"{self.end}, where the chunks already returned end")
+        digest.update(key)
+        self._repeat = (digest, count + 1)
+        if offset + length == self.end:
+            if count + 1 != self.count or digest.digest() != self._digest.digest():
+                raise _changed(
+                    f"has {count + 1} chunks before offset {self.end} that differ from "
+                    f"the {self.count} already returned (in offsets, lengths or "
+                    "fingerprints)")
+            self._repeat = None
+        return False
+
+    def _gap(self, offset: int) -> ChunkdError:
+        what = (f"goes on at offset {offset}, not at offset {self.end}, where the "
+                "chunks already returned end")
+        if self._replayed:
+            return _changed(what)
+        return ChunkdError(grpc.StatusCode.DATA_LOSS, f"the stream {what}")
+
+    def check_summary(self, total_bytes: int, total_chunks: int) -> None:
+        """DATA_LOSS unless the summary of the attempt that ended OK counts
+        the records handed out, no more and no less."""
+        if self._repeat is not None:
+            raise _changed(f"ended at offset {total_bytes}, before offset {self.end}, "
+                           "where the chunks already returned end")
+        if (total_bytes, total_chunks) != (self.end, self.count):
+            raise ChunkdError(
+                grpc.StatusCode.DATA_LOSS,
+                f"the stream's summary counts {total_bytes} bytes in {total_chunks} "
+                f"chunks, but the chunks returned cover {self.end} bytes in "
+                f"{self.count}")
+
+
+def _changed(what: str) -> ChunkdError:
+    return ChunkdError(grpc.StatusCode.DATA_LOSS,
+                       f"the replayed stream {what}: the source or the index changed "
+                       "under the replay")
 
 
 class StreamBase(Generic[R, S]):
@@ -201,8 +298,10 @@ class StreamBase(Generic[R, S]):
         self._make_summary = summary
         self._received: Any = None  # the summary message, once it arrived
         self._summary: Optional[S] = None
-        #: Where the records handed to the caller end; a replay skips those.
-        self._yielded_end = 0
+        #: The records handed to the caller, which a replay skips.
+        self._delivered = Delivered()
+        #: Set by ``cancel()``: a CANCELLED is then the caller's, never replayed.
+        self._cancelled = False
         self._call, self._requests = begin()
         self._start()
         self._attach()
@@ -252,27 +351,18 @@ class StreamBase(Generic[R, S]):
         return records if self._replays is None else self._fresh(records)
 
     def _fresh(self, records: Iterator[R]) -> Iterator[R]:
+        """The records not handed out before (after a replay, those past the
+        ones handed out); DATA_LOSS, with the call cancelled, for a replay
+        that cuts otherwise (Delivered)."""
         for record in records:
-            offset, end = record.offset, record.end  # type: ignore[attr-defined]
-            if offset < self._yielded_end:
-                if end > self._yielded_end:
-                    raise self._protocol_error(
-                        f"the replayed stream has a chunk [{offset}, {end}) across "
-                        f"offset {self._yielded_end}, where the chunks already "
-                        "returned end: the source or the index changed under the "
-                        "replay",
-                        grpc.StatusCode.DATA_LOSS,
-                    )
-                continue
-            if offset != self._yielded_end:
-                raise self._protocol_error(
-                    f"the replayed stream goes on at offset {offset}, not at offset "
-                    f"{self._yielded_end}, where the chunks already returned end: "
-                    "the source or the index changed under the replay",
-                    grpc.StatusCode.DATA_LOSS,
-                )
-            self._yielded_end = end
-            yield record
+            try:
+                fresh = self._delivered.take(
+                    record.offset, record.length, record.fingerprint)  # type: ignore[attr-defined]
+            except ChunkdError:
+                self._call.cancel()
+                raise
+            if fresh:
+                yield record
 
     def _replay_delay(self, error: grpc.RpcError) -> Optional[float]:
         """What the failed call means: raises the source's exception when
@@ -286,7 +376,8 @@ class StreamBase(Generic[R, S]):
         failure = self._rpc_error(error)
         if failure is None:
             return None
-        delay = None if self._replays is None else self._replays.delay(failure)
+        delay = (None if self._replays is None
+                 else self._replays.delay(failure, self._cancelled))
         if delay is None:
             raise failure from None
         assert self._replays is not None
@@ -298,6 +389,7 @@ class StreamBase(Generic[R, S]):
         """Starts the stream again from the start of its source."""
         self._call, self._requests = self._begin()
         self._received = None
+        self._delivered.replaying()
         self._attach()
 
     def _rpc_error(self, error: grpc.RpcError) -> Optional[ChunkdError]:
@@ -308,15 +400,15 @@ class StreamBase(Generic[R, S]):
         """Sets the summary once the stream ended OK; DATA_LOSS when the
         summary is missing or does not count every byte sent."""
         check_accounted(self._received, self._requests)
+        if self._replays is not None:
+            self._delivered.check_summary(self._received.total_bytes,
+                                          self._received.total_chunks)
         self._summary = self._make_summary(self._received)
 
-    def _protocol_error(
-        self, what: str, code: grpc.StatusCode = grpc.StatusCode.INTERNAL
-    ) -> ChunkdError:
+    def _protocol_error(self, what: str) -> ChunkdError:
         self._call.cancel()
-        if code == grpc.StatusCode.INTERNAL:
-            what = f"protocol violation by the server: {what}"
-        return ChunkdError(code, what)
+        return ChunkdError(grpc.StatusCode.INTERNAL,
+                           f"protocol violation by the server: {what}")
 
 
 @contextlib.contextmanager
@@ -403,7 +495,8 @@ class ClientBase:
         again, ``pieces()`` giving the source from its start each time, and
         ``on_replay`` is told of each replay."""
         deadline = self._deadline(timeout)
-        replays = (Replays(retries, deadline, self._channel, on_replay)
+        replays = (Replays(retries, deadline, self._channel, on_replay,
+                           closed=lambda: self._closed)
                    if retries else None)
 
         def begin() -> Tuple[Any, Requests]:
@@ -422,13 +515,16 @@ class ClientBase:
         fingerprint: Union[str, int],
         message_size: int,
         timeout: Optional[float],
+        retries: int,
+        on_replay: Optional[OnReplay],
         chunking: Any,
     ) -> Any:
-        """``chunk`` of both clients: checks the arguments now, then starts
+        """``chunk`` of both clients: checks the arguments now (a source
+        that cannot be replayed with ``retries``: ValueError), then starts
         the stream."""
-        pieces = self._source_pieces(source, message_size, False)
-        request = convert.chunk_params(fingerprint, params, **chunking)
-        return self._stream(CHUNK, request, pieces, timeout)
+        return self._replayable(
+            CHUNK, lambda: convert.chunk_params(fingerprint, params, **chunking),
+            source, message_size, timeout, retries, on_replay)
 
     def _dedup(
         self,
@@ -444,16 +540,31 @@ class ClientBase:
         on_replay: Optional[OnReplay],
         chunking: Any,
     ) -> Any:
-        """``dedup`` of both clients: checks the arguments (a source that
-        cannot be replayed with ``retries``: ValueError) now, then starts the
-        stream, with a stream_id when it may be replayed."""
+        """``dedup`` of both clients: as ``_chunk``, with a stream_id when
+        the stream may be replayed."""
+        return self._replayable(
+            DEDUP, lambda: convert.dedup_params(
+                namespace, fingerprint, stream_id_for(stream_id, retries), hints,
+                params, **chunking),
+            source, message_size, timeout, retries, on_replay)
+
+    def _replayable(
+        self,
+        method: StreamMethod[R, S],
+        request: Callable[[], object],
+        source: Any,
+        message_size: int,
+        timeout: Optional[float],
+        retries: int,
+        on_replay: Optional[OnReplay],
+    ) -> Any:
+        """Checks the replay arguments, the source (which must be
+        replayable with ``retries``) and the parameters ``request()``
+        converts, in that order and before any call; then starts the
+        stream."""
         check_replay_arguments(retries, on_replay)
         pieces = self._source_pieces(source, message_size, bool(retries))
-        request = convert.dedup_params(
-            namespace, fingerprint, stream_id_for(stream_id, retries), hints, params,
-            **chunking
-        )
-        return self._stream(DEDUP, request, pieces, timeout, retries, on_replay)
+        return self._stream(method, request(), pieces, timeout, retries, on_replay)
 
     def _release_requests(
         self,

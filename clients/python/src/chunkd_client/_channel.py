@@ -31,10 +31,12 @@ RETRIED_METHODS = ("GetServerInfo", "FindMissing", "Release")
 #: The gRPC service config every client dials with unless the caller gives
 #: its own (docs/cli.md, "Channel defaults"): round_robin over every address
 #: the target resolves to, so that a ``dns:///`` name of a headless Service
-#: spreads the streams over every pod; and up to 4 attempts of the
-#: idempotent unary calls on UNAVAILABLE, backing off 0.1 s, 0.2 s, 0.4 s
-#: (at most 2 s; gRPC randomises each wait below that). Streams are never
-#: retried by gRPC: ``dedup(retries=N)`` replays the source instead.
+#: spreads the streams over every pod; and up to 5 attempts (gRPC's most) of
+#: the idempotent unary calls on UNAVAILABLE, gRPC drawing the waits between
+#: them from [0, 1 s], [0, 3 s], [0, 9 s] and [0, 9 s]: together 11 s on
+#: average, enough to outlast a server restart or what is left of a Redis
+#: failover. Streams are never retried by gRPC: ``retries=N`` replays the
+#: source instead.
 DEFAULT_SERVICE_CONFIG: Mapping[str, Any] = {
     "loadBalancingConfig": [{"round_robin": {}}],
     "methodConfig": [
@@ -44,10 +46,10 @@ DEFAULT_SERVICE_CONFIG: Mapping[str, Any] = {
                 for method in RETRIED_METHODS
             ],
             "retryPolicy": {
-                "maxAttempts": 4,
-                "initialBackoff": "0.1s",
-                "maxBackoff": "2s",
-                "backoffMultiplier": 2,
+                "maxAttempts": 5,
+                "initialBackoff": "1s",
+                "maxBackoff": "9s",
+                "backoffMultiplier": 3,
                 "retryableStatusCodes": ["UNAVAILABLE"],
             },
         }

@@ -135,7 +135,9 @@ class _Rewinder:
     The reads of a failed stream may still be under way on gRPC's thread
     when the replay starts; each call starts a new epoch, and the reads of an
     older one stop at their next piece, so that only one position is ever
-    being read.
+    being read. A call does not wait for the lock: a read of the failed
+    stream that blocks (a file object that stalls) holds up only the
+    replay's reads, never the caller.
     """
 
     def __init__(self, f: BinaryIO, message_size: int) -> None:
@@ -148,9 +150,10 @@ class _Rewinder:
         self._epoch = 0
 
     def __call__(self) -> Iterator[bytes]:
-        with self._lock:
-            self._epoch += 1
-            return self._read(self._epoch)
+        # Only the caller's thread changes the epoch; readers compare it
+        # under the lock, before they seek or read.
+        self._epoch += 1
+        return self._read(self._epoch)
 
     def _read(self, epoch: int) -> Iterator[bytes]:
         rewound = False

@@ -11,13 +11,17 @@
         print(stream.summary)
 
 Sources are those ``Client`` accepts, plus async iterables of bytes. Files
-are read in the event loop's default executor, so a slow disk never blocks
-the loop. Errors are raised as ``ChunkdError``.
+and other blocking sources are read on a thread of each stream's own, so a
+slow disk never blocks the loop, and a pipe that stalls blocks neither a
+call's deadline nor the loop's or the interpreter's exit. Errors are raised
+as ``ChunkdError``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import queue
+import threading
 from typing import (
     Any, AsyncIterable, AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterable,
     Iterator, List, Optional, Tuple, TypeVar, Union,
@@ -58,14 +62,73 @@ async def _aiter_source(
 
 
 async def _aiter_pieces(pieces: Iterator[bytes]) -> AsyncIterator[bytes]:
-    """``pieces`` for the event loop: every read runs in the default
-    executor."""
+    """``pieces`` for the event loop: every read runs on the stream's
+    reader thread (_Reader)."""
     loop = asyncio.get_running_loop()
-    while True:
-        piece: Optional[bytes] = await loop.run_in_executor(None, _next_or_none, pieces)
-        if piece is None:
-            return
-        yield piece
+    reader = _Reader(pieces)
+    try:
+        while True:
+            piece = await reader.next(loop)
+            if piece is None:
+                return
+            yield piece
+    finally:
+        reader.stop()
+
+
+class _Reader:
+    """Reads the pieces of one stream's source on a daemon thread, one at a
+    time as the stream asks for them.
+
+    Not the loop's default executor: a read that never returns (stdin or a
+    pipe whose writer stalls without closing) would hold one of its threads,
+    and ``asyncio.run`` and the interpreter's exit wait for those. A stalled
+    read here holds only this thread, which nothing waits for; the call
+    still ends at its deadline, since grpc.aio cancels the awaiting task.
+    """
+
+    def __init__(self, pieces: Iterator[bytes]) -> None:
+        self._pieces = pieces
+        self._asks: "queue.SimpleQueue[Optional[Tuple[Any, asyncio.Future]]]" = (
+            queue.SimpleQueue())
+        threading.Thread(target=self._serve, name="chunkd-source-reader",
+                         daemon=True).start()
+
+    def next(self, loop: asyncio.AbstractEventLoop) -> "asyncio.Future[Optional[bytes]]":
+        """The next piece, None at the end of the source."""
+        future: "asyncio.Future[Optional[bytes]]" = loop.create_future()
+        self._asks.put((loop, future))
+        return future
+
+    def stop(self) -> None:
+        """Ends the thread once a read under way returns."""
+        self._asks.put(None)
+
+    def _serve(self) -> None:
+        while True:
+            ask = self._asks.get()
+            if ask is None:
+                return
+            loop, future = ask
+            try:
+                outcome: Tuple[Optional[bytes], Optional[BaseException]] = (
+                    next(self._pieces, None), None)
+            except Exception as e:  # the source's: raised in the stream
+                outcome = (None, e)
+            try:
+                loop.call_soon_threadsafe(_settle, future, *outcome)
+            except RuntimeError:  # the loop is closed: nobody waits
+                return
+
+
+def _settle(future: "asyncio.Future[Optional[bytes]]", piece: Optional[bytes],
+            error: Optional[BaseException]) -> None:
+    if future.cancelled():
+        return  # the stream ended meanwhile
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(piece)
 
 
 def _pieces(
@@ -86,10 +149,6 @@ def _pieces(
         return lambda: pieces
     again = source_pieces(source, message_size, replayable)
     return lambda: _aiter_pieces(again())
-
-
-def _next_or_none(pieces: Iterator[bytes]) -> Optional[bytes]:
-    return next(pieces, None)
 
 
 def _result_now(coroutine: Coroutine[Any, Any, T]) -> Optional[T]:
@@ -114,6 +173,8 @@ class AsyncResponseStream(StreamBase[R, S]):
 
     def _start(self) -> None:
         self._generator: AsyncGenerator[R, None] = self._generate()
+        #: True while a task waits in ``__anext__``.
+        self._iterating = False
 
     def _attach(self) -> None:
         self._status: Optional[Tuple[grpc.StatusCode, str]] = None
@@ -152,7 +213,11 @@ class AsyncResponseStream(StreamBase[R, S]):
         return self
 
     async def __anext__(self) -> R:
-        return await self._generator.__anext__()
+        self._iterating = True
+        try:
+            return await self._generator.__anext__()
+        finally:
+            self._iterating = False
 
     async def __aenter__(self) -> "AsyncResponseStream[R, S]":
         return self
@@ -166,10 +231,14 @@ class AsyncResponseStream(StreamBase[R, S]):
         return records, self.summary
 
     async def cancel(self) -> None:
-        """Abandons the call if it is still running (no effect otherwise)."""
+        """Abandons the call if it is still running (no effect otherwise);
+        it is not replayed. From another task than the one iterating, that
+        iteration then raises asyncio.CancelledError."""
+        self._cancelled = True
         if self._summary is None:
             self._call.cancel()
-        await self._generator.aclose()
+        if not self._iterating:
+            await self._generator.aclose()
 
     async def _generate(self) -> AsyncGenerator[R, None]:
         while True:
@@ -235,9 +304,15 @@ class AsyncClient(ClientBase):
     def chunk(self, source: AsyncSource, *, params: Optional[ChunkingParams] = None,
               fingerprint: Union[str, int] = "sha256",
               message_size: int = DEFAULT_MESSAGE_SIZE,
-              timeout: Optional[float] = None, **chunking: Any) -> AsyncChunkStream:
-        """As ``Client.chunk``; ``async for`` the returned stream."""
-        return self._chunk(source, params, fingerprint, message_size, timeout, chunking)
+              timeout: Optional[float] = None, retries: int = 0,
+              on_replay: Optional[OnReplay] = None,
+              **chunking: Any) -> AsyncChunkStream:
+        """As ``Client.chunk``; ``async for`` the returned stream. With
+        ``retries``, an async iterable source is a ValueError (it cannot be
+        read again). ``on_replay(error, delay)`` is a plain function, called
+        in the event loop before each replay's wait (it must not block)."""
+        return self._chunk(source, params, fingerprint, message_size, timeout,
+                           retries, on_replay, chunking)
 
     async def chunk_all(
         self, source: AsyncSource, **kwargs: Any
@@ -254,10 +329,8 @@ class AsyncClient(ClientBase):
               timeout: Optional[float] = None, retries: int = 0,
               on_replay: Optional[OnReplay] = None,
               **chunking: Any) -> AsyncDedupStream:
-        """As ``Client.dedup``; ``async for`` the returned stream. With
-        ``retries``, an async iterable source is a ValueError (it cannot be
-        read again). ``on_replay(error, delay)`` is a plain function, called
-        in the event loop before each replay's wait (it must not block)."""
+        """As ``Client.dedup``; ``async for`` the returned stream, with
+        ``retries`` and ``on_replay`` as in ``chunk``."""
         return self._dedup(source, namespace, params, fingerprint, stream_id, hints,
                            message_size, timeout, retries, on_replay, chunking)
 

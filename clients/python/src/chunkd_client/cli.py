@@ -29,7 +29,7 @@ import re
 import stat
 import sys
 import time
-from typing import IO, Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import grpc
 
@@ -349,6 +349,16 @@ _EXIT_STATUS = (
 )
 
 
+def _add_retries(group: Any, what: str) -> None:
+    """--retries of chunk and dedup; ``what`` is sent again."""
+    _add(group, "--retries", type=_retries, default=0, metavar="N",
+         help=f"send {what} again from its start, up to N more times, when its stream "
+         "fails with UNAVAILABLE, ABORTED, RESOURCE_EXHAUSTED, INTERNAL, CANCELLED "
+         "or (with --timeout) DEADLINE_EXCEEDED, after a backoff of 0.1 s doubling "
+         "to 2 s; each replay is announced on stderr. Regular files only, not - "
+         "or another pipe (default 0)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
@@ -374,6 +384,7 @@ def _parser() -> argparse.ArgumentParser:
         '{"offset":O,"length":L,"fingerprint":"HEX"}. The same output as '
         "chunkctl chunk and chunkd-go chunk.",
     )
+    _add_retries(chunk.add_argument_group("replays"), "the file")
     chunk.add_argument("file", metavar="FILE", help='the input ("-" for stdin)')
 
     dedup = commands.add_parser(
@@ -391,12 +402,8 @@ def _parser() -> argparse.ArgumentParser:
     _add(group, "--hints", type=str.lower, choices=list(HINTS),
          help="RapidCDC hint test (fastcdc only; unset: the server's default, "
          "ff_rwt_fpt for fastcdc)")
-    _add(group, "--retries", type=_retries, default=0, metavar="N",
-         help="send a file again from its start, up to N more times, when its stream "
-         "fails with UNAVAILABLE, ABORTED, RESOURCE_EXHAUSTED, INTERNAL or (with "
-         "--timeout) DEADLINE_EXCEEDED; each file's stream then carries a random "
-         "stream_id, so the reference counts equal a single run's. Not with - "
-         "(default 0)")
+    _add_retries(group, "a file; each file's stream then carries a random "
+                 "stream_id, so the reference counts equal a single run's")
     dedup.add_argument("files", nargs="+", metavar="FILE", help='inputs ("-" for stdin)')
 
     commands.add_parser(
@@ -479,9 +486,45 @@ def _chunking_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def _open(name: str) -> Any:
+    """The file ``name``; for "-", stdin unbuffered and left open: its pieces
+    go out as they arrive, and a read that stalls holds no lock that closing
+    it, or the interpreter's exit, would wait for (a call that times out
+    meanwhile ends at once)."""
     if name == "-":
-        return sys.stdin.buffer
+        return open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)
     return open(name, "rb")
+
+
+def _check_replayable(args: argparse.Namespace, names: Sequence[str]) -> None:
+    """With --retries, only regular files can be read again from their
+    start: stdin or another pipe (a FIFO, /dev/stdin, <(zcat x)) would give
+    the bytes not yet read. A usage error before any call."""
+    if not args.retries:
+        return
+    for name in names:
+        if name == "-":
+            raise _UsageError('stdin ("-") cannot be read again: --retries needs '
+                              "files", args.prog)
+        if not stat.S_ISREG(os.stat(name).st_mode):
+            raise _UsageError(f"--retries: {name} is not a regular file, so it cannot "
+                              "be sent again from its start; give a file or "
+                              "--retries 0", args.prog)
+
+
+def _announcer(args: argparse.Namespace, name: str,
+               progress: "Progress") -> Callable[[ChunkdError, float], None]:
+    """The on_replay of a file's stream: one line on stderr per replay, as
+    chunkctl and chunkd-go print it (docs/cli.md)."""
+    replays = 0
+
+    def announce(error: ChunkdError, delay: float) -> None:
+        nonlocal replays
+        replays += 1
+        progress.note(f"{PROG}: {name}: {error.code().name}: {error.details()}; "
+                      f"sending it again in {delay:.2f} s "
+                      f"(retry {replays} of {args.retries})")
+
+    return announce
 
 
 def _size(f: Any) -> Optional[int]:
@@ -506,9 +549,12 @@ def _run_chunk(args: argparse.Namespace, out: IO[str]) -> int:
     kwargs = _chunking_kwargs(args)
     with_fingerprint = args.fingerprint != "none"
     as_json = args.format == "json"
+    _check_replayable(args, [args.file])
     with _client(args) as client, _open(args.file) as f:
         progress = _progress(args, args.file, _size(f))
-        with client.chunk(f, **kwargs) as stream:
+        with client.chunk(f, retries=args.retries,
+                          on_replay=_announcer(args, args.file, progress),
+                          **kwargs) as stream:
             lines: List[str] = []
             for record in stream:
                 if as_json:
@@ -569,22 +615,10 @@ def _dedup_file(client: Client, args: argparse.Namespace, name: str,
                 kwargs: Dict[str, Any]) -> DedupSummary:
     """Streams one file; returns its summary."""
     with _open(name) as f:
-        if args.retries and not (f.seekable() if hasattr(f, "seekable") else False):
-            raise _UsageError(f"--retries needs files that can be read again; {name} "
-                              "cannot seek (a pipe?)", args.prog)
         progress = _progress(args, name, _size(f))
-        replays = 0
-
-        def announce(error: ChunkdError, delay: float) -> None:
-            # The line of chunkctl (docs/cli.md, "dedup").
-            nonlocal replays
-            replays += 1
-            progress.note(f"{PROG}: {name}: {error.code().name}: {error.details()}; "
-                          f"sending it again in {delay:.2f} s "
-                          f"(retry {replays} of {args.retries})")
-
         with client.dedup(f, namespace=args.namespace, hints=args.hints,
-                          retries=args.retries, on_replay=announce,
+                          retries=args.retries,
+                          on_replay=_announcer(args, name, progress),
                           **kwargs) as stream:
             for record in stream:
                 progress.update(record.end)
@@ -596,9 +630,6 @@ def _dedup_file(client: Client, args: argparse.Namespace, name: str,
 def _run_dedup(args: argparse.Namespace, out: IO[str]) -> int:
     if args.files.count("-") > 1:
         raise _UsageError('stdin ("-") can be read only once', args.prog)
-    if args.retries and "-" in args.files:
-        raise _UsageError('stdin ("-") cannot be read again: --retries needs files',
-                          args.prog)
     if args.fingerprint == "none":
         raise _UsageError("--fingerprint none: dedup needs a fingerprint (sha256 or "
                           "xxh128)", args.prog)
@@ -606,6 +637,7 @@ def _run_dedup(args: argparse.Namespace, out: IO[str]) -> int:
         raise _UsageError(f"--namespace {args.namespace!r}: 1..128 characters of "
                           "[A-Za-z0-9._-]", args.prog)
     kwargs = _chunking_kwargs(args)
+    _check_replayable(args, args.files)
     algorithm = _chunking_fields(args)["algorithm"]
     if args.hints not in (None, "off") and algorithm != "fastcdc":
         raise _UsageError(f"--hints {args.hints} needs --algorithm fastcdc, not "

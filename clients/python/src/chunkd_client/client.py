@@ -80,7 +80,9 @@ class ResponseStream(StreamBase[R, S]):
         return records, self.summary
 
     def cancel(self) -> None:
-        """Abandons the call if it is still running (no effect otherwise)."""
+        """Abandons the call if it is still running (no effect otherwise);
+        it is not replayed."""
+        self._cancelled = True
         if self._summary is None:
             self._call.cancel()
         self._generator.close()
@@ -143,9 +145,10 @@ class Client(ClientBase):
         service_config: the gRPC service config of the channel, a mapping or
             a JSON string. None: ``DEFAULT_SERVICE_CONFIG``, round_robin
             over every address of the target (a ``dns:///`` name of several
-            servers spreads the streams over them) and up to 4 attempts of
-            GetServerInfo, FindMissing and Release on UNAVAILABLE (0.1 s
-            backoff, doubling, at most 2 s). ``{}`` dials without one.
+            servers spreads the streams over them) and up to 5 attempts of
+            GetServerInfo, FindMissing and Release on UNAVAILABLE (waits of
+            up to 1, 3, 9 and 9 s, drawn at random: 11 s on average). ``{}``
+            dials without one.
 
     Thread-safe: calls may run concurrently from several threads. Use it as a
     context manager or call ``close()``.
@@ -169,7 +172,9 @@ class Client(ClientBase):
     def chunk(self, source: Source, *, params: Optional[ChunkingParams] = None,
               fingerprint: Union[str, int] = "sha256",
               message_size: int = DEFAULT_MESSAGE_SIZE,
-              timeout: Optional[float] = None, **chunking: Any) -> ChunkStream:
+              timeout: Optional[float] = None, retries: int = 0,
+              on_replay: Optional[OnReplay] = None,
+              **chunking: Any) -> ChunkStream:
         """Cuts ``source`` into chunks on the server.
 
         ``source`` is a path, a bytes-like object, a binary file object or an
@@ -190,9 +195,33 @@ class Client(ClientBase):
             print(stream.summary.total_chunks)
 
         Errors are raised from the iteration as ``ChunkdError`` (a parameter
-        the algorithm does not take: INVALID_ARGUMENT naming it).
+        the algorithm does not take: INVALID_ARGUMENT naming it). A
+        ``timeout`` ends the call at its deadline even while ``source``
+        blocks (a pipe that stalls): the read goes on in the background.
+
+        ``retries`` (default 0, at most 100) sends the stream again, from the
+        start of ``source``, up to that many more times when it fails with
+        UNAVAILABLE, ABORTED, RESOURCE_EXHAUSTED, INTERNAL, CANCELLED (unless
+        the caller cancelled: ``cancel()``, ``close()``) or, when there is a
+        timeout, DEADLINE_EXCEEDED (each attempt gets the whole timeout):
+        after 0.1 s, 0.2 s, 0.4 s ... (at most 2 s) and once the channel has
+        reconnected (at most 20 s). ``source`` must be readable again: a
+        path, a bytes-like object or a seekable file (seeked back to where it
+        was when the call was made); anything else is a ValueError. The
+        records arrive as they are made, each once: a replay yields only the
+        records past the last one already yielded, after checking that it
+        repeats those exactly (offsets, lengths, fingerprints); the summary
+        is the replay's. A replay that cuts the source otherwise (the file
+        changed) fails with DATA_LOSS, as does a summary that does not count
+        the records yielded. ``on_replay(error, delay)``, when given, is
+        called for each replay before its wait, from the iteration:
+        ``error`` is the failure (a ``ChunkdError``) and ``delay`` the
+        seconds of backoff about to be waited (e.g. to log "sending it again
+        in 0.10 s"). An exception it raises ends the iteration. TypeError
+        when it is not callable.
         """
-        return self._chunk(source, params, fingerprint, message_size, timeout, chunking)
+        return self._chunk(source, params, fingerprint, message_size, timeout,
+                           retries, on_replay, chunking)
 
     def chunk_all(
         self, source: Source, **kwargs: Any
@@ -232,28 +261,11 @@ class Client(ClientBase):
         the records of normal chunking. The summary reports ``hints_tried``,
         ``hints_accepted``, ``hints_rejected`` and ``hint_skipped_bytes``.
 
-        ``retries`` (default 0) sends the stream again, from the start of
-        ``source``, up to that many more times when it fails with
-        UNAVAILABLE, ABORTED, RESOURCE_EXHAUSTED or INTERNAL (and
-        DEADLINE_EXCEEDED when there is a timeout, which each attempt gets
-        whole), after 0.1 s, 0.2 s, 0.4 s ... (at most 2 s) and once the
-        channel has reconnected (at most 20 s). The stream then carries a
-        ``stream_id`` (a random one unless given), so the reference counts
-        end as after one clean run. ``source`` must be readable again: a
-        path, a bytes-like object or a seekable file (seeked back to where
-        it was when ``dedup`` was called); anything else is a ValueError.
-        The records arrive as they are made, each once: a replay yields only
-        the records past the last one already yielded (the same bytes make
-        the same chunks, and the stream_id makes the server answer as the
-        first attempt would have, ``is_new`` included); the summary is the
-        replay's. Should a replay cut the source elsewhere (the file
-        changed), it fails with DATA_LOSS.
-
-        ``on_replay(error, delay)``, when given, is called for each replay
-        before its wait, from the iteration: ``error`` is the failure (a
-        ``ChunkdError``) and ``delay`` the seconds of backoff about to be
-        waited (e.g. to log "sending it again in 0.10 s"). An exception it
-        raises ends the iteration. TypeError when it is not callable.
+        ``retries`` and ``on_replay`` replay the stream as in ``chunk``;
+        the stream then carries a ``stream_id`` (a random one unless given),
+        so the reference counts end as after one clean run, and the server
+        answers a replay as the first attempt was answered, ``is_new``
+        included.
         """
         return self._dedup(source, namespace, params, fingerprint, stream_id, hints,
                            message_size, timeout, retries, on_replay, chunking)
