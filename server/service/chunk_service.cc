@@ -306,12 +306,14 @@ class StreamReactor final
   }
 
   ~StreamReactor() override {
-    // Normally zero by now: every read completed and every task ran. (The
-    // stream memory went back when the stream finished: every stream ends
-    // through NextOpLocked's Finish.)
+    // Normally zero by now: every read completed and every task ran.
     if (MemoryBudget* memory = service_->options().memory) {
       memory->Release(reserved_ + charged_);
     }
+    // The stream memory of a stream that failed while its task ran goes
+    // back only now, once that task has let go of the chunker.
+    std::lock_guard<std::mutex> lock(mu_);
+    ReturnStreamMemoryLocked();
   }
 
   void OnReadDone(bool ok) override {
@@ -619,7 +621,9 @@ class StreamReactor final
       // A read still pending completes without data now; its reservation
       // goes back at once, not when gRPC gets round to OnDone.
       SettleReservationLocked(0);
-      ReturnStreamMemoryLocked();
+      // A task still running holds the chunker until it ends: then the
+      // destructor returns the stream memory.
+      if (!task_running_) ReturnStreamMemoryLocked();
       return Op::kFinish;
     }
     if (!write_pending_ && !outbox_.empty()) {

@@ -18,7 +18,8 @@
 // parameters: once they arrive the stream reserves its worst case
 // (service/memory_plan.h, StreamMemoryBytes) from
 // ServiceOptions::stream_memory, before it reads or cuts any more, and
-// returns it when it finishes, however it ends. A stream that does not fit
+// returns it when it finishes, however it ends (a stream that fails while
+// its task runs: once that task ends). A stream that does not fit
 // waits in turn, reading nothing (HTTP/2 flow control holds its client;
 // the wait is not idle time); one that could never fit is refused with
 // RESOURCE_EXHAUSTED.

@@ -122,12 +122,12 @@ class StreamMemoryTest : public ::testing::Test {
     return stream->Finish();
   }
 
-  // Waits until no stream runs; by then every reservation is back: a stream
-  // returns it before it finishes and gives its slot up, not later when
-  // gRPC is done with it.
+  // Waits until no stream runs and every reservation is back (a stream
+  // that failed while its task ran returns it when that task ends).
   void ExpectAllReturned() {
     ASSERT_TRUE(WaitFor([&] { return service_->active_streams() == 0; }));
-    EXPECT_EQ(stream_memory_->used(), 0u);
+    EXPECT_TRUE(WaitFor([&] { return stream_memory_->used() == 0; }))
+        << stream_memory_->used();
     EXPECT_EQ(stream_memory_->waiting(), 0u);
     EXPECT_TRUE(WaitFor([&] { return budget_.used() == 0; }));
   }
