@@ -104,8 +104,9 @@ ABSL_FLAG(std::string, backend, "",
           "unknown or unsupported backend is an error");
 ABSL_FLAG(uint32_t, max_streams, 128,
           "Chunk and Dedup streams served at once; one more is refused with "
-          "RESOURCE_EXHAUSTED. Left unset under a memory limit: as many as "
-          "fit it at their worst case (at most the default)");
+          "RESOURCE_EXHAUSTED. Left unset under a memory limit: as many "
+          "streams of typical parameters (Dedup, fastcdc's default sizes) "
+          "as fit it (at most the default)");
 ABSL_FLAG(int64_t, max_streams_per_token, -1,
           "with --auth_tokens, Chunk and Dedup streams one bearer token may "
           "run at once (one more is refused with RESOURCE_EXHAUSTED); -1 "
@@ -162,7 +163,8 @@ ABSL_FLAG(uint64_t, stream_memory_budget, 0,
 ABSL_FLAG(std::string, memory_limit_file, "",
           "file holding the memory limit chunkd sizes --max_streams, "
           "--memory_budget, --stream_memory_budget, --index_max_entries and "
-          "--hint_cache_mib to when they are left unset, as bytes or 'max' (no limit); empty means "
+          "--hint_cache_mib to when they are left unset, as bytes or 'max' "
+          "(no limit); empty means "
           "the cgroup's: memory.max (v2) or memory.limit_in_bytes (v1) of "
           "this process's memory cgroup and its parents, the smallest");
 // The memory plan's defaults without a limit are the flags' own.
