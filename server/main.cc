@@ -785,11 +785,15 @@ void ConfigureBuilder(grpc::ServerBuilder& builder, grpc::ResourceQuota& quota,
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                              kKeepaliveTimeoutMs);
   // gRPC's own buffers (flow-control windows, read buffers, call state)
-  // answer to a quota as large as the streams' budget, with a floor: near
-  // its quota gRPC shrinks the windows it offers, and at the quota it sends
-  // GOAWAY "Buffers full" to connections, which a small --memory_budget
-  // must not cause in normal work.
-  quota.Resize(std::max<uint64_t>(limits.memory_budget, kMinGrpcQuota));
+  // answer to a quota as large as what the memory plan counts for them and
+  // the request bytes (--memory_budget plus kGrpcBytesPerStream a stream),
+  // with a floor: near its quota gRPC shrinks the windows it offers, and at
+  // the quota it cancels streams ("Buffers full"), which must not happen
+  // while chunkd's own budgets hold.
+  quota.Resize(std::max<uint64_t>(
+      limits.memory_budget + uint64_t{limits.registry.max_streams} *
+                                 chunkd::service::kGrpcBytesPerStream,
+      kMinGrpcQuota));
   builder.SetResourceQuota(quota);
   // Leave room above the data limit so that a slightly larger message
   // reaches the service and gets an error naming the limit; far larger ones
