@@ -203,6 +203,8 @@ constexpr absl::Duration kAbuseLogInterval = absl::Seconds(10);
 constexpr int kMinClientPingIntervalMs = 30'000;
 constexpr int kKeepaliveTimeMs = 60'000;
 constexpr int kKeepaliveTimeoutMs = 20'000;
+// The flow-control window a stream offers beyond the message it reads.
+constexpr uint64_t kStreamLookaheadBytes = uint64_t{1} << 20;
 // Least memory gRPC's own buffers may use (ResourceQuota).
 constexpr uint64_t kMinGrpcQuota = uint64_t{256} << 20;
 
@@ -784,6 +786,15 @@ void ConfigureBuilder(grpc::ServerBuilder& builder, grpc::ResourceQuota& quota,
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                              kKeepaliveTimeoutMs);
+  // What HTTP/2 flow control lets into a stream its reader has not asked
+  // for: 1 MiB at most, within the memory plan's kGrpcBytesPerStream. BDP
+  // probing would grow every stream's window with the connection's
+  // throughput, also for streams that wait for their memory and read
+  // nothing; a read of a larger message still opens the window to it (those
+  // bytes are reserved from --memory_budget first).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
+                             static_cast<int>(kStreamLookaheadBytes));
   // gRPC's own buffers (flow-control windows, read buffers, call state)
   // answer to a quota as large as what the memory plan counts for them and
   // the request bytes (--memory_budget plus kGrpcBytesPerStream a stream),
