@@ -994,6 +994,26 @@ void Drain(int sig, chunkd::service::ChunkServiceImpl& service,
   trimmer.Stop();
 }
 
+// The allocator keeps what a burst freed (ConfigureMalloc); it goes back
+// to the OS once streams have stopped.
+std::unique_ptr<chunkd::service::IdleTrimmer> StartIdleTrimmer(
+    chunkd::service::ChunkServiceImpl& service) {
+  auto trimmer = std::make_unique<chunkd::service::IdleTrimmer>(
+      chunkd::service::IdleTrimmer::Options{absl::Milliseconds(250),
+                                            kIdleTrimDelay},
+      [&service] {
+        return chunkd::service::StreamActivity{service.active_streams(),
+                                               service.streams_started()};
+      },
+      [&service] {
+        // The pooled request buffers first, or their pages stay.
+        service.ReleaseIdleBuffers();
+        chunkd::service::TrimMalloc();
+      });
+  trimmer->Start();
+  return trimmer;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1070,25 +1090,12 @@ int main(int argc, char** argv) {
   chunkd::service::IndexHealthMonitor index_health(
       index->get(), kIndexHealthInterval, ReportIndexHealth(health));
   index_health.Start();
-  // The allocator keeps what a burst freed (ConfigureMalloc); it goes back
-  // to the OS once streams have stopped.
-  chunkd::service::IdleTrimmer trimmer(
-      {absl::Milliseconds(250), kIdleTrimDelay},
-      [&service] {
-        return chunkd::service::StreamActivity{service.active_streams(),
-                                               service.streams_started()};
-      },
-      [&service] {
-        // The pooled request buffers first, or their pages stay.
-        service.ReleaseIdleBuffers();
-        chunkd::service::TrimMalloc();
-      });
-  trimmer.Start();
+  const auto trimmer = StartIdleTrimmer(service);
   LogServing(listen, port, *tokens != nullptr, metrics_listen,
              (*index)->backend(), threads, *backends);
   LogLimits(*limits, *tokens != nullptr, stream_rate);
 
-  Drain(WaitForSignal(signals), service, **index, index_health, trimmer,
+  Drain(WaitForSignal(signals), service, **index, index_health, *trimmer,
         health, *server, port);
   metrics.WatchQueueDepth(nullptr);  // the pool goes first
   metrics.WatchIndexEntries(nullptr);
