@@ -84,7 +84,7 @@ ABSL_FLAG(absl::Duration, redis_connect_timeout, absl::Seconds(1),
           "bound on connecting to Redis, handshake included");
 ABSL_FLAG(absl::Duration, redis_command_timeout, absl::Seconds(2),
           "bound on each Redis round trip; a slower server counts as down");
-ABSL_FLAG(absl::Duration, redis_failover_wait, absl::Seconds(10),
+ABSL_FLAG(absl::Duration, redis_failover_wait, absl::Seconds(30),
           "how long an index call waits for Redis to come back (a Redis "
           "Cluster failover, a restarting server) before it fails with "
           "UNAVAILABLE, re-sending meanwhile what is safe to re-send; set it "
@@ -104,8 +104,9 @@ ABSL_FLAG(std::string, backend, "",
           "unknown or unsupported backend is an error");
 ABSL_FLAG(uint32_t, max_streams, 128,
           "Chunk and Dedup streams served at once; one more is refused with "
-          "RESOURCE_EXHAUSTED. Left unset under a memory limit: as many as "
-          "fit it at their worst case (at most the default)");
+          "RESOURCE_EXHAUSTED. Left unset under a memory limit: as many "
+          "streams of typical parameters (Dedup, fastcdc's default sizes) "
+          "as fit it (at most the default)");
 ABSL_FLAG(int64_t, max_streams_per_token, -1,
           "with --auth_tokens, Chunk and Dedup streams one bearer token may "
           "run at once (one more is refused with RESOURCE_EXHAUSTED); -1 "
@@ -150,10 +151,20 @@ ABSL_FLAG(uint64_t, hint_cache_mib, 64,
           "Dedup with hints follow them without hashing on the way; 0 turns "
           "it off. Left unset under a memory limit: at most a 16th of what "
           "it leaves");
+ABSL_FLAG(uint64_t, stream_memory_budget, 0,
+          "memory all streams together may hold beyond their request bytes: "
+          "each reserves, once its parameters arrive, its worst case for "
+          "them (chunker buffers and bitmaps, hint follower copies, "
+          "responses of a client that stops reading); a stream that does "
+          "not fit waits its turn without reading, one that never could is "
+          "refused with RESOURCE_EXHAUSTED. 0 (the default): sized: without "
+          "a memory limit room for every stream at its largest, under one "
+          "what the limit leaves");
 ABSL_FLAG(std::string, memory_limit_file, "",
           "file holding the memory limit chunkd sizes --max_streams, "
-          "--memory_budget, --index_max_entries and --hint_cache_mib to when "
-          "they are left unset, as bytes or 'max' (no limit); empty means "
+          "--memory_budget, --stream_memory_budget, --index_max_entries and "
+          "--hint_cache_mib to when they are left unset, as bytes or 'max' "
+          "(no limit); empty means "
           "the cgroup's: memory.max (v2) or memory.limit_in_bytes (v1) of "
           "this process's memory cgroup and its parents, the smallest");
 // The memory plan's defaults without a limit are the flags' own.
@@ -364,6 +375,7 @@ struct StreamLimits {
   uint64_t max_message = 0;
   uint64_t max_inflight = 0;
   uint64_t memory_budget = 0;
+  uint64_t stream_memory = 0;
   chunkd::service::RegistryLimits registry;
   uint32_t streams_per_connection = 0;
   absl::Duration idle_timeout;
@@ -395,6 +407,7 @@ absl::Status ValidateStreamFlags(const chunkd::service::MemoryPlan& memory,
                                  StreamLimits* limits) {
   const uint32_t max_streams = memory.max_streams;
   limits->memory_budget = memory.memory_budget;
+  limits->stream_memory = memory.stream_memory;
   limits->registry.max_streams = max_streams;
   limits->registry.max_streams_per_ip = absl::GetFlag(FLAGS_max_streams_per_ip);
   const int64_t per_token = absl::GetFlag(FLAGS_max_streams_per_token);
@@ -471,6 +484,10 @@ absl::StatusOr<chunkd::service::MemoryPlan> PlanMemoryFromFlags(
   inputs.index_max_entries =
       GivenFlag(FLAGS_index_max_entries, "index_max_entries");
   inputs.hint_cache_mib = GivenFlag(FLAGS_hint_cache_mib, "hint_cache_mib");
+  // 0, given or not, means sized.
+  inputs.stream_memory =
+      GivenFlag(FLAGS_stream_memory_budget, "stream_memory_budget");
+  if (inputs.stream_memory == uint64_t{0}) inputs.stream_memory.reset();
   inputs.max_message_bytes = limits.max_message;
   inputs.max_inflight_bytes = limits.max_inflight;
   inputs.threads = WorkerThreads();
@@ -710,6 +727,7 @@ struct ServiceParts {
   chunkd::metrics::Metrics* metrics;
   chunkd::service::ConnectionGuard* guard;  // nullptr: no stream rate limit
   chunkd::service::MemoryBudget* budget;
+  chunkd::service::FairBudget* stream_memory;
   const chunkd::service::TokenTable* auth;
   const chunkd::chunking::kernels::Kernel* kernel;
 };
@@ -729,6 +747,11 @@ chunkd::service::ServiceOptions MakeServiceOptions(const ServiceParts& parts,
   options.stream_idle_timeout = limits.idle_timeout;
   options.guard = parts.guard;
   options.memory = parts.budget;
+  options.stream_memory = parts.stream_memory;
+  options.stream_settings.window =
+      chunkd::service::WindowBytes(parts.pool->parallelism());
+  options.stream_settings.max_message_bytes = limits.max_message;
+  options.stream_settings.max_inflight_bytes = limits.max_inflight;
   options.auth = parts.auth;
   options.version = CHUNKD_VERSION;
   options.chunking_backend = KernelName(parts.kernel);
@@ -762,11 +785,15 @@ void ConfigureBuilder(grpc::ServerBuilder& builder, grpc::ResourceQuota& quota,
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                              kKeepaliveTimeoutMs);
   // gRPC's own buffers (flow-control windows, read buffers, call state)
-  // answer to a quota as large as the streams' budget, with a floor: near
-  // its quota gRPC shrinks the windows it offers, and at the quota it sends
-  // GOAWAY "Buffers full" to connections, which a small --memory_budget
-  // must not cause in normal work.
-  quota.Resize(std::max<uint64_t>(limits.memory_budget, kMinGrpcQuota));
+  // answer to a quota as large as what the memory plan counts for them and
+  // the request bytes (--memory_budget plus kGrpcBytesPerStream a stream),
+  // with a floor: near its quota gRPC shrinks the windows it offers, and at
+  // the quota it cancels streams ("Buffers full"), which must not happen
+  // while chunkd's own budgets hold.
+  quota.Resize(std::max<uint64_t>(
+      limits.memory_budget + uint64_t{limits.registry.max_streams} *
+                                 chunkd::service::kGrpcBytesPerStream,
+      kMinGrpcQuota));
   builder.SetResourceQuota(quota);
   // Leave room above the data limit so that a slightly larger message
   // reaches the service and gets an error naming the limit; far larger ones
@@ -1078,10 +1105,19 @@ int main(int argc, char** argv) {
   chunkd::pipeline::HintCache hint_cache(
       HintCacheEntries(memory.hint_cache_mib));
   chunkd::service::MemoryBudget budget(limits->memory_budget);
+  chunkd::service::FairBudget stream_memory(limits->stream_memory);
+  metrics.WatchStreamMemory([&stream_memory] {
+    chunkd::metrics::StreamMemoryUse use;
+    use.waiting_streams = stream_memory.waiting();
+    use.waiting_bytes = stream_memory.waiting_bytes();
+    use.reserved = stream_memory.used();
+    use.limit = stream_memory.limit();
+    return use;
+  });
   chunkd::service::ChunkServiceImpl service(MakeServiceOptions(
       {index->get(), index_spec != "memory", &hint_cache, &pool, &metrics,
-       stream_rate > 0 ? guard_ptr : nullptr, &budget, tokens->get(),
-       backends->kernel},
+       stream_rate > 0 ? guard_ptr : nullptr, &budget, &stream_memory,
+       tokens->get(), backends->kernel},
       *limits));
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -1115,6 +1151,7 @@ int main(int argc, char** argv) {
   Drain(WaitForSignal(signals), service, **index, *index_health, *trimmer,
         health, *server, port);
   metrics.WatchQueueDepth(nullptr);  // the pool goes first
+  metrics.WatchStreamMemory(nullptr);  // and the stream memory
   metrics.WatchIndexEntries(nullptr);
   metrics.WatchIndexWaits(nullptr);
   abuse_log.Stop();

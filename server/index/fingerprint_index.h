@@ -254,8 +254,10 @@ struct IndexOptions {
   // reply) still fails at once. The wait counts from when the index started
   // failing: once it has failed for longer than this without answering in
   // between, calls fail at once, as an outage is no failover. Zero turns
-  // waiting off: a failed call is re-sent once, at once. Default 10 s.
-  absl::Duration failover_wait = absl::Seconds(10);
+  // waiting off: a failed call is re-sent once, at once. Default 30 s: a
+  // failover at Redis's default node timeout (15 s) plus its election, or
+  // a whole cluster reloading its AOF.
+  absl::Duration failover_wait = absl::Seconds(30);
   // Told on the calling thread when a call starts waiting for Redis (true;
   // the thread then sleeps between attempts, for at most failover_wait) and
   // when it stops (false), without locks held. chunkd lends its worker pool

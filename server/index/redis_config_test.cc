@@ -56,7 +56,7 @@ TEST(RedisSpecTest, QueryOptions) {
 
 TEST(RedisSpecTest, FailoverWaitFromTheQueryAndItsBounds) {
   IndexOptions options;
-  EXPECT_EQ(options.failover_wait, absl::Seconds(10));
+  EXPECT_EQ(options.failover_wait, absl::Seconds(30));
   options.failover_wait = absl::Seconds(3);
   auto flag = ParseRedisSpec("redis-cluster://h:1", options);
   ASSERT_TRUE(flag.ok()) << flag.status();

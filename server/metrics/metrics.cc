@@ -116,6 +116,15 @@ constexpr FamilyDef kQueueDepth = {
     "chunkd_worker_queue_depth",
     "Tasks waiting for a thread of the shared worker "
     "pool."};
+constexpr FamilyDef kStreamMemory = {
+    "chunkd_stream_memory_bytes",
+    "Memory the streams hold beyond their request bytes "
+    "(--stream_memory_budget), by state: reserved by running streams, "
+    "waiting (asked for by streams waiting their turn), limit."};
+constexpr FamilyDef kStreamsWaitingForMemory = {
+    "chunkd_streams_waiting_for_memory",
+    "Streams waiting for their memory (--stream_memory_budget): admitted, "
+    "reading nothing until the streams before them end."};
 constexpr FamilyDef kIndexWaiting = {
     "chunkd_index_waiting_calls",
     "Index calls waiting for Redis to come back (a failover, a restart; "
@@ -218,6 +227,11 @@ Metrics::Metrics(absl::string_view version, absl::string_view backend)
   index_waiting_ = &Gauges(r, kIndexWaiting);
   index_waits_ = &Counters(r, kIndexWaits);
   queue_depth_ = &Gauges(r, kQueueDepth).Add({});
+  auto& stream_memory = Gauges(r, kStreamMemory);
+  stream_memory_reserved_ = &stream_memory.Add({{"state", "reserved"}});
+  stream_memory_waiting_ = &stream_memory.Add({{"state", "waiting"}});
+  stream_memory_limit_ = &stream_memory.Add({{"state", "limit"}});
+  streams_waiting_for_memory_ = &Gauges(r, kStreamsWaitingForMemory).Add({});
   index_requests_ = &Counters(r, kIndexRequests);
   index_duration_ = &Histograms(r, kIndexDuration);
   grpc_started_ = &Counters(r, kGrpcStarted);
@@ -319,10 +333,23 @@ void Metrics::WatchQueueDepth(std::function<size_t()> depth) {
   queue_depth_source_ = std::move(depth);
 }
 
+void Metrics::WatchStreamMemory(std::function<StreamMemoryUse()> use) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stream_memory_source_ = std::move(use);
+}
+
 void Metrics::Refresh() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (queue_depth_source_) {
     queue_depth_->Set(static_cast<double>(queue_depth_source_()));
+  }
+  if (stream_memory_source_) {
+    const StreamMemoryUse use = stream_memory_source_();
+    stream_memory_reserved_->Set(static_cast<double>(use.reserved));
+    stream_memory_waiting_->Set(static_cast<double>(use.waiting_bytes));
+    stream_memory_limit_->Set(static_cast<double>(use.limit));
+    streams_waiting_for_memory_->Set(
+        static_cast<double>(use.waiting_streams));
   }
   const std::optional<uint64_t> entries =
       index_entries_source_ ? index_entries_source_() : std::nullopt;

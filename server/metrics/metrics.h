@@ -19,6 +19,11 @@
 //   chunkd_index_max_entries                       gauge: --index_max_entries
 //                                                  (memory index only)
 //   chunkd_worker_queue_depth                      gauge, sampled at scrape
+//   chunkd_stream_memory_bytes{state}              gauge, sampled at scrape:
+//                                                  reserved, waiting (asked
+//                                                  for by waiting streams),
+//                                                  limit
+//   chunkd_streams_waiting_for_memory              gauge, sampled at scrape
 //   chunkd_index_waiting_calls                     gauge, sampled at scrape:
 //                                                  index calls waiting for
 //                                                  Redis to come back
@@ -134,6 +139,14 @@ struct IndexWaits {
   uint64_t expired = 0;
 };
 
+// The streams' memory beyond their request bytes (--stream_memory_budget).
+struct StreamMemoryUse {
+  uint64_t reserved = 0;       // by running streams
+  uint64_t waiting_bytes = 0;  // asked for by waiting streams
+  uint64_t waiting_streams = 0;
+  uint64_t limit = 0;
+};
+
 // The series of one gRPC method.
 struct GrpcMethodMetrics {
   prometheus::Counter* started = nullptr;
@@ -197,6 +210,11 @@ class Metrics {
   // this is called). `depth` must be thread-safe and outlive this object.
   void WatchQueueDepth(std::function<size_t()> depth);
 
+  // chunkd_stream_memory_bytes{state} and chunkd_streams_waiting_for_memory
+  // are read from `use` at every scrape (0 until this is called). Same
+  // contract as WatchQueueDepth.
+  void WatchStreamMemory(std::function<StreamMemoryUse()> use);
+
   // The series of index operation `op` of `backend`, created at zero.
   IndexOpMetrics ForIndexOp(absl::string_view backend, absl::string_view op);
 
@@ -233,6 +251,10 @@ class Metrics {
   StageCounters stages_;
   prometheus::Gauge* active_streams_;
   prometheus::Gauge* queue_depth_;
+  prometheus::Gauge* stream_memory_reserved_;
+  prometheus::Gauge* stream_memory_waiting_;
+  prometheus::Gauge* stream_memory_limit_;
+  prometheus::Gauge* streams_waiting_for_memory_;
   prometheus::Family<prometheus::Counter>* streams_rejected_;
   prometheus::Family<prometheus::Counter>* connections_closed_;
   prometheus::Counter* tls_handshake_failures_;
@@ -244,6 +266,7 @@ class Metrics {
 
   mutable std::mutex mu_;
   std::function<size_t()> queue_depth_source_;  // guarded by mu_
+  std::function<StreamMemoryUse()> stream_memory_source_;  // guarded by mu_
   std::function<std::optional<uint64_t>()> index_entries_source_;  // mu_
   mutable prometheus::Gauge* index_entries_gauge_ = nullptr;  // guarded by mu_
   std::function<std::optional<IndexWaits>()> index_waits_source_;  // mu_

@@ -66,6 +66,24 @@ TEST(MetricsTest, QueueDepthIsSampledAtScrape) {
   EXPECT_TRUE(HasLine(Exposition(m), "chunkd_worker_queue_depth 3"));
 }
 
+TEST(MetricsTest, StreamMemoryIsSampledAtScrape) {
+  Metrics m("1", "scalar");
+  EXPECT_TRUE(
+      HasLine(Exposition(m), "chunkd_stream_memory_bytes{state=\"reserved\"} 0"));
+  EXPECT_TRUE(HasLine(Exposition(m), "chunkd_streams_waiting_for_memory 0"));
+  StreamMemoryUse use;
+  use.reserved = 300;
+  use.waiting_bytes = 40;
+  use.waiting_streams = 2;
+  use.limit = 320;
+  m.WatchStreamMemory([&use] { return use; });
+  const std::string text = Exposition(m);
+  EXPECT_TRUE(HasLine(text, "chunkd_stream_memory_bytes{state=\"reserved\"} 300"));
+  EXPECT_TRUE(HasLine(text, "chunkd_stream_memory_bytes{state=\"waiting\"} 40"));
+  EXPECT_TRUE(HasLine(text, "chunkd_stream_memory_bytes{state=\"limit\"} 320"));
+  EXPECT_TRUE(HasLine(text, "chunkd_streams_waiting_for_memory 2"));
+}
+
 TEST(MetricsTest, IndexWaitsAreSampledAtScrape) {
   Metrics m("1", "scalar");
   EXPECT_FALSE(absl::StrContains(Exposition(m), "chunkd_index_wait"));

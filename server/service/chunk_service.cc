@@ -14,6 +14,7 @@
 #include "chunkd/chunker.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "pipeline/stream_pipeline.h"
+#include "service/memory_plan.h"
 #include "service/params.h"
 #include "service/request_bytes.h"
 #include "service/status_util.h"
@@ -21,13 +22,12 @@
 namespace chunkd::service {
 namespace {
 
-// Records per response message: keeps a response far below gRPC's message
-// limit (a record is at most ~50 bytes) while amortizing per-message costs.
-constexpr size_t kMaxRecordsPerResponse = 1024;
-// Unsent responses at which reading pauses (a client that does not read).
-constexpr size_t kMaxQueuedResponses = 16;
-// Input bytes one task processes before yielding the worker to other streams.
-constexpr size_t kMaxBytesPerTask = size_t{4} << 20;
+// kMaxRecordsPerResponse (service/memory_plan.h): keeps a response far
+// below gRPC's message limit (a record is at most ~56 bytes) while
+// amortizing per-message costs. kMaxQueuedResponses: unsent responses at
+// which reading pauses (a client that does not read). kMaxBytesPerTask:
+// input bytes one task processes before yielding the worker to other
+// streams.
 // Request data buffers the service keeps for reuse, at least.
 constexpr size_t kMaxKeptBufferBytes = size_t{16} << 20;
 // Most fingerprints in one FindMissing request.
@@ -310,6 +310,10 @@ class StreamReactor final
     if (MemoryBudget* memory = service_->options().memory) {
       memory->Release(reserved_ + charged_);
     }
+    // The stream memory of a stream that failed while its task ran goes
+    // back only now, once that task has let go of the chunker.
+    std::lock_guard<std::mutex> lock(mu_);
+    ReturnStreamMemoryLocked();
   }
 
   void OnReadDone(bool ok) override {
@@ -397,15 +401,17 @@ class StreamReactor final
     std::lock_guard<std::mutex> lock(mu_);
     // Waiting on the client means: a read or a write outstanding, and
     // nothing of chunkd's own to do for the stream.
-    const bool waiting_on_client = (read_pending_ || write_pending_) &&
-                                   !failed_ && !finish_called_ &&
-                                   !task_running_ && !budget_waiting_ &&
-                                   inbox_.empty();
+    const bool waiting_on_client =
+        (read_pending_ || write_pending_) && !failed_ && !finish_called_ &&
+        !task_running_ && !budget_waiting_ &&
+        stream_memory_state_ != MemoryState::kQueued && inbox_.empty();
     return waiting_on_client ? now - last_progress_ : absl::ZeroDuration();
   }
 
  private:
   enum class Op { kNone, kRead, kWrite, kFinish, kProcess };
+  // The stream's reservation of ServiceOptions::stream_memory.
+  enum class MemoryState { kNone, kQueued, kHeld, kReturned };
 
   // Takes the request just parsed (request_ and its *data): parameters
   // first, then data.
@@ -437,6 +443,7 @@ class StreamReactor final
         return;
       }
       pipeline_ = *std::move(pipeline);
+      if (!ReserveStreamMemoryLocked(*pipeline_options)) return;
       counters_ = options.metrics->ForStream(
           Rpc::kMethod,
           chunking::AlgorithmName(pipeline_options->chunking.algorithm));
@@ -504,6 +511,77 @@ class StreamReactor final
     return false;
   }
 
+  // Reserves what the stream may hold beyond its request bytes, for its
+  // parameters, before it reads or cuts more; when that does not fit yet the
+  // stream waits its turn. False when it could never fit: the stream failed.
+  // REQUIRES: mu_ held.
+  bool ReserveStreamMemoryLocked(const pipeline::PipelineOptions& o) {
+    const ServiceOptions& options = service_->options();
+    if (options.stream_memory == nullptr) return true;
+    const StreamShape shape =
+        ShapeOf(o.chunking, o.hints != pipeline::HintTest::kOff);
+    stream_memory_ = StreamMemoryBytes(shape, options.stream_settings);
+    ++refs_;  // kept by the grant until it runs
+    switch (options.stream_memory->Reserve(
+        stream_memory_, [this] { GrantStreamMemory(); },
+        &stream_memory_ticket_)) {
+      case FairBudget::Outcome::kGranted:
+        --refs_;
+        stream_memory_state_ = MemoryState::kHeld;
+        return true;
+      case FairBudget::Outcome::kQueued:
+        stream_memory_state_ = MemoryState::kQueued;
+        return true;
+      case FairBudget::Outcome::kTooLarge:
+        break;
+    }
+    --refs_;
+    FailLocked(absl::ResourceExhaustedError(absl::StrCat(
+        "the stream's chunking parameters need up to ", stream_memory_,
+        " bytes of memory (chunks final after ", shape.final_size,
+        " bytes, the smallest ", shape.smallest_chunk,
+        " bytes), more than all of --stream_memory_budget (",
+        options.stream_memory->limit(),
+        "): it could never start here; choose a smaller max_size "
+        "(repmaxcdc: min_size and horizon_size) or a larger min_size")));
+    return false;
+  }
+
+  // The stream memory was granted: go on, on the pool (never inline, as the
+  // granting thread may hold another stream's lock). The wait was chunkd's,
+  // not the client's: the idle clock starts again.
+  void GrantStreamMemory() {
+    service_->options().pool->Submit([this] {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stream_memory_state_ == MemoryState::kQueued) {
+          stream_memory_state_ = MemoryState::kHeld;
+          last_progress_ = absl::Now();
+        }
+      }
+      Drive();
+      Unref();
+    });
+  }
+
+  // The stream finishes: its stream memory goes back, or it leaves the
+  // queue. REQUIRES: mu_ held.
+  void ReturnStreamMemoryLocked() {
+    FairBudget* memory = service_->options().stream_memory;
+    if (stream_memory_state_ == MemoryState::kQueued) {
+      if (memory->Cancel(stream_memory_ticket_)) {
+        --refs_;  // the grant never runs (Drive() holds a reference)
+      } else {
+        memory->Release(stream_memory_);  // granted meanwhile
+      }
+    } else if (stream_memory_state_ == MemoryState::kHeld) {
+      memory->Release(stream_memory_);
+    } else {
+      return;
+    }
+    stream_memory_state_ = MemoryState::kReturned;
+  }
+
   // The budget has room again: try reading on the pool (never inline, as the
   // releasing thread may hold another stream's lock).
   void WakeFromBudget() {
@@ -543,6 +621,9 @@ class StreamReactor final
       // A read still pending completes without data now; its reservation
       // goes back at once, not when gRPC gets round to OnDone.
       SettleReservationLocked(0);
+      // A task still running holds the chunker until it ends: then the
+      // destructor returns the stream memory.
+      if (!task_running_) ReturnStreamMemoryLocked();
       return Op::kFinish;
     }
     if (!write_pending_ && !outbox_.empty()) {
@@ -552,8 +633,11 @@ class StreamReactor final
     if (!write_pending_ && outbox_.empty() && processed_all_) {
       finish_called_ = true;
       final_status_ = grpc::Status::OK;
+      ReturnStreamMemoryLocked();
       return Op::kFinish;
     }
+    // Waiting for its stream memory, the stream neither reads nor cuts.
+    if (stream_memory_state_ == MemoryState::kQueued) return Op::kNone;
     const size_t limit = service_->options().max_inflight_bytes;
     if (!read_pending_ && !read_eof_ && inbox_bytes_ < limit &&
         outbox_.size() < kMaxQueuedResponses && ReserveForReadLocked()) {
@@ -760,6 +844,9 @@ class StreamReactor final
   bool budget_waiting_ = false;  // a wake-up from the budget is pending
   size_t reserved_ = 0;  // budget reserved for the pending read
   size_t charged_ = 0;   // budget charged for bytes in inbox_ and the task
+  MemoryState stream_memory_state_ = MemoryState::kNone;
+  size_t stream_memory_ = 0;           // reserved, or asked for while queued
+  uint64_t stream_memory_ticket_ = 0;  // while queued
   int refs_ = 0;  // Drive() calls, tasks and wake-ups in progress
   grpc::Status final_status_;
 };

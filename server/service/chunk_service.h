@@ -12,10 +12,17 @@
 // Memory: the request bytes of all streams together stay within
 // ServiceOptions::memory (reservations of max_message_bytes per pending read
 // included). Per stream: at most max_inflight_bytes + max_message_bytes of
-// unprocessed input, plus the chunker's buffer and bitmaps (chunkd/chunker.h
-// StreamChunker: at most 2 * (window + max_size + 256 bytes) + one message,
-// plus about window + max_size / 2 of bitmaps; the window is 2 to 8 MiB
-// with the pool as executor), plus kMaxQueuedResponses response batches.
+// unprocessed input. What a stream holds beyond them (the chunker's buffers
+// and bitmaps, the hint follower's copies, kMaxQueuedResponses response
+// batches and the records of the input already in) depends on its
+// parameters: once they arrive the stream reserves its worst case
+// (service/memory_plan.h, StreamMemoryBytes) from
+// ServiceOptions::stream_memory, before it reads or cuts any more, and
+// returns it when it finishes, however it ends (a stream that fails while
+// its task runs: once that task ends). A stream that does not fit
+// waits in turn, reading nothing (HTTP/2 flow control holds its client;
+// the wait is not idle time); one that could never fit is refused with
+// RESOURCE_EXHAUSTED.
 //
 // Requests are read as raw bytes and parsed here, so that a message that
 // does not parse ends its stream (or call) with INVALID_ARGUMENT naming its
@@ -47,6 +54,7 @@
 #include "service/auth.h"
 #include "service/connection_guard.h"
 #include "service/memory_budget.h"
+#include "service/memory_plan.h"
 #include "service/periodic.h"
 #include "service/request_bytes.h"
 #include "service/stream_registry.h"
@@ -74,6 +82,12 @@ struct ServiceOptions {
   // Request bytes held by all streams together (see MemoryBudget). Null: no
   // global bound beyond the per-stream one.
   MemoryBudget* memory = nullptr;
+  // What all streams together hold beyond their request bytes, each
+  // reserving StreamMemoryBytes of its parameters and stream_settings (whose
+  // message and inflight sizes must be the two above, and window the
+  // engine's). Null: not reserved.
+  FairBudget* stream_memory = nullptr;
+  StreamSettings stream_settings;
   // Dedup with hints and sha256: the server's hint cache; null: none.
   pipeline::HintCache* hint_cache = nullptr;
   // See PipelineOptions::hint_cache_all_chunks (chunkd: for a Redis index).

@@ -13,14 +13,19 @@ namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
-// The largest final chunk size a client may ask for: what a stream's
-// chunker holds before it may cut (repmaxcdc: 2 x min_size + horizon_size).
-constexpr uint64_t kLargestFinalSize = std::max<uint64_t>(
-    {chunking::kFastCdcMaxSizeUpperBound, chunking::kCrc32MaxSizeUpperBound,
-     chunking::kSeqCdcMaxSizeUpperBound, chunking::kRabinMaxSizeUpperBound,
-     chunking::kBuzhashMaxSizeUpperBound, chunking::kFixedSizeUpperBound,
-     2 * uint64_t{chunking::kRepMaxCdcMinSizeUpperBound} +
-         chunking::kRepMaxCdcHorizonUpperBound});
+uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// The engine's two bitmaps (chunking/engine.cc, Engine::GrowRing): a ring
+// of words covering the chunk in progress, the bits computed ahead of it
+// (the window, at least 64 KiB) and a segment being written (at most as
+// much), a bit per byte, rounded up to a power of two.
+uint64_t BitmapBytes(uint64_t final_size, uint64_t window) {
+  const uint64_t ahead = std::max<uint64_t>(window, 64 << 10);
+  const uint64_t words = (final_size + 2 * ahead) / 64 + 8;
+  uint64_t ring = 64;
+  while (ring < words) ring *= 2;
+  return 2 * ring * sizeof(uint64_t);
+}
 
 // The arenas malloc may have. REQUIRES: in.arenas != 0.
 size_t PlannedArenas(const MemoryInputs& in) {
@@ -38,10 +43,20 @@ std::string Mib(uint64_t bytes) {
   return absl::StrCat((bytes + kMiB / 2) / kMiB, " MiB");
 }
 
+uint64_t RoundDownToMib(uint64_t bytes) { return bytes / kMiB * kMiB; }
+
 // The hint cache's resident bytes for `mib` of --hint_cache_mib.
 uint64_t HintCacheCost(uint64_t mib) {
   return static_cast<uint64_t>(std::ceil(static_cast<double>(mib * kMiB) *
                                          kHintCacheFactor));
+}
+
+StreamSettings SettingsOf(const MemoryInputs& in) {
+  StreamSettings settings;
+  settings.window = WindowBytes(in.threads);
+  settings.max_message_bytes = in.max_message_bytes;
+  settings.max_inflight_bytes = in.max_inflight_bytes;
+  return settings;
 }
 
 // The terms that do not depend on the sized flags.
@@ -53,8 +68,8 @@ MemoryCosts FixedCosts(const MemoryInputs& in) {
       in.arenas != 0 ? PlannedArenas(in) : 8 * std::max<size_t>(1, in.cores);
   costs.allocator = arenas * kTrimThreshold;
   costs.kept_buffers = KeptBufferBytes(in.max_message_bytes);
-  costs.per_stream =
-      PerStreamBytes(in.max_message_bytes, in.max_inflight_bytes, in.threads);
+  costs.typical_stream = TypicalStreamMemoryBytes(SettingsOf(in));
+  costs.largest_stream = LargestStreamMemoryBytes(SettingsOf(in));
   return costs;
 }
 
@@ -62,7 +77,8 @@ MemoryCosts FixedCosts(const MemoryInputs& in) {
 void CostPlan(const MemoryInputs& in, MemoryPlan* plan) {
   MemoryCosts& c = plan->costs;
   c.budget = plan->memory_budget;
-  c.streams = uint64_t{plan->max_streams} * c.per_stream;
+  c.stream_memory = plan->stream_memory;
+  c.streams = uint64_t{plan->max_streams} * kGrpcBytesPerStream;
   c.unbounded_index = in.memory_index && plan->index_max_entries == 0;
   c.index = in.memory_index ? plan->index_max_entries * kIndexEntryBytes : 0;
   c.hint_cache = HintCacheCost(plan->hint_cache_mib);
@@ -81,8 +97,9 @@ absl::Status CheckGiven(const MemoryInputs& in) {
   return absl::OkStatus();
 }
 
-// Every stream can hold a message of the budget, so idle streams never
-// block the others.
+// Every stream, admitted or waiting for its stream memory, can hold a
+// message of the budget, so idle or waiting streams never block the
+// others' reads.
 absl::Status CheckBudget(const MemoryInputs& in, const MemoryPlan& plan) {
   if (plan.max_streams != 0 &&
       plan.memory_budget / plan.max_streams >= in.max_message_bytes) {
@@ -96,8 +113,9 @@ absl::Status CheckBudget(const MemoryInputs& in, const MemoryPlan& plan) {
       "; raise it, or lower one of the others"));
 }
 
-// Without a memory limit: the defaults as they always were.
-MemoryPlan PlanUnlimited(const MemoryInputs& in) {
+// Without a memory limit: the defaults as they always were, and stream
+// memory for every stream at its largest.
+MemoryPlan PlanUnlimited(const MemoryInputs& in, const MemoryCosts& fixed) {
   MemoryPlan plan;
   plan.memory_budget = in.memory_budget.value_or(kDefaultMemoryBudget);
   plan.max_streams = in.max_streams.value_or(kDefaultMaxStreams);
@@ -106,6 +124,8 @@ MemoryPlan PlanUnlimited(const MemoryInputs& in) {
       entries == -1 ? plan.memory_budget / 2 / kDefaultIndexBudgetBytesPerEntry
                     : static_cast<uint64_t>(entries);
   plan.hint_cache_mib = in.hint_cache_mib.value_or(kDefaultHintCacheMib);
+  plan.stream_memory = in.stream_memory.value_or(
+      uint64_t{plan.max_streams} * fixed.largest_stream);
   return plan;
 }
 
@@ -114,50 +134,96 @@ uint64_t Left(uint64_t room, uint64_t used) {
   return room > used ? room - used : 0;
 }
 
-// --max_streams and --memory_budget from the streams' share of the limit,
-// each only when not given. REQUIRES: CheckGiven passed.
+// What `n` streams need at least beside the fixed terms: gRPC's buffers,
+// the budget (as given, or two messages each, so that one is read while
+// the other is cut) and the stream memory (as given, or the largest stream
+// unless `hold_largest` is false, and a typical stream each unless
+// --max_streams is given: then the others wait their turn).
+struct StreamNeeds {
+  const MemoryInputs& in;
+  const MemoryCosts& costs;
+  bool hold_largest = true;
+
+  uint64_t Budget(uint64_t n) const {
+    return in.memory_budget.value_or(2 * n * in.max_message_bytes);
+  }
+  uint64_t StreamMemory(uint64_t n) const {
+    return in.stream_memory.value_or(std::max(
+        in.max_streams.has_value() ? 0 : n * costs.typical_stream,
+        hold_largest ? costs.largest_stream : 0));
+  }
+  uint64_t Total(uint64_t n) const {
+    return n * kGrpcBytesPerStream + Budget(n) + StreamMemory(n);
+  }
+};
+
+// As many streams as fit `needs` in `share`, at most the default and,
+// with a budget or a stream memory given, a message of it each or a
+// typical stream's memory.
+uint64_t StreamsThatFit(const StreamNeeds& needs, uint64_t share) {
+  uint64_t most = kDefaultMaxStreams;
+  if (needs.in.memory_budget.has_value()) {
+    most = std::min<uint64_t>(
+        most, *needs.in.memory_budget / needs.in.max_message_bytes);
+  }
+  if (needs.in.stream_memory.has_value()) {
+    most = std::min<uint64_t>(
+        most, *needs.in.stream_memory / needs.costs.typical_stream);
+  }
+  uint64_t n = 0;
+  while (n < most && needs.Total(n + 1) <= share) ++n;
+  return n;
+}
+
+// --max_streams, --memory_budget and --stream_memory_budget from the
+// streams' share of the limit, each only when not given: as many streams
+// as fit their needs (at most the default), then what is left shared by
+// the budget (up to what the streams can hold) and the stream memory (up to
+// every stream at its largest). Where no stream fits beside the largest
+// one's memory, typical ones still may (the largest are then refused). 0
+// streams when not even one fits.
+// REQUIRES: CheckGiven passed.
 void SizeStreams(const MemoryInputs& in, uint64_t share, MemoryPlan* plan) {
-  const uint64_t per_stream = plan->costs.per_stream;
+  StreamNeeds needs{in, plan->costs};
   const uint64_t message = in.max_message_bytes;
-  // Beyond every stream's input limit the budget holds nothing more
-  // (and past the default's 1 GiB it is not worth its memory), but two
-  // messages per stream always fit.
-  auto cap_budget = [&](uint64_t streams) {
-    return std::max<uint64_t>(
-        2 * streams * message,
+  uint64_t n = in.max_streams.value_or(0);
+  if (!in.max_streams.has_value()) {
+    n = StreamsThatFit(needs, share);
+    if (n == 0) {
+      needs.hold_largest = false;
+      n = StreamsThatFit(needs, share);
+    }
+    // At least one beside a given budget or stream memory (CheckBudget
+    // refuses a budget below a message, the warnings say when the one does
+    // not fit).
+    if (n == 0 && (in.memory_budget.has_value() ||
+                   in.stream_memory.has_value())) {
+      n = 1;
+    }
+  }
+  plan->max_streams = static_cast<uint32_t>(n);
+  const uint64_t left = Left(share, needs.Total(n));
+  plan->memory_budget = needs.Budget(n);
+  if (!in.memory_budget.has_value()) {
+    // Beyond every stream's input limit the budget holds nothing more (and
+    // past the default's 1 GiB it is not worth its memory).
+    const uint64_t most = std::max<uint64_t>(
+        plan->memory_budget,
         std::min<uint64_t>(kDefaultMemoryBudget,
-                           streams * (in.max_inflight_bytes + message)));
-  };
-  if (in.max_streams.has_value()) {
-    plan->max_streams = *in.max_streams;
-    const uint64_t streams = plan->max_streams;
+                           n * (in.max_inflight_bytes + message)));
+    const uint64_t extra = in.stream_memory.has_value() ? left : left / 2;
     plan->memory_budget =
-        in.memory_budget.value_or(std::clamp<uint64_t>(
-            Left(share, streams * per_stream) / kMiB * kMiB, streams * message,
-            cap_budget(streams)));
-    return;
+        std::max(plan->memory_budget,
+                 RoundDownToMib(std::min(plan->memory_budget + extra, most)));
   }
-  if (in.memory_budget.has_value()) {
-    // As many as fit beside it, each with a message of it; at least one
-    // (CheckBudget refuses a budget below a message, the warning says when
-    // the one does not fit).
-    plan->memory_budget = *in.memory_budget;
-    const uint64_t fit = Left(share, plan->memory_budget) / per_stream;
-    plan->max_streams = static_cast<uint32_t>(std::max<uint64_t>(
-        1, std::min<uint64_t>({fit, plan->memory_budget / message,
-                               kDefaultMaxStreams})));
-    return;
+  plan->stream_memory = needs.StreamMemory(n);
+  if (!in.stream_memory.has_value()) {
+    plan->stream_memory = std::max(
+        plan->stream_memory,
+        RoundDownToMib(std::min(
+            n * plan->costs.largest_stream,
+            Left(share, n * kGrpcBytesPerStream + plan->memory_budget))));
   }
-  // Each stream with room for two messages of budget, so that one is read
-  // while the other is cut.
-  const uint64_t streams = std::min<uint64_t>(
-      kDefaultMaxStreams, share / (per_stream + 2 * message));
-  plan->max_streams = static_cast<uint32_t>(streams);
-  // In whole MiB, for the log's sake.
-  plan->memory_budget = std::max(
-      std::min(Left(share, streams * per_stream), cap_budget(streams)) / kMiB *
-          kMiB,
-      2 * streams * message);
 }
 
 // Under a limit: the fixed terms first, then the flags given, then the
@@ -182,7 +248,7 @@ absl::StatusOr<MemoryPlan> PlanLimited(const MemoryInputs& in,
   }
   CostPlan(in, &plan);
   SizeStreams(in, Left(room, plan.costs.index + plan.costs.hint_cache), &plan);
-  if (plan.max_streams == 0 && !in.memory_budget.has_value()) {
+  if (plan.max_streams == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the memory limit of ", Mib(*in.limit), " leaves no room for one "
         "stream: at ", kLimitShare * 100, " % of it, ", Mib(target),
@@ -190,8 +256,10 @@ absl::StatusOr<MemoryPlan> PlanLimited(const MemoryInputs& in,
         Mib(fixed.base + fixed.allocator + fixed.kept_buffers),
         "), the index and the hint cache (",
         Mib(plan.costs.index + plan.costs.hint_cache),
-        "), is less than one stream's worst case (", Mib(fixed.per_stream),
-        " beyond two messages of --memory_budget); raise the limit, lower "
+        "), is less than one stream needs (gRPC's ",
+        Mib(kGrpcBytesPerStream), ", two messages of --memory_budget and "
+        "the stream memory of a Dedup stream with fastcdc's default sizes, ",
+        Mib(fixed.typical_stream), "); raise the limit, lower "
         "--max_message_bytes or --max_inflight_bytes, or give "
         "--max_streams and --memory_budget explicitly"));
   }
@@ -223,6 +291,9 @@ void Describe(const MemoryInputs& in, MemoryPlan* plan) {
       ", ",
       Setting("--hint_cache_mib", plan->hint_cache_mib,
               in.hint_cache_mib.has_value(), limited),
+      ", ",
+      Setting("--stream_memory_budget", plan->stream_memory,
+              in.stream_memory.has_value(), limited),
       "; resident memory at most ",
       c.unbounded_index
           ? std::string("unbounded (the memory index has no entry limit)")
@@ -231,8 +302,18 @@ void Describe(const MemoryInputs& in, MemoryPlan* plan) {
       plan->arenas != 0 ? absl::StrCat(" for ", plan->arenas, " arenas")
                         : std::string(" for glibc's arenas"),
       ", kept buffers ", Mib(c.kept_buffers), ", budget ", Mib(c.budget),
-      ", streams ", plan->max_streams, " x ", Mib(c.per_stream), ", index ",
-      Mib(c.index), ", hint cache ", Mib(c.hint_cache), ")");
+      ", stream memory ", Mib(c.stream_memory), " (a typical stream ",
+      Mib(c.typical_stream), ", the largest ", Mib(c.largest_stream),
+      "), gRPC ", plan->max_streams, " x ", Mib(kGrpcBytesPerStream),
+      ", index ", Mib(c.index), ", hint cache ", Mib(c.hint_cache), ")");
+  if (plan->stream_memory < c.largest_stream) {
+    plan->warnings.push_back(absl::StrCat(
+        "--stream_memory_budget ", plan->stream_memory,
+        " is below the largest stream's memory (", c.largest_stream,
+        "; a Dedup stream with fastcdc's default sizes needs ",
+        c.typical_stream, "): streams whose parameters need more than it "
+        "are refused"));
+  }
   if (!limited) return;
   const uint64_t target =
       static_cast<uint64_t>(static_cast<double>(*in.limit) * kLimitShare);
@@ -247,42 +328,126 @@ void Describe(const MemoryInputs& in, MemoryPlan* plan) {
         ", above ", kLimitShare * 100, " % of the memory limit of ",
         Mib(*in.limit), " (", Mib(target),
         "): under full load the kernel may kill chunkd; leave --max_streams, "
-        "--memory_budget, --index_max_entries and --hint_cache_mib at their "
-        "defaults to have them sized to the limit"));
+        "--memory_budget, --stream_memory_budget, --index_max_entries and "
+        "--hint_cache_mib at their defaults to have them sized to the "
+        "limit"));
   }
 }
 
 }  // namespace
 
 uint64_t MemoryCosts::Total() const {
-  return base + allocator + kept_buffers + budget + streams + index +
-         hint_cache;
+  return base + allocator + kept_buffers + budget + stream_memory + streams +
+         index + hint_cache;
 }
 
 uint64_t WindowBytes(size_t threads) {
   return std::clamp<uint64_t>(uint64_t{threads} * kMiB, 2 * kMiB, 8 * kMiB);
 }
 
-uint64_t PerStreamBytes(uint64_t max_message_bytes,
-                        uint64_t max_inflight_bytes, size_t threads) {
-  const uint64_t window = WindowBytes(threads);
-  const uint64_t message = max_message_bytes;
-  const uint64_t final_size = kLargestFinalSize + chunking::kContext;
-  // The chunker's buffer holds the chunk in progress (less than the final
-  // size), a window of bytes since its last run and the message that filled
-  // it; the vector doubles as it grows, so twice that; plus the candidate
-  // bitmaps of the chunk in progress and two windows, a bit per byte.
-  const uint64_t large_chunks =
-      2 * (final_size + window + message) + (final_size + 2 * window) / 8;
-  // The smallest chunks: a small buffer, and the responses of everything the
-  // stream holds when its client stops reading (reading stops, the input
-  // already in is still cut: up to --max_inflight_bytes and a message, a
-  // record of about 46 bytes per 48-byte chunk), with the task's records
-  // and what malloc keeps of them; measured at up to 1.65 times that input
-  // (64-byte chunks), counted twice.
-  const uint64_t small_chunks =
-      2 * (window + message) + 2 * (max_inflight_bytes + message);
-  return std::max(large_chunks, small_chunks) + kGrpcBytesPerStream;
+StreamShape ShapeOf(const chunking::ChunkerOptions& o, bool hints) {
+  StreamShape shape;
+  shape.hints = hints;
+  switch (o.algorithm) {
+    case chunking::Algorithm::kFixed:
+      shape.final_size = shape.max_size = shape.smallest_chunk = o.avg_size;
+      break;
+    case chunking::Algorithm::kRepMaxCdc:
+      shape.final_size = 2 * uint64_t{o.min_size} + o.horizon_size;
+      shape.max_size = 2 * uint64_t{o.min_size} - 1;
+      shape.smallest_chunk = o.min_size;
+      break;
+    case chunking::Algorithm::kFastCdc:
+      // The crate's scan starts at min_size rounded down to even.
+      shape.final_size = shape.max_size = o.max_size;
+      shape.smallest_chunk = o.min_size & ~uint32_t{1};
+      break;
+    default:
+      shape.final_size = shape.max_size = o.max_size;
+      shape.smallest_chunk = o.min_size;
+      break;
+  }
+  shape.smallest_chunk = std::max<uint64_t>(1, shape.smallest_chunk);
+  return shape;
+}
+
+uint64_t StreamMemoryBytes(const StreamShape& shape,
+                           const StreamSettings& settings) {
+  const uint64_t window = settings.window;
+  const uint64_t message = settings.max_message_bytes;
+  const uint64_t c = std::max<uint64_t>(1, shape.smallest_chunk);
+  // The chunker (chunkd/chunker.h, StreamChunker): its buffer holds the
+  // left context and the chunk in progress (a bridge), the bytes gathered
+  // since the engine last ran (a window) and the piece that completed them;
+  // a message of at least four bridges is cut where it lies and only a
+  // bridge of it copied. Twice that, as the buffer keeps cut bytes until
+  // they are as many as the live ones and grows by doubling.
+  const uint64_t bridge = shape.final_size + chunking::kContext;
+  const uint64_t piece = std::min(message, 4 * bridge);
+  const uint64_t buffer = 2 * (bridge + window + piece);
+  // One engine run's chunks, the window and a message of them.
+  const uint64_t chunks =
+      2 * CeilDiv(window + message, c) * sizeof(chunking::Chunk);
+  // The hint follower (pipeline/held_bytes.h): a copy of what the chunker
+  // had not cut with the bridged start of a piece (twice, as it grows), and
+  // the copy it hands back to a new chunker, up to a message more.
+  uint64_t hints = 0;
+  if (shape.hints) {
+    const uint64_t bridged = std::min(message, 2 * (shape.max_size + 64));
+    hints = 2 * (bridge + bridged) + bridge + message;
+  }
+  // Responses of a client that stops reading: reading stops at
+  // kMaxQueuedResponses, and the input already in (up to
+  // --max_inflight_bytes and a message) is still cut; the records of one
+  // task are made at once.
+  const uint64_t task_records = CeilDiv(kMaxBytesPerTask + message, c);
+  const uint64_t queued =
+      kMaxQueuedResponses *
+          std::min<uint64_t>(kMaxRecordsPerResponse, task_records) +
+      CeilDiv(settings.max_inflight_bytes + message, c);
+  const uint64_t records =
+      queued * kQueuedRecordBytes + task_records * kTaskRecordBytes;
+  return buffer + BitmapBytes(shape.final_size, window) + chunks + hints +
+         records;
+}
+
+uint64_t TypicalStreamMemoryBytes(const StreamSettings& settings) {
+  return StreamMemoryBytes(
+      ShapeOf(chunking::DefaultOptions(chunking::Algorithm::kFastCdc),
+              /*hints=*/true),
+      settings);
+}
+
+uint64_t LargestStreamMemoryBytes(const StreamSettings& settings) {
+  // A stream's memory grows with its final and largest sizes and shrinks as
+  // its smallest chunk grows; where one parameter sets both (repmaxcdc's
+  // min_size, fixed's avg_size), every power of two of its range and its
+  // ends are tried.
+  uint64_t largest = 0;
+  auto consider = [&](const StreamShape& shape) {
+    largest = std::max(largest, StreamMemoryBytes(shape, settings));
+  };
+  for (chunking::Algorithm algorithm : chunking::AllAlgorithms()) {
+    const chunking::AlgorithmLimits& limits = chunking::LimitsFor(algorithm);
+    const bool one_size = algorithm == chunking::Algorithm::kFixed ||
+                          algorithm == chunking::Algorithm::kRepMaxCdc;
+    const chunking::ParamRange& size =
+        algorithm == chunking::Algorithm::kFixed ? limits.avg_size
+                                                 : limits.min_size;
+    std::vector<uint64_t> sizes = {size.min, size.max};
+    for (uint64_t p = 1; one_size && p < size.max; p *= 2) {
+      if (p > size.min) sizes.push_back(p);
+    }
+    for (uint64_t s : sizes) {
+      chunking::ChunkerOptions o = chunking::DefaultOptions(algorithm);
+      o.min_size = static_cast<uint32_t>(s);
+      o.avg_size = static_cast<uint32_t>(s);
+      o.max_size = static_cast<uint32_t>(limits.max_size.max);
+      o.horizon_size = static_cast<uint32_t>(limits.horizon_size.max);
+      consider(ShapeOf(o, algorithm == chunking::Algorithm::kFastCdc));
+    }
+  }
+  return largest;
 }
 
 absl::StatusOr<MemoryPlan> PlanMemory(const MemoryInputs& in) {
@@ -294,7 +459,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryInputs& in) {
     if (!limited.ok()) return limited.status();
     plan = *std::move(limited);
   } else {
-    plan = PlanUnlimited(in);
+    plan = PlanUnlimited(in, fixed);
     plan.costs = fixed;
     CostPlan(in, &plan);
   }

@@ -6,20 +6,30 @@
 // every term measured (MemoryCosts says how):
 //
 //   base + arenas x kTrimThreshold + request buffers kept for reuse
-//     + --memory_budget
-//     + --max_streams x per-stream memory outside the budget
+//     + --memory_budget (request bytes)
+//     + --stream_memory_budget (what streams hold beyond them)
+//     + --max_streams x kGrpcBytesPerStream
 //     + memory index entries x kIndexEntryBytes
 //     + --hint_cache_mib x kHintCacheFactor
+//
+// A stream's memory beyond its request bytes depends on the chunking
+// parameters its client chose (StreamMemoryBytes): the service reserves it
+// from --stream_memory_budget once they are known, and a stream that does
+// not fit waits its turn (service/memory_budget.h, FairBudget). So the
+// bound holds for every mix of parameters, while --max_streams is sized
+// for typical streams: Dedup with fastcdc's default sizes and hints.
 //
 // Under a memory limit (service/memory_limit.h), the flags left at their
 // defaults are sized so that this sum stays within kLimitShare of it: the
 // hint cache takes 1/16 of what is left after the fixed terms (at most its
-// default 64 MiB), a memory index 1/4, and the streams the rest, as many as
-// fit at their worst case (at most the default 128) with at least two
-// messages of budget each; malloc gets at most kMaxArenasUnderLimit arenas,
-// as each may keep kTrimThreshold of free memory. Flags given explicitly are
-// kept as they are, with a warning when the sum then passes the share of the
-// limit. Without a limit every default stays what it always was.
+// default 64 MiB), a memory index 1/4, and the streams the rest: as many as
+// fit with two messages of --memory_budget and a typical stream's memory
+// each (at most the default 128), the stream memory at least the largest
+// stream's; malloc gets at most kMaxArenasUnderLimit arenas, as each may
+// keep kTrimThreshold of free memory. Flags given explicitly are kept as
+// they are, with a warning when the sum then passes the share of the limit.
+// Without a limit every default stays what it always was, and the stream
+// memory holds --max_streams streams at their largest: none ever waits.
 //
 // Thread safety: pure functions.
 #ifndef CHUNKD_SERVICE_MEMORY_PLAN_H_
@@ -32,6 +42,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "chunkd/chunker.h"
 
 namespace chunkd::service {
 
@@ -64,8 +75,22 @@ inline constexpr double kHintCacheFactor = 1.3;
 inline constexpr size_t kMaxArenasUnderLimit = 8;
 // gRPC's receive buffers per stream beyond the budget: the slices of the
 // message being read while its copy is made, and what HTTP/2 flow control
-// lets in while the stream does not read.
+// lets in while the stream does not read. The one per-stream cost that does
+// not depend on the stream's parameters.
 inline constexpr uint64_t kGrpcBytesPerStream = uint64_t{2} << 20;
+
+// The reactor's limits that set how many responses a stream holds
+// (service/chunk_service.h): unsent responses at which reading pauses,
+// records per response, and input bytes one task processes.
+inline constexpr size_t kMaxQueuedResponses = 16;
+inline constexpr size_t kMaxRecordsPerResponse = 1024;
+inline constexpr size_t kMaxBytesPerTask = size_t{4} << 20;
+// A record waiting in a serialized response: a DedupRecord with a SHA-256
+// fingerprint takes at most 56 bytes on the wire.
+inline constexpr uint64_t kQueuedRecordBytes = 64;
+// A record while its task makes it: the pipeline's ChunkRecord with its
+// fingerprint, the engine's Chunk and the response message being built.
+inline constexpr uint64_t kTaskRecordBytes = 128;
 
 // What the plan starts from.
 struct MemoryInputs {
@@ -77,6 +102,7 @@ struct MemoryInputs {
   std::optional<uint64_t> memory_budget;
   std::optional<int64_t> index_max_entries;
   std::optional<uint64_t> hint_cache_mib;
+  std::optional<uint64_t> stream_memory;
   // --max_message_bytes and --max_inflight_bytes (validated before).
   uint64_t max_message_bytes = uint64_t{4} << 20;
   uint64_t max_inflight_bytes = uint64_t{16} << 20;
@@ -96,8 +122,12 @@ struct MemoryCosts {
   uint64_t allocator = 0;    // free memory malloc may keep per arena
   uint64_t kept_buffers = 0;  // request buffers kept for reuse
   uint64_t budget = 0;
-  uint64_t per_stream = 0;  // one stream's worst case beyond the budget
-  uint64_t streams = 0;     // max_streams x per_stream
+  uint64_t stream_memory = 0;  // --stream_memory_budget
+  uint64_t streams = 0;        // max_streams x kGrpcBytesPerStream
+  // What one stream reserves of the stream memory: a typical one (Dedup,
+  // fastcdc's default sizes, hints) and the largest any parameters ask for.
+  uint64_t typical_stream = 0;
+  uint64_t largest_stream = 0;
   uint64_t index = 0;       // 0 for a Redis index
   uint64_t hint_cache = 0;
   // True when the memory index has no entry limit: nothing bounds it.
@@ -110,6 +140,7 @@ struct MemoryPlan {
   uint64_t memory_budget = kDefaultMemoryBudget;
   uint64_t index_max_entries = 0;  // 0: no limit
   uint64_t hint_cache_mib = kDefaultHintCacheMib;
+  uint64_t stream_memory = 0;
   // The arenas malloc may have: MemoryInputs::arenas, or fewer under a
   // limit (0 when GLIBC_TUNABLES chose).
   size_t arenas = 0;
@@ -120,21 +151,54 @@ struct MemoryPlan {
   std::vector<std::string> warnings;
 };
 
-// One stream's memory beyond the budget at its worst, whatever chunking
-// parameters its client chose: the chunker's buffers at the largest final
-// chunk size any algorithm allows, or, for the smallest chunks, the
-// responses a client that does not read lets pile up; plus gRPC's.
-uint64_t PerStreamBytes(uint64_t max_message_bytes, uint64_t max_inflight_bytes,
-                        size_t threads);
-
 // The chunking window of every stream on `threads` worker threads
 // (chunkd/chunker.h, EngineOptions::window_size: 1 MiB per thread, 2 to 8).
 uint64_t WindowBytes(size_t threads);
 
+// What one stream's memory beyond its request bytes depends on.
+struct StreamShape {
+  // Bytes from a chunk's start after which its cut is final: max_size;
+  // repmaxcdc 2 x min_size + horizon_size; fixed avg_size
+  // (chunking/cutter.h, Cutter::final_size).
+  uint64_t final_size = 0;
+  // The longest chunk (fixed: avg_size).
+  uint64_t max_size = 0;
+  // The shortest chunk but a stream's last: min_size (fastcdc: rounded down
+  // to even); fixed avg_size.
+  uint64_t smallest_chunk = 1;
+  // Dedup following RapidCDC hints: the hint follower's copies.
+  bool hints = false;
+};
+
+// The shape of a stream with `options`. REQUIRES: ValidateOptions(options).
+StreamShape ShapeOf(const chunking::ChunkerOptions& options, bool hints);
+
+// The server's settings every stream's memory depends on.
+struct StreamSettings {
+  uint64_t window = 2 << 20;  // WindowBytes(worker threads)
+  uint64_t max_message_bytes = uint64_t{4} << 20;
+  uint64_t max_inflight_bytes = uint64_t{16} << 20;
+};
+
+// One stream's memory beyond its request bytes and gRPC's buffers, at its
+// worst for its shape: the chunker's buffers, bitmaps and chunk lists, the
+// hint follower's copies, and the records of every response a client that
+// stops reading lets pile up (docs/design.md, "Memory bounds", has the
+// terms and their measurements).
+uint64_t StreamMemoryBytes(const StreamShape& shape,
+                           const StreamSettings& settings);
+
+// StreamMemoryBytes of a Dedup stream with fastcdc's default sizes and
+// hints, and the largest any valid parameters give.
+uint64_t TypicalStreamMemoryBytes(const StreamSettings& settings);
+uint64_t LargestStreamMemoryBytes(const StreamSettings& settings);
+
 // The flags' values and the bound. INVALID_ARGUMENT when the values given
 // do not fit together (a budget below --max_streams x --max_message_bytes,
 // a negative entry count) or the limit leaves no room for one stream with
-// the flags at their defaults, naming the flags and the limit.
+// the flags at their defaults, naming the flags and the limit. A stream
+// memory given smaller than the largest stream is kept, with a warning:
+// streams that ask for more are refused.
 absl::StatusOr<MemoryPlan> PlanMemory(const MemoryInputs& inputs);
 
 }  // namespace chunkd::service

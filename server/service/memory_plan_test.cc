@@ -1,9 +1,15 @@
 #include "service/memory_plan.h"
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <string>
+#include <vector>
 
+#include "chunking/cutter.h"
+#include "chunking/kernels/kernels.h"
 #include "gtest/gtest.h"
+#include "pipeline/worker_pool.h"
 
 namespace chunkd::service {
 namespace {
@@ -33,30 +39,192 @@ TEST(WindowBytesTest, OneMibPerThreadFromTwoToEight) {
   EXPECT_EQ(WindowBytes(64), 8 * kMiB);
 }
 
-TEST(PerStreamBytesTest, TheLargestChunksAtTheDefaults) {
-  // Twice (24 MiB repmaxcdc final size + 256 bytes of context + a 2 MiB
-  // window + a 4 MiB message), bitmaps of 28 MiB, gRPC's 2 MiB.
-  const uint64_t final_size = 24 * kMiB + 256;
-  EXPECT_EQ(PerStreamBytes(4 * kMiB, 16 * kMiB, 2),
-            2 * (final_size + 6 * kMiB) + (final_size + 4 * kMiB) / 8 +
-                2 * kMiB);
-  // Measured for repmaxcdc's largest parameters: 59-63 MiB a stream.
-  EXPECT_GT(PerStreamBytes(4 * kMiB, 16 * kMiB, 2), 63 * kMiB);
+// The window the engine uses on a pool of so many threads.
+TEST(WindowBytesTest, TheEnginesOwn) {
+  auto scalar = chunking::kernels::FindKernel("scalar");
+  ASSERT_TRUE(scalar.ok()) << scalar.status();
+  for (size_t threads : {1, 2, 5, 9}) {
+    pipeline::WorkerPool pool(threads);
+    chunking::EngineOptions engine;
+    engine.kernel = *scalar;
+    engine.executor = &pool;
+    for (chunking::Algorithm algorithm : chunking::AllAlgorithms()) {
+      auto plan =
+          chunking::PlanEngine(chunking::DefaultOptions(algorithm), engine);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      EXPECT_EQ(plan->window_size, WindowBytes(threads)) << threads;
+    }
+  }
 }
 
-TEST(PerStreamBytesTest, TheSmallestChunksWhenInflightIsLarge) {
-  // 2 x (2 + 4) MiB of chunker, 2 x (64 + 4) MiB of responses, gRPC's 2.
-  EXPECT_EQ(PerStreamBytes(4 * kMiB, 64 * kMiB, 2),
-            12 * kMiB + 136 * kMiB + 2 * kMiB);
+StreamSettings Settings(uint64_t message = 4 * kMiB,
+                        uint64_t inflight = 16 * kMiB, size_t threads = 2) {
+  StreamSettings settings;
+  settings.window = WindowBytes(threads);
+  settings.max_message_bytes = message;
+  settings.max_inflight_bytes = inflight;
+  return settings;
 }
 
-TEST(PerStreamBytesTest, GrowsWithTheMessageAndTheWindow) {
-  EXPECT_LT(PerStreamBytes(1 * kMiB, 16 * kMiB, 2),
-            PerStreamBytes(4 * kMiB, 16 * kMiB, 2));
-  EXPECT_LT(PerStreamBytes(4 * kMiB, 16 * kMiB, 2),
-            PerStreamBytes(4 * kMiB, 16 * kMiB, 8));
-  EXPECT_EQ(PerStreamBytes(4 * kMiB, 16 * kMiB, 8),
-            PerStreamBytes(4 * kMiB, 16 * kMiB, 96));
+chunking::ChunkerOptions Options(chunking::Algorithm algorithm,
+                                 uint32_t min_size, uint32_t avg_size,
+                                 uint32_t max_size) {
+  chunking::ChunkerOptions o = chunking::DefaultOptions(algorithm);
+  o.min_size = min_size;
+  o.avg_size = avg_size;
+  o.max_size = max_size;
+  return o;
+}
+
+// The shape's sizes are the cutters' own, for every algorithm at its
+// defaults and at the ends of its ranges.
+TEST(ShapeOfTest, TheCuttersSizes) {
+  for (chunking::Algorithm algorithm : chunking::AllAlgorithms()) {
+    const chunking::AlgorithmLimits& limits = chunking::LimitsFor(algorithm);
+    std::vector<chunking::ChunkerOptions> all = {
+        chunking::DefaultOptions(algorithm)};
+    chunking::ChunkerOptions large = chunking::DefaultOptions(algorithm);
+    large.min_size = static_cast<uint32_t>(limits.min_size.max);
+    large.max_size = static_cast<uint32_t>(limits.max_size.max);
+    large.avg_size = static_cast<uint32_t>(limits.avg_size.max);
+    large.horizon_size = static_cast<uint32_t>(limits.horizon_size.max);
+    all.push_back(large);
+    for (const chunking::ChunkerOptions& o : all) {
+      if (!chunking::ValidateOptions(o).ok()) continue;
+      auto cutter = chunking::MakeCutter(o);
+      ASSERT_TRUE(cutter.ok()) << cutter.status();
+      const StreamShape shape = ShapeOf(o, false);
+      const std::string what(chunking::AlgorithmName(algorithm));
+      EXPECT_EQ(shape.final_size, (*cutter)->final_size()) << what;
+      EXPECT_EQ(shape.max_size, (*cutter)->max_size()) << what;
+      EXPECT_LE(shape.smallest_chunk, shape.max_size) << what;
+    }
+  }
+  // fastcdc may cut min_size - 1 bytes when it is odd.
+  EXPECT_EQ(ShapeOf(Options(chunking::Algorithm::kFastCdc, 4097, 16384,
+                            65536), false)
+                .smallest_chunk,
+            4096u);
+  EXPECT_EQ(ShapeOf(chunking::DefaultOptions(chunking::Algorithm::kFixed),
+                    false)
+                .smallest_chunk,
+            16384u);
+}
+
+TEST(StreamMemoryBytesTest, TheLargestChunks) {
+  // repmaxcdc at its largest: a 24 MiB final size. Twice (24 MiB + 256
+  // bytes of context + a 2 MiB window + a 4 MiB message), two bitmaps of
+  // 4 MiB (28 MiB of bits rounded up to 32), the chunks of one run (6 MiB
+  // of chunks of 4 MiB), the records: 16 responses of 2 and 5 more queued,
+  // 2 made by a task.
+  chunking::ChunkerOptions o =
+      chunking::DefaultOptions(chunking::Algorithm::kRepMaxCdc);
+  o.min_size = 4 * kMiB;
+  o.horizon_size = 16 * kMiB;
+  const uint64_t bytes = StreamMemoryBytes(ShapeOf(o, false), Settings());
+  EXPECT_EQ(bytes, 2 * (24 * kMiB + 256 + 6 * kMiB) + 8 * kMiB +
+                       2 * 2 * sizeof(chunking::Chunk) +
+                       (16 * 2 + 5) * kQueuedRecordBytes +
+                       2 * kTaskRecordBytes);
+  // Measured for these parameters: 59-63 MiB a stream with gRPC's buffers.
+  EXPECT_GT(bytes + kGrpcBytesPerStream, 63 * kMiB);
+}
+
+TEST(StreamMemoryBytesTest, TheSmallestChunksForAClientThatDoesNotRead) {
+  // fixed 64-byte chunks: 20 MiB of input in responses, 16 full responses,
+  // a task's 8 MiB of records.
+  const StreamShape shape =
+      ShapeOf(Options(chunking::Algorithm::kFixed, 0, 64, 0), false);
+  const uint64_t bytes = StreamMemoryBytes(shape, Settings());
+  const uint64_t queued = (16 * 1024 + 20 * kMiB / 64) * kQueuedRecordBytes;
+  const uint64_t task = 8 * kMiB / 64 * kTaskRecordBytes;
+  EXPECT_EQ(bytes, 2 * (320 + 2 * kMiB + 1280) + 2 * kMiB +
+                       2 * (6 * kMiB / 64) * sizeof(chunking::Chunk) + queued +
+                       task);
+  // Measured: up to 44 MiB a stream (4 MiB messages) with gRPC's buffers.
+  EXPECT_GT(bytes + kGrpcBytesPerStream, 44 * kMiB);
+}
+
+TEST(StreamMemoryBytesTest, TheDefaultSizes) {
+  const StreamSettings settings = Settings();
+  const chunking::ChunkerOptions fastcdc =
+      chunking::DefaultOptions(chunking::Algorithm::kFastCdc);
+  const uint64_t chunk = StreamMemoryBytes(ShapeOf(fastcdc, false), settings);
+  const uint64_t dedup = StreamMemoryBytes(ShapeOf(fastcdc, true), settings);
+  EXPECT_EQ(TypicalStreamMemoryBytes(settings), dedup);
+  // A message of 4 MiB is cut where it lies: the buffer holds a window and
+  // four bridges of 64 KiB; two bitmaps of 1 MiB.
+  const uint64_t bridge = 64 * 1024 + 256;
+  const uint64_t records = (16 * 1024 + 20 * kMiB / 4096) * kQueuedRecordBytes +
+                           8 * kMiB / 4096 * kTaskRecordBytes;
+  EXPECT_EQ(chunk, 2 * (bridge + 2 * kMiB + 4 * bridge) + 2 * kMiB +
+                       2 * (6 * kMiB / 4096) * sizeof(chunking::Chunk) +
+                       records);
+  // The hint follower's copies: its held bytes with a bridged 128 KiB, and a
+  // message more in the copy it hands back.
+  EXPECT_EQ(dedup - chunk,
+            2 * (bridge + 2 * (64 * 1024 + 64)) + bridge + 4 * kMiB);
+  // A fraction of the largest: that is what lets many more run at once.
+  EXPECT_LT(5 * dedup, LargestStreamMemoryBytes(settings));
+}
+
+TEST(StreamMemoryBytesTest, GrowsWithTheSizesAndShrinksWithTheSmallestChunk) {
+  const StreamSettings settings = Settings();
+  auto fastcdc = [&](uint32_t min, uint32_t max) {
+    return StreamMemoryBytes(
+        ShapeOf(Options(chunking::Algorithm::kFastCdc, min, min, max), false),
+        settings);
+  };
+  EXPECT_LT(fastcdc(4096, 65536), fastcdc(4096, 1 << 20));
+  EXPECT_LT(fastcdc(4096, 1 << 20), fastcdc(4096, 16 << 20));
+  EXPECT_GT(fastcdc(64, 65536), fastcdc(4096, 65536));
+  const StreamShape shape = ShapeOf(
+      chunking::DefaultOptions(chunking::Algorithm::kFastCdc), true);
+  EXPECT_LT(StreamMemoryBytes(shape, Settings(kMiB)),
+            StreamMemoryBytes(shape, Settings(4 * kMiB)));
+  EXPECT_LT(StreamMemoryBytes(shape, Settings(4 * kMiB, 16 * kMiB, 2)),
+            StreamMemoryBytes(shape, Settings(4 * kMiB, 16 * kMiB, 8)));
+  EXPECT_LT(StreamMemoryBytes(shape, Settings(4 * kMiB, 16 * kMiB)),
+            StreamMemoryBytes(shape, Settings(4 * kMiB, 64 * kMiB)));
+}
+
+// No valid parameters ask for more than LargestStreamMemoryBytes: random
+// parameter sets of every algorithm, with and without hints for fastcdc.
+TEST(StreamMemoryBytesTest, TheLargestBoundsEveryValidStream) {
+  for (const StreamSettings& settings :
+       {Settings(), Settings(kMiB, 4 * kMiB, 8), Settings(16 * kMiB, 64 * kMiB)}) {
+    const uint64_t largest = LargestStreamMemoryBytes(settings);
+    std::mt19937_64 random(42);
+    int valid = 0;
+    for (int i = 0; i < 20000; ++i) {
+      const chunking::Algorithm algorithm =
+          chunking::AllAlgorithms()[random() % chunking::AllAlgorithms().size()];
+      const chunking::AlgorithmLimits& limits = chunking::LimitsFor(algorithm);
+      // Log-uniform within a range, so that both ends are visited.
+      auto pick = [&](const chunking::ParamRange& range) {
+        const double lo = std::log2(static_cast<double>(std::max<uint64_t>(1, range.min)));
+        const double hi = std::log2(static_cast<double>(std::max<uint64_t>(1, range.max)));
+        const double x = lo + (hi - lo) * static_cast<double>(random() % 1001) / 1000;
+        return static_cast<uint32_t>(std::clamp<uint64_t>(
+            static_cast<uint64_t>(std::exp2(x)), range.min, range.max));
+      };
+      chunking::ChunkerOptions o = chunking::DefaultOptions(algorithm);
+      o.min_size = pick(limits.min_size);
+      o.avg_size = pick(limits.avg_size);
+      o.max_size = pick(limits.max_size);
+      o.horizon_size = pick(limits.horizon_size);
+      if (limits.avg_power_of_two) {
+        o.avg_size = uint32_t{1} << static_cast<int>(std::log2(o.avg_size));
+      }
+      if (!chunking::ValidateOptions(o).ok()) continue;
+      ++valid;
+      const bool hints = algorithm == chunking::Algorithm::kFastCdc;
+      EXPECT_LE(StreamMemoryBytes(ShapeOf(o, hints), settings), largest)
+          << chunking::AlgorithmName(algorithm) << " " << o.min_size << "/"
+          << o.avg_size << "/" << o.max_size << "/" << o.horizon_size;
+    }
+    EXPECT_GT(valid, 2000);
+  }
 }
 
 TEST(PlanMemoryTest, WithoutALimitTheDefaultsStay) {
@@ -66,16 +234,19 @@ TEST(PlanMemoryTest, WithoutALimitTheDefaultsStay) {
   EXPECT_EQ(plan->memory_budget, kGiB);
   EXPECT_EQ(plan->index_max_entries, 1342177u);  // half of 1 GiB at 400 B
   EXPECT_EQ(plan->hint_cache_mib, 64u);
+  // Every stream at its largest: none ever waits for its stream memory.
+  EXPECT_EQ(plan->stream_memory, 128 * LargestStreamMemoryBytes(Settings()));
   EXPECT_TRUE(plan->warnings.empty());
   // The bound is still computed and said.
   EXPECT_EQ(plan->costs.Total(),
             kBaseBytes + 2 * 16 * kMiB + 16 * kMiB + kGiB +
-                128 * PerStreamBytes(4 * kMiB, 16 * kMiB, 2) +
+                128 * LargestStreamMemoryBytes(Settings()) +
+                128 * kGrpcBytesPerStream +
                 1342177 * kIndexEntryBytes +
                 static_cast<uint64_t>(std::ceil(64 * kMiB * kHintCacheFactor)));
   EXPECT_NE(plan->summary.find("--max_streams 128, --memory_budget 1073741824, "
                                "--index_max_entries 1342177, "
-                               "--hint_cache_mib 64; resident memory at most"),
+                               "--hint_cache_mib 64, --stream_memory_budget "),
             std::string::npos)
       << plan->summary;
 }
@@ -84,10 +255,20 @@ TEST(PlanMemoryTest, TheChartsOneGibPodFitsItsShareOfTheLimit) {
   absl::StatusOr<MemoryPlan> plan = PlanMemory(Inputs(kGiB));
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_LE(plan->costs.Total(), Target(kGiB));
-  EXPECT_GE(plan->max_streams, 4u);
+  // Sized for typical streams (7 when each counted at the largest).
+  EXPECT_GE(plan->max_streams, 20u);
   EXPECT_LT(plan->max_streams, 128u);
   // Two messages of budget per stream at least.
   EXPECT_GE(plan->memory_budget, 2 * plan->max_streams * 4 * kMiB);
+  // Every stream typical at once, or the largest one.
+  EXPECT_GE(plan->stream_memory,
+            plan->max_streams * TypicalStreamMemoryBytes(Settings()));
+  EXPECT_GE(plan->stream_memory, LargestStreamMemoryBytes(Settings()));
+  EXPECT_NE(plan->summary.find("--stream_memory_budget " +
+                               std::to_string(plan->stream_memory) +
+                               " (sized)"),
+            std::string::npos)
+      << plan->summary;
   EXPECT_GT(plan->index_max_entries, 500000u);
   EXPECT_GT(plan->hint_cache_mib, 16u);
   EXPECT_LE(plan->hint_cache_mib, 64u);
@@ -134,7 +315,17 @@ TEST(PlanMemoryTest, EveryLimitThatHoldsAStreamIsKept) {
           EXPECT_GE(plan->max_streams, 1u) << what;
           EXPECT_LE(plan->max_streams, 128u) << what;
           EXPECT_GE(plan->memory_budget, plan->max_streams * message) << what;
-          EXPECT_TRUE(plan->warnings.empty()) << what;
+          EXPECT_GE(plan->stream_memory,
+                    plan->max_streams * plan->costs.typical_stream)
+              << what;
+          // Only a limit too small for the largest stream warns that it
+          // refuses it.
+          EXPECT_EQ(plan->warnings.empty(),
+                    plan->stream_memory >= plan->costs.largest_stream)
+              << what;
+          if (limit >= kGiB) {
+            EXPECT_TRUE(plan->warnings.empty()) << what;
+          }
         }
       }
     }
@@ -256,6 +447,54 @@ TEST(PlanMemoryTest, AnUnlimitedIndexUnderALimitIsWarnedAbout) {
   // With a Redis index the flag means nothing here.
   in.memory_index = false;
   EXPECT_TRUE(PlanMemory(in)->warnings.empty());
+}
+
+TEST(PlanMemoryTest, ASmallLimitServesTypicalStreamsButNotTheLargest) {
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(Inputs(256 * kMiB));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_GE(plan->max_streams, 1u);
+  EXPECT_LE(plan->costs.Total(), Target(256 * kMiB));
+  EXPECT_GE(plan->stream_memory,
+            plan->max_streams * TypicalStreamMemoryBytes(Settings()));
+  EXPECT_LT(plan->stream_memory, LargestStreamMemoryBytes(Settings()));
+  ASSERT_EQ(plan->warnings.size(), 1u);
+  EXPECT_NE(plan->warnings[0].find(
+                absl::StrCat("--stream_memory_budget ", plan->stream_memory,
+                             " is below the largest stream's memory")),
+            std::string::npos)
+      << plan->warnings[0];
+}
+
+TEST(PlanMemoryTest, AGivenStreamMemoryIsKept) {
+  MemoryInputs in = Inputs(kGiB);
+  in.stream_memory = 200 * kMiB;
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->stream_memory, 200 * kMiB);
+  // Typical streams in it, all at once.
+  EXPECT_EQ(plan->max_streams,
+            200 * kMiB / TypicalStreamMemoryBytes(Settings()));
+  EXPECT_LE(plan->costs.Total(), Target(kGiB));
+  EXPECT_TRUE(plan->warnings.empty());
+  EXPECT_NE(plan->summary.find("--stream_memory_budget 209715200 (given)"),
+            std::string::npos)
+      << plan->summary;
+  // Below the largest stream: kept, with a warning that it is refused.
+  in.stream_memory = 100 * kMiB;
+  plan = PlanMemory(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->stream_memory, 100 * kMiB);
+  ASSERT_EQ(plan->warnings.size(), 1u);
+  EXPECT_NE(plan->warnings[0].find("streams whose parameters need more than "
+                                   "it are refused"),
+            std::string::npos)
+      << plan->warnings[0];
+  // Without a limit too.
+  in.limit = std::nullopt;
+  plan = PlanMemory(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->stream_memory, 100 * kMiB);
+  EXPECT_EQ(plan->max_streams, 128u);
 }
 
 TEST(PlanMemoryTest, ALimitTooSmallForOneStreamIsRefused) {

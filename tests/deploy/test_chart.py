@@ -280,6 +280,7 @@ def test_flagfile_carries_the_values(chart: Chart) -> None:
         "--threads=4",
         "--max_streams=24",
         "--memory_budget=536870912",
+        "--stream_memory_budget=1073741824",
         "--shutdown_grace=30s",
         "--max_streams_per_ip=0",
         "--max_streams_per_connection=32",
@@ -393,8 +394,8 @@ def test_default_memory_is_sized_by_chunkd(chart: Chart) -> None:
     container's limit, and requests what it may use."""
     objects = chart.render()
     flags = flagfile(objects)
-    for flag in ("--max_streams=", "--memory_budget=", "--index_max_entries=",
-                 "--hint_cache_mib="):
+    for flag in ("--max_streams=", "--memory_budget=", "--stream_memory_budget=",
+                 "--index_max_entries=", "--hint_cache_mib="):
         assert not any(f.startswith(flag) for f in flags), flags
     resources = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0][
         "resources"]
@@ -402,6 +403,8 @@ def test_default_memory_is_sized_by_chunkd(chart: Chart) -> None:
     assert resources["requests"]["memory"] == resources["limits"]["memory"]
     flags = flagfile(chart.render("--set", "server.hintCacheMib=0"))
     assert "--hint_cache_mib=0" in flags
+    flags = flagfile(chart.render("--set", "server.streamMemoryBudget=268435456"))
+    assert "--stream_memory_budget=268435456" in flags
 
 
 #: How long chunkd may take past --shutdown_grace to exit (Drain in

@@ -132,7 +132,7 @@ def test_chart_flags_are_chunkd_flags(chart: Chart, chunkd_bin: Path) -> None:
     assert rendered - known == set()
     # The value sets exercise the security and limit flags too.
     assert {"redis_password_file", "auth_tokens", "tls_cert", "max_streams",
-            "memory_budget", "max_streams_per_token", "max_streams_per_ip",
+            "memory_budget", "stream_memory_budget", "max_streams_per_token", "max_streams_per_ip",
             "max_streams_per_connection", "max_stream_rate_per_connection",
             "stream_idle_timeout", "max_connection_idle",
             "index_max_entries", "hint_cache_mib"} <= rendered
@@ -140,8 +140,8 @@ def test_chart_flags_are_chunkd_flags(chart: Chart, chunkd_bin: Path) -> None:
 
 #: The flags the memory plan reads (server/service/memory_plan.h).
 MEMORY_FLAGS = ("--max_message_bytes=", "--max_inflight_bytes=", "--threads=",
-                "--max_streams=", "--memory_budget=", "--index_max_entries=",
-                "--hint_cache_mib=")
+                "--max_streams=", "--memory_budget=", "--stream_memory_budget=",
+                "--index_max_entries=", "--hint_cache_mib=")
 
 
 

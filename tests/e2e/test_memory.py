@@ -106,8 +106,8 @@ GiB = 1 << 30
 PLAN = re.compile(
     r"chunkd: memory limit (\d+) bytes \(([^)]*)\); sized to 85 % of it: "
     r"--max_streams (\d+) \((\w+)\), --memory_budget (\d+) \((\w+)\), "
-    r"--index_max_entries (\d+) \((\w+)\), --hint_cache_mib (\d+) \((\w+)\); "
-    r"resident memory at most (\d+) bytes")
+    r"--index_max_entries (\d+) \((\w+)\), --hint_cache_mib (\d+) \((\w+)\), "
+    r"--stream_memory_budget (\d+) \((\w+)\); resident memory at most (\d+) bytes")
 
 
 def limit_file(tmp_path: Path, text: str) -> Path:
@@ -124,17 +124,20 @@ def test_defaults_are_sized_to_the_limit_and_in_force(chunkd_bin: Path,
         match = PLAN.search(log)
         assert match, log
         assert (int(match.group(1)), match.group(2)) == (GiB, str(limit))
-        streams, budget, entries, hint_mib = (int(match.group(i)) for i in (3, 5, 7, 9))
-        assert {match.group(i) for i in (4, 6, 8, 10)} == {"sized"}
+        streams, budget, entries, hint_mib, stream_memory = (
+            int(match.group(i)) for i in (3, 5, 7, 9, 11))
+        assert {match.group(i) for i in (4, 6, 8, 10, 12)} == {"sized"}
         # Under 85 % of the limit, and smaller than the defaults, which do
-        # not fit a 1 GiB container.
-        assert int(match.group(11)) <= 0.85 * GiB
-        assert 1 <= streams < 128 and budget < GiB and hint_mib < 64
+        # not fit a 1 GiB container; but dozens of streams, as each reserves
+        # its own parameters' memory.
+        assert int(match.group(13)) <= 0.85 * GiB
+        assert 20 <= streams < 128 and budget < GiB and hint_mib < 64
         assert budget >= 2 * streams * (4 << 20)
         assert "warning" not in log
         assert f"chunkd: limits: {streams} streams," in log
         samples = parse_samples(server.metrics())
         assert value(samples, "chunkd_index_max_entries") == entries
+        assert value(samples, "chunkd_stream_memory_bytes", state="limit") == stream_memory
         # The sized --max_streams is in force: one stream more is refused.
         release = threading.Event()
 
@@ -150,6 +153,15 @@ def test_defaults_are_sized_to_the_limit_and_in_force(chunkd_bin: Path,
                 deadline = time.monotonic() + RPC_TIMEOUT
                 while server.active_streams() != streams:
                     assert time.monotonic() < deadline, "the held streams never started"
+                    time.sleep(0.05)
+                # Every one of them runs: none waits for its memory.
+                while True:
+                    samples = parse_samples(server.metrics())
+                    reserved = value(samples, "chunkd_stream_memory_bytes", state="reserved")
+                    waiting = value(samples, "chunkd_streams_waiting_for_memory")
+                    if reserved > 0 and waiting == 0 and reserved % streams == 0:
+                        break
+                    assert time.monotonic() < deadline, (reserved, waiting)
                     time.sleep(0.05)
                 with pytest.raises(grpc.RpcError) as refused:
                     list(stub.Chunk(iter([pb.ChunkRequest(
@@ -173,7 +185,7 @@ def test_given_flags_win_with_a_warning(chunkd_bin: Path, tmp_path: Path) -> Non
     assert match, log
     assert match.group(3, 4, 5, 6) == ("128", "given", "1073741824", "given")
     # The others are still sized, to what the given ones leave.
-    assert match.group(8) == "sized" and match.group(10) == "sized"
+    assert {match.group(i) for i in (8, 10, 12)} == {"sized"}
     assert re.search(r"chunkd: warning: the flags given put resident memory at up to "
                      r"\d+ MiB, above 85 % of the memory limit of 1024 MiB \(870 MiB\)",
                      log), log
@@ -186,7 +198,12 @@ def test_no_limit_keeps_the_defaults(chunkd_bin: Path, tmp_path: Path) -> None:
         log = server.log()
     assert (f"chunkd: no memory limit (no limit in {limit}): --max_streams 128, "
             "--memory_budget 1073741824, --index_max_entries 1342177, "
-            "--hint_cache_mib 64; resident memory at most ") in log, log
+            "--hint_cache_mib 64, --stream_memory_budget ") in log, log
+    # Room for every stream at its largest: none ever waits.
+    match = re.search(r"--stream_memory_budget (\d+); .*the largest (\d+) MiB\)", log)
+    assert match, log
+    largest = (int(match.group(2)) - 0.5) * MiB  # the log rounds to MiB
+    assert int(match.group(1)) >= 128 * largest
     assert "chunkd: limits: 128 streams," in log
 
 

@@ -67,6 +67,8 @@ FAMILIES = {
     "chunkd_stage_seconds_total": "counter",
     "chunkd_active_streams": "gauge",
     "chunkd_worker_queue_depth": "gauge",
+    "chunkd_stream_memory_bytes": "gauge",
+    "chunkd_streams_waiting_for_memory": "gauge",
     "chunkd_index_requests_total": "counter",
     "chunkd_index_request_duration_seconds": "histogram",
     "chunkd_hints_total": "counter",
@@ -138,6 +140,10 @@ def test_fresh_server_exports_every_series_at_zero(fresh_server: ChunkdServer) -
         assert value(samples, "chunkd_stage_seconds_total", stage=stage) == 0
     assert value(samples, "chunkd_active_streams") == 0
     assert value(samples, "chunkd_worker_queue_depth") == 0
+    assert value(samples, "chunkd_stream_memory_bytes", state="reserved") == 0
+    assert value(samples, "chunkd_stream_memory_bytes", state="waiting") == 0
+    assert value(samples, "chunkd_stream_memory_bytes", state="limit") > 0
+    assert value(samples, "chunkd_streams_waiting_for_memory") == 0
     for reason in REJECT_REASONS:
         assert value(samples, "chunkd_streams_rejected_total", reason=reason) == 0
     assert value(samples, "chunkd_connections_closed_total", reason="stream_rate") == 0

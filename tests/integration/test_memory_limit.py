@@ -1,24 +1,32 @@
 """chunkd under a memory limit at full load, loopback only.
 
-chunkd sizes --max_streams, --memory_budget, --index_max_entries and
---hint_cache_mib to its memory limit when they are left at their defaults
-(server/service/memory_plan.h). This test gives it the Helm chart's default
-container limit, 1 GiB, with the chart's flags, and fills every budget at
-once: a full memory index (Dedup with next-size hints and write tokens, the
-largest entries), a full hint cache, then --max_streams streams of
---max_message_bytes messages, each at its own worst: half of them with the
-largest final chunk size any algorithm allows (repmaxcdc, 24 MiB: the
-chunker's buffers), the others cutting 64-byte chunks for a client that
-never reads its responses (the responses pile up). Then resident memory's
-peak (VmHWM) must stay under the bound the server logged and under 85 % of
-the limit.
+chunkd sizes --max_streams, --memory_budget, --stream_memory_budget,
+--index_max_entries and --hint_cache_mib to its memory limit when they are
+left at their defaults (server/service/memory_plan.h), and each stream
+reserves the memory its own chunking parameters may take once they arrive
+(a stream that does not fit waits its turn). These tests give chunkd the
+Helm chart's default container limit, 1 GiB, with the chart's flags:
 
-The limit comes two ways: through --memory_limit_file, and, where the
-machine allows it (root, the cgroup v1 memory controller), from a real
-cgroup v1 that holds chunkd with the limit set, so that the kernel would
-kill chunkd past it: there the cgroup's own peak and OOM count are checked
-too. Nothing depends on speed: each fill is awaited by what the server
-reports (index entries, cache misses, bytes ingested), in bounded loops.
+- the worst mix fills every budget at once: a full memory index (Dedup with
+  next-size hints and write tokens, the largest entries), a full hint
+  cache, the stream memory filled with streams at their worst (the largest
+  final chunk size any algorithm allows, repmaxcdc's 24 MiB: the chunker's
+  buffers; and 64-byte chunks for a client that never reads its responses:
+  the records pile up), and --max_streams streams in all, the others waiting
+  with a message each of the request budget. Then resident memory's peak
+  (VmHWM) must stay under the bound the server logged and under 85 % of the
+  limit. The limit comes two ways: through --memory_limit_file, and, where
+  the machine allows it (root, the cgroup v1 memory controller), from a real
+  cgroup v1 that holds chunkd with the limit set, so that the kernel would
+  kill chunkd past it: there the cgroup's own peak and OOM count are checked
+  too;
+- more streams of the largest chunks than the stream memory holds: they
+  take turns, each ends exact, and the peak stays under the bound;
+- --max_streams streams of the default parameters: every one runs at once.
+
+Nothing depends on speed: each fill is awaited by what the server reports
+(index entries, cache misses, bytes ingested, memory reserved, streams
+waiting), in bounded loops.
 """
 
 from __future__ import annotations
@@ -107,8 +115,9 @@ class Plan:
         match = re.search(
             r"memory limit (\d+) bytes \(([^)]*)\); sized to 85 % of it: "
             r"--max_streams (\d+) \(sized\), --memory_budget (\d+) \(sized\), "
-            r"--index_max_entries (\d+) \(sized\), --hint_cache_mib (\d+) \(sized\); "
-            r"resident memory at most (\d+) bytes", log)
+            r"--index_max_entries (\d+) \(sized\), --hint_cache_mib (\d+) \(sized\), "
+            r"--stream_memory_budget (\d+) \(sized\); resident memory at most (\d+) bytes",
+            log)
         assert match, log
         self.limit = int(match.group(1))
         self.source = match.group(2)
@@ -116,7 +125,8 @@ class Plan:
         self.budget = int(match.group(4))
         self.entries = int(match.group(5))
         self.hint_cache_mib = int(match.group(6))
-        self.bound = int(match.group(7))
+        self.stream_memory = int(match.group(7))
+        self.bound = int(match.group(8))
 
 
 def dedup(stub: pb_grpc.ChunkServiceStub, data: bytes, stream_id: str) -> object:
@@ -172,62 +182,137 @@ def fill_hint_cache(server: ChunkdServer, stub: pb_grpc.ChunkServiceStub, plan: 
         "too little indexed data to fill the hint cache")
 
 
-class FullStreams:
-    """--max_streams streams at once: the first half cut the largest chunks,
-    the others the smallest for a client that never reads. Each sends its
-    bytes, then waits for release() before it ends."""
+def reserved(server: ChunkdServer) -> float:
+    return metric(server, "chunkd_stream_memory_bytes", state="reserved")
 
-    def __init__(self, server: ChunkdServer, count: int) -> None:
+
+def waiting(server: ChunkdServer) -> float:
+    return metric(server, "chunkd_streams_waiting_for_memory")
+
+
+class Kind:
+    """What one kind of stream sends and whether its client reads."""
+
+    def __init__(self, name: str, rpc: str, params: "pb.ChunkingParams", size: int,
+                 reads: bool) -> None:
+        self.name, self.rpc, self.params, self.size, self.reads = name, rpc, params, size, reads
+
+
+#: The largest final chunk size, Chunk without fingerprints: the chunker's
+#: buffers at their largest.
+LARGEST = Kind("largest chunks", "Chunk", LARGE, LARGE_BYTES, reads=True)
+#: 64-byte chunks for a client that never reads: the responses pile up.
+SMALLEST = Kind("64-byte chunks, not read", "Chunk", SMALL, SMALL_BYTES, reads=False)
+#: The default parameters: Dedup with fastcdc's default sizes and hints.
+DEFAULT = Kind("default parameters", "Dedup", pb.ChunkingParams(algorithm=pb.ALGORITHM_FASTCDC),
+               32 * MiB, reads=True)
+
+
+class Streams:
+    """Streams, each on its own connection; each sends its first message with
+    its parameters and a message of data, then, once admitted to run, the rest
+    of its bytes, then waits for release() before it half-closes. A stream
+    that waits for its memory holds its first message."""
+
+    def __init__(self, server: ChunkdServer) -> None:
+        self.server = server
         self.hold = threading.Event()
-        self.large = (count + 1) // 2
-        self.small = count - self.large
         self.source = random.Random(7).randbytes(32 * MiB)
-        self.channels = [grpc.insecure_channel(server.address) for _ in range(count)]
-        self.errors: List[str] = []
-        self.calls = []
+        self.channels: List[grpc.Channel] = []
+        self.calls: List[tuple] = []  # (kind, call)
         self.readers: List[threading.Thread] = []
-        for i in range(count):
-            large = i < self.large
-            stub = pb_grpc.ChunkServiceStub(self.channels[i])
-            params = pb.ChunkParams(chunking=LARGE if large else SMALL,
-                                    fingerprint=pb.FINGERPRINT_ALGORITHM_NONE if large
-                                    else pb.FINGERPRINT_ALGORITHM_SHA256)
-            call = stub.Chunk(self._requests(i, params, LARGE_BYTES if large else SMALL_BYTES),
-                              timeout=RPC_TIMEOUT)
-            self.calls.append(call)
-            if large:  # a client that reads (large chunks make few records)
-                reader = threading.Thread(target=self._read, args=(i, call))
-                reader.start()
-                self.readers.append(reader)
+        self.errors: List[str] = []
+        self.totals: List[int] = []
 
-    def _requests(self, i: int, params: "pb.ChunkParams", size: int) -> Iterator[pb.ChunkRequest]:
-        yield pb.ChunkRequest(params=params)
+    def _requests(self, i: int, kind: Kind) -> Iterator[object]:
         at = (i * MESSAGE) % len(self.source)
-        for _ in range(size // MESSAGE):
-            yield pb.ChunkRequest(data=self.source[at : at + MESSAGE])
+        def piece() -> bytes:
+            nonlocal at
+            data = self.source[at : at + MESSAGE]
             at = (at + MESSAGE) % len(self.source)
+            return data
+        if kind.rpc == "Chunk":
+            fingerprint = (pb.FINGERPRINT_ALGORITHM_NONE if kind is LARGEST
+                           else pb.FINGERPRINT_ALGORITHM_SHA256)
+            yield pb.ChunkRequest(params=pb.ChunkParams(chunking=kind.params,
+                                                        fingerprint=fingerprint),
+                                  data=piece())
+            make = pb.ChunkRequest
+        else:
+            yield pb.DedupRequest(params=pb.DedupParams(chunking=kind.params,
+                                                        namespace=f"streams-{i}"),
+                                  data=piece())
+            make = pb.DedupRequest
+        for _ in range(kind.size // MESSAGE - 1):
+            yield make(data=piece())
         self.hold.wait(RPC_TIMEOUT)
 
-    def _read(self, i: int, call) -> None:
+    def _read(self, kind: Kind, call) -> None:
         try:
             responses = list(call)
-            if responses[-1].summary.total_bytes != LARGE_BYTES:
-                self.errors.append(f"stream {i}: {responses[-1].summary}")
+            total = responses[-1].summary.total_bytes
+            self.totals.append(total)
+            if total != kind.size:
+                self.errors.append(f"{kind.name}: {responses[-1].summary}")
         except grpc.RpcError as e:
-            self.errors.append(f"stream {i}: {e.code()} {e.details()}")
+            self.errors.append(f"{kind.name}: {e.code()} {e.details()}")
+
+    def open(self, kind: Kind) -> None:
+        i = len(self.calls)
+        channel = grpc.insecure_channel(self.server.address)
+        self.channels.append(channel)
+        stub = pb_grpc.ChunkServiceStub(channel)
+        call = getattr(stub, kind.rpc)(self._requests(i, kind), timeout=RPC_TIMEOUT)
+        self.calls.append((kind, call))
+        if kind.reads:
+            reader = threading.Thread(target=self._read, args=(kind, call))
+            reader.start()
+            self.readers.append(reader)
 
     def release(self) -> None:
-        """Large streams end and must be exact; the small ones are cancelled
-        by their client."""
+        """The streams whose clients read end and must be exact (those still
+        waiting for their memory run first); the others are cancelled by
+        their client."""
         self.hold.set()
-        for call in self.calls[self.large :]:
-            call.cancel()
+        for kind, call in self.calls:
+            if not kind.reads:
+                call.cancel()
         for reader in self.readers:
             reader.join(WAIT)
         assert not any(r.is_alive() for r in self.readers), "a stream never ended"
         for channel in self.channels:
             channel.close()
         assert not self.errors, self.errors
+
+
+def open_admitted(streams: Streams, kind: Kind) -> float:
+    """Opens a stream that the stream memory holds at once; returns what it
+    reserved."""
+    before = reserved(streams.server)
+    streams.open(kind)
+    wait_for(f"a stream of {kind.name} reserving its memory",
+             lambda: reserved(streams.server) > before, streams.server)
+    assert waiting(streams.server) == 0
+    return reserved(streams.server) - before
+
+
+def fill_stream_memory(streams: Streams, plan: Plan) -> Dict[str, int]:
+    """Opens streams of the largest and of the smallest chunks, alternately
+    while both fit, until the stream memory holds no more of either (what
+    each reserves is read from the server as it is admitted); returns how
+    many of each."""
+    cost = {LARGEST.name: open_admitted(streams, LARGEST),
+            SMALLEST.name: open_admitted(streams, SMALLEST)}
+    count = {LARGEST.name: 1, SMALLEST.name: 1}
+    while len(streams.calls) < plan.max_streams:
+        free = plan.stream_memory - reserved(streams.server)
+        fits = [k for k in (LARGEST, SMALLEST) if cost[k.name] <= free]
+        if not fits:
+            break
+        kind = min(fits, key=lambda k: count[k.name])
+        assert open_admitted(streams, kind) == cost[kind.name]
+        count[kind.name] += 1
+    return count
 
 
 def settle(server: ChunkdServer) -> None:
@@ -256,20 +341,32 @@ def run_full_load(server: ChunkdServer, plan: Plan) -> Dict[str, float]:
     fill_hint_cache(server, stub, plan, indexed)
     print(f"hint cache full after {time.monotonic() - start:.0f} s")
     channel.close()
-    streams = FullStreams(server, plan.max_streams)
+    streams = Streams(server)
     try:
-        wait_for(f"{plan.max_streams} streams admitted",
-                 lambda: server.active_streams() == plan.max_streams, server)
-        wait_for("every byte of the large streams cut",
+        count = fill_stream_memory(streams, plan)
+        running = len(streams.calls)
+        # The other slots: streams that wait for their memory, each holding
+        # a message of the request budget.
+        while len(streams.calls) < plan.max_streams:
+            streams.open(LARGEST if len(streams.calls) % 2 else SMALLEST)
+        wait_for(f"{plan.max_streams} streams admitted, {plan.max_streams - running} waiting",
+                 lambda: server.active_streams() == plan.max_streams
+                 and waiting(server) == plan.max_streams - running, server)
+        large, small = count[LARGEST.name], count[SMALLEST.name]
+        wait_for("every byte of the running large streams cut",
                  lambda: metric(server, "chunkd_ingest_bytes_total", algorithm="repmaxcdc")
-                 >= streams.large * LARGE_BYTES, server)
-        wait_for("a message of each small stream read",
+                 >= large * LARGE_BYTES, server)
+        wait_for("a message of each running small stream read",
                  lambda: metric(server, "chunkd_ingest_bytes_total", algorithm="fixed")
-                 >= streams.small * MESSAGE, server)
+                 >= small * MESSAGE, server)
         print(f"streams full after {time.monotonic() - start:.0f} s")
         settle(server)
         figures = {
             "peak": server.vm_kib("VmHWM") * 1024.0,
+            "reserved": reserved(server),
+            "large": large,
+            "small": small,
+            "waiting": waiting(server),
             "small_ingested": metric(server, "chunkd_ingest_bytes_total", algorithm="fixed"),
         }
         assert server.alive(), server.log()[-3000:]
@@ -281,29 +378,97 @@ def run_full_load(server: ChunkdServer, plan: Plan) -> Dict[str, float]:
 def check_peak(plan: Plan, figures: Dict[str, float], what: str) -> None:
     peak = figures["peak"]
     print(f"\n{what}: limit {plan.limit >> 20} MiB, {plan.max_streams} streams, "
-          f"budget {plan.budget >> 20} MiB, {plan.entries} index entries, hint cache "
-          f"{plan.hint_cache_mib} MiB; peak RSS {peak / MiB:.0f} MiB = "
+          f"budget {plan.budget >> 20} MiB, stream memory {plan.stream_memory >> 20} MiB, "
+          f"{plan.entries} index entries, hint cache {plan.hint_cache_mib} MiB; "
+          f"running {figures.get('large', 0):.0f} of the largest chunks and "
+          f"{figures.get('small', 0):.0f} of 64-byte chunks "
+          f"({figures.get('reserved', 0) / MiB:.0f} MiB reserved), "
+          f"{figures.get('waiting', 0):.0f} waiting; peak RSS {peak / MiB:.0f} MiB = "
           f"{peak / plan.limit:.3f} of the limit, {peak / plan.bound:.3f} of the bound "
-          f"({plan.bound >> 20} MiB); small streams ingested "
-          f"{figures['small_ingested'] / MiB:.0f} MiB")
+          f"({plan.bound >> 20} MiB)")
     assert plan.bound <= SHARE * plan.limit
     assert peak <= plan.bound, f"peak {peak} above the bound {plan.bound}"
     assert peak <= SHARE * plan.limit
 
 
-def test_full_load_under_the_charts_limit_given_by_file(tmp_path: Path) -> None:
+def start_under_limit(tmp_path: Path) -> ChunkdServer:
     limit_file = tmp_path / "memory.max"
     limit_file.write_text(f"{LIMIT}\n")
-    with ChunkdServer(chunkd_binary(), extra_args=[
-            *CHART_FLAGS, f"--memory_limit_file={limit_file}"]) as server:
+    return ChunkdServer(chunkd_binary(), extra_args=[
+        *CHART_FLAGS, f"--memory_limit_file={limit_file}"])
+
+
+def test_full_load_under_the_charts_limit_given_by_file(tmp_path: Path) -> None:
+    with start_under_limit(tmp_path) as server:
         plan = Plan(server.log())
-        assert plan.limit == LIMIT and plan.source == str(limit_file)
+        assert plan.limit == LIMIT and plan.source.endswith("memory.max")
         # The sizing is for real: the chart's server defaults (128 streams,
         # a 1 GiB budget) did not fit.
         assert 1 <= plan.max_streams < 128
         figures = run_full_load(server, plan)
         assert server.alive()
     check_peak(plan, figures, "--memory_limit_file")
+
+
+def test_more_large_streams_than_the_stream_memory_holds_take_turns(tmp_path: Path) -> None:
+    """--max_streams streams of the largest chunks: as many run as the stream
+    memory holds, the others wait, reading nothing, and run as those end;
+    every one ends exact and resident memory stays under the bound."""
+    with start_under_limit(tmp_path) as server:
+        plan = Plan(server.log())
+        streams = Streams(server)
+        try:
+            one = open_admitted(streams, LARGEST)
+            fit = int(plan.stream_memory // one)
+            assert 1 <= fit < plan.max_streams
+            for _ in range(plan.max_streams - 1):
+                streams.open(LARGEST)
+            wait_for(f"{fit} running, {plan.max_streams - fit} waiting",
+                     lambda: server.active_streams() == plan.max_streams
+                     and waiting(server) == plan.max_streams - fit, server)
+            assert reserved(server) == fit * one
+            wait_for("every byte of the running streams cut",
+                     lambda: metric(server, "chunkd_ingest_bytes_total", algorithm="repmaxcdc")
+                     >= fit * LARGE_BYTES, server)
+            # The waiting ones hold their first message, uncut.
+            assert metric(server, "chunkd_ingest_bytes_total",
+                          algorithm="repmaxcdc") == fit * LARGE_BYTES
+        finally:
+            streams.release()  # the running ones end, the waiting ones take turns
+        assert len(streams.totals) == plan.max_streams
+        wait_for("every reservation back", lambda: reserved(server) == 0, server)
+        figures = {"peak": server.vm_kib("VmHWM") * 1024.0, "large": fit,
+                   "reserved": fit * one, "waiting": plan.max_streams - fit}
+    print(f"\n{plan.max_streams} streams of the largest chunks, {one / MiB:.0f} MiB "
+          f"each: {fit} at a time")
+    check_peak(plan, figures, "largest chunks, taking turns")
+
+
+def test_default_streams_all_run_at_once(tmp_path: Path) -> None:
+    """--max_streams Dedup streams of the default parameters: every one is
+    admitted and runs at once (none waits for its memory)."""
+    with start_under_limit(tmp_path) as server:
+        plan = Plan(server.log())
+        streams = Streams(server)
+        try:
+            for _ in range(plan.max_streams):
+                streams.open(DEFAULT)
+            wait_for(f"{plan.max_streams} default streams running",
+                     lambda: server.active_streams() == plan.max_streams
+                     and reserved(server) > 0 and waiting(server) == 0
+                     and metric(server, "chunkd_ingest_bytes_total", rpc="Dedup")
+                     >= plan.max_streams * DEFAULT.size, server)
+            running = plan.max_streams - waiting(server)
+            figures = {"peak": server.vm_kib("VmHWM") * 1024.0,
+                       "reserved": reserved(server), "waiting": waiting(server)}
+        finally:
+            streams.release()
+        assert len(streams.totals) == plan.max_streams
+    print(f"\ndefault parameters: {plan.max_streams} streams admitted, {running:.0f} "
+          f"running at once ({figures['reserved'] / plan.max_streams / MiB:.1f} MiB "
+          f"reserved each)")
+    assert running == plan.max_streams
+    check_peak(plan, figures, "default parameters")
 
 
 # --- The same under a real cgroup v1 memory limit -------------------------

@@ -15,9 +15,9 @@ from workload import Expected
 METHODS = {"chunk": "Chunk", "dedup": "Dedup", "dedup_shared": "Dedup",
            "find_missing": "FindMissing", "release": "Release", "info": "GetServerInfo"}
 #: Resource growth allowed over the last two thirds of a replica's life:
-#: resident memory 16 MiB per 10 minutes (never less than 16 MiB), open file
-#: descriptors and threads a fixed slack (connections and gRPC's threads
-#: come and go with the load).
+#: resident memory (its peaks, see growth) 16 MiB per 10 minutes (never
+#: less than 16 MiB), open file descriptors and threads a fixed slack
+#: (connections and gRPC's threads come and go with the load).
 RSS_GROWTH_PER_10_MIN = 16 << 20
 FD_SLACK = 16
 THREAD_SLACK = 8
@@ -143,17 +143,23 @@ def _median_at(samples: Sequence[List[float]], column: int) -> float:
 
 
 def growth(samples: Sequence[List[float]]) -> Tuple[float, float, float, float]:
-    """(span seconds, rss, threads, fds growth) over the last two thirds of
-    a life: the median of its last tenth minus that of the tenth where the
-    two thirds begin."""
-    start = samples[0][0] + (samples[-1][0] - samples[0][0]) / 3
-    tail = [s for s in samples if s[0] >= start]
+    """(seconds, rss, threads, fds growth) over the last two thirds of a
+    life. Resident memory: the peak of the last third minus the peak of the
+    third before, `seconds` (a third of the life) apart. chunkd gives memory
+    back to the OS whenever its streams pause, so a median could compare a
+    quiet moment with a busy one; a leak raises the peaks. Threads and
+    descriptors: the median of the last tenth minus that of the tenth where
+    the two thirds begin."""
+    third = (samples[-1][0] - samples[0][0]) / 3
+    begins = samples[0][0] + third  # where the last two thirds begin
+    tail = [s for s in samples if s[0] >= begins]
+    middle = [s for s in tail if s[0] < begins + third]
+    last = [s for s in tail if s[0] >= begins + third]
     k = max(3, len(tail) // 10)
-    first, last = tail[:k], tail[-k:]
-    return (tail[-1][0] - tail[0][0],
-            _median_at(last, 1) - _median_at(first, 1),
-            _median_at(last, 2) - _median_at(first, 2),
-            _median_at(last, 3) - _median_at(first, 3))
+    return (third,
+            max(s[1] for s in last) - max(s[1] for s in middle),
+            _median_at(tail[-k:], 2) - _median_at(tail[:k], 2),
+            _median_at(tail[-k:], 3) - _median_at(tail[:k], 3))
 
 
 def _judge(s: Any) -> Dict[str, Any]:

@@ -12,8 +12,8 @@ from typing import Callable, Dict, List
 from fleet import NODE_TIMEOUT_MS, SETTLE_TIMEOUT, Cluster, RelayProcess, Replica, SoakError
 
 #: The fault kinds, in the order of the first round.
-KINDS = ("rolling_restart", "kill_replica", "kill_master", "stop_master", "cut_connections",
-         "restart_cluster")
+KINDS = ("rolling_restart", "kill_replica", "kill_master", "stop_master", "kill_redis_replica",
+         "cut_connections", "restart_cluster")
 
 
 class Faults:
@@ -33,6 +33,7 @@ class Faults:
             "kill_replica": self.kill_replica,
             "kill_master": self.kill_master,
             "stop_master": self.stop_master,
+            "kill_redis_replica": self.kill_redis_replica,
             "cut_connections": self.cut_connections,
             "restart_cluster": self.restart_cluster,
         }
@@ -83,6 +84,24 @@ class Faults:
             master.process.send_signal(signal.SIGCONT)
         self.cluster.wait_healthy()
         return f"SIGSTOP of redis master {master.address} for {pause:.1f} s"
+
+    def kill_redis_replica(self) -> str:
+        """SIGKILL a Redis replica and keep it down until the cluster marks
+        it failed: until then its master's writes are not confirmed (WAIT),
+        after it they are not waited for; then it comes back from its AOF
+        and resynchronises."""
+        masters = set(self.cluster.redis.master_ports())
+        node = self.rng.choice([n for n in self.cluster.nodes if n.port not in masters])
+        node.kill()
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while not self.cluster.marked_failed(node):
+            if time.monotonic() > deadline:
+                raise SoakError(f"redis replica {node.address} never marked failed")
+            time.sleep(0.1)
+        down = SETTLE_TIMEOUT - (deadline - time.monotonic())
+        self.cluster.restart_node(node)
+        self.cluster.wait_healthy()
+        return f"SIGKILL of redis replica {node.address}; marked failed after {down:.1f} s"
 
     def cut_connections(self) -> str:
         relay = self.rng.choice(self.relays)

@@ -70,6 +70,20 @@ class Cluster:
     def wait_healthy(self) -> None:
         self.redis.wait_healthy(SETTLE_TIMEOUT)
 
+    def marked_failed(self, node: RedisServer) -> bool:
+        """Whether every running master flags `node` as failed (FAIL, not
+        the suspicion PFAIL)."""
+        for master in self.masters():
+            if not master.running():
+                return False
+            with master.client() as r:
+                lines = r.call("CLUSTER", "NODES").decode().splitlines()
+            line = next((x for x in lines if f":{node.port}@" in x), "")
+            flags = line.split()[2].split(",") if line else []
+            if "fail" not in flags:
+                return False
+        return True
+
     def restart_node(self, node: RedisServer) -> None:
         node.restart()
         self._started(node)

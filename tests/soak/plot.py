@@ -14,7 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 #: A colour per fault kind.
 COLOURS = {"rolling_restart": "tab:blue", "kill_replica": "tab:red",
            "kill_master": "tab:purple", "stop_master": "tab:orange",
-           "cut_connections": "tab:green", "restart_cluster": "tab:brown"}
+           "kill_redis_replica": "tab:pink", "cut_connections": "tab:green",
+           "restart_cluster": "tab:brown"}
 
 
 def _faults(ax: Any, report: Dict[str, Any], label: bool) -> None:

@@ -27,6 +27,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -121,7 +122,8 @@ class Soak:
             stderr = (self.out / "logs" / f"{name}.stderr").open("wb")
             process = subprocess.Popen(
                 [sys.executable, str(HERE / "worker.py"), kind, name, "--log", str(log),
-                 *common, *extra], stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr)
+                 *common, *extra], stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
+                start_new_session=True)  # teardown kills its CLI calls with it
             self.workers.append(process)
             self.sampler.watch("client", name, process.pid)
 
@@ -129,9 +131,9 @@ class Soak:
 
     def schedule(self) -> List[str]:
         """Rounds of every fault kind, each round shuffled (the first in
-        KINDS order), as many rounds as the minutes allow at about one
-        fault a minute, at least one."""
-        rounds = max(1, int(self.config.minutes // 6))
+        KINDS order), a round every 6 minutes (30 minutes: each kind 5
+        times), at least one."""
+        rounds = max(1, round(self.config.minutes / 6))
         kinds: List[str] = []
         for r in range(rounds):
             batch = list(KINDS)
@@ -285,9 +287,11 @@ class Soak:
         (self.control / "stop").touch()
         self.sampler.stop()
         for w in self.workers:
-            if w.poll() is None:
-                w.kill()
-                w.wait(10)
+            try:
+                os.killpg(w.pid, signal.SIGKILL)  # the worker and the call it runs
+            except ProcessLookupError:
+                pass
+            w.wait(10)
         for relay in self.relays:
             relay.stop()
         for r in self.replicas:
@@ -362,8 +366,8 @@ def markdown(report: Dict[str, Any]) -> str:
         ("metrics against the clients", f"{metrics['calls_compared']:,} calls in "
                                         f"{metrics['windows']} quiet windows: "
                                         f"{len(metrics['mismatches'])} mismatches"),
-        ("replica resident memory", f"{len(judged)} lives judged; largest growth over the "
-                                    f"last two thirds of a life "
+        ("replica resident memory", f"{len(judged)} lives judged; largest growth of the "
+                                    f"peak from a life's middle third to its last "
                                     + (f"{max(0.0, worst['rss_growth_mib'])} MiB in "
                                        f"{worst['seconds']:.0f} s "
                                        f"(bound {worst['rss_bound_mib']} MiB), peak "
@@ -414,6 +418,8 @@ def main() -> int:
     parser.add_argument("--docs", action="store_true",
                         help="also show the report in docs/operations.md")
     args = parser.parse_args()
+    # A SIGTERM (a CI job cancelled, `kill`) tears the fleet down as Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     config = Config(args.minutes, args.out, args.chunkd, args.chunkctl, args.chunkd_go,
                     seed=args.seed)
     report = Soak(config).run()
