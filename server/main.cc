@@ -1032,6 +1032,24 @@ void Drain(int sig, chunkd::service::ChunkServiceImpl& service,
   trimmer.Stop();
 }
 
+// Publishes the health statuses at once after the server started: the
+// Dedup one from the index's first probe, `first`, run before the port
+// served, then chunkd.v1.ChunkService, so that a client that found the
+// latter SERVING finds the former set; then probes the index on.
+std::unique_ptr<chunkd::service::IndexHealthMonitor> StartHealth(
+    grpc::HealthCheckServiceInterface* health,
+    chunkd::index::FingerprintIndex* index, const absl::Status& first) {
+  chunkd::service::IndexHealthMonitor::Callback report =
+      ReportIndexHealth(health);
+  report(first);
+  health->SetServingStatus("chunkd.v1.ChunkService", true);
+  auto monitor = std::make_unique<chunkd::service::IndexHealthMonitor>(
+      index, kIndexHealthInterval, std::move(report));
+  monitor->SetReported(first);
+  monitor->Start();
+  return monitor;
+}
+
 // The allocator keeps what a burst freed (ConfigureMalloc); it goes back
 // to the OS once streams have stopped.
 std::unique_ptr<chunkd::service::IdleTrimmer> StartIdleTrimmer(
@@ -1124,6 +1142,9 @@ int main(int argc, char** argv) {
   builder.RegisterService(&service);
   builder.experimental().SetInterceptorCreators(
       Interceptors(std::move(guard), *std::move(grpc_metrics)));
+  // The index's first probe, before the port serves (docs/operations.md,
+  // "Health checking"), so that its status is published with the others.
+  const absl::Status index_status = (*index)->Health();
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     const std::string why = WhyCannotListen(listen);
@@ -1132,17 +1153,13 @@ int main(int argc, char** argv) {
   }
   guard_ptr->set_local_port(port);
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  health->SetServingStatus("chunkd.v1.ChunkService", true);
-  health->SetServingStatus(chunkd::service::kDedupHealthService, false);
-  chunkd::service::IndexHealthMonitor index_health(
-      index->get(), kIndexHealthInterval, ReportIndexHealth(health));
-  index_health.Start();
+  const auto index_health = StartHealth(health, index->get(), index_status);
   const auto trimmer = StartIdleTrimmer(service);
   LogServing(listen, port, *tokens != nullptr, metrics_listen,
              (*index)->backend(), threads, *backends);
   LogLimits(*limits, *tokens != nullptr, stream_rate);
 
-  Drain(WaitForSignal(signals), service, **index, index_health, *trimmer,
+  Drain(WaitForSignal(signals), service, **index, *index_health, *trimmer,
         health, *server, port);
   metrics.WatchQueueDepth(nullptr);  // the pool goes first
   metrics.WatchStreamMemory(nullptr);  // and the stream memory

@@ -13,6 +13,11 @@ IndexHealthMonitor::IndexHealthMonitor(index::FingerprintIndex* index,
 
 IndexHealthMonitor::~IndexHealthMonitor() { Stop(); }
 
+void IndexHealthMonitor::SetReported(const absl::Status& status) {
+  first_ = false;
+  last_ = status.code();
+}
+
 void IndexHealthMonitor::Start() { thread_.Start(); }
 
 void IndexHealthMonitor::Stop() { thread_.Stop(); }

@@ -43,6 +43,11 @@ class IndexHealthMonitor {
   // Stops the thread.
   ~IndexHealthMonitor();
 
+  // Takes `status` as the state already reported: that of a probe the
+  // owner ran and published itself, e.g. before the server served. The
+  // thread then reports only a change from it, not a first state.
+  // REQUIRES: before Start().
+  void SetReported(const absl::Status& status);
   // Starts probing: at once, then every `interval` after a probe ends.
   void Start();
   // Ends the loop (a probe under way finishes first) and joins the thread.

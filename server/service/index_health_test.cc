@@ -149,6 +149,23 @@ TEST(IndexHealthMonitorTest, ReportsAChangeOfReasonButNotOfMessage) {
                                            absl::StatusCode::kOk}));
 }
 
+TEST(IndexHealthMonitorTest, AStateReportedBeforeStartIsNotReportedAgain) {
+  SwitchableIndex idx;
+  idx.set_up(true);
+  Recorder recorder;
+  IndexHealthMonitor monitor(&idx, absl::Milliseconds(2),
+                             [&](const absl::Status& s) { recorder.Add(s); });
+  monitor.SetReported(absl::OkStatus());
+  monitor.Start();
+  ASSERT_TRUE(WaitForProbes(idx, 5));
+  EXPECT_EQ(recorder.seen(), std::vector<bool>());
+  // A change from it is.
+  idx.set_up(false);
+  ASSERT_TRUE(recorder.WaitFor(1));
+  monitor.Stop();
+  EXPECT_EQ(recorder.seen(), std::vector<bool>({false}));
+}
+
 TEST(IndexHealthMonitorTest, StopEndsAWaitAtOnce) {
   SwitchableIndex idx;
   idx.set_up(true);

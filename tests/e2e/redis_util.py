@@ -18,6 +18,14 @@ from chunkd_client.testing import free_port
 
 #: Seconds a server or cluster may take to come up or heal.
 STARTUP_TIMEOUT = 30.0
+#: A cluster node's --cluster-node-timeout unless a test sets it: Redis's
+#: own default, which no stall of a loaded machine reaches, so that the
+#: clusters of tests that break no node never fail a master over by
+#: themselves. Tests that kill a master to see its replica take over pass
+#: FAILOVER_NODE_TIMEOUT_MS, and must tolerate a spurious failover too.
+NODE_TIMEOUT_MS = 15000
+#: The node timeout of the clusters whose tests wait for a failover.
+FAILOVER_NODE_TIMEOUT_MS = 1000
 
 
 class RespError(Exception):
@@ -100,11 +108,14 @@ class RedisServer:
     persistent: --appendonly yes --appendfsync always, so that kill -9 loses
     nothing Redis acknowledged, and restart() finds it again.
     password: --requirepass (client() connections are not authenticated).
+    node_timeout_ms: --cluster-node-timeout of a cluster node.
     """
 
     def __init__(self, *, persistent: bool = False, cluster: bool = False,
-                 password: str = "", extra_args: Sequence[str] = ()) -> None:
+                 password: str = "", extra_args: Sequence[str] = (),
+                 node_timeout_ms: int = NODE_TIMEOUT_MS) -> None:
         self.password = password
+        self.node_timeout_ms = node_timeout_ms
         self.port = free_port()
         self.bus_port = free_port() if cluster else 0
         self.persistent = persistent
@@ -132,7 +143,7 @@ class RedisServer:
         if self.cluster:
             args += ["--cluster-enabled", "yes", "--cluster-port", str(self.bus_port),
                      "--cluster-config-file", "nodes.conf",
-                     "--cluster-node-timeout", "1000"]
+                     "--cluster-node-timeout", str(self.node_timeout_ms)]
         return args + self.extra_args
 
     def start(self) -> "RedisServer":
@@ -169,11 +180,14 @@ class RedisServer:
 
 class RedisCluster:
     """`masters` masters with `replicas` replicas each (every node with its
-    AOF), via redis-cli --cluster create."""
+    AOF, and the node timeout `node_timeout_ms`), via redis-cli --cluster
+    create."""
 
-    def __init__(self, masters: int = 3, replicas: int = 1) -> None:
+    def __init__(self, masters: int = 3, replicas: int = 1,
+                 node_timeout_ms: int = NODE_TIMEOUT_MS) -> None:
         self.replicas = replicas
-        self.nodes = [RedisServer(cluster=True, persistent=True)
+        self.nodes = [RedisServer(cluster=True, persistent=True,
+                                  node_timeout_ms=node_timeout_ms)
                       for _ in range((1 + replicas) * masters)]
 
     def start(self) -> "RedisCluster":

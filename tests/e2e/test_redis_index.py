@@ -23,7 +23,7 @@ from chunkd_client.testing import ChunkdServer, health_status
 
 from e2e_util import RPC_TIMEOUT, HealthWatch, random_bytes, stub
 from metrics_util import parse_samples, scrape, value
-from redis_util import RedisCluster, RedisServer, read_counts
+from redis_util import FAILOVER_NODE_TIMEOUT_MS, RedisCluster, RedisServer, read_counts
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 
 SERVING, NOT_SERVING = 1, 2
@@ -133,7 +133,7 @@ def test_health_follows_redis_and_draining_wins(chunkd_bin: Path) -> None:
     try:
         with ChunkdServer(chunkd_bin,
                           index=f"redis://{redis.address}?failover_wait_ms=500",
-                          extra_args=["--shutdown_grace=60s"]) as server:
+                          extra_args=["--shutdown_grace=600s"]) as server:
             # Up and serving overall; Dedup is not, and says why in the log.
             assert health_status(server.address) == SERVING
             wait_for(lambda: dedup_health(server) == NOT_SERVING, "NOT_SERVING")
@@ -172,9 +172,12 @@ def test_health_follows_redis_and_draining_wins(chunkd_bin: Path) -> None:
                 server.process.send_signal(signal.SIGTERM)
                 wait_for(lambda: all(w.last() == NOT_SERVING for w in watches),
                          "draining")
-                for _ in range(4):
-                    assert [w.last() for w in watches] == [NOT_SERVING] * 2
-                    time.sleep(0.7)
+                # Two more probes of the index, which answers: they do not
+                # turn Dedup back to SERVING (a grace only a hang runs out
+                # keeps the stream, and the drain, going meanwhile).
+                probes = _health_probes(server)
+                wait_for(lambda: _health_probes(server) >= probes + 2, "two more probes")
+                assert [w.last() for w in watches] == [NOT_SERVING] * 2
                 release.set()
                 records, summary = stream.collect()
                 assert summary.total_bytes == 10_000
@@ -188,6 +191,19 @@ def test_health_follows_redis_and_draining_wins(chunkd_bin: Path) -> None:
                 channel.close()
     finally:
         redis.cleanup()
+
+
+def _health_probes(server: ChunkdServer) -> float:
+    """The index probes of the health monitor that Redis answered."""
+    samples = parse_samples(scrape(server.metrics_address))
+    return value(samples, "chunkd_index_requests_total", backend="redis", op="health",
+                 result="ok") or 0
+
+
+def _waiting_calls(server: ChunkdServer) -> float:
+    """The index calls waiting for Redis to come back."""
+    samples = parse_samples(scrape(server.metrics_address))
+    return value(samples, "chunkd_index_waiting_calls") or 0
 
 
 def _active_streams(server: ChunkdServer) -> int:
@@ -343,7 +359,8 @@ def test_kill9_mid_stream_then_a_retry_with_the_stream_id_counts_exactly(
 
 
 def test_cluster_master_killed_during_a_long_dedup(chunkd_bin: Path) -> None:
-    cluster = RedisCluster(3).start()  # its own: this test breaks one master
+    # Its own, with a short node timeout: this test breaks one master.
+    cluster = RedisCluster(3, node_timeout_ms=FAILOVER_NODE_TIMEOUT_MS).start()
     try:
         data = random_bytes(seed=41, size=24 << 20)
         namespace = ns()
@@ -405,7 +422,8 @@ def test_dedup_and_find_missing_ride_through_a_master_kill(chunkd_bin: Path) -> 
     coming: the calls that need its slots wait for the replica to take over
     (--redis_failover_wait, here far longer than any failover), and no call
     fails, in the client or in chunkd: no client retry is needed."""
-    cluster = RedisCluster(3).start()  # its own: this test breaks one master
+    # Its own, with a short node timeout: this test breaks one master.
+    cluster = RedisCluster(3, node_timeout_ms=FAILOVER_NODE_TIMEOUT_MS).start()
     try:
         data = random_bytes(seed=43, size=16 << 20)
         early = random_bytes(seed=44, size=2 << 20)
@@ -431,17 +449,23 @@ def test_dedup_and_find_missing_ride_through_a_master_kill(chunkd_bin: Path) -> 
                         lookups["errors"].append(e)
                         return
 
-            def paced_pieces():
+            def spanning_pieces():
+                # The stream spans the failover: its first pieces go before
+                # the kill, the rest once a call waits for the replica (the
+                # lookups of the reader, spread over every master, do) and
+                # the replica took over.
                 for i in range(0, len(data), piece):
                     if i == 4 * piece:
                         cluster.node(victim).kill()
-                    time.sleep(0.15)  # the stream spans the failover
+                        wait_for(lambda: _waiting_calls(server) >= 1,
+                                 "a call waiting for the replica")
+                        cluster.wait_healthy()
                     yield data[i:i + piece]
 
             reader = threading.Thread(target=look_up)
             reader.start()
             try:
-                records, summary = client.dedup_all(paced_pieces(), namespace=namespace,
+                records, summary = client.dedup_all(spanning_pieces(), namespace=namespace,
                                                     stream_id="ride-43")
                 cluster.wait_healthy()  # the failover is over
             finally:
@@ -534,11 +558,7 @@ def test_a_drain_ends_the_calls_waiting_for_redis_with_unavailable(
                 deduped = chunkd.Dedup(iter([pb.DedupRequest(params=params, data=b"d" * 100_000)]),
                                        timeout=RPC_TIMEOUT)
 
-                def waiting() -> float:
-                    samples = parse_samples(scrape(server.metrics_address))
-                    return value(samples, "chunkd_index_waiting_calls") or 0
-
-                wait_for(lambda: waiting() == 2, "both calls waiting for Redis")
+                wait_for(lambda: _waiting_calls(server) == 2, "both calls waiting for Redis")
                 server.process.send_signal(signal.SIGTERM)
                 with pytest.raises(grpc.RpcError) as lookup:
                     looked_up.result()

@@ -14,7 +14,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <fstream>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "index/fingerprint_index.h"
@@ -149,14 +153,43 @@ struct StreamOutcome {
   std::map<uint64_t, int> news;  // fingerprint -> times reported new
 };
 
+// A fault that strikes while streams are under way: `strike` runs with
+// every stream held after its share of the batches, so that they all still
+// have batches to send (however fast the server is); `then` runs once they
+// go on, with the count of failed attempts so far.
+struct Fault {
+  std::function<void()> strike;
+  std::function<void(const std::atomic<int>& failed)> then =
+      [](const std::atomic<int>&) {};
+};
+
+// What the streams of a run share: the batches done, the failed attempts,
+// and the gate that holds each stream before its batch `hold_at` until the
+// fault struck.
+struct StreamsState {
+  explicit StreamsState(size_t hold_at) : hold_at(hold_at) {}
+  const size_t hold_at;
+  std::atomic<int> done{0};
+  std::atomic<int> failed{0};
+  std::atomic<bool> struck{false};
+};
+
 // Runs a plan: each batch is retried with the same token until it succeeds
-// or `deadline` passes. `batches_done` counts finished batches.
+// or `deadline` passes.
 StreamOutcome RunStream(FingerprintIndex& index, absl::string_view ns,
                         const StreamPlan& plan, absl::Time deadline,
-                        std::atomic<int>* batches_done) {
+                        StreamsState* state) {
   StreamOutcome out;
   uint64_t position = 0;
-  for (const auto& batch : plan.batches) {
+  for (size_t b = 0; b < plan.batches.size(); ++b) {
+    const std::vector<uint64_t>& batch = plan.batches[b];
+    while (b == state->hold_at && !state->struck.load()) {
+      if (absl::Now() > deadline) {
+        out.gave_up = true;
+        return out;
+      }
+      absl::SleepFor(absl::Milliseconds(1));
+    }
     std::vector<InsertEntry> entries;
     for (uint64_t i : batch) entries.push_back({Fp(i), 4096});
     const WriteToken token{plan.stream_id, position};
@@ -169,6 +202,7 @@ StreamOutcome RunStream(FingerprintIndex& index, absl::string_view ns,
         break;
       }
       ++out.failed_attempts;
+      state->failed.fetch_add(1);
       const std::string message(r.status().message());
       if (std::find(out.errors.begin(), out.errors.end(), message) ==
               out.errors.end() &&
@@ -183,30 +217,36 @@ StreamOutcome RunStream(FingerprintIndex& index, absl::string_view ns,
       absl::SleepFor(absl::Milliseconds(20));
     }
     position += batch.size();
-    batches_done->fetch_add(1);
+    state->done.fetch_add(1);
   }
   return out;
 }
 
-// Runs all plans on threads; calls `fault` once `fault_after` batches are
-// done; checks every error was UNAVAILABLE naming a Redis server, that
-// nothing gave up, and returns the merged "new" reports.
+// Runs all plans on threads, each held after `hold_at` batches until
+// `fault` struck (REQUIRES: each plan has more); checks every error was
+// UNAVAILABLE naming a Redis server, that nothing gave up, and returns the
+// merged "new" reports.
 std::map<uint64_t, int> RunStreamsWithFault(
     FingerprintIndex& index, absl::string_view ns,
-    const std::vector<StreamPlan>& plans, int fault_after,
-    const std::function<void()>& fault, int* failed_attempts,
-    std::vector<std::string>* errors) {
+    const std::vector<StreamPlan>& plans, size_t hold_at, const Fault& fault,
+    int* failed_attempts, std::vector<std::string>* errors) {
   const absl::Time deadline = absl::Now() + absl::Seconds(120);
-  std::atomic<int> done{0};
+  StreamsState state(hold_at);
   std::vector<StreamOutcome> outcomes(plans.size());
   std::vector<std::thread> threads;
   for (size_t s = 0; s < plans.size(); ++s) {
     threads.emplace_back([&, s] {
-      outcomes[s] = RunStream(index, ns, plans[s], deadline, &done);
+      outcomes[s] = RunStream(index, ns, plans[s], deadline, &state);
     });
   }
-  while (done.load() < fault_after) absl::SleepFor(absl::Milliseconds(1));
-  fault();
+  const int held = static_cast<int>(hold_at * plans.size());
+  while (state.done.load() < held && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(state.done.load(), held) << "the streams did not reach the hold";
+  fault.strike();
+  state.struck.store(true);
+  fault.then(state.failed);
   for (auto& t : threads) t.join();
   std::map<uint64_t, int> news;
   *failed_attempts = 0;
@@ -325,20 +365,21 @@ struct KillRun {
   absl::Status restarted;
 };
 
-// Runs the plans, kills `server` once 60 batches are done, and restarts it
-// (from its AOF) after `while_down` returned.
-KillRun RunThroughKillAndRestart(FingerprintIndex& index, absl::string_view ns,
-                                 const std::vector<StreamPlan>& plans,
-                                 RedisProcess& server,
-                                 const std::function<void()>& while_down) {
+// Runs the plans, kills `server` once each stream did 15 batches (all
+// held there), and restarts it (from its AOF) after `while_down` returned,
+// called with the count of failed attempts so far.
+KillRun RunThroughKillAndRestart(
+    FingerprintIndex& index, absl::string_view ns,
+    const std::vector<StreamPlan>& plans, RedisProcess& server,
+    const std::function<void(const std::atomic<int>& failed)>& while_down) {
   KillRun run;
   run.news = RunStreamsWithFault(
-      index, ns, plans, /*fault_after=*/60,
-      [&] {
-        server.Kill();
-        while_down();
-        run.restarted = server.Restart();
-      },
+      index, ns, plans, /*hold_at=*/15,
+      {[&] { server.Kill(); },
+       [&](const std::atomic<int>& failed) {
+         while_down(failed);
+         run.restarted = server.Restart();
+       }},
       &run.failed, &run.errors);
   return run;
 }
@@ -465,9 +506,14 @@ TEST(RedisIndexIntegration, KillNineMidBatchThenRestartCountsExactly) {
 
   const auto plans = MakePlans(/*streams=*/4, /*batches=*/60, /*size=*/64,
                                /*distinct=*/3000);
-  const KillRun run =
-      RunThroughKillAndRestart(**index, "kill", plans, **server,
-                               [] { absl::SleepFor(absl::Milliseconds(700)); });
+  // Down until a batch failed (the streams, held until the kill, still
+  // have 45 batches each to send).
+  const KillRun run = RunThroughKillAndRestart(
+      **index, "kill", plans, **server, [](const std::atomic<int>& failed) {
+        for (int i = 0; i < 60000 && failed.load() == 0; ++i) {
+          absl::SleepFor(absl::Milliseconds(1));
+        }
+      });
   ASSERT_TRUE(run.restarted.ok()) << run.restarted;
   EXPECT_GT(run.failed, 0) << "the kill should have failed some batches";
   const std::vector<std::string>& errors = run.errors;
@@ -509,7 +555,7 @@ TEST(RedisIndexIntegration, RestartWithinTheFailoverWaitFailsNoCall) {
   // Down until calls wait for it: the restart comes while they do.
   const KillRun run = RunThroughKillAndRestart(
       **index, "restart", plans, **server,
-      [&] { EXPECT_TRUE(watch.AwaitWaiting(1)); });
+      [&](const std::atomic<int>&) { EXPECT_TRUE(watch.AwaitWaiting(1)); });
   ASSERT_TRUE(run.restarted.ok()) << run.restarted;
   EXPECT_EQ(run.failed, 0) << (run.errors.empty() ? "" : run.errors[0]);
   EXPECT_GT(watch.started(), 0);
@@ -540,6 +586,25 @@ TEST(RedisIndexIntegration, RestartBetweenCallsLeavesNoUnknownOutcome) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ((*again)[0].ref_count, 2u);
   ExpectCounts({(*server)->port()}, "between", {{1, 2}});
+}
+
+// The reference count of `fp` in `ns` on the server on `port`, read until
+// it is `want` (a write the server runs later) or 60 s passed.
+std::string CountOnceItShows(int port, absl::string_view ns,
+                             const std::string& fp, absl::string_view want) {
+  auto direct = DirectRedis::Connect("127.0.0.1", port);
+  EXPECT_TRUE(direct.ok()) << direct.status();
+  if (!direct.ok()) return "";
+  std::string count;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  for (int i = 0; i < 60000 && count != want && absl::Now() < deadline; ++i) {
+    auto reply = (*direct)->Command({"HGET", RedisEntryKey(ns, fp), "r"});
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    if (!reply.ok()) return "";
+    count.assign((*reply)->str == nullptr ? "" : (*reply)->str, (*reply)->len);
+    if (count != want) absl::SleepFor(absl::Milliseconds(1));
+  }
+  return count;
 }
 
 // A server that stops answering (SIGSTOP) while the index has a connection
@@ -590,58 +655,51 @@ TEST(RedisIndexIntegration, StoppedServerUnknownWritesFailTheRestWaits) {
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_EQ(*found, (std::vector<bool>{true, false}));
   // The failed write ran once the server went on (it was in the server's
-  // buffer of a connection the index had closed: read it until it shows).
-  auto direct = DirectRedis::Connect("127.0.0.1", (*server)->port());
-  ASSERT_TRUE(direct.ok());
-  for (int i = 0; i < 500; ++i) {
-    auto count = (*direct)->Command({"HGET", RedisEntryKey("stop", Fp(1)), "r"});
-    ASSERT_TRUE(count.ok());
-    if (absl::string_view((*count)->str, (*count)->len) == "2") break;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  // buffer of a connection the index had closed).
+  EXPECT_EQ(CountOnceItShows((*server)->port(), "stop", Fp(1), "2"), "2");
   ExpectCounts({(*server)->port()}, "stop", {{1, 2}, {2, 2}});
 }
 
-// Keeps a server busy for 0.8 s with a script, so that commands sent
+// A server stopped (SIGSTOP) while the object lives, so that commands sent
 // meanwhile queue up unread: a client's reads time out and the server runs
-// the commands later — the client sees "failed", the truth is "applied".
-class BusyServer {
+// the commands once it goes on — the client saw "failed", the truth is
+// "applied". Held for as long as the test needs, whatever the speed.
+class StalledServer {
  public:
-  explicit BusyServer(int port) {
-    auto direct = DirectRedis::Connect("127.0.0.1", port);
-    EXPECT_TRUE(direct.ok());
-    direct_ = *std::move(direct);
-    thread_ = std::thread([this] {
-      (void)direct_->Command(
-          {"EVAL",
-           "local t = redis.call('TIME') local e = t[1] * 1e6 + t[2] + 800000 "
-           "while true do t = redis.call('TIME') "
-           "if t[1] * 1e6 + t[2] > e then break end end return 1",
-           "0"});
-    });
-    // Wait until the script runs: a PING goes unanswered.
-    for (int i = 0; i < 200; ++i) {
-      redisContext* probe = redisConnectWithTimeout(
-          "127.0.0.1", port, absl::ToTimeval(absl::Milliseconds(100)));
-      if (probe == nullptr || probe->err != 0) {
-        ADD_FAILURE() << "cannot connect to probe the server";
-        if (probe != nullptr) redisFree(probe);
-        return;
-      }
-      redisSetTimeout(probe, absl::ToTimeval(absl::Milliseconds(30)));
-      ReplyPtr pong = RedisCommand(probe, {"PING"});
-      redisFree(probe);
-      if (pong == nullptr) return;  // timed out: busy
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    ADD_FAILURE() << "the server never became busy";
+  explicit StalledServer(RedisProcess& server) : server_(server) {
+    server_.Pause();
   }
-  ~BusyServer() { thread_.join(); }
+  StalledServer(const StalledServer&) = delete;
+  StalledServer& operator=(const StalledServer&) = delete;
+  ~StalledServer() { server_.Resume(); }
 
  private:
-  std::unique_ptr<DirectRedis> direct_;
-  std::thread thread_;
+  RedisProcess& server_;
 };
+
+// The local ports of this machine's established TCP connections to
+// 127.0.0.1:`port` (/proc/net/tcp): the kernel completes a connection to a
+// stopped server, so a client's new connection shows here.
+std::set<int> ConnectionsTo(int port) {
+  std::set<int> local_ports;
+  std::ifstream table("/proc/net/tcp");
+  std::string line;
+  std::getline(table, line);  // the header
+  const std::string remote =
+      absl::StrCat("0100007F:", absl::Hex(port, absl::kZeroPad4));
+  while (std::getline(table, line)) {
+    const std::vector<std::string> fields =
+        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    int local = 0;
+    if (fields.size() > 3 && absl::EqualsIgnoreCase(fields[2], remote) &&
+        fields[3] == "01" &&
+        absl::SimpleHexAtoi(fields[1].substr(fields[1].find(':') + 1),
+                            &local)) {
+      local_ports.insert(local);
+    }
+  }
+  return local_ports;
+}
 
 std::vector<InsertEntry> FiftyEntries() {
   std::vector<InsertEntry> entries;
@@ -654,17 +712,31 @@ TEST(RedisIndexIntegration, LostReplyOfATokenBatchIsResentOnce) {
   auto server = RedisProcess::Start({});
   ASSERT_TRUE(server.ok()) << server.status();
   auto index = CreateIndex(absl::StrCat("redis://", (*server)->address(),
-                                        "?command_timeout_ms=200"));
+                                        "?command_timeout_ms=200"
+                                        "&connect_timeout_ms=60000"));
   ASSERT_TRUE(index.ok());
   ASSERT_TRUE((*index)->Health().ok());  // connected before the server stalls
+  const std::set<int> before = ConnectionsTo((*server)->port());
   const WriteToken token{"lost-once", 0};
   absl::StatusOr<std::vector<InsertResult>> r;
   {
-    BusyServer busy((*server)->port());
+    std::optional<StalledServer> stalled(std::in_place, **server);
     // Times out on the pooled connection; the index re-sends the batch on a
-    // new one (its handshake waits out the stall): both copies run, the
+    // new one, whose handshake waits (connect timeout: 60 s) until the
+    // server goes on, once that connection shows: both copies run, the
     // record makes the second a replay.
-    r = (*index)->Insert("lost", FiftyEntries(), &token);
+    std::thread insert(
+        [&] { r = (*index)->Insert("lost", FiftyEntries(), &token); });
+    bool reconnected = false;
+    for (int i = 0; i < 60000 && !reconnected; ++i) {
+      for (int local : ConnectionsTo((*server)->port())) {
+        reconnected = reconnected || before.count(local) == 0;
+      }
+      if (!reconnected) absl::SleepFor(absl::Milliseconds(1));
+    }
+    EXPECT_TRUE(reconnected) << "the index did not connect again";
+    stalled.reset();
+    insert.join();
   }
   ASSERT_TRUE(r.ok()) << r.status();
   for (const InsertResult& x : *r) {
@@ -690,7 +762,9 @@ TEST(RedisIndexIntegration, LostRepliesThenClientRetryCountOnce) {
   const WriteToken token{"lost-replies", 0};
   absl::StatusOr<std::vector<InsertResult>> first;
   {
-    BusyServer busy((*server)->port());
+    // The batch times out, and so does the handshake of the new connection
+    // the index tries for its re-send.
+    StalledServer stalled(**server);
     first = (*index)->Insert("lost", FiftyEntries(), &token);
   }
   ASSERT_FALSE(first.ok()) << "the batch should have timed out";
@@ -701,10 +775,11 @@ TEST(RedisIndexIntegration, LostRepliesThenClientRetryCountOnce) {
   // The client retries with the same token until the index reconnects:
   // whatever ran before counts once.
   absl::StatusOr<std::vector<InsertResult>> retry;
-  for (int attempt = 0; attempt < 100; ++attempt) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  for (int attempt = 0; attempt < 10000; ++attempt) {
     retry = (*index)->Insert("lost", FiftyEntries(), &token);
-    if (retry.ok()) break;
-    absl::SleepFor(absl::Milliseconds(50));
+    if (retry.ok() || absl::Now() > deadline) break;
+    absl::SleepFor(absl::Milliseconds(10));
   }
   ASSERT_TRUE(retry.ok()) << retry.status();
   for (const InsertResult& x : *retry) {
@@ -718,16 +793,13 @@ TEST(RedisIndexIntegration, LostRepliesThenClientRetryCountOnce) {
   // Without a token the same loss is not repairable: the batch was applied
   // although the caller saw it fail. (Why Dedup must pass tokens.)
   {
-    BusyServer busy((*server)->port());
+    StalledServer stalled(**server);
     auto untokened = (*index)->Insert("lost", FiftyEntries());
     EXPECT_FALSE(untokened.ok());
   }
-  absl::SleepFor(absl::Milliseconds(100));
-  auto direct = DirectRedis::Connect("127.0.0.1", (*server)->port());
-  ASSERT_TRUE(direct.ok());
-  auto count = (*direct)->Command({"HGET", RedisEntryKey("lost", Fp(0)), "r"});
-  ASSERT_TRUE(count.ok());
-  EXPECT_EQ(absl::string_view((*count)->str, (*count)->len), "2");
+  // It runs once the server goes on (in the buffer of a connection the
+  // index closed).
+  EXPECT_EQ(CountOnceItShows((*server)->port(), "lost", Fp(0), "2"), "2");
 }
 
 // Writing a large pipeline on a connection whose server died must fail the
@@ -1374,10 +1446,9 @@ RedisProcess* FirstMaster(const RedisClusterProcesses& cluster) {
 // than any failover here): no call fails, no caller retries; lookups of
 // chunks indexed before go through all along; the counts read from
 // `masters_after()` are exact and every chunk was new once.
-void ExpectNoFailureThrough(
-    RedisClusterProcesses& cluster, FingerprintIndex& index,
-    absl::string_view ns, const std::function<void()>& fault,
-    WaitWatch& watch) {
+void ExpectNoFailureThrough(RedisClusterProcesses& cluster,
+                            FingerprintIndex& index, absl::string_view ns,
+                            const Fault& fault, WaitWatch& watch) {
   std::vector<std::string> early;
   std::map<uint64_t, uint64_t> early_counts;
   for (int i = 0; i < 30; ++i) {
@@ -1390,7 +1461,8 @@ void ExpectNoFailureThrough(
                                /*distinct=*/5000);
   int failed = 0;
   std::vector<std::string> errors;
-  auto news = RunStreamsWithFault(index, ns, plans, /*fault_after=*/100, fault,
+  // Each stream held after 25 of its 120 batches until the fault struck.
+  auto news = RunStreamsWithFault(index, ns, plans, /*hold_at=*/25, fault,
                                   &failed, &errors);
   EXPECT_EQ(failed, 0) << (errors.empty() ? "" : errors[0]);
   int calls = 0;
@@ -1427,7 +1499,7 @@ TEST(RedisClusterFailover, MasterKilledDuringLongSeriesOfBatches) {
   ASSERT_NE(victim, nullptr);
 
   ExpectNoFailureThrough(**cluster, **index, "failover",
-                         [&] { victim->Kill(); }, watch);
+                         {[&] { victim->Kill(); }}, watch);
   auto after = (*cluster)->MasterPorts();
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(std::find(after->begin(), after->end(), victim->port()),
@@ -1449,15 +1521,17 @@ TEST(RedisClusterFailover, WholeClusterRestartedFromItsAof) {
   absl::Status restarted;
   ExpectNoFailureThrough(
       **cluster, **index, "restart",
-      [&] {
-        for (const auto& node : (*cluster)->nodes()) node->Kill();
-        // Down until calls wait for it: the restart comes while they do.
-        EXPECT_TRUE(watch.AwaitWaiting(1));
-        for (const auto& node : (*cluster)->nodes()) {
-          absl::Status s = node->Restart();
-          if (restarted.ok()) restarted = s;
-        }
-      },
+      {[&] {
+         for (const auto& node : (*cluster)->nodes()) node->Kill();
+       },
+       [&](const std::atomic<int>&) {
+         // Down until calls wait for it: the restart comes while they do.
+         EXPECT_TRUE(watch.AwaitWaiting(1));
+         for (const auto& node : (*cluster)->nodes()) {
+           absl::Status s = node->Restart();
+           if (restarted.ok()) restarted = s;
+         }
+       }},
       watch);
   EXPECT_TRUE(restarted.ok()) << restarted;
 }
@@ -1526,14 +1600,7 @@ TEST(RedisClusterFailover, MasterStoppedBelowTheNodeTimeout) {
   auto after = (*cluster)->MasterPorts();
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(*after, *masters);
-  auto direct = DirectRedis::Connect("127.0.0.1", stopped->port());
-  ASSERT_TRUE(direct.ok());
-  for (int i = 0; i < 500; ++i) {
-    auto count = (*direct)->Command({"HGET", RedisEntryKey("stop", a), "r"});
-    ASSERT_TRUE(count.ok());
-    if (absl::string_view((*count)->str, (*count)->len) == "2") break;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  EXPECT_EQ(CountOnceItShows(stopped->port(), "stop", a, "2"), "2");
   ExpectCounts({stopped->port()}, "stop",
                {{on_it[0], 2}, {on_it[1], 2}, {on_it[2], 0}});
 }

@@ -58,7 +58,8 @@ from chunkd_client import ChunkdError, Client
 from chunkd_client.testing import ChunkdServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-from redis_util import RedisCluster, RedisServer, Resp, read_counts  # noqa: E402
+from redis_util import (FAILOVER_NODE_TIMEOUT_MS, RedisCluster, RedisServer, Resp,  # noqa: E402
+                        read_counts)
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = int(os.environ.get("CHUNKD_DURABILITY_SEED", "27"))
@@ -466,7 +467,7 @@ class Cluster(Mode):
     name = "redis-cluster"
 
     def __init__(self, chunkd_bin: Path) -> None:
-        self.cluster = RedisCluster(3)
+        self.cluster = RedisCluster(3, node_timeout_ms=FAILOVER_NODE_TIMEOUT_MS)
         for node in self.cluster.nodes:
             # A replica's full resynchronisation starts at once, not after
             # the default 5 s wait for more replicas.

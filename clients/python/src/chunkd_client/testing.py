@@ -84,8 +84,11 @@ def wait_until_serving(
     timeout: float = 30.0,
     process: Optional[subprocess.Popen] = None,
     credentials: Optional[grpc.ChannelCredentials] = None,
+    service: str = "",
 ) -> None:
-    """Polls the health service until it reports SERVING.
+    """Polls the health service until it reports ``service`` (by default
+    the overall status) SERVING; until chunkd registered the name it
+    answers NOT_FOUND, which counts as not yet.
 
     Raises TimeoutError after ``timeout`` seconds, ServerError when
     ``process`` exits first.
@@ -100,7 +103,8 @@ def wait_until_serving(
             raise TimeoutError(f"{target} not SERVING after {timeout}s (last: {last})")
         try:
             status = health_status(
-                target, timeout=min(1.0, remaining), credentials=credentials
+                target, service=service, timeout=min(1.0, remaining),
+                credentials=credentials,
             )
             if status == _SERVING:
                 return
@@ -206,6 +210,9 @@ class ChunkdServer:
                 timeout=self.startup_timeout,
                 process=self.process,
                 credentials=self.health_credentials,
+                # Published after every other status (the Dedup one too):
+                # a test finds them all set.
+                service="chunkd.v1.ChunkService",
             )
         except TimeoutError as e:
             self.stop()
