@@ -59,9 +59,12 @@ class Relay:
         self.cuts += 1
         for w in list(self.writers):
             sock = w.get_extra_info("socket")
-            if sock is not None:
-                # SO_LINGER 0: close() sends RST.
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            try:
+                if sock is not None:
+                    # SO_LINGER 0: close() sends RST.
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass  # this connection has just closed by itself
             w.transport.abort()
         self.writers.clear()
 
