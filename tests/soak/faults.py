@@ -9,7 +9,8 @@ import signal
 import time
 from typing import Callable, Dict, List
 
-from fleet import NODE_TIMEOUT_MS, SETTLE_TIMEOUT, Cluster, RelayProcess, Replica, SoakError
+from fleet import (NODE_TIMEOUT_MS, SETTLE_TIMEOUT, Cluster, RedisServer, RelayProcess, Replica,
+                   SoakError)
 
 #: The fault kinds, in the order of the first round.
 KINDS = ("rolling_restart", "kill_replica", "kill_master", "stop_master", "kill_redis_replica",
@@ -58,18 +59,26 @@ class Faults:
         self._start(replica)
         return f"SIGKILL and restart of chunkd {replica.address}"
 
+    def _kill_until(self, node: RedisServer, done: Callable[[], bool], failure: str) -> float:
+        """SIGKILL a Redis node, wait until `done` (at most SETTLE_TIMEOUT),
+        then start it again from its AOF; returns the seconds it took."""
+        node.kill()
+        started = time.monotonic()
+        while not done():
+            if time.monotonic() - started > SETTLE_TIMEOUT:
+                raise SoakError(failure)
+            time.sleep(0.1)
+        waited = time.monotonic() - started
+        self.cluster.restart_node(node)
+        return waited
+
     def kill_master(self) -> str:
         """SIGKILL a master; its replica takes over; the old master comes back
         from its AOF as a replica."""
         master = self.rng.choice(self.cluster.masters())
-        master.kill()
-        deadline = time.monotonic() + SETTLE_TIMEOUT
-        while master.port in self.cluster.redis.master_ports():
-            if time.monotonic() > deadline:
-                raise SoakError(f"no failover of redis {master.address}")
-            time.sleep(0.1)
-        failover = SETTLE_TIMEOUT - (deadline - time.monotonic())
-        self.cluster.restart_node(master)
+        failover = self._kill_until(
+            master, lambda: master.port not in self.cluster.redis.master_ports(),
+            f"no failover of redis {master.address}")
         self.cluster.wait_healthy()
         return f"SIGKILL of redis master {master.address}; failover in {failover:.1f} s"
 
@@ -92,14 +101,8 @@ class Faults:
         and resynchronises."""
         masters = set(self.cluster.redis.master_ports())
         node = self.rng.choice([n for n in self.cluster.nodes if n.port not in masters])
-        node.kill()
-        deadline = time.monotonic() + SETTLE_TIMEOUT
-        while not self.cluster.marked_failed(node):
-            if time.monotonic() > deadline:
-                raise SoakError(f"redis replica {node.address} never marked failed")
-            time.sleep(0.1)
-        down = SETTLE_TIMEOUT - (deadline - time.monotonic())
-        self.cluster.restart_node(node)
+        down = self._kill_until(node, lambda: self.cluster.marked_failed(node),
+                                f"redis replica {node.address} never marked failed")
         self.cluster.wait_healthy()
         return f"SIGKILL of redis replica {node.address}; marked failed after {down:.1f} s"
 
