@@ -12,7 +12,8 @@ INDEX     ?= memory
 
 APT_PACKAGES := build-essential cmake ninja-build pkg-config git \
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev \
-  libabsl-dev libssl-dev libxxhash-dev libhiredis-dev prometheus-cpp-dev \
+  libabsl-dev libssl-dev libxxhash-dev libhiredis-dev librocksdb-dev \
+  prometheus-cpp-dev \
   libgtest-dev libgmock-dev libbenchmark-dev redis-server prometheus \
   python3 python3-venv python3-pip openssl
 
