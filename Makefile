@@ -8,7 +8,9 @@ VENV      ?= .venv
 PYTHON    ?= python3
 LISTEN    ?= 127.0.0.1:50051
 METRICS   ?= 127.0.0.1:9464
-INDEX     ?= memory
+# make run keeps its index in the build tree, so a restart loses nothing;
+# INDEX=memory for a throwaway one.
+INDEX     ?= rocksdb://$(abspath $(BUILD_DIR))/index
 
 APT_PACKAGES := build-essential cmake ninja-build pkg-config git \
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev \
