@@ -230,10 +230,15 @@ class RocksDbIndex final : public FingerprintIndex {
       absl::Span<const std::string> fingerprints) override;
 
  private:
+  // What applying one position did besides its result.
+  struct Effect {
+    int64_t entries = 0;   // entries created (1) or removed (-1)
+    bool changed = false;  // the entry must be written
+  };
   // One applied operation per position: the result to record, or nullopt
   // when it was refused (and so were those after it).
   using ApplyOne = std::function<std::optional<uint64_t>(
-      size_t i, std::optional<EntryValue>& entry, int64_t* delta)>;
+      size_t i, std::optional<EntryValue>& entry, Effect* effect)>;
 
   absl::Status OpenDatabase(uint64_t cache_bytes);
   absl::Status CheckFormat();
@@ -593,15 +598,14 @@ absl::Status RocksDbIndex::Write(absl::string_view ns, char op,
       continue;
     }
     Staged& s = staged[keys[i]];
-    const bool had = s.entry.has_value();
-    int64_t change = 0;
-    std::optional<uint64_t> result = apply(i, s.entry, &change);
+    Effect effect;
+    std::optional<uint64_t> result = apply(i, s.entry, &effect);
     if (!result.has_value()) {
       *refused = true;
       break;
     }
-    s.dirty = s.dirty || had || s.entry.has_value();
-    counted.Add(change);
+    s.dirty = s.dirty || effect.changed;
+    counted.Add(effect.entries);
     if (token != nullptr) runs.Add(i, *result);
     results->push_back(*result);
   }
@@ -656,14 +660,15 @@ absl::StatusOr<std::vector<InsertResult>> RocksDbIndex::Insert(
     keys.push_back(rocksdb_format::EntryKey(ns, e.fingerprint));
   }
   ApplyOne apply = [&](size_t i, std::optional<EntryValue>& entry,
-                       int64_t* change) -> std::optional<uint64_t> {
+                       Effect* effect) -> std::optional<uint64_t> {
     if (entry.has_value()) {
       ++entry->refs;
+      effect->changed = true;
       return entry->refs * 2;
     }
     if (!Reserve()) return std::nullopt;
     entry = EntryValue{1, entries[i].size, {}};
-    *change = 1;
+    *effect = {1, true};
     return uint64_t{1} * 2 + 1;
   };
   std::vector<uint64_t> recorded;
@@ -691,11 +696,12 @@ absl::StatusOr<std::vector<uint64_t>> RocksDbIndex::Release(
     keys.push_back(rocksdb_format::EntryKey(ns, fp));
   }
   ApplyOne apply = [](size_t, std::optional<EntryValue>& entry,
-                      int64_t* change) -> std::optional<uint64_t> {
+                      Effect* effect) -> std::optional<uint64_t> {
     if (!entry.has_value()) return 0;
+    effect->changed = true;
     if (--entry->refs == 0) {
       entry.reset();
-      *change = -1;
+      effect->entries = -1;
       return 0;
     }
     return entry->refs;
@@ -719,11 +725,12 @@ absl::Status RocksDbIndex::RecordNextSizes(absl::string_view ns,
     keys.push_back(rocksdb_format::EntryKey(ns, h.fingerprint));
   }
   ApplyOne apply = [&](size_t i, std::optional<EntryValue>& entry,
-                       int64_t*) -> std::optional<uint64_t> {
-    if (entry.has_value()) {
-      rocksdb_format::AddHint(&*entry, params_key, hints[i],
-                              next_sizes_length_);
-    }
+                       Effect* effect) -> std::optional<uint64_t> {
+    // A stream over data seen before records what the entry holds: no
+    // write then.
+    effect->changed = entry.has_value() &&
+                      rocksdb_format::AddHint(&*entry, params_key, hints[i],
+                                              next_sizes_length_);
     return 0;
   };
   std::vector<uint64_t> ignored;
