@@ -29,8 +29,15 @@ Indented for that place: `template:{{ include "chunkd.podTemplate" . }}`.
       {{- with .Values.priorityClassName }}
       priorityClassName: {{ . }}
       {{- end }}
+      {{- $podSecurityContext := deepCopy .Values.podSecurityContext }}
+      {{- if and (eq .Values.index.type "rocksdb") (not (hasKey $podSecurityContext "fsGroupChangePolicy")) }}
+      {{- /* fsGroup makes the volume writable; without this the kubelet
+           would change the group of every file of the database at every
+           start. */}}
+      {{- $_ := set $podSecurityContext "fsGroupChangePolicy" "OnRootMismatch" }}
+      {{- end }}
       securityContext:
-        {{- toYaml .Values.podSecurityContext | nindent 8 }}
+        {{- toYaml $podSecurityContext | nindent 8 }}
       terminationGracePeriodSeconds: {{ include "chunkd.terminationGracePeriodSeconds" . }}
       {{- with .Values.initContainers }}
       initContainers:
@@ -114,6 +121,10 @@ Indented for that place: `template:{{ include "chunkd.podTemplate" . }}`.
             {{- end }}
             - name: tmp
               mountPath: /tmp
+            {{- if eq .Values.index.type "rocksdb" }}
+            - name: index
+              mountPath: {{ include "chunkd.rocksdb.mountPath" . }}
+            {{- end }}
             {{- with .Values.extraVolumeMounts }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
@@ -162,6 +173,11 @@ Indented for that place: `template:{{ include "chunkd.podTemplate" . }}`.
         - name: tmp
           emptyDir:
             sizeLimit: 64Mi
+        {{- with and (eq .Values.index.type "rocksdb") .Values.index.rocksdb.persistence.existingClaim }}
+        - name: index
+          persistentVolumeClaim:
+            claimName: {{ . }}
+        {{- end }}
         {{- with .Values.extraVolumes }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
