@@ -326,6 +326,11 @@ absl::Status RocksDbIndex::OpenDatabase(uint64_t cache_bytes) {
   // Memtables are charged to the block cache: one bound for both.
   db_options.write_buffer_manager =
       std::make_shared<rocksdb::WriteBufferManager>(cache_bytes / 4, cache_);
+  // A column family that is rarely flushed (the meta and token ones) keeps
+  // every log since its last flush: past this much log RocksDB flushes it,
+  // which bounds the log a restart replays.
+  db_options.max_total_wal_size =
+      2 * std::clamp<uint64_t>(cache_bytes / 8, 4 << 20, 64 << 20);
   db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db_options.keep_log_file_num = 4;
 
