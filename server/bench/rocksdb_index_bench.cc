@@ -27,6 +27,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -112,8 +113,12 @@ uint64_t DirectoryBytes(const std::string& dir) {
   return bytes;
 }
 
-// Compacts every column family of the (closed) database fully.
-void CompactAll(const std::string& dir) {
+// Opens the (closed) database with RocksDB alone, calls `work` on it and
+// every column family, and closes it.
+void WithDatabase(
+    const std::string& dir,
+    const std::function<void(rocksdb::DB*, rocksdb::ColumnFamilyHandle*)>&
+        work) {
   // The options the database was written with (OPTIONS file): its merge
   // operator is RocksDB's own, so it loads by name.
   rocksdb::DBOptions db_options;
@@ -127,15 +132,30 @@ void CompactAll(const std::string& dir) {
   const rocksdb::Status opened =
       rocksdb::DB::Open(db_options, dir, families, &handles, &db);
   Check(opened.ok(), opened.ToString().c_str());
-  rocksdb::CompactRangeOptions options;
-  options.bottommost_level_compaction =
-      rocksdb::BottommostLevelCompaction::kForceOptimized;
   for (auto* h : handles) {
-    Check(db->CompactRange(options, h, nullptr, nullptr).ok(),
-          "compaction failed");
+    work(db, h);
     Check(db->DestroyColumnFamilyHandle(h).ok(), "close failed");
   }
   delete db;
+}
+
+// Compacts every column family of the (closed) database fully.
+void CompactAll(const std::string& dir) {
+  WithDatabase(dir, [](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* h) {
+    rocksdb::CompactRangeOptions options;
+    options.bottommost_level_compaction =
+        rocksdb::BottommostLevelCompaction::kForceOptimized;
+    Check(db->CompactRange(options, h, nullptr, nullptr).ok(),
+          "compaction failed");
+  });
+}
+
+// Flushes every memtable of the (closed) database: each speed run starts
+// with an empty log, whatever the run before it left.
+void FlushAll(const std::string& dir) {
+  WithDatabase(dir, [](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* h) {
+    Check(db->Flush(rocksdb::FlushOptions(), h).ok(), "flush failed");
+  });
 }
 
 // Seconds per fingerprint of `op` over [first, first + n) in batches.
@@ -280,9 +300,15 @@ int Main() {
   const uint64_t small_mib = std::max<uint64_t>(8, disk_mib / 10);
   const uint64_t fits_mib = absl::GetFlag(FLAGS_fits_mib);
   std::array<std::vector<double>, kSpeedValues> fits, small;
+  auto flushed = [&]() -> std::array<double, 1> {
+    FlushAll(plain);
+    return {0};
+  };
   for (int r = 0; r < repetitions; ++r) {
+    InChild<1>(kProgram, flushed);
     const auto a = InChild<kSpeedValues>(
         kProgram, [&] { return Speed(plain, fits_mib, 2 * r); });
+    InChild<1>(kProgram, flushed);
     const auto b = InChild<kSpeedValues>(
         kProgram, [&] { return Speed(plain, small_mib, 2 * r + 1); });
     for (size_t k = 0; k < kSpeedValues; ++k) {

@@ -87,6 +87,13 @@ class ExpiredTokens final : public rocksdb::CompactionFilter {
   absl::Duration ttl_;
 };
 
+// One memtable: an eighth of the cache (the write buffer manager lets
+// memtables take a quarter), 1 to 16 MiB (a larger one costs more per
+// lookup and makes a restart replay more).
+uint64_t WriteBufferBytes(uint64_t cache_bytes) {
+  return std::clamp<uint64_t>(cache_bytes / 8, 1 << 20, 16 << 20);
+}
+
 absl::Status FromRocks(const rocksdb::Status& s, const std::string& path) {
   if (s.ok()) return absl::OkStatus();
   if (s.IsNoSpace()) {
@@ -329,23 +336,36 @@ absl::Status RocksDbIndex::OpenDatabase(uint64_t cache_bytes) {
   // A column family that is rarely flushed (the meta and token ones) keeps
   // every log since its last flush: past this much log RocksDB flushes it,
   // which bounds the log a restart replays.
-  db_options.max_total_wal_size =
-      2 * std::clamp<uint64_t>(cache_bytes / 8, 4 << 20, 64 << 20);
+  db_options.max_total_wal_size = 2 * WriteBufferBytes(cache_bytes);
+  // A restart replays the log into memtables and goes on serving; they are
+  // flushed when full, as any.
+  db_options.avoid_flush_during_recovery = true;
   db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db_options.keep_log_file_num = 4;
 
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = cache_;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  // Index and filter blocks live in the cache too (so the cache bounds
+  // memory whatever the entry count), partitioned into blocks of 4 KiB: a
+  // whole file's filter in one block would not fit a cache shard (512 KiB)
+  // and would be read again at every lookup.
   table.cache_index_and_filter_blocks = true;
   table.cache_index_and_filter_blocks_with_high_priority = true;
   table.pin_l0_filter_and_index_blocks_in_cache = true;
+  table.pin_top_level_index_and_filter = true;
+  table.partition_filters = true;
+  table.index_type = rocksdb::BlockBasedTableOptions::kTwoLevelIndexSearch;
+  table.metadata_block_size = 4096;
   table.format_version = 5;
 
   rocksdb::ColumnFamilyOptions family;
   family.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-  family.write_buffer_size =
-      std::clamp<uint64_t>(cache_bytes / 8, 4 << 20, 64 << 20);
+  family.write_buffer_size = WriteBufferBytes(cache_bytes);
+  // A bloom filter over each memtable's keys: a lookup of a fingerprint the
+  // index does not have (new data) skips the memtable's skip list.
+  family.memtable_whole_key_filtering = true;
+  family.memtable_prefix_bloom_size_ratio = 0.02;
   family.level_compaction_dynamic_level_bytes = true;
   ChooseCompression(&family);
 
