@@ -55,7 +55,7 @@ GRPC_METHODS = [
     ("server_stream", "grpc.health.v1.Health", "Watch"),
     ("bidi_stream", "grpc.reflection.v1alpha.ServerReflection", "ServerReflectionInfo"),
 ]
-#: Every metric family chunkd exports, with its type.
+#: Every metric family chunkd exports with the memory index, with its type.
 FAMILIES = {
     "grpc_server_started_total": "counter",
     "grpc_server_handled_total": "counter",
@@ -81,6 +81,17 @@ FAMILIES = {
     "chunkd_tls_handshake_failures_total": "counter",
     "chunkd_index_entries": "gauge",
     "chunkd_index_max_entries": "gauge",
+}
+#: The families chunkd exports with the rocksdb index only (beside
+#: FAMILIES), with their type and the label sets of their series.
+ROCKSDB_FAMILIES = {
+    "chunkd_index_disk_bytes": ("gauge", [{}]),
+    "chunkd_index_pending_compaction_bytes": ("gauge", [{}]),
+    "chunkd_index_running_compactions": ("gauge", [{}]),
+    "chunkd_index_write_stall_seconds_total": ("counter", [{}]),
+    "chunkd_index_block_cache_requests_total": ("counter", [{"result": "hit"},
+                                                            {"result": "miss"}]),
+    "chunkd_index_block_cache_bytes": ("gauge", [{"state": "used"}, {"state": "capacity"}]),
 }
 #: chunkd_streams_rejected_total{reason}.
 REJECT_REASONS = ["limit", "per_token_limit", "per_ip_limit", "per_connection_limit",
@@ -113,6 +124,33 @@ def fresh_server(chunkd_bin: Path, tmp_path: Path) -> Iterator[ChunkdServer]:
     no_limit.write_text("max\n")
     yield from serving(ChunkdServer(
         chunkd_bin, extra_args=[f"--memory_limit_file={no_limit}"]))
+
+
+@pytest.fixture(scope="module")
+def rocksdb_server(chunkd_bin: Path,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChunkdServer]:
+    """chunkd with the rocksdb index in a directory of its own and an entry
+    limit, so that it exports every index family the dashboard and the
+    alerts use."""
+    directory = tmp_path_factory.mktemp("rocksdb") / "index"
+    yield from serving(ChunkdServer(
+        chunkd_bin, index=f"rocksdb://{directory}",
+        extra_args=["--index_max_entries=1000000", "--index_cache_mib=16"]))
+
+
+def test_rocksdb_server_exports_its_families(rocksdb_server: ChunkdServer) -> None:
+    text = scrape(rocksdb_server.metrics_address)
+    _check_promtool(text)
+    types = _family_types(text)
+    assert {k: v for k, v in types.items() if not k.startswith("exposer_")} == {
+        **FAMILIES, **{name: kind for name, (kind, _) in ROCKSDB_FAMILIES.items()},
+        **PROCESS_FAMILIES}
+    samples = parse_samples(text)
+    for name, (_, label_sets) in ROCKSDB_FAMILIES.items():
+        found = [labels for n, labels, _ in samples if n == name]
+        assert sorted(found, key=str) == sorted(label_sets, key=str), name
+    assert value(samples, "chunkd_index_block_cache_bytes", state="capacity") == 16 << 20
+    assert value(samples, "chunkd_index_max_entries") == 1000000
 
 
 def test_fresh_server_exports_every_series_at_zero(fresh_server: ChunkdServer) -> None:
@@ -316,10 +354,18 @@ def test_metric_name_extraction() -> None:
     ) == {"a_bucket", "b_total"}
 
 
-def test_dashboard_uses_only_exported_metrics(server: ChunkdServer) -> None:
+def _exported(*servers: ChunkdServer) -> set:
+    """The metric names the servers export, together."""
+    return {name for server in servers
+            for name, _, _ in parse_samples(scrape(server.metrics_address))}
+
+
+def test_dashboard_uses_only_exported_metrics(server: ChunkdServer,
+                                              rocksdb_server: ChunkdServer) -> None:
     with Client(server.address, timeout=RPC_TIMEOUT) as client:
         client.dedup_all(random_bytes(seed=9, size=100_000), namespace="dashboard")
-    exported = {name for name, _, _ in parse_samples(scrape(server.metrics_address))}
+    # The memory index's and the rocksdb index's (its own row).
+    exported = _exported(server, rocksdb_server)
     used = set()
     for where, expr in dashboard_expressions():
         names = metric_names(expr)
@@ -333,16 +379,18 @@ def test_dashboard_uses_only_exported_metrics(server: ChunkdServer) -> None:
         assert wanted in used, f"the dashboard does not show {wanted}"
 
 
-def test_alert_rules_use_only_exported_metrics(server: ChunkdServer) -> None:
+def test_alert_rules_use_only_exported_metrics(server: ChunkdServer,
+                                               rocksdb_server: ChunkdServer) -> None:
     """Every metric deploy/prometheus/chunkd-alerts.yml selects is one chunkd
-    exports (a renamed metric would leave an alert that never fires)."""
-    exported = {name for name, _, _ in parse_samples(scrape(server.metrics_address))}
+    exports, with the memory or the rocksdb index (a renamed metric would
+    leave an alert that never fires)."""
+    exported = _exported(server, rocksdb_server)
     # up: Prometheus' own series of each target (ChunkdDown, ChunkdTargetMissing).
     exported.add("up")
     text = (REPO / "deploy" / "prometheus" / "chunkd-alerts.yml").read_text()
     # Each rule is "- alert: NAME" followed by its one-line "expr:".
     alerts = re.findall(r"- alert: (\w+)\n\s+expr: (.+)\n", text)
-    assert len(alerts) == text.count("- alert:") >= 15
+    assert len(alerts) == text.count("- alert:") >= 17
     for alert, expr in alerts:
         names = metric_names(expr)
         assert names, alert
