@@ -25,7 +25,8 @@ ALERTS = {"ChunkdDown", "ChunkdTargetMissing", "ChunkdHighErrorRatio", "ChunkdLa
           "ChunkdMemoryNearLimit", "ChunkdAtStreamLimit", "ChunkdTenantAtItsLimit",
           "ChunkdIdleStreams", "ChunkdAuthFailures", "ChunkdAbusiveConnections",
           "ChunkdTlsHandshakeFailures", "ChunkdIndexUnavailable", "ChunkdIndexNearlyFull",
-          "ChunkdIndexWritesFailing", "ChunkdIndexLatencyHigh"}
+          "ChunkdIndexWritesFailing", "ChunkdIndexLatencyHigh", "ChunkdIndexWriteStalls",
+          "ChunkdIndexCompactionBehind"}
 
 
 def promtool() -> str:
@@ -67,13 +68,30 @@ def test_compose_rules_pass_their_unit_test(tmp_path: Path) -> None:
     assert fired == ALERTS
 
 
-def test_unit_test_catches_a_broken_rule(tmp_path: Path) -> None:
-    """A threshold moved (error ratio 5 % -> 50 %) fails the unit test."""
+def with_rule_changed(text: str, alert: str, old: str, new: str) -> str:
+    """The rules file `text` with `old` replaced by `new` in the rule of
+    `alert` only (`old` must occur there once)."""
+    start = text.index(f"- alert: {alert}\n")
+    end = text.find("- alert: ", start + 1)
+    end = len(text) if end < 0 else end
+    rule = text[start:end]
+    assert rule.count(old) == 1, (alert, old)
+    return text[:start] + rule.replace(old, new) + text[end:]
+
+
+@pytest.mark.parametrize("alert, old, new", [
+    ("ChunkdHighErrorRatio", ") > 0.05\n", ") > 0.5\n"),
+    ("ChunkdIndexWriteStalls", ") > 0.1\n", ") > 0.05\n"),
+    ("ChunkdIndexWriteStalls", "for: 10m", "for: 5m"),
+    ("ChunkdIndexCompactionBehind", ") > 34359738368\n", ") > 68719476736\n"),
+    ("ChunkdIndexCompactionBehind", "for: 15m", "for: 10m"),
+])
+def test_unit_test_catches_a_broken_rule(alert: str, old: str, new: str, tmp_path: Path) -> None:
+    """A threshold or a `for` moved fails the unit test, naming the alert."""
     broken = tmp_path / "broken.yml"
-    broken.write_text(RULES.read_text().replace(") > 0.05\n", ") > 0.5\n"))
-    assert broken.read_text() != RULES.read_text()
+    broken.write_text(with_rule_changed(RULES.read_text(), alert, old, new))
     output = unit_test(broken, tmp_path)
-    assert "FAILED" in output and "ChunkdHighErrorRatio" in output
+    assert "FAILED" in output and f"alertname: {alert}," in output, output
 
 
 def test_chart_carries_the_compose_rules() -> None:

@@ -107,7 +107,7 @@ def test_alert_rules_load_and_fire(compose: dict) -> None:
     config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     assert config["rule_files"] == ["chunkd-alerts.yml"]
     rules = DEPLOY / "prometheus" / "chunkd-alerts.yml"
-    assert "SUCCESS: 15 rules found" in run([promtool, "check", "rules", rules]).stdout
+    assert "SUCCESS: 17 rules found" in run([promtool, "check", "rules", rules]).stdout
     test = Path(__file__).with_name("chunkd-alerts-test.yml")
     result = run([promtool, "test", "rules", test])
     assert "SUCCESS" in result.stdout + result.stderr

@@ -161,6 +161,51 @@ def test_error_ratio_panel() -> None:
     assert "grpc_code" not in denominator
 
 
+#: The families chunkd exports with the rocksdb index only.
+ROCKSDB_FAMILIES = {"chunkd_index_disk_bytes", "chunkd_index_pending_compaction_bytes",
+                    "chunkd_index_running_compactions",
+                    "chunkd_index_write_stall_seconds_total",
+                    "chunkd_index_block_cache_requests_total",
+                    "chunkd_index_block_cache_bytes"}
+
+
+def test_rocksdb_row() -> None:
+    """A collapsed row of its own (nothing to see with another index), whose
+    queries show rocksdb replicas only: each selects the rocksdb index's own
+    families, or the entries of the replicas that have one of them."""
+    [row] = [p for p in dashboard()["panels"] if p["title"] == "RocksDB index"]
+    assert row["type"] == "row" and row["collapsed"] is True
+    assert [p["title"] for p in row["panels"]] == [
+        "Disk bytes and entries", "Pending compaction bytes and running compactions",
+        "Write stall share", "Block cache hit ratio", "Block cache used and capacity"]
+    shown = set()
+    for panel in row["panels"]:
+        assert panel["gridPos"]["y"] > row["gridPos"]["y"], panel["title"]
+        for target in panel["targets"]:
+            names = [name for name, _ in selectors(target["expr"])]
+            shown |= set(names)
+            if "chunkd_index_entries" in names:
+                assert names == ["chunkd_index_entries", "chunkd_index_disk_bytes"]
+                assert " and on (namespace, job, instance) " in target["expr"]
+            else:
+                assert set(names) <= ROCKSDB_FAMILIES, (panel["title"], names)
+    assert shown == ROCKSDB_FAMILIES | {"chunkd_index_entries"}
+    # The rows below it start right under it, as Grafana lays out a collapsed row.
+    top = dashboard()["panels"]
+    below = top[top.index(row) + 1]
+    assert below["type"] == "row" and below["gridPos"]["y"] == row["gridPos"]["y"] + 1
+
+
+def test_block_cache_hit_ratio_panel() -> None:
+    [(title, target)] = [(t, x) for t, x in targets() if t == "Block cache hit ratio"]
+    numerator, denominator = target["expr"].split(" / ")
+    for part in (numerator, denominator):
+        assert part.startswith("sum by (job, instance) (rate("), part
+        assert [n for n, _ in selectors(part)] == ["chunkd_index_block_cache_requests_total"]
+    assert 'result="hit"' in numerator
+    assert "result" not in denominator, "hits divided by every lookup, hits and misses"
+
+
 # --- two releases on one Prometheus ------------------------------------------
 
 RELEASES = {"r1": "team-a", "r2": "team-b"}  # job -> namespace
@@ -238,8 +283,12 @@ def test_queries_see_only_the_selected_release(chunkd_bin: Path, chunkctl_bin: P
     addresses, metrics = {}, {}
     for job in RELEASES:
         port, metrics_port = free_port(), free_port()
+        # The rocksdb index (with a limit) exports every index family the
+        # dashboard shows, its own row's too.
         server = Process([chunkd_bin, f"--listen=127.0.0.1:{port}",
-                          f"--metrics_listen=127.0.0.1:{metrics_port}", "--index=memory",
+                          f"--metrics_listen=127.0.0.1:{metrics_port}",
+                          f"--index=rocksdb://{tmp_path / job / 'index'}",
+                          "--index_max_entries=1000000", "--index_cache_mib=16",
                           "--threads=1"], tmp_path / f"chunkd-{job}.log")
         processes.append(server)
         server.wait_for_port(port)
@@ -295,7 +344,8 @@ def test_queries_see_only_the_selected_release(chunkd_bin: Path, chunkctl_bin: P
     # The selectors did return data (an empty answer would pass the loop above).
     assert {"chunkd_build_info", "chunkd_ingest_bytes_total", "grpc_server_handled_total",
             "chunkd_index_requests_total", "chunkd_index_request_duration_seconds_bucket",
-            "grpc_server_handling_seconds_bucket"} <= nonempty
+            "grpc_server_handling_seconds_bucket", "chunkd_index_entries",
+            "chunkd_index_max_entries"} | ROCKSDB_FAMILIES <= nonempty
 
     # Release 1's totals are what was sent to it; release 2's are zero, and the
     # same query with All counts release 1's bytes once.

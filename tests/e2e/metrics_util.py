@@ -117,6 +117,21 @@ def dashboard_expressions() -> List[Tuple[str, str]]:
     return out
 
 
+def dashboard_rows() -> Dict[str, str]:
+    """The title of the row every panel is in, by panel title (a collapsed
+    row holds its panels; an open one is followed by them)."""
+    rows: Dict[str, str] = {}
+    row = ""
+    for panel in dashboard()["panels"]:
+        if panel["type"] == "row":
+            row = panel["title"]
+            for inner in panel.get("panels", []):
+                rows[inner["title"]] = row
+        else:
+            rows[panel["title"]] = row
+    return rows
+
+
 _KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right",
              "bool", "and", "or", "unless", "offset", "inf", "nan"}
 

@@ -27,6 +27,7 @@ from metrics_util import (
     PrometheusServer,
     dashboard,
     dashboard_expressions,
+    dashboard_rows,
     metric_names,
     parse_samples,
     promtool,
@@ -55,7 +56,7 @@ GRPC_METHODS = [
     ("server_stream", "grpc.health.v1.Health", "Watch"),
     ("bidi_stream", "grpc.reflection.v1alpha.ServerReflection", "ServerReflectionInfo"),
 ]
-#: Every metric family chunkd exports, with its type.
+#: Every metric family chunkd exports with the memory index, with its type.
 FAMILIES = {
     "grpc_server_started_total": "counter",
     "grpc_server_handled_total": "counter",
@@ -82,6 +83,19 @@ FAMILIES = {
     "chunkd_index_entries": "gauge",
     "chunkd_index_max_entries": "gauge",
 }
+#: The families chunkd exports with the rocksdb index only (beside
+#: FAMILIES), with their type and the label sets of their series.
+ROCKSDB_FAMILIES = {
+    "chunkd_index_disk_bytes": ("gauge", [{}]),
+    "chunkd_index_pending_compaction_bytes": ("gauge", [{}]),
+    "chunkd_index_running_compactions": ("gauge", [{}]),
+    "chunkd_index_write_stall_seconds_total": ("counter", [{}]),
+    "chunkd_index_block_cache_requests_total": ("counter", [{"result": "hit"},
+                                                            {"result": "miss"}]),
+    "chunkd_index_block_cache_bytes": ("gauge", [{"state": "used"}, {"state": "capacity"}]),
+}
+#: The dashboard row of the rocksdb index's panels.
+ROCKSDB_ROW = "RocksDB index"
 #: chunkd_streams_rejected_total{reason}.
 REJECT_REASONS = ["limit", "per_token_limit", "per_ip_limit", "per_connection_limit",
                   "rate", "idle",
@@ -113,6 +127,33 @@ def fresh_server(chunkd_bin: Path, tmp_path: Path) -> Iterator[ChunkdServer]:
     no_limit.write_text("max\n")
     yield from serving(ChunkdServer(
         chunkd_bin, extra_args=[f"--memory_limit_file={no_limit}"]))
+
+
+@pytest.fixture(scope="module")
+def rocksdb_server(chunkd_bin: Path,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChunkdServer]:
+    """chunkd with the rocksdb index in a directory of its own and an entry
+    limit, so that it exports every index family the dashboard and the
+    alerts use."""
+    directory = tmp_path_factory.mktemp("rocksdb") / "index"
+    yield from serving(ChunkdServer(
+        chunkd_bin, index=f"rocksdb://{directory}",
+        extra_args=["--index_max_entries=1000000", "--index_cache_mib=16"]))
+
+
+def test_rocksdb_server_exports_its_families(rocksdb_server: ChunkdServer) -> None:
+    text = scrape(rocksdb_server.metrics_address)
+    _check_promtool(text)
+    types = _family_types(text)
+    assert {k: v for k, v in types.items() if not k.startswith("exposer_")} == {
+        **FAMILIES, **{name: kind for name, (kind, _) in ROCKSDB_FAMILIES.items()},
+        **PROCESS_FAMILIES}
+    samples = parse_samples(text)
+    for name, (_, label_sets) in ROCKSDB_FAMILIES.items():
+        found = [labels for n, labels, _ in samples if n == name]
+        assert sorted(found, key=str) == sorted(label_sets, key=str), name
+    assert value(samples, "chunkd_index_block_cache_bytes", state="capacity") == 16 << 20
+    assert value(samples, "chunkd_index_max_entries") == 1000000
 
 
 def test_fresh_server_exports_every_series_at_zero(fresh_server: ChunkdServer) -> None:
@@ -316,10 +357,18 @@ def test_metric_name_extraction() -> None:
     ) == {"a_bucket", "b_total"}
 
 
-def test_dashboard_uses_only_exported_metrics(server: ChunkdServer) -> None:
+def _exported(*servers: ChunkdServer) -> set:
+    """The metric names the servers export, together."""
+    return {name for server in servers
+            for name, _, _ in parse_samples(scrape(server.metrics_address))}
+
+
+def test_dashboard_uses_only_exported_metrics(server: ChunkdServer,
+                                              rocksdb_server: ChunkdServer) -> None:
     with Client(server.address, timeout=RPC_TIMEOUT) as client:
         client.dedup_all(random_bytes(seed=9, size=100_000), namespace="dashboard")
-    exported = {name for name, _, _ in parse_samples(scrape(server.metrics_address))}
+    # The memory index's and the rocksdb index's (its own row).
+    exported = _exported(server, rocksdb_server)
     used = set()
     for where, expr in dashboard_expressions():
         names = metric_names(expr)
@@ -327,22 +376,25 @@ def test_dashboard_uses_only_exported_metrics(server: ChunkdServer) -> None:
         missing = names - exported
         assert not missing, f"{where} uses {sorted(missing)}, not exported: {expr}"
         used |= names
-    # Every family the issue names is on the dashboard.
-    for family, kind in FAMILIES.items():
+    # Every family is on the dashboard.
+    kinds = {**FAMILIES, **{name: kind for name, (kind, _) in ROCKSDB_FAMILIES.items()}}
+    for family, kind in kinds.items():
         wanted = family + "_bucket" if kind == "histogram" else family
         assert wanted in used, f"the dashboard does not show {wanted}"
 
 
-def test_alert_rules_use_only_exported_metrics(server: ChunkdServer) -> None:
+def test_alert_rules_use_only_exported_metrics(server: ChunkdServer,
+                                               rocksdb_server: ChunkdServer) -> None:
     """Every metric deploy/prometheus/chunkd-alerts.yml selects is one chunkd
-    exports (a renamed metric would leave an alert that never fires)."""
-    exported = {name for name, _, _ in parse_samples(scrape(server.metrics_address))}
+    exports, with the memory or the rocksdb index (a renamed metric would
+    leave an alert that never fires)."""
+    exported = _exported(server, rocksdb_server)
     # up: Prometheus' own series of each target (ChunkdDown, ChunkdTargetMissing).
     exported.add("up")
     text = (REPO / "deploy" / "prometheus" / "chunkd-alerts.yml").read_text()
     # Each rule is "- alert: NAME" followed by its one-line "expr:".
     alerts = re.findall(r"- alert: (\w+)\n\s+expr: (.+)\n", text)
-    assert len(alerts) == text.count("- alert:") >= 15
+    assert len(alerts) == text.count("- alert:") >= 17
     for alert, expr in alerts:
         names = metric_names(expr)
         assert names, alert
@@ -445,15 +497,69 @@ def test_prometheus_evaluates_every_dashboard_query(scraped: tuple) -> None:
         client.dedup_all(random_bytes(seed=104, size=500_000), namespace="evaluate",
                          algorithm="seqcdc")
     prometheus.wait_for_scrape_after(time.time())
+    rows = dashboard_rows()
+    in_rocksdb_row = 0
     for where, expr in dashboard_expressions():
         result = prometheus.query(expr)
-        assert result, f"{where}: no series from {expr}"
+        if rows[where.rsplit(" / ", 1)[0]] == ROCKSDB_ROW:
+            # The memory index has none of the rocksdb index's series (nor
+            # does the entries query, which takes the rocksdb replicas only).
+            assert result == [], f"{where}: series without a rocksdb index: {result}"
+            in_rocksdb_row += 1
+        else:
+            assert result, f"{where}: no series from {expr}"
+    assert in_rocksdb_row >= 5
     # Rates over the window are positive where traffic went, zero elsewhere.
     rates = _by(prometheus.query(
         'sum by (rpc, algorithm) (rate(chunkd_ingest_bytes_total{instance=~".*"}[1m]))'),
         "rpc", "algorithm")
     assert rates[("Dedup", "seqcdc")] > 0
     assert rates[("Chunk", "fixed")] == 0 and rates[("Dedup", "crc32")] == 0
+
+
+@pytest.fixture
+def scraped_rocksdb(chunkd_bin: Path, tmp_path: Path) -> Iterator[tuple]:
+    """A chunkd on a rocksdb index that already holds table files (data
+    written before a restart, so that lookups go through the block cache),
+    its unique chunk count, and a Prometheus scraping it every second."""
+    server = ChunkdServer(chunkd_bin, index=f"rocksdb://{tmp_path / 'index'}",
+                          extra_args=["--index_max_entries=1000000", "--index_cache_mib=16"])
+    data = random_bytes(seed=105, size=1_000_000)
+    for chunkd in serving(server):
+        with Client(chunkd.address, timeout=RPC_TIMEOUT) as client:
+            records, _ = client.dedup_all(data, namespace="evaluate")
+        chunkd.restart()
+        with PrometheusServer([chunkd.metrics_address]) as prometheus:
+            yield chunkd, prometheus, data, len({r.fingerprint for r in records})
+
+
+def test_prometheus_evaluates_every_dashboard_query_on_rocksdb(scraped_rocksdb: tuple) -> None:
+    chunkd, prometheus, data, unique = scraped_rocksdb
+    prometheus.wait_for_scrape_after(time.time())
+    # The same data again: every chunk a duplicate, looked up in the tables.
+    with Client(chunkd.address, timeout=RPC_TIMEOUT) as client:
+        _, summary = client.dedup_all(data, namespace="evaluate")
+    assert summary.unique_chunks == 0
+    prometheus.wait_for_scrape_after(time.time())
+    rows = dashboard_rows()
+    panels = {}
+    for where, expr in dashboard_expressions():
+        result = prometheus.query(expr)
+        assert result, f"{where}: no series from {expr}"
+        title, ref = where.rsplit(" / ", 1)
+        if rows[title] == ROCKSDB_ROW:
+            # One replica: one series per query (the cache's: one per state).
+            panels[(title, ref)] = {s["metric"].get("state", ""): float(s["value"][1])
+                                    for s in result}
+    assert panels[("Disk bytes and entries", "A")][""] > 0
+    assert panels[("Disk bytes and entries", "B")] == {"": unique}
+    assert panels[("Pending compaction bytes and running compactions", "A")][""] >= 0
+    assert panels[("Write stall share", "A")][""] >= 0
+    # The lookups of the second pass went through the block cache: a ratio,
+    # not 0/0.
+    assert 0 <= panels[("Block cache hit ratio", "A")][""] <= 1
+    cache = panels[("Block cache used and capacity", "A")]
+    assert cache["capacity"] == 16 << 20 and 0 < cache["used"] <= cache["capacity"]
 
 
 # --- paths that end RPCs early, and a remote index ---------------------------
