@@ -8,11 +8,14 @@ VENV      ?= .venv
 PYTHON    ?= python3
 LISTEN    ?= 127.0.0.1:50051
 METRICS   ?= 127.0.0.1:9464
-INDEX     ?= memory
+# make run keeps its index in the build tree, so a restart loses nothing;
+# INDEX=memory for a throwaway one.
+INDEX     ?= rocksdb://$(abspath $(BUILD_DIR))/index
 
 APT_PACKAGES := build-essential cmake ninja-build pkg-config git \
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev \
-  libabsl-dev libssl-dev libxxhash-dev libhiredis-dev prometheus-cpp-dev \
+  libabsl-dev libssl-dev libxxhash-dev libhiredis-dev librocksdb-dev \
+  prometheus-cpp-dev \
   libgtest-dev libgmock-dev libbenchmark-dev redis-server prometheus \
   python3 python3-venv python3-pip openssl
 

@@ -69,6 +69,9 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Prometheus /metrics address, host:port; empty disables it");
 ABSL_FLAG(std::string, index, "memory",
           "fingerprint index: 'memory' (embedded, lost on restart), "
+          "'rocksdb:///path[?sync=always|batch|none&cache_mib=N&"
+          "checkpoint_dir=/path]' (embedded, kept in a RocksDB database in "
+          "/path; SIGUSR1 writes a checkpoint), "
           "'redis://[[user]:password@]host:port[/db]' or "
           "'redis-cluster://host:port[,host:port...]', both optionally "
           "followed by ?password_file=PATH&connect_timeout_ms=N&"
@@ -139,12 +142,17 @@ ABSL_FLAG(uint64_t, memory_budget, uint64_t{1} << 30,
           "--max_streams x --max_message_bytes, so an idle stream never "
           "blocks the others. Left unset under a memory limit: sized to it");
 ABSL_FLAG(int64_t, index_max_entries, -1,
-          "entries the memory index may hold (at most about 190 bytes each "
-          "with hints, write-token records and growth); a Dedup that would "
-          "add one more ends with RESOURCE_EXHAUSTED; -1 means sized: under "
-          "a memory limit a quarter of what it leaves, else what half of "
-          "--memory_budget holds at 400 bytes each (1342177 for 1 GiB); 0 "
-          "no limit");
+          "entries the memory or rocksdb index may hold (a memory index "
+          "entry takes at most about 190 bytes with hints, write-token "
+          "records and growth); a Dedup that would add one more ends with "
+          "RESOURCE_EXHAUSTED; -1 means sized: for the memory index under a "
+          "memory limit a quarter of what it leaves, else what half of "
+          "--memory_budget holds at 400 bytes each (1342177 for 1 GiB); for "
+          "rocksdb no limit; 0 no limit");
+ABSL_FLAG(uint64_t, index_cache_mib, 256,
+          "memory for the rocksdb index's block cache, its write buffers "
+          "included (what it keeps resident whatever the number of entries); "
+          "left unset under a memory limit: a quarter of what it leaves");
 ABSL_FLAG(uint64_t, hint_cache_mib, 64,
           "memory for the RapidCDC hint cache (keyed content hash -> "
           "SHA-256 and next sizes, about 176 bytes per chunk), which lets "
@@ -171,6 +179,7 @@ ABSL_FLAG(std::string, memory_limit_file, "",
 static_assert(chunkd::service::kDefaultMaxStreams == 128);
 static_assert(chunkd::service::kDefaultMemoryBudget == uint64_t{1} << 30);
 static_assert(chunkd::service::kDefaultHintCacheMib == 64);
+static_assert(chunkd::service::kDefaultIndexCacheMib == 256);
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain for TLS; with --tls_key turns TLS on");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
@@ -278,10 +287,23 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials() {
   return grpc::SslServerCredentials(options);
 }
 
-int WaitForSignal(const sigset_t& signals) {
-  int sig = 0;
-  sigwait(&signals, &sig);
-  return sig;
+// Waits for SIGINT or SIGTERM and returns it; meanwhile each SIGUSR1
+// writes a checkpoint of the index (an embedded database's).
+int WaitForSignal(const sigset_t& signals,
+                  chunkd::index::FingerprintIndex& index) {
+  for (;;) {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig != SIGUSR1) return sig;
+    absl::StatusOr<std::string> checkpoint = index.Checkpoint();
+    if (checkpoint.ok()) {
+      std::fprintf(stderr, "chunkd: SIGUSR1: index checkpoint written to %s\n",
+                   checkpoint->c_str());
+    } else {
+      std::fprintf(stderr, "chunkd: SIGUSR1: no index checkpoint: %s\n",
+                   std::string(checkpoint.status().message()).c_str());
+    }
+  }
 }
 
 int Fail(const absl::Status& status) {
@@ -362,12 +384,13 @@ void ParseFlags(int argc, char** argv) {
 }
 
 // Every thread started from here on inherits the blocked signals, so only
-// the sigwait in WaitForSignal sees SIGINT and SIGTERM.
+// the sigwait in WaitForSignal sees SIGINT, SIGTERM and SIGUSR1.
 sigset_t BlockStopSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   return signals;
 }
@@ -496,6 +519,9 @@ absl::StatusOr<chunkd::service::MemoryPlan> PlanMemoryFromFlags(
   inputs.cores = std::max(1u, std::thread::hardware_concurrency());
   inputs.arenas = malloc_setup.configured ? malloc_setup.arena_max : 0;
   inputs.memory_index = absl::GetFlag(FLAGS_index) == "memory";
+  inputs.rocksdb_index =
+      absl::StartsWith(absl::GetFlag(FLAGS_index), "rocksdb://");
+  inputs.index_cache_mib = GivenFlag(FLAGS_index_cache_mib, "index_cache_mib");
   absl::StatusOr<chunkd::service::MemoryPlan> plan =
       chunkd::service::PlanMemory(inputs);
   if (!plan.ok()) return plan.status();
@@ -552,7 +578,8 @@ absl::StatusOr<std::unique_ptr<chunkd::service::TokenTable>> LoadTokens() {
 }
 
 // The --redis_* flags, and the entry limit as planned.
-chunkd::index::IndexOptions IndexOptionsFromFlags(uint64_t max_entries) {
+chunkd::index::IndexOptions IndexOptionsFromFlags(
+    const chunkd::service::MemoryPlan& memory) {
   chunkd::index::IndexOptions index_options;
   index_options.redis_password_file = absl::GetFlag(FLAGS_redis_password_file);
   index_options.pool_size = absl::GetFlag(FLAGS_redis_pool_size);
@@ -561,7 +588,8 @@ chunkd::index::IndexOptions IndexOptionsFromFlags(uint64_t max_entries) {
   index_options.failover_wait = absl::GetFlag(FLAGS_redis_failover_wait);
   // A call waiting for Redis lends the worker pool a thread meanwhile.
   index_options.on_wait = chunkd::pipeline::WorkerPool::Blocking;
-  index_options.max_entries = max_entries;
+  index_options.max_entries = memory.index_max_entries;
+  index_options.cache_bytes = memory.index_cache_mib << 20;
   index_options.warn = [](const std::string& warning) {
     std::fprintf(stderr, "chunkd: %s\n", warning.c_str());
   };
@@ -574,14 +602,21 @@ absl::StatusOr<std::unique_ptr<chunkd::index::FingerprintIndex>> OpenIndex(
     const chunkd::index::IndexOptions& index_options) {
   auto index = chunkd::index::CreateIndex(index_spec, index_options);
   if (!index.ok()) return index.status();
+  std::string detail;
+  if ((*index)->backend() == "memory" || (*index)->backend() == "rocksdb") {
+    detail = index_options.max_entries == 0
+                 ? ", no entry limit"
+                 : absl::StrCat(", at most ", index_options.max_entries,
+                                " entries (--index_max_entries)");
+  }
+  if ((*index)->backend() == "rocksdb") {
+    absl::StrAppend(&detail, "; ", (*index)->EntryCount().value_or(0),
+                    " entries kept from before, block cache ",
+                    index_options.cache_bytes >> 20, " MiB");
+  }
   std::fprintf(stderr, "chunkd: index %s%s\n",
                chunkd::index::RedactIndexSpec(index_spec).c_str(),
-               index_spec != "memory" ? ""
-               : index_options.max_entries == 0
-                   ? ", no entry limit"
-                   : absl::StrCat(", at most ", index_options.max_entries,
-                                  " entries (--index_max_entries)")
-                         .c_str());
+               detail.c_str());
   return index;
 }
 
@@ -677,8 +712,9 @@ std::unique_ptr<chunkd::service::ConnectionGuard> MakeConnectionGuard(
       });
 }
 
-// Counts and times the index's calls; a memory index's entries, or a Redis
-// index's waits for Redis, are exported too.
+// Counts and times the index's calls; a memory or rocksdb index's entries,
+// a rocksdb index's storage, or a Redis index's waits for Redis, are
+// exported too.
 void InstrumentIndex(std::unique_ptr<chunkd::index::FingerprintIndex>& index,
                      chunkd::metrics::Metrics& metrics, uint64_t max_entries) {
   index = std::make_unique<chunkd::service::InstrumentedIndex>(std::move(index),
@@ -689,6 +725,17 @@ void InstrumentIndex(std::unique_ptr<chunkd::index::FingerprintIndex>& index,
       const auto c = index->FailoverWaits();
       if (!c.has_value()) return std::nullopt;
       return chunkd::metrics::IndexWaits{c->waiting, c->recovered, c->expired};
+    });
+  }
+  if (index->Storage().has_value()) {
+    metrics.WatchIndexStorage([index = index.get()]()
+                                  -> std::optional<chunkd::metrics::IndexStorage> {
+      const auto s = index->Storage();
+      if (!s.has_value()) return std::nullopt;
+      return chunkd::metrics::IndexStorage{
+          s->disk_bytes,  s->pending_compaction_bytes, s->running_compactions,
+          s->stall_micros, s->cache_hits, s->cache_misses, s->cache_bytes,
+          s->cache_capacity};
     });
   }
   if (!index->EntryCount().has_value()) return;
@@ -1088,7 +1135,7 @@ int main(int argc, char** argv) {
   if (!tokens.ok()) return Fail(tokens.status());
   const std::string index_spec = absl::GetFlag(FLAGS_index);
   const chunkd::index::IndexOptions index_options =
-      IndexOptionsFromFlags(memory.index_max_entries);
+      IndexOptionsFromFlags(memory);
   std::fprintf(stderr, "chunkd: %s\n", malloc_setup.description.c_str());
   auto index = OpenIndex(index_spec, index_options);
   if (!index.ok()) return Fail(index.status());
@@ -1126,7 +1173,8 @@ int main(int argc, char** argv) {
     return use;
   });
   chunkd::service::ChunkServiceImpl service(MakeServiceOptions(
-      {index->get(), index_spec != "memory", &hint_cache, &pool, &metrics,
+      {index->get(), absl::StartsWith(index_spec, "redis"), &hint_cache,
+       &pool, &metrics,
        stream_rate > 0 ? guard_ptr : nullptr, &budget, &stream_memory,
        tokens->get(), backends->kernel},
       *limits));
@@ -1159,12 +1207,13 @@ int main(int argc, char** argv) {
              (*index)->backend(), threads, *backends);
   LogLimits(*limits, *tokens != nullptr, stream_rate);
 
-  Drain(WaitForSignal(signals), service, **index, *index_health, *trimmer,
+  Drain(WaitForSignal(signals, **index), service, **index, *index_health, *trimmer,
         health, *server, port);
   metrics.WatchQueueDepth(nullptr);  // the pool goes first
   metrics.WatchStreamMemory(nullptr);  // and the stream memory
   metrics.WatchIndexEntries(nullptr);
   metrics.WatchIndexWaits(nullptr);
+  metrics.WatchIndexStorage(nullptr);
   abuse_log.Stop();
   std::fprintf(stderr, "chunkd: stopped\n");
   return 0;

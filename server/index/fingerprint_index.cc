@@ -4,6 +4,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "index/memory_index.h"
+#ifdef CHUNKD_WITH_ROCKSDB
+#include "index/rocksdb_index.h"
+#endif
 
 #ifdef CHUNKD_WITH_REDIS
 #include "index/redis_config.h"
@@ -111,6 +114,17 @@ absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateIndex(
     }
     return std::make_unique<MemoryIndex>(options);
   }
+  if (absl::StartsWith(spec, "rocksdb://")) {
+#ifdef CHUNKD_WITH_ROCKSDB
+    auto rocksdb = ParseRocksDbSpec(spec);
+    if (!rocksdb.ok()) return rocksdb.status();
+    return OpenRocksDbIndex(*rocksdb, options);
+#else
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--index '", spec,
+        "': this chunkd was built without RocksDB (CHUNKD_WITH_ROCKSDB=OFF)"));
+#endif
+  }
   const bool redis = absl::StartsWith(spec, "redis://") ||
                      absl::StartsWith(spec, "redis-cluster://");
 #ifdef CHUNKD_WITH_REDIS
@@ -128,7 +142,7 @@ absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateIndex(
 #endif
   return absl::InvalidArgumentError(
       absl::StrCat("--index '", RedactIndexSpec(spec),
-                   "' is not supported; use 'memory', "
+                   "' is not supported; use 'memory', 'rocksdb:///path', "
                    "'redis://[[user]:password@]host:port[/db]' or "
                    "'redis-cluster://host:port[,host:port...]'"));
 }

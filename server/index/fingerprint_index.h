@@ -39,6 +39,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -133,8 +134,8 @@ class FingerprintIndex {
  public:
   virtual ~FingerprintIndex() = default;
 
-  // Backend name as used by flags and metrics: "memory", "redis",
-  // "redis-cluster".
+  // Backend name as used by flags and metrics: "memory", "rocksdb",
+  // "redis", "redis-cluster".
   virtual absl::string_view backend() const = 0;
 
   // OK when the index can serve now. Remote backends make one round trip
@@ -164,6 +165,27 @@ class FingerprintIndex {
   // cheaply: the memory index exactly; nullopt for the Redis backends
   // (counting would scan every server). Default: nullopt.
   virtual std::optional<uint64_t> EntryCount() { return std::nullopt; }
+
+  // What an embedded database's storage looks like now (the RocksDB
+  // backend); nullopt for the others. Exported as metrics.
+  struct StorageStats {
+    uint64_t disk_bytes = 0;           // SST files and write-ahead logs
+    uint64_t pending_compaction_bytes = 0;
+    uint64_t running_compactions = 0;
+    uint64_t stall_micros = 0;         // writes delayed or stopped, in all
+    uint64_t cache_hits = 0;           // block cache, since start
+    uint64_t cache_misses = 0;
+    uint64_t cache_bytes = 0;          // in use (memtables charged to it)
+    uint64_t cache_capacity = 0;
+  };
+  virtual std::optional<StorageStats> Storage() { return std::nullopt; }
+
+  // Writes a consistent copy of an embedded database (the RocksDB backend)
+  // to a new directory and returns its path; UNIMPLEMENTED for the others.
+  virtual absl::StatusOr<std::string> Checkpoint() {
+    return absl::UnimplementedError(absl::StrCat(
+        "the ", backend(), " index has no checkpoints; only rocksdb has"));
+  }
 
   // For each fingerprint, whether the namespace has it.
   virtual absl::StatusOr<std::vector<bool>> Lookup(
@@ -275,13 +297,17 @@ struct IndexOptions {
   // unknown (retry with the same WriteToken). Default 500 ms.
   absl::Duration cluster_wait_timeout = absl::Milliseconds(500);
 
-  // memory: the most entries the index holds at once, over all
+  // memory, rocksdb: the most entries the index holds at once, over all
   // namespaces; 0 = unlimited. At the limit an insert that would create an
   // entry fails with RESOURCE_EXHAUSTED naming --index_max_entries, and
   // Health() says so, until releases free entries (see memory_index.h,
   // which also gives the memory per entry, and the bound on write-token
   // records this implies). Default 0.
   uint64_t max_entries = 0;
+
+  // rocksdb: the block cache, memtables charged to it (rocksdb_index.h);
+  // the spec's cache_mib wins. 0: 256 MiB.
+  uint64_t cache_bytes = 0;
 
   // Length of the next-chunk size lists (1..kMaxNextSizesLength). Default 2.
   int next_sizes_length = 2;
@@ -303,7 +329,11 @@ struct IndexOptions {
 
 // Creates the index named by a --index flag value:
 //   memory
-//       the embedded default, lost on restart;
+//       embedded, lost on restart;
+//   rocksdb:///path[?query]
+//       embedded, kept in a RocksDB database in /path (rocksdb_index.h,
+//       which lists the query's options); opened here, so an index another
+//       process holds, or of a newer format, fails here;
 //   redis://[[user]:password@]host:port[/db][?query]
 //       one Redis server (db 0..15, default 0);
 //   redis-cluster://[[user]:password@]host:port[,host:port...][?query]

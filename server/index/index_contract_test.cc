@@ -1,17 +1,20 @@
 // The FingerprintIndex contract, run against every backend (docs/design.md, "The contract"):
-// memory, and — when built with Redis — redis and redis_cluster against real
+// memory, rocksdb (a database per test in a temporary directory) and — when
+// built with Redis — redis and redis_cluster against real
 // servers this process starts on free 127.0.0.1 ports (one redis-server; a
 // 3-master + 3-replica cluster). Each backend is its own ctest entry, so a
 // process starts only the servers it needs, once; every test starts from an
 // empty database (FLUSHALL). The servers die with the process.
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -153,6 +156,28 @@ absl::StatusOr<std::unique_ptr<FingerprintIndex>> MakeRedisCluster() {
 }
 #endif
 
+#ifdef CHUNKD_WITH_ROCKSDB
+// A database in a directory of its own under the test's temporary
+// directory, removed when the process ends.
+absl::StatusOr<std::unique_ptr<FingerprintIndex>> MakeRocksDb(
+    const IndexOptions& options) {
+  static std::atomic<int> next{0};
+  static const std::string root = [] {
+    std::string dir = ::testing::TempDir() + "index_contract_rocksdb." +
+                      std::to_string(getpid());
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(
+          ::testing::TempDir() + "index_contract_rocksdb." +
+              std::to_string(getpid()),
+          ec);
+    });
+    return dir;
+  }();
+  return CreateIndex(absl::StrCat("rocksdb://", root, "/", next++), options);
+}
+#endif
+
 const std::vector<Backend>& Backends() {
   static const auto* backends = new std::vector<Backend>{
       {"memory",
@@ -165,6 +190,15 @@ const std::vector<Backend>& Backends() {
          return std::make_unique<MemoryIndex>(options);
        },
        [](bool) { return absl::OkStatus(); }},
+#ifdef CHUNKD_WITH_ROCKSDB
+      {"rocksdb", [] { return MakeRocksDb(IndexOptions()); },
+       [] {
+         IndexOptions options;
+         options.max_entries = 2;
+         return MakeRocksDb(options);
+       },
+       [](bool) { return absl::OkStatus(); }},
+#endif
 #ifdef CHUNKD_WITH_REDIS
       {"redis", MakeRedis, MakeRedis, SetRedisFull},
       {"redis_cluster", MakeRedisCluster, MakeRedisCluster,
@@ -768,7 +802,7 @@ TEST_P(IndexContractTest, NextSizesAreTheSizesWithoutTheRuns) {
 TEST_P(IndexContractTest, CountsEntriesWhereThatIsCheap) {
   ASSERT_TRUE(index_->Insert("a", {{Fp(1), 1}, {Fp(2), 1}, {Fp(1), 1}}).ok());
   ASSERT_TRUE(index_->Insert("b", {{Fp(1), 1}}).ok());
-  if (GetParam().name == "memory") {
+  if (GetParam().name == "memory" || GetParam().name == "rocksdb") {
     EXPECT_EQ(index_->EntryCount(), 3u);
     ASSERT_TRUE(index_->Release("b", {Fp(1)}).ok());
     EXPECT_EQ(index_->EntryCount(), 2u);
@@ -777,7 +811,8 @@ TEST_P(IndexContractTest, CountsEntriesWhereThatIsCheap) {
   }
 }
 
-// A full index (the memory index at max_entries, Redis at maxmemory)
+// A full index (the memory and rocksdb indexes at max_entries, Redis at
+// maxmemory)
 // refuses new entries with RESOURCE_EXHAUSTED saying what to do, and keeps
 // serving everything else; a token-carrying retry once there is room again
 // counts every position exactly once, whatever part of the refused batch
@@ -798,7 +833,7 @@ TEST_P(IndexContractTest, AFullIndexRefusesOnlyNewEntries) {
     EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
     const std::string m(s.message());
     EXPECT_TRUE(absl::StrContains(m, "releas")) << m;
-    if (GetParam().name == "memory") {
+    if (GetParam().name == "memory" || GetParam().name == "rocksdb") {
       EXPECT_TRUE(absl::StrContains(m, "holds its limit of 2 entries")) << m;
       EXPECT_TRUE(absl::StrContains(m, "--index_max_entries")) << m;
       return;

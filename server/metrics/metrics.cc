@@ -134,6 +134,29 @@ constexpr FamilyDef kIndexWaits = {
     "Waits of index calls for Redis to come back that ended, by result: "
     "recovered (the call went on) or expired (it failed); absent with the "
     "memory index."};
+constexpr FamilyDef kIndexDiskBytes = {
+    "chunkd_index_disk_bytes",
+    "Bytes the rocksdb index takes on disk: its table files and write-ahead "
+    "logs (absent with other indexes)."};
+constexpr FamilyDef kIndexPendingCompaction = {
+    "chunkd_index_pending_compaction_bytes",
+    "RocksDB's estimate of the bytes compaction has to rewrite to bring the "
+    "rocksdb index's levels back in shape; writes slow down when it grows."};
+constexpr FamilyDef kIndexRunningCompactions = {
+    "chunkd_index_running_compactions",
+    "Compactions of the rocksdb index running now."};
+constexpr FamilyDef kIndexStallSeconds = {
+    "chunkd_index_write_stall_seconds_total",
+    "Time the rocksdb index's writes were delayed or stopped by RocksDB "
+    "(compaction or flushes falling behind)."};
+constexpr FamilyDef kIndexCacheRequests = {
+    "chunkd_index_block_cache_requests_total",
+    "Block cache lookups of the rocksdb index, by result: hit or miss (a "
+    "read from disk)."};
+constexpr FamilyDef kIndexCacheBytes = {
+    "chunkd_index_block_cache_bytes",
+    "The rocksdb index's block cache, memtables included, by state: used, "
+    "capacity (--index_cache_mib)."};
 constexpr FamilyDef kIndexRequests = {"chunkd_index_requests_total",
                                       "Fingerprint index calls, by backend, "
                                       "operation and result (ok or error)."};
@@ -226,6 +249,12 @@ Metrics::Metrics(absl::string_view version, absl::string_view backend)
   chunking_backend_ = &Gauges(r, kChunkingBackend);
   index_waiting_ = &Gauges(r, kIndexWaiting);
   index_waits_ = &Counters(r, kIndexWaits);
+  storage_families_.disk = &Gauges(r, kIndexDiskBytes);
+  storage_families_.pending = &Gauges(r, kIndexPendingCompaction);
+  storage_families_.running = &Gauges(r, kIndexRunningCompactions);
+  storage_families_.cache = &Gauges(r, kIndexCacheBytes);
+  storage_families_.stall = &Counters(r, kIndexStallSeconds);
+  storage_families_.requests = &Counters(r, kIndexCacheRequests);
   queue_depth_ = &Gauges(r, kQueueDepth).Add({});
   auto& stream_memory = Gauges(r, kStreamMemory);
   stream_memory_reserved_ = &stream_memory.Add({{"state", "reserved"}});
@@ -315,6 +344,12 @@ void Metrics::WatchIndexWaits(
   index_waits_source_ = std::move(waits);
 }
 
+void Metrics::WatchIndexStorage(
+    std::function<std::optional<IndexStorage>()> storage) {
+  std::lock_guard<std::mutex> lock(mu_);
+  index_storage_source_ = std::move(storage);
+}
+
 void Metrics::SetIndexMaxEntries(uint64_t max_entries) {
   index_max_entries_->Add({}).Set(static_cast<double>(max_entries));
 }
@@ -363,6 +398,38 @@ void Metrics::Refresh() const {
     index_entries_gauge_ = nullptr;
   }
   RefreshIndexWaitsLocked();
+  RefreshIndexStorageLocked();
+}
+
+void Metrics::RefreshIndexStorageLocked() const {
+  const std::optional<IndexStorage> now =
+      index_storage_source_ ? index_storage_source_() : std::nullopt;
+  if (!now.has_value()) return;
+  if (!storage_.has_value()) {
+    StorageSamples s;
+    s.disk = &storage_families_.disk->Add({});
+    s.pending = &storage_families_.pending->Add({});
+    s.running = &storage_families_.running->Add({});
+    s.cache_used = &storage_families_.cache->Add({{"state", "used"}});
+    s.cache_capacity = &storage_families_.cache->Add({{"state", "capacity"}});
+    s.stall = &storage_families_.stall->Add({});
+    s.hits = &storage_families_.requests->Add({{"result", "hit"}});
+    s.misses = &storage_families_.requests->Add({{"result", "miss"}});
+    storage_ = s;
+  }
+  StorageSamples& s = *storage_;
+  s.disk->Set(static_cast<double>(now->disk_bytes));
+  s.pending->Set(static_cast<double>(now->pending_compaction_bytes));
+  s.running->Set(static_cast<double>(now->running_compactions));
+  s.cache_used->Set(static_cast<double>(now->cache_bytes));
+  s.cache_capacity->Set(static_cast<double>(now->cache_capacity));
+  // The source counts from the start; the counters take what is new.
+  s.stall->Increment(
+      static_cast<double>(now->stall_micros - s.seen.stall_micros) / 1e6);
+  s.hits->Increment(static_cast<double>(now->cache_hits - s.seen.cache_hits));
+  s.misses->Increment(
+      static_cast<double>(now->cache_misses - s.seen.cache_misses));
+  s.seen = *now;
 }
 
 void Metrics::RefreshIndexWaitsLocked() const {

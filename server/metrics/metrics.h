@@ -31,6 +31,14 @@
 //                                                  scrape: such waits ended,
 //                                                  recovered or expired
 //                                                  (Redis indexes only)
+//   chunkd_index_disk_bytes                        gauges, sampled at scrape
+//   chunkd_index_pending_compaction_bytes          (rocksdb index only): its
+//   chunkd_index_running_compactions               files, compaction debt,
+//   chunkd_index_block_cache_bytes{state}          cache used and capacity
+//   chunkd_index_write_stall_seconds_total         counters, sampled at
+//   chunkd_index_block_cache_requests_total{result}  scrape: writes delayed
+//                                                  or stopped; cache hits
+//                                                  and misses
 //   chunkd_index_requests_total{backend,op,result} counter (InstrumentedIndex)
 //   chunkd_index_request_duration_seconds{backend,op}   histogram
 //   grpc_server_started_total{grpc_type,grpc_service,grpc_method}  counter
@@ -139,6 +147,19 @@ struct IndexWaits {
   uint64_t expired = 0;
 };
 
+// What an embedded database's storage looks like (the rocksdb index;
+// index::FingerprintIndex::StorageStats).
+struct IndexStorage {
+  uint64_t disk_bytes = 0;
+  uint64_t pending_compaction_bytes = 0;
+  uint64_t running_compactions = 0;
+  uint64_t stall_micros = 0;
+  uint64_t cache_hits = 0;
+  uint64_t cache_misses = 0;
+  uint64_t cache_bytes = 0;
+  uint64_t cache_capacity = 0;
+};
+
 // The streams' memory beyond their request bytes (--stream_memory_budget).
 struct StreamMemoryUse {
   uint64_t reserved = 0;       // by running streams
@@ -199,6 +220,10 @@ class Metrics {
   // `waits` at every scrape; absent while `waits` is unset or returns
   // nothing (a memory index). Same contract as WatchQueueDepth.
   void WatchIndexWaits(std::function<std::optional<IndexWaits>()> waits);
+  // The chunkd_index_disk_bytes ... families are read from `storage` at
+  // every scrape; absent while it is unset or returns nothing. Same
+  // contract as WatchQueueDepth.
+  void WatchIndexStorage(std::function<std::optional<IndexStorage>()> storage);
 
   // Exports chunkd_chunking_backend_info{algorithm,threads,backend} 1: the
   // kernel (`backend`, e.g. "avx2") that `algorithm`'s streams run on
@@ -234,6 +259,7 @@ class Metrics {
 
   // Requires mu_ held.
   void RefreshIndexWaitsLocked() const;
+  void RefreshIndexStorageLocked() const;
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>* ingest_bytes_;
@@ -263,6 +289,14 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* chunking_backend_;
   prometheus::Family<prometheus::Gauge>* index_waiting_;
   prometheus::Family<prometheus::Counter>* index_waits_;
+  struct StorageFamilies {
+    prometheus::Family<prometheus::Gauge>* disk = nullptr;
+    prometheus::Family<prometheus::Gauge>* pending = nullptr;
+    prometheus::Family<prometheus::Gauge>* running = nullptr;
+    prometheus::Family<prometheus::Gauge>* cache = nullptr;
+    prometheus::Family<prometheus::Counter>* stall = nullptr;
+    prometheus::Family<prometheus::Counter>* requests = nullptr;
+  } storage_families_;
 
   mutable std::mutex mu_;
   std::function<size_t()> queue_depth_source_;  // guarded by mu_
@@ -275,6 +309,20 @@ class Metrics {
   mutable prometheus::Counter* index_recovered_ = nullptr;    // guarded by mu_
   mutable prometheus::Counter* index_expired_ = nullptr;      // guarded by mu_
   mutable IndexWaits index_waits_seen_;                       // guarded by mu_
+  std::function<std::optional<IndexStorage>()> index_storage_source_;  // mu_
+  // The storage samples, created at the first scrape with a source.
+  struct StorageSamples {
+    prometheus::Gauge* disk = nullptr;
+    prometheus::Gauge* pending = nullptr;
+    prometheus::Gauge* running = nullptr;
+    prometheus::Gauge* cache_used = nullptr;
+    prometheus::Gauge* cache_capacity = nullptr;
+    prometheus::Counter* stall = nullptr;
+    prometheus::Counter* hits = nullptr;
+    prometheus::Counter* misses = nullptr;
+    IndexStorage seen;
+  };
+  mutable std::optional<StorageSamples> storage_;  // guarded by mu_
 
   std::shared_ptr<Collector> collector_;
   std::shared_ptr<ProcessCollector> process_collector_;

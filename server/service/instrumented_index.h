@@ -45,6 +45,10 @@ class InstrumentedIndex final : public index::FingerprintIndex {
   std::optional<uint64_t> EntryCount() override {
     return index_->EntryCount();
   }
+  std::optional<StorageStats> Storage() override { return index_->Storage(); }
+  absl::StatusOr<std::string> Checkpoint() override {
+    return index_->Checkpoint();
+  }
   absl::Status Health() override;
   absl::StatusOr<std::vector<bool>> Lookup(
       absl::string_view ns,

@@ -73,6 +73,12 @@ MemoryCosts FixedCosts(const MemoryInputs& in) {
   return costs;
 }
 
+uint64_t IndexCacheCost(uint64_t mib) {
+  return static_cast<uint64_t>(static_cast<double>(mib * kMiB) *
+                               kIndexCacheFactor) +
+         kIndexCacheBaseBytes;
+}
+
 // Fills in the terms of `plan`'s values.
 void CostPlan(const MemoryInputs& in, MemoryPlan* plan) {
   MemoryCosts& c = plan->costs;
@@ -81,6 +87,7 @@ void CostPlan(const MemoryInputs& in, MemoryPlan* plan) {
   c.streams = uint64_t{plan->max_streams} * kGrpcBytesPerStream;
   c.unbounded_index = in.memory_index && plan->index_max_entries == 0;
   c.index = in.memory_index ? plan->index_max_entries * kIndexEntryBytes : 0;
+  if (in.rocksdb_index) c.index = IndexCacheCost(plan->index_cache_mib);
   c.hint_cache = HintCacheCost(plan->hint_cache_mib);
 }
 
@@ -120,10 +127,16 @@ MemoryPlan PlanUnlimited(const MemoryInputs& in, const MemoryCosts& fixed) {
   plan.memory_budget = in.memory_budget.value_or(kDefaultMemoryBudget);
   plan.max_streams = in.max_streams.value_or(kDefaultMaxStreams);
   const int64_t entries = in.index_max_entries.value_or(-1);
-  plan.index_max_entries =
-      entries == -1 ? plan.memory_budget / 2 / kDefaultIndexBudgetBytesPerEntry
-                    : static_cast<uint64_t>(entries);
+  if (entries != -1) {
+    plan.index_max_entries = static_cast<uint64_t>(entries);
+  } else if (in.memory_index) {
+    plan.index_max_entries =
+        plan.memory_budget / 2 / kDefaultIndexBudgetBytesPerEntry;
+  }
   plan.hint_cache_mib = in.hint_cache_mib.value_or(kDefaultHintCacheMib);
+  if (in.rocksdb_index) {
+    plan.index_cache_mib = in.index_cache_mib.value_or(kDefaultIndexCacheMib);
+  }
   plan.stream_memory = in.stream_memory.value_or(
       uint64_t{plan.max_streams} * fixed.largest_stream);
   return plan;
@@ -246,6 +259,16 @@ absl::StatusOr<MemoryPlan> PlanLimited(const MemoryInputs& in,
   } else {
     plan.index_max_entries = static_cast<uint64_t>(entries);
   }
+  if (in.rocksdb_index) {
+    // A quarter of the room, as a memory index would have, what the cache
+    // holds beyond its capacity included.
+    const uint64_t quarter = Left(room / 4, kIndexCacheBaseBytes);
+    plan.index_cache_mib = in.index_cache_mib.value_or(std::max<uint64_t>(
+        kMinIndexCacheMib,
+        static_cast<uint64_t>(static_cast<double>(quarter) /
+                              kIndexCacheFactor) /
+            kMiB));
+  }
   CostPlan(in, &plan);
   SizeStreams(in, Left(room, plan.costs.index + plan.costs.hint_cache), &plan);
   if (plan.max_streams == 0) {
@@ -287,6 +310,9 @@ void Describe(const MemoryInputs& in, MemoryPlan* plan) {
       in.memory_index
           ? Setting("--index_max_entries", plan->index_max_entries,
                     in.index_max_entries.value_or(-1) != -1, limited)
+      : in.rocksdb_index
+          ? Setting("--index_cache_mib", plan->index_cache_mib,
+                    in.index_cache_mib.has_value(), limited)
           : "no memory index",
       ", ",
       Setting("--hint_cache_mib", plan->hint_cache_mib,
@@ -328,9 +354,9 @@ void Describe(const MemoryInputs& in, MemoryPlan* plan) {
         ", above ", kLimitShare * 100, " % of the memory limit of ",
         Mib(*in.limit), " (", Mib(target),
         "): under full load the kernel may kill chunkd; leave --max_streams, "
-        "--memory_budget, --stream_memory_budget, --index_max_entries and "
-        "--hint_cache_mib at their defaults to have them sized to the "
-        "limit"));
+        "--memory_budget, --stream_memory_budget, --index_max_entries, "
+        "--index_cache_mib and --hint_cache_mib at their defaults to have "
+        "them sized to the limit"));
   }
 }
 

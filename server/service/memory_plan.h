@@ -10,6 +10,8 @@
 //     + --stream_memory_budget (what streams hold beyond them)
 //     + --max_streams x kGrpcBytesPerStream
 //     + memory index entries x kIndexEntryBytes
+//     + (rocksdb index) --index_cache_mib x kIndexCacheFactor
+//       + kIndexCacheBaseBytes
 //     + --hint_cache_mib x kHintCacheFactor
 //
 // A stream's memory beyond its request bytes depends on the chunking
@@ -22,7 +24,8 @@
 // Under a memory limit (service/memory_limit.h), the flags left at their
 // defaults are sized so that this sum stays within kLimitShare of it: the
 // hint cache takes 1/16 of what is left after the fixed terms (at most its
-// default 64 MiB), a memory index 1/4, and the streams the rest: as many as
+// default 64 MiB), a memory index or a rocksdb index's cache 1/4, and the
+// streams the rest: as many as
 // fit with two messages of --memory_budget and a typical stream's memory
 // each (at most the default 128), the stream memory at least the largest
 // stream's; malloc gets at most kMaxArenasUnderLimit arenas, as each may
@@ -54,6 +57,10 @@ inline constexpr double kLimitShare = 0.85;
 inline constexpr uint32_t kDefaultMaxStreams = 128;
 inline constexpr uint64_t kDefaultMemoryBudget = uint64_t{1} << 30;
 inline constexpr uint64_t kDefaultHintCacheMib = 64;
+// Without a limit, the rocksdb index's block cache (memtables included).
+inline constexpr uint64_t kDefaultIndexCacheMib = 256;
+// Under a limit, never less than this.
+inline constexpr uint64_t kMinIndexCacheMib = 16;
 // Without a limit, the default --index_max_entries: half of --memory_budget
 // at this many bytes an entry (room beyond kIndexEntryBytes).
 inline constexpr uint64_t kDefaultIndexBudgetBytesPerEntry = 400;
@@ -67,6 +74,12 @@ inline constexpr uint64_t kBaseBytes = uint64_t{48} << 20;
 // 144 + 36), and a growing shard's second table (1/64 of the index, 2.25
 // times over).
 inline constexpr uint64_t kIndexEntryBytes = 190;
+// Resident bytes of a rocksdb index per byte of its cache (RocksDB lets
+// the cache pass its capacity by blocks in use, and memtables are charged
+// to it as they grow), and what it holds beyond the cache (its threads,
+// table readers' metadata, compaction buffers).
+inline constexpr double kIndexCacheFactor = 1.25;
+inline constexpr uint64_t kIndexCacheBaseBytes = uint64_t{32} << 20;
 // Resident bytes of a full hint cache per byte of --hint_cache_mib: its
 // tables are 7/16 to 7/8 full and a growing shard briefly holds two.
 inline constexpr double kHintCacheFactor = 1.3;
@@ -114,6 +127,10 @@ struct MemoryInputs {
   size_t cores = 1;
   // --index memory: the index's entries live in chunkd.
   bool memory_index = true;
+  // --index rocksdb://: a block cache lives in chunkd; --index_cache_mib
+  // as given.
+  bool rocksdb_index = false;
+  std::optional<uint64_t> index_cache_mib;
 };
 
 // Each term of the bound, in bytes.
@@ -128,7 +145,7 @@ struct MemoryCosts {
   // fastcdc's default sizes, hints) and the largest any parameters ask for.
   uint64_t typical_stream = 0;
   uint64_t largest_stream = 0;
-  uint64_t index = 0;       // 0 for a Redis index
+  uint64_t index = 0;       // 0 for a Redis index; rocksdb: its cache
   uint64_t hint_cache = 0;
   // True when the memory index has no entry limit: nothing bounds it.
   bool unbounded_index = false;
@@ -140,6 +157,7 @@ struct MemoryPlan {
   uint64_t memory_budget = kDefaultMemoryBudget;
   uint64_t index_max_entries = 0;  // 0: no limit
   uint64_t hint_cache_mib = kDefaultHintCacheMib;
+  uint64_t index_cache_mib = 0;  // 0: no rocksdb index
   uint64_t stream_memory = 0;
   // The arenas malloc may have: MemoryInputs::arenas, or fewer under a
   // limit (0 when GLIBC_TUNABLES chose).

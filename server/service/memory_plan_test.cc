@@ -288,6 +288,34 @@ TEST(PlanMemoryTest, ARedisIndexLeavesItsShareToTheStreams) {
   EXPECT_NE(redis.summary.find("no memory index"), std::string::npos);
 }
 
+TEST(PlanMemoryTest, ARocksDbIndexCacheTakesTheMemoryIndexsShare) {
+  MemoryInputs in = Inputs(kGiB);
+  in.memory_index = false;
+  in.rocksdb_index = true;
+  const MemoryPlan sized = *PlanMemory(in);
+  // A quarter of the room, the cache's overhead included.
+  EXPECT_GE(sized.index_cache_mib, 100u);
+  EXPECT_LE(sized.costs.index, Target(kGiB) / 4);
+  EXPECT_EQ(sized.index_max_entries, 0u);
+  EXPECT_LE(sized.costs.Total(), Target(kGiB));
+  EXPECT_NE(sized.summary.find("--index_cache_mib"), std::string::npos);
+  // Given, it is kept, and counted.
+  in.index_cache_mib = 32;
+  const MemoryPlan given = *PlanMemory(in);
+  EXPECT_EQ(given.index_cache_mib, 32u);
+  EXPECT_EQ(given.costs.index,
+            static_cast<uint64_t>(32 * kMiB * kIndexCacheFactor) +
+                kIndexCacheBaseBytes);
+  EXPECT_GT(given.max_streams, sized.max_streams);
+  // Without a limit, the default.
+  MemoryInputs unlimited = Inputs(std::nullopt);
+  unlimited.memory_index = false;
+  unlimited.rocksdb_index = true;
+  EXPECT_EQ(PlanMemory(unlimited)->index_cache_mib, kDefaultIndexCacheMib);
+  // Its entries are on disk: no limit unless one is given.
+  EXPECT_EQ(PlanMemory(unlimited)->index_max_entries, 0u);
+}
+
 TEST(PlanMemoryTest, EveryLimitThatHoldsAStreamIsKept) {
   for (uint64_t limit = 192 * kMiB; limit <= 256 * kGiB; limit += limit / 3) {
     for (size_t threads : {1, 2, 8, 64}) {

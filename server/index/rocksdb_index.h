@@ -1,0 +1,79 @@
+// RocksDbIndex: the embedded FingerprintIndex that survives restarts, in a
+// RocksDB database in one directory (docs/design.md, "The RocksDB backend").
+//
+// Layout: an entry is one key of the column family "entries",
+// <namespace length><namespace><fingerprint>, whose value holds the
+// reference count, the chunk size and the next-size hints per parameter key;
+// write-token records are keys of "tokens", one per applied run of
+// positions, forgotten token_ttl after they were written (a compaction
+// filter drops them); the default column family holds the format version
+// and the entry count (a merge operator adds each batch's change to it).
+//
+// Writes are read-modify-write under striped locks: a batch locks the
+// stripes of its keys (and of its write token) in order, reads what it
+// needs, and writes everything it changes, entries, count and token
+// records, as one WriteBatch: after a crash a batch is there whole or not
+// at all. Sync (RocksDbOptions::sync) says when the write-ahead log is
+// fsynced; the log is written before every answer in every mode, so a
+// killed process loses nothing acknowledged.
+//
+// Limits: IndexOptions::max_entries as in the memory index (counted
+// exactly, refused with RESOURCE_EXHAUSTED naming --index_max_entries); a
+// full disk fails writes with RESOURCE_EXHAUSTED naming the directory.
+// Memory: the block cache (index and filter blocks included) and the
+// memtables, charged to it, stay within RocksDbOptions::cache_bytes,
+// whatever the number of entries.
+//
+// Thread safety: thread-safe. One process per directory: RocksDB's LOCK
+// file keeps a second one out (Open says so, naming the directory).
+#ifndef CHUNKD_INDEX_ROCKSDB_INDEX_H_
+#define CHUNKD_INDEX_ROCKSDB_INDEX_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "index/fingerprint_index.h"
+
+namespace chunkd::index {
+
+// When the write-ahead log is fsynced.
+enum class RocksDbSync {
+  kAlways,  // before each write's answer (group commit shares the fsync)
+  kBatch,   // by a background thread every RocksDbOptions::sync_interval
+  kNone,    // when the OS writes it back, or RocksDB flushes a memtable
+};
+
+struct RocksDbOptions {
+  std::string path;  // the database directory, created if missing
+  RocksDbSync sync = RocksDbSync::kBatch;
+  absl::Duration sync_interval = absl::Milliseconds(100);
+  // Block cache, memtables charged to it. Default 256 MiB.
+  uint64_t cache_bytes = uint64_t{256} << 20;
+  // Where a checkpoint goes: <checkpoint_dir>/<UTC time>. Default
+  // "<path>.checkpoints".
+  std::string checkpoint_dir;
+};
+
+// The database format this build writes and reads.
+inline constexpr int kRocksDbFormatVersion = 1;
+
+// Parses "rocksdb:///abs/path[?sync=always|batch|none&sync_interval_ms=N&
+// cache_mib=N&checkpoint_dir=/abs/path]". INVALID_ARGUMENT naming --index
+// and the problem.
+absl::StatusOr<RocksDbOptions> ParseRocksDbSpec(absl::string_view spec);
+
+// Opens (creating if needed) the database. FAILED_PRECONDITION naming the
+// directory when another process holds it, when it holds a newer format or
+// is not a chunkd index; UNAVAILABLE for an I/O error.
+absl::StatusOr<std::unique_ptr<FingerprintIndex>> OpenRocksDbIndex(
+    const RocksDbOptions& rocksdb, const IndexOptions& options);
+
+}  // namespace chunkd::index
+
+#endif  // CHUNKD_INDEX_ROCKSDB_INDEX_H_
