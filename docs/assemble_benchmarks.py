@@ -45,6 +45,7 @@ SECTIONS: Dict[str, Section] = {
     "service": Section("service.md", "bench-service", False),
     "index": Section("index.txt", "bench-index", True),
     "index-memory": Section("index_memory.txt", "bench-index", True),
+    "index-rocksdb": Section("index_rocksdb.md", "bench-index", False),
     "dedup": Section("dedup.md", "bench-dedup", False),
     "rapid": Section("rapid.md", "bench-rapid", False),
     "sha256": Section("sha256.txt", "bench-sha256", True),

@@ -108,6 +108,45 @@ def render_default(value: Any) -> str:
     return "`" + cell(json.dumps(value, separators=(", ", ": "))) + "`"
 
 
+#: The README's section on index.type=rocksdb: which workload and why.
+ROCKSDB = """\
+## The RocksDB index
+
+`index.type=rocksdb` runs chunkd with
+`--index=rocksdb:///var/lib/chunkd/index?sync=<index.rocksdb.sync>` on a
+PersistentVolumeClaim mounted at `/var/lib/chunkd`, in a **StatefulSet** of
+one pod, `<fullname>-0`. More replicas, or autoscaling, are refused: a second
+pod cannot open the database (RocksDB's `LOCK`). Why a StatefulSet rather than
+a Deployment with strategy `Recreate`:
+
+- A StatefulSet starts its pod again only once the old one is gone, whatever
+  replaces it: `helm upgrade`, a changed value, `kubectl delete pod`, an
+  eviction, a drained node. `Recreate` orders rollouts only: a Deployment
+  replaces a deleted or evicted pod at once, while the old one still drains,
+  and on the same node (which ReadWriteOnce allows) the new pod would fail on
+  the `LOCK` and restart with back-off until the old one has exited.
+- The claim of its volumeClaimTemplate, `index-<fullname>-0`, is kept by
+  `helm uninstall` and found again by a release of the same name; a claim
+  the chart rendered itself would be deleted with the release, and the index
+  with it.
+
+The price: Kubernetes refuses changes to a StatefulSet's volumeClaimTemplates,
+so `index.rocksdb.persistence.size`, `storageClassName` and `accessModes` are
+fixed once installed (`helm upgrade` with other ones fails); grow the claim
+itself (`kubectl edit pvc`, where its storage class allows expansion), or
+give a claim you manage as `index.rocksdb.persistence.existingClaim`. A
+consistent online backup is a RocksDB checkpoint, written on the same volume
+to `/var/lib/chunkd/index.checkpoints/<UTC time>` (chunkd logs the path):
+
+```sh
+kubectl -n chunkd exec chunkd-0 -c chunkd -- sh -c 'kill -USR1 1'
+```
+
+The rest, with what each `sync` survives: `docs/operations.md`, "The RocksDB
+index in the chart".
+"""
+
+
 def render(chart: dict, values: Values) -> str:
     license_ = chart.get("annotations", {}).get("artifacthub.io/license", "")
     lines = [
@@ -133,12 +172,18 @@ def render(chart: dict, values: Values) -> str:
         f"helm install {chart['name']} helm/{chart['name']} --namespace chunkd --create-namespace \\",
         "  --set index.type=redis --set builtinRedis.enabled=true",
         f"helm test {chart['name']} -n chunkd",
+        "",
+        "# One pod, its index kept on a PersistentVolumeClaim.",
+        f"helm install {chart['name']} helm/{chart['name']} --namespace chunkd --create-namespace \\",
+        "  --set index.type=rocksdb",
         "```",
         "",
         "The files in `ci/` are worked examples (external Redis, Redis Cluster, mTLS with",
         "tokens, everything on for production, a PodMonitor with extra volumes and a",
         "sidecar). Operating chunkd, its alerts and the dashboard: `docs/operations.md`",
         "in the repository.",
+        "",
+        *ROCKSDB.splitlines(),
         "",
         "## Requirements",
         "",

@@ -770,7 +770,7 @@ size_t HintCacheEntries(uint64_t mib) {
 // What the service works with, each owned by main().
 struct ServiceParts {
   chunkd::index::FingerprintIndex* index;
-  bool remote_index;
+  bool index_outside_memory;  // redis, redis-cluster or rocksdb
   chunkd::pipeline::HintCache* hint_cache;
   chunkd::pipeline::WorkerPool* pool;
   chunkd::metrics::Metrics* metrics;
@@ -786,8 +786,9 @@ chunkd::service::ServiceOptions MakeServiceOptions(const ServiceParts& parts,
   chunkd::service::ServiceOptions options;
   options.index = parts.index;
   options.hint_cache = parts.hint_cache;
-  // With a remote index the cache saves a round trip per duplicate chunk.
-  options.hint_cache_all_chunks = parts.remote_index;
+  // With an index in Redis or on disk the cache saves a round trip or a
+  // read per duplicate chunk.
+  options.hint_cache_all_chunks = parts.index_outside_memory;
   options.pool = parts.pool;
   options.metrics = parts.metrics;
   options.max_message_bytes = limits.max_message;
@@ -1173,8 +1174,7 @@ int main(int argc, char** argv) {
     return use;
   });
   chunkd::service::ChunkServiceImpl service(MakeServiceOptions(
-      {index->get(), absl::StartsWith(index_spec, "redis"), &hint_cache,
-       &pool, &metrics,
+      {index->get(), index_spec != "memory", &hint_cache, &pool, &metrics,
        stream_rate > 0 ? guard_ptr : nullptr, &budget, &stream_memory,
        tokens->get(), backends->kernel},
       *limits));

@@ -47,6 +47,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/child_process.h"
 #include "index/memory_index.h"
 
 ABSL_FLAG(std::string, entries, "1000000,10000000",
@@ -61,6 +62,11 @@ ABSL_FLAG(bool, baseline, true,
 namespace chunkd::index {
 namespace {
 
+using bench::InChild;
+using bench::Median;
+using bench::ResidentBytes;
+
+constexpr char kProgram[] = "memory_index_footprint";
 constexpr char kParams[] = "fastcdc:4096:16384:65536:2:0";
 constexpr uint64_t kBatch = 1000;
 
@@ -171,14 +177,6 @@ class MapIndex {
   }
   std::array<Shard, 64> shards_;
 };
-
-uint64_t ResidentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  uint64_t size = 0;
-  uint64_t resident = 0;
-  statm >> size >> resident;
-  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-}
 
 std::string Sha256(uint64_t i) {
   unsigned char digest[EVP_MAX_MD_SIZE];
@@ -325,39 +323,6 @@ std::array<double, kOpCount> MeasureSpeed(uint64_t n, const std::string& ns) {
   return rates;
 }
 
-// Runs `measure` in a child process and returns the doubles it produced.
-template <size_t K>
-std::array<double, K> InChild(
-    const std::function<std::array<double, K>()>& measure) {
-  int fds[2];
-  if (pipe(fds) != 0) std::abort();
-  std::fflush(stdout);
-  const pid_t child = fork();
-  if (child == 0) {
-    close(fds[0]);
-    const std::array<double, K> values = measure();
-    const ssize_t written = write(fds[1], values.data(), sizeof(values));
-    _exit(written == static_cast<ssize_t>(sizeof(values)) ? 0 : 1);
-  }
-  close(fds[1]);
-  std::array<double, K> values{};
-  const ssize_t got = read(fds[0], values.data(), sizeof(values));
-  close(fds[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
-  if (got != static_cast<ssize_t>(sizeof(values)) || !WIFEXITED(status) ||
-      WEXITSTATUS(status) != 0) {
-    std::fprintf(stderr, "memory_index_footprint: a measurement failed\n");
-    std::exit(1);
-  }
-  return values;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
 
 void ReportMemory(const std::vector<uint64_t>& counts, const std::string& ns,
                   bool baseline) {
@@ -373,7 +338,7 @@ void ReportMemory(const std::vector<uint64_t>& counts, const std::string& ns,
       const char* label = what == What::kEntries            ? "entries"
                           : what == What::kEntriesWithHints ? "entries + hints"
                                                             : "token positions";
-      const double ours = InChild<1>([&] {
+      const double ours = InChild<1>(kProgram, [&] {
         return std::array<double, 1>{MeasureMemory<MemoryIndex>(what, n, ns)};
       })[0];
       if (!baseline || what == What::kTokenPositions) {
@@ -381,7 +346,7 @@ void ReportMemory(const std::vector<uint64_t>& counts, const std::string& ns,
                     static_cast<unsigned long long>(n), label, ours);
         continue;
       }
-      const double old = InChild<1>([&] {
+      const double old = InChild<1>(kProgram, [&] {
         return std::array<double, 1>{MeasureMemory<MapIndex>(what, n, ns)};
       })[0];
       std::printf("%-10llu %-16s %10.1f B %10.1f B %6.2fx\n",
@@ -397,10 +362,10 @@ void ReportSpeed(uint64_t n, int repetitions, const std::string& ns,
   std::vector<std::array<double, kOpCount>> old;
   for (int r = 0; r < repetitions; ++r) {
     ours.push_back(
-        InChild<kOpCount>([&] { return MeasureSpeed<MemoryIndex>(n, ns); }));
+        InChild<kOpCount>(kProgram, [&] { return MeasureSpeed<MemoryIndex>(n, ns); }));
     if (baseline) {
       old.push_back(
-          InChild<kOpCount>([&] { return MeasureSpeed<MapIndex>(n, ns); }));
+          InChild<kOpCount>(kProgram, [&] { return MeasureSpeed<MapIndex>(n, ns); }));
     }
   }
   std::printf(

@@ -96,7 +96,7 @@ bool DecodeEntry(absl::string_view bytes, EntryValue* entry) {
   return bytes.empty();
 }
 
-void AddHint(EntryValue* entry, absl::string_view params_key,
+bool AddHint(EntryValue* entry, absl::string_view params_key,
              const NextSize& hint, size_t max_sizes) {
   auto list = std::find_if(
       entry->hints.begin(), entry->hints.end(),
@@ -105,6 +105,7 @@ void AddHint(EntryValue* entry, absl::string_view params_key,
     entry->hints.push_back({std::string(params_key), {}});
     list = entry->hints.end() - 1;
   }
+  const NextHints before = list->hints;
   std::vector<uint32_t>& sizes = list->hints.sizes;
   auto at = std::find(sizes.begin(), sizes.end(), hint.next_size);
   if (at != sizes.end()) sizes.erase(at);
@@ -114,6 +115,7 @@ void AddHint(EntryValue* entry, absl::string_view params_key,
       hint.run.begin(),
       hint.run.begin() + static_cast<std::ptrdiff_t>(
                              std::min(hint.run.size(), kHintRunLength)));
+  return list->hints.sizes != before.sizes || list->hints.run != before.run;
 }
 
 std::string TokenPrefix(absl::string_view ns, absl::string_view stream_id,

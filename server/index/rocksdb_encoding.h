@@ -51,7 +51,8 @@ bool DecodeEntry(absl::string_view bytes, EntryValue* entry);
 
 // Records `hint` under `params_key`: its size moves to the front of the
 // list (at most `max_sizes` distinct sizes), its run replaces the list's.
-void AddHint(EntryValue* entry, absl::string_view params_key,
+// Returns whether the entry changed.
+bool AddHint(EntryValue* entry, absl::string_view params_key,
              const NextSize& hint, size_t max_sizes);
 
 std::string TokenPrefix(absl::string_view ns, absl::string_view stream_id,

@@ -48,7 +48,10 @@ TEST(RocksDbEncodingTest, HintsAreMostRecentFirstAndBounded) {
   AddHint(&entry, "p", NextSize("fp", 200, {1, 2, 3, 4}), 2);
   EXPECT_EQ(entry.hints[0].hints.sizes, (std::vector<uint32_t>{200, 300}));
   EXPECT_EQ(entry.hints[0].hints.run, (std::vector<uint32_t>{1, 2, 3}));
-  AddHint(&entry, "q", NextSize("fp", 5, {}), 2);
+  // The same observation again changes nothing.
+  EXPECT_FALSE(AddHint(&entry, "p", NextSize("fp", 200, {1, 2, 3, 4}), 2));
+  EXPECT_TRUE(AddHint(&entry, "p", NextSize("fp", 200, {1, 2}), 2));
+  EXPECT_TRUE(AddHint(&entry, "q", NextSize("fp", 5, {}), 2));
   ASSERT_EQ(entry.hints.size(), 2u);
   EXPECT_EQ(entry.hints[1].params_key, "q");
 }

@@ -70,23 +70,6 @@ void ChooseCompression(rocksdb::ColumnFamilyOptions* options) {
                                         : options->compression;
 }
 
-// Adds signed 64-bit deltas (fixed64, two's complement) to the entry count.
-class CountMerge final : public rocksdb::AssociativeMergeOperator {
- public:
-  bool Merge(const rocksdb::Slice& /*key*/,
-             const rocksdb::Slice* existing_value,
-             const rocksdb::Slice& value, std::string* new_value,
-             rocksdb::Logger* /*logger*/) const override {
-    uint64_t sum = existing_value == nullptr
-                       ? 0
-                       : rocksdb_format::DecodeFixed64(View(*existing_value));
-    sum += rocksdb_format::DecodeFixed64(View(value));
-    *new_value = rocksdb_format::EncodeFixed64(sum);
-    return true;
-  }
-  const char* Name() const override { return "chunkd.CountMerge"; }
-};
-
 // Drops write-token records older than the token TTL.
 class ExpiredTokens final : public rocksdb::CompactionFilter {
  public:
@@ -247,10 +230,15 @@ class RocksDbIndex final : public FingerprintIndex {
       absl::Span<const std::string> fingerprints) override;
 
  private:
+  // What applying one position did besides its result.
+  struct Effect {
+    int64_t entries = 0;   // entries created (1) or removed (-1)
+    bool changed = false;  // the entry must be written
+  };
   // One applied operation per position: the result to record, or nullopt
   // when it was refused (and so were those after it).
   using ApplyOne = std::function<std::optional<uint64_t>(
-      size_t i, std::optional<EntryValue>& entry, int64_t* delta)>;
+      size_t i, std::optional<EntryValue>& entry, Effect* effect)>;
 
   absl::Status OpenDatabase(uint64_t cache_bytes);
   absl::Status CheckFormat();
@@ -338,6 +326,11 @@ absl::Status RocksDbIndex::OpenDatabase(uint64_t cache_bytes) {
   // Memtables are charged to the block cache: one bound for both.
   db_options.write_buffer_manager =
       std::make_shared<rocksdb::WriteBufferManager>(cache_bytes / 4, cache_);
+  // A column family that is rarely flushed (the meta and token ones) keeps
+  // every log since its last flush: past this much log RocksDB flushes it,
+  // which bounds the log a restart replays.
+  db_options.max_total_wal_size =
+      2 * std::clamp<uint64_t>(cache_bytes / 8, 4 << 20, 64 << 20);
   db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db_options.keep_log_file_num = 4;
 
@@ -357,7 +350,14 @@ absl::Status RocksDbIndex::OpenDatabase(uint64_t cache_bytes) {
   ChooseCompression(&family);
 
   rocksdb::ColumnFamilyOptions meta = family;
-  meta.merge_operator = std::make_shared<CountMerge>();
+  // RocksDB's own: adds 8-byte little-endian numbers, so that each batch's
+  // signed change of the entry count (two's complement) is one Merge.
+  if (!rocksdb::MergeOperator::CreateFromString(rocksdb::ConfigOptions(),
+                                                "uint64add",
+                                                &meta.merge_operator)
+           .ok()) {
+    return absl::InternalError("this RocksDB has no uint64add merge operator");
+  }
   rocksdb::ColumnFamilyOptions tokens = family;
   tokens.compaction_filter = &expired_tokens_;
   tokens.periodic_compaction_seconds = 3600;
@@ -603,15 +603,14 @@ absl::Status RocksDbIndex::Write(absl::string_view ns, char op,
       continue;
     }
     Staged& s = staged[keys[i]];
-    const bool had = s.entry.has_value();
-    int64_t change = 0;
-    std::optional<uint64_t> result = apply(i, s.entry, &change);
+    Effect effect;
+    std::optional<uint64_t> result = apply(i, s.entry, &effect);
     if (!result.has_value()) {
       *refused = true;
       break;
     }
-    s.dirty = s.dirty || had || s.entry.has_value();
-    counted.Add(change);
+    s.dirty = s.dirty || effect.changed;
+    counted.Add(effect.entries);
     if (token != nullptr) runs.Add(i, *result);
     results->push_back(*result);
   }
@@ -666,14 +665,15 @@ absl::StatusOr<std::vector<InsertResult>> RocksDbIndex::Insert(
     keys.push_back(rocksdb_format::EntryKey(ns, e.fingerprint));
   }
   ApplyOne apply = [&](size_t i, std::optional<EntryValue>& entry,
-                       int64_t* change) -> std::optional<uint64_t> {
+                       Effect* effect) -> std::optional<uint64_t> {
     if (entry.has_value()) {
       ++entry->refs;
+      effect->changed = true;
       return entry->refs * 2;
     }
     if (!Reserve()) return std::nullopt;
     entry = EntryValue{1, entries[i].size, {}};
-    *change = 1;
+    *effect = {1, true};
     return uint64_t{1} * 2 + 1;
   };
   std::vector<uint64_t> recorded;
@@ -701,11 +701,12 @@ absl::StatusOr<std::vector<uint64_t>> RocksDbIndex::Release(
     keys.push_back(rocksdb_format::EntryKey(ns, fp));
   }
   ApplyOne apply = [](size_t, std::optional<EntryValue>& entry,
-                      int64_t* change) -> std::optional<uint64_t> {
+                      Effect* effect) -> std::optional<uint64_t> {
     if (!entry.has_value()) return 0;
+    effect->changed = true;
     if (--entry->refs == 0) {
       entry.reset();
-      *change = -1;
+      effect->entries = -1;
       return 0;
     }
     return entry->refs;
@@ -729,11 +730,12 @@ absl::Status RocksDbIndex::RecordNextSizes(absl::string_view ns,
     keys.push_back(rocksdb_format::EntryKey(ns, h.fingerprint));
   }
   ApplyOne apply = [&](size_t i, std::optional<EntryValue>& entry,
-                       int64_t*) -> std::optional<uint64_t> {
-    if (entry.has_value()) {
-      rocksdb_format::AddHint(&*entry, params_key, hints[i],
-                              next_sizes_length_);
-    }
+                       Effect* effect) -> std::optional<uint64_t> {
+    // A stream over data seen before records what the entry holds: no
+    // write then.
+    effect->changed = entry.has_value() &&
+                      rocksdb_format::AddHint(&*entry, params_key, hints[i],
+                                              next_sizes_length_);
     return 0;
   };
   std::vector<uint64_t> ignored;

@@ -11,7 +11,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "rocksdb/convenience.h"
 #include "rocksdb/db.h"
+#include "rocksdb/utilities/options_util.h"
 
 namespace chunkd::index {
 namespace {
@@ -99,25 +101,26 @@ TEST_F(RocksDbIndexTest, ASecondProcessOnTheDirectoryIsRefused) {
 
 // Opens the database with RocksDB alone and sets the format key.
 void SetFormat(const std::string& dir, const std::string& version) {
-  std::vector<std::string> names;
-  ASSERT_TRUE(
-      rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir, &names).ok());
+  rocksdb::DBOptions db_options;
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  for (const std::string& name : names) {
-    families.emplace_back(name, rocksdb::ColumnFamilyOptions());
-  }
+  ASSERT_TRUE(rocksdb::LoadLatestOptions(rocksdb::ConfigOptions(), dir,
+                                         &db_options, &families)
+                  .ok());
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
-  ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir, families, &handles,
-                                &db)
-                  .ok());
+  ASSERT_TRUE(
+      rocksdb::DB::Open(db_options, dir, families, &handles, &db).ok());
   EXPECT_TRUE(db->Put(rocksdb::WriteOptions(), "chunkd.format", version).ok());
   for (auto* h : handles) EXPECT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
   delete db;
 }
 
 TEST_F(RocksDbIndexTest, ANewerFormatIsRefused) {
-  { ASSERT_NE(Open(), nullptr); }
+  {
+    auto index = Open();
+    ASSERT_NE(index, nullptr);
+    ASSERT_TRUE(index->Insert("ns", {{Fp(1), 1}}).ok());
+  }
   SetFormat(dir_, absl::StrCat(kRocksDbFormatVersion + 1));
   auto index = CreateIndex(absl::StrCat("rocksdb://", dir_));
   ASSERT_FALSE(index.ok());

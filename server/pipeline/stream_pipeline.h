@@ -69,7 +69,8 @@ struct PipelineOptions {
   // followed it), or only the duplicates. Every chunk costs a cache key
   // (GMAC) of each new chunk and lets the next stream over the same data
   // follow its hints without asking the index per chunk: worth it when the
-  // index is a round trip away (Redis), not with the embedded one.
+  // index is a round trip away (Redis) or on disk (RocksDB), not with the
+  // memory index.
   bool hint_cache_all_chunks = false;
   // Where the time of each stage goes (chunkd_stage_seconds_total); null:
   // not measured. Must outlive the pipeline.

@@ -123,6 +123,15 @@ def one(objects: list[dict], kind: str, name_suffix: str = "") -> dict:
     return found[0]
 
 
+def workload(objects: list[dict]) -> dict:
+    """chunkd's Deployment or, with index.type=rocksdb, its StatefulSet (the
+    built-in Redis is a StatefulSet too, of another component)."""
+    found = [o for o in objects if o["kind"] in ("Deployment", "StatefulSet")
+             and o["metadata"]["labels"].get("app.kubernetes.io/component") == "server"]
+    assert len(found) == 1, f"expected one chunkd workload, got {len(found)}"
+    return found[0]
+
+
 def flagfile(objects: list[dict]) -> list[str]:
     """The chunkd flags of the rendered ConfigMap, one per line."""
     config = one(objects, "ConfigMap", f"{RELEASE}-chunkd")

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import (CHART, DEPLOY, KUBE_VERSION, NAMESPACE, RELEASE, REPO, Chart, find,
-                      flagfile, one, run, secret_data)
+                      flagfile, one, run, secret_data, workload)
 
 CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
 BAD_VALUES = sorted((Path(__file__).parent / "bad-values").glob("*.yaml"))
@@ -77,6 +77,9 @@ EXPECTED_KINDS = {
                           "NetworkPolicy": 1, "ServiceMonitor": 1, "PrometheusRule": 1},
     "podmonitor-extras-values": {**BASE, "PodMonitor": 1, "PrometheusRule": 1},
     "metrics-off-values": {"ConfigMap": 1, "Service": 1, "Deployment": 1, "Pod": 1},
+    "rocksdb-values": {**BASE, "Deployment": 0, "StatefulSet": 1, "Service": 2},
+    "rocksdb-existing-claim-values": {**BASE, "Deployment": 0, "StatefulSet": 1,
+                                      "NetworkPolicy": 1, "PodDisruptionBudget": 1},
 }
 
 
@@ -221,6 +224,21 @@ def test_validate_values_reports_every_problem_at_once(chart: Chart) -> None:
      "metrics.serviceMonitor.enabled and metrics.podMonitor.enabled are both true: enable one"),
     (["--set", "metrics.enabled=false", "--set", "metrics.prometheusRule.enabled=true"],
      "metrics.prometheusRule need metrics.enabled"),
+    (["--set", "index.type=rocksdb", "--set", "replicaCount=2"],
+     "index.type=rocksdb keeps its database on one pod's volume, which a second pod cannot "
+     "open: use replicaCount 1 (it is 2), or index.type redis / redis-cluster for more pods"),
+    (["--set", "index.type=rocksdb", "--set", "autoscaling.enabled=true"],
+     "index.type=rocksdb runs exactly one pod (a StatefulSet, which the "
+     "HorizontalPodAutoscaler does not scale): set autoscaling.enabled=false"),
+    # Not even an autoscaler held at one pod: it would scale a Deployment there is not.
+    (["--set", "index.type=rocksdb", "--set", "autoscaling.enabled=true",
+      "--set", "autoscaling.minReplicas=1", "--set", "autoscaling.maxReplicas=1"],
+     "index.type=rocksdb runs exactly one pod"),
+    (["--set", "index.type=rocksdb", "--set", "podSecurityContext.fsGroup=null"],
+     "index.type=rocksdb needs podSecurityContext.fsGroup"),
+    (["--set", "index.type=rocksdb", "--set", "index.existingSecret=chunkd-redis"],
+     "index.password / index.existingSecret are set but index.type is rocksdb, which uses "
+     "no password"),
 ])
 def test_validate_values(chart: Chart, args: list[str], message: str) -> None:
     result = chart.template(*args, check=False)
@@ -228,8 +246,8 @@ def test_validate_values(chart: Chart, args: list[str], message: str) -> None:
     assert message in result.stderr
 
 
-def pod_spec(objects: list[dict], kind: str = "Deployment") -> dict:
-    return one(objects, kind)["spec"]["template"]["spec"]
+def pod_spec(objects: list[dict]) -> dict:
+    return workload(objects)["spec"]["template"]["spec"]
 
 
 def test_default_probes_are_native_grpc(chart: Chart) -> None:
@@ -340,6 +358,136 @@ def test_builtin_redis(chart: Chart) -> None:
     assert grpc_rule["from"] == [{"podSelector": {"matchLabels": {f"{RELEASE}-chunkd-client": "true"}}}]
     test_pod = one(objects, "Pod")
     assert test_pod["metadata"]["labels"][f"{RELEASE}-chunkd-client"] == "true"
+
+
+ROCKSDB_VALUES = CHART / "ci" / "rocksdb-values.yaml"
+ROCKSDB_CLAIM_VALUES = CHART / "ci" / "rocksdb-existing-claim-values.yaml"
+#: Where the chart mounts the RocksDB index's volume.
+ROCKSDB_MOUNT = "/var/lib/chunkd"
+DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())
+
+
+def index_url(objects: list[dict]) -> str:
+    [flag] = [f for f in flagfile(objects) if f.startswith("--index=")]
+    return flag.removeprefix("--index=")
+
+
+def index_mount(objects: list[dict]) -> dict | None:
+    mounts = pod_spec(objects)["containers"][0]["volumeMounts"]
+    found = [m for m in mounts if m["name"] == "index"]
+    return found[0] if found else None
+
+
+def test_rocksdb_index_is_a_statefulset_on_a_claim(chart: Chart) -> None:
+    objects = chart.render("-f", ROCKSDB_VALUES)
+    assert not find(objects, "Deployment")
+    sts = workload(objects)
+    assert (sts["kind"], sts["metadata"]["name"]) == ("StatefulSet", f"{RELEASE}-chunkd")
+    spec = sts["spec"]
+    # One pod, replaced old before new; no Deployment strategy.
+    assert spec["replicas"] == 1
+    assert spec["updateStrategy"] == {"type": "RollingUpdate"}
+    assert spec["podManagementPolicy"] == "Parallel"
+    assert "strategy" not in spec
+    assert spec["serviceName"] == one(objects, "Service", "-headless")["metadata"]["name"]
+    assert spec["selector"]["matchLabels"] == one(objects, "Service", f"{RELEASE}-chunkd")[
+        "spec"]["selector"]
+    [claim] = spec["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "index"
+    assert claim["spec"] == {"accessModes": ["ReadWriteOncePod"],
+                             "storageClassName": "fast-ssd",
+                             "resources": {"requests": {"storage": "20Gi"}}}
+    # The claim comes from the template; the pod mounts it, writable.
+    assert "index" not in {v["name"] for v in pod_spec(objects)["volumes"]}
+    assert index_mount(objects) == {"name": "index", "mountPath": ROCKSDB_MOUNT}
+    assert index_url(objects) == f"rocksdb://{ROCKSDB_MOUNT}/index?sync=always"
+    assert "--index_cache_mib=256" in flagfile(objects)
+    security = pod_spec(objects)["securityContext"]
+    assert (security["fsGroup"], security["fsGroupChangePolicy"]) == (10001, "OnRootMismatch")
+
+
+def test_rocksdb_database_and_checkpoints_are_on_the_volume(chart: Chart) -> None:
+    """The database is a directory below the mount point: chunkd writes its
+    checkpoints beside it (<database>.checkpoints/), which must be on the
+    volume too, not on the read-only root filesystem."""
+    database = Path(index_url(chart.render("--set", "index.type=rocksdb"))
+                    .removeprefix("rocksdb://").split("?")[0])
+    for path in (database, database.with_name(database.name + ".checkpoints")):
+        assert path.is_relative_to(ROCKSDB_MOUNT) and path != Path(ROCKSDB_MOUNT), path
+
+
+def test_rocksdb_defaults(chart: Chart) -> None:
+    objects = chart.render("--set", "index.type=rocksdb")
+    assert index_url(objects) == f"rocksdb://{ROCKSDB_MOUNT}/index?sync=batch"
+    flags = flagfile(objects)
+    for flag in ("--index_cache_mib=", "--index_max_entries=", "--redis_"):
+        assert not any(f.startswith(flag) for f in flags), flags
+    [claim] = workload(objects)["spec"]["volumeClaimTemplates"]
+    assert claim["spec"] == {"accessModes": ["ReadWriteOnce"],
+                             "resources": {"requests": {"storage": "8Gi"}}}
+    assert pod_spec(objects)["securityContext"] == {
+        **DEFAULTS["podSecurityContext"], "fsGroupChangePolicy": "OnRootMismatch"}
+    # A policy of the user's own is kept; 0 replicas stops the pod.
+    objects = chart.render("--set", "index.type=rocksdb", "--set", "replicaCount=0",
+                           "--set", "podSecurityContext.fsGroupChangePolicy=Always")
+    assert pod_spec(objects)["securityContext"]["fsGroupChangePolicy"] == "Always"
+    assert workload(objects)["spec"]["replicas"] == 0
+
+
+def test_rocksdb_existing_claim(chart: Chart) -> None:
+    objects = chart.render("-f", ROCKSDB_CLAIM_VALUES)
+    spec = workload(objects)["spec"]
+    assert "volumeClaimTemplates" not in spec
+    volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}
+    assert volumes["index"] == {"name": "index",
+                                "persistentVolumeClaim": {"claimName": "chunkd-index"}}
+    assert index_mount(objects) == {"name": "index", "mountPath": ROCKSDB_MOUNT}
+    assert "--index_max_entries=50000000" in flagfile(objects)
+    # The index is local: egress to DNS only, no Redis port.
+    policy = one(objects, "NetworkPolicy")
+    assert policy["spec"]["egress"] == [{"ports": [{"port": 53, "protocol": "UDP"},
+                                                   {"port": 53, "protocol": "TCP"}]}]
+    assert one(objects, "PodDisruptionBudget")["spec"]["selector"] == spec["selector"]
+
+
+def test_rocksdb_statefulset_stays_updatable(chart: Chart, tmp_path: Path) -> None:
+    """Kubernetes refuses a change to a StatefulSet's selector, serviceName,
+    podManagementPolicy or volumeClaimTemplates: a new chart version or a
+    changed value must leave them as they were, or helm upgrade fails."""
+    copy_ = tmp_path / "chunkd"
+    shutil.copytree(CHART, copy_)
+    meta = yaml.safe_load((copy_ / "Chart.yaml").read_text())
+    meta["version"] = meta["appVersion"] = "9.8.7"
+    (copy_ / "Chart.yaml").write_text(yaml.safe_dump(meta))
+    fixed = ("selector", "serviceName", "podManagementPolicy", "volumeClaimTemplates")
+
+    def render(chart_dir: Path, *args: str) -> dict:
+        text = run([chart.helm, "template", RELEASE, chart_dir, "--namespace", NAMESPACE,
+                    "--kube-version", KUBE_VERSION, "-f", ROCKSDB_VALUES, *args],
+                   env=chart.env).stdout
+        return workload([d for d in yaml.safe_load_all(text) if d])["spec"]
+
+    before = render(CHART)
+    for after in (render(copy_), render(CHART, "--set", "server.threads=3",
+                                        "--set", "service.headless.enabled=false")):
+        assert before["template"] != after["template"]  # the upgrade changes the pod
+        assert {k: after[k] for k in fixed} == {k: before[k] for k in fixed}
+
+
+@pytest.mark.parametrize("values", [v for v in VALUE_SETS if "rocksdb" not in ids(v)], ids=ids)
+def test_other_indexes_keep_their_deployment(chart: Chart, values: Path | None) -> None:
+    """index.type memory, redis and redis-cluster render as before: a
+    Deployment with the values' strategy, no volume of an index, the pod
+    security context as given."""
+    objects = chart.render(*values_args(values))
+    deployment = workload(objects)
+    assert deployment["kind"] == "Deployment"
+    assert deployment["spec"]["strategy"] == DEFAULTS["updateStrategy"]
+    assert index_mount(objects) is None
+    assert "index" not in {v["name"] for v in pod_spec(objects)["volumes"]}
+    assert pod_spec(objects)["securityContext"] == DEFAULTS["podSecurityContext"]
+    assert not index_url(objects).startswith("rocksdb:")
+    assert not find(objects, "PersistentVolumeClaim")
 
 
 def test_tokens_file_format(chart: Chart) -> None:
@@ -523,8 +671,8 @@ def test_metrics_off(chart: Chart) -> None:
     assert pod_spec(objects)["serviceAccountName"] == "default"
 
 
-def test_notes_render(chart: Chart, tmp_path: Path) -> None:
-    """NOTES.txt renders (helm template skips it, helm install --dry-run
+def render_notes(chart: Chart, tmp_path: Path, *args: object) -> str:
+    """NOTES.txt rendered (helm template skips it, helm install --dry-run
     needs a cluster): a copy of the chart renders it through tpl into a
     ConfigMap."""
     copy_ = tmp_path / "chunkd"
@@ -535,12 +683,33 @@ def test_notes_render(chart: Chart, tmp_path: Path) -> None:
         'data:\n  notes: {{ tpl (.Files.Get "notes.txt") . | toJson }}\n')
     objects = [d for d in yaml.safe_load_all(run(
         [chart.helm, "template", RELEASE, copy_, "--namespace", NAMESPACE, "--kube-version",
-         KUBE_VERSION, "-f", CHART / "ci" / "builtin-redis-values.yaml"], env=chart.env).stdout) if d]
-    notes = one(objects, "ConfigMap", "notes")["data"]["notes"]
+         KUBE_VERSION, *args], env=chart.env).stdout) if d]
+    return one(objects, "ConfigMap", "notes")["data"]["notes"]
+
+
+def test_notes_render(chart: Chart, tmp_path: Path) -> None:
+    notes = render_notes(chart, tmp_path, "-f", CHART / "ci" / "builtin-redis-values.yaml")
     assert f"{RELEASE}-chunkd.{NAMESPACE}.svc:50051" in notes
     assert "built-in single Redis" in notes
     assert f"helm test {RELEASE}" in notes
     assert f"{RELEASE}-chunkd-client=true" in notes
+
+
+@pytest.mark.parametrize("args,claim", [
+    (["--set", "index.type=rocksdb"], f"index-{RELEASE}-chunkd-0"),
+    (["-f", ROCKSDB_CLAIM_VALUES], "chunkd-index")])
+def test_notes_say_where_the_rocksdb_index_is(chart: Chart, tmp_path: Path,
+                                              args: list, claim: str) -> None:
+    notes = render_notes(chart, tmp_path, *args)
+    assert f"on the claim {claim}, at {ROCKSDB_MOUNT}/index in the" in notes
+    # The backup commands name the StatefulSet's pod and chunkd as its PID 1.
+    assert (f"kubectl -n {NAMESPACE} exec {RELEASE}-chunkd-0 -c chunkd -- sh -c 'kill -USR1 1'"
+            in notes)
+    assert f"-- ls {ROCKSDB_MOUNT}/index.checkpoints" in notes
+    objects = chart.render(*args)
+    pod = pod_spec(objects)
+    assert pod["containers"][0]["command"] == ["chunkd"] and "shareProcessNamespace" not in pod
+    assert "index.type=rocksdb" in render_notes(chart, tmp_path / "memory")
 
 
 def test_pod_monitor_scrapes_the_metrics_port(chart: Chart) -> None:

@@ -6,23 +6,36 @@ from __future__ import annotations
 
 import re
 import shutil
+import signal
+import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import CHART, Chart, Process, flagfile, free_port, one, run
-from test_chart import VALUE_SETS, ids, quantity_bytes, values_args
+from conftest import CHART, Chart, Process, flagfile, free_port, one, run, workload
+from test_chart import ROCKSDB_MOUNT, VALUE_SETS, ids, quantity_bytes, values_args
 
 
-def local_flagfile(flags: list[str], port: int, metrics: int) -> str:
-    """The rendered flags with the listen addresses moved to loopback ports."""
+def local_index(flag: str, volume: Path) -> str:
+    """A flag, with a RocksDB database moved from the pod's volume to the
+    directory `volume`, made here as the mount point would be."""
+    pod_url = f"--index=rocksdb://{ROCKSDB_MOUNT}/"
+    if not flag.startswith(pod_url):
+        return flag
+    volume.mkdir(exist_ok=True)
+    return f"--index=rocksdb://{volume}/" + flag.removeprefix(pod_url)
+
+
+def local_flagfile(flags: list[str], port: int, metrics: int, volume: Path) -> str:
+    """The rendered flags with the listen addresses moved to loopback ports
+    and a RocksDB index to `volume`."""
     out = []
     for flag in flags:
         flag = re.sub(r"^--listen=0\.0\.0\.0:\d+$", f"--listen=127.0.0.1:{port}", flag)
         flag = re.sub(r"^--metrics_listen=0\.0\.0\.0:\d+$",
                       f"--metrics_listen=127.0.0.1:{metrics}", flag)
-        out.append(flag)
+        out.append(local_index(flag, volume))
     return "\n".join(out) + "\n"
 
 
@@ -39,12 +52,14 @@ def probe_commands(objects: list[dict], health_probe_bin: Path, port: int) -> li
 
 
 def serve_chart(chart: Chart, chunkd_bin: Path, health_probe_bin: Path, processes: list,
-                tmp_path: Path, *args: str) -> None:
+                tmp_path: Path, *args: str) -> Process:
+    """chunkd with the chart's flags (a RocksDB volume at tmp_path/volume),
+    SERVING to the helm test pod's and the probes' commands."""
     objects = chart.render(*args)
     port, metrics = free_port(), free_port()
     flags = tmp_path / "chunkd.flags"
-    flags.write_text(local_flagfile(flagfile(objects), port, metrics))
-    container = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    flags.write_text(local_flagfile(flagfile(objects), port, metrics, tmp_path / "volume"))
+    container = workload(objects)["spec"]["template"]["spec"]["containers"][0]
     assert container["args"][0].startswith("--flagfile=")
     server = Process([chunkd_bin, f"--flagfile={flags}", *container["args"][1:]],
                      tmp_path / "chunkd.log")
@@ -65,6 +80,7 @@ def serve_chart(chart: Chart, chunkd_bin: Path, health_probe_bin: Path, processe
         assert run(command, check=False, timeout=30).returncode == 0, kind
     with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10) as response:
         assert b"chunkd_build_info" in response.read()
+    return server
 
 
 def test_default_values_serve(chart: Chart, chunkd_bin: Path, health_probe_bin: Path,
@@ -86,6 +102,26 @@ def test_redis_index_serves(chart: Chart, chunkd_bin: Path, health_probe_bin: Pa
     redis.wait_for_port(redis_port)
     serve_chart(chart, chunkd_bin, health_probe_bin, processes, tmp_path,
                 "--set", "index.type=redis", "--set", f"index.redis.address=127.0.0.1:{redis_port}")
+
+
+def test_rocksdb_index_serves(chart: Chart, chunkd_bin: Path, health_probe_bin: Path,
+                              processes: list, tmp_path: Path) -> None:
+    """index.type=rocksdb: chunkd opens the database where the chart puts it,
+    below the volume's mount point, and SIGUSR1 (the backup the chart's NOTES
+    and README give) writes a checkpoint beside it, on the same volume."""
+    server = serve_chart(chart, chunkd_bin, health_probe_bin, processes, tmp_path,
+                         "-f", CHART / "ci" / "rocksdb-values.yaml")
+    volume = tmp_path / "volume"
+    assert (volume / "index" / "CURRENT").is_file(), sorted(volume.rglob("*"))
+    server.proc.send_signal(signal.SIGUSR1)
+    checkpoints = volume / "index.checkpoints"
+    deadline = time.monotonic() + 60
+    while not (checkpoints.is_dir()
+               and any((c / "CURRENT").is_file() for c in checkpoints.iterdir())):
+        assert server.proc.poll() is None, server.log.read_text()
+        assert time.monotonic() < deadline, (
+            f"no checkpoint in {checkpoints} 60 s after SIGUSR1: {server.log.read_text()}")
+        time.sleep(0.2)
 
 
 def test_builtin_redis_command(chart: Chart, processes: list, tmp_path: Path) -> None:
@@ -126,12 +162,12 @@ def test_chart_flags_are_chunkd_flags(chart: Chart, chunkd_bin: Path) -> None:
     rendered: set[str] = set()
     for values in [None, *sorted((CHART / "ci").glob("*.yaml"))]:
         objects = chart.render(*([] if values is None else ["-f", values]))
-        container = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        container = workload(objects)["spec"]["template"]["spec"]["containers"][0]
         for flag in flagfile(objects) + container["args"]:
             rendered.add(re.match(r"^--(\w+)", flag).group(1))
     assert rendered - known == set()
     # The value sets exercise the security and limit flags too.
-    assert {"redis_password_file", "auth_tokens", "tls_cert", "max_streams",
+    assert {"redis_password_file", "auth_tokens", "tls_cert", "max_streams", "index_cache_mib",
             "memory_budget", "stream_memory_budget", "max_streams_per_token", "max_streams_per_ip",
             "max_streams_per_connection", "max_stream_rate_per_connection",
             "stream_idle_timeout", "max_connection_idle",
@@ -141,7 +177,7 @@ def test_chart_flags_are_chunkd_flags(chart: Chart, chunkd_bin: Path) -> None:
 #: The flags the memory plan reads (server/service/memory_plan.h).
 MEMORY_FLAGS = ("--max_message_bytes=", "--max_inflight_bytes=", "--threads=",
                 "--max_streams=", "--memory_budget=", "--stream_memory_budget=",
-                "--index_max_entries=", "--hint_cache_mib=")
+                "--index_max_entries=", "--hint_cache_mib=", "--index_cache_mib=")
 
 
 
@@ -153,17 +189,19 @@ def test_memory_fits_the_container_limit(chart: Chart, chunkd_bin: Path, process
     warns of nothing (tests/integration/test_memory_limit.py shows the bound
     holds at full load)."""
     objects = chart.render(*values_args(values))
-    container = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    container = workload(objects)["spec"]["template"]["spec"]["containers"][0]
     limit = quantity_bytes(container["resources"]["limits"]["memory"])
     rendered = flagfile(objects)
     # The same kind of index; an unreachable Redis does not stop chunkd.
-    index = "memory" if "--index=memory" in rendered else "redis://127.0.0.1:1"
+    [index] = [local_index(f, tmp_path / "volume") for f in rendered if f.startswith("--index=")]
+    if not index.startswith(("--index=memory", "--index=rocksdb:")):
+        index = "--index=redis://127.0.0.1:1"
     limit_file = tmp_path / "memory.max"
     limit_file.write_text(f"{limit}\n")
     port = free_port()
     flags = [f for f in rendered + container["args"][1:] if f.startswith(MEMORY_FLAGS)]
     server = Process([chunkd_bin, f"--listen=127.0.0.1:{port}", "--metrics_listen=",
-                      f"--index={index}", f"--memory_limit_file={limit_file}", *flags],
+                      index, f"--memory_limit_file={limit_file}", *flags],
                      tmp_path / "chunkd.log")
     processes.append(server)
     server.wait_for_port(port)

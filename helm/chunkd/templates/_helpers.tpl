@@ -67,6 +67,11 @@ app.kubernetes.io/component: redis
 {{- end -}}
 {{- end -}}
 
+{{/* The headless Service, also the StatefulSet's serviceName (fixed once it exists). */}}
+{{- define "chunkd.headlessName" -}}
+{{- printf "%s-headless" (include "chunkd.fullname" . | trunc 54 | trimSuffix "-") -}}
+{{- end -}}
+
 {{/* The label a client pod needs when networkPolicy.allowExternal is false. */}}
 {{- define "chunkd.clientLabel" -}}
 {{- printf "%s-client" (include "chunkd.fullname" .) -}}
@@ -77,8 +82,13 @@ app.kubernetes.io/component: redis
 {{- include "chunkd.fullname" . -}}
 {{- end -}}
 
+{{/* "true" when the index is a Redis or a Redis Cluster. */}}
+{{- define "chunkd.redisIndex" -}}
+{{- if has .Values.index.type (list "redis" "redis-cluster") -}}true{{- end -}}
+{{- end -}}
+
 {{- define "chunkd.redisPassword.enabled" -}}
-{{- if and (ne .Values.index.type "memory") (or .Values.index.password .Values.index.existingSecret) -}}true{{- end -}}
+{{- if and (include "chunkd.redisIndex" .) (or .Values.index.password .Values.index.existingSecret) -}}true{{- end -}}
 {{- end -}}
 
 {{- define "chunkd.redisPassword.secretName" -}}
@@ -110,10 +120,23 @@ app.kubernetes.io/component: redis
 {{- end }}
 {{ end -}}
 
+{{/* The RocksDB index: the volume's mount point, and the database one level
+     below it, so that its checkpoints (<database>.checkpoints/) are on the
+     volume too and not on the read-only root filesystem. */}}
+{{- define "chunkd.rocksdb.mountPath" -}}/var/lib/chunkd{{- end -}}
+{{- define "chunkd.rocksdb.path" -}}{{ include "chunkd.rocksdb.mountPath" . }}/index{{- end -}}
+
+{{/* The claim the pod mounts: an existing one, or the StatefulSet's. */}}
+{{- define "chunkd.rocksdb.claimName" -}}
+{{- default (printf "index-%s-0" (include "chunkd.fullname" .)) .Values.index.rocksdb.persistence.existingClaim -}}
+{{- end -}}
+
 {{/* The --index value. */}}
 {{- define "chunkd.indexUrl" -}}
 {{- if eq .Values.index.type "memory" -}}
 memory
+{{- else if eq .Values.index.type "rocksdb" -}}
+{{- printf "rocksdb://%s?sync=%s" (include "chunkd.rocksdb.path" .) .Values.index.rocksdb.sync -}}
 {{- else if eq .Values.index.type "redis" -}}
 {{- $address := .Values.index.redis.address -}}
 {{- if .Values.builtinRedis.enabled -}}
@@ -173,8 +196,18 @@ the whole list rather than one problem per attempt.
 {{- if and (eq $v.index.type "memory") (gt (int $replicas) 1) -}}
 {{- $errors = append $errors "index.type=memory keeps one index per pod, so Dedup answers would depend on the pod a stream lands on: use replicaCount 1 without autoscaling, or index.type redis / redis-cluster" -}}
 {{- end -}}
-{{- if and (eq $v.index.type "memory") (or $v.index.password $v.index.existingSecret) -}}
-{{- $errors = append $errors "index.password / index.existingSecret are set but index.type is memory, which uses no password" -}}
+{{- if eq $v.index.type "rocksdb" -}}
+{{- if $v.autoscaling.enabled -}}
+{{- $errors = append $errors "index.type=rocksdb runs exactly one pod (a StatefulSet, which the HorizontalPodAutoscaler does not scale): set autoscaling.enabled=false, or use index.type redis / redis-cluster to scale" -}}
+{{- else if gt (int $v.replicaCount) 1 -}}
+{{- $errors = append $errors (printf "index.type=rocksdb keeps its database on one pod's volume, which a second pod cannot open: use replicaCount 1 (it is %d), or index.type redis / redis-cluster for more pods" (int $v.replicaCount)) -}}
+{{- end -}}
+{{- if kindIs "invalid" $v.podSecurityContext.fsGroup -}}
+{{- $errors = append $errors "index.type=rocksdb needs podSecurityContext.fsGroup: the volume is writable by chunkd's user only through that group" -}}
+{{- end -}}
+{{- end -}}
+{{- if and (not (include "chunkd.redisIndex" .)) (or $v.index.password $v.index.existingSecret) -}}
+{{- $errors = append $errors (printf "index.password / index.existingSecret are set but index.type is %s, which uses no password" $v.index.type) -}}
 {{- end -}}
 {{- if eq $v.index.type "redis" -}}
 {{- if and $v.builtinRedis.enabled $v.index.redis.address -}}
