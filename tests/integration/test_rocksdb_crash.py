@@ -39,7 +39,9 @@ operation answered before the signal is sent again all the same. Checks:
   stream is sent again.
 
 No check depends on where an event falls or how fast anything runs.
-CHUNKD_CRASH_SEED picks the data, the operations and the kill points;
+CHUNKD_CRASH_SEED picks the data, each writer's operations and the kill
+points (counted in records and answers; which operation of which writer
+they fall in depends on the threads' pace);
 CHUNKD_CRASH_KILLS is the number of SIGKILLs per mode (`make crash-test
 KILLS=n` sets it).
 """
