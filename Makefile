@@ -96,6 +96,19 @@ soak: build $(VENV_STAMP) $(CHUNKD_GO_BIN)
 test-soak: build $(VENV_STAMP) $(CHUNKD_GO_BIN)
 	CHUNKD_GO_BIN=$(CHUNKD_GO_BIN) $(VENV)/bin/python -m pytest -q tests/soak
 
+# `make crash-test`: the crash test of the RocksDB index
+# (tests/integration/test_rocksdb_crash.py) with KILLS SIGKILLs per sync
+# mode (always, batch, none: 3 x KILLS in all) instead of the 20 of
+# `make test`; it prints what it did and found per mode. CRASH_SEED picks
+# the data, the operations and the kill points.
+KILLS      ?= 70
+CRASH_SEED ?= 29
+.PHONY: crash-test
+
+crash-test: build $(VENV_STAMP)
+	CHUNKD_CRASH_KILLS=$(KILLS) CHUNKD_CRASH_SEED=$(CRASH_SEED) \
+	  $(VENV)/bin/python -m pytest -q -s tests/integration/test_rocksdb_crash.py
+
 # `make test-lizard`: no function in server/ or clients/ longer than 100
 # lines or of cyclomatic complexity over 25, by lizard (pinned, installed
 # into the venv through its own stamp). Generated code is not checked: the

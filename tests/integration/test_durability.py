@@ -57,11 +57,13 @@ import pytest
 from chunkd_client import ChunkdError, Client
 from chunkd_client.testing import ChunkdServer
 
+from durability_util import (EVERYTHING, NOTHING, SETTLE, assert_table_states,
+                             bounded_wait, chunkd_binary, close_after_polling)
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from redis_util import (FAILOVER_NODE_TIMEOUT_MS, RedisCluster, RedisServer, Resp,  # noqa: E402
                         read_counts)
 
-REPO = Path(__file__).resolve().parents[2]
 SEED = int(os.environ.get("CHUNKD_DURABILITY_SEED", "27"))
 THREADS = 2
 FILES_PER_THREAD = 3  # at least 3: see Workload.lost_before
@@ -73,9 +75,6 @@ MESSAGE_SIZE = 64 << 10
 RETRIES = 10
 #: Deadline of one attempt of a call, seconds.
 RPC_TIMEOUT = 60.0
-#: Longest wait for a process to start, stop or heal, or for a workload to
-#: reach its kill point or end, seconds (never reached unless broken).
-SETTLE = 90.0
 #: Streams one thread may run in one cycle at most (a bound, never reached).
 MAX_STREAMS = 500
 #: AOF everysec, Redis killed: the loss Redis allows. It postpones the
@@ -84,8 +83,6 @@ MAX_STREAMS = 500
 #: (hz 10), and replies meanwhile: 2 s plus a margin for that clock.
 EVERYSEC_WINDOW = 2.5
 
-EVERYTHING = "everything acknowledged"
-NOTHING = "nothing"
 LAST_2S = "all but the last ~2 s"
 FAILOVER_OR_AOF = "a failover, or as the nodes' AOF"
 
@@ -114,22 +111,6 @@ TABLE = {
     ("redis-cluster", "Redis SIGTERM"): EVERYTHING,
     ("redis-cluster", "master SIGKILL, failover"): EVERYTHING,
 }
-
-
-def chunkd_binary() -> Path:
-    path = Path(os.environ.get("CHUNKD_BIN") or REPO / "build" / "server" / "chunkd")
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        pytest.fail(f"{path} is not an executable: build it (make build) or "
-                    f"point $CHUNKD_BIN at it", pytrace=False)
-    return path
-
-
-def bounded_wait(predicate: Callable[[], bool], what: str,
-                 timeout: float = SETTLE) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 # --- the workload ---------------------------------------------------------
@@ -630,19 +611,6 @@ def check_cycle(index: Index, what: str, ns: Namespace, workload: Workload,
     return earlier + [ns]
 
 
-def close_after_polling(client: Client) -> None:
-    """Closes `client` once grpc has stopped polling its channel's
-    connectivity (for at most 2 s): a replay waits for the channel through
-    that poll, which ends within 0.2 s of the last wait, and a channel
-    closed under it makes grpc's polling thread raise (a warning, not a
-    failure). The flag is grpc's own; without it, closes at once."""
-    state = getattr(getattr(client, "_channel", None), "_connectivity_state", None)
-    deadline = time.monotonic() + 2.0
-    while getattr(state, "polling", False) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    client.close()
-
-
 @pytest.mark.parametrize("mode_name", list(MODES))
 def test_what_an_acknowledged_dedup_survives(mode_name: str) -> None:
     make, events = MODES[mode_name]
@@ -718,14 +686,4 @@ def test_a_replica_back_after_a_failover_is_waited_for() -> None:
 
 def test_the_table_in_the_docs_is_the_one_tested() -> None:
     """docs/operations.md states each cell this file checks."""
-    text = (REPO / "docs" / "operations.md").read_text()
-    section = text.split("### What an acknowledged Dedup survives\n", 1)[1]
-    rows = [[c.strip().replace("`", "") for c in line.strip().strip("|").split("|")]
-            for line in section.split("\n### ", 1)[0].splitlines()
-            if line.startswith("|")]
-    columns = rows[0]
-    stated = {(row[0], column): text for row in rows[2:]
-              for column, text in zip(columns[1:], row[1:])}
-    for (mode, event), want in TABLE.items():
-        have = stated.get((mode, event))
-        assert have is not None and have.startswith(want), (mode, event, have)
+    assert_table_states(TABLE)
