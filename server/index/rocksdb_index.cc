@@ -31,6 +31,7 @@
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/merge_operator.h"
 #include "rocksdb/options.h"
+#include "rocksdb/perf_level.h"
 #include "rocksdb/statistics.h"
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/checkpoint.h"
@@ -52,9 +53,10 @@ absl::string_view View(const rocksdb::Slice& s) {
   return absl::string_view(s.data(), s.size());
 }
 
-// LZ4 for the upper levels, ZSTD for the last one (most of the data), where
-// this RocksDB has them. Fingerprints do not compress; the keys' shared
-// namespaces, sequence numbers zeroed by compaction and hint keys do.
+// LZ4 on every level, where this RocksDB has it: fingerprints do not
+// compress, the keys' shared namespaces, sequence numbers zeroed by
+// compaction and hints' parameter keys do, and LZ4 costs compactions and
+// reads of blocks a fraction of what ZSTD does.
 void ChooseCompression(rocksdb::ColumnFamilyOptions* options) {
   const std::vector<rocksdb::CompressionType> supported =
       rocksdb::GetSupportedCompressions();
@@ -65,9 +67,7 @@ void ChooseCompression(rocksdb::ColumnFamilyOptions* options) {
   options->compression = has(rocksdb::kLZ4Compression)
                              ? rocksdb::kLZ4Compression
                              : rocksdb::kNoCompression;
-  options->bottommost_compression = has(rocksdb::kZSTD)
-                                        ? rocksdb::kZSTD
-                                        : options->compression;
+  options->bottommost_compression = options->compression;
 }
 
 // Drops write-token records older than the token TTL.
@@ -92,6 +92,16 @@ class ExpiredTokens final : public rocksdb::CompactionFilter {
 // lookup and makes a restart replay more).
 uint64_t WriteBufferBytes(uint64_t cache_bytes) {
   return std::clamp<uint64_t>(cache_bytes / 8, 1 << 20, 16 << 20);
+}
+
+// RocksDB counts every operation into a per-thread perf context unless
+// told not to; chunkd reads none of it. Called at the start of each call.
+void NoPerfCounts() {
+  thread_local bool done = false;
+  if (!done) {
+    rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
+    done = true;
+  }
 }
 
 absl::Status FromRocks(const rocksdb::Status& s, const std::string& path) {
@@ -130,13 +140,15 @@ class StripedLocks {
     StripedLocks* locks_;
     std::vector<uint32_t> stripes_;
   };
-  // Locks the stripes of `keys`.
-  Held Lock(const std::vector<std::string>& keys) {
+  static uint32_t StripeOf(absl::string_view key) {
+    return static_cast<uint32_t>(absl::HashOf(key) % kStripes);
+  }
+  // Locks the stripes of `keys` and of `extra` (unless empty).
+  Held Lock(const std::vector<std::string>& keys, absl::string_view extra) {
     std::vector<uint32_t> stripes;
-    stripes.reserve(keys.size());
-    for (const std::string& k : keys) {
-      stripes.push_back(static_cast<uint32_t>(absl::HashOf(k) % kStripes));
-    }
+    stripes.reserve(keys.size() + 1);
+    for (const std::string& k : keys) stripes.push_back(StripeOf(k));
+    if (!extra.empty()) stripes.push_back(StripeOf(extra));
     std::sort(stripes.begin(), stripes.end());
     stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
     return Held(this, std::move(stripes));
@@ -323,7 +335,9 @@ absl::Status RocksDbIndex::OpenDatabase(uint64_t cache_bytes) {
   cache_options.high_pri_pool_ratio = 0.5;
   cache_ = rocksdb::NewLRUCache(cache_options);
   statistics_ = rocksdb::CreateDBStatistics();
-  statistics_->set_stats_level(rocksdb::StatsLevel::kExceptTimers);
+  // Tickers only (the metrics read three): histograms cost every
+  // operation an update of shared counters.
+  statistics_->set_stats_level(rocksdb::StatsLevel::kExceptHistogramOrTimers);
 
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;
@@ -513,6 +527,7 @@ absl::Status RocksDbIndex::Health() {
 
 absl::StatusOr<std::vector<std::optional<EntryValue>>>
 RocksDbIndex::ReadEntries(const std::vector<std::string>& keys) {
+  NoPerfCounts();
   std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
   std::vector<rocksdb::PinnableSlice> values(keys.size());
   std::vector<rocksdb::Status> statuses(keys.size());
@@ -588,26 +603,24 @@ absl::Status RocksDbIndex::Write(absl::string_view ns, char op,
                                  const ApplyOne& apply, bool sync,
                                  std::vector<uint64_t>* results,
                                  bool* refused) {
-  std::vector<std::string> lock_keys = keys;
   std::string prefix;
   if (token != nullptr) {
     prefix = rocksdb_format::TokenPrefix(ns, token->stream_id, op);
-    lock_keys.push_back(prefix);
   }
-  StripedLocks::Held held = locks_.Lock(lock_keys);
+  StripedLocks::Held held = locks_.Lock(keys, prefix);
   std::vector<std::optional<uint64_t>> recorded(keys.size());
   if (token != nullptr) {
     auto read = ReadTokens(prefix, token->first_position, keys.size());
     if (!read.ok()) return read.status();
     recorded = *std::move(read);
   }
-  auto read = ReadEntries(keys);
-  if (!read.ok()) return read.status();
   // Each key's entry as the batch leaves it, and whether it changed.
   struct Staged {
     std::optional<EntryValue> entry;
     bool dirty = false;
   };
+  auto read = ReadEntries(keys);
+  if (!read.ok()) return read.status();
   absl::flat_hash_map<std::string, Staged> staged;
   for (size_t i = 0; i < keys.size(); ++i) {
     staged.try_emplace(keys[i], Staged{(*read)[i], false});
