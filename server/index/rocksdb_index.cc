@@ -1,15 +1,13 @@
 // RocksDbIndex (rocksdb_index.h): layout, locking and durability are
-// described in docs/design.md, "The RocksDB backend".
+// described in docs/design.md, "The rocksdb backend".
 #include "index/rocksdb_index.h"
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <condition_variable>
-#include <cstring>
 #include <filesystem>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -95,7 +93,8 @@ uint64_t WriteBufferBytes(uint64_t cache_bytes) {
 }
 
 // RocksDB counts every operation into a per-thread perf context unless
-// told not to; chunkd reads none of it. Called at the start of each call.
+// told not to; chunkd reads none of it. Called by ReadEntries, which every
+// call but Health and Storage goes through.
 void NoPerfCounts() {
   thread_local bool done = false;
   if (!done) {
@@ -269,10 +268,10 @@ class RocksDbIndex final : public FingerprintIndex {
   // The recorded results of positions [first, first + n) of `prefix`.
   absl::StatusOr<std::vector<std::optional<uint64_t>>> ReadTokens(
       const std::string& prefix, uint64_t first, size_t n);
-  // The read-modify-write of Insert and Release: `apply` per position not
-  // recorded under `token` (if any), all written as one batch. `results`
-  // gets one result per position up to the first refused one; `refused`
-  // says whether there was one.
+  // The read-modify-write of Insert, Release and RecordNextSizes: `apply`
+  // per position not recorded under `token` (if any), all written as one
+  // batch. `results` gets one result per position up to the first refused
+  // one; `refused` says whether there was one.
   absl::Status Write(absl::string_view ns, char op,
                      const std::vector<std::string>& keys,
                      const WriteToken* token, const ApplyOne& apply,

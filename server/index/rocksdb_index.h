@@ -1,5 +1,5 @@
 // RocksDbIndex: the embedded FingerprintIndex that survives restarts, in a
-// RocksDB database in one directory (docs/design.md, "The RocksDB backend").
+// RocksDB database in one directory (docs/design.md, "The rocksdb backend").
 //
 // Layout: an entry is one key of the column family "entries",
 // <namespace length><namespace><fingerprint>, whose value holds the
@@ -31,13 +31,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "index/fingerprint_index.h"
 
 namespace chunkd::index {
