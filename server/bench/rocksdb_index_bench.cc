@@ -250,6 +250,38 @@ std::array<double, 2> FillAndMeasure(const std::string& dir, uint64_t n,
           rate[0]};
 }
 
+// Seconds to open the filled database, `repetitions` times; after a kill
+// (`killed`): each time a chunkd killed with its write buffers full, so
+// that the open replays the log (its fingerprints from a range of their
+// own), else a clean one.
+std::vector<double> OpenTimes(const std::string& dir, uint64_t n,
+                              int repetitions, bool killed) {
+  constexpr uint64_t kLogged = 1000000;
+  std::vector<double> seconds;
+  uint64_t entries = n;
+  for (int r = 0; r < repetitions; ++r) {
+    if (killed) {
+      InChild<1>(kProgram, [&]() -> std::array<double, 1> {
+        auto index = Open(dir, "?sync=none");
+        Fill(*index, (uint64_t{1} << 40) + kLogged * static_cast<uint64_t>(r),
+             kLogged, false);
+        // Never closed: the child's _exit leaves the database as a SIGKILL
+        // would, its memtables unflushed.
+        (void)index.release();
+        return {0};
+      });
+      entries += kLogged;
+    }
+    seconds.push_back(InChild<1>(kProgram, [&]() -> std::array<double, 1> {
+      const absl::Time start = absl::Now();
+      auto index = Open(dir, "");
+      Check(index->EntryCount() == entries, "the reopened index lost entries");
+      return {absl::ToDoubleSeconds(absl::Now() - start)};
+    })[0]);
+  }
+  return seconds;
+}
+
 int Main() {
   const uint64_t n = absl::GetFlag(FLAGS_entries);
   const int repetitions = std::max(1, absl::GetFlag(FLAGS_repetitions));
@@ -265,37 +297,9 @@ int Main() {
   const auto [plain_bytes, fill_rate] = FillAndMeasure(plain, n, false);
   const auto [hinted_bytes, hinted_rate] = FillAndMeasure(hinted, n, true);
   std::filesystem::remove_all(hinted);
-  std::vector<double> opens;
-  for (int r = 0; r < repetitions; ++r) {
-    opens.push_back(InChild<1>(kProgram, [&]() -> std::array<double, 1> {
-      const absl::Time start = absl::Now();
-      auto index = Open(plain, "");
-      Check(index->EntryCount() == n, "the reopened index lost entries");
-      return {absl::ToDoubleSeconds(absl::Now() - start)};
-    })[0]);
-  }
-  // A chunkd killed with its write buffers full: the next open replays
-  // the log. The fingerprints come from a range of their own.
-  std::vector<double> crash_opens;
-  for (int r = 0; r < repetitions; ++r) {
-    InChild<1>(kProgram, [&]() -> std::array<double, 1> {
-      auto index = Open(plain, "?sync=none");
-      Fill(*index, (uint64_t{1} << 40) + uint64_t{1000000} * r, 1000000,
-           false);
-      // Never closed: the child's _exit leaves the database as a SIGKILL
-      // would, its memtables unflushed.
-      (void)index.release();
-      return {0};
-    });
-    crash_opens.push_back(
-        InChild<1>(kProgram, [&]() -> std::array<double, 1> {
-          const absl::Time start = absl::Now();
-          auto index = Open(plain, "");
-          Check(index->EntryCount() == n + uint64_t{1000000} * (r + 1),
-                "the index reopened after a kill lost entries");
-          return {absl::ToDoubleSeconds(absl::Now() - start)};
-        })[0]);
-  }
+  const std::vector<double> opens = OpenTimes(plain, n, repetitions, false);
+  const std::vector<double> crash_opens =
+      OpenTimes(plain, n, repetitions, true);
   const uint64_t disk_mib = DirectoryBytes(plain) >> 20;
   const uint64_t small_mib = std::max<uint64_t>(8, disk_mib / 10);
   const uint64_t fits_mib = absl::GetFlag(FLAGS_fits_mib);

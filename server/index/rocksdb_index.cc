@@ -103,6 +103,26 @@ void NoPerfCounts() {
   }
 }
 
+// The entry keys of `items` in namespace `ns`, each item's fingerprint
+// given by `fingerprint`.
+template <typename T, typename F>
+std::vector<std::string> KeysOf(absl::string_view ns, absl::Span<const T> items,
+                                F fingerprint) {
+  std::vector<std::string> keys;
+  keys.reserve(items.size());
+  for (const T& item : items) {
+    keys.push_back(rocksdb_format::EntryKey(ns, fingerprint(item)));
+  }
+  return keys;
+}
+
+std::vector<std::string> KeysOf(absl::string_view ns,
+                                absl::Span<const std::string> fingerprints) {
+  return KeysOf(ns, fingerprints, [](const std::string& fp) -> const auto& {
+    return fp;
+  });
+}
+
 absl::Status FromRocks(const rocksdb::Status& s, const std::string& path) {
   if (s.ok()) return absl::OkStatus();
   if (s.IsNoSpace()) {
@@ -671,11 +691,7 @@ absl::Status RocksDbIndex::Write(absl::string_view ns, char op,
 absl::StatusOr<std::vector<bool>> RocksDbIndex::Lookup(
     absl::string_view ns, absl::Span<const std::string> fingerprints) {
   if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
-  std::vector<std::string> keys;
-  keys.reserve(fingerprints.size());
-  for (const std::string& fp : fingerprints) {
-    keys.push_back(rocksdb_format::EntryKey(ns, fp));
-  }
+  const std::vector<std::string> keys = KeysOf(ns, fingerprints);
   auto read = ReadEntries(keys);
   if (!read.ok()) return read.status();
   std::vector<bool> out;
@@ -691,11 +707,10 @@ absl::StatusOr<std::vector<InsertResult>> RocksDbIndex::Insert(
   if (token != nullptr) {
     if (absl::Status s = ValidateWriteToken(*token); !s.ok()) return s;
   }
-  std::vector<std::string> keys;
-  keys.reserve(entries.size());
-  for (const InsertEntry& e : entries) {
-    keys.push_back(rocksdb_format::EntryKey(ns, e.fingerprint));
-  }
+  const std::vector<std::string> keys = KeysOf(
+      ns, entries, [](const InsertEntry& e) -> const auto& {
+        return e.fingerprint;
+      });
   ApplyOne apply = [&](size_t i, std::optional<EntryValue>& entry,
                        Effect* effect) -> std::optional<uint64_t> {
     if (entry.has_value()) {
@@ -727,11 +742,7 @@ absl::StatusOr<std::vector<uint64_t>> RocksDbIndex::Release(
   if (token != nullptr) {
     if (absl::Status s = ValidateWriteToken(*token); !s.ok()) return s;
   }
-  std::vector<std::string> keys;
-  keys.reserve(fingerprints.size());
-  for (const std::string& fp : fingerprints) {
-    keys.push_back(rocksdb_format::EntryKey(ns, fp));
-  }
+  const std::vector<std::string> keys = KeysOf(ns, fingerprints);
   ApplyOne apply = [](size_t, std::optional<EntryValue>& entry,
                       Effect* effect) -> std::optional<uint64_t> {
     if (!entry.has_value()) return 0;
@@ -756,11 +767,10 @@ absl::Status RocksDbIndex::RecordNextSizes(absl::string_view ns,
                                            absl::Span<const NextSize> hints) {
   if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
   if (absl::Status s = ValidateParamsKey(params_key); !s.ok()) return s;
-  std::vector<std::string> keys;
-  keys.reserve(hints.size());
-  for (const NextSize& h : hints) {
-    keys.push_back(rocksdb_format::EntryKey(ns, h.fingerprint));
-  }
+  const std::vector<std::string> keys =
+      KeysOf(ns, hints, [](const NextSize& h) -> const auto& {
+        return h.fingerprint;
+      });
   ApplyOne apply = [&](size_t i, std::optional<EntryValue>& entry,
                        Effect* effect) -> std::optional<uint64_t> {
     // A stream over data seen before records what the entry holds: no
@@ -782,11 +792,7 @@ absl::StatusOr<std::vector<NextHints>> RocksDbIndex::NextHintsOf(
     absl::Span<const std::string> fingerprints) {
   if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
   if (absl::Status s = ValidateParamsKey(params_key); !s.ok()) return s;
-  std::vector<std::string> keys;
-  keys.reserve(fingerprints.size());
-  for (const std::string& fp : fingerprints) {
-    keys.push_back(rocksdb_format::EntryKey(ns, fp));
-  }
+  const std::vector<std::string> keys = KeysOf(ns, fingerprints);
   auto read = ReadEntries(keys);
   if (!read.ok()) return read.status();
   std::vector<NextHints> out(keys.size());
