@@ -16,8 +16,8 @@ type ServerInfo struct {
 	// ("scalar", "avx2", "avx512"), or "auto" when each algorithm runs the
 	// one its start-up calibration found fastest (AlgorithmInfo.Backend).
 	ChunkingBackend string `json:"chunking_backend"`
-	// IndexBackend is the fingerprint index: "memory", "redis" or
-	// "redis-cluster".
+	// IndexBackend is the fingerprint index: "memory", "rocksdb", "redis"
+	// or "redis-cluster".
 	IndexBackend string `json:"index_backend"`
 	// MaxMessageBytes is the largest data message the server accepts
 	// (Params.MessageSize must not exceed it).

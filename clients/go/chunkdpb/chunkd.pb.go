@@ -1749,7 +1749,8 @@ type GetServerInfoResponse struct {
 	// CHUNKD_BACKEND) for every algorithm; "auto" when each algorithm runs the
 	// backend its start-up calibration found fastest (AlgorithmInfo.backend).
 	ChunkingBackend string `protobuf:"bytes,4,opt,name=chunking_backend,json=chunkingBackend,proto3" json:"chunking_backend,omitempty"`
-	// Fingerprint index backend: "memory", "redis" or "redis-cluster".
+	// Fingerprint index backend: "memory", "rocksdb", "redis" or
+	// "redis-cluster".
 	IndexBackend string `protobuf:"bytes,5,opt,name=index_backend,json=indexBackend,proto3" json:"index_backend,omitempty"`
 	// Largest accepted `data` field of one request, in bytes.
 	MaxMessageBytes uint64 `protobuf:"varint,6,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
