@@ -605,6 +605,9 @@ absl::StatusOr<std::vector<std::optional<uint64_t>>> RocksDbIndex::ReadTokens(
 absl::Status RocksDbIndex::Commit(rocksdb::WriteBatch* batch, bool sync) {
   rocksdb::WriteOptions write;
   write.sync = sync && sync_ == RocksDbSync::kAlways;
+  // Hints skip the log: a crash loses those not yet flushed, never a count
+  // (every logged write of an entry holds its whole value).
+  write.disableWAL = !sync;
   rocksdb::Status s = db_->Write(write, batch);
   std::lock_guard<std::mutex> lock(error_mu_);
   if (!s.ok()) {
@@ -782,7 +785,7 @@ absl::Status RocksDbIndex::RecordNextSizes(absl::string_view ns,
   };
   std::vector<uint64_t> ignored;
   bool refused = false;
-  // Hints are advice: they are never worth an fsync.
+  // Hints are advice: they are never worth an fsync, nor the log.
   return Write(ns, 'h', keys, nullptr, apply, /*sync=*/false, &ignored,
                &refused);
 }
