@@ -17,7 +17,7 @@ seconds per GB (user + system from /proc/<pid>/stat, every thread), which
 load from other work on the machine does not inflate as it does wall time.
 The servers take turns in a random order per repetition; medians of the
 repetitions are reported, with the ratios each index is held to: redis
-throughput >= 70 % of memory's; rocksdb server CPU per GB <= 1.3x memory's
+throughput >= 70 % of memory's at 16 KiB chunks; rocksdb server CPU per GB <= 1.3x memory's
 for new data at 16 KiB chunks, <= 2x at 4 KiB, <= 1.15x for duplicates.
 
 Every run checks its output: the new pass must report every byte unique, the
@@ -163,10 +163,11 @@ def report(args, samples, sizes):
                     f"rocksdb ÷ memory CPU, {avg >> 10} KiB {p}: "
                     f"{cpu_ratio:.2f}× (target ≤ {bound}×: "
                     f"{'met' if cpu_ratio <= bound else 'NOT met'})")
-            verdicts.append(
-                f"redis ÷ memory MB/s, {avg >> 10} KiB {p}: "
-                f"{100 * redis_ratio:.0f} % (target ≥ 70 %: "
-                f"{'met' if redis_ratio >= 0.70 else 'NOT met'})")
+            if avg == 16384:  # redis's target is set at 16 KiB chunks
+                verdicts.append(
+                    f"redis ÷ memory MB/s, {avg >> 10} KiB {p}: "
+                    f"{100 * redis_ratio:.0f} % (target ≥ 70 %: "
+                    f"{'met' if redis_ratio >= 0.70 else 'NOT met'})")
     return "\n".join(lines + [""] + verdicts) + "\n"
 
 
