@@ -518,9 +518,10 @@ absl::StatusOr<chunkd::service::MemoryPlan> PlanMemoryFromFlags(
   inputs.threads = WorkerThreads();
   inputs.cores = std::max(1u, std::thread::hardware_concurrency());
   inputs.arenas = malloc_setup.configured ? malloc_setup.arena_max : 0;
-  inputs.memory_index = absl::GetFlag(FLAGS_index) == "memory";
-  inputs.rocksdb_index =
-      absl::StartsWith(absl::GetFlag(FLAGS_index), "rocksdb://");
+  const absl::string_view backend =
+      chunkd::index::BackendOfSpec(absl::GetFlag(FLAGS_index));
+  inputs.memory_index = backend == "memory";
+  inputs.rocksdb_index = backend == "rocksdb";
   inputs.index_cache_mib = GivenFlag(FLAGS_index_cache_mib, "index_cache_mib");
   absl::StatusOr<chunkd::service::MemoryPlan> plan =
       chunkd::service::PlanMemory(inputs);
@@ -1174,7 +1175,8 @@ int main(int argc, char** argv) {
     return use;
   });
   chunkd::service::ChunkServiceImpl service(MakeServiceOptions(
-      {index->get(), index_spec != "memory", &hint_cache, &pool, &metrics,
+      {index->get(), (*index)->backend() != "memory", &hint_cache, &pool,
+       &metrics,
        stream_rate > 0 ? guard_ptr : nullptr, &budget, &stream_memory,
        tokens->get(), backends->kernel},
       *limits));

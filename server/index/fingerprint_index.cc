@@ -67,6 +67,14 @@ absl::Status ValidateParamsKey(absl::string_view params_key) {
   return absl::OkStatus();
 }
 
+absl::string_view BackendOfSpec(absl::string_view spec) {
+  if (spec == "memory") return "memory";
+  if (absl::StartsWith(spec, "rocksdb://")) return "rocksdb";
+  if (absl::StartsWith(spec, "redis://")) return "redis";
+  if (absl::StartsWith(spec, "redis-cluster://")) return "redis-cluster";
+  return "";
+}
+
 std::string RedactIndexSpec(absl::string_view spec) {
   const size_t scheme = spec.find("://");
   if (scheme == absl::string_view::npos) return std::string(spec);
@@ -114,7 +122,8 @@ absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateIndex(
     }
     return std::make_unique<MemoryIndex>(options);
   }
-  if (absl::StartsWith(spec, "rocksdb://")) {
+  const absl::string_view backend = BackendOfSpec(spec);
+  if (backend == "rocksdb") {
 #ifdef CHUNKD_WITH_ROCKSDB
     auto rocksdb = ParseRocksDbSpec(spec);
     if (!rocksdb.ok()) return rocksdb.status();
@@ -125,8 +134,7 @@ absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateIndex(
         "': this chunkd was built without RocksDB (CHUNKD_WITH_ROCKSDB=OFF)"));
 #endif
   }
-  const bool redis = absl::StartsWith(spec, "redis://") ||
-                     absl::StartsWith(spec, "redis-cluster://");
+  const bool redis = backend == "redis" || backend == "redis-cluster";
 #ifdef CHUNKD_WITH_REDIS
   if (redis) {
     auto config = ParseRedisSpec(spec, options);

@@ -351,6 +351,12 @@ absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateIndex(
 absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateIndex(
     absl::string_view spec);
 
+// The backend a --index value names, as backend() will say it ("memory",
+// "rocksdb", "redis", "redis-cluster"), from its scheme alone; empty for
+// a value CreateIndex refuses for its scheme. For what must be decided
+// before the index exists (the memory plan sizes its cache).
+absl::string_view BackendOfSpec(absl::string_view spec);
+
 // `spec` with any password replaced by "***", for logs and messages.
 std::string RedactIndexSpec(absl::string_view spec);
 

@@ -1020,6 +1020,23 @@ INSTANTIATE_TEST_SUITE_P(Redis, RedisHintFieldsTest,
                          [](const auto& info) { return info.param.name; });
 #endif
 
+TEST(BackendOfSpecTest, NamesWhatCreateIndexWouldMake) {
+  EXPECT_EQ(BackendOfSpec("memory"), "memory");
+  EXPECT_EQ(BackendOfSpec("rocksdb:///var/lib/chunkd/index?sync=always"),
+            "rocksdb");
+  EXPECT_EQ(BackendOfSpec("redis://:pw@127.0.0.1:6379/2"), "redis");
+  EXPECT_EQ(BackendOfSpec("redis-cluster://10.0.0.1:6379,10.0.0.2:6379"),
+            "redis-cluster");
+  for (const char* refused : {"", "Memory", "memory2", "rocksdb:/x", "etcd://x"}) {
+    EXPECT_EQ(BackendOfSpec(refused), "") << refused;
+    EXPECT_FALSE(CreateIndex(refused).ok()) << refused;
+  }
+  // What it names is what the index says it is.
+  auto memory = CreateIndex("memory");
+  ASSERT_TRUE(memory.ok());
+  EXPECT_EQ((*memory)->backend(), BackendOfSpec("memory"));
+}
+
 TEST(NamespaceTest, AcceptsAndRejects) {
   EXPECT_TRUE(ValidateNamespace("backup-2024.v1_a").ok());
   EXPECT_FALSE(ValidateNamespace("").ok());
