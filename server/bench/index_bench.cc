@@ -221,7 +221,7 @@ Rate MeasureRaw(testing::DirectRedis& direct, const std::string& host,
         const int last = std::min(n, first + batch);
         keys.clear();
         for (int i = first; i < last; ++i) {
-          keys.push_back(RedisEntryKey(
+          keys.push_back(LegacyEntryKey(
               "bench", Fingerprint(run, static_cast<uint64_t>(i))));
         }
         for (const std::string& key : keys) {

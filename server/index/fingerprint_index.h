@@ -309,6 +309,11 @@ struct IndexOptions {
   // the spec's cache_mib wins. 0: 256 MiB.
   uint64_t cache_bytes = 0;
 
+  // redis, redis-cluster: the buckets per namespace, 2^bits, when the
+  // database is new (a database keeps the number it was created with: see
+  // redis_layout.h); `?bucket_bits=` in the spec. 0: 16.
+  int redis_bucket_bits = 0;
+
   // Length of the next-chunk size lists (1..kMaxNextSizesLength). Default 2.
   int next_sizes_length = 2;
   // How long the index remembers the positions written with a WriteToken.

@@ -902,10 +902,9 @@ INSTANTIATE_TEST_SUITE_P(AllBackends, IndexContractTest,
                          [](const auto& info) { return info.param.name; });
 
 #ifdef CHUNKD_WITH_REDIS
-// How the redis backend lays hints out: per parameter key, the list in
-// field "h:<params>" as an older server wrote it, and the run in a field of
-// its own, "r:<params>". One server, so that a plain connection reaches
-// every entry; the cluster runs the same script.
+// How the redis backend lays entries and hints out (redis_layout.h). One
+// server, so that a plain connection reaches every entry; the cluster runs
+// the same scripts.
 class RedisHintFieldsTest : public IndexContractTest {
  protected:
   void SetUp() override {
@@ -944,35 +943,62 @@ class RedisHintFieldsTest : public IndexContractTest {
   std::unique_ptr<testing::DirectRedis> direct_;
 };
 
-// An entry whose hints an older server wrote (the list alone) reads back
-// with that list and no run; recording keeps the list where an older
-// server reads it.
-TEST_P(RedisHintFieldsTest, ListsWithoutARunFieldReadBack) {
-  ASSERT_TRUE(index_->Insert("old", {{Fp(1), 100}, {Fp(2), 100}}).ok());
-  const std::string key = RedisEntryKey("old", Fp(1));
-  ASSERT_TRUE(direct_->Command({"HSET", key, "h:p", "123,456"}).ok());
-  EXPECT_EQ(Hint("old", "p", Fp(1)), "123,456 / ");
-  auto sizes = index_->NextSizes("old", "p", {Fp(1)});
-  ASSERT_TRUE(sizes.ok()) << sizes.status();
-  EXPECT_EQ((*sizes)[0], (std::vector<uint32_t>{123, 456}));
+// An entry is a field of its bucket: uvarint count, uvarint size, then its
+// hint records, in a bucket Redis keeps as a listpack.
+TEST_P(RedisHintFieldsTest, EntriesAreFieldsOfListpackBuckets) {
+  const BucketLayout layout(kDefaultBucketBits);
+  ASSERT_TRUE(index_->Insert("lay", {{Fp(1), 300}, {Fp(1), 300}}).ok());
+  const std::string key = layout.BucketKey("lay", Fp(1));
+  EXPECT_EQ(key, absl::StrCat("chunkd-b16:lay:", Fp(1).substr(0, 2)));
+  const std::string field(layout.Field(Fp(1)));
+  EXPECT_EQ(field.size(), 30u);
+  EntryValue value;
+  ASSERT_TRUE(DecodeEntryValue(Field(key, field), &value));
+  EXPECT_EQ(value.refs, 2u);
+  EXPECT_EQ(value.size, 300u);
+  EXPECT_TRUE(value.hints.empty());
+  EXPECT_EQ(Field(key, field).size(), 3u) << "1 byte count, 2 bytes size";
+  auto encoding = direct_->Command({"OBJECT", "ENCODING", key});
+  ASSERT_TRUE(encoding.ok()) << encoding.status();
+  EXPECT_EQ(std::string((*encoding)->str, (*encoding)->len), "listpack");
+  auto layout_key = direct_->Command({"HGET", kLayoutKey, "bucket_bits"});
+  ASSERT_TRUE(layout_key.ok());
+  EXPECT_EQ(std::string((*layout_key)->str, (*layout_key)->len), "16");
+}
 
-  ASSERT_TRUE(index_->RecordNextSizes("old", "p", {{Fp(1), 456, {1, 2}}}).ok());
-  EXPECT_EQ(Hint("old", "p", Fp(1)), "456,123 / 1,2");
-  EXPECT_EQ(Field(key, "h:p"), "456,123");
-  EXPECT_EQ(Field(key, "r:p"), "1,2");
-  ASSERT_TRUE(index_->RecordNextSizes("old", "p", {{Fp(1), 456}}).ok());
-  EXPECT_EQ(Field(key, "h:p"), "456,123");
-  EXPECT_EQ(Field(key, "r:p"), "");
-
-  // A run field without its list is no hint.
-  const std::string other = RedisEntryKey("old", Fp(2));
-  ASSERT_TRUE(direct_->Command({"HSET", other, "r:p", "7,8"}).ok());
-  EXPECT_EQ(Hint("old", "p", Fp(2)), " / ");
-
-  // A longer run (another version's) reads as its first kHintRunLength.
+// Hints of several parameter keys share the entry's value, the most
+// recent first, as many as fit in 64 bytes; each reads back its own.
+TEST_P(RedisHintFieldsTest, HintRecordsOfSeveralKeysShareTheValue) {
+  const BucketLayout layout(kDefaultBucketBits);
+  ASSERT_TRUE(index_->Insert("keys", {{Fp(1), 100}}).ok());
   ASSERT_TRUE(
-      direct_->Command({"HSET", other, "h:p", "9", "r:p", "1,2,3,4,5"}).ok());
-  EXPECT_EQ(Hint("old", "p", Fp(2)), "9 / 1,2,3");
+      index_->RecordNextSizes("keys", "p", {{Fp(1), 16384, {1, 2, 3}}}).ok());
+  ASSERT_TRUE(index_->RecordNextSizes("keys", "q", {{Fp(1), 7}}).ok());
+  EXPECT_EQ(Hint("keys", "p", Fp(1)), "16384 / 1,2,3");
+  EXPECT_EQ(Hint("keys", "q", Fp(1)), "7 / ");
+  const std::string key = layout.BucketKey("keys", Fp(1));
+  const std::string field(layout.Field(Fp(1)));
+  EntryValue value;
+  ASSERT_TRUE(DecodeEntryValue(Field(key, field), &value));
+  ASSERT_EQ(value.hints.size(), 2u);
+  EXPECT_EQ(value.hints[0].tag, HintTag("q"));
+  EXPECT_EQ(value.hints[1].tag, HintTag("p"));
+  // Many keys: the oldest records go; the value stays a listpack value.
+  for (int k = 0; k < 12; ++k) {
+    ASSERT_TRUE(index_
+                    ->RecordNextSizes("keys", absl::StrCat("k", k),
+                                      {{Fp(1), 100000u + k, {200000, 300000}}})
+                    .ok());
+  }
+  EXPECT_LE(Field(key, field).size(), kMaxValueBytes);
+  EXPECT_EQ(Hint("keys", "k11", Fp(1)), "100011 / 200000,300000");
+  EXPECT_EQ(Hint("keys", "p", Fp(1)), " / ");
+  ASSERT_TRUE(DecodeEntryValue(Field(key, field), &value));
+  EXPECT_EQ(value.refs, 1u);
+  EXPECT_EQ(value.size, 100u);
+  // Counting keeps the hints.
+  ASSERT_TRUE(index_->Insert("keys", {{Fp(1), 100}}).ok());
+  EXPECT_EQ(Hint("keys", "k11", Fp(1)), "100011 / 200000,300000");
 }
 
 // A record that changes neither the list nor the run writes nothing.

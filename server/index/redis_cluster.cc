@@ -321,28 +321,32 @@ void ClusterTopology::ReplicasOnline(RedisEndpoint* endpoint, int count) {
   }
 }
 
-absl::Status ClusterTopology::Health() {
+absl::StatusOr<std::vector<RedisEndpoint*>> ClusterTopology::Masters() {
   Refresh();
   std::vector<RedisEndpoint*> masters;
-  {
-    std::shared_lock<std::shared_mutex> lock(map_mu_);
-    if (!loaded_) return NoRoute(0);
-    for (int slot = 0; slot < kClusterSlots; ++slot) {
-      RedisEndpoint* master = masters_[slot];
-      if (master == nullptr) {
-        lock.unlock();
-        stale_.store(true, std::memory_order_release);
-        return NoRoute(slot);
-      }
-      bool seen = false;
-      for (RedisEndpoint* m : masters) seen = seen || m == master;
-      if (!seen) masters.push_back(master);
+  std::shared_lock<std::shared_mutex> lock(map_mu_);
+  if (!loaded_) return NoRoute(0);
+  for (int slot = 0; slot < kClusterSlots; ++slot) {
+    RedisEndpoint* master = masters_[slot];
+    if (master == nullptr) {
+      lock.unlock();
+      stale_.store(true, std::memory_order_release);
+      return NoRoute(slot);
     }
+    bool seen = false;
+    for (RedisEndpoint* m : masters) seen = seen || m == master;
+    if (!seen) masters.push_back(master);
   }
+  return masters;
+}
+
+absl::Status ClusterTopology::Health() {
+  absl::StatusOr<std::vector<RedisEndpoint*>> masters = Masters();
+  if (!masters.ok()) return masters.status();
   // Every master is asked, so that one that is unreachable is reported
   // before one that is full.
   absl::Status full;
-  for (RedisEndpoint* master : masters) {
+  for (RedisEndpoint* master : *masters) {
     absl::Status status = master->Probe();
     if (status.code() == absl::StatusCode::kResourceExhausted) {
       if (full.ok()) full = std::move(status);

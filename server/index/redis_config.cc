@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "index/redis_layout.h"
 
 namespace chunkd::index {
 namespace {
@@ -207,10 +208,19 @@ absl::Status ParseQueryOption(absl::string_view spec, absl::string_view name,
     }
     return absl::OkStatus();
   }
+  if (name == "bucket_bits") {
+    if (!absl::SimpleAtoi(value, &options->redis_bucket_bits) ||
+        options->redis_bucket_bits < kMinBucketBits ||
+        options->redis_bucket_bits > kMaxBucketBits) {
+      return Bad(spec, absl::StrCat("bucket_bits must be ", kMinBucketBits,
+                                    "..", kMaxBucketBits));
+    }
+    return absl::OkStatus();
+  }
   return Bad(spec, absl::StrCat("unknown option '", name,
                                 "'; known: password_file, connect_timeout_ms, "
                                 "command_timeout_ms, pool_size, "
-                                "failover_wait_ms"));
+                                "failover_wait_ms, bucket_bits"));
 }
 
 // `query` is the URL's "name=value&...", after the '?'.

@@ -35,6 +35,10 @@ struct RedisConfig {
   std::string password;               // empty: no AUTH
   int db = 0;                         // redis:// only
   IndexOptions options;               // with the URL's query applied
+  // The key-per-entry layout of chunkd 0.3 and before instead of buckets
+  // (redis_layout.h): for the benchmark and the migration tests only; never
+  // set by a spec.
+  bool legacy_layout = false;
 };
 
 // Parses `spec` (which starts with redis:// or redis-cluster://).

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "index/redis_flush.h"
+#include "index/redis_layout.h"
 
 namespace chunkd::index {
 namespace {
@@ -57,6 +58,47 @@ std::string PolicyWarning(absl::string_view server, const redisReply& reply) {
   if (policy == "noeviction") return "";
   return absl::StrCat("WARNING: redis at ", server, " runs with maxmemory-policy ",
                       policy, ": ", why);
+}
+
+// What to tell an operator about the reply to CONFIG GET
+// hash-max-listpack-*; empty when both settings keep buckets listpacks.
+std::string ListpackWarning(absl::string_view server, const redisReply& reply) {
+  if (reply.type != REDIS_REPLY_ARRAY) {
+    return absl::StrCat(
+        "WARNING: redis at ", server,
+        " does not tell its hash-max-listpack-entries and -value (CONFIG GET",
+        reply.type == REDIS_REPLY_ERROR
+            ? absl::StrCat(": ", absl::string_view(reply.str, reply.len))
+            : "",
+        "); make sure they are at least ", kMinListpackEntries, " and ",
+        kMinListpackValue, ", or index buckets take several times the memory");
+  }
+  std::string out;
+  for (size_t i = 0; i + 1 < reply.elements; i += 2) {
+    const redisReply& name = *reply.element[i];
+    const redisReply& value = *reply.element[i + 1];
+    if (name.type != REDIS_REPLY_STRING || value.type != REDIS_REPLY_STRING) {
+      continue;
+    }
+    const absl::string_view n(name.str, name.len);
+    const long long least = n == "hash-max-listpack-entries" ? kMinListpackEntries
+                            : n == "hash-max-listpack-value" ? kMinListpackValue
+                                                             : 0;
+    long long v = 0;
+    if (least == 0 || !absl::SimpleAtoi(absl::string_view(value.str, value.len),
+                                        &v) ||
+        v >= least) {
+      continue;
+    }
+    absl::StrAppend(&out, out.empty() ? "" : "; ", n, " is ", v,
+                    ", below the ", least, " chunkd's index buckets need");
+  }
+  if (out.empty()) return out;
+  return absl::StrCat(
+      "WARNING: redis at ", server, ": ", out,
+      ": Redis converts fuller buckets into full hashes, several times the "
+      "memory per entry; set them in redis.conf (docs/operations.md, "
+      "\"Redis settings\")");
 }
 
 // What to do about a full server, after what it said.
@@ -208,6 +250,9 @@ redisContext* RedisEndpoint::Connect(bool check_policy, std::string* error,
     handshake.push_back({"SCRIPT", "LOAD", script});
   }
   if (check_policy) handshake.push_back({"CONFIG", "GET", "maxmemory-policy"});
+  if (check_policy && settings_->check_listpack) {
+    handshake.push_back({"CONFIG", "GET", "hash-max-listpack-*"});
+  }
   for (const auto& args : handshake) {
     std::vector<const char*> argv;
     std::vector<size_t> argv_len;
@@ -227,7 +272,12 @@ redisContext* RedisEndpoint::Connect(bool check_policy, std::string* error,
       return nullptr;
     }
     if (args[0] == "CONFIG") {
-      *warning = PolicyWarning(name_, *reply);
+      const std::string said = args[2] == "maxmemory-policy"
+                                   ? PolicyWarning(name_, *reply)
+                                   : ListpackWarning(name_, *reply);
+      if (!said.empty()) {
+        absl::StrAppend(warning, warning->empty() ? "" : "\n", said);
+      }
       continue;
     }
     if (reply->type == REDIS_REPLY_ERROR && failure.empty()) {
@@ -309,7 +359,9 @@ absl::StatusOr<RedisEndpoint::Lease> RedisEndpoint::Acquire() {
       cv_.notify_all();
       if (!warning.empty() && settings_->warn) {
         lock.unlock();
-        settings_->warn(warning);
+        for (absl::string_view line : absl::StrSplit(warning, '\n')) {
+          settings_->warn(std::string(line));
+        }
         lock.lock();
       }
       return Lease(this, context, generation);

@@ -9,7 +9,8 @@
 // every script in ConnectionSettings::scripts, so that EVALSHA finds them.
 // The first connection (and the first after a failure) also reads
 // maxmemory-policy: anything but noeviction is reported through
-// ConnectionSettings::warn.
+// ConnectionSettings::warn; so are listpack settings below what the bucket
+// layout needs (ConnectionSettings::check_listpack).
 //
 // A full server: a write Redis refuses for lack of memory ("OOM command not
 // allowed when used memory > 'maxmemory'.") is RESOURCE_EXHAUSTED naming the
@@ -68,6 +69,10 @@ struct ConnectionSettings {
   absl::Duration reconnect_backoff_max = absl::Seconds(1);
   // Lua bodies loaded on every new connection.
   std::vector<std::string> scripts;
+  // Whether the policy check also reads hash-max-listpack-entries and
+  // -value and warns when they are below what the bucket layout needs
+  // (redis_layout.h).
+  bool check_listpack = false;
   // IndexOptions::warn.
   std::function<void(const std::string&)> warn;
 };

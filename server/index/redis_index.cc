@@ -1,7 +1,5 @@
 #include "index/redis_index.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -14,275 +12,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "index/redis_cluster.h"
+#include "index/redis_layout.h"
+#include "index/redis_scripts.h"
 
 namespace chunkd::index {
 namespace {
-
-// The scripts take many entry keys, so that one call amortizes the cost of
-// running a script over a whole batch. In a cluster one call carries the
-// keys of one slot only (mostly one key); on one server, up to
-// kMaxKeysPerCall. A call is atomic as a whole.
-//
-// What a key costs the server decides the speed (Redis runs one command at
-// a time): per entry a script makes one redis.call where it can, passes its
-// arguments as strings (a Lua number argument is formatted with sprintf),
-// and takes its per-entry arguments packed into one string, unpacked only
-// when needed (each argument of a command costs Redis a parse and a Lua
-// string).
-//
-// KEYS: [record] entry...    record: the idempotency record, unless
-//                             ARGV[1] = '0'
-//   ARGV[1] the record's form: '0' none; 's' a string of 8 bytes per
-//           position (a big-endian result, zero when not recorded), this
-//           call's positions contiguous from byte ARGV[3]; 'h' a hash,
-//           position -> result, this call's positions in ARGV[3]
-//           (comma-separated decimals, one per entry)
-//   ARGV[2] record TTL in ms
-//   ARGV[3] record argument ('' for none)
-
-// Both scripts below are kEntryPrologue, then their per-entry functions
-// `apply(j)` and `admit(j, pending)` with the constant `bias`, and
-// kRecordedCall: the per-entry results of a call, recorded under the
-// stream's positions when a record is given. A string record stores
-// result + bias per position (zero means "not recorded", so a result that
-// can be 0 needs bias 1); a hash record stores the result itself. Positions
-// already recorded are answered from the record and not applied again.
-//
-// A full Redis. While used memory is over maxmemory (policy noeviction),
-// Redis refuses a script's first write of a command that may grow memory
-// (HINCRBY, HSET, SETRANGE) with "OOM command not allowed ...", and lets a
-// script that has written anything finish (so that scripts stay atomic).
-// So the first entry j a call applies goes through admit(j, pending)
-// (pending(k): whether entry k > j is to be applied too, i.e. is not
-// recorded), which makes that first write with redis.pcall and returns
-// apply's result, or the refusal as an error table when the call must
-// fail: nothing was written, the call is refused as a whole. A call that
-// only counts entries that exist (duplicates; any release) is not refused:
-// admit first deletes a hash field no entry has (HDEL: never refused, as it
-// cannot grow memory), and the rest of the call then runs, its record
-// included. A full Redis thus refuses new entries only, and grows past
-// maxmemory by no more than the write-token records of the positions
-// written meanwhile.
-constexpr char kEntryPrologue[] = R"lua(
-local call = redis.call
-local mode = ARGV[1]
-local m = 1
-if mode == '0' then m = 0 end
-local n = #KEYS - m
--- Whether a redis.pcall reply is Redis refusing a write for lack of memory.
-local function oom(reply)
-  return type(reply) == 'table' and reply.err ~= nil and
-         string.sub(reply.err, 1, 4) == 'OOM '
-end
-)lua";
-
-constexpr char kRecordedCall[] = R"lua(
-local out = {}
-if m == 0 then
-  local first = admit(1, function() return true end)
-  if type(first) == 'table' then return first end
-  out[1] = first
-  for j = 2, n do out[j] = apply(j) end
-  return out
-end
-local rec = KEYS[1]
-local applied = false
-if mode == 's' then
-  -- One unpack and one pack per call: no Lua string per entry.
-  local off = tonumber(ARGV[3])
-  local fmt = '>' .. string.rep('I8', n)
-  local prev = call('GETRANGE', rec, off, off + 8 * n - 1)
-  local was = {struct.unpack(fmt, prev .. string.rep('\0', 8 * n - #prev))}
-  for j = 1, n do
-    if was[j] == 0 then
-      if applied then
-        was[j] = apply(j) + bias
-      else
-        local v = admit(j, function(k) return was[k] == 0 end)
-        if type(v) == 'table' then return v end
-        was[j] = v + bias
-        applied = true
-      end
-    end
-    out[j] = was[j] - bias
-  end
-  if applied then
-    call('SETRANGE', rec, off, struct.pack(fmt, unpack(was, 1, n)))
-  end
-else
-  local pos = {}
-  for p in string.gmatch(ARGV[3], '%d+') do pos[#pos + 1] = p end
-  local prev = call('HMGET', rec, unpack(pos))
-  local set = {}
-  for j = 1, n do
-    if prev[j] then
-      out[j] = tonumber(prev[j])
-    else
-      local v
-      if applied then
-        v = apply(j)
-      else
-        v = admit(j, function(k) return not prev[k] end)
-        if type(v) == 'table' then return v end
-        applied = true
-      end
-      out[j] = v
-      set[#set + 1] = pos[j]
-      set[#set + 1] = tostring(v)
-    end
-  end
-  if applied then call('HSET', rec, unpack(set)) end
-end
-if applied then call('PEXPIRE', rec, ARGV[2]) end
-return out
-)lua";
-
-// Insert-if-absent and count a reference.
-//   ARGV[4] sizes of the entries, comma-separated decimals
-// Returns, per entry, 2 * count + (1 if this call created the entry): never
-// 0, so bias 0.
-constexpr char kInsertEntry[] = R"lua(-- chunkd insert v7
-local bias = 0
-local sizes
--- HINCRBY creates a new entry (count 1); only then is its size stored.
--- c: the count after HINCRBY when admit made it already.
-local function apply(j, c)
-  local key = KEYS[m + j]
-  c = c or call('HINCRBY', key, 'r', '1')
-  if c ~= 1 then return c * 2 end
-  if not sizes then
-    sizes = {}
-    for s in string.gmatch(ARGV[4], '%d+') do sizes[#sizes + 1] = s end
-  end
-  call('HSET', key, 's', sizes[j])
-  return 3
-end
--- When full, a call of entries that all exist still counts them.
-local function admit(j, pending)
-  local key = KEYS[m + j]
-  local c = redis.pcall('HINCRBY', key, 'r', '1')
-  if not oom(c) then
-    if type(c) == 'table' then return c end
-    return apply(j, c)
-  end
-  for k = j, n do
-    if (k == j or pending(k)) and call('EXISTS', KEYS[m + k]) == 0 then
-      return c
-    end
-  end
-  call('HDEL', key, '')
-  return apply(j)
-end
-)lua";
-
-// Drop a reference; delete the entry at zero.
-// Returns, per entry, the count left (0 for a removed or absent entry), so
-// bias 1.
-constexpr char kReleaseEntry[] = R"lua(-- chunkd release v6
-local bias = 1
--- One HINCRBY for an entry that exists (the common case); an absent one is
--- created by it and deleted again at once, invisibly (a script is atomic).
--- left: the count after HINCRBY when admit made it already.
-local function apply(j, left)
-  local key = KEYS[m + j]
-  left = left or call('HINCRBY', key, 'r', '-1')
-  if left > 0 then return left end
-  call('DEL', key)
-  return 0
-end
--- When full, releases still run: they free memory.
-local function admit(j, pending)
-  local key = KEYS[m + j]
-  local left = redis.pcall('HINCRBY', key, 'r', '-1')
-  if not oom(left) then
-    if type(left) == 'table' then return left end
-    return apply(j, left)
-  end
-  call('HDEL', key, '')
-  return apply(j)
-end
-)lua";
-
-// Move a next-chunk size to the front of each entry's MRU list and set the
-// run recorded with it.
-//   ARGV[1] field "h:<params>" (the list), ARGV[2] field "r:<params>" (the
-//   run), ARGV[3] list length, ARGV[3+j] size for entry j (canonical
-//   decimal), ARGV[3+n+j] its run ("s,s,s" or empty)
-// The run has a field of its own, so that a server that knows no runs
-// reads the list as before. Absent entries are skipped; fields that would
-// not change are not written again (a duplicate stream mostly sees the
-// sizes it saw before, and a write costs Redis more than the read).
-// Returns the number recorded, or -1 when Redis refused the call's first
-// write for lack of memory: then nothing was recorded (hints only save
-// work; a full Redis keeps its memory for entries).
-constexpr char kRecordNextScript[] = R"lua(-- chunkd next size v5
-local max = tonumber(ARGV[3])
-local n = #KEYS
-local done = 0
-local wrote = false
-local function write(key, ...)
-  if wrote then
-    redis.call('HSET', key, ...)
-    return nil
-  end
-  local r = redis.pcall('HSET', key, ...)
-  if type(r) == 'table' then
-    if r.err ~= nil and string.sub(r.err, 1, 4) == 'OOM ' then
-      return -1
-    end
-    return r
-  end
-  wrote = true
-  return nil
-end
-for j = 1, n do
-  local size = ARGV[3 + j]
-  local run = ARGV[3 + n + j]
-  local cur = redis.call('HMGET', KEYS[j], ARGV[1], ARGV[2])
-  if cur[1] or redis.call('EXISTS', KEYS[j]) == 1 then
-    local out = {size}
-    if cur[1] then
-      for s in string.gmatch(cur[1], '%d+') do
-        if #out >= max then break end
-        if s ~= size then out[#out + 1] = s end
-      end
-    end
-    local list = table.concat(out, ',')
-    local failed = nil
-    if list ~= cur[1] and run ~= (cur[2] or '') then
-      failed = write(KEYS[j], ARGV[1], list, ARGV[2], run)
-    elseif list ~= cur[1] then
-      failed = write(KEYS[j], ARGV[1], list)
-    elseif run ~= (cur[2] or '') then
-      failed = write(KEYS[j], ARGV[2], run)
-    end
-    if failed ~= nil then return failed end
-    done = done + 1
-  end
-end
-return done
-)lua";
-
-enum ScriptId { kInsert = 0, kRelease = 1, kRecordNext = 2 };
-
-std::string Sha1Hex(absl::string_view text) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(text.data(), text.size(), digest, &length, EVP_sha1(), nullptr);
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(digest), length));
-}
-
-const std::vector<std::string>& ScriptShas() {
-  static const auto* shas = [] {
-    auto* s = new std::vector<std::string>();
-    for (const std::string& script : RedisIndex::Scripts()) {
-      s->push_back(Sha1Hex(script));
-    }
-    return s;
-  }();
-  return *shas;
-}
 
 // Up to this many rounds of redirections (MOVED, ASK, NOSCRIPT) in a row;
 // a pause after a failure starts the count again.
@@ -352,6 +86,9 @@ class SingleTopology final : public RedisTopology {
   }
   void NodeFailed(RedisEndpoint*) override {}
   absl::Status Health() override { return endpoint_.Probe(); }
+  absl::StatusOr<std::vector<RedisEndpoint*>> Masters() override {
+    return std::vector<RedisEndpoint*>{&endpoint_};
+  }
 
  private:
   RedisEndpoint endpoint_;
@@ -414,21 +151,49 @@ bool AcceptIntegers(absl::Span<const size_t> items, const redisReply& reply,
   return true;
 }
 
+// An op's entries: their keys (in keys_) and, in the bucket layout, their
+// fields. `layout` nullptr: the key-per-entry layout.
+class Entries {
+ public:
+  explicit Entries(const BucketLayout* layout) : layout_(layout) {}
+  bool buckets() const { return layout_ != nullptr; }
+  void Add(absl::string_view ns, absl::string_view fp,
+           std::vector<std::string>* keys) {
+    if (layout_ == nullptr) {
+      keys->push_back(LegacyEntryKey(ns, fp));
+    } else {
+      keys->push_back(layout_->BucketKey(ns, fp));
+      fields_.push_back(layout_->Field(fp));
+    }
+  }
+  absl::string_view field(size_t i) const { return fields_[i]; }
+  // Appends the fields of `items` (bucket layout only).
+  void AddFields(absl::Span<const size_t> items, Args& args) const {
+    if (layout_ == nullptr) return;
+    for (size_t i : items) args.Add(fields_[i]);
+  }
+
+ private:
+  const BucketLayout* layout_;
+  std::vector<absl::string_view> fields_;  // into the caller's fingerprints
+};
+
 class LookupOp final : public RedisIndex::BatchOp {
  public:
-  LookupOp(absl::string_view ns, absl::Span<const std::string> fingerprints)
+  LookupOp(absl::string_view ns, absl::Span<const std::string> fingerprints,
+           const BucketLayout* layout)
       : BatchOp(/*writes=*/false, /*idempotent=*/true, 1),
-        found(fingerprints.size(), false) {
+        found(fingerprints.size(), false),
+        entries_(layout) {
     keys_.reserve(fingerprints.size());
-    for (const std::string& fp : fingerprints) {
-      keys_.push_back(RedisEntryKey(ns, fp));
-    }
+    for (const std::string& fp : fingerprints) entries_.Add(ns, fp, &keys_);
   }
   void Append(redisContext* context, absl::Span<const size_t> items,
               int) const override {
     Args args;
-    args.Add("EXISTS");
+    args.Add(entries_.buckets() ? "HEXISTS" : "EXISTS");
     args.Add(keys_[items[0]]);
+    entries_.AddFields(items, args);
     args.Append(context);
   }
   bool Accept(absl::Span<const size_t> items,
@@ -439,6 +204,9 @@ class LookupOp final : public RedisIndex::BatchOp {
   }
 
   std::vector<bool> found;
+
+ private:
+  Entries entries_;
 };
 
 // What insert and release share: the optional idempotency record.
@@ -491,7 +259,7 @@ class ScriptCall {
     }
     num_keys_ = std::to_string(items.size() + (t != nullptr ? 1 : 0));
     args_.Add("EVALSHA");
-    args_.Add(ScriptShas()[script]);
+    args_.Add(RedisScriptShas()[script]);
     args_.Add(num_keys_);
     if (t != nullptr) args_.Add(record_);
     for (size_t i : items) args_.Add(keys[i]);
@@ -511,22 +279,25 @@ class ScriptCall {
 class InsertOp final : public RedisIndex::BatchOp {
  public:
   InsertOp(absl::string_view ns, absl::Span<const InsertEntry> entries,
-           TokenArgs token, size_t max_keys_per_call)
+           TokenArgs token, const BucketLayout* layout,
+           size_t max_keys_per_call)
       : BatchOp(/*writes=*/true, /*idempotent=*/token.token != nullptr,
                 max_keys_per_call),
         results(entries.size()),
+        entries_(layout),
         token_(std::move(token)) {
     keys_.reserve(entries.size());
     sizes_.reserve(entries.size());
     for (const InsertEntry& e : entries) {
-      keys_.push_back(RedisEntryKey(ns, e.fingerprint));
+      entries_.Add(ns, e.fingerprint, &keys_);
       sizes_.push_back(e.size);
     }
   }
   bool StartsCall(size_t i) const override { return token_.StartsCall(i); }
   void Append(redisContext* context, absl::Span<const size_t> items,
               int slot) const override {
-    ScriptCall call(kInsert, token_, keys_, items, slot);
+    ScriptCall call(entries_.buckets() ? kInsert : kLegacyInsert, token_,
+                    keys_, items, slot);
     std::string sizes;
     sizes.reserve(items.size() * 6);
     for (size_t i : items) {
@@ -534,6 +305,7 @@ class InsertOp final : public RedisIndex::BatchOp {
       absl::StrAppend(&sizes, sizes_[i]);
     }
     call.args().Add(sizes);
+    entries_.AddFields(items, call.args());
     call.args().Append(context);
   }
   bool Accept(absl::Span<const size_t> items,
@@ -550,26 +322,29 @@ class InsertOp final : public RedisIndex::BatchOp {
 
  private:
   std::vector<uint32_t> sizes_;
+  Entries entries_;
   TokenArgs token_;
 };
 
 class ReleaseOp final : public RedisIndex::BatchOp {
  public:
   ReleaseOp(absl::string_view ns, absl::Span<const std::string> fingerprints,
-            TokenArgs token, size_t max_keys_per_call)
+            TokenArgs token, const BucketLayout* layout,
+            size_t max_keys_per_call)
       : BatchOp(/*writes=*/true, /*idempotent=*/token.token != nullptr,
                 max_keys_per_call),
         left(fingerprints.size(), 0),
+        entries_(layout),
         token_(std::move(token)) {
     keys_.reserve(fingerprints.size());
-    for (const std::string& fp : fingerprints) {
-      keys_.push_back(RedisEntryKey(ns, fp));
-    }
+    for (const std::string& fp : fingerprints) entries_.Add(ns, fp, &keys_);
   }
   bool StartsCall(size_t i) const override { return token_.StartsCall(i); }
   void Append(redisContext* context, absl::Span<const size_t> items,
               int slot) const override {
-    ScriptCall call(kRelease, token_, keys_, items, slot);
+    ScriptCall call(entries_.buckets() ? kRelease : kLegacyRelease, token_,
+                    keys_, items, slot);
+    entries_.AddFields(items, call.args());
     call.args().Append(context);
   }
   bool Accept(absl::Span<const size_t> items,
@@ -584,10 +359,12 @@ class ReleaseOp final : public RedisIndex::BatchOp {
   std::vector<uint64_t> left;
 
  private:
+  Entries entries_;
   TokenArgs token_;
 };
 
-// The fields of an entry's hints under `params_key`: its list and its run.
+// The legacy layout's fields of an entry's hints under `params_key`: its
+// list and its run.
 std::string HintListField(absl::string_view params_key) {
   return absl::StrCat("h:", params_key);
 }
@@ -595,7 +372,7 @@ std::string HintRunField(absl::string_view params_key) {
   return absl::StrCat("r:", params_key);
 }
 
-// Sizes as a field stores them: "s,s,s".
+// Sizes as a legacy field stores them: "s,s,s".
 bool ParseSizes(absl::string_view text, std::vector<uint32_t>* sizes) {
   sizes->clear();
   for (absl::string_view s : absl::StrSplit(text, ',', absl::SkipEmpty())) {
@@ -606,23 +383,32 @@ bool ParseSizes(absl::string_view text, std::vector<uint32_t>* sizes) {
   return true;
 }
 
+// A run as the bucket script takes it: its length, then uvarints.
+std::string EncodeRun(absl::Span<const uint32_t> run) {
+  std::string out(1, static_cast<char>(run.size()));
+  for (uint32_t s : run) AppendUvarint(s, &out);
+  return out;
+}
+
 class RecordNextOp final : public RedisIndex::BatchOp {
  public:
   RecordNextOp(absl::string_view ns, absl::string_view params_key,
                absl::Span<const NextSize> hints, int length,
-               size_t max_keys_per_call)
+               const BucketLayout* layout, size_t max_keys_per_call)
       : BatchOp(/*writes=*/true, /*idempotent=*/true, max_keys_per_call),
-        list_field_(HintListField(params_key)),
+        entries_(layout),
+        list_field_(layout ? HintTag(params_key) : HintListField(params_key)),
         run_field_(HintRunField(params_key)),
         length_(std::to_string(length)) {
     keys_.reserve(hints.size());
     sizes_.reserve(hints.size());
     runs_.reserve(hints.size());
     for (const NextSize& h : hints) {
-      keys_.push_back(RedisEntryKey(ns, h.fingerprint));
+      entries_.Add(ns, h.fingerprint, &keys_);
       sizes_.push_back(std::to_string(h.next_size));
       const size_t run = std::min(h.run.size(), kHintRunLength);
-      runs_.push_back(absl::StrJoin(h.run.begin(), h.run.begin() + run, ","));
+      const absl::Span<const uint32_t> kept(h.run.data(), run);
+      runs_.push_back(layout ? EncodeRun(kept) : absl::StrJoin(kept, ","));
     }
   }
   void Append(redisContext* context, absl::Span<const size_t> items,
@@ -630,12 +416,14 @@ class RecordNextOp final : public RedisIndex::BatchOp {
     Args args;
     const std::string num_keys = std::to_string(items.size());
     args.Add("EVALSHA");
-    args.Add(ScriptShas()[kRecordNext]);
+    args.Add(RedisScriptShas()[entries_.buckets() ? kRecordNext
+                                                  : kLegacyRecordNext]);
     args.Add(num_keys);
     for (size_t i : items) args.Add(keys_[i]);
-    args.Add(list_field_);
-    args.Add(run_field_);
+    args.Add(list_field_);  // the bucket layout: the tag
+    if (!entries_.buckets()) args.Add(run_field_);
     args.Add(length_);
+    entries_.AddFields(items, args);
     for (size_t i : items) args.Add(sizes_[i]);
     for (size_t i : items) args.Add(runs_[i]);
     args.Append(context);
@@ -645,6 +433,7 @@ class RecordNextOp final : public RedisIndex::BatchOp {
   }
 
  private:
+  Entries entries_;
   const std::string list_field_;
   const std::string run_field_;
   const std::string length_;
@@ -652,45 +441,76 @@ class RecordNextOp final : public RedisIndex::BatchOp {
   std::vector<std::string> runs_;
 };
 
+// A legacy entry's hints from HMGET's reply (list, run); false if malformed.
+bool ParseLegacyHints(const redisReply& reply, NextHints* h) {
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 2) return false;
+  const redisReply& list = *reply.element[0];
+  const redisReply& run = *reply.element[1];
+  if (list.type == REDIS_REPLY_NIL) return true;  // the run goes with it
+  if (list.type != REDIS_REPLY_STRING) return false;
+  if (!ParseSizes(absl::string_view(list.str, list.len), &h->sizes)) {
+    return false;
+  }
+  if (run.type == REDIS_REPLY_NIL) return true;
+  return run.type == REDIS_REPLY_STRING &&
+         ParseSizes(absl::string_view(run.str, run.len), &h->run);
+}
+
+// An entry's hints under `tag` from HGET's reply; false if malformed.
+bool ParseBucketHints(const redisReply& reply, absl::string_view tag,
+                      NextHints* h) {
+  if (reply.type == REDIS_REPLY_NIL) return true;
+  if (reply.type != REDIS_REPLY_STRING) return false;
+  EntryValue value;
+  if (!DecodeEntryValue(absl::string_view(reply.str, reply.len), &value)) {
+    return false;
+  }
+  for (HintRecord& r : value.hints) {
+    if (r.tag == tag && !r.sizes.empty()) {
+      h->sizes = std::move(r.sizes);
+      h->run = std::move(r.run);
+      break;
+    }
+  }
+  return true;
+}
+
 class NextHintsOp final : public RedisIndex::BatchOp {
  public:
   NextHintsOp(absl::string_view ns, absl::string_view params_key,
-              absl::Span<const std::string> fingerprints)
+              absl::Span<const std::string> fingerprints,
+              const BucketLayout* layout)
       : BatchOp(/*writes=*/false, /*idempotent=*/true, 1),
         hints(fingerprints.size()),
-        list_field_(HintListField(params_key)),
+        entries_(layout),
+        list_field_(layout ? HintTag(params_key) : HintListField(params_key)),
         run_field_(HintRunField(params_key)) {
     keys_.reserve(fingerprints.size());
-    for (const std::string& fp : fingerprints) {
-      keys_.push_back(RedisEntryKey(ns, fp));
-    }
+    for (const std::string& fp : fingerprints) entries_.Add(ns, fp, &keys_);
   }
   void Append(redisContext* context, absl::Span<const size_t> items,
               int) const override {
     Args args;
-    args.Add("HMGET");
-    args.Add(keys_[items[0]]);
-    args.Add(list_field_);
-    args.Add(run_field_);
+    if (entries_.buckets()) {
+      args.Add("HGET");
+      args.Add(keys_[items[0]]);
+      entries_.AddFields(items, args);
+    } else {
+      args.Add("HMGET");
+      args.Add(keys_[items[0]]);
+      args.Add(list_field_);
+      args.Add(run_field_);
+    }
     args.Append(context);
   }
   bool Accept(absl::Span<const size_t> items,
               const redisReply& reply) override {
     NextHints& h = hints[items[0]];
     h = NextHints();
-    if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 2) return false;
-    const redisReply& list = *reply.element[0];
-    const redisReply& run = *reply.element[1];
-    if (list.type == REDIS_REPLY_NIL) return true;  // the run goes with it
-    if (list.type != REDIS_REPLY_STRING) return false;
-    if (!ParseSizes(absl::string_view(list.str, list.len), &h.sizes)) {
-      return false;
-    }
-    if (run.type == REDIS_REPLY_NIL) return true;
-    if (run.type != REDIS_REPLY_STRING ||
-        !ParseSizes(absl::string_view(run.str, run.len), &h.run)) {
-      return false;
-    }
+    const bool ok = entries_.buckets()
+                        ? ParseBucketHints(reply, list_field_, &h)
+                        : ParseLegacyHints(reply, &h);
+    if (!ok) return false;
     // A longer run (written by another version) is as good as its start.
     if (h.run.size() > kHintRunLength) h.run.resize(kHintRunLength);
     return true;
@@ -699,7 +519,8 @@ class NextHintsOp final : public RedisIndex::BatchOp {
   std::vector<NextHints> hints;
 
  private:
-  const std::string list_field_;
+  Entries entries_;
+  const std::string list_field_;  // the bucket layout: the tag
   const std::string run_field_;
 };
 
@@ -1238,18 +1059,94 @@ void Batch::Fail(absl::Status status) {
   if (failure_.ok()) failure_ = std::move(status);
 }
 
+// One command on one key (the layout key), its reply kept.
+class KeyCommandOp final : public RedisIndex::BatchOp {
+ public:
+  KeyCommandOp(std::vector<std::string> args, bool writes)
+      : BatchOp(writes, /*idempotent=*/true, 1), args_(std::move(args)) {
+    keys_.push_back(args_[1]);
+  }
+  void Append(redisContext* context, absl::Span<const size_t>,
+              int) const override {
+    Args args;
+    for (const std::string& a : args_) args.Add(a);
+    args.Append(context);
+  }
+  bool Accept(absl::Span<const size_t>, const redisReply& reply) override {
+    strings.clear();
+    if (reply.type == REDIS_REPLY_INTEGER) return true;
+    if (reply.type != REDIS_REPLY_ARRAY) return false;
+    for (size_t i = 0; i < reply.elements; ++i) {
+      const redisReply* e = reply.element[i];
+      if (e->type != REDIS_REPLY_STRING) return false;
+      strings.emplace_back(e->str, e->len);
+    }
+    return true;
+  }
+
+  std::vector<std::string> strings;  // an array reply's
+
+ private:
+  const std::vector<std::string> args_;
+};
+
+// SCAN calls per master when looking for keys of the layout before
+// buckets: 1000 keys each, so a database of up to a million other keys is
+// searched whole.
+constexpr int kMaxLegacyScans = 1000;
+
+// A SCAN reply's cursor and whether it found keys; false if malformed.
+bool ParseScan(const redisReply& reply, std::string* cursor, bool* found) {
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 2 ||
+      reply.element[0]->type != REDIS_REPLY_STRING ||
+      reply.element[1]->type != REDIS_REPLY_ARRAY) {
+    return false;
+  }
+  cursor->assign(reply.element[0]->str, reply.element[0]->len);
+  *found = reply.element[1]->elements > 0;
+  return true;
+}
+
+absl::Status RefuseLegacyLayout(absl::string_view server) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "redis at ", server,
+      " holds index entries in the key-per-entry layout of chunkd 0.3 and "
+      "before (keys chunkd:<namespace>:<fingerprint>); this chunkd keeps "
+      "them in buckets: stop every chunkd that uses this redis and run `",
+      kMigrateCommand,
+      " --index=<this --index value>` (docs/operations.md, \"Moving an "
+      "index to the bucket layout\")"));
+}
+
+absl::Status FindLegacyKeys(RedisEndpoint& endpoint) {
+  auto lease = endpoint.Acquire();
+  if (!lease.ok()) return lease.status();
+  std::string cursor = "0";
+  for (int i = 0; i < kMaxLegacyScans; ++i) {
+    ReplyPtr reply = RedisCommand(
+        lease->context(),
+        {"SCAN", cursor, "MATCH", kLegacyKeyPattern, "COUNT", "1000"});
+    if (reply == nullptr) {
+      lease->MarkBroken();
+      return endpoint.ContextError(lease->context());
+    }
+    if (reply->type == REDIS_REPLY_ERROR) {
+      return endpoint.ReplyError(absl::string_view(reply->str, reply->len));
+    }
+    bool found = false;
+    if (!ParseScan(*reply, &cursor, &found)) {
+      return endpoint.ReplyError("unexpected reply to SCAN");
+    }
+    if (found) return RefuseLegacyLayout(endpoint.name());
+    if (cursor == "0") break;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const std::vector<std::string>& RedisIndex::Scripts() {
-  static const auto* scripts = new std::vector<std::string>{
-      absl::StrCat(kEntryPrologue, kInsertEntry, kRecordedCall),
-      absl::StrCat(kEntryPrologue, kReleaseEntry, kRecordedCall),
-      kRecordNextScript};
-  return *scripts;
-}
-
-std::string RedisEntryKey(absl::string_view ns, absl::string_view fingerprint) {
-  return absl::StrCat("chunkd:", ns, ":", fingerprint);
+  return RedisScripts();
 }
 
 RedisIndex::RedisIndex(RedisConfig config)
@@ -1265,6 +1162,7 @@ RedisIndex::RedisIndex(RedisConfig config)
   settings_.reconnect_backoff_min = config_.options.reconnect_backoff_min;
   settings_.reconnect_backoff_max = config_.options.reconnect_backoff_max;
   settings_.scripts = Scripts();
+  settings_.check_listpack = !config_.legacy_layout;
   settings_.warn = config_.options.warn;
   if (config_.cluster) {
     topology_ = std::make_unique<ClusterTopology>(config_.servers, &settings_);
@@ -1282,6 +1180,12 @@ absl::string_view RedisIndex::backend() const {
 
 absl::Status RedisIndex::Health() {
   absl::Status health = topology_->Health();
+  if (health.ok()) {
+    // Quickly: the probe runs every second.
+    FailoverWait no_wait(absl::ZeroDuration(), nullptr, nullptr);
+    const BucketLayout* layout = nullptr;
+    health = Layout(no_wait, &layout);
+  }
   // The probe runs every second: it dates the start of an outage even when
   // no call comes.
   if (absl::IsUnavailable(health)) {
@@ -1299,14 +1203,107 @@ std::optional<FingerprintIndex::WaitCounts> RedisIndex::FailoverWaits() {
   return WaitCounts{c.waiting, c.recovered, c.expired};
 }
 
-absl::Status RedisIndex::Run(BatchOp& op) {
-  return Batch(op, *topology_, config_.options, wait_).Run();
+absl::Status RedisIndex::Run(BatchOp& op) { return Run(op, wait_); }
+
+absl::Status RedisIndex::Run(BatchOp& op, FailoverWait& wait) {
+  return Batch(op, *topology_, config_.options, wait).Run();
+}
+
+absl::Status RedisIndex::Layout(FailoverWait& wait,
+                                const BucketLayout** layout) {
+  *layout = nullptr;
+  if (config_.legacy_layout) return absl::OkStatus();
+  if (!layout_ready_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(layout_mu_);
+    if (!layout_.has_value()) {
+      absl::StatusOr<int> bits = LoadLayout(wait);
+      if (!bits.ok()) return bits.status();
+      layout_.emplace(*bits);
+    }
+    layout_ready_.store(true, std::memory_order_release);
+  }
+  *layout = &*layout_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LayoutRecord> RedisIndex::ReadLayoutRecord(FailoverWait& wait) {
+  KeyCommandOp get({"HGETALL", kLayoutKey}, /*writes=*/false);
+  if (absl::Status s = Run(get, wait); !s.ok()) return s;
+  return ParseLayoutRecord(get.strings);
+}
+
+// The database's bucket bits from its layout key; a database without one
+// gets one, unless it holds keys of the layout before buckets.
+absl::StatusOr<int> RedisIndex::LoadLayout(FailoverWait& wait) {
+  absl::StatusOr<LayoutRecord> record = ReadLayoutRecord(wait);
+  if (!record.ok()) return record.status();
+  if (record->version == 0) {
+    absl::StatusOr<std::vector<RedisEndpoint*>> masters = topology_->Masters();
+    if (!masters.ok()) return masters.status();
+    for (RedisEndpoint* master : *masters) {
+      if (absl::Status s = FindLegacyKeys(*master); !s.ok()) return s;
+    }
+    const int wanted = config_.options.redis_bucket_bits > 0
+                           ? config_.options.redis_bucket_bits
+                           : kDefaultBucketBits;
+    // Two chunkd starting at once: the first bucket_bits written wins.
+    for (auto& [field, value] :
+         {std::pair<std::string, std::string>{"bucket_bits",
+                                              std::to_string(wanted)},
+          {"version", std::to_string(kLayoutVersion)}}) {
+      KeyCommandOp set({"HSETNX", kLayoutKey, field, value}, /*writes=*/true);
+      if (absl::Status s = Run(set, wait); !s.ok()) return s;
+    }
+    record = ReadLayoutRecord(wait);
+    if (!record.ok()) return record.status();
+  }
+  if (absl::Status s = CheckLayoutRecord(*record); !s.ok()) return s;
+  return record->bucket_bits;
+}
+
+absl::Status RedisIndex::CheckLayoutRecord(const LayoutRecord& record) const {
+  if (record.version != kLayoutVersion || record.bucket_bits == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the redis index has layout version ", record.version,
+        record.bucket_bits == 0 ? " without bucket_bits" : "",
+        " (key ", kLayoutKey, "); this chunkd reads version ", kLayoutVersion,
+        " only"));
+  }
+  if (record.migrating) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the redis index is being moved to the bucket layout (key ",
+        kLayoutKey, " says migrating): let `", kMigrateCommand,
+        "` finish, or run it again to resume it"));
+  }
+  const int asked = config_.options.redis_bucket_bits;
+  if (asked > 0 && asked != record.bucket_bits && config_.options.warn) {
+    config_.options.warn(absl::StrCat(
+        "WARNING: the redis index has bucket_bits ", record.bucket_bits,
+        " (key ", kLayoutKey, "), not the ", asked,
+        " asked for; it keeps its own (`", kMigrateCommand,
+        " --bucket-bits N` changes it)"));
+  }
+  return absl::OkStatus();
+}
+
+// The layout, and every fingerprint checked against it.
+absl::Status RedisIndex::Prepare(absl::string_view ns,
+                                 const BucketLayout** layout,
+                                 absl::Span<const std::string> fingerprints) {
+  if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
+  if (absl::Status s = Layout(wait_, layout); !s.ok()) return s;
+  if (*layout == nullptr) return absl::OkStatus();
+  for (const std::string& fp : fingerprints) {
+    if (absl::Status s = (*layout)->ValidFingerprint(fp); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<bool>> RedisIndex::Lookup(
     absl::string_view ns, absl::Span<const std::string> fingerprints) {
-  if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
-  LookupOp op(ns, fingerprints);
+  const BucketLayout* layout = nullptr;
+  if (absl::Status s = Prepare(ns, &layout, fingerprints); !s.ok()) return s;
+  LookupOp op(ns, fingerprints, layout);
   if (absl::Status s = Run(op); !s.ok()) return s;
   return std::move(op.found);
 }
@@ -1314,12 +1311,21 @@ absl::StatusOr<std::vector<bool>> RedisIndex::Lookup(
 absl::StatusOr<std::vector<InsertResult>> RedisIndex::Insert(
     absl::string_view ns, absl::Span<const InsertEntry> entries,
     const WriteToken* token) {
-  if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
+  const BucketLayout* layout = nullptr;
+  std::vector<std::string> fingerprints;
+  if (absl::Status s = Prepare(ns, &layout, {}); !s.ok()) return s;
+  if (layout != nullptr) {
+    for (const InsertEntry& e : entries) {
+      if (absl::Status s = layout->ValidFingerprint(e.fingerprint); !s.ok()) {
+        return s;
+      }
+    }
+  }
   if (token != nullptr) {
     if (absl::Status s = ValidateWriteToken(*token); !s.ok()) return s;
   }
   InsertOp op(ns, entries, TokenArgs(ns, 'i', token, config_.options.token_ttl),
-              kMaxKeysPerCall);
+              layout, kMaxKeysPerCall);
   if (absl::Status s = Run(op); !s.ok()) return s;
   return std::move(op.results);
 }
@@ -1327,12 +1333,13 @@ absl::StatusOr<std::vector<InsertResult>> RedisIndex::Insert(
 absl::StatusOr<std::vector<uint64_t>> RedisIndex::Release(
     absl::string_view ns, absl::Span<const std::string> fingerprints,
     const WriteToken* token) {
-  if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
+  const BucketLayout* layout = nullptr;
+  if (absl::Status s = Prepare(ns, &layout, fingerprints); !s.ok()) return s;
   if (token != nullptr) {
     if (absl::Status s = ValidateWriteToken(*token); !s.ok()) return s;
   }
   ReleaseOp op(ns, fingerprints,
-               TokenArgs(ns, 'r', token, config_.options.token_ttl),
+               TokenArgs(ns, 'r', token, config_.options.token_ttl), layout,
                kMaxKeysPerCall);
   if (absl::Status s = Run(op); !s.ok()) return s;
   return std::move(op.left);
@@ -1341,26 +1348,42 @@ absl::StatusOr<std::vector<uint64_t>> RedisIndex::Release(
 absl::Status RedisIndex::RecordNextSizes(absl::string_view ns,
                                          absl::string_view params_key,
                                          absl::Span<const NextSize> hints) {
-  if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
+  const BucketLayout* layout = nullptr;
+  if (absl::Status s = Prepare(ns, &layout, {}); !s.ok()) return s;
   if (absl::Status s = ValidateParamsKey(params_key); !s.ok()) return s;
+  if (layout != nullptr) {
+    for (const NextSize& h : hints) {
+      if (absl::Status s = layout->ValidFingerprint(h.fingerprint); !s.ok()) {
+        return s;
+      }
+    }
+  }
   RecordNextOp op(ns, params_key, hints, config_.options.next_sizes_length,
-                  kMaxKeysPerCall);
+                  layout, kMaxKeysPerCall);
   return Run(op);
 }
 
 absl::StatusOr<std::vector<NextHints>> RedisIndex::NextHintsOf(
     absl::string_view ns, absl::string_view params_key,
     absl::Span<const std::string> fingerprints) {
-  if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
+  const BucketLayout* layout = nullptr;
+  if (absl::Status s = Prepare(ns, &layout, fingerprints); !s.ok()) return s;
   if (absl::Status s = ValidateParamsKey(params_key); !s.ok()) return s;
-  NextHintsOp op(ns, params_key, fingerprints);
+  NextHintsOp op(ns, params_key, fingerprints, layout);
   if (absl::Status s = Run(op); !s.ok()) return s;
   return std::move(op.hints);
 }
 
 absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateRedisIndex(
     RedisConfig config) {
-  return std::make_unique<RedisIndex>(std::move(config));
+  auto index = std::make_unique<RedisIndex>(std::move(config));
+  // A database of another layout stops chunkd at start; one that does not
+  // answer yet is asked again at the first call or health probe.
+  FailoverWait no_wait(absl::ZeroDuration(), nullptr, nullptr);
+  const BucketLayout* layout = nullptr;
+  absl::Status layout_status = index->Layout(no_wait, &layout);
+  if (absl::IsFailedPrecondition(layout_status)) return layout_status;
+  return index;
 }
 
 }  // namespace chunkd::index

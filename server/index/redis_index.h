@@ -1,15 +1,11 @@
 // RedisIndex: the FingerprintIndex in one Redis server ("redis") or in a
 // Redis Cluster ("redis-cluster"). docs/design.md, "The fingerprint index".
 //
-// Data model. One key per entry, exactly `chunkd:<ns>:<fingerprint>` with the
-// fingerprint in binary and no hash tag (a namespace has no braces), so one
-// tenant's index spreads over every master of a cluster. The value is a hash
-// (kept as a listpack by Redis, a few dozen bytes):
-//   r       reference count (decimal); the key is deleted when it reaches 0
-//   s       chunk size in bytes (decimal), set by the insert that created it
-//   h:<p>   next-chunk sizes under chunking parameters <p>, most recent
-//           first, comma-separated decimals ("16384,20480")
-// `HGET chunkd:<ns>:<fp> r` reads a count directly.
+// Data model: redis_layout.h. Entries are fields of bucket hashes
+// (chunkd-b<bits>:<ns>:<fingerprint prefix>), a database's layout named by
+// its key chunkd-layout, read at the first call (a database of the
+// key-per-entry layout of chunkd 0.3 is refused, naming
+// `chunkctl index migrate`).
 //
 // Writes are Lua scripts, loaded on every new connection (SCRIPT LOAD) and
 // called by EVALSHA; after NOSCRIPT (SCRIPT FLUSH, a failover to a replica
@@ -18,7 +14,7 @@
 // the fixed cost of running a script (a few SETs' worth of server time) is
 // paid once per call, not per fingerprint: on one server a call carries
 // up to 256 keys of the batch; in a cluster it carries the keys of one slot
-// (Redis Cluster allows no more), i.e. mostly one. A call is atomic as a
+// (Redis Cluster allows no more), i.e. mostly one bucket. A call is atomic as a
 // whole: a count never changes without its entry, and on one server a
 // batch of up to 256 fingerprints is applied all or nothing (unless its
 // WriteToken positions cross a multiple of 65536, where a call ends: see
@@ -94,7 +90,10 @@
 #ifndef CHUNKD_INDEX_REDIS_INDEX_H_
 #define CHUNKD_INDEX_REDIS_INDEX_H_
 
+#include <atomic>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,6 +102,7 @@
 #include "index/fingerprint_index.h"
 #include "index/redis_config.h"
 #include "index/redis_connection.h"
+#include "index/redis_layout.h"
 #include "index/redis_wait.h"
 
 namespace chunkd::index {
@@ -139,6 +139,8 @@ class RedisTopology {
   // (RedisEndpoint::Probe of each): UNAVAILABLE naming the first that is
   // unreachable, else RESOURCE_EXHAUSTED naming the first that is full.
   virtual absl::Status Health() = 0;
+  // Every master (UNAVAILABLE when a slot has none).
+  virtual absl::StatusOr<std::vector<RedisEndpoint*>> Masters() = 0;
 };
 
 class RedisIndex final : public FingerprintIndex {
@@ -172,22 +174,35 @@ class RedisIndex final : public FingerprintIndex {
       absl::string_view ns, absl::string_view params_key,
       absl::Span<const std::string> fingerprints) override;
 
-  // The Lua scripts (insert, release, record next size), for tests.
+  // The Lua scripts (redis_scripts.h), for tests.
   static const std::vector<std::string>& Scripts();
+
+  // The database's layout (redis_layout.h; nullptr with
+  // RedisConfig::legacy_layout), read from its layout key at the first call
+  // and kept; a new database gets one. FAILED_PRECONDITION, naming what to
+  // do, for a database of another layout or one being migrated; waits as
+  // `wait` says for Redis.
+  absl::Status Layout(FailoverWait& wait, const BucketLayout** layout);
 
   class BatchOp;  // one batched operation; defined in redis_index.cc
 
  private:
   absl::Status Run(BatchOp& op);
+  absl::Status Run(BatchOp& op, FailoverWait& wait);
+  absl::StatusOr<LayoutRecord> ReadLayoutRecord(FailoverWait& wait);
+  absl::StatusOr<int> LoadLayout(FailoverWait& wait);
+  absl::Status CheckLayoutRecord(const LayoutRecord& record) const;
+  absl::Status Prepare(absl::string_view ns, const BucketLayout** layout,
+                       absl::Span<const std::string> fingerprints);
 
   const RedisConfig config_;
   ConnectionSettings settings_;
   FailoverWait wait_;
   std::unique_ptr<RedisTopology> topology_;
+  std::mutex layout_mu_;
+  std::optional<BucketLayout> layout_;  // set once, under layout_mu_
+  std::atomic<bool> layout_ready_{false};
 };
-
-// The entry key of `fingerprint` in namespace `ns`.
-std::string RedisEntryKey(absl::string_view ns, absl::string_view fingerprint);
 
 // REQUIRES: config comes from ParseRedisSpec.
 absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateRedisIndex(

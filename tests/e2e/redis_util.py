@@ -133,7 +133,8 @@ class RedisServer:
         if binary is None:
             raise RuntimeError("redis-server is not installed (make deps installs it)")
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1",
-                "--dir", self.dir, "--save", "", "--maxmemory-policy", "noeviction"]
+                "--dir", self.dir, "--save", "", "--maxmemory-policy", "noeviction",
+                "--hash-max-listpack-entries", "512"]
         if self.persistent:
             args += ["--appendonly", "yes", "--appendfsync", "always"]
         else:

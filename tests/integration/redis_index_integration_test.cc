@@ -32,6 +32,7 @@
 #include "index/redis_cluster.h"
 #include "index/redis_config.h"
 #include "index/redis_index.h"
+#include "index/redis_layout.h"
 #include "support/redis_process.h"
 
 namespace chunkd::index {
@@ -61,34 +62,44 @@ std::string Fp(uint64_t i) {
 
 // ---- What the servers hold, read directly -------------------------------
 
-// Reference count per entry key of namespace `ns` on one server (SCAN +
-// HGET r); also checks each entry has its size field.
+// The bucket key of `fp` in `ns` (chunkd's default bucket_bits).
+std::string EntryKey(absl::string_view ns, absl::string_view fp) {
+  return BucketLayout(kDefaultBucketBits).BucketKey(ns, fp);
+}
+
+// Reference count per fingerprint of namespace `ns` on one server (SCAN of
+// its buckets + HGETALL); also checks each entry's value decodes.
 absl::Status ReadCounts(int port, absl::string_view ns,
                         std::map<std::string, uint64_t>* counts) {
+  const BucketLayout layout(kDefaultBucketBits);
+  const std::string prefix = layout.KeyPrefix(ns);
   auto direct = DirectRedis::Connect("127.0.0.1", port);
   if (!direct.ok()) return direct.status();
   std::string cursor = "0";
   do {
-    auto page = (*direct)->Command({"SCAN", cursor, "MATCH",
-                                    absl::StrCat("chunkd:", ns, ":*"), "COUNT",
-                                    "1000"});
+    auto page = (*direct)->Command(
+        {"SCAN", cursor, "MATCH", absl::StrCat(prefix, "*"), "COUNT", "1000"});
     if (!page.ok()) return page.status();
     cursor.assign((*page)->element[0]->str, (*page)->element[0]->len);
     const redisReply* keys = (*page)->element[1];
     for (size_t k = 0; k < keys->elements; ++k) {
       std::string key(keys->element[k]->str, keys->element[k]->len);
-      auto fields = (*direct)->Command({"HMGET", key, "r", "s"});
+      auto fields = (*direct)->Command({"HGETALL", key});
       if (!fields.ok()) return fields.status();
-      const redisReply* r = (*fields)->element[0];
-      const redisReply* s = (*fields)->element[1];
-      uint64_t count = 0;
-      if (r->type != REDIS_REPLY_STRING ||
-          !absl::SimpleAtoi(absl::string_view(r->str, r->len), &count) ||
-          s->type != REDIS_REPLY_STRING) {
-        return absl::InternalError(absl::StrCat(
-            "entry on port ", port, " lacks its count or size field"));
+      const absl::string_view bucket =
+          absl::string_view(key).substr(prefix.size());
+      for (size_t f = 0; f + 1 < (*fields)->elements; f += 2) {
+        const redisReply* field = (*fields)->element[f];
+        const redisReply* value = (*fields)->element[f + 1];
+        EntryValue entry;
+        if (!DecodeEntryValue(absl::string_view(value->str, value->len),
+                              &entry)) {
+          return absl::InternalError(absl::StrCat(
+              "entry on port ", port, " has a malformed value"));
+        }
+        (*counts)[layout.Fingerprint(
+            bucket, absl::string_view(field->str, field->len))] = entry.refs;
       }
-      (*counts)[key] = count;
     }
   } while (cursor != "0");
   return absl::OkStatus();
@@ -104,8 +115,7 @@ void ExpectCounts(const std::vector<int>& ports, absl::string_view ns,
   }
   size_t live = 0;
   for (const auto& [i, count] : expected) {
-    const std::string key = RedisEntryKey(ns, Fp(i));
-    auto it = counts.find(key);
+    auto it = counts.find(Fp(i));
     if (count == 0) {
       EXPECT_TRUE(it == counts.end())
           << "fingerprint " << i << " should be gone";
@@ -598,10 +608,17 @@ std::string CountOnceItShows(int port, absl::string_view ns,
   std::string count;
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   for (int i = 0; i < 60000 && count != want && absl::Now() < deadline; ++i) {
-    auto reply = (*direct)->Command({"HGET", RedisEntryKey(ns, fp), "r"});
+    const BucketLayout layout(kDefaultBucketBits);
+    auto reply = (*direct)->Command(
+        {"HGET", layout.BucketKey(ns, fp), std::string(layout.Field(fp))});
     EXPECT_TRUE(reply.ok()) << reply.status();
     if (!reply.ok()) return "";
-    count.assign((*reply)->str == nullptr ? "" : (*reply)->str, (*reply)->len);
+    EntryValue entry;
+    count = (*reply)->str != nullptr &&
+                    DecodeEntryValue(
+                        absl::string_view((*reply)->str, (*reply)->len), &entry)
+                ? std::to_string(entry.refs)
+                : "";
     if (count != want) absl::SleepFor(absl::Milliseconds(1));
   }
   return count;
@@ -1333,10 +1350,13 @@ TEST_F(RedisClusterIntegration, FollowsAskDuringMigrationAndMovedAfter) {
   // Two fingerprints whose keys share a slot.
   const std::string ns = "mig";
   std::vector<uint64_t> same_slot;
-  const int slot = KeySlot(RedisEntryKey(ns, Fp(0)));
+  const int slot = KeySlot(EntryKey(ns, Fp(0)));
   same_slot.push_back(0);
   for (uint64_t i = 1; same_slot.size() < 2; ++i) {
-    if (KeySlot(RedisEntryKey(ns, Fp(i))) == slot) same_slot.push_back(i);
+    if (KeySlot(EntryKey(ns, Fp(i))) == slot &&
+        EntryKey(ns, Fp(i)) != EntryKey(ns, Fp(0))) {
+      same_slot.push_back(i);
+    }
   }
   const std::string a = Fp(same_slot[0]);
   const std::string b = Fp(same_slot[1]);
@@ -1374,7 +1394,7 @@ TEST_F(RedisClusterIntegration, FollowsAskDuringMigrationAndMovedAfter) {
       (*from)->Command({"CLUSTER", "SETSLOT", s, "MIGRATING", to_id}).ok());
   ASSERT_TRUE((*from)
                   ->Command({"MIGRATE", "127.0.0.1", std::to_string(to_port),
-                             "", "0", "5000", "KEYS", RedisEntryKey(ns, a)})
+                             "", "0", "5000", "KEYS", EntryKey(ns, a)})
                   .ok());
 
   // Mid-migration: a is on the target (ASK), b still on the source.
@@ -1389,7 +1409,7 @@ TEST_F(RedisClusterIntegration, FollowsAskDuringMigrationAndMovedAfter) {
   // Finish the move: the index's slot map is now wrong, MOVED corrects it.
   ASSERT_TRUE((*from)
                   ->Command({"MIGRATE", "127.0.0.1", std::to_string(to_port),
-                             "", "0", "5000", "KEYS", RedisEntryKey(ns, b)})
+                             "", "0", "5000", "KEYS", EntryKey(ns, b)})
                   .ok());
   for (int port : masters_) {
     auto direct = DirectRedis::Connect("127.0.0.1", port);
@@ -1421,7 +1441,7 @@ std::vector<uint64_t> FingerprintsOnMaster(const RedisClusterProcesses& cluster,
   std::map<int, int> owner;  // slot -> master port
   std::vector<uint64_t> out;
   for (uint64_t i = 0; out.size() < n && i < 100000; ++i) {
-    const int slot = KeySlot(RedisEntryKey(ns, Fp(i)));
+    const int slot = KeySlot(EntryKey(ns, Fp(i)));
     auto it = owner.find(slot);
     if (it == owner.end()) {
       auto master = cluster.MasterPortOfSlot(slot);

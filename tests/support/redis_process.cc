@@ -183,6 +183,8 @@ absl::Status RedisProcess::Spawn() {
                                    "",
                                    "--daemonize",
                                    "no",
+                                   "--hash-max-listpack-entries",
+                                   "512",
                                    "--repl-diskless-sync",
                                    "yes",
                                    "--repl-diskless-sync-delay",
