@@ -71,7 +71,7 @@ std::string ListpackWarning(absl::string_view server, const redisReply& reply) {
             ? absl::StrCat(": ", absl::string_view(reply.str, reply.len))
             : "",
         "); make sure they are at least ", kMinListpackEntries, " and ",
-        kMinListpackValue, ", or index buckets take several times the memory");
+        kMinListpackValue, ", or index buckets take up to about twice the memory");
   }
   std::string out;
   for (size_t i = 0; i + 1 < reply.elements; i += 2) {
@@ -96,7 +96,7 @@ std::string ListpackWarning(absl::string_view server, const redisReply& reply) {
   if (out.empty()) return out;
   return absl::StrCat(
       "WARNING: redis at ", server, ": ", out,
-      ": Redis converts fuller buckets into full hashes, several times the "
+      ": Redis converts fuller buckets into full hashes, up to about twice the "
       "memory per entry; set them in redis.conf (docs/operations.md, "
       "\"Redis settings\")");
 }

@@ -372,17 +372,6 @@ std::string HintRunField(absl::string_view params_key) {
   return absl::StrCat("r:", params_key);
 }
 
-// Sizes as a legacy field stores them: "s,s,s".
-bool ParseSizes(absl::string_view text, std::vector<uint32_t>* sizes) {
-  sizes->clear();
-  for (absl::string_view s : absl::StrSplit(text, ',', absl::SkipEmpty())) {
-    uint32_t size = 0;
-    if (!absl::SimpleAtoi(s, &size)) return false;
-    sizes->push_back(size);
-  }
-  return true;
-}
-
 // A run as the bucket script takes it: its length, then uvarints.
 std::string EncodeRun(absl::Span<const uint32_t> run) {
   std::string out(1, static_cast<char>(run.size()));
@@ -448,12 +437,12 @@ bool ParseLegacyHints(const redisReply& reply, NextHints* h) {
   const redisReply& run = *reply.element[1];
   if (list.type == REDIS_REPLY_NIL) return true;  // the run goes with it
   if (list.type != REDIS_REPLY_STRING) return false;
-  if (!ParseSizes(absl::string_view(list.str, list.len), &h->sizes)) {
+  if (!ParseLegacySizes(absl::string_view(list.str, list.len), &h->sizes)) {
     return false;
   }
   if (run.type == REDIS_REPLY_NIL) return true;
   return run.type == REDIS_REPLY_STRING &&
-         ParseSizes(absl::string_view(run.str, run.len), &h->run);
+         ParseLegacySizes(absl::string_view(run.str, run.len), &h->run);
 }
 
 // An entry's hints under `tag` from HGET's reply; false if malformed.
@@ -1059,35 +1048,58 @@ void Batch::Fail(absl::Status status) {
   if (failure_.ok()) failure_ = std::move(status);
 }
 
-// One command on one key (the layout key), its reply kept.
-class KeyCommandOp final : public RedisIndex::BatchOp {
+// Commands, each on the key args[1], their replies kept.
+class CommandsOp final : public RedisIndex::BatchOp {
  public:
-  KeyCommandOp(std::vector<std::string> args, bool writes)
-      : BatchOp(writes, /*idempotent=*/true, 1), args_(std::move(args)) {
-    keys_.push_back(args_[1]);
+  CommandsOp(const std::vector<std::vector<std::string>>& commands,
+             bool writes)
+      : BatchOp(writes, /*idempotent=*/true, 1),
+        replies(commands.size()),
+        commands_(commands) {
+    keys_.reserve(commands.size());
+    for (const auto& c : commands) {
+      // EVAL <script> <numkeys> <key>: its key; any other: its first word.
+      const size_t at = !c.empty() && c[0] == "EVAL" ? 3 : 1;
+      keys_.push_back(c.size() > at ? c[at] : "");
+    }
   }
-  void Append(redisContext* context, absl::Span<const size_t>,
+  void Append(redisContext* context, absl::Span<const size_t> items,
               int) const override {
     Args args;
-    for (const std::string& a : args_) args.Add(a);
+    for (const std::string& a : commands_[items[0]]) args.Add(a);
     args.Append(context);
   }
-  bool Accept(absl::Span<const size_t>, const redisReply& reply) override {
-    strings.clear();
-    if (reply.type == REDIS_REPLY_INTEGER) return true;
-    if (reply.type != REDIS_REPLY_ARRAY) return false;
-    for (size_t i = 0; i < reply.elements; ++i) {
-      const redisReply* e = reply.element[i];
-      if (e->type != REDIS_REPLY_STRING) return false;
-      strings.emplace_back(e->str, e->len);
+  bool Accept(absl::Span<const size_t> items,
+              const redisReply& reply) override {
+    RedisIndex::CommandReply& r = replies[items[0]];
+    r = RedisIndex::CommandReply();
+    switch (reply.type) {
+      case REDIS_REPLY_INTEGER:
+        r.integer = reply.integer;
+        return true;
+      case REDIS_REPLY_NIL:
+        r.nil = true;
+        return true;
+      case REDIS_REPLY_STRING:
+      case REDIS_REPLY_STATUS:
+        r.strings.emplace_back(reply.str, reply.len);
+        return true;
+      case REDIS_REPLY_ARRAY:
+        for (size_t i = 0; i < reply.elements; ++i) {
+          const redisReply* e = reply.element[i];
+          if (e->type != REDIS_REPLY_STRING) return false;
+          r.strings.emplace_back(e->str, e->len);
+        }
+        return true;
+      default:
+        return false;
     }
-    return true;
   }
 
-  std::vector<std::string> strings;  // an array reply's
+  std::vector<RedisIndex::CommandReply> replies;
 
  private:
-  const std::vector<std::string> args_;
+  const std::vector<std::vector<std::string>>& commands_;
 };
 
 // SCAN calls per master when looking for keys of the layout before
@@ -1105,6 +1117,11 @@ bool ParseScan(const redisReply& reply, std::string* cursor, bool* found) {
   cursor->assign(reply.element[0]->str, reply.element[0]->len);
   *found = reply.element[1]->elements > 0;
   return true;
+}
+
+bool IsMigrating(const absl::Status& status) {
+  return absl::IsUnavailable(status) &&
+         absl::StrContains(status.message(), "being moved");
 }
 
 absl::Status RefuseLegacyLayout(absl::string_view server) {
@@ -1145,6 +1162,13 @@ absl::Status FindLegacyKeys(RedisEndpoint& endpoint) {
 
 }  // namespace
 
+absl::Status MigratingStatus() {
+  return absl::UnavailableError(absl::StrCat(
+      "the redis index is being moved to another layout or bucket_bits (key ",
+      kLayoutKey, " says migrating); index calls go on once `",
+      kMigrateCommand, "` has finished (run it again to resume it)"));
+}
+
 const std::vector<std::string>& RedisIndex::Scripts() {
   return RedisScripts();
 }
@@ -1180,12 +1204,7 @@ absl::string_view RedisIndex::backend() const {
 
 absl::Status RedisIndex::Health() {
   absl::Status health = topology_->Health();
-  if (health.ok()) {
-    // Quickly: the probe runs every second.
-    FailoverWait no_wait(absl::ZeroDuration(), nullptr, nullptr);
-    const BucketLayout* layout = nullptr;
-    health = Layout(no_wait, &layout);
-  }
+  if (health.ok() && !config_.legacy_layout) health = RecheckLayout();
   // The probe runs every second: it dates the start of an outage even when
   // no call comes.
   if (absl::IsUnavailable(health)) {
@@ -1209,32 +1228,79 @@ absl::Status RedisIndex::Run(BatchOp& op, FailoverWait& wait) {
   return Batch(op, *topology_, config_.options, wait).Run();
 }
 
-absl::Status RedisIndex::Layout(FailoverWait& wait,
-                                const BucketLayout** layout) {
-  *layout = nullptr;
+absl::StatusOr<std::vector<RedisIndex::CommandReply>> RedisIndex::Commands(
+    const std::vector<std::vector<std::string>>& commands, bool writes) {
+  return Commands(commands, writes, wait_);
+}
+
+absl::StatusOr<std::vector<RedisIndex::CommandReply>> RedisIndex::Commands(
+    const std::vector<std::vector<std::string>>& commands, bool writes,
+    FailoverWait& wait) {
+  CommandsOp op(commands, writes);
+  if (absl::Status s = Run(op, wait); !s.ok()) return s;
+  return std::move(op.replies);
+}
+
+absl::StatusOr<std::vector<RedisEndpoint*>> RedisIndex::Masters() {
+  return topology_->Masters();
+}
+
+absl::Status RedisIndex::Layout(FailoverWait& wait, LayoutPtr* layout) {
+  layout->reset();
   if (config_.legacy_layout) return absl::OkStatus();
-  if (!layout_ready_.load(std::memory_order_acquire)) {
-    std::lock_guard<std::mutex> lock(layout_mu_);
-    if (!layout_.has_value()) {
-      absl::StatusOr<int> bits = LoadLayout(wait);
-      if (!bits.ok()) return bits.status();
-      layout_.emplace(*bits);
-    }
-    layout_ready_.store(true, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(layout_mu_);
+  if (!refusal_.ok()) return refusal_;
+  if (layout_ == nullptr) {
+    // Under the lock: calls wait for the first load rather than repeat it.
+    absl::StatusOr<int> bits = LoadLayout(wait, /*first=*/true);
+    if (!bits.ok()) return bits.status();
+    layout_ = std::make_shared<const BucketLayout>(*bits);
   }
-  *layout = &*layout_;
+  *layout = layout_;
   return absl::OkStatus();
 }
 
+// Every health probe reads the layout key again: a migration that starts
+// stops index calls within a probe's interval, and they go on, with the
+// new bucket_bits, once it has finished.
+absl::Status RedisIndex::RecheckLayout() {
+  FailoverWait no_wait(absl::ZeroDuration(), nullptr, nullptr);
+  bool loaded = false;
+  {
+    std::lock_guard<std::mutex> lock(layout_mu_);
+    loaded = layout_ != nullptr || !refusal_.ok();
+  }
+  if (!loaded) {
+    LayoutPtr layout;
+    return Layout(no_wait, &layout);
+  }
+  absl::StatusOr<int> bits = LoadLayout(no_wait, /*first=*/false);
+  if (!bits.ok() && !absl::IsFailedPrecondition(bits.status()) &&
+      !IsMigrating(bits.status())) {
+    return bits.status();  // Redis did not answer: the calls will tell
+  }
+  std::lock_guard<std::mutex> lock(layout_mu_);
+  refusal_ = bits.status();
+  if (bits.ok() && (layout_ == nullptr || layout_->bits() != *bits)) {
+    layout_ = std::make_shared<const BucketLayout>(*bits);
+    if (config_.options.warn) {
+      config_.options.warn(absl::StrCat(
+          "redis index: bucket_bits is ", *bits, " from now on (key ",
+          kLayoutKey, ")"));
+    }
+  }
+  return refusal_;
+}
+
 absl::StatusOr<LayoutRecord> RedisIndex::ReadLayoutRecord(FailoverWait& wait) {
-  KeyCommandOp get({"HGETALL", kLayoutKey}, /*writes=*/false);
-  if (absl::Status s = Run(get, wait); !s.ok()) return s;
-  return ParseLayoutRecord(get.strings);
+  auto replies = Commands({{"HGETALL", kLayoutKey}}, /*writes=*/false, wait);
+  if (!replies.ok()) return replies.status();
+  return ParseLayoutRecord((*replies)[0].strings);
 }
 
 // The database's bucket bits from its layout key; a database without one
 // gets one, unless it holds keys of the layout before buckets.
-absl::StatusOr<int> RedisIndex::LoadLayout(FailoverWait& wait) {
+absl::StatusOr<int> RedisIndex::LoadLayout(FailoverWait& wait, bool first) {
   absl::StatusOr<LayoutRecord> record = ReadLayoutRecord(wait);
   if (!record.ok()) return record.status();
   if (record->version == 0) {
@@ -1243,40 +1309,40 @@ absl::StatusOr<int> RedisIndex::LoadLayout(FailoverWait& wait) {
     for (RedisEndpoint* master : *masters) {
       if (absl::Status s = FindLegacyKeys(*master); !s.ok()) return s;
     }
-    const int wanted = config_.options.redis_bucket_bits > 0
-                           ? config_.options.redis_bucket_bits
-                           : kDefaultBucketBits;
-    // Two chunkd starting at once: the first bucket_bits written wins.
-    for (auto& [field, value] :
-         {std::pair<std::string, std::string>{"bucket_bits",
-                                              std::to_string(wanted)},
-          {"version", std::to_string(kLayoutVersion)}}) {
-      KeyCommandOp set({"HSETNX", kLayoutKey, field, value}, /*writes=*/true);
-      if (absl::Status s = Run(set, wait); !s.ok()) return s;
+    int wanted = config_.options.redis_bucket_bits > 0
+                     ? config_.options.redis_bucket_bits
+                     : kDefaultBucketBits;
+    if (!first) {
+      // The key went missing under a running chunkd: its buckets stay.
+      std::lock_guard<std::mutex> lock(layout_mu_);
+      if (layout_ != nullptr) wanted = layout_->bits();
     }
+    // Two chunkd starting at once: the first bucket_bits written wins.
+    auto set = Commands({{"HSETNX", kLayoutKey, "bucket_bits",
+                          std::to_string(wanted)},
+                         {"HSETNX", kLayoutKey, "version",
+                          std::to_string(kLayoutVersion)}},
+                        /*writes=*/true, wait);
+    if (!set.ok()) return set.status();
     record = ReadLayoutRecord(wait);
     if (!record.ok()) return record.status();
   }
-  if (absl::Status s = CheckLayoutRecord(*record); !s.ok()) return s;
+  if (absl::Status s = CheckLayoutRecord(*record, first); !s.ok()) return s;
   return record->bucket_bits;
 }
 
-absl::Status RedisIndex::CheckLayoutRecord(const LayoutRecord& record) const {
+absl::Status RedisIndex::CheckLayoutRecord(const LayoutRecord& record,
+                                           bool first) const {
+  if (record.migrating) return MigratingStatus();
   if (record.version != kLayoutVersion || record.bucket_bits == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the redis index has layout version ", record.version,
-        record.bucket_bits == 0 ? " without bucket_bits" : "",
-        " (key ", kLayoutKey, "); this chunkd reads version ", kLayoutVersion,
-        " only"));
-  }
-  if (record.migrating) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the redis index is being moved to the bucket layout (key ",
-        kLayoutKey, " says migrating): let `", kMigrateCommand,
-        "` finish, or run it again to resume it"));
+        record.bucket_bits == 0 ? " without bucket_bits" : "", " (key ",
+        kLayoutKey, "); this chunkd reads version ", kLayoutVersion, " only"));
   }
   const int asked = config_.options.redis_bucket_bits;
-  if (asked > 0 && asked != record.bucket_bits && config_.options.warn) {
+  if (first && asked > 0 && asked != record.bucket_bits &&
+      config_.options.warn) {
     config_.options.warn(absl::StrCat(
         "WARNING: the redis index has bucket_bits ", record.bucket_bits,
         " (key ", kLayoutKey, "), not the ", asked,
@@ -1287,8 +1353,7 @@ absl::Status RedisIndex::CheckLayoutRecord(const LayoutRecord& record) const {
 }
 
 // The layout, and every fingerprint checked against it.
-absl::Status RedisIndex::Prepare(absl::string_view ns,
-                                 const BucketLayout** layout,
+absl::Status RedisIndex::Prepare(absl::string_view ns, LayoutPtr* layout,
                                  absl::Span<const std::string> fingerprints) {
   if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
   if (absl::Status s = Layout(wait_, layout); !s.ok()) return s;
@@ -1301,9 +1366,9 @@ absl::Status RedisIndex::Prepare(absl::string_view ns,
 
 absl::StatusOr<std::vector<bool>> RedisIndex::Lookup(
     absl::string_view ns, absl::Span<const std::string> fingerprints) {
-  const BucketLayout* layout = nullptr;
+  LayoutPtr layout;
   if (absl::Status s = Prepare(ns, &layout, fingerprints); !s.ok()) return s;
-  LookupOp op(ns, fingerprints, layout);
+  LookupOp op(ns, fingerprints, layout.get());
   if (absl::Status s = Run(op); !s.ok()) return s;
   return std::move(op.found);
 }
@@ -1311,8 +1376,7 @@ absl::StatusOr<std::vector<bool>> RedisIndex::Lookup(
 absl::StatusOr<std::vector<InsertResult>> RedisIndex::Insert(
     absl::string_view ns, absl::Span<const InsertEntry> entries,
     const WriteToken* token) {
-  const BucketLayout* layout = nullptr;
-  std::vector<std::string> fingerprints;
+  LayoutPtr layout;
   if (absl::Status s = Prepare(ns, &layout, {}); !s.ok()) return s;
   if (layout != nullptr) {
     for (const InsertEntry& e : entries) {
@@ -1325,7 +1389,7 @@ absl::StatusOr<std::vector<InsertResult>> RedisIndex::Insert(
     if (absl::Status s = ValidateWriteToken(*token); !s.ok()) return s;
   }
   InsertOp op(ns, entries, TokenArgs(ns, 'i', token, config_.options.token_ttl),
-              layout, kMaxKeysPerCall);
+              layout.get(), kMaxKeysPerCall);
   if (absl::Status s = Run(op); !s.ok()) return s;
   return std::move(op.results);
 }
@@ -1333,14 +1397,14 @@ absl::StatusOr<std::vector<InsertResult>> RedisIndex::Insert(
 absl::StatusOr<std::vector<uint64_t>> RedisIndex::Release(
     absl::string_view ns, absl::Span<const std::string> fingerprints,
     const WriteToken* token) {
-  const BucketLayout* layout = nullptr;
+  LayoutPtr layout;
   if (absl::Status s = Prepare(ns, &layout, fingerprints); !s.ok()) return s;
   if (token != nullptr) {
     if (absl::Status s = ValidateWriteToken(*token); !s.ok()) return s;
   }
   ReleaseOp op(ns, fingerprints,
-               TokenArgs(ns, 'r', token, config_.options.token_ttl), layout,
-               kMaxKeysPerCall);
+               TokenArgs(ns, 'r', token, config_.options.token_ttl),
+               layout.get(), kMaxKeysPerCall);
   if (absl::Status s = Run(op); !s.ok()) return s;
   return std::move(op.left);
 }
@@ -1348,7 +1412,7 @@ absl::StatusOr<std::vector<uint64_t>> RedisIndex::Release(
 absl::Status RedisIndex::RecordNextSizes(absl::string_view ns,
                                          absl::string_view params_key,
                                          absl::Span<const NextSize> hints) {
-  const BucketLayout* layout = nullptr;
+  LayoutPtr layout;
   if (absl::Status s = Prepare(ns, &layout, {}); !s.ok()) return s;
   if (absl::Status s = ValidateParamsKey(params_key); !s.ok()) return s;
   if (layout != nullptr) {
@@ -1359,17 +1423,17 @@ absl::Status RedisIndex::RecordNextSizes(absl::string_view ns,
     }
   }
   RecordNextOp op(ns, params_key, hints, config_.options.next_sizes_length,
-                  layout, kMaxKeysPerCall);
+                  layout.get(), kMaxKeysPerCall);
   return Run(op);
 }
 
 absl::StatusOr<std::vector<NextHints>> RedisIndex::NextHintsOf(
     absl::string_view ns, absl::string_view params_key,
     absl::Span<const std::string> fingerprints) {
-  const BucketLayout* layout = nullptr;
+  LayoutPtr layout;
   if (absl::Status s = Prepare(ns, &layout, fingerprints); !s.ok()) return s;
   if (absl::Status s = ValidateParamsKey(params_key); !s.ok()) return s;
-  NextHintsOp op(ns, params_key, fingerprints, layout);
+  NextHintsOp op(ns, params_key, fingerprints, layout.get());
   if (absl::Status s = Run(op); !s.ok()) return s;
   return std::move(op.hints);
 }
@@ -1380,7 +1444,7 @@ absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateRedisIndex(
   // A database of another layout stops chunkd at start; one that does not
   // answer yet is asked again at the first call or health probe.
   FailoverWait no_wait(absl::ZeroDuration(), nullptr, nullptr);
-  const BucketLayout* layout = nullptr;
+  RedisIndex::LayoutPtr layout;
   absl::Status layout_status = index->Layout(no_wait, &layout);
   if (absl::IsFailedPrecondition(layout_status)) return layout_status;
   return index;

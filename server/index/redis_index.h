@@ -177,22 +177,43 @@ class RedisIndex final : public FingerprintIndex {
   // The Lua scripts (redis_scripts.h), for tests.
   static const std::vector<std::string>& Scripts();
 
+  using LayoutPtr = std::shared_ptr<const BucketLayout>;
   // The database's layout (redis_layout.h; nullptr with
   // RedisConfig::legacy_layout), read from its layout key at the first call
-  // and kept; a new database gets one. FAILED_PRECONDITION, naming what to
-  // do, for a database of another layout or one being migrated; waits as
-  // `wait` says for Redis.
-  absl::Status Layout(FailoverWait& wait, const BucketLayout** layout);
+  // and again at every Health() (a migration under way refuses calls, with
+  // UNAVAILABLE, until it has finished); a new database gets one.
+  // FAILED_PRECONDITION, naming what to do, for a database of another
+  // layout; waits as `wait` says for Redis.
+  absl::Status Layout(FailoverWait& wait, LayoutPtr* layout);
+
+  // A command's reply: an integer, nil, or strings (a string's, a status',
+  // an array's of strings).
+  struct CommandReply {
+    long long integer = 0;
+    bool nil = false;
+    std::vector<std::string> strings;
+  };
+  // Runs `commands`, each on the key args[1] (EVAL: args[3]), routed, pipelined and waited
+  // for as index calls are (for `chunkctl index migrate`). An error reply
+  // fails the whole as an index call fails.
+  absl::StatusOr<std::vector<CommandReply>> Commands(
+      const std::vector<std::vector<std::string>>& commands, bool writes);
+  // Every master (one server: that server).
+  absl::StatusOr<std::vector<RedisEndpoint*>> Masters();
 
   class BatchOp;  // one batched operation; defined in redis_index.cc
 
  private:
   absl::Status Run(BatchOp& op);
   absl::Status Run(BatchOp& op, FailoverWait& wait);
+  absl::StatusOr<std::vector<CommandReply>> Commands(
+      const std::vector<std::vector<std::string>>& commands, bool writes,
+      FailoverWait& wait);
+  absl::Status RecheckLayout();
   absl::StatusOr<LayoutRecord> ReadLayoutRecord(FailoverWait& wait);
-  absl::StatusOr<int> LoadLayout(FailoverWait& wait);
-  absl::Status CheckLayoutRecord(const LayoutRecord& record) const;
-  absl::Status Prepare(absl::string_view ns, const BucketLayout** layout,
+  absl::StatusOr<int> LoadLayout(FailoverWait& wait, bool first);
+  absl::Status CheckLayoutRecord(const LayoutRecord& record, bool first) const;
+  absl::Status Prepare(absl::string_view ns, LayoutPtr* layout,
                        absl::Span<const std::string> fingerprints);
 
   const RedisConfig config_;
@@ -200,9 +221,14 @@ class RedisIndex final : public FingerprintIndex {
   FailoverWait wait_;
   std::unique_ptr<RedisTopology> topology_;
   std::mutex layout_mu_;
-  std::optional<BucketLayout> layout_;  // set once, under layout_mu_
-  std::atomic<bool> layout_ready_{false};
+  LayoutPtr layout_;      // guarded by layout_mu_
+  absl::Status refusal_;  // guarded by layout_mu_: a migration under way
+
 };
+
+// UNAVAILABLE: a migration of the index is under way (its layout key says
+// migrating).
+absl::Status MigratingStatus();
 
 // REQUIRES: config comes from ParseRedisSpec.
 absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateRedisIndex(

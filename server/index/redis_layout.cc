@@ -5,6 +5,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace chunkd::index {
 
@@ -148,6 +149,7 @@ absl::StatusOr<LayoutRecord> ParseLayoutRecord(
            record.bucket_bits <= kMaxBucketBits;
     } else if (name == "migrating") {
       record.migrating = true;
+      record.migrating_from = value;
     }
     if (!ok) {
       return absl::FailedPreconditionError(
@@ -156,6 +158,15 @@ absl::StatusOr<LayoutRecord> ParseLayoutRecord(
     }
   }
   return record;
+}
+
+bool ParseLegacySizes(absl::string_view text, std::vector<uint32_t>* out) {
+  for (absl::string_view s : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    uint32_t v = 0;
+    if (!absl::SimpleAtoi(s, &v)) return false;
+    out->push_back(v);
+  }
+  return true;
 }
 
 std::string LegacyEntryKey(absl::string_view ns, absl::string_view fp) {

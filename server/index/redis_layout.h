@@ -119,12 +119,19 @@ struct LayoutRecord {
   int version = 0;
   int bucket_bits = 0;
   bool migrating = false;
+  // What a migration under way moves from: "legacy" (the key-per-entry
+  // layout) or the bucket_bits of the buckets it empties.
+  std::string migrating_from;
 };
 
 // The layout key's fields (HGETALL's reply, name then value);
 // FAILED_PRECONDITION naming the field for a malformed one.
 absl::StatusOr<LayoutRecord> ParseLayoutRecord(
     const std::vector<std::string>& fields);
+
+// Appends the sizes of a hint field of the layout before buckets,
+// "s,s,s"; false if malformed.
+bool ParseLegacySizes(absl::string_view text, std::vector<uint32_t>* out);
 
 // The key of the layout before buckets: chunkd:<ns>:<fingerprint>.
 std::string LegacyEntryKey(absl::string_view ns, absl::string_view fp);
