@@ -362,6 +362,30 @@ def test_builtin_redis(chart: Chart) -> None:
     assert test_pod["metadata"]["labels"][f"{RELEASE}-chunkd-client"] == "true"
 
 
+def test_builtin_redis_listpack_settings_are_values(chart: Chart) -> None:
+    """Higher listpack limits render as given, whole numbers even when large."""
+    objects = chart.render("-f", CHART / "ci" / "builtin-redis-ephemeral-values.yaml",
+                           "--set", "builtinRedis.hashMaxListpackEntries=2000000",
+                           "--set", "builtinRedis.hashMaxListpackValue=128")
+    command = one(objects, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    assert "--hash-max-listpack-entries 2000000 --hash-max-listpack-value 128" in command
+
+
+@pytest.mark.parametrize("key,low,least", [("hashMaxListpackEntries", 128, 512),
+                                           ("hashMaxListpackValue", 32, 64)])
+def test_schema_refuses_lower_listpack_limits(chart: Chart, key: str, low: int,
+                                              least: int) -> None:
+    """Below what the index's buckets need, the chart does not render, and
+    says which value and the least it takes."""
+    result = chart.template("-f", CHART / "ci" / "builtin-redis-ephemeral-values.yaml",
+                            "--set", f"builtinRedis.{key}={low}", check=False)
+    assert result.returncode != 0
+    assert f"at '/builtinRedis/{key}': minimum: got {low}, want {least}" in result.stderr, \
+        result.stderr
+    assert chart.template("-f", CHART / "ci" / "builtin-redis-ephemeral-values.yaml",
+                          "--set", f"builtinRedis.{key}={least}", check=False).returncode == 0
+
+
 ROCKSDB_VALUES = CHART / "ci" / "rocksdb-values.yaml"
 ROCKSDB_CLAIM_VALUES = CHART / "ci" / "rocksdb-existing-claim-values.yaml"
 #: Where the chart mounts the RocksDB index's volume.
@@ -687,30 +711,6 @@ def render_notes(chart: Chart, tmp_path: Path, *args: object) -> str:
         [chart.helm, "template", RELEASE, copy_, "--namespace", NAMESPACE, "--kube-version",
          KUBE_VERSION, *args], env=chart.env).stdout) if d]
     return one(objects, "ConfigMap", "notes")["data"]["notes"]
-
-
-def test_builtin_redis_listpack_settings_are_values(chart: Chart) -> None:
-    """Higher listpack limits render as given, whole numbers even when large."""
-    objects = chart.render("-f", CHART / "ci" / "builtin-redis-ephemeral-values.yaml",
-                           "--set", "builtinRedis.hashMaxListpackEntries=2000000",
-                           "--set", "builtinRedis.hashMaxListpackValue=128")
-    command = one(objects, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]["args"][0]
-    assert "--hash-max-listpack-entries 2000000 --hash-max-listpack-value 128" in command
-
-
-@pytest.mark.parametrize("key,low,least", [("hashMaxListpackEntries", 128, 512),
-                                           ("hashMaxListpackValue", 32, 64)])
-def test_schema_refuses_lower_listpack_limits(chart: Chart, key: str, low: int,
-                                              least: int) -> None:
-    """Below what the index's buckets need, the chart does not render, and
-    says which value and the least it takes."""
-    result = chart.template("-f", CHART / "ci" / "builtin-redis-ephemeral-values.yaml",
-                            "--set", f"builtinRedis.{key}={low}", check=False)
-    assert result.returncode != 0
-    assert f"at '/builtinRedis/{key}': minimum: got {low}, want {least}" in result.stderr, \
-        result.stderr
-    assert chart.template("-f", CHART / "ci" / "builtin-redis-ephemeral-values.yaml",
-                          "--set", f"builtinRedis.{key}={least}", check=False).returncode == 0
 
 
 def test_notes_render(chart: Chart, tmp_path: Path) -> None:
