@@ -117,9 +117,9 @@ about 512 fields at most, with values of up to 64 bytes. Redis stores such a
 hash in its compact listpack encoding only while it has at most
 `hash-max-listpack-entries` fields and no field or value longer than
 `hash-max-listpack-value` bytes; past either limit it converts the hash into
-an ordinary hash table, which takes about twice the memory per entry, and
-raising the limit later does not convert it back. The built-in Redis runs
-with
+an ordinary hash table, which takes up to about twice the memory per entry,
+and raising the limit later does not convert it back. The built-in Redis
+runs with
 
 ```sh
 redis-server --maxmemory-policy noeviction \\
@@ -141,7 +141,7 @@ hash-max-listpack-value 64
 The two listpack values are Redis's defaults; a configuration that lowers
 them costs memory. chunkd reads all three with `CONFIG GET` when it
 connects and logs a `WARNING` naming the server and the setting when one is
-wrong. The rest: `docs/operations.md`, "Settings Redis needs".
+wrong. The rest: `docs/operations.md`, "Redis settings".
 """
 
 
