@@ -108,6 +108,43 @@ def render_default(value: Any) -> str:
     return "`" + cell(json.dumps(value, separators=(", ", ": "))) + "`"
 
 
+#: The README's section on the settings chunkd needs of any Redis it uses.
+REDIS = """\
+## Redis settings
+
+chunkd's Redis index groups fingerprints into bucket hashes, each kept to
+about 512 fields at most, with values of up to 64 bytes. Redis stores such a
+hash in its compact listpack encoding only while it has at most
+`hash-max-listpack-entries` fields and no field or value longer than
+`hash-max-listpack-value` bytes; past either limit it converts the hash into
+an ordinary hash table, which takes up to about twice the memory per entry,
+and raising the limit later does not convert it back. The built-in Redis
+runs with
+
+```sh
+redis-server --maxmemory-policy noeviction \\
+  --hash-max-listpack-entries 512 --hash-max-listpack-value 64 ...
+```
+
+(`builtinRedis.hashMaxListpackEntries` and
+`builtinRedis.hashMaxListpackValue`; the schema refuses lower values). An
+external Redis (`index.redis.address`), and every node of a Redis Cluster
+(`index.type=redis-cluster`), needs the same in its `redis.conf` (or its
+managed service's parameter group):
+
+```
+maxmemory-policy noeviction
+hash-max-listpack-entries 512
+hash-max-listpack-value 64
+```
+
+The two listpack values are Redis's defaults; a configuration that lowers
+them costs memory. chunkd reads all three with `CONFIG GET` when it
+connects and logs a `WARNING` naming the server and the setting when one is
+wrong. The rest: `docs/operations.md`, "Redis settings".
+"""
+
+
 #: The README's section on index.type=rocksdb: which workload and why.
 ROCKSDB = """\
 ## The RocksDB index
@@ -182,6 +219,8 @@ def render(chart: dict, values: Values) -> str:
         "tokens, everything on for production, a PodMonitor with extra volumes and a",
         "sidecar). Operating chunkd, its alerts and the dashboard: `docs/operations.md`",
         "in the repository.",
+        "",
+        *REDIS.splitlines(),
         "",
         *ROCKSDB.splitlines(),
         "",

@@ -345,6 +345,8 @@ def test_builtin_redis(chart: Chart) -> None:
     command = " ".join(container["args"])
     assert "--maxmemory-policy noeviction" in command and "--appendonly yes" in command
     assert "--maxmemory 512mb" in command
+    # The index's buckets stay listpacks (the chart's README, "Redis settings").
+    assert "--hash-max-listpack-entries 512 --hash-max-listpack-value 64" in command
     assert {e["name"] for e in container["env"]} == {"REDIS_PASSWORD", "REDISCLI_AUTH"}
     claim = redis["spec"]["volumeClaimTemplates"][0]["spec"]
     assert claim["resources"]["requests"]["storage"] == "2Gi"
@@ -358,6 +360,30 @@ def test_builtin_redis(chart: Chart) -> None:
     assert grpc_rule["from"] == [{"podSelector": {"matchLabels": {f"{RELEASE}-chunkd-client": "true"}}}]
     test_pod = one(objects, "Pod")
     assert test_pod["metadata"]["labels"][f"{RELEASE}-chunkd-client"] == "true"
+
+
+def test_builtin_redis_listpack_settings_are_values(chart: Chart) -> None:
+    """Higher listpack limits render as given, whole numbers even when large."""
+    objects = chart.render("-f", CHART / "ci" / "builtin-redis-ephemeral-values.yaml",
+                           "--set", "builtinRedis.hashMaxListpackEntries=2000000",
+                           "--set", "builtinRedis.hashMaxListpackValue=128")
+    command = one(objects, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    assert "--hash-max-listpack-entries 2000000 --hash-max-listpack-value 128" in command
+
+
+@pytest.mark.parametrize("key,low,least", [("hashMaxListpackEntries", 128, 512),
+                                           ("hashMaxListpackValue", 32, 64)])
+def test_schema_refuses_lower_listpack_limits(chart: Chart, key: str, low: int,
+                                              least: int) -> None:
+    """Below what the index's buckets need, the chart does not render, and
+    says which value and the least it takes."""
+    result = chart.template("-f", CHART / "ci" / "builtin-redis-ephemeral-values.yaml",
+                            "--set", f"builtinRedis.{key}={low}", check=False)
+    assert result.returncode != 0
+    assert f"at '/builtinRedis/{key}': minimum: got {low}, want {least}" in result.stderr, \
+        result.stderr
+    assert chart.template("-f", CHART / "ci" / "builtin-redis-ephemeral-values.yaml",
+                          "--set", f"builtinRedis.{key}={least}", check=False).returncode == 0
 
 
 ROCKSDB_VALUES = CHART / "ci" / "rocksdb-values.yaml"
@@ -693,6 +719,18 @@ def test_notes_render(chart: Chart, tmp_path: Path) -> None:
     assert "built-in single Redis" in notes
     assert f"helm test {RELEASE}" in notes
     assert f"{RELEASE}-chunkd-client=true" in notes
+    assert "hash-max-listpack" not in notes  # the chart configures its own Redis
+
+
+@pytest.mark.parametrize("values,server", [
+    ("redis-external-values.yaml", "The Redis at redis-master.data.svc.cluster.local:6379"),
+    ("redis-cluster-values.yaml", "Every node of the Redis Cluster")])
+def test_notes_name_the_settings_an_external_redis_needs(chart: Chart, tmp_path: Path,
+                                                         values: str, server: str) -> None:
+    notes = " ".join(render_notes(chart, tmp_path, "-f", CHART / "ci" / values).split())
+    assert (f"{server} needs, in its redis.conf: maxmemory-policy noeviction, "
+            "hash-max-listpack-entries 512 (or more) and hash-max-listpack-value 64 (or more)"
+            ) in notes
 
 
 @pytest.mark.parametrize("args,claim", [

@@ -127,11 +127,16 @@ def test_rocksdb_index_serves(chart: Chart, chunkd_bin: Path, health_probe_bin: 
 def test_builtin_redis_command(chart: Chart, processes: list, tmp_path: Path) -> None:
     """The built-in Redis' shell command, run by sh with a real redis-server
     (its data directory and port moved): the password from the environment
-    is required, and keys are never evicted."""
+    is required, keys are never evicted, and hashes stay listpacks up to the
+    chart's limits (set above Redis's defaults here, so that only the
+    chart's arguments can give them)."""
     redis_server, redis_cli = shutil.which("redis-server"), shutil.which("redis-cli")
     if redis_server is None or redis_cli is None:
         pytest.fail("redis-server is missing: make deps", pytrace=False)
-    objects = chart.render("-f", CHART / "ci" / "builtin-redis-values.yaml")
+    entries, value = 600, 80
+    objects = chart.render("-f", CHART / "ci" / "builtin-redis-values.yaml",
+                           "--set", f"builtinRedis.hashMaxListpackEntries={entries}",
+                           "--set", f"builtinRedis.hashMaxListpackValue={value}")
     container = one(objects, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["sh", "-c"]
     port = free_port()
@@ -151,6 +156,17 @@ def test_builtin_redis_command(chart: Chart, processes: list, tmp_path: Path) ->
     assert cli("config", "get", "maxmemory-policy").splitlines() == ["maxmemory-policy", "noeviction"]
     assert cli("config", "get", "appendonly").splitlines() == ["appendonly", "yes"]
     assert cli("config", "get", "maxmemory").splitlines() == ["maxmemory", str(512 * 1024 * 1024)]
+    assert cli("config", "get", "hash-max-listpack-entries").splitlines() == [
+        "hash-max-listpack-entries", str(entries)]
+    assert cli("config", "get", "hash-max-listpack-value").splitlines() == [
+        "hash-max-listpack-value", str(value)]
+    # A hash at both limits stays a listpack; one field more and Redis
+    # converts it into a hash table.
+    pairs = [word for i in range(entries) for word in (f"{i:030d}", "v" * value)]
+    assert cli("hset", "bucket", *pairs) == str(entries)
+    assert cli("object", "encoding", "bucket") == "listpack"
+    assert cli("hset", "bucket", "one-more", "v") == "1"
+    assert cli("object", "encoding", "bucket") == "hashtable"
 
 
 def test_chart_flags_are_chunkd_flags(chart: Chart, chunkd_bin: Path) -> None:

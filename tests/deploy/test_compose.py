@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import DEPLOY, REPO, run
+from conftest import DEPLOY, REPO, Process, free_port, run
 
 COMPOSE = DEPLOY / "compose.yaml"
 
@@ -67,8 +67,31 @@ def test_redis_keeps_every_key(compose: dict) -> None:
     command = " ".join(redis["command"])
     assert "--maxmemory-policy noeviction" in command
     assert "--appendonly yes" in command
+    # The index's buckets stay listpacks (docs/operations.md).
+    assert "--hash-max-listpack-entries 512 --hash-max-listpack-value 64" in command
     assert any(v.endswith(":/data") for v in redis["volumes"])
     assert "redis-cli ping" in " ".join(redis["healthcheck"]["test"])
+
+
+def test_redis_command_runs(compose: dict, processes: list, tmp_path: Path) -> None:
+    """The compose file's redis command, run by a real redis-server (its
+    port and data directory moved): it starts (a misspelt or out-of-range
+    setting stops redis-server) with the settings chunkd needs."""
+    redis_server, redis_cli = shutil.which("redis-server"), shutil.which("redis-cli")
+    if redis_server is None or redis_cli is None:
+        pytest.fail("redis-server is missing: make deps", pytrace=False)
+    command = service(compose, "redis")["command"]
+    assert command[0] == "redis-server"
+    port = free_port()
+    server = Process([redis_server, *command[1:], "--port", str(port), "--bind", "127.0.0.1",
+                      "--dir", tmp_path], tmp_path / "redis.log")
+    processes.append(server)
+    server.wait_for_port(port)
+    for setting, value in (("maxmemory-policy", "noeviction"), ("appendonly", "yes"),
+                           ("hash-max-listpack-entries", "512"),
+                           ("hash-max-listpack-value", "64")):
+        got = run([redis_cli, "-p", str(port), "config", "get", setting], timeout=30).stdout
+        assert got.split() == [setting, value]
 
 
 def test_referenced_files_exist(compose: dict) -> None:
