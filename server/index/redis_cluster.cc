@@ -321,7 +321,8 @@ void ClusterTopology::ReplicasOnline(RedisEndpoint* endpoint, int count) {
   }
 }
 
-absl::StatusOr<std::vector<RedisEndpoint*>> ClusterTopology::Masters() {
+absl::StatusOr<std::vector<RedisEndpoint*>> ClusterTopology::Masters(
+    bool complete) {
   Refresh();
   std::vector<RedisEndpoint*> masters;
   std::shared_lock<std::shared_mutex> lock(map_mu_);
@@ -329,6 +330,7 @@ absl::StatusOr<std::vector<RedisEndpoint*>> ClusterTopology::Masters() {
   for (int slot = 0; slot < kClusterSlots; ++slot) {
     RedisEndpoint* master = masters_[slot];
     if (master == nullptr) {
+      if (!complete) continue;
       lock.unlock();
       stale_.store(true, std::memory_order_release);
       return NoRoute(slot);
@@ -341,7 +343,7 @@ absl::StatusOr<std::vector<RedisEndpoint*>> ClusterTopology::Masters() {
 }
 
 absl::Status ClusterTopology::Health() {
-  absl::StatusOr<std::vector<RedisEndpoint*>> masters = Masters();
+  absl::StatusOr<std::vector<RedisEndpoint*>> masters = Masters(true);
   if (!masters.ok()) return masters.status();
   // Every master is asked, so that one that is unreachable is reported
   // before one that is full.

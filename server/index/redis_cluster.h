@@ -66,7 +66,7 @@ class ClusterTopology final : public RedisTopology {
   void NodeFailed(RedisEndpoint* endpoint) override;
   void ReplicasOnline(RedisEndpoint* endpoint, int count) override;
   absl::Status Health() override;
-  absl::StatusOr<std::vector<RedisEndpoint*>> Masters() override;
+  absl::StatusOr<std::vector<RedisEndpoint*>> Masters(bool complete) override;
 
  private:
   RedisEndpoint* EndpointFor(const RedisAddress& address);

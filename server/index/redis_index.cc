@@ -86,7 +86,7 @@ class SingleTopology final : public RedisTopology {
   }
   void NodeFailed(RedisEndpoint*) override {}
   absl::Status Health() override { return endpoint_.Probe(); }
-  absl::StatusOr<std::vector<RedisEndpoint*>> Masters() override {
+  absl::StatusOr<std::vector<RedisEndpoint*>> Masters(bool) override {
     return std::vector<RedisEndpoint*>{&endpoint_};
   }
 
@@ -1135,7 +1135,7 @@ absl::Status RefuseLegacyLayout(absl::string_view server) {
       "index to the bucket layout\")"));
 }
 
-absl::Status FindLegacyKeys(RedisEndpoint& endpoint) {
+absl::Status FindLegacyKeysOn(RedisEndpoint& endpoint) {
   auto lease = endpoint.Acquire();
   if (!lease.ok()) return lease.status();
   std::string cursor = "0";
@@ -1242,7 +1242,7 @@ absl::StatusOr<std::vector<RedisIndex::CommandReply>> RedisIndex::Commands(
 }
 
 absl::StatusOr<std::vector<RedisEndpoint*>> RedisIndex::Masters() {
-  return topology_->Masters();
+  return topology_->Masters(/*complete=*/true);
 }
 
 absl::Status RedisIndex::Layout(FailoverWait& wait, LayoutPtr* layout) {
@@ -1292,6 +1292,27 @@ absl::Status RedisIndex::RecheckLayout() {
   return refusal_;
 }
 
+// Refuses a database that holds keys of the layout before buckets. The
+// masters that do not answer are passed over (a namespace spreads over
+// every master: the others tell); UNAVAILABLE when none answers.
+absl::Status RedisIndex::FindLegacyKeys() {
+  absl::StatusOr<std::vector<RedisEndpoint*>> masters =
+      topology_->Masters(/*complete=*/false);
+  if (!masters.ok()) return masters.status();
+  absl::Status unanswered = absl::UnavailableError("redis: no master known");
+  for (RedisEndpoint* master : *masters) {
+    absl::Status s = FindLegacyKeysOn(*master);
+    if (s.ok()) {
+      unanswered = absl::OkStatus();
+    } else if (!absl::IsUnavailable(s)) {
+      return s;
+    } else if (!unanswered.ok()) {
+      unanswered = s;
+    }
+  }
+  return unanswered;
+}
+
 absl::StatusOr<LayoutRecord> RedisIndex::ReadLayoutRecord(FailoverWait& wait) {
   auto replies = Commands({{"HGETALL", kLayoutKey}}, /*writes=*/false, wait);
   if (!replies.ok()) return replies.status();
@@ -1304,11 +1325,7 @@ absl::StatusOr<int> RedisIndex::LoadLayout(FailoverWait& wait, bool first) {
   absl::StatusOr<LayoutRecord> record = ReadLayoutRecord(wait);
   if (!record.ok()) return record.status();
   if (record->version == 0) {
-    absl::StatusOr<std::vector<RedisEndpoint*>> masters = topology_->Masters();
-    if (!masters.ok()) return masters.status();
-    for (RedisEndpoint* master : *masters) {
-      if (absl::Status s = FindLegacyKeys(*master); !s.ok()) return s;
-    }
+    if (absl::Status s = FindLegacyKeys(); !s.ok()) return s;
     int wanted = config_.options.redis_bucket_bits > 0
                      ? config_.options.redis_bucket_bits
                      : kDefaultBucketBits;

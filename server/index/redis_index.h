@@ -139,8 +139,10 @@ class RedisTopology {
   // (RedisEndpoint::Probe of each): UNAVAILABLE naming the first that is
   // unreachable, else RESOURCE_EXHAUSTED naming the first that is full.
   virtual absl::Status Health() = 0;
-  // Every master (UNAVAILABLE when a slot has none).
-  virtual absl::StatusOr<std::vector<RedisEndpoint*>> Masters() = 0;
+  // Every master; `complete`: UNAVAILABLE when a slot has none, else the
+  // masters of the slots that have one.
+  virtual absl::StatusOr<std::vector<RedisEndpoint*>> Masters(
+      bool complete) = 0;
 };
 
 class RedisIndex final : public FingerprintIndex {
@@ -198,7 +200,8 @@ class RedisIndex final : public FingerprintIndex {
   // fails the whole as an index call fails.
   absl::StatusOr<std::vector<CommandReply>> Commands(
       const std::vector<std::vector<std::string>>& commands, bool writes);
-  // Every master (one server: that server).
+  // Every master (one server: that server); UNAVAILABLE when a slot has
+  // none.
   absl::StatusOr<std::vector<RedisEndpoint*>> Masters();
 
   class BatchOp;  // one batched operation; defined in redis_index.cc
@@ -210,6 +213,7 @@ class RedisIndex final : public FingerprintIndex {
       const std::vector<std::vector<std::string>>& commands, bool writes,
       FailoverWait& wait);
   absl::Status RecheckLayout();
+  absl::Status FindLegacyKeys();
   absl::StatusOr<LayoutRecord> ReadLayoutRecord(FailoverWait& wait);
   absl::StatusOr<int> LoadLayout(FailoverWait& wait, bool first);
   absl::Status CheckLayoutRecord(const LayoutRecord& record, bool first) const;
