@@ -1064,10 +1064,12 @@ TEST(RedisIndexIntegration, WarnsWhenBucketsWouldNotStayListpacks) {
   ASSERT_TRUE((*index)->Health().ok());
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_EQ(warnings.size(), 1u) << absl::StrJoin(warnings, "\n");
-  EXPECT_TRUE(absl::StrContains(
-      warnings[0], absl::StrCat("redis at ", (*server)->address(),
-                                ": hash-max-listpack-entries is 128, below "
-                                "the 512")))
+  EXPECT_TRUE(absl::StartsWith(
+      warnings[0], absl::StrCat("WARNING: redis at ", (*server)->address())))
+      << warnings[0];
+  EXPECT_TRUE(absl::StrContains(warnings[0],
+                                "hash-max-listpack-entries is 128, below the "
+                                "512"))
       << warnings[0];
   EXPECT_TRUE(absl::StrContains(warnings[0],
                                 "hash-max-listpack-value is 32, below the 64"))
