@@ -142,13 +142,25 @@ std::string Heading(const IndexEstimate& e, absl::string_view what) {
       at % 1'000'000 == 0 ? absl::StrCat(at / 1'000'000, "M") : Grouped(at));
 }
 
+// Entries a bucket holds on average at `bucket_bits`.
+double EntriesPerBucket(uint64_t entries, int bucket_bits) {
+  return static_cast<double>(entries) / std::ldexp(1.0, bucket_bits);
+}
+
 std::string BucketLines(const IndexEstimate& e, uint64_t entries) {
-  const double per_bucket =
-      static_cast<double>(entries) / std::ldexp(1.0, e.bucket_bits);
-  return absl::StrFormat(
+  const double per_bucket = EntriesPerBucket(entries, e.bucket_bits);
+  std::string out = absl::StrFormat(
       "  url          ?bucket_bits=%d (%.0f entries a bucket on average, in\n"
       "               one namespace of every entry)\n",
       e.bucket_bits, per_bucket);
+  if (per_bucket > static_cast<double>(kRedisBucketEntries)) {
+    absl::StrAppend(&out, "               more than ", kRedisBucketEntries,
+                    " even at the most buckets: spread the data over\n"
+                    "               namespaces of at most ",
+                    Grouped(kRedisBucketEntries << kMaxRedisBucketBits),
+                    " entries\n");
+  }
+  return out;
 }
 
 // One index's lines of the text output.
@@ -228,7 +240,7 @@ std::string SizeText(const SizeConfig& config, uint64_t entries,
   return out;
 }
 
-std::string IndexJson(const IndexEstimate& e) {
+std::string IndexJson(const IndexEstimate& e, uint64_t entries) {
   std::string out = absl::StrFormat(
       "{\"index\":\"%s\",\"bytes_per_entry\":%s,\"measured_at_entries\":%d,",
       SizedIndexName(e.index), Figure(e.per_entry), e.cost.measured_at);
@@ -247,10 +259,10 @@ std::string IndexJson(const IndexEstimate& e) {
       absl::StrAppendFormat(
           &out,
           "\"memory_bytes\":%.0f,\"entries_per_server\":%d,\"%s\":%d,"
-          "\"bucket_bits\":%d}",
+          "\"bucket_bits\":%d,\"entries_per_bucket\":%.1f}",
           e.total, e.entries_per_server,
           e.index == SizedIndex::kRedis ? "servers" : "masters", e.servers,
-          e.bucket_bits);
+          e.bucket_bits, EntriesPerBucket(entries, e.bucket_bits));
       break;
   }
   return out;
@@ -266,7 +278,8 @@ std::string SizeJson(const SizeConfig& config, uint64_t entries,
       config.hints ? "true" : "false", config.redis_master_memory,
       kRedisDataShare);
   for (size_t i = 0; i < estimates.size(); ++i) {
-    absl::StrAppend(&out, i > 0 ? "," : "", IndexJson(estimates[i]));
+    absl::StrAppend(&out, i > 0 ? "," : "",
+                    IndexJson(estimates[i], entries));
   }
   return out + "]}\n";
 }
@@ -384,12 +397,14 @@ EntryCost EntryCostFor(SizedIndex index, uint64_t entries) {
 }
 
 int RedisBucketBits(uint64_t entries) {
-  // The fewest buckets, a power of two and at least 2^16, that hold the
-  // entries at 256 a bucket on average.
+  // The fewest buckets, a power of two from 2^16 to 2^32, that hold the
+  // entries at 256 a bucket on average (all 2^32 when they cannot).
   const uint64_t buckets = entries / kRedisBucketEntries +
                            (entries % kRedisBucketEntries != 0 ? 1 : 0);
   int bits = kMinRedisBucketBits;
-  while (bits < 63 && (uint64_t{1} << bits) < buckets) ++bits;
+  while (bits < kMaxRedisBucketBits && (uint64_t{1} << bits) < buckets) {
+    ++bits;
+  }
   return bits;
 }
 

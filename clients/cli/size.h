@@ -40,8 +40,10 @@ inline constexpr uint64_t kDefaultRedisMasterMemory = uint64_t{64} << 30;
 inline constexpr double kRedisDataShare = 0.75;
 // Buckets of the Redis layout should average at most this many entries.
 inline constexpr uint64_t kRedisBucketEntries = 256;
-// The fewest bucket bits, and the Redis URL's default.
+// The fewest bucket bits the estimate suggests: the Redis URL's default.
 inline constexpr int kMinRedisBucketBits = 16;
+// The most bucket bits the Redis URL takes (?bucket_bits=8..32).
+inline constexpr int kMaxRedisBucketBits = 32;
 // The memory index above this many bytes is past one machine's memory.
 inline constexpr uint64_t kOneMachineMemory = uint64_t{1} << 40;  // 1 TiB
 
@@ -94,7 +96,8 @@ struct EntryCost {
 EntryCost EntryCostFor(SizedIndex index, uint64_t entries);
 
 // The Redis layout's bucket bits for a namespace of `entries` entries:
-// max(16, ceil(log2(entries / 256))), so buckets average at most 256.
+// max(16, ceil(log2(entries / 256))), so buckets average at most 256; at
+// most kMaxRedisBucketBits (then buckets average more).
 int RedisBucketBits(uint64_t entries);
 
 // Redis servers of `server_memory` bytes of RAM that hold `bytes` of data,

@@ -97,7 +97,28 @@ TEST(SizeTest, BucketBits) {
   EXPECT_EQ(RedisBucketBits((256u << 16) + 1), 17);
   EXPECT_EQ(RedisBucketBits(61'035'156'250), 28);  // 1 PB at 16 KiB
   EXPECT_EQ(RedisBucketBits(uint64_t{256} << 27), 27);
-  EXPECT_EQ(RedisBucketBits(kMaxSizeBytes), 56);
+  // At most 2^32 buckets: then they average more than 256.
+  EXPECT_EQ(RedisBucketBits(uint64_t{256} << 32), 32);
+  EXPECT_EQ(RedisBucketBits((uint64_t{256} << 32) + 1), 32);
+  EXPECT_EQ(RedisBucketBits(kMaxSizeBytes), 32);
+}
+
+TEST(SizeTest, SaysWhenBucketsCannotStaySmall) {
+  SizeConfig config;
+  config.data_bytes = 10 * kPB;
+  config.avg_bytes = 4 * kKiB;  // 2,441,406,250,000 entries
+  config.indexes = {SizedIndex::kRedisCluster};
+  const std::string text = FormatSizeEstimate(config);
+  EXPECT_THAT(text, HasSubstr("?bucket_bits=32 (568 entries a bucket"));
+  EXPECT_THAT(text, HasSubstr("more than 256 even at the most buckets: "
+                              "spread the data over\n               "
+                              "namespaces of at most 1,099,511,627,776 "
+                              "entries\n"));
+  config.data_bytes = kPB;
+  EXPECT_THAT(FormatSizeEstimate(config), Not(HasSubstr("more than 256")));
+  config.format = OutputFormat::kJson;
+  EXPECT_THAT(FormatSizeEstimate(config),
+              HasSubstr("\"bucket_bits\":30,\"entries_per_bucket\":227.4}"));
 }
 
 TEST(SizeTest, RedisServers) {

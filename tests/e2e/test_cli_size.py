@@ -42,6 +42,7 @@ def test_one_petabyte_at_16_kib(chunkctl) -> None:
         usable / cluster["bytes_per_entry"])
     # ceil(log2(61,035,156,250 / 256)) = 28.
     assert cluster["bucket_bits"] == 28
+    assert cluster["entries_per_bucket"] == round(doc["entries"] / 2**28, 1)
     assert by_name["redis"]["bucket_bits"] == 28
     assert by_name["redis"]["servers"] == cluster["masters"]
 
