@@ -34,6 +34,7 @@
 #include "clients/cli/record_writer.h"
 #include "clients/cli/remote.h"
 #include "clients/cli/replay.h"
+#include "clients/cli/size.h"
 #include "fingerprint/sha256_mb.h"
 
 #ifndef CHUNKD_VERSION
@@ -61,6 +62,8 @@ Commands:
   info     describe a server: version, backends, limits, algorithms
   bench    measure local chunking throughput of every backend against the
            reference, checking that every chunk list equals the reference's
+  size     estimate what an index of a given amount of unique data costs in
+           memory, disk and Redis servers
 
 Run 'chunkctl COMMAND --help' for the options of a command.
 'chunkctl --version' prints the version.
@@ -260,6 +263,36 @@ with restic's test polynomial; buzhash 16/64/256 KiB.
                        4294967296; not with --dataset or --size)
   --seconds S          how long to repeat each measurement, e.g. 0.5; at
                        least one run (default 1)
+)";
+
+constexpr absl::string_view kSizeUsage =
+    R"(Usage: chunkctl size --data SIZE [options]
+
+Estimates what the index of SIZE of unique data costs, without a server: the
+number of entries (SIZE / the average chunk, rounded up; duplicate data adds
+no entries) and, for each index, the bytes an entry takes as measured by the
+benchmarks at 1M and 10M entries and what that comes to: memory for the
+memory index and Redis, disk for RocksDB; for Redis the servers or Cluster
+masters needed, counting 75 % of a server's RAM for data (the rest is left
+for fragmentation, replication buffers and the fork that persists it), and
+the ?bucket_bits= of the redis URL that keeps a namespace of every entry at
+256 entries a bucket or fewer on average. docs/operations.md ("Capacity")
+explains the figures.
+
+A SIZE is a number (decimals allowed) and a unit: B, KB, MB, GB, TB, PB
+(powers of 1000) or KiB, MiB, GiB, TiB, PiB (powers of 1024), e.g. 500TB,
+1.5PB, 64KiB; a bare number is bytes.
+
+  --data SIZE          unique data to index (required)
+  --avg SIZE           average chunk size (default 16KiB, fastcdc's)
+  --index NAME         memory, rocksdb, redis, redis-cluster or all (default)
+  --hints              every entry carries next-size hints and their runs
+                       (RapidCDC: what a Dedup with hints records)
+  --redis-master-memory SIZE
+                       RAM of one Redis server or Cluster master (default
+                       64GiB)
+  --format FMT         text (default; csv is another name of it) or json
+  --json               the same as --format json
 )";
 
 // Where a command prints, and how it reports errors (docs/cli.md, "Exit
@@ -756,6 +789,17 @@ int RunBenchCommand(absl::Span<const std::string> words, std::FILE* out,
   return kExitOk;
 }
 
+int RunSizeCommand(absl::Span<const std::string> words, std::FILE* out,
+                   std::FILE* err) {
+  const Io io(out, err, "size");
+  if (WantsHelp(words)) return io.Usage(kSizeUsage);
+  absl::StatusOr<ParsedArgs> args = ParseArgs(words, SizeFlagSpecs());
+  if (!args.ok()) return io.UsageError(args.status().message());
+  absl::StatusOr<SizeConfig> config = SizeConfigFromArgs(*args);
+  if (!config.ok()) return io.UsageError(config.status().message());
+  return io.Print(FormatSizeEstimate(*config));
+}
+
 }  // namespace
 
 int RunCli(const std::vector<std::string>& args, std::FILE* out,
@@ -782,6 +826,7 @@ int RunCli(const std::vector<std::string>& args, std::FILE* out,
   if (command == "dedup") return RunDedup(rest, out, err);
   if (command == "info") return RunInfo(rest, out, err);
   if (command == "bench") return RunBenchCommand(rest, out, err);
+  if (command == "size") return RunSizeCommand(rest, out, err);
   return io.UsageError(absl::StrCat("unknown command \"", command, "\""));
 }
 

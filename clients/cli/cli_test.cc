@@ -53,7 +53,8 @@ TEST(CliTest, Help) {
     EXPECT_EQ(run.exit_code, kExitOk);
     EXPECT_THAT(run.out, StartsWith("Usage: chunkctl COMMAND"));
   }
-  for (const std::string command : {"chunk", "dedup", "info", "bench"}) {
+  for (const std::string command :
+       {"chunk", "dedup", "info", "bench", "size"}) {
     CliRun run = Cli({command, "--help"});
     EXPECT_EQ(run.exit_code, kExitOk) << command;
     EXPECT_THAT(run.out, StartsWith("Usage: chunkctl " + command));
@@ -150,6 +151,17 @@ TEST(CliTest, UsageErrorsExitTwo) {
            {{"bench", "--threads", "0"}, "--threads: expected thread counts"},
            {{"bench", "--backend", "neon"}, "--backend: "},
            {{"bench", "--server", "x:1"}, "unknown flag \"--server\""},
+           {{"size"},
+            "chunkctl: missing --data SIZE, the unique data to index (e.g. "
+            "--data 500TB) (see chunkctl size --help)\n"},
+           {{"size", "--data", "5XB"},
+            "chunkctl: --data: expected a size such as 500TB, 1.5PB or 64KiB"},
+           {{"size", "--data", "1PB", "--avg", "16k"},
+            "--avg: expected a size such as 500TB"},
+           {{"size", "--data", "1PB", "--index", "mem"},
+            "--index: expected memory, rocksdb, redis, redis-cluster or all"},
+           {{"size", "--data", "1PB", "--server", "x:1"},
+            "unknown flag \"--server\""},
            {{"chunk", "--local", "--token", "t0123456789abcdef", kJpeg},
             "--token applies to a server, not to --local"},
            {{"chunk", "--local", "--tls", kJpeg},
@@ -455,6 +467,22 @@ TEST(CliTest, DedupSendsHints) {
   EXPECT_EQ(run.exit_code, kExitOk) << run.err;
   EXPECT_EQ(server.service().last_dedup_params().hints(),
             chunkd::v1::HINT_TEST_UNSPECIFIED);
+}
+
+TEST(CliTest, SizePrintsTheEstimate) {
+  CliRun run = Cli({"size", "--data", "1PB", "--avg", "16KiB"});
+  EXPECT_EQ(run.exit_code, kExitOk);
+  EXPECT_EQ(run.err, "");
+  EXPECT_THAT(run.out, StartsWith("unique data    1,000,000,000,000,000 "));
+  EXPECT_THAT(run.out, HasSubstr("\nentries        61,035,156,250, "));
+  for (const char* index : {"\nmemory ", "\nrocksdb ", "\nredis ",
+                            "\nredis-cluster "}) {
+    EXPECT_THAT(run.out, HasSubstr(index));
+  }
+  run = Cli({"size", "--data", "1PB", "--index", "rocksdb", "--json"});
+  EXPECT_EQ(run.exit_code, kExitOk);
+  EXPECT_THAT(run.out, StartsWith("{\"data_bytes\":1000000000000000,"));
+  EXPECT_THAT(run.out, HasSubstr("\"indexes\":[{\"index\":\"rocksdb\","));
 }
 
 TEST(CliTest, BenchPrintsATable) {

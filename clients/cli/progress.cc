@@ -58,7 +58,8 @@ void Progress::Draw() {
 }
 
 std::string Progress::HumanBytes(double bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  static constexpr const char* kUnits[] = {"B",   "KiB", "MiB", "GiB",
+                                              "TiB", "PiB", "EiB"};
   size_t unit = 0;
   while (bytes >= 1024 && unit + 1 < std::size(kUnits)) {
     bytes /= 1024;
