@@ -34,6 +34,7 @@
 #include "clients/cli/record_writer.h"
 #include "clients/cli/remote.h"
 #include "clients/cli/replay.h"
+#include "clients/cli/index_command.h"
 #include "clients/cli/size.h"
 #include "fingerprint/sha256_mb.h"
 
@@ -64,6 +65,9 @@ Commands:
            reference, checking that every chunk list equals the reference's
   size     estimate what an index of a given amount of unique data costs in
            memory, disk and Redis servers
+  index migrate
+           move a Redis index to the bucket layout of this version (from
+           chunkd 0.3's, or to other bucket_bits)
 
 Run 'chunkctl COMMAND --help' for the options of a command.
 'chunkctl --version' prints the version.
@@ -789,6 +793,28 @@ int RunBenchCommand(absl::Span<const std::string> words, std::FILE* out,
   return kExitOk;
 }
 
+int RunIndexCommand(absl::Span<const std::string> words, std::FILE* out,
+                    std::FILE* err) {
+  const Io io(out, err, "index");
+  if (words.empty() || words[0] != "migrate") {
+    if (WantsHelp(words)) return io.Usage(kIndexUsage);
+    return io.UsageError(words.empty()
+                             ? "a subcommand is required: migrate"
+                             : absl::StrCat("unknown subcommand \"", words[0],
+                                            "\"; known: migrate"));
+  }
+  const absl::Span<const std::string> rest = words.subspan(1);
+  if (WantsHelp(rest)) return io.Usage(kIndexUsage);
+  absl::StatusOr<ParsedArgs> args = ParseArgs(rest, MigrateFlagSpecs());
+  if (!args.ok()) return io.UsageError(args.status().message());
+  absl::StatusOr<MigrateConfig> config = MigrateConfigFromArgs(*args);
+  if (!config.ok()) return io.UsageError(config.status().message());
+  if (absl::Status s = RunMigrate(*config, out, err); !s.ok()) {
+    return io.Failure(s);
+  }
+  return kExitOk;
+}
+
 int RunSizeCommand(absl::Span<const std::string> words, std::FILE* out,
                    std::FILE* err) {
   const Io io(out, err, "size");
@@ -827,6 +853,7 @@ int RunCli(const std::vector<std::string>& args, std::FILE* out,
   if (command == "info") return RunInfo(rest, out, err);
   if (command == "bench") return RunBenchCommand(rest, out, err);
   if (command == "size") return RunSizeCommand(rest, out, err);
+  if (command == "index") return RunIndexCommand(rest, out, err);
   return io.UsageError(absl::StrCat("unknown command \"", command, "\""));
 }
 

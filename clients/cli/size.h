@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "clients/cli/args.h"
 #include "clients/cli/record_writer.h"
+#include "index/redis_layout.h"
 
 namespace chunkd::cli {
 
@@ -40,10 +41,10 @@ inline constexpr uint64_t kDefaultRedisMasterMemory = uint64_t{64} << 30;
 inline constexpr double kRedisDataShare = 0.75;
 // Buckets of the Redis layout should average at most this many entries.
 inline constexpr uint64_t kRedisBucketEntries = 256;
-// The fewest bucket bits the estimate suggests: the Redis URL's default.
-inline constexpr int kMinRedisBucketBits = 16;
-// The most bucket bits the Redis URL takes (?bucket_bits=8..32).
-inline constexpr int kMaxRedisBucketBits = 32;
+// The fewest bucket bits the estimate suggests: the Redis URL's default;
+// the most it takes (?bucket_bits=8..32).
+inline constexpr int kMinRedisBucketBits = index::kDefaultBucketBits;
+inline constexpr int kMaxRedisBucketBits = index::kMaxBucketBits;
 // The memory index above this many bytes is past one machine's memory.
 inline constexpr uint64_t kOneMachineMemory = uint64_t{1} << 40;  // 1 TiB
 

@@ -267,11 +267,40 @@ class RedisCluster:
             n.cleanup()
 
 
+def _uvarint(data: bytes, at: int) -> Tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        b = data[at]
+        at += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, at
+        shift += 7
+
+
+def bucket_bits(ports: Sequence[int]) -> int:
+    """The bucket_bits the index's layout key (chunkd-layout) names, read
+    from whichever server holds it."""
+    for port in ports:
+        with Resp(port) as r:
+            try:
+                bits = r.call("HGET", "chunkd-layout", "bucket_bits")
+            except RespError:
+                continue  # MOVED: another master holds it
+            if bits is not None:
+                return int(bits)
+    raise AssertionError(f"no chunkd-layout key on {list(ports)}")
+
+
 def read_counts(ports: Sequence[int], namespace: str) -> Tuple[Dict[bytes, int], Dict[int, int]]:
-    """What the servers hold for `namespace`, read directly: the reference
-    count (field r) per binary fingerprint, and the number of entries per
-    server. Fails on an entry without its size field (s)."""
-    prefix = b"chunkd:" + namespace.encode() + b":"
+    """What the servers hold for `namespace`, read directly from its buckets
+    (chunkd-b<bits>:<ns>:<fingerprint prefix>, field: the rest of the
+    fingerprint, value: uvarint count, uvarint size, hint records): the
+    reference count per binary fingerprint, and the number of entries per
+    server."""
+    bits = bucket_bits(ports)
+    prefix = b"chunkd-b%d:" % bits + namespace.encode() + b":"
+    kept = bits // 8  # bytes of the prefix that are not in the field
     counts: Dict[bytes, int] = {}
     per_server: Dict[int, int] = {}
     for port in ports:
@@ -284,13 +313,16 @@ def read_counts(ports: Sequence[int], namespace: str) -> Tuple[Dict[bytes, int],
                 keys.extend(batch)
                 if cursor == b"0":
                     break
-            replies = r.pipeline([("HMGET", k, "r", "s") for k in keys])
-        per_server[port] = len(keys)
+            replies = r.pipeline([("HGETALL", k) for k in keys])
+        per_server[port] = 0
         for key, reply in zip(keys, replies):
             assert not isinstance(reply, RespError), reply
-            count, size = reply
-            assert count is not None and size is not None, f"{key!r}: {reply}"
-            fp = key[len(prefix):]
-            assert fp not in counts, f"{key!r} on two servers"
-            counts[fp] = int(count)
+            bucket = key[len(prefix):]
+            for field, value in zip(reply[::2], reply[1::2]):
+                count, at = _uvarint(value, 0)
+                _, at = _uvarint(value, at)  # the size: every entry has one
+                fp = field if not bucket else bucket[:kept] + field
+                assert fp not in counts, f"{fp!r} on two servers"
+                counts[fp] = count
+                per_server[port] += 1
     return counts, per_server
