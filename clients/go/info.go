@@ -10,7 +10,7 @@ import (
 // ServerInfo is what a server says about itself (GetServerInfo). Its JSON
 // form (encoding/json) is the `info --json` object of docs/cli.md.
 type ServerInfo struct {
-	// Version is chunkd's release, e.g. "0.3.0".
+	// Version is chunkd's release, e.g. "0.4.0".
 	Version string `json:"version"`
 	// ChunkingBackend is the stage-1 kernel forced for every algorithm
 	// ("scalar", "avx2", "avx512"), or "auto" when each algorithm runs the

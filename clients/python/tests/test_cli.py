@@ -214,7 +214,7 @@ def test_a_note_goes_above_the_progress_bar(capsys: pytest.CaptureFixture[str]) 
 
 def test_version_and_help() -> None:
     version = script("--version")
-    assert version.returncode == 0 and version.stdout == b"chunkd-client 0.3.0\n"
+    assert version.returncode == 0 and version.stdout == b"chunkd-client 0.4.0\n"
     from chunkd_client import __version__
     assert version.stdout.decode().split()[1] == __version__
     for args in (["--help"], ["chunk", "--help"], ["dedup", "--help"], ["info", "--help"]):
