@@ -1248,15 +1248,26 @@ absl::StatusOr<std::vector<RedisEndpoint*>> RedisIndex::Masters() {
 absl::Status RedisIndex::Layout(FailoverWait& wait, LayoutPtr* layout) {
   layout->reset();
   if (config_.legacy_layout) return absl::OkStatus();
-  std::lock_guard<std::mutex> lock(layout_mu_);
-  if (!refusal_.ok()) return refusal_;
-  if (layout_ == nullptr) {
-    // Under the lock: calls wait for the first load rather than repeat it.
-    absl::StatusOr<int> bits = LoadLayout(wait, /*first=*/true);
-    if (!bits.ok()) return bits.status();
-    layout_ = std::make_shared<const BucketLayout>(*bits);
+  int loaded = 0;  // the bucket_bits this call read
+  {
+    std::lock_guard<std::mutex> lock(layout_mu_);
+    if (!refusal_.ok()) return refusal_;
+    if (layout_ == nullptr) {
+      // Under the lock: calls wait for the first load rather than repeat it.
+      absl::StatusOr<int> bits = LoadLayout(wait, /*first=*/true);
+      if (!bits.ok()) return bits.status();
+      layout_ = std::make_shared<const BucketLayout>(*bits);
+      loaded = *bits;
+    }
+    *layout = layout_;
   }
-  *layout = layout_;
+  const int asked = config_.options.redis_bucket_bits;
+  if (loaded > 0 && asked > 0 && asked != loaded && config_.options.warn) {
+    config_.options.warn(absl::StrCat(
+        "WARNING: the redis index has bucket_bits ", loaded, " (key ",
+        kLayoutKey, "), not the ", asked, " asked for; it keeps its own (`",
+        kMigrateCommand, " --bucket-bits N` changes it)"));
+  }
   return absl::OkStatus();
 }
 
@@ -1279,17 +1290,20 @@ absl::Status RedisIndex::RecheckLayout() {
       !IsMigrating(bits.status())) {
     return bits.status();  // Redis did not answer: the calls will tell
   }
-  std::lock_guard<std::mutex> lock(layout_mu_);
-  refusal_ = bits.status();
-  if (bits.ok() && (layout_ == nullptr || layout_->bits() != *bits)) {
-    layout_ = std::make_shared<const BucketLayout>(*bits);
-    if (config_.options.warn) {
-      config_.options.warn(absl::StrCat(
-          "redis index: bucket_bits is ", *bits, " from now on (key ",
-          kLayoutKey, ")"));
+  bool changed = false;
+  {
+    std::lock_guard<std::mutex> lock(layout_mu_);
+    refusal_ = bits.status();
+    if (bits.ok() && (layout_ == nullptr || layout_->bits() != *bits)) {
+      layout_ = std::make_shared<const BucketLayout>(*bits);
+      changed = true;
     }
   }
-  return refusal_;
+  if (changed && config_.options.warn) {
+    config_.options.warn(absl::StrCat("redis index: bucket_bits is ", *bits,
+                                      " from now on (key ", kLayoutKey, ")"));
+  }
+  return bits.status();
 }
 
 // Refuses a database that holds keys of the layout before buckets. The
@@ -1344,27 +1358,17 @@ absl::StatusOr<int> RedisIndex::LoadLayout(FailoverWait& wait, bool first) {
     record = ReadLayoutRecord(wait);
     if (!record.ok()) return record.status();
   }
-  if (absl::Status s = CheckLayoutRecord(*record, first); !s.ok()) return s;
+  if (absl::Status s = CheckLayoutRecord(*record); !s.ok()) return s;
   return record->bucket_bits;
 }
 
-absl::Status RedisIndex::CheckLayoutRecord(const LayoutRecord& record,
-                                           bool first) const {
+absl::Status RedisIndex::CheckLayoutRecord(const LayoutRecord& record) const {
   if (record.migrating) return MigratingStatus();
   if (record.version != kLayoutVersion || record.bucket_bits == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the redis index has layout version ", record.version,
         record.bucket_bits == 0 ? " without bucket_bits" : "", " (key ",
         kLayoutKey, "); this chunkd reads version ", kLayoutVersion, " only"));
-  }
-  const int asked = config_.options.redis_bucket_bits;
-  if (first && asked > 0 && asked != record.bucket_bits &&
-      config_.options.warn) {
-    config_.options.warn(absl::StrCat(
-        "WARNING: the redis index has bucket_bits ", record.bucket_bits,
-        " (key ", kLayoutKey, "), not the ", asked,
-        " asked for; it keeps its own (`", kMigrateCommand,
-        " --bucket-bits N` changes it)"));
   }
   return absl::OkStatus();
 }

@@ -216,7 +216,7 @@ class RedisIndex final : public FingerprintIndex {
   absl::Status FindLegacyKeys();
   absl::StatusOr<LayoutRecord> ReadLayoutRecord(FailoverWait& wait);
   absl::StatusOr<int> LoadLayout(FailoverWait& wait, bool first);
-  absl::Status CheckLayoutRecord(const LayoutRecord& record, bool first) const;
+  absl::Status CheckLayoutRecord(const LayoutRecord& record) const;
   absl::Status Prepare(absl::string_view ns, LayoutPtr* layout,
                        absl::Span<const std::string> fingerprints);
 

@@ -229,6 +229,18 @@ TEST_F(RedisMigrateTest, ARunningIndexFollowsNewBucketBits) {
   EXPECT_EQ(Keys(server_->port(), "chunkd-b8:*"), 256);
   ASSERT_TRUE((*index)->Health().ok()) << (*index)->Health();
   ExpectFilled(**index);
+
+  // A later ?bucket_bits= that differs is ignored, with a warning.
+  std::vector<std::string> warnings;
+  IndexOptions options;
+  options.warn = [&](const std::string& w) { warnings.push_back(w); };
+  auto asked = CreateIndex(absl::StrCat(spec_, "?bucket_bits=20"), options);
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(warnings[0],
+                                "has bucket_bits 8 (key chunkd-layout), not "
+                                "the 20 asked for"))
+      << warnings[0];
 }
 
 TEST(RedisClusterMigrateTest, MovesEveryMastersEntries) {
