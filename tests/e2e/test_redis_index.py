@@ -246,6 +246,58 @@ def test_racing_streams_count_each_new_chunk_once(shared_index) -> None:
     assert counts == {fp: 8 for fp in fingerprints}
 
 
+def test_two_chunkd_on_one_cluster_count_racing_streams_exactly(
+        chunkd_bin: Path, cluster: RedisCluster) -> None:
+    """Two chunkd on one Redis Cluster, 8 streams racing on the same new
+    data (4 through each): every chunk new exactly once across both, 8
+    references each; then 8 racing releases (4 through each) answer every
+    count from 7 down to 0 exactly once per chunk."""
+    data = random_bytes(seed=12, size=4_000_000)
+    namespace = ns()
+    with ChunkdServer(chunkd_bin, index=cluster.spec) as a, \
+            ChunkdServer(chunkd_bin, index=cluster.spec) as b:
+        servers = [a, b]
+        results: List[list] = [None] * 8
+        answers: List[list] = [None] * 8
+        errors: List[BaseException] = []
+        start = threading.Barrier(8)
+
+        def run(i: int, release: bool) -> None:
+            try:
+                with Client(servers[i % 2].address, timeout=RPC_TIMEOUT) as client:
+                    start.wait(30)
+                    if release:
+                        fps = [r.fingerprint for r in results[0]]
+                        answers[i] = client.release(namespace, fps)
+                    else:
+                        results[i], _ = client.dedup_all(
+                            data, namespace=namespace, message_size=64 * 1024)
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        for release in (False, True):
+            start.reset()
+            threads = [threading.Thread(target=run, args=(i, release))
+                       for i in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            assert not errors, errors
+            if not release:
+                fingerprints = [r.fingerprint for r in results[0]]
+                assert len(set(fingerprints)) == len(fingerprints) > 100
+                new = Counter(r.fingerprint for rs in results for r in rs
+                              if r.is_new)
+                assert new == Counter({fp: 1 for fp in fingerprints})
+                counts, _ = read_counts(cluster.master_ports(), namespace)
+                assert counts == {fp: 8 for fp in fingerprints}
+        for k, fp in enumerate(fingerprints):
+            assert sorted(answer[k] for answer in answers) == list(range(8)), fp
+        counts, _ = read_counts(cluster.master_ports(), namespace)
+        assert counts == {}
+
+
 def versions() -> List[bytes]:
     """A small versioned dataset: edits, an insertion, an append."""
     rng = random.Random(21)
