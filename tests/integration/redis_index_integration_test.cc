@@ -1039,6 +1039,27 @@ TEST(RedisIndexIntegration, FullRedisRefusesNewEntriesUntilMaxmemoryIsRaised) {
   EXPECT_EQ((*learned)[0], (std::vector<uint32_t>{7}));
 }
 
+// Collects what an index warns about.
+class Warnings {
+ public:
+  IndexOptions Options() {
+    IndexOptions options;
+    options.warn = [this](const std::string& w) {
+      std::lock_guard<std::mutex> lock(mu_);
+      lines_.push_back(w);
+    };
+    return options;
+  }
+  std::vector<std::string> Lines() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lines_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
 // A Redis whose listpack settings would turn buckets into full hashes is
 // named at connect, once, with the setting and what it needs.
 TEST(RedisIndexIntegration, WarnsWhenBucketsWouldNotStayListpacks) {
@@ -1048,21 +1069,15 @@ TEST(RedisIndexIntegration, WarnsWhenBucketsWouldNotStayListpacks) {
                       "--hash-max-listpack-value", "32"};
   auto server = RedisProcess::Start(small);
   ASSERT_TRUE(server.ok()) << server.status();
-  std::mutex mu;
-  std::vector<std::string> warnings;
-  IndexOptions options;
-  options.warn = [&](const std::string& w) {
-    std::lock_guard<std::mutex> lock(mu);
-    warnings.push_back(w);
-  };
+  Warnings log;
   auto index =
-      CreateIndex(absl::StrCat("redis://", (*server)->address()), options);
+      CreateIndex(absl::StrCat("redis://", (*server)->address()), log.Options());
   ASSERT_TRUE(index.ok()) << index.status();
   for (int i = 0; i < 10; ++i) {
     ASSERT_TRUE((*index)->Insert("ns", {{Fp(i), 1}}).ok());
   }
   ASSERT_TRUE((*index)->Health().ok());
-  std::lock_guard<std::mutex> lock(mu);
+  const std::vector<std::string> warnings = log.Lines();
   ASSERT_EQ(warnings.size(), 1u) << absl::StrJoin(warnings, "\n");
   EXPECT_TRUE(absl::StartsWith(
       warnings[0], absl::StrCat("WARNING: redis at ", (*server)->address())))
@@ -1085,19 +1100,14 @@ TEST(RedisIndexIntegration, WarnsOnceWhenRedisMayEvictEntries) {
   auto safe = RedisProcess::Start({});
   ASSERT_TRUE(safe.ok()) << safe.status();
 
-  std::mutex mu;
-  std::vector<std::string> warnings;
-  IndexOptions options;
-  options.warn = [&](const std::string& w) {
-    std::lock_guard<std::mutex> lock(mu);
-    warnings.push_back(w);
-  };
+  Warnings log;
+  const IndexOptions options = log.Options();
   auto on_safe =
       CreateIndex(absl::StrCat("redis://", (*safe)->address()), options);
   ASSERT_TRUE(on_safe.ok());
   ASSERT_TRUE((*on_safe)->Health().ok());
   ASSERT_TRUE((*on_safe)->Insert("ns", {{Fp(1), 1}}).ok());
-  EXPECT_TRUE(warnings.empty()) << warnings.front();
+  EXPECT_TRUE(log.Lines().empty()) << log.Lines().front();
   auto on_lru =
       CreateIndex(absl::StrCat("redis://", (*lru)->address()), options);
   ASSERT_TRUE(on_lru.ok());
@@ -1113,6 +1123,7 @@ TEST(RedisIndexIntegration, WarnsOnceWhenRedisMayEvictEntries) {
     });
   }
   for (auto& t : threads) t.join();
+  const std::vector<std::string> warnings = log.Lines();
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_TRUE(absl::StrContains(warnings[0], (*lru)->address())) << warnings[0];
   EXPECT_TRUE(absl::StrContains(warnings[0], "allkeys-lru")) << warnings[0];
