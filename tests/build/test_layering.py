@@ -36,8 +36,8 @@ ALLOWED: Dict[str, Set[str]] = {
     "chunkd_service": {"chunkd_pipeline", "chunkd_chunking", "chunkd_fingerprint",
                        "chunkd_index", "chunkd_metrics", "chunkd_proto"},
     "chunkd_workload": {"chunkd_chunking"},
-    "chunkd_cli": {"chunkd_chunking", "chunkd_fingerprint", "chunkd_proto",
-                   "chunkd_workload"},
+    "chunkd_cli": {"chunkd_chunking", "chunkd_fingerprint", "chunkd_index",
+                   "chunkd_proto", "chunkd_workload"},
     "chunkd_redis_process": {"chunkd_index"},
 }
 #: Libraries below the service: none may reach gRPC, even transitively.

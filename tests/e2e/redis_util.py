@@ -278,29 +278,13 @@ def _uvarint(data: bytes, at: int) -> Tuple[int, int]:
         shift += 7
 
 
-def bucket_bits(ports: Sequence[int]) -> int:
-    """The bucket_bits the index's layout key (chunkd-layout) names, read
-    from whichever server holds it."""
-    for port in ports:
-        with Resp(port) as r:
-            try:
-                bits = r.call("HGET", "chunkd-layout", "bucket_bits")
-            except RespError:
-                continue  # MOVED: another master holds it
-            if bits is not None:
-                return int(bits)
-    raise AssertionError(f"no chunkd-layout key on {list(ports)}")
-
-
 def read_counts(ports: Sequence[int], namespace: str) -> Tuple[Dict[bytes, int], Dict[int, int]]:
     """What the servers hold for `namespace`, read directly from its buckets
     (chunkd-b<bits>:<ns>:<fingerprint prefix>, field: the rest of the
     fingerprint, value: uvarint count, uvarint size, hint records): the
     reference count per binary fingerprint, and the number of entries per
     server."""
-    bits = bucket_bits(ports)
-    prefix = b"chunkd-b%d:" % bits + namespace.encode() + b":"
-    kept = bits // 8  # bytes of the prefix that are not in the field
+    ns = namespace.encode()
     counts: Dict[bytes, int] = {}
     per_server: Dict[int, int] = {}
     for port in ports:
@@ -308,16 +292,19 @@ def read_counts(ports: Sequence[int], namespace: str) -> Tuple[Dict[bytes, int],
         with Resp(port) as r:
             cursor = b"0"
             while True:
-                cursor, batch = r.call("SCAN", cursor, "MATCH", prefix + b"*",
-                                       "COUNT", 1000)
-                keys.extend(batch)
+                cursor, batch = r.call("SCAN", cursor, "MATCH",
+                                       b"chunkd-b*:" + ns + b":*", "COUNT", 1000)
+                # The glob's * may span a ':' of binary bucket bytes: the
+                # key's own parts decide.
+                keys.extend(k for k in batch if k.split(b":", 2)[1] == ns)
                 if cursor == b"0":
                     break
             replies = r.pipeline([("HGETALL", k) for k in keys])
         per_server[port] = 0
         for key, reply in zip(keys, replies):
             assert not isinstance(reply, RespError), reply
-            bucket = key[len(prefix):]
+            layout, _, bucket = key.split(b":", 2)
+            kept = int(layout[len(b"chunkd-b"):]) // 8  # prefix bytes not in the field
             for field, value in zip(reply[::2], reply[1::2]):
                 count, at = _uvarint(value, 0)
                 _, at = _uvarint(value, at)  # the size: every entry has one
