@@ -96,6 +96,9 @@ ABSL_FLAG(int, fingerprints, 100000,
 ABSL_FLAG(int, benchmark_requests, 1000000, "redis-benchmark -n");
 ABSL_FLAG(int, repetitions, 5,
           "measurements of everything, interleaved; medians are reported");
+ABSL_FLAG(int, bucket_bits, 0,
+          "the new layout's bucket bits (IndexOptions::redis_bucket_bits); "
+          "0: chunkd's default");
 ABSL_FLAG(int, encoding_sample, 10000,
           "entries whose key's OBJECT ENCODING is asked after each fill");
 
@@ -1138,6 +1141,7 @@ int Main(int argc, char** argv) {
   options.pool_size = absl::GetFlag(FLAGS_pool_size) > 0
                           ? absl::GetFlag(FLAGS_pool_size)
                           : std::max(threads, 1);
+  options.redis_bucket_bits = absl::GetFlag(FLAGS_bucket_bits);
   for (int l = 0; l < 2; ++l) {
     auto subject = OpenSubject(bench.server, /*legacy=*/l == 0, options);
     if (!subject.ok()) return Fail(subject.status());
