@@ -136,14 +136,18 @@ BENCH_DIR   ?= $(BUILD_DIR)/bench
 BENCH_ARGS  ?= --benchmark_repetitions=5 --benchmark_min_time=0.2 \
   --benchmark_enable_random_interleaving=true
 
-# bench-index: index operations per second through chunkd's redis backend
-# vs redis-benchmark -P 64 on the same private redis-server, same run; and
+# bench-index: the Redis index's bucket layout and chunkd 0.3's key-per-entry
+# layout on the same private redis-server, same run: used_memory per entry
+# after fills of 1M and 10M entries (without and with hints), and Redis CPU
+# per operation at each fill vs redis-benchmark -P 64's SET; and
 # the memory index's bytes per entry at 1M and 10M entries and operations
 # per second, each vs the map design it replaced, same run; the rocksdb
 # index's disk bytes per entry, open time and operations per second with a
 # cache that fits vs a tenth of the index, at 10M entries.
 # bench-dedup: Dedup end to end (chunkctl over loopback gRPC) with the
-# memory, rocksdb and redis indexes, same run: MB/s and server CPU per GB. Both print ratios and write them
+# memory, rocksdb and redis indexes, same run: MB/s and server CPU per GB
+# (DEDUP_BENCH_ARGS="--baseline-chunkd PATH": another chunkd binary on Redis
+# beside this one). Both print ratios and write them
 # under $(BENCH_DIR).
 INDEX_BENCH_ARGS ?=
 ROCKSDB_BENCH_ARGS ?=

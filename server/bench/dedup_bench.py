@@ -3,7 +3,7 @@
 
     dedup_bench.py --chunkd build/server/chunkd \\
         --chunkctl build/clients/cli/chunkctl [--size BYTES] [--repetitions N] \\
-        [--avg 16384,4096] [--markdown OUT.md]
+        [--avg 16384,4096] [--markdown OUT.md] [--baseline-chunkd OLD]
 
 Starts one redis-server and three chunkd processes on free loopback ports
 (--index memory, --index rocksdb:///... with its default sync=batch, and
@@ -19,6 +19,13 @@ The servers take turns in a random order per repetition; medians of the
 repetitions are reported, with the ratios each index is held to: redis
 throughput >= 70 % of memory's at 16 KiB chunks; rocksdb server CPU per GB <= 1.3x memory's
 for new data at 16 KiB chunks, <= 2x at 4 KiB, <= 1.15x for duplicates.
+
+With --baseline-chunkd, a fourth server, that binary (another build of
+chunkd, e.g. the previous release) with a redis index in database 1 of the
+same redis-server, takes its turns among the others, and a second table
+compares the two on Redis side by side: MB/s, chunkd's CPU per GB and the
+redis-server's (whose CPU the index layout decides), each the median of
+the per-repetition ratios, against "within 5 %" of the baseline.
 
 Every run checks its output: the new pass must report every byte unique, the
 duplicate pass none. Needs chunkd_client (the test virtualenv has it).
@@ -50,7 +57,9 @@ def start_redis(directory):
     process = subprocess.Popen(
         ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
          "--save", "", "--appendonly", "no", "--dir", directory,
-         "--maxmemory-policy", "noeviction"],
+         "--maxmemory-policy", "noeviction",
+         # What chunkd's bucket layout needs (docs/operations.md).
+         "--hash-max-listpack-entries", "512"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while True:
@@ -101,8 +110,8 @@ def write_data(path, size):
             left -= n
 
 
-def measure(args, servers, path, sizes):
-    """{(server, avg, pass): [(bytes/s, CPU s/GB), ...]}"""
+def measure(args, servers, path, sizes, redis_pid):
+    """{(server, avg, pass): [(bytes/s, CPU s/GB, redis CPU s/GB), ...]}"""
     samples = {(name, avg, p): [] for name in servers for avg in sizes
                for p in PASSES}
     order = [(name, avg) for name in servers for avg in sizes]
@@ -111,15 +120,18 @@ def measure(args, servers, path, sizes):
         for name, avg in order:
             namespace = f"bench-{rep}-{name}-{avg}"
             for p in PASSES:
+                redis_before = cpu_seconds(redis_pid)
                 seconds, cpu, total, unique = dedup(
                     args.chunkctl, servers[name], namespace, path, avg)
+                redis_cpu = cpu_seconds(redis_pid) - redis_before
                 want_unique = total if p == "new" else 0
                 if total != args.size or unique != want_unique:
                     raise RuntimeError(
                         f"{name} {avg} {p}: {total} bytes, {unique} unique; "
                         f"expected {args.size}, {want_unique}")
                 samples[(name, avg, p)].append(
-                    (total / seconds, cpu / (total / 1e9)))
+                    (total / seconds, cpu / (total / 1e9),
+                     redis_cpu / (total / 1e9)))
         print(f"repetition {rep + 1}: " + ", ".join(
             f"{n}/{a}/{p} {v[-1][0] / 1e6:.0f} MB/s {v[-1][1]:.2f} s/GB"
             for (n, a, p), v in sorted(samples.items())), file=sys.stderr)
@@ -171,6 +183,42 @@ def report(args, samples, sizes):
     return "\n".join(lines + [""] + verdicts) + "\n"
 
 
+def report_baseline(args, samples, sizes):
+    """This chunkd against --baseline-chunkd, both on Redis."""
+    lines = [
+        f"Dedup on Redis, this chunkd ({args.chunkd}) against "
+        f"{args.baseline_chunkd} on the same redis-server, taking turns; "
+        f"medians of {args.repetitions}, ratios the median of the "
+        f"per-repetition ratios:",
+        "",
+        "| avg | pass | MB/s | baseline MB/s | ratio | chunkd CPU s/GB | "
+        "baseline | ratio | redis-server CPU s/GB | baseline | ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    verdicts = []
+    for avg in sizes:
+        for p in PASSES:
+            d, b = samples[("redis", avg, p)], samples[("redis-baseline",
+                                                         avg, p)]
+            cells = []
+            for k, form in ((0, "{:.0f}"), (1, "{:.2f}"), (2, "{:.2f}")):
+                scale = 1e6 if k == 0 else 1
+                cells += [form.format(statistics.median(x[k] for x in d)
+                                      / scale),
+                          form.format(statistics.median(x[k] for x in b)
+                                      / scale),
+                          f"{median_ratio(d, b, k):.3f}×"]
+            lines.append(f"| {avg >> 10} KiB | {p} | " + " | ".join(cells)
+                         + " |")
+            speed, cpu = median_ratio(d, b, 0), median_ratio(d, b, 1)
+            met = speed >= 0.95 and cpu <= 1.05
+            verdicts.append(
+                f"this ÷ baseline on Redis, {avg >> 10} KiB {p}: MB/s "
+                f"{speed:.3f}×, chunkd CPU {cpu:.3f}× (target within 5 %: "
+                f"{'met' if met else 'NOT met'})")
+    return "\n".join(lines + [""] + verdicts) + "\n"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--chunkd", required=True)
@@ -180,6 +228,8 @@ def main(argv=None):
     parser.add_argument("--avg", default="16384,4096",
                         help="average chunk sizes, comma-separated")
     parser.add_argument("--markdown")
+    parser.add_argument("--baseline-chunkd",
+                        help="another chunkd binary to compare on Redis")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.avg.split(",")]
 
@@ -196,7 +246,14 @@ def main(argv=None):
             index=f"rocksdb://{os.path.join(work, 'index')}").start()
         servers["redis"] = ChunkdServer(
             args.chunkd, index=f"redis://127.0.0.1:{port}").start()
-        text = report(args, measure(args, servers, path, sizes), sizes)
+        if args.baseline_chunkd:
+            servers["redis-baseline"] = ChunkdServer(
+                args.baseline_chunkd,
+                index=f"redis://127.0.0.1:{port}/1").start()
+        samples = measure(args, servers, path, sizes, redis.pid)
+        text = report(args, samples, sizes)
+        if args.baseline_chunkd:
+            text += "\n" + report_baseline(args, samples, sizes)
         print(text)
         if args.markdown:
             with open(args.markdown, "w") as f:

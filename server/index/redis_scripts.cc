@@ -287,15 +287,21 @@ end
 //   ARGV[4+j] entry j's field
 // Returns, per entry, 2 * count + (1 if this call created the entry): never
 // 0, so bias 0.
-constexpr char kInsertBucket[] = R"lua(-- chunkd insert buckets v1
+constexpr char kInsertBucket[] = R"lua(-- chunkd insert buckets v2
 local bias = 0
 local sizes
 -- `first`: the call's first write, made with pcall; returns its error.
+-- A count below 127 is one byte that stays one byte (most entries): it is
+-- incremented without decoding and encoding a varint.
 local function apply(j, first)
   local key, f = KEYS[m + j], ARGV[4 + j]
   local v = call('HGET', key, f)
   local nv, res
-  if v then
+  local b = v and byte(v, 1)
+  if b and b < 127 then
+    nv = char(b + 1) .. sub(v, 2)
+    res = b * 2 + 2
+  elseif v then
     local c, i = uvarint(v, 1)
     nv = uv(c + 1) .. sub(v, i)
     res = c * 2 + 2
@@ -334,12 +340,17 @@ end
 //   ARGV[3+j] entry j's field
 // Returns, per entry, the count left (0 for a removed or absent entry), so
 // bias 1.
-constexpr char kReleaseBucket[] = R"lua(-- chunkd release buckets v1
+constexpr char kReleaseBucket[] = R"lua(-- chunkd release buckets v2
 local bias = 1
 local function apply(j)
   local key, f = KEYS[m + j], ARGV[3 + j]
   local v = call('HGET', key, f)
   if not v then return 0 end
+  local b = byte(v, 1)
+  if b > 1 and b < 128 then
+    call('HSET', key, f, char(b - 1) .. sub(v, 2))
+    return b - 1
+  end
   local c, i = uvarint(v, 1)
   if c > 1 then
     call('HSET', key, f, uv(c - 1) .. sub(v, i))
