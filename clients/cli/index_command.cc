@@ -34,7 +34,7 @@ Options:
                        redis-cluster://host:port[,host:port...]
                        (?password_file=PATH, or CHUNKD_REDIS_PASSWORD)
   --bucket-bits N      buckets per namespace, 2^N, 8..32 (default: the
-                       database's own, or 16; `chunkctl size` suggests one)
+                       database's own, or 18; `chunkctl size` suggests one)
   --settle-ms N        wait after marking the database before moving
                        anything, so that running chunkd servers pause
                        first (default 3000)

@@ -22,7 +22,7 @@ extern const absl::string_view kIndexUsage;
 
 struct MigrateConfig {
   std::string index;     // --index: a redis:// or redis-cluster:// spec
-  int bucket_bits = 0;   // --bucket-bits; 0: the database's, or 16
+  int bucket_bits = 0;   // --bucket-bits; 0: the database's, or 18
   absl::Duration settle = absl::Seconds(3);  // --settle-ms
 };
 

@@ -40,7 +40,7 @@ inline constexpr uint64_t kDefaultRedisMasterMemory = uint64_t{64} << 30;
 // is for fragmentation, replication buffers and the fork that persists it.
 inline constexpr double kRedisDataShare = 0.75;
 // Buckets of the Redis layout should average at most this many entries.
-inline constexpr uint64_t kRedisBucketEntries = 256;
+inline constexpr uint64_t kRedisBucketEntries = 64;
 // The fewest bucket bits the estimate suggests: the Redis URL's default;
 // the most it takes (?bucket_bits=8..32).
 inline constexpr int kMinRedisBucketBits = index::kDefaultBucketBits;

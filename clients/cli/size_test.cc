@@ -90,16 +90,17 @@ TEST(SizeTest, Entries) {
 }
 
 TEST(SizeTest, BucketBits) {
-  // max(16, ceil(log2(entries / 256))).
-  EXPECT_EQ(RedisBucketBits(0), 16);
-  EXPECT_EQ(RedisBucketBits(1'000'000), 16);
-  EXPECT_EQ(RedisBucketBits(256u << 16), 16);
-  EXPECT_EQ(RedisBucketBits((256u << 16) + 1), 17);
-  EXPECT_EQ(RedisBucketBits(61'035'156'250), 28);  // 1 PB at 16 KiB
-  EXPECT_EQ(RedisBucketBits(uint64_t{256} << 27), 27);
-  // At most 2^32 buckets: then they average more than 256.
-  EXPECT_EQ(RedisBucketBits(uint64_t{256} << 32), 32);
-  EXPECT_EQ(RedisBucketBits((uint64_t{256} << 32) + 1), 32);
+  // max(18, ceil(log2(entries / 64))).
+  EXPECT_EQ(RedisBucketBits(0), 18);
+  EXPECT_EQ(RedisBucketBits(1'000'000), 18);
+  EXPECT_EQ(RedisBucketBits(10'000'000), 18);
+  EXPECT_EQ(RedisBucketBits(64u << 18), 18);
+  EXPECT_EQ(RedisBucketBits((64u << 18) + 1), 19);
+  EXPECT_EQ(RedisBucketBits(61'035'156'250), 30);  // 1 PB at 16 KiB
+  EXPECT_EQ(RedisBucketBits(uint64_t{64} << 27), 27);
+  // At most 2^32 buckets: then they average more than 64.
+  EXPECT_EQ(RedisBucketBits(uint64_t{64} << 32), 32);
+  EXPECT_EQ(RedisBucketBits((uint64_t{64} << 32) + 1), 32);
   EXPECT_EQ(RedisBucketBits(kMaxSizeBytes), 32);
 }
 
@@ -110,15 +111,15 @@ TEST(SizeTest, SaysWhenBucketsCannotStaySmall) {
   config.indexes = {SizedIndex::kRedisCluster};
   const std::string text = FormatSizeEstimate(config);
   EXPECT_THAT(text, HasSubstr("?bucket_bits=32 (568 entries a bucket"));
-  EXPECT_THAT(text, HasSubstr("more than 256 even at the most buckets: "
+  EXPECT_THAT(text, HasSubstr("more than 64 even at the most buckets: "
                               "spread the data over\n               "
-                              "namespaces of at most 1,099,511,627,776 "
+                              "namespaces of at most 274,877,906,944 "
                               "entries\n"));
   config.data_bytes = kPB;
-  EXPECT_THAT(FormatSizeEstimate(config), Not(HasSubstr("more than 256")));
+  EXPECT_THAT(FormatSizeEstimate(config), Not(HasSubstr("more than 64")));
   config.format = OutputFormat::kJson;
   EXPECT_THAT(FormatSizeEstimate(config),
-              HasSubstr("\"bucket_bits\":30,\"entries_per_bucket\":227.4}"));
+              HasSubstr("\"bucket_bits\":32,\"entries_per_bucket\":56.8}"));
 }
 
 TEST(SizeTest, RedisServers) {
@@ -242,7 +243,7 @@ TEST(SizeTest, TextOfEachIndex) {
   EXPECT_THAT(cluster, HasSubstr(absl::StrCat("masters      ", masters,
                                               " of 64.0 GiB")));
   EXPECT_THAT(cluster, HasSubstr(absl::StrCat("and ", masters, " more\n")));
-  EXPECT_THAT(cluster, HasSubstr("?bucket_bits=28 (227 entries a bucket"));
+  EXPECT_THAT(cluster, HasSubstr("?bucket_bits=30 (57 entries a bucket"));
   EXPECT_THAT(cluster, HasSubstr("Redis servers are counted 75 % full"));
   const std::string redis_text =
       FormatSizeEstimate(OnePetabyte(SizedIndex::kRedis));

@@ -311,7 +311,7 @@ struct IndexOptions {
 
   // redis, redis-cluster: the buckets per namespace, 2^bits, when the
   // database is new (a database keeps the number it was created with: see
-  // redis_layout.h); `?bucket_bits=` in the spec. 0: 16.
+  // redis_layout.h); `?bucket_bits=` in the spec. 0: 18.
   int redis_bucket_bits = 0;
 
   // Length of the next-chunk size lists (1..kMaxNextSizesLength). Default 2.

@@ -43,7 +43,7 @@ namespace chunkd::index {
 
 inline constexpr char kLayoutKey[] = "chunkd-layout";
 inline constexpr int kLayoutVersion = 2;
-inline constexpr int kDefaultBucketBits = 16;
+inline constexpr int kDefaultBucketBits = 18;
 inline constexpr int kMinBucketBits = 8;
 inline constexpr int kMaxBucketBits = 32;
 // Longest value written: Redis' default hash-max-listpack-value.

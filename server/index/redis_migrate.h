@@ -43,7 +43,7 @@ struct MigrateProgress {
 };
 
 struct MigrateOptions {
-  // The target's bucket_bits; 0: the database's own, or 16 for a database
+  // The target's bucket_bits; 0: the database's own, or 18 for a database
   // without buckets.
   int bucket_bits = 0;
   // How long to wait, once the database is marked, before moving anything.

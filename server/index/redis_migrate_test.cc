@@ -207,13 +207,13 @@ TEST_F(RedisMigrateTest, ARunningIndexFollowsNewBucketBits) {
   auto index = CreateIndex(spec_);
   ASSERT_TRUE(index.ok()) << index.status();
   Fill(**index);
-  const long long buckets = Keys(server_->port(), "chunkd-b16:*");
-  EXPECT_GT(buckets, kEntries * 9 / 10) << "3000 in 65536 buckets: few share";
+  const long long buckets = Keys(server_->port(), "chunkd-b18:*");
+  EXPECT_GT(buckets, kEntries * 9 / 10) << "3000 in 2^18 buckets: few share";
   EXPECT_LE(buckets, kEntries);
 
   auto direct = DirectRedis::Connect("127.0.0.1", server_->port());
   ASSERT_TRUE(direct.ok());
-  ASSERT_TRUE((*direct)->Command({"HSET", kLayoutKey, "migrating", "16"}).ok());
+  ASSERT_TRUE((*direct)->Command({"HSET", kLayoutKey, "migrating", "18"}).ok());
   EXPECT_EQ((*index)->Health().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ((*index)->Lookup("ns", {Fp(1)}).status().code(),
             absl::StatusCode::kUnavailable);
@@ -223,9 +223,9 @@ TEST_F(RedisMigrateTest, ARunningIndexFollowsNewBucketBits) {
   rehash.bucket_bits = 8;
   auto moved = MigrateRedisIndex(*MakeIndex(spec_, false), rehash);
   ASSERT_TRUE(moved.ok()) << moved.status();
-  EXPECT_EQ(moved->from, "16");
+  EXPECT_EQ(moved->from, "18");
   EXPECT_EQ(moved->entries, static_cast<uint64_t>(kEntries));
-  EXPECT_EQ(Keys(server_->port(), "chunkd-b16:*"), 0);
+  EXPECT_EQ(Keys(server_->port(), "chunkd-b18:*"), 0);
   EXPECT_EQ(Keys(server_->port(), "chunkd-b8:*"), 256);
   ASSERT_TRUE((*index)->Health().ok()) << (*index)->Health();
   ExpectFilled(**index);
@@ -256,7 +256,7 @@ TEST(RedisClusterMigrateTest, MovesEveryMastersEntries) {
   ASSERT_EQ(masters->size(), 3u);
   for (int port : *masters) {
     EXPECT_EQ(Keys(port, kLegacyKeyPattern), 0) << port;
-    EXPECT_GT(Keys(port, "chunkd-b16:*"), kEntries / 4) << port;
+    EXPECT_GT(Keys(port, "chunkd-b18:*"), kEntries / 4) << port;
   }
   auto index = CreateIndex(spec);
   ASSERT_TRUE(index.ok()) << index.status();

@@ -40,10 +40,10 @@ def test_one_petabyte_at_16_kib(chunkctl) -> None:
     assert cluster["masters"] == math.ceil(cluster["memory_bytes"] / usable)
     assert cluster["entries_per_server"] == math.floor(
         usable / cluster["bytes_per_entry"])
-    # ceil(log2(61,035,156,250 / 256)) = 28.
-    assert cluster["bucket_bits"] == 28
-    assert cluster["entries_per_bucket"] == round(doc["entries"] / 2**28, 1)
-    assert by_name["redis"]["bucket_bits"] == 28
+    # ceil(log2(61,035,156,250 / 64)) = 30.
+    assert cluster["bucket_bits"] == 30
+    assert cluster["entries_per_bucket"] == round(doc["entries"] / 2**30, 1)
+    assert by_name["redis"]["bucket_bits"] == 30
     assert by_name["redis"]["servers"] == cluster["masters"]
 
 
@@ -61,9 +61,9 @@ def test_hints_cost_more_and_master_memory_counts(chunkctl) -> None:
     assert hints["indexes"][0]["masters"] >= plain["indexes"][0]["masters"]
     assert big["indexes"][0]["masters"] == math.ceil(
         big["indexes"][0]["memory_bytes"] / (256 * GIB * 0.75))
-    # A small index: bucket_bits stays at its least, 16; three masters.
+    # A small index: bucket_bits stays at its least, 18; three masters.
     small = estimate(chunkctl, "--data", "100GB", "--index", "redis-cluster")
-    assert small["indexes"][0]["bucket_bits"] == 16
+    assert small["indexes"][0]["bucket_bits"] == 18
     assert small["indexes"][0]["masters"] == 3
 
 
@@ -76,7 +76,7 @@ def test_text_output(chunkctl) -> None:
     assert "348.2 GiB: fits one machine" in out
     assert "\nrocksdb        37.2 bytes an entry on disk" in out
     assert "\n  disk         264.3 GiB\n" in out
-    assert "?bucket_bits=25 (227 entries a bucket on average" in out
+    assert "?bucket_bits=27 (57 entries a bucket on average" in out
     assert "Redis servers are counted 75 % full" in out
 
 

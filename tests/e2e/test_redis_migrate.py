@@ -55,7 +55,7 @@ def test_an_old_index_is_refused_then_migrated(chunkd_bin: Path, chunkctl):
 
         moved = chunkctl("index", "migrate", "--index", spec, "--settle-ms", "0")
         assert "moved 600 entries from 600 keys (the key-per-entry layout) " \
-            "into buckets of bucket_bits 16" in moved.stdout, moved.stdout
+            "into buckets of bucket_bits 18" in moved.stdout, moved.stdout
         again = chunkctl("index", "migrate", "--index", spec, "--settle-ms", "0")
         assert "moved 0 entries from 0 keys" in again.stdout, again.stdout
 
