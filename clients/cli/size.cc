@@ -36,9 +36,12 @@ constexpr CostRow kEntryCosts[] = {
     // On disk after a full compaction, rocksdb_index_bench
     // (docs/benchmarks.md, "The RocksDB index").
     {SizedIndex::kRocksDb, {10'000'000, 37.2, 39.4}},
-    // Redis used_memory, the bucket layout:
-    // measured by index_bench (docs/benchmarks.md)
-    {SizedIndex::kRedis, {10'000'000, 60, 76}},
+    // Redis used_memory, the bucket layout with the default 2^18 buckets
+    // (3.8 and 38 entries a bucket), index_bench (docs/benchmarks.md, "The
+    // Redis index"); at the bucket_bits chunkctl suggests, buckets hold
+    // 32-64 entries, as at 10M.
+    {SizedIndex::kRedis, {1'000'000, 65.8, 82.6}},
+    {SizedIndex::kRedis, {10'000'000, 43.7, 60.7}},
 };
 
 // A Redis Cluster has at least this many masters.
