@@ -280,7 +280,7 @@ memory index and Redis, disk for RocksDB; for Redis the servers or Cluster
 masters needed, counting 75 % of a server's RAM for data (the rest is left
 for fragmentation, replication buffers and the fork that persists it), and
 the ?bucket_bits= of the redis URL that keeps a namespace of every entry at
-256 entries a bucket or fewer on average. docs/operations.md ("Capacity")
+64 entries a bucket or fewer on average. docs/operations.md ("Capacity")
 explains the figures.
 
 A SIZE is a number (decimals allowed) and a unit: B, KB, MB, GB, TB, PB
