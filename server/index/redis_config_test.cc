@@ -54,6 +54,22 @@ TEST(RedisSpecTest, QueryOptions) {
   EXPECT_EQ(c->options.pool_size, 4);
 }
 
+TEST(RedisSpecTest, BucketBitsFromTheQueryAndItsBounds) {
+  auto c = ParseRedisSpec("redis-cluster://h:1?bucket_bits=24", {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->options.redis_bucket_bits, 24);
+  EXPECT_EQ(ParseRedisSpec("redis://h:1", {})->options.redis_bucket_bits, 0);
+  for (const char* spec : {"redis://h:1?bucket_bits=7",
+                           "redis://h:1?bucket_bits=33",
+                           "redis://h:1?bucket_bits=x"}) {
+    auto bad = ParseRedisSpec(spec, {});
+    ASSERT_FALSE(bad.ok()) << spec;
+    EXPECT_NE(bad.status().message().find("bucket_bits must be 8..32"),
+              std::string::npos)
+        << bad.status();
+  }
+}
+
 TEST(RedisSpecTest, FailoverWaitFromTheQueryAndItsBounds) {
   IndexOptions options;
   EXPECT_EQ(options.failover_wait, absl::Seconds(30));
