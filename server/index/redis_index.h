@@ -13,9 +13,9 @@
 // (NOSCRIPT means nothing ran). A script call takes many entry keys, so that
 // the fixed cost of running a script (a few SETs' worth of server time) is
 // paid once per call, not per fingerprint: on one server a call carries
-// up to 256 keys of the batch; in a cluster it carries the keys of one slot
-// (Redis Cluster allows no more), i.e. mostly one bucket. A call is atomic as a
-// whole: a count never changes without its entry, and on one server a
+// up to 256 entries of the batch; in a cluster the entries of one slot
+// (Redis Cluster allows no more), mostly of one bucket. A call is atomic as
+// a whole: a count never changes without its entry, and on one server a
 // batch of up to 256 fingerprints is applied all or nothing (unless its
 // WriteToken positions cross a multiple of 65536, where a call ends: see
 // the records below). (Redis does not roll back a script that fails
@@ -33,7 +33,7 @@
 // calls to other slots): retry with the same WriteToken. Everything else
 // keeps working: reads, releases, and inserts whose fingerprints all exist
 // (they count references, created nothing; the scripts get past Redis'
-// check, see redis_index.cc, so Redis grows past maxmemory by their
+// check, see redis_scripts.cc, so Redis grows past maxmemory by their
 // idempotency records only). RecordNextSizes records nothing on a full
 // server and returns OK (hints only save work). Health() is
 // RESOURCE_EXHAUSTED while INFO memory says a server is full (see
