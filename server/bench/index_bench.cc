@@ -113,8 +113,9 @@ constexpr int kBaselineDb = 2;
 constexpr uint64_t kRawRun = 1000000;
 constexpr uint64_t kFillRun = 5000000;
 
-// Issue 30's targets for the new layout: used_memory per entry at 10M
-// entries, and Redis CPU per operation as a multiple of a pipelined SET's.
+// The targets set for the new layout (docs/benchmarks.md, "What limits the
+// Redis figures"): used_memory per entry at 10M entries, and Redis CPU per
+// operation as a multiple of a pipelined SET's.
 constexpr int64_t kTargetFill = 10000000;
 constexpr double kTargetBytes = 64;
 constexpr double kTargetBytesHinted = 80;
@@ -842,7 +843,7 @@ constexpr int kNumOps = 4;
 constexpr struct {
   Op op;
   const char* name;
-  double target;  // issue 30's bound on Redis CPU per op, x SET; 0: none
+  double target;  // the target for Redis CPU per op, x SET; 0: none
 } kOps[kNumOps] = {{Op::kInsertNew, "insert (new)", 6.4},
                    {Op::kInsertDuplicate, "insert (duplicate)", 2.7},
                    {Op::kInsertTokened, "insert (dup, token)", 0},

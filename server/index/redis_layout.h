@@ -1,6 +1,6 @@
 // The Redis index's data layout: where an entry lives (its bucket key and
 // field), how its value is packed, and the key that names the layout of a
-// database. docs/design.md, "The Redis data layout", says why it is so.
+// database. docs/design.md, "The redis and redis-cluster backends", says why.
 //
 // Buckets. The entries of a namespace are spread over 2^bucket_bits bucket
 // hashes, a bucket chosen by the first bucket_bits bits of the fingerprint:
