@@ -1,8 +1,8 @@
-// Metrics: the chunkd_* Prometheus families, each registered once by the
-// constructor, served by prometheus-cpp on its own port at /metrics. Every
-// family, its labels and what it counts: docs/operations.md, "Metrics"
-// (the grpc_server_* families are registered by service/grpc_metrics.h, the
-// process_* ones by process_metrics.h, on the same registry).
+// Metrics: every Prometheus family chunkd exports, each registered once by
+// the constructor, served by prometheus-cpp on its own port at /metrics.
+// Every family, its labels and what it counts: docs/operations.md,
+// "Metrics". The grpc_server_* families are counted by the interceptor of
+// service/grpc_metrics.h, the process_* ones read by process_metrics.h.
 //
 // Every series with a fixed label set exists from the start, at zero: all
 // rpc x algorithm pairs, all algorithms, all stages here; the index and gRPC
