@@ -76,6 +76,7 @@ test-cpp: build
 test-python: build $(VENV_STAMP)
 	CHUNKD_GO_BIN=$(CHUNKD_GO_BIN) GRPCURL_BIN=$(TOOLS_BIN)/grpcurl \
 	  UPSTREAM_CHUNK_BIN=$(UPSTREAM_CHUNK_BIN) \
+	  BUF_BIN=$(TOOLS_BIN)/buf RELEASED_PROTO=$(RELEASED_PROTO) \
 	  UPSTREAM_FASTCDC_BIN=$(if $(HAVE_CARGO),$(UPSTREAM_FASTCDC_BIN)) \
 	  $(VENV)/bin/python -m pytest -q clients/python/tests tests/e2e tests/integration tests/build
 
@@ -338,6 +339,25 @@ $(GRPCURL_STAMP):
 
 go-tools: $(PROTOC_GEN_GO_STAMP) $(GRPCURL_STAMP)
 
+# The proto as an API: `buf lint` (proto/buf.yaml: the STANDARD rules and
+# COMMENTS, every element documented) and `buf breaking` against the proto
+# of the last release, a copy kept in tests/build/released-proto/<version>
+# (a release replaces it with its own). tests/build/test_proto.py runs both
+# within `make test-python`; `make test-proto` runs that file alone.
+BUF_VERSION      := v1.75.0
+BUF_STAMP        := $(TOOLS_BIN)/.buf-$(BUF_VERSION)
+RELEASED_PROTO   := tests/build/released-proto/0.4.0
+
+$(BUF_STAMP):
+	@mkdir -p $(TOOLS_BIN)
+	GOBIN=$(TOOLS_BIN) GOFLAGS=-buildvcs=false $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+	rm -f $(TOOLS_BIN)/.buf-* && touch $@
+
+.PHONY: test-proto
+test-proto: $(BUF_STAMP) $(VENV_STAMP)
+	BUF_BIN=$(TOOLS_BIN)/buf RELEASED_PROTO=$(RELEASED_PROTO) \
+	  $(VENV)/bin/python -m pytest -q tests/build/test_proto.py
+
 $(CHUNKD_GO_BIN): $(GO_CLIENT_SOURCES)
 	@mkdir -p $(TOOLS_BIN)
 	cd clients/go && GOFLAGS=-buildvcs=false $(GO) build -o $@ ./cmd/chunkd-go
@@ -357,7 +377,7 @@ test-go: build go-stubs-check
 	cd tests/upstream && GOFLAGS=-buildvcs=false $(GO) vet ./... && \
 	  GOFLAGS=-buildvcs=false $(GO) test -count=1 ./...
 
-test-python: $(CHUNKD_GO_BIN) $(GRPCURL_STAMP)
+test-python: $(CHUNKD_GO_BIN) $(GRPCURL_STAMP) $(BUF_STAMP)
 
 # upstream-chunk: the upstream Go modules chunkd's repmaxcdc, rabin and
 # buzhash match byte for byte (tests/upstream, its own go.mod and go.sum
@@ -455,7 +475,7 @@ $(GO_FETCH_STAMP): | $(DEPS_STAMP)
 	@touch $@
 
 $(HELM_STAMP) $(KUBECONFORM_STAMP) $(HEALTH_PROBE) $(SCHEMA_STAMP) $(PROTOC_GEN_GO_STAMP) \
-  $(GRPCURL_STAMP) $(CHUNKD_GO_BIN) $(UPSTREAM_CHUNK_BIN) test-go bench-upstream \
+  $(GRPCURL_STAMP) $(BUF_STAMP) $(CHUNKD_GO_BIN) $(UPSTREAM_CHUNK_BIN) test-go bench-upstream \
   go-toolchain: | $(GO_FETCH_STAMP)
 
 go-toolchain:

@@ -26,7 +26,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -37,7 +36,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
@@ -61,8 +59,8 @@
 #ifdef CHUNKD_BENCH_REDIS
 #include "support/redis_process.h"
 #endif
-
-extern char** environ;
+#include "bench/service_bench_client.h"
+#include "absl/flags/parse.h"
 
 ABSL_FLAG(uint64_t, total_bytes, uint64_t{256} << 20,
           "bytes of unique data each run sends (the parallel runs split them "
@@ -87,319 +85,9 @@ ABSL_FLAG(std::string, client_of, "",
           "internal: run as the client process of the server listening on "
           "these ports (memory,redis; redis 0 when absent)");
 
+namespace chunkd::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-constexpr char kSinkMethod[] = "/chunkd.bench.Sink/Consume";
-constexpr char kChunkMethod[] = "/chunkd.v1.ChunkService/Chunk";
-constexpr char kDedupMethod[] = "/chunkd.v1.ChunkService/Dedup";
-constexpr uint64_t kDataSeed = 7;
-
-grpc::ByteBuffer Serialize(const google::protobuf::Message& message) {
-  std::string bytes = message.SerializeAsString();
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
-}
-
-// The sink: reads every message, discards it, and ends the call with OK.
-class SinkService final : public grpc::CallbackGenericService {
-  class Reactor final : public grpc::ServerGenericBidiReactor {
-   public:
-    Reactor() { StartRead(&in_); }
-    void OnReadDone(bool ok) override {
-      if (ok) {
-        in_.Clear();
-        StartRead(&in_);
-      } else {
-        Finish(grpc::Status::OK);
-      }
-    }
-    void OnDone() override { delete this; }
-
-   private:
-    grpc::ByteBuffer in_;
-  };
-
- public:
-  grpc::ServerGenericBidiReactor* CreateReactor(
-      grpc::GenericCallbackServerContext* context) override {
-    if (context->method() != kSinkMethod) {
-      class Unknown final : public grpc::ServerGenericBidiReactor {
-       public:
-        Unknown() { Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "")); }
-        void OnDone() override { delete this; }
-      };
-      return new Unknown;
-    }
-    return new Reactor;
-  }
-};
-
-// One client stream: writes its messages in order while reading responses.
-class Stream final : public grpc::ClientBidiReactor<grpc::ByteBuffer,
-                                                    grpc::ByteBuffer> {
- public:
-  Stream(grpc::GenericStub* stub, const char* method,
-         const std::vector<grpc::ByteBuffer>* messages)
-      : messages_(messages) {
-    start_ = Clock::now();
-    stub->PrepareBidiStreamingCall(&context_, method, grpc::StubOptions(),
-                                   this);
-    StartRead(&in_);
-    StartWrite(&(*messages_)[0]);
-    StartCall();
-  }
-  void OnWriteDone(bool ok) override {
-    if (ok && ++next_ < messages_->size()) {
-      StartWrite(&(*messages_)[next_]);
-    } else {
-      StartWritesDone();
-    }
-  }
-  void OnReadDone(bool ok) override {
-    if (!ok) return;
-    if (responses_++ == 0) first_response_ = Clock::now();
-    StartRead(&in_);
-  }
-  void OnDone(const grpc::Status& status) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    status_ = status;
-    done_ = true;
-    cv_.notify_all();
-  }
-  grpc::Status Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return done_; });
-    return status_;
-  }
-  double first_response_seconds() const {
-    return std::chrono::duration<double>(first_response_ - start_).count();
-  }
-
- private:
-  const std::vector<grpc::ByteBuffer>* messages_;
-  grpc::ClientContext context_;
-  grpc::ByteBuffer in_;
-  size_t next_ = 0;
-  size_t responses_ = 0;
-  Clock::time_point start_, first_response_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  grpc::Status status_;
-};
-
-// What the client measures of one run.
-struct ClientRun {
-  double gbps = 0;
-  double first_response_ms = 0;  // mean over streams
-};
-
-using Messages = std::vector<std::vector<grpc::ByteBuffer>>;
-
-ClientRun RunStreams(grpc::GenericStub* stub, const char* method,
-                     const Messages& messages, uint64_t total_bytes) {
-  const auto start = Clock::now();
-  std::vector<std::unique_ptr<Stream>> calls;
-  for (const auto& stream : messages) {
-    calls.push_back(std::make_unique<Stream>(stub, method, &stream));
-  }
-  double first = 0;
-  for (auto& call : calls) {
-    grpc::Status status = call->Wait();
-    if (!status.ok()) {
-      std::fprintf(stderr, "%s failed: %s\n", method,
-                   status.error_message().c_str());
-      std::exit(1);
-    }
-    first += call->first_response_seconds();
-  }
-  const double seconds =
-      std::chrono::duration<double>(Clock::now() - start).count();
-  return {static_cast<double>(total_bytes) / seconds / 1e9,
-          first / static_cast<double>(messages.size()) * 1e3};
-}
-
-struct Config {
-  const char* name;
-  const char* method;
-  bool dedup;
-  bool fingerprint;
-  bool redis;  // the service whose index is in redis-server
-};
-constexpr int kConfigs = 5;
-constexpr int kRedisConfig = 4;
-// The configs in the table's order. (A table at namespace scope here would
-// hide every function below it from lizard 1.24.3, which misreads it after
-// the flags' `uint64_t{64} << 20`: keep it in a function.)
-const Config& ConfigAt(int c) {
-  static constexpr Config kList[kConfigs] = {
-      {"raw gRPC sink", kSinkMethod, false, false, false},
-      {"Chunk, no fingerprint", kChunkMethod, false, false, false},
-      {"Chunk, sha256", kChunkMethod, false, true, false},
-      {"Dedup, sha256, memory index", kDedupMethod, true, true, false},
-      {"Dedup, sha256, redis index", kDedupMethod, true, true, true}};
-  return kList[c];
-}
-
-chunkd::v1::ChunkingParams BenchChunking() {
-  chunkd::v1::ChunkingParams chunking;
-  chunking.set_algorithm(chunkd::v1::ALGORITHM_FASTCDC);
-  chunking.set_min_size(4096);
-  chunking.set_avg_size(16384);
-  chunking.set_max_size(65536);
-  return chunking;
-}
-
-// The first request of stream s: the parameters; a Dedup stream's get a
-// fresh namespace per round, which keeps every chunk new.
-grpc::ByteBuffer ParamsRequest(const Config& config, uint64_t round,
-                               size_t s) {
-  const chunkd::v1::FingerprintAlgorithm fingerprint =
-      config.fingerprint ? chunkd::v1::FINGERPRINT_ALGORITHM_SHA256
-                         : chunkd::v1::FINGERPRINT_ALGORITHM_NONE;
-  if (config.dedup) {
-    chunkd::v1::DedupRequest first;
-    *first.mutable_params()->mutable_chunking() = BenchChunking();
-    first.mutable_params()->set_fingerprint(fingerprint);
-    first.mutable_params()->set_namespace_(
-        absl::StrFormat("bench-%d-%d", round, s));
-    return Serialize(first);
-  }
-  chunkd::v1::ChunkRequest first;
-  *first.mutable_params()->mutable_chunking() = BenchChunking();
-  first.mutable_params()->set_fingerprint(fingerprint);
-  return Serialize(first);
-}
-
-// Every stream's messages, serialized: stream s of `streams` a params
-// request, then its share of `data` in requests of message_bytes.
-Messages BuildMessages(const std::string& data, uint64_t message_bytes,
-                       const Config& config, size_t streams, uint64_t round) {
-  Messages all(streams);
-  const uint64_t stream_bytes = data.size() / streams;
-  for (size_t s = 0; s < streams; ++s) {
-    all[s].push_back(ParamsRequest(config, round, s));
-    for (uint64_t at = 0; at < stream_bytes; at += message_bytes) {
-      chunkd::v1::ChunkRequest piece;  // same wire format as DedupRequest
-      piece.set_data(data.substr(s * stream_bytes + at,
-                                 std::min(message_bytes, stream_bytes - at)));
-      all[s].push_back(Serialize(piece));
-    }
-  }
-  return all;
-}
-
-// The client process: one run per line "run <config> <streams> <round>" on
-// stdin, answered "<GB/s> <first record ms>" on stdout; ends at EOF.
-int RunClient(const std::string& ports) {
-  std::vector<std::string> parts = absl::StrSplit(ports, ',');
-  int port[2] = {0, 0};
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &port[0]) ||
-      !absl::SimpleAtoi(parts[1], &port[1])) {
-    std::fprintf(stderr, "--client_of must be <port>,<port>\n");
-    return 1;
-  }
-  std::unique_ptr<grpc::GenericStub> stubs[2];
-  for (int i = 0; i < 2; ++i) {
-    if (port[i] == 0) continue;
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(-1);
-    stubs[i] = std::make_unique<grpc::GenericStub>(grpc::CreateCustomChannel(
-        absl::StrFormat("127.0.0.1:%d", port[i]),
-        grpc::InsecureChannelCredentials(), args));
-  }
-  const uint64_t total = absl::GetFlag(FLAGS_total_bytes);
-  const std::vector<uint8_t> random =
-      chunkd::workload::RandomBytes(total, kDataSeed);
-  const std::string data(random.begin(), random.end());
-  char line[256];
-  while (std::fgets(line, sizeof(line), stdin) != nullptr) {
-    int c = 0;
-    size_t streams = 0;
-    unsigned long long round = 0;  // NOLINT(runtime/int): sscanf's type
-    if (std::sscanf(line, "run %d %zu %llu", &c, &streams, &round) != 3 ||
-        c < 0 || c >= kConfigs || streams == 0 ||
-        stubs[ConfigAt(c).redis ? 1 : 0] == nullptr) {
-      std::fprintf(stderr, "bad command: %s", line);
-      return 1;
-    }
-    const Messages messages =
-        BuildMessages(data, absl::GetFlag(FLAGS_message_bytes), ConfigAt(c),
-                      streams, round);
-    const ClientRun run =
-        RunStreams(stubs[ConfigAt(c).redis ? 1 : 0].get(), ConfigAt(c).method,
-                   messages, data.size() / streams * streams);
-    std::printf("%.6f %.6f\n", run.gbps, run.first_response_ms);
-    std::fflush(stdout);
-  }
-  return 0;
-}
-
-// The client process, seen from the server: a pipe each way.
-class ClientProcess {
- public:
-  // Starts this binary with --client_of=<ports> and the workload's flags.
-  static std::unique_ptr<ClientProcess> Start(int port, int redis_port) {
-    int to_child[2], from_child[2];
-    if (pipe(to_child) != 0 || pipe(from_child) != 0) return nullptr;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
-    posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
-    posix_spawn_file_actions_addclose(&actions, to_child[1]);
-    posix_spawn_file_actions_addclose(&actions, from_child[0]);
-    std::vector<std::string> args = {
-        "service_bench",
-        absl::StrFormat("--client_of=%d,%d", port, redis_port),
-        absl::StrFormat("--total_bytes=%d", absl::GetFlag(FLAGS_total_bytes)),
-        absl::StrFormat("--message_bytes=%d",
-                        absl::GetFlag(FLAGS_message_bytes))};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = -1;
-    const int spawned = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr,
-                                    argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(to_child[0]);
-    close(from_child[1]);
-    if (spawned != 0) return nullptr;
-    auto client = std::unique_ptr<ClientProcess>(new ClientProcess);
-    client->pid_ = pid;
-    client->to_ = fdopen(to_child[1], "w");
-    client->from_ = fdopen(from_child[0], "r");
-    return client;
-  }
-
-  // Ends the client (EOF on its stdin) and reaps it.
-  ~ClientProcess() {
-    if (to_ != nullptr) std::fclose(to_);
-    if (from_ != nullptr) std::fclose(from_);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-  }
-
-  // Has the client run config c with `streams` streams; false when it failed.
-  bool Run(int c, size_t streams, uint64_t round, ClientRun* run) {
-    std::fprintf(to_, "run %d %zu %llu\n", c, streams,
-                 static_cast<unsigned long long>(round));  // NOLINT
-    std::fflush(to_);
-    char line[128];
-    return std::fgets(line, sizeof(line), from_) != nullptr &&
-           std::sscanf(line, "%lf %lf", &run->gbps,
-                       &run->first_response_ms) == 2;
-  }
-
- private:
-  ClientProcess() = default;
-  pid_t pid_ = -1;
-  FILE* to_ = nullptr;
-  FILE* from_ = nullptr;
-};
-
-// CPU seconds (user + system), context switches and minor page faults of
-// the whole process.
 struct Usage {
   double cpu = 0;
   double switches = 0;
@@ -752,9 +440,10 @@ std::unique_ptr<grpc::Server> StartServer(
   return builder.BuildAndStart();
 }
 
+
 }  // namespace
 
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   if (!absl::GetFlag(FLAGS_client_of).empty()) {
     return RunClient(absl::GetFlag(FLAGS_client_of));
@@ -826,3 +515,7 @@ int main(int argc, char** argv) {
   if (redis_server != nullptr) redis_server->Shutdown();
   return 0;
 }
+
+}  // namespace chunkd::bench
+
+int main(int argc, char** argv) { return chunkd::bench::Main(argc, argv); }

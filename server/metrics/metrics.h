@@ -1,69 +1,9 @@
-// Metrics: every Prometheus metric chunkd exports is defined here and nowhere
-// else (docs/operations.md, "Metrics"). Served by prometheus-cpp on its own port at /metrics.
+// Metrics: every Prometheus family chunkd exports, each registered once by
+// the constructor, served by prometheus-cpp on its own port at /metrics.
+// Every family, its labels and what it counts: docs/operations.md,
+// "Metrics". The grpc_server_* families are counted by the interceptor of
+// service/grpc_metrics.h, the process_* ones read by process_metrics.h.
 //
-// The families, each registered once by the constructor:
-//   chunkd_ingest_bytes_total{rpc,algorithm}       counter
-//   chunkd_chunks_total{rpc,algorithm}             counter
-//   chunkd_duplicate_bytes_total{algorithm}        counter (Dedup)
-//   chunkd_duplicate_chunks_total{algorithm}       counter (Dedup)
-//   chunkd_stage_seconds_total{stage}              counter: chunk, fingerprint,
-//                                                  index
-//   chunkd_active_streams                          gauge: admitted streams
-//   chunkd_streams_rejected_total{reason}          counter: streams refused
-//                                                  or ended by a limit
-//   chunkd_connections_closed_total{reason}        counter: connections
-//                                                  chunkd shut down
-//   chunkd_tls_handshake_failures_total            counter
-//   chunkd_index_entries                           gauge, sampled at scrape
-//                                                  (memory index only)
-//   chunkd_index_max_entries                       gauge: --index_max_entries
-//                                                  (memory index only)
-//   chunkd_worker_queue_depth                      gauge, sampled at scrape
-//   chunkd_stream_memory_bytes{state}              gauge, sampled at scrape:
-//                                                  reserved, waiting (asked
-//                                                  for by waiting streams),
-//                                                  limit
-//   chunkd_streams_waiting_for_memory              gauge, sampled at scrape
-//   chunkd_index_waiting_calls                     gauge, sampled at scrape:
-//                                                  index calls waiting for
-//                                                  Redis to come back
-//   chunkd_index_waits_total{result}               counter, sampled at
-//                                                  scrape: such waits ended,
-//                                                  recovered or expired
-//                                                  (Redis indexes only)
-//   chunkd_index_disk_bytes                        gauges, sampled at scrape
-//   chunkd_index_pending_compaction_bytes          (rocksdb index only): its
-//   chunkd_index_running_compactions               files, compaction debt,
-//   chunkd_index_block_cache_bytes{state}          cache used and capacity
-//   chunkd_index_write_stall_seconds_total         counters, sampled at
-//   chunkd_index_block_cache_requests_total{result}  scrape: writes delayed
-//                                                  or stopped; cache hits
-//                                                  and misses
-//   chunkd_index_requests_total{backend,op,result} counter (InstrumentedIndex)
-//   chunkd_index_request_duration_seconds{backend,op}   histogram
-//   grpc_server_started_total{grpc_type,grpc_service,grpc_method}  counter
-//   grpc_server_handled_total{...,grpc_code}       counter (GrpcMetrics-
-//   grpc_server_handling_seconds{grpc_type,grpc_service,grpc_method}
-//                                                  histogram  Interceptor)
-//   chunkd_hints_total{test,result}                counter: RapidCDC hints
-//                                                  accepted or rejected
-//   chunkd_hint_skipped_bytes_total{test}          counter: bytes of accepted
-//                                                  hints (not scanned)
-//   chunkd_hint_cache_total{result}                counter: accepted hints
-//                                                  whose SHA-256 came from
-//                                                  the hint cache ("hit") or
-//                                                  was computed ("miss")
-//   chunkd_build_info{version,backend}             gauge, constant 1; backend
-//                                                  "auto" or the forced one
-//   chunkd_chunking_backend_info{algorithm,threads,backend}
-//                                                  gauge, constant 1: the
-//                                                  stage-1 kernel of each
-//                                                  algorithm's streams on
-//                                                  `threads` threads
-//   process_cpu_seconds_total, process_open_fds, process_max_fds,
-//   process_virtual_memory_bytes, process_resident_memory_bytes,
-//   process_start_time_seconds                     read from /proc at each
-//                                                  scrape (process_metrics.h)
 // Every series with a fixed label set exists from the start, at zero: all
 // rpc x algorithm pairs, all algorithms, all stages here; the index and gRPC
 // series when their decorator or interceptor factory is created.
