@@ -139,7 +139,7 @@ void RedisBatch::OnError(Group& g, size_t c, absl::string_view error) {
 // MOVED or ASK: call c goes to the server named, next round (nothing ran:
 // safe to re-send).
 void RedisBatch::Redirect(Group& g, size_t c, absl::string_view error, int slot,
-                     absl::string_view address) {
+                          absl::string_view address) {
   const bool moved = absl::StartsWith(error, "MOVED");
   RedisEndpoint* to = topology_.Redirect(slot, address, moved, g.endpoint);
   if (to == nullptr) {

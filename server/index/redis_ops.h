@@ -1,6 +1,7 @@
 // The operations of the Redis index as batches (RedisBatchOp, run by
 // RedisBatch, redis_batch.h): what each index call sends per item and how
-// it reads the replies. docs/design.md, "The redis and redis-cluster
+// it reads the replies: the writes in redis_ops.cc, the reads in
+// redis_read_ops.cc. docs/design.md, "The redis and redis-cluster
 // backends", gives the keys, fields and values they touch; the scripts
 // the writes call are in redis_scripts.cc.
 //
@@ -14,6 +15,11 @@
 //   NextHintsOf      HGET <bucket> <field> per item (HMGET of the list and
 //                    run fields in the key-per-entry layout)
 //   Commands         any commands, one a call (chunkctl index migrate)
+//
+// Reads, RecordNextSizes and writes carrying a WriteToken are idempotent:
+// the runner may send them again after an unknown outcome. Insert and
+// Release without a token are not. On one server a token-carrying call ends
+// where a string record of the token ends (every 65,536 positions).
 //
 // A factory takes the batch's items and a vector for the results, which
 // the op resizes to one per item at once and fills as replies come; it is
