@@ -15,8 +15,9 @@
 // failover or a restart to end (re-sending only what is safe to re-send), so
 // that such a call fails only when Redis stays away longer.
 // An index that is full fails the writes that would grow it with
-// RESOURCE_EXHAUSTED saying which limit and what to do (the memory index at
-// IndexOptions::max_entries; a Redis server at its maxmemory), and keeps
+// RESOURCE_EXHAUSTED saying which limit and what to do (the memory and
+// rocksdb indexes at IndexOptions::max_entries, the rocksdb index on a full
+// disk, a Redis server at its maxmemory), and keeps
 // serving everything else: reads, releases, and inserts of fingerprints it
 // already has. Health() says so too while it lasts.
 // Every fingerprint of a write batch is applied atomically (count and entry
@@ -345,10 +346,13 @@ struct IndexOptions {
 //       a Redis Cluster, reached through any of the given seed nodes.
 // The query sets options in the URL, overriding `options`:
 //   password_file=/path, connect_timeout_ms=N, command_timeout_ms=N,
-//   pool_size=N, failover_wait_ms=N (0 turns waiting off). A password in the
-//   URL wins over every other source.
-// Never connects: a Redis backend starts even while its server is down and
-// connects on first use (see Health()). INVALID_ARGUMENT, with a message that
+//   pool_size=N, failover_wait_ms=N (0 turns waiting off), bucket_bits=N
+//   (a new database's only). A password in the URL wins over every other
+//   source.
+// A Redis backend reads the database's layout key once, without waiting: a
+// database of another layout fails here (FAILED_PRECONDITION), one that
+// does not answer is asked again at the first call or health probe, so
+// chunkd starts while Redis is down. INVALID_ARGUMENT, with a message that
 // names --index, for an unknown scheme or a malformed spec; also when a
 // password file cannot be read.
 absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateIndex(

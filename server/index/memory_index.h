@@ -1,66 +1,30 @@
 // MemoryIndex: the embedded, in-process FingerprintIndex, lost on restart.
+// docs/design.md, "The memory backend", gives its layout (64 shards of flat
+// tables, compact_table.h; namespaces and parameter keys held once each by
+// id, name_ids.h) and its measured footprint.
 //
-// A fixed number of shards, each under its own mutex, so that streams
-// touching different fingerprints rarely contend. A batch takes each
-// shard's lock only for the one fingerprint it works on. In a shard, the
-// entries of SHA-256 (32-byte) and xxh128 (16-byte) fingerprints are slots
-// of flat open-addressing tables (CompactTable, compact_table.h): the
-// fingerprint, a 4-byte namespace id, the chunk size and the reference
-// count, 44 bytes (28 for xxh128); fingerprints of other lengths (none the
-// service accepts) go to a hash map of strings. Namespaces and
-// chunking-parameter keys are held once each, by id (NameIds), while any
-// entry or call uses them; at most kMaxNamespaceId (4,194,303) namespaces
-// have entries at once (an Insert that would add one more fails with
-// RESOURCE_EXHAUSTED saying so). Next-size hints: an entry's one list of up to
-// 2 sizes and its run of up to 3 under one parameter key (the default, and
-// what a Dedup records) is a slot of a second such table, 60 bytes; longer
-// lists and more keys per entry are kept in a hash map beside them.
+// What it promises beyond FingerprintIndex's contract:
+// - IndexOptions::max_entries (0 = unlimited) is never passed, however many
+//   threads insert: a new entry is counted under its shard's lock before it
+//   is created. At the limit an Insert that would create an entry fails
+//   with RESOURCE_EXHAUSTED (EntryLimitMessage()): the fingerprints before
+//   it in the batch are applied (and recorded under its WriteToken), it and
+//   those after it are not. Everything else works (lookups, hints,
+//   releases, inserts of known fingerprints); Health() says the same; a
+//   Release that removes an entry makes room at once.
+// - At most kMaxNamespaceId namespaces have entries at once; an Insert that
+//   would add one more fails with RESOURCE_EXHAUSTED saying so.
+// - Write-token positions are remembered token_ttl to 1.1 * token_ttl after
+//   their block's last write (TokenPositions() counts them, about 9 bytes
+//   each). With max_entries set they are bounded by TokenPositionLimit(): a
+//   token-carrying Insert that needs more fails as at the entry limit
+//   (TokenLimitMessage()) until blocks expire. Releases are never refused.
+// - Memory: at most 61 bytes per SHA-256 entry, 144 with next-size hints,
+//   plus the write-token records.
 //
-// Memory (docs/design.md, "The memory backend"). The tables grow by 1.25x
-// when 90% full, so they stay 72% to 90% full: 49 to 61 bytes per SHA-256
-// entry, plus 67 to 83 with next-size hints, 144 in all at most (measured
-// by memory_index_footprint, resident bytes: 53 and 126 at 1M entries, 49
-// and 117 at 10M). A shard's table that grows holds its old array until
-// it has moved every entry: 1/64 of the index, briefly, 2.25 times over.
-// Tables do not shrink when entries are released. Write-token positions:
-// about 9 bytes each while remembered. For a memory budget, count 61 bytes
-// per entry, 144 with hints (a Dedup with next-size hints records them for
-// nearly every chunk), plus up to 36 for the write-token records that
-// max_entries allows (see below): 1 GiB holds about 11M entries, 6M with
-// hints.
-//
-// Limit (IndexOptions::max_entries, 0 = unlimited). The number of entries
-// is counted exactly (an atomic counter reserved under the shard lock before
-// an entry is created), so that it never exceeds the limit, however many
-// threads insert. At the limit:
-//  - an Insert whose fingerprint would create an entry fails with
-//    RESOURCE_EXHAUSTED (EntryLimitMessage()); the fingerprints before it in
-//    the batch are applied, it and those after it are not. With a
-//    WriteToken the applied positions are recorded and replay on a retry;
-//    the refused ones are applied by a retry once there is room;
-//  - everything else works: Lookup, NextSizes, RecordNextSizes, Release,
-//    and Inserts of fingerprints the namespace has (they count a reference
-//    and create nothing);
-//  - Health() is RESOURCE_EXHAUSTED with the same message;
-//  - a Release that removes an entry makes room for a new one at once.
-//
-// Write tokens: positions written with a WriteToken are remembered per
-// (namespace, stream id, operation) in a record with its own mutex, held for
-// the whole batch, so a stream's retries serialize with each other but not
-// with other streams. A record keeps its positions in blocks of
-// kTokenBlockPositions consecutive positions, 8 bytes each, and forgets a
-// block token_ttl (to 1.1 * token_ttl) after its last write: what they hold
-// is bounded by the positions written in the last token_ttl, not by the
-// length of a stream. Counted in TokenPositions(): kTokenBlockPositions per
-// block, and as many again per record (its bookkeeping costs about as much
-// as a block); about 9 bytes of memory each. With max_entries set they are
-// bounded too, to TokenPositionLimit() = max(kTokenPositionsPerEntry *
-// max_entries, kMinTokenPositions): a token-carrying Insert that needs a new
-// block beyond it fails with RESOURCE_EXHAUSTED (TokenLimitMessage(); the
-// positions before it applied, as at the entry limit) and Health() says so,
-// until blocks expire. Releases are never refused for it (they make room).
-//
-// Thread safety: thread-safe.
+// Thread safety: thread-safe. A batch holds a shard's lock for one
+// fingerprint at a time; token-carrying batches of one stream serialize on
+// that stream's record, not with other streams.
 #ifndef CHUNKD_INDEX_MEMORY_INDEX_H_
 #define CHUNKD_INDEX_MEMORY_INDEX_H_
 

@@ -30,7 +30,7 @@
 #include "absl/time/time.h"
 #include "index/redis_config.h"
 #include "index/redis_connection.h"
-#include "index/redis_index.h"
+#include "index/redis_topology.h"
 
 namespace chunkd::index {
 

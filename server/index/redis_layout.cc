@@ -173,4 +173,12 @@ std::string LegacyEntryKey(absl::string_view ns, absl::string_view fp) {
   return absl::StrCat("chunkd:", ns, ":", fp);
 }
 
+std::string LegacyHintListField(absl::string_view params_key) {
+  return absl::StrCat("h:", params_key);
+}
+
+std::string LegacyHintRunField(absl::string_view params_key) {
+  return absl::StrCat("r:", params_key);
+}
+
 }  // namespace chunkd::index

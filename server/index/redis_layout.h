@@ -135,6 +135,10 @@ bool ParseLegacySizes(absl::string_view text, std::vector<uint32_t>* out);
 
 // The key of the layout before buckets: chunkd:<ns>:<fingerprint>.
 std::string LegacyEntryKey(absl::string_view ns, absl::string_view fp);
+// The fields of an entry's hints under `params_key` in the layout before
+// buckets: its list, h:<params_key>, and its run, r:<params_key>.
+std::string LegacyHintListField(absl::string_view params_key);
+std::string LegacyHintRunField(absl::string_view params_key);
 
 }  // namespace chunkd::index
 

@@ -94,6 +94,8 @@ TEST(LayoutRecordTest, ParsesAndNamesAMalformedField) {
 
 TEST(LegacyTest, KeysAndSizes) {
   EXPECT_EQ(LegacyEntryKey("ns", "fp"), "chunkd:ns:fp");
+  EXPECT_EQ(LegacyHintListField("fastcdc:1:2:3"), "h:fastcdc:1:2:3");
+  EXPECT_EQ(LegacyHintRunField("fastcdc:1:2:3"), "r:fastcdc:1:2:3");
   std::vector<uint32_t> sizes;
   EXPECT_TRUE(ParseLegacySizes("16384,20480", &sizes));
   EXPECT_EQ(sizes, (std::vector<uint32_t>{16384, 20480}));

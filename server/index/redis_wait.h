@@ -3,7 +3,7 @@
 // unreachable").
 //
 // A call that failed in a way worth waiting out (what, and what it may
-// re-send, is the Batch's business: redis_index.cc) keeps trying until
+// re-send, is the batch runner's business: redis_batch.h) keeps trying until
 // Deadline(): the bound counted from when the index started failing, so
 // that a failover costs a call at most the bound and a longer outage fails
 // calls at once instead of making each of them wait. Any answer from Redis

@@ -1,107 +1,24 @@
-// RocksDbIndex (rocksdb_index.h): layout, locking and durability are
-// described in docs/design.md, "The rocksdb backend".
 #include "index/rocksdb_index.h"
 
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <condition_variable>
-#include <filesystem>
 #include <functional>
 #include <mutex>
-#include <system_error>
-#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "index/rocksdb_encoding.h"
-#include "rocksdb/cache.h"
-#include "rocksdb/compaction_filter.h"
-#include "rocksdb/convenience.h"
-#include "rocksdb/db.h"
-#include "rocksdb/filter_policy.h"
-#include "rocksdb/merge_operator.h"
-#include "rocksdb/options.h"
-#include "rocksdb/perf_level.h"
-#include "rocksdb/statistics.h"
-#include "rocksdb/table.h"
-#include "rocksdb/utilities/checkpoint.h"
+#include "index/rocksdb_store.h"
 #include "rocksdb/write_batch.h"
-#include "rocksdb/write_buffer_manager.h"
 
 namespace chunkd::index {
 namespace {
 
 using rocksdb_format::EntryValue;
-using rocksdb_format::TokenRecord;
-
-constexpr char kFormatKey[] = "chunkd.format";
-constexpr char kCountKey[] = "chunkd.entries";
-constexpr char kEntriesFamily[] = "entries";
-constexpr char kTokensFamily[] = "tokens";
-
-absl::string_view View(const rocksdb::Slice& s) {
-  return absl::string_view(s.data(), s.size());
-}
-
-// LZ4 on every level, where this RocksDB has it: fingerprints do not
-// compress, the keys' shared namespaces, sequence numbers zeroed by
-// compaction and hints' parameter keys do, and LZ4 costs compactions and
-// reads of blocks a fraction of what ZSTD does.
-void ChooseCompression(rocksdb::ColumnFamilyOptions* options) {
-  const std::vector<rocksdb::CompressionType> supported =
-      rocksdb::GetSupportedCompressions();
-  auto has = [&](rocksdb::CompressionType type) {
-    return std::find(supported.begin(), supported.end(), type) !=
-           supported.end();
-  };
-  options->compression = has(rocksdb::kLZ4Compression)
-                             ? rocksdb::kLZ4Compression
-                             : rocksdb::kNoCompression;
-  options->bottommost_compression = options->compression;
-}
-
-// Drops write-token records older than the token TTL.
-class ExpiredTokens final : public rocksdb::CompactionFilter {
- public:
-  explicit ExpiredTokens(absl::Duration ttl) : ttl_(ttl) {}
-  bool Filter(int /*level*/, const rocksdb::Slice& /*key*/,
-              const rocksdb::Slice& existing_value,
-              std::string* /*new_value*/,
-              bool* /*value_changed*/) const override {
-    return rocksdb_format::TokenExpired(View(existing_value), absl::Now(),
-                                        ttl_);
-  }
-  const char* Name() const override { return "chunkd.ExpiredTokens"; }
-
- private:
-  absl::Duration ttl_;
-};
-
-// One memtable: an eighth of the cache (the write buffer manager lets
-// memtables take a quarter), 1 to 16 MiB (a larger one costs more per
-// lookup and makes a restart replay more).
-uint64_t WriteBufferBytes(uint64_t cache_bytes) {
-  return std::clamp<uint64_t>(cache_bytes / 8, 1 << 20, 16 << 20);
-}
-
-// RocksDB counts every operation into a per-thread perf context unless
-// told not to; chunkd reads none of it. Called by ReadEntries, which every
-// call but Health and Storage goes through.
-void NoPerfCounts() {
-  thread_local bool done = false;
-  if (!done) {
-    rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
-    done = true;
-  }
-}
 
 // The entry keys of `items` in namespace `ns`, each item's fingerprint
 // given by `fingerprint`.
@@ -121,18 +38,6 @@ std::vector<std::string> KeysOf(absl::string_view ns,
   return KeysOf(ns, fingerprints, [](const std::string& fp) -> const auto& {
     return fp;
   });
-}
-
-absl::Status FromRocks(const rocksdb::Status& s, const std::string& path) {
-  if (s.ok()) return absl::OkStatus();
-  if (s.IsNoSpace()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the rocksdb index at ", path,
-        " cannot write: its disk is full (", s.ToString(),
-        "); free space or release chunks"));
-  }
-  return absl::UnavailableError(
-      absl::StrCat("the rocksdb index at ", path, ": ", s.ToString()));
 }
 
 // Striped locks over keys: a batch locks the stripes of every key it
@@ -227,17 +132,9 @@ class TokenRuns {
 class RocksDbIndex final : public FingerprintIndex {
  public:
   RocksDbIndex(const RocksDbOptions& rocksdb, const IndexOptions& options)
-      : path_(rocksdb.path),
-        sync_(rocksdb.sync),
-        sync_interval_(rocksdb.sync_interval),
-        checkpoint_dir_(rocksdb.checkpoint_dir.empty()
-                            ? rocksdb.path + ".checkpoints"
-                            : rocksdb.checkpoint_dir),
+      : store_(rocksdb, options.token_ttl),
         max_entries_(options.max_entries),
-        next_sizes_length_(static_cast<size_t>(options.next_sizes_length)),
-        token_ttl_(options.token_ttl),
-        expired_tokens_(options.token_ttl) {}
-  ~RocksDbIndex() override;
+        next_sizes_length_(static_cast<size_t>(options.next_sizes_length)) {}
   RocksDbIndex(const RocksDbIndex&) = delete;
   RocksDbIndex& operator=(const RocksDbIndex&) = delete;
 
@@ -246,8 +143,10 @@ class RocksDbIndex final : public FingerprintIndex {
   absl::string_view backend() const override { return "rocksdb"; }
   absl::Status Health() override;
   std::optional<uint64_t> EntryCount() override { return entries_.load(); }
-  std::optional<StorageStats> Storage() override;
-  absl::StatusOr<std::string> Checkpoint() override;
+  std::optional<StorageStats> Storage() override { return store_.Storage(); }
+  absl::StatusOr<std::string> Checkpoint() override {
+    return store_.Checkpoint();
+  }
 
   using FingerprintIndex::Insert;
   using FingerprintIndex::Release;
@@ -278,16 +177,7 @@ class RocksDbIndex final : public FingerprintIndex {
   using ApplyOne = std::function<std::optional<uint64_t>(
       size_t i, std::optional<EntryValue>& entry, Effect* effect)>;
 
-  absl::Status OpenDatabase(uint64_t cache_bytes);
-  absl::Status CheckFormat();
-  void SyncLoop();
   std::string EntryLimitMessage() const;
-  // Reads the entries of `keys` (in order).
-  absl::StatusOr<std::vector<std::optional<EntryValue>>> ReadEntries(
-      const std::vector<std::string>& keys);
-  // The recorded results of positions [first, first + n) of `prefix`.
-  absl::StatusOr<std::vector<std::optional<uint64_t>>> ReadTokens(
-      const std::string& prefix, uint64_t first, size_t n);
   // The read-modify-write of Insert, Release and RecordNextSizes: `apply`
   // per position not recorded under `token` (if any), all written as one
   // batch. `results` gets one result per position up to the first refused
@@ -297,225 +187,19 @@ class RocksDbIndex final : public FingerprintIndex {
                      const WriteToken* token, const ApplyOne& apply,
                      bool sync, std::vector<uint64_t>* results,
                      bool* refused);
-  absl::Status Commit(rocksdb::WriteBatch* batch, bool sync);
   bool Reserve();
 
-  const std::string path_;
-  const RocksDbSync sync_;
-  const absl::Duration sync_interval_;
-  const std::string checkpoint_dir_;
+  RocksDbStore store_;
   const uint64_t max_entries_;
   const size_t next_sizes_length_;
-  const absl::Duration token_ttl_;
-  ExpiredTokens expired_tokens_;
-
-  std::unique_ptr<rocksdb::DB> db_;
-  std::vector<rocksdb::ColumnFamilyHandle*> families_;
-  rocksdb::ColumnFamilyHandle* meta_ = nullptr;
-  rocksdb::ColumnFamilyHandle* entries_cf_ = nullptr;
-  rocksdb::ColumnFamilyHandle* tokens_cf_ = nullptr;
-  std::shared_ptr<rocksdb::Cache> cache_;
-  std::shared_ptr<rocksdb::Statistics> statistics_;
-
   StripedLocks locks_;
   std::atomic<uint64_t> entries_{0};
-  // What the last failed write said; cleared by the next one that works.
-  std::mutex error_mu_;
-  absl::Status write_error_;  // guarded by error_mu_
-
-  // The batch sync thread.
-  std::atomic<bool> unsynced_{false};
-  std::mutex sync_mu_;
-  std::condition_variable sync_cv_;
-  bool stopping_ = false;  // guarded by sync_mu_
-  std::thread sync_thread_;
-  std::mutex checkpoint_mu_;
 };
 
-RocksDbIndex::~RocksDbIndex() {
-  {
-    std::lock_guard<std::mutex> lock(sync_mu_);
-    stopping_ = true;
-  }
-  sync_cv_.notify_all();
-  if (sync_thread_.joinable()) sync_thread_.join();
-  if (db_ != nullptr) {
-    if (unsynced_.load()) db_->SyncWAL().PermitUncheckedError();
-    for (rocksdb::ColumnFamilyHandle* family : families_) {
-      db_->DestroyColumnFamilyHandle(family).PermitUncheckedError();
-    }
-    db_->Close().PermitUncheckedError();
-  }
-}
-
-absl::Status RocksDbIndex::OpenDatabase(uint64_t cache_bytes) {
-  rocksdb::LRUCacheOptions cache_options;
-  cache_options.capacity = cache_bytes;
-  cache_options.high_pri_pool_ratio = 0.5;
-  cache_ = rocksdb::NewLRUCache(cache_options);
-  statistics_ = rocksdb::CreateDBStatistics();
-  // Tickers only (the metrics read three): histograms cost every
-  // operation an update of shared counters.
-  statistics_->set_stats_level(rocksdb::StatsLevel::kExceptHistogramOrTimers);
-
-  rocksdb::DBOptions db_options;
-  db_options.create_if_missing = true;
-  db_options.create_missing_column_families = true;
-  db_options.max_background_jobs = 2;
-  db_options.statistics = statistics_;
-  // Memtables are charged to the block cache: one bound for both.
-  db_options.write_buffer_manager =
-      std::make_shared<rocksdb::WriteBufferManager>(cache_bytes / 4, cache_);
-  // A column family that is rarely flushed (the meta and token ones) keeps
-  // every log since its last flush: past this much log RocksDB flushes it,
-  // which bounds the log a restart replays.
-  db_options.max_total_wal_size = 2 * WriteBufferBytes(cache_bytes);
-  // A restart replays the log into memtables and goes on serving; they are
-  // flushed when full, as any.
-  db_options.avoid_flush_during_recovery = true;
-  db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
-  db_options.keep_log_file_num = 4;
-
-  rocksdb::BlockBasedTableOptions table;
-  table.block_cache = cache_;
-  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-  // Index and filter blocks live in the cache too (so the cache bounds
-  // memory whatever the entry count), partitioned into blocks of 4 KiB: a
-  // whole file's filter in one block would not fit a cache shard (512 KiB)
-  // and would be read again at every lookup.
-  table.cache_index_and_filter_blocks = true;
-  table.cache_index_and_filter_blocks_with_high_priority = true;
-  table.pin_l0_filter_and_index_blocks_in_cache = true;
-  table.pin_top_level_index_and_filter = true;
-  table.partition_filters = true;
-  table.index_type = rocksdb::BlockBasedTableOptions::kTwoLevelIndexSearch;
-  table.metadata_block_size = 4096;
-  table.format_version = 5;
-
-  rocksdb::ColumnFamilyOptions family;
-  family.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-  family.write_buffer_size = WriteBufferBytes(cache_bytes);
-  // A bloom filter over each memtable's keys: a lookup of a fingerprint the
-  // index does not have (new data) skips the memtable's skip list.
-  family.memtable_whole_key_filtering = true;
-  family.memtable_prefix_bloom_size_ratio = 0.02;
-  family.level_compaction_dynamic_level_bytes = true;
-  ChooseCompression(&family);
-
-  rocksdb::ColumnFamilyOptions meta = family;
-  // RocksDB's own: adds 8-byte little-endian numbers, so that each batch's
-  // signed change of the entry count (two's complement) is one Merge.
-  if (!rocksdb::MergeOperator::CreateFromString(rocksdb::ConfigOptions(),
-                                                "uint64add",
-                                                &meta.merge_operator)
-           .ok()) {
-    return absl::InternalError("this RocksDB has no uint64add merge operator");
-  }
-  rocksdb::ColumnFamilyOptions tokens = family;
-  tokens.compaction_filter = &expired_tokens_;
-  tokens.periodic_compaction_seconds = 3600;
-
-  std::error_code ec;
-  std::filesystem::create_directories(path_, ec);
-  if (ec) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("--index rocksdb://", path_, ": cannot create ", path_,
-                     ": ", ec.message()));
-  }
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors = {
-      {rocksdb::kDefaultColumnFamilyName, meta},
-      {kEntriesFamily, family},
-      {kTokensFamily, tokens}};
-  rocksdb::DB* db = nullptr;
-  rocksdb::Status s =
-      rocksdb::DB::Open(db_options, path_, descriptors, &families_, &db);
-  if (!s.ok()) {
-    if (s.IsIOError() && absl::StrContains(s.ToString(), "lock")) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "--index rocksdb://", path_, ": the directory ", path_,
-          " is in use by another process (its LOCK file is held): run one "
-          "chunkd per index directory (", s.ToString(), ")"));
-    }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--index rocksdb://", path_, ": cannot open ", path_, ": ",
-        s.ToString()));
-  }
-  db_.reset(db);
-  meta_ = families_[0];
-  entries_cf_ = families_[1];
-  tokens_cf_ = families_[2];
-  return absl::OkStatus();
-}
-
-absl::Status RocksDbIndex::CheckFormat() {
-  std::string format;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_, kFormatKey,
-                               &format);
-  if (s.IsNotFound()) {
-    // A new database, or something else's: only an empty one is taken.
-    std::unique_ptr<rocksdb::Iterator> it(
-        db_->NewIterator(rocksdb::ReadOptions(), entries_cf_));
-    it->SeekToFirst();
-    if (it->Valid()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "--index rocksdb://", path_, ": ", path_,
-          " holds entries but no chunkd format version: not a chunkd "
-          "index, or a damaged one"));
-    }
-    rocksdb::WriteOptions write;
-    write.sync = true;
-    return FromRocks(db_->Put(write, meta_, kFormatKey,
-                              absl::StrCat(kRocksDbFormatVersion)),
-                     path_);
-  }
-  if (!s.ok()) return FromRocks(s, path_);
-  int version = 0;
-  if (!absl::SimpleAtoi(format, &version)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("--index rocksdb://", path_, ": ", path_,
-                     " has an unreadable format version '", format, "'"));
-  }
-  if (version > kRocksDbFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--index rocksdb://", path_, ": ", path_, " has format version ",
-        version, ", written by a newer chunkd; this chunkd reads format ",
-        kRocksDbFormatVersion, ": run the newer chunkd (or restore a "
-        "checkpoint this version wrote)"));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status RocksDbIndex::Open(uint64_t cache_bytes) {
-  if (absl::Status s = OpenDatabase(cache_bytes); !s.ok()) return s;
-  if (absl::Status s = CheckFormat(); !s.ok()) return s;
-  std::string count;
-  rocksdb::Status s =
-      db_->Get(rocksdb::ReadOptions(), meta_, kCountKey, &count);
-  if (s.ok()) {
-    entries_.store(rocksdb_format::DecodeFixed64(count));
-  } else if (!s.IsNotFound()) {
-    return FromRocks(s, path_);
-  }
-  if (sync_ == RocksDbSync::kBatch) {
-    sync_thread_ = std::thread([this] { SyncLoop(); });
-  }
+  if (absl::Status s = store_.Open(cache_bytes); !s.ok()) return s;
+  entries_.store(store_.entry_count());
   return absl::OkStatus();
-}
-
-void RocksDbIndex::SyncLoop() {
-  std::unique_lock<std::mutex> lock(sync_mu_);
-  while (!stopping_) {
-    sync_cv_.wait_for(lock, absl::ToChronoMilliseconds(sync_interval_));
-    if (stopping_ || !unsynced_.exchange(false)) continue;
-    lock.unlock();
-    rocksdb::Status s = db_->SyncWAL();
-    if (!s.ok()) {
-      unsynced_.store(true);
-      std::lock_guard<std::mutex> error(error_mu_);
-      write_error_ = FromRocks(s, path_);
-    }
-    lock.lock();
-  }
 }
 
 std::string RocksDbIndex::EntryLimitMessage() const {
@@ -536,87 +220,7 @@ absl::Status RocksDbIndex::Health() {
   if (max_entries_ != 0 && entries_.load() >= max_entries_) {
     return absl::ResourceExhaustedError(EntryLimitMessage());
   }
-  std::lock_guard<std::mutex> lock(error_mu_);
-  if (!write_error_.ok()) {
-    // RocksDB stops writing after a background error; try to go on.
-    if (db_->Resume().ok()) write_error_ = absl::OkStatus();
-  }
-  return write_error_;
-}
-
-absl::StatusOr<std::vector<std::optional<EntryValue>>>
-RocksDbIndex::ReadEntries(const std::vector<std::string>& keys) {
-  NoPerfCounts();
-  std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
-  std::vector<rocksdb::PinnableSlice> values(keys.size());
-  std::vector<rocksdb::Status> statuses(keys.size());
-  db_->MultiGet(rocksdb::ReadOptions(), entries_cf_, keys.size(),
-                slices.data(), values.data(), statuses.data());
-  std::vector<std::optional<EntryValue>> out(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (statuses[i].IsNotFound()) continue;
-    if (!statuses[i].ok()) return FromRocks(statuses[i], path_);
-    EntryValue entry;
-    if (!rocksdb_format::DecodeEntry(View(values[i]), &entry)) {
-      return absl::DataLossError(absl::StrCat(
-          "the rocksdb index at ", path_, " holds an unreadable entry"));
-    }
-    out[i] = std::move(entry);
-  }
-  return out;
-}
-
-absl::StatusOr<std::vector<std::optional<uint64_t>>> RocksDbIndex::ReadTokens(
-    const std::string& prefix, uint64_t first, size_t n) {
-  std::vector<std::optional<uint64_t>> out(n);
-  const std::string lower = prefix;
-  const std::string upper = rocksdb_format::TokenKey(prefix, first + n);
-  rocksdb::Slice lower_slice(lower);
-  rocksdb::Slice upper_slice(upper);
-  rocksdb::ReadOptions read;
-  read.iterate_lower_bound = &lower_slice;
-  read.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, tokens_cf_));
-  const absl::Time now = absl::Now();
-  // The record starting at or before `first`, then those starting inside.
-  it->SeekForPrev(rocksdb_format::TokenKey(prefix, first));
-  if (!it->Valid()) it->Seek(rocksdb_format::TokenKey(prefix, first));
-  for (; it->Valid(); it->Next()) {
-    if (rocksdb_format::TokenExpired(View(it->value()), now, token_ttl_)) {
-      continue;
-    }
-    TokenRecord record;
-    if (!rocksdb_format::DecodeTokenRecord(View(it->key()), View(it->value()),
-                                           prefix.size(), &record)) {
-      return absl::DataLossError(absl::StrCat(
-          "the rocksdb index at ", path_, " holds an unreadable token record"));
-    }
-    for (size_t j = 0; j < record.results.size(); ++j) {
-      const uint64_t position = record.first + j;
-      if (position >= first && position < first + n) {
-        out[position - first] = record.results[j];
-      }
-    }
-  }
-  if (!it->status().ok()) return FromRocks(it->status(), path_);
-  return out;
-}
-
-absl::Status RocksDbIndex::Commit(rocksdb::WriteBatch* batch, bool sync) {
-  rocksdb::WriteOptions write;
-  write.sync = sync && sync_ == RocksDbSync::kAlways;
-  // Hints skip the log: a crash loses those not yet flushed, never a count
-  // (every logged write of an entry holds its whole value).
-  write.disableWAL = !sync;
-  rocksdb::Status s = db_->Write(write, batch);
-  std::lock_guard<std::mutex> lock(error_mu_);
-  if (!s.ok()) {
-    write_error_ = FromRocks(s, path_);
-    return write_error_;
-  }
-  write_error_ = absl::OkStatus();
-  if (sync_ == RocksDbSync::kBatch) unsynced_.store(true);
-  return absl::OkStatus();
+  return store_.Health();
 }
 
 absl::Status RocksDbIndex::Write(absl::string_view ns, char op,
@@ -632,7 +236,7 @@ absl::Status RocksDbIndex::Write(absl::string_view ns, char op,
   StripedLocks::Held held = locks_.Lock(keys, prefix);
   std::vector<std::optional<uint64_t>> recorded(keys.size());
   if (token != nullptr) {
-    auto read = ReadTokens(prefix, token->first_position, keys.size());
+    auto read = store_.ReadTokens(prefix, token->first_position, keys.size());
     if (!read.ok()) return read.status();
     recorded = *std::move(read);
   }
@@ -641,7 +245,7 @@ absl::Status RocksDbIndex::Write(absl::string_view ns, char op,
     std::optional<EntryValue> entry;
     bool dirty = false;
   };
-  auto read = ReadEntries(keys);
+  auto read = store_.ReadEntries(keys);
   if (!read.ok()) return read.status();
   absl::flat_hash_map<std::string, Staged> staged;
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -649,7 +253,7 @@ absl::Status RocksDbIndex::Write(absl::string_view ns, char op,
   }
   rocksdb::WriteBatch batch;
   Counted counted;
-  TokenRuns runs(&batch, tokens_cf_, prefix,
+  TokenRuns runs(&batch, store_.tokens(), prefix,
                  token == nullptr ? 0 : token->first_position);
   *refused = false;
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -673,18 +277,14 @@ absl::Status RocksDbIndex::Write(absl::string_view ns, char op,
   for (const auto& [key, s] : staged) {
     if (!s.dirty) continue;
     if (s.entry.has_value()) {
-      batch.Put(entries_cf_, key, rocksdb_format::EncodeEntry(*s.entry));
+      batch.Put(store_.entries(), key, rocksdb_format::EncodeEntry(*s.entry));
     } else {
-      batch.Delete(entries_cf_, key);
+      batch.Delete(store_.entries(), key);
     }
   }
-  if (counted.delta != 0) {
-    batch.Merge(meta_, kCountKey,
-                rocksdb_format::EncodeFixed64(
-                    static_cast<uint64_t>(counted.delta)));
-  }
+  if (counted.delta != 0) store_.AddToCount(&batch, counted.delta);
   absl::Status status = absl::OkStatus();
-  if (batch.Count() != 0) status = Commit(&batch, sync);
+  if (batch.Count() != 0) status = store_.Commit(&batch, sync);
   // Reserve() counted the created entries already; a failed batch gives
   // them back, one that worked takes the removed ones off.
   entries_.fetch_sub(status.ok() ? counted.removed : counted.created);
@@ -695,7 +295,7 @@ absl::StatusOr<std::vector<bool>> RocksDbIndex::Lookup(
     absl::string_view ns, absl::Span<const std::string> fingerprints) {
   if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
   const std::vector<std::string> keys = KeysOf(ns, fingerprints);
-  auto read = ReadEntries(keys);
+  auto read = store_.ReadEntries(keys);
   if (!read.ok()) return read.status();
   std::vector<bool> out;
   out.reserve(keys.size());
@@ -796,7 +396,7 @@ absl::StatusOr<std::vector<NextHints>> RocksDbIndex::NextHintsOf(
   if (absl::Status s = ValidateNamespace(ns); !s.ok()) return s;
   if (absl::Status s = ValidateParamsKey(params_key); !s.ok()) return s;
   const std::vector<std::string> keys = KeysOf(ns, fingerprints);
-  auto read = ReadEntries(keys);
+  auto read = store_.ReadEntries(keys);
   if (!read.ok()) return read.status();
   std::vector<NextHints> out(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -808,144 +408,7 @@ absl::StatusOr<std::vector<NextHints>> RocksDbIndex::NextHintsOf(
   return out;
 }
 
-std::optional<FingerprintIndex::StorageStats> RocksDbIndex::Storage() {
-  StorageStats stats;
-  uint64_t value = 0;
-  if (db_->GetAggregatedIntProperty("rocksdb.total-sst-files-size", &value)) {
-    stats.disk_bytes = value;
-  }
-  rocksdb::VectorLogPtr logs;
-  if (db_->GetSortedWalFiles(logs).ok()) {
-    for (const auto& log : logs) stats.disk_bytes += log->SizeFileBytes();
-  }
-  if (db_->GetAggregatedIntProperty(
-          "rocksdb.estimate-pending-compaction-bytes", &value)) {
-    stats.pending_compaction_bytes = value;
-  }
-  if (db_->GetIntProperty("rocksdb.num-running-compactions", &value)) {
-    stats.running_compactions = value;
-  }
-  stats.stall_micros = statistics_->getTickerCount(rocksdb::STALL_MICROS);
-  stats.cache_hits = statistics_->getTickerCount(rocksdb::BLOCK_CACHE_HIT);
-  stats.cache_misses = statistics_->getTickerCount(rocksdb::BLOCK_CACHE_MISS);
-  stats.cache_bytes = cache_->GetUsage();
-  stats.cache_capacity = cache_->GetCapacity();
-  return stats;
-}
-
-absl::StatusOr<std::string> RocksDbIndex::Checkpoint() {
-  std::lock_guard<std::mutex> lock(checkpoint_mu_);
-  std::error_code ec;
-  std::filesystem::create_directories(checkpoint_dir_, ec);
-  if (ec) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot create the checkpoint directory ", checkpoint_dir_, ": ",
-        ec.message()));
-  }
-  const std::string dir = absl::StrCat(
-      checkpoint_dir_, "/",
-      absl::FormatTime("%Y%m%dT%H%M%E3SZ", absl::Now(), absl::UTCTimeZone()));
-  rocksdb::Checkpoint* raw = nullptr;
-  rocksdb::Status s = rocksdb::Checkpoint::Create(db_.get(), &raw);
-  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
-  if (s.ok()) s = checkpoint->CreateCheckpoint(dir);
-  if (!s.ok()) return FromRocks(s, path_);
-  return dir;
-}
-
-absl::StatusOr<uint64_t> ParseNumber(absl::string_view spec,
-                                     absl::string_view name,
-                                     absl::string_view value) {
-  uint64_t n = 0;
-  if (!absl::SimpleAtoi(value, &n)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--index '", spec, "': ", name, "='", value,
-                     "' is not a non-negative whole number"));
-  }
-  return n;
-}
-
-absl::Status ParseRocksDbOption(absl::string_view spec, absl::string_view name,
-                                absl::string_view value,
-                                RocksDbOptions* options) {
-  if (name == "sync") {
-    if (value == "always") {
-      options->sync = RocksDbSync::kAlways;
-    } else if (value == "batch") {
-      options->sync = RocksDbSync::kBatch;
-    } else if (value == "none") {
-      options->sync = RocksDbSync::kNone;
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--index '", spec, "': sync='", value,
-                       "' is not one of always, batch, none"));
-    }
-    return absl::OkStatus();
-  }
-  if (name == "checkpoint_dir") {
-    if (!absl::StartsWith(value, "/")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--index '", spec, "': checkpoint_dir must be an absolute path"));
-    }
-    options->checkpoint_dir = std::string(value);
-    return absl::OkStatus();
-  }
-  if (name != "sync_interval_ms" && name != "cache_mib") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--index '", spec, "': unknown option '", name,
-        "'; rocksdb takes sync, sync_interval_ms, cache_mib, checkpoint_dir"));
-  }
-  auto n = ParseNumber(spec, name, value);
-  if (!n.ok()) return n.status();
-  if (*n == 0 || *n > (uint64_t{1} << 20)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--index '", spec, "': ", name, " must be 1..1048576"));
-  }
-  if (name == "sync_interval_ms") {
-    options->sync_interval = absl::Milliseconds(static_cast<int64_t>(*n));
-  } else {
-    options->cache_bytes = *n << 20;
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
-
-absl::StatusOr<RocksDbOptions> ParseRocksDbSpec(absl::string_view spec) {
-  constexpr absl::string_view kScheme = "rocksdb://";
-  if (!absl::StartsWith(spec, kScheme)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--index '", spec, "' is not a rocksdb:///path URL"));
-  }
-  absl::string_view rest = spec.substr(kScheme.size());
-  absl::string_view query;
-  if (size_t q = rest.find('?'); q != absl::string_view::npos) {
-    query = rest.substr(q + 1);
-    rest = rest.substr(0, q);
-  }
-  if (!absl::StartsWith(rest, "/") || rest.size() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--index '", spec,
-        "': the path must be absolute, e.g. rocksdb:///var/lib/chunkd/index"));
-  }
-  RocksDbOptions options;
-  options.path = std::string(rest);
-  while (options.path.size() > 1 && options.path.back() == '/') {
-    options.path.pop_back();
-  }
-  options.cache_bytes = 0;  // unset: IndexOptions or the default decides
-  if (query.empty()) return options;
-  for (absl::string_view pair : absl::StrSplit(query, '&')) {
-    std::pair<absl::string_view, absl::string_view> kv =
-        absl::StrSplit(pair, absl::MaxSplits('=', 1));
-    if (absl::Status s = ParseRocksDbOption(spec, kv.first, kv.second,
-                                            &options);
-        !s.ok()) {
-      return s;
-    }
-  }
-  return options;
-}
 
 absl::StatusOr<std::unique_ptr<FingerprintIndex>> OpenRocksDbIndex(
     const RocksDbOptions& rocksdb, const IndexOptions& options) {

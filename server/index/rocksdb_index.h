@@ -1,28 +1,24 @@
 // RocksDbIndex: the embedded FingerprintIndex that survives restarts, in a
-// RocksDB database in one directory (docs/design.md, "The rocksdb backend").
+// RocksDB database in one directory. docs/design.md, "The rocksdb backend",
+// gives the keys and values it writes, how a batch is applied and what each
+// sync mode keeps. The parts: the batch operations (rocksdb_index.cc), the
+// database (rocksdb_store.h), the byte formats (rocksdb_encoding.h), the
+// --index URL (rocksdb_spec.cc).
 //
-// Layout: an entry is one key of the column family "entries",
-// <namespace length><namespace><fingerprint>, whose value holds the
-// reference count, the chunk size and the next-size hints per parameter key;
-// write-token records are keys of "tokens", one per applied run of
-// positions, forgotten token_ttl after they were written (a compaction
-// filter drops them); the default column family holds the format version
-// and the entry count (a merge operator adds each batch's change to it).
-//
-// Writes are read-modify-write under striped locks: a batch locks the
-// stripes of its keys (and of its write token) in order, reads what it
-// needs, and writes everything it changes, entries, count and token
-// records, as one WriteBatch: after a crash a batch is there whole or not
-// at all. Sync (RocksDbOptions::sync) says when the write-ahead log is
-// fsynced; the log is written before every answer in every mode, so a
-// killed process loses nothing acknowledged.
-//
-// Limits: IndexOptions::max_entries as in the memory index (counted
-// exactly, refused with RESOURCE_EXHAUSTED naming --index_max_entries); a
-// full disk fails writes with RESOURCE_EXHAUSTED naming the directory.
-// Memory: the block cache (index and filter blocks included) and the
-// memtables, charged to it, stay within RocksDbOptions::cache_bytes,
-// whatever the number of entries.
+// What it promises beyond FingerprintIndex's contract:
+// - a batch (its entries, the entry count's change, its write-token
+//   records) is one WriteBatch: after a crash it is there whole or not at
+//   all;
+// - the write-ahead log is written before every answer in every sync mode
+//   (RocksDbOptions::sync says when it is fsynced), so a killed process
+//   loses nothing acknowledged; next-size hints skip the log;
+// - IndexOptions::max_entries as in the memory index (refused with
+//   RESOURCE_EXHAUSTED naming --index_max_entries); a full disk fails
+//   writes with RESOURCE_EXHAUSTED naming the directory, and Health() says
+//   so until RocksDB has resumed;
+// - memory: the block cache (index and filter blocks included) and the
+//   memtables, charged to it, stay within RocksDbOptions::cache_bytes,
+//   whatever the number of entries.
 //
 // Thread safety: thread-safe. One process per directory: RocksDB's LOCK
 // file keeps a second one out (Open says so, naming the directory).
