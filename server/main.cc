@@ -24,17 +24,15 @@
 #include "service/allocator.h"
 #include "service/memory_plan.h"
 
-namespace {
-// Every flag's default is the ServerConfig's (and, for the memory flags the
-// plan sizes, the plan's default without a limit).
-const chunkd::app::ServerConfig kDefaults;
-}  // namespace
-
-ABSL_FLAG(std::string, listen, kDefaults.listen,
+// Each flag's default is ServerConfig's (app/server_config.h; for the memory
+// flags the plan sizes, the plan's without a limit), written out here so that
+// --help prints it: app/server_config_test.cc holds the three equal, and
+// docs/operations.md's table with them.
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "gRPC address to serve on, host:port");
-ABSL_FLAG(std::string, metrics_listen, kDefaults.metrics_listen,
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Prometheus /metrics address, host:port; empty disables it");
-ABSL_FLAG(std::string, index, kDefaults.index,
+ABSL_FLAG(std::string, index, "memory",
           "fingerprint index: 'memory' (embedded, lost on restart), "
           "'rocksdb:///path[?sync=always|batch|none&cache_mib=N&"
           "checkpoint_dir=/path]' (embedded, kept in a RocksDB database in "
@@ -44,73 +42,65 @@ ABSL_FLAG(std::string, index, kDefaults.index,
           "followed by ?password_file=PATH&connect_timeout_ms=N&"
           "command_timeout_ms=N&pool_size=N&failover_wait_ms=N (overriding "
           "the --redis_ flags)");
-ABSL_FLAG(std::string, redis_password_file, kDefaults.redis_password_file,
+ABSL_FLAG(std::string, redis_password_file, "",
           "file holding the Redis password (e.g. a mounted Kubernetes "
           "secret; trailing newline stripped), used when the --index URL "
           "carries no password; else $CHUNKD_REDIS_PASSWORD is used");
-ABSL_FLAG(int, redis_pool_size, kDefaults.redis_pool_size,
+ABSL_FLAG(int, redis_pool_size, 16,
           "connections per Redis server (1..1024)");
-ABSL_FLAG(absl::Duration, redis_connect_timeout,
-          kDefaults.redis_connect_timeout,
+ABSL_FLAG(absl::Duration, redis_connect_timeout, absl::Seconds(1),
           "bound on connecting to Redis, handshake included");
-ABSL_FLAG(absl::Duration, redis_command_timeout,
-          kDefaults.redis_command_timeout,
+ABSL_FLAG(absl::Duration, redis_command_timeout, absl::Seconds(2),
           "bound on each Redis round trip; a slower server counts as down");
-ABSL_FLAG(absl::Duration, redis_failover_wait,
-          kDefaults.redis_failover_wait,
+ABSL_FLAG(absl::Duration, redis_failover_wait, absl::Seconds(30),
           "how long an index call waits for Redis to come back (a Redis "
           "Cluster failover, a restarting server) before it fails with "
           "UNAVAILABLE, re-sending meanwhile what is safe to re-send; set it "
           "above the cluster's node timeout plus a few seconds; 0 turns "
           "waiting off");
-ABSL_FLAG(uint64_t, max_message_bytes, kDefaults.max_message_bytes,
+ABSL_FLAG(uint64_t, max_message_bytes, uint64_t{4} << 20,
           "largest data field of one request, in bytes");
-ABSL_FLAG(uint64_t, max_inflight_bytes, kDefaults.max_inflight_bytes,
+ABSL_FLAG(uint64_t, max_inflight_bytes, uint64_t{16} << 20,
           "unprocessed bytes of one stream at which chunkd stops reading it");
-ABSL_FLAG(uint32_t, threads, kDefaults.threads,
+ABSL_FLAG(uint32_t, threads, 0,
           "worker threads shared by all streams, which also cut the segments "
           "of one large stream in parallel; 0 means one per core");
-ABSL_FLAG(std::string, backend, kDefaults.backend,
+ABSL_FLAG(std::string, backend, "",
           "chunking backend (stage-1 kernel) of every algorithm: scalar, avx2 "
           "or avx512; empty means $CHUNKD_BACKEND when set, else auto: per "
           "algorithm the fastest on this CPU, calibrated at start-up. An "
           "unknown or unsupported backend is an error");
-ABSL_FLAG(uint32_t, max_streams, chunkd::service::kDefaultMaxStreams,
+ABSL_FLAG(uint32_t, max_streams, 128,
           "Chunk and Dedup streams served at once; one more is refused with "
           "RESOURCE_EXHAUSTED. Left unset under a memory limit: as many "
           "streams of typical parameters (Dedup, fastcdc's default sizes) "
           "as fit it (at most the default)");
-ABSL_FLAG(int64_t, max_streams_per_token,
-          kDefaults.max_streams_per_token,
+ABSL_FLAG(int64_t, max_streams_per_token, -1,
           "with --auth_tokens, Chunk and Dedup streams one bearer token may "
           "run at once (one more is refused with RESOURCE_EXHAUSTED); -1 "
           "means a quarter of --max_streams, 0 no limit");
-ABSL_FLAG(uint32_t, max_streams_per_ip, kDefaults.max_streams_per_ip,
+ABSL_FLAG(uint32_t, max_streams_per_ip, 0,
           "Chunk and Dedup streams one client IP address may run at once; 0 "
           "(the default) means no limit, as behind a proxy every client may "
           "share one address");
-ABSL_FLAG(uint32_t, max_streams_per_connection,
-          kDefaults.max_streams_per_connection,
+ABSL_FLAG(uint32_t, max_streams_per_connection, 32,
           "HTTP/2 streams (calls of any kind) one connection may have open, "
           "advertised as SETTINGS_MAX_CONCURRENT_STREAMS; chunkd also "
           "refuses a connection's Chunk and Dedup streams past it, counting "
           "the streams it reset until chunkd has ended them");
-ABSL_FLAG(uint32_t, max_stream_rate_per_connection,
-          kDefaults.max_stream_rate_per_connection,
+ABSL_FLAG(uint32_t, max_stream_rate_per_connection, 1000,
           "new streams per second one connection may open (bursts of as many "
           "included); past it ChunkService calls are refused with "
           "RESOURCE_EXHAUSTED, and a connection that opens as many again is "
           "closed (HTTP/2 rapid reset); 0 turns this off");
-ABSL_FLAG(absl::Duration, stream_idle_timeout,
-          kDefaults.stream_idle_timeout,
+ABSL_FLAG(absl::Duration, stream_idle_timeout, absl::Seconds(60),
           "a Chunk or Dedup stream that waits this long on its client (no "
           "request arriving, no response read) ends with DEADLINE_EXCEEDED; "
           "0 turns this off");
-ABSL_FLAG(absl::Duration, max_connection_idle,
-          kDefaults.max_connection_idle,
+ABSL_FLAG(absl::Duration, max_connection_idle, absl::Minutes(5),
           "a client connection with no call for this long is closed "
           "(GOAWAY); clients reconnect on their next call");
-ABSL_FLAG(uint64_t, memory_budget, chunkd::service::kDefaultMemoryBudget,
+ABSL_FLAG(uint64_t, memory_budget, uint64_t{1} << 30,
           "request bytes all streams together may hold (received and not yet "
           "processed, plus one max_message_bytes reservation per pending "
           "read); at the budget streams stop reading. Must be at least "
@@ -124,11 +114,11 @@ ABSL_FLAG(int64_t, index_max_entries, -1,
           "memory limit a quarter of what it leaves, else what half of "
           "--memory_budget holds at 400 bytes each (1342177 for 1 GiB); for "
           "rocksdb no limit; 0 no limit");
-ABSL_FLAG(uint64_t, index_cache_mib, chunkd::service::kDefaultIndexCacheMib,
+ABSL_FLAG(uint64_t, index_cache_mib, 256,
           "memory for the rocksdb index's block cache, its write buffers "
           "included (what it keeps resident whatever the number of entries); "
           "left unset under a memory limit: a quarter of what it leaves");
-ABSL_FLAG(uint64_t, hint_cache_mib, chunkd::service::kDefaultHintCacheMib,
+ABSL_FLAG(uint64_t, hint_cache_mib, 64,
           "memory for the RapidCDC hint cache (keyed content hash -> "
           "SHA-256 and next sizes, about 176 bytes per chunk), which lets "
           "Dedup with hints follow them without hashing on the way; 0 turns "
@@ -143,25 +133,29 @@ ABSL_FLAG(uint64_t, stream_memory_budget, 0,
           "refused with RESOURCE_EXHAUSTED. 0 (the default): sized: without "
           "a memory limit room for every stream at its largest, under one "
           "what the limit leaves");
-ABSL_FLAG(std::string, memory_limit_file, kDefaults.memory_limit_file,
+ABSL_FLAG(std::string, memory_limit_file, "",
           "file holding the memory limit chunkd sizes --max_streams, "
           "--memory_budget, --stream_memory_budget, --index_max_entries and "
           "--hint_cache_mib to when they are left unset, as bytes or 'max' "
           "(no limit); empty means "
           "the cgroup's: memory.max (v2) or memory.limit_in_bytes (v1) of "
           "this process's memory cgroup and its parents, the smallest");
-ABSL_FLAG(std::string, tls_cert, kDefaults.tls_cert,
+// The memory plan's defaults without a limit are the flags' own.
+static_assert(chunkd::service::kDefaultMaxStreams == 128);
+static_assert(chunkd::service::kDefaultMemoryBudget == uint64_t{1} << 30);
+static_assert(chunkd::service::kDefaultHintCacheMib == 64);
+static_assert(chunkd::service::kDefaultIndexCacheMib == 256);
+ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain for TLS; with --tls_key turns TLS on");
-ABSL_FLAG(std::string, tls_key, kDefaults.tls_key,
-          "PEM private key for --tls_cert");
-ABSL_FLAG(std::string, tls_client_ca, kDefaults.tls_client_ca,
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA bundle; when set, clients must present a certificate it "
           "signed (mutual TLS)");
-ABSL_FLAG(std::string, auth_tokens, kDefaults.auth_tokens,
+ABSL_FLAG(std::string, auth_tokens, "",
           "file of bearer tokens, one per line: 'TOKEN ns1,ns2' or 'TOKEN *'; "
           "when set, ChunkService RPCs need 'authorization: Bearer TOKEN' "
           "(health and reflection stay open)");
-ABSL_FLAG(absl::Duration, shutdown_grace, kDefaults.shutdown_grace,
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(30),
           "on SIGINT/SIGTERM, how long running streams may take to finish "
           "before they are cancelled");
 

@@ -272,11 +272,19 @@ TEST(ServerConfigTest, WorkerThreads) {
   EXPECT_EQ(WorkerThreads(c, 8), 3u);
 }
 
+// The text of a file of the repository.
+std::string ReadSource(const std::string& path) {
+  std::ifstream in(std::string(CHUNKD_SOURCE_DIR) + "/" + path);
+  EXPECT_TRUE(in.good()) << path << " not found";
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 // docs/operations.md's "Server flags" table: each flag's default cell, as
 // its first `code` span ("" for "–" and "auto").
 std::map<std::string, std::string> DocumentedDefaults() {
-  std::ifstream in(std::string(CHUNKD_SOURCE_DIR) + "/docs/operations.md");
-  EXPECT_TRUE(in.good()) << "docs/operations.md not found";
+  std::istringstream in(ReadSource("docs/operations.md"));
   std::map<std::string, std::string> defaults;
   const std::regex code("`([^`]*)`");
   std::string line;
@@ -298,6 +306,37 @@ std::map<std::string, std::string> DocumentedDefaults() {
          it != std::sregex_iterator(); ++it) {
       std::string flag = (*it)[1];
       defaults[flag.substr(2)] = value;
+    }
+  }
+  return defaults;
+}
+
+// server/main.cc's ABSL_FLAG defaults, as the table writes them: a string's
+// contents, an integer in decimal (the forms `N`, `T{N} << M`), a duration
+// in Abseil's form (`absl::Seconds(N)`, `absl::Minutes(N)`).
+std::map<std::string, std::string> FlagDefaults() {
+  const std::string text = ReadSource("server/main.cc");
+  const std::regex flag(
+      R"re(ABSL_FLAG\(\s*([\w:]+)\s*,\s*(\w+)\s*,\s*([^,]+?)\s*,\s*")re");
+  const std::regex integer(R"re((?:\w+\{)?(-?\d+)\}?(?: << (\d+))?)re");
+  const std::regex time(R"re(absl::(Seconds|Minutes)\((\d+)\))re");
+  std::map<std::string, std::string> defaults;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), flag);
+       it != std::sregex_iterator(); ++it) {
+    const std::string type = (*it)[1], name = (*it)[2], value = (*it)[3];
+    std::smatch m;
+    if (type == "std::string") {
+      EXPECT_TRUE(value.size() >= 2 && value.front() == '"') << name;
+      defaults[name] = value.substr(1, value.size() - 2);
+    } else if (std::regex_match(value, m, time)) {
+      const int64_t n = std::stoll(m[2]);
+      defaults[name] = absl::FormatDuration(
+          m[1] == "Seconds" ? absl::Seconds(n) : absl::Minutes(n));
+    } else if (std::regex_match(value, m, integer)) {
+      const int shift = m[2].matched ? std::stoi(m[2]) : 0;
+      defaults[name] = std::to_string(std::stoll(m[1]) * (int64_t{1} << shift));
+    } else {
+      ADD_FAILURE() << "--" << name << ": a new form of default: " << value;
     }
   }
   return defaults;
@@ -358,15 +397,19 @@ TEST(ServerConfigTest, DefaultsAreTheDocumentedOnes) {
       {"auth_tokens", Text(d.auth_tokens)},
       {"shutdown_grace", Time(d.shutdown_grace)},
   };
-  const std::map<std::string, std::string> documented = DocumentedDefaults();
-  ASSERT_EQ(documented.size(), ours.size())
-      << "the table and ServerConfig list different flags";
-  for (const auto& [flag, matches] : ours) {
-    const auto doc = documented.find(flag);
-    ASSERT_NE(doc, documented.end()) << "--" << flag << " is not documented";
-    EXPECT_TRUE(matches(doc->second))
-        << "--" << flag << ": documented default '" << doc->second
-        << "' is not ServerConfig's";
+  // The table's defaults and the flags' (what --help prints).
+  for (const auto& [where, defaults] :
+       {std::pair{"docs/operations.md", DocumentedDefaults()},
+        std::pair{"server/main.cc", FlagDefaults()}}) {
+    ASSERT_EQ(defaults.size(), ours.size())
+        << where << " and ServerConfig list different flags";
+    for (const auto& [flag, matches] : ours) {
+      const auto value = defaults.find(flag);
+      ASSERT_NE(value, defaults.end()) << "--" << flag << " not in " << where;
+      EXPECT_TRUE(matches(value->second))
+          << "--" << flag << ": the default in " << where << ", '"
+          << value->second << "', is not ServerConfig's";
+    }
   }
 }
 
