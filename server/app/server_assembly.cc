@@ -222,13 +222,14 @@ void ConfigureBuilder(grpc::ServerBuilder& builder, grpc::ResourceQuota& quota,
       INT_MAX, limits.max_message * 2 + (uint64_t{1} << 20))));
 }
 
+using InterceptorFactories = std::vector<
+    std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>;
+
 // The connection guard first, then the gRPC metrics.
-std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
-Interceptors(std::unique_ptr<service::ConnectionGuard> guard,
-             std::unique_ptr<service::GrpcMetricsInterceptorFactory> metrics) {
-  std::vector<
-      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
-      interceptors;
+InterceptorFactories Interceptors(
+    std::unique_ptr<service::ConnectionGuard> guard,
+    std::unique_ptr<service::GrpcMetricsInterceptorFactory> metrics) {
+  InterceptorFactories interceptors;
   interceptors.push_back(std::move(guard));
   interceptors.push_back(std::move(metrics));
   return interceptors;

@@ -42,8 +42,9 @@ absl::Status CheckMemoryFlags(const ServerConfig& c) {
   if (c.max_streams.has_value() && c.memory_budget.has_value() &&
       *c.memory_budget < uint64_t{*c.max_streams} * c.max_message_bytes) {
     return Invalid(absl::StrCat(
-        "--memory_budget ", *c.memory_budget, " must be at least --max_streams (",
-        *c.max_streams, ") x --max_message_bytes (", c.max_message_bytes,
+        "--memory_budget ", *c.memory_budget,
+        " must be at least --max_streams (", *c.max_streams,
+        ") x --max_message_bytes (", c.max_message_bytes,
         "), so that an idle stream never blocks the others"));
   }
   return absl::OkStatus();

@@ -34,7 +34,8 @@ TEST(ServerConfigTest, DefaultsPass) { EXPECT_EQ(Problem(ServerConfig()), ""); }
 TEST(ServerConfigTest, MessageSizeOutOfRangeNamesTheFlag) {
   ServerConfig c;
   c.max_message_bytes = kMinMessageBytes - 1;
-  EXPECT_THAT(Problem(c), HasSubstr("--max_message_bytes 1023 is out of range"));
+  EXPECT_THAT(Problem(c),
+              HasSubstr("--max_message_bytes 1023 is out of range"));
   c.max_message_bytes = kMaxMessageBytes + 1;
   c.max_inflight_bytes = kMaxMessageBytes + 1;
   EXPECT_THAT(Problem(c), HasSubstr("--max_message_bytes"));
@@ -111,7 +112,8 @@ TEST(ServerConfigTest, StreamAndConnectionLimits) {
 
   c = ServerConfig();
   c.shutdown_grace = absl::Seconds(-1);
-  EXPECT_THAT(Problem(c), HasSubstr("--shutdown_grace -1s must not be negative"));
+  EXPECT_THAT(Problem(c),
+              HasSubstr("--shutdown_grace -1s must not be negative"));
   c.shutdown_grace = absl::ZeroDuration();
   EXPECT_EQ(Problem(c), "");
 }
