@@ -75,6 +75,30 @@ absl::string_view BackendOfSpec(absl::string_view spec) {
   return "";
 }
 
+namespace {
+
+// A spec of no known scheme.
+absl::Status UnsupportedSpec(absl::string_view spec) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("--index '", RedactIndexSpec(spec),
+                   "' is not supported; use 'memory', 'rocksdb:///path', "
+                   "'redis://[[user]:password@]host:port[/db]' or "
+                   "'redis-cluster://host:port[,host:port...]'"));
+}
+
+}  // namespace
+
+absl::StatusOr<IndexPlacement> PlacementOfSpec(absl::string_view spec) {
+  IndexPlacement placement;
+  placement.backend = BackendOfSpec(spec);
+  if (placement.backend.empty()) return UnsupportedSpec(spec);
+  placement.in_process_memory = placement.backend == "memory";
+  placement.block_cache = placement.backend == "rocksdb";
+  placement.embedded = placement.in_process_memory || placement.block_cache;
+  placement.persistent = !placement.in_process_memory;
+  return placement;
+}
+
 std::string RedactIndexSpec(absl::string_view spec) {
   const size_t scheme = spec.find("://");
   if (scheme == absl::string_view::npos) return std::string(spec);
@@ -148,11 +172,7 @@ absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateIndex(
         "': this chunkd was built without Redis (CHUNKD_WITH_REDIS=OFF)"));
   }
 #endif
-  return absl::InvalidArgumentError(
-      absl::StrCat("--index '", RedactIndexSpec(spec),
-                   "' is not supported; use 'memory', 'rocksdb:///path', "
-                   "'redis://[[user]:password@]host:port[/db]' or "
-                   "'redis-cluster://host:port[,host:port...]'"));
+  return UnsupportedSpec(spec);
 }
 
 absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateIndex(

@@ -366,6 +366,25 @@ absl::StatusOr<std::unique_ptr<FingerprintIndex>> CreateIndex(
 // before the index exists (the memory plan sizes its cache).
 absl::string_view BackendOfSpec(absl::string_view spec);
 
+// Where the index a --index value names keeps its entries, from its scheme
+// alone: what the server's memory plan and caches depend on, decided before
+// the index exists.
+struct IndexPlacement {
+  // As BackendOfSpec says it.
+  absl::string_view backend;
+  // The entries live in chunkd's heap and are lost on restart (memory): a
+  // lookup costs no I/O, and the entries count against chunkd's memory.
+  bool in_process_memory = false;
+  // The index runs inside chunkd (memory, rocksdb): max_entries applies.
+  bool embedded = false;
+  // The entries outlive chunkd (rocksdb, redis, redis-cluster).
+  bool persistent = false;
+  // chunkd holds a block cache of the index (rocksdb): cache_bytes applies.
+  bool block_cache = false;
+};
+// INVALID_ARGUMENT, naming --index, for a scheme CreateIndex refuses.
+absl::StatusOr<IndexPlacement> PlacementOfSpec(absl::string_view spec);
+
 // `spec` with any password replaced by "***", for logs and messages.
 std::string RedactIndexSpec(absl::string_view spec);
 

@@ -1,7 +1,7 @@
 """The build's layering, read from `cmake --graphviz` (docs/design.md,
 "Build layering"):
 
-    platform <- kernels <- chunking <- pipeline <- service <- chunkd
+    platform <- kernels <- chunking <- pipeline <- service <- app <- chunkd
     fingerprint (on platform), index and metrics are leaves beside chunking
 
 Nothing below service links gRPC, chunkctl links no benchmark code, and no
@@ -35,6 +35,8 @@ ALLOWED: Dict[str, Set[str]] = {
     "chunkd_proto": set(),
     "chunkd_service": {"chunkd_pipeline", "chunkd_chunking", "chunkd_fingerprint",
                        "chunkd_index", "chunkd_metrics", "chunkd_proto"},
+    "chunkd_app": {"chunkd_service", "chunkd_pipeline", "chunkd_chunking",
+                   "chunkd_fingerprint", "chunkd_index", "chunkd_metrics"},
     "chunkd_workload": {"chunkd_chunking"},
     "chunkd_cli": {"chunkd_chunking", "chunkd_fingerprint", "chunkd_index",
                    "chunkd_proto", "chunkd_workload"},
