@@ -28,7 +28,7 @@ import json
 import re
 import subprocess
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 import jsonschema
 import pytest
@@ -131,41 +131,45 @@ def _value_problems(what: str, shown: dict, printed: dict, skip: Set[str]) -> Li
     return problems
 
 
+def _list_problems(what: str, shown: List[dict], printed: List[dict], key: str,
+                   skip: Callable[[dict], Set[str]]) -> List[str]:
+    """Each object of a list the example shows (algorithms, indexes) against
+    the printed object of the same `key`; `skip` says which values to leave
+    unchecked."""
+    problems = []
+    real = {item[key]: item for item in printed}
+    for item in shown:
+        name = item.get(key)
+        if name not in real:
+            problems.append("%s lists %s %r, which chunkctl does not print" % (what, key, name))
+            continue
+        where = "%s %s %s" % (what, key, name)
+        problems += _key_problems(where, item, real[name])
+        problems += _value_problems(where, item, real[name], skip(real[name]))
+    return problems
+
+
 #: Values of `info` that depend on the machine, not on the code.
 MACHINE_DEPENDENT = {"backend", "backend_threads"}
+#: Values of `size` that depend on its arguments.
+SIZE_ARGUMENTS = {"indexes", "data_bytes", "avg_bytes", "entries",
+                  "redis_master_memory_bytes", "hints"}
 
 
 def info_problems(shown: dict, printed: dict) -> List[str]:
-    problems = _key_problems("info", shown, printed)
-    problems += _value_problems("info", shown, printed, {"algorithms"})
-    real = {a["name"]: a for a in printed.get("algorithms", [])}
-    for algorithm in shown.get("algorithms", []):
-        name = algorithm.get("name")
-        if name not in real:
-            problems.append("info lists algorithm %r, which the server does not" % name)
-            continue
-        what = "info algorithm %s" % name
-        problems += _key_problems(what, algorithm, real[name])
-        problems += _value_problems(what, algorithm, real[name], MACHINE_DEPENDENT)
-    return problems
+    return (_key_problems("info", shown, printed)
+            + _value_problems("info", shown, printed, {"algorithms"})
+            + _list_problems("info", shown.get("algorithms", []),
+                             printed.get("algorithms", []), "name",
+                             lambda _: MACHINE_DEPENDENT))
 
 
 def size_problems(shown: dict, printed: dict) -> List[str]:
-    problems = _key_problems("size", shown, printed)
-    problems += _value_problems("size", shown, printed,
-                                {"indexes", "data_bytes", "avg_bytes", "entries",
-                                 "redis_master_memory_bytes", "hints"})
-    real = {i["index"]: i for i in printed.get("indexes", [])}
-    for index in shown.get("indexes", []):
-        name = index.get("index")
-        if name not in real:
-            problems.append("size lists index %r, which chunkctl does not" % name)
-            continue
-        what = "size index %s" % name
-        problems += _key_problems(what, index, real[name])
-        problems += _value_problems(what, index, real[name],
-                                    set(real[name]) - {"bytes_per_entry", "measured_at_entries"})
-    return problems
+    return (_key_problems("size", shown, printed)
+            + _value_problems("size", shown, printed, SIZE_ARGUMENTS)
+            + _list_problems("size", shown.get("indexes", []), printed.get("indexes", []),
+                             "index",
+                             lambda real: set(real) - {"bytes_per_entry", "measured_at_entries"}))
 
 
 def example_problems(doc: Path, printed: Dict[str, List[dict]]) -> Tuple[List[str], Set[str]]:
@@ -276,7 +280,7 @@ def flag_tables(doc: Path) -> Iterable[Tuple[int, str, List[str], str]]:
         if header[0] != "flag" or set(line) <= set("|-: "):
             continue
         default = cells[header.index("default")] if "default" in header else ""
-        names = [c[2:] for c in _CODE.findall(cells[0]) if c.startswith("--")]
+        names = [c[2:].split()[0] for c in _CODE.findall(cells[0]) if c.startswith("--")]
         yield number, section, names, default
 
 
@@ -328,6 +332,35 @@ def test_operations_flag_tables_are_chunkds_flags(chunkd_bin: Path) -> None:
     flags = help_flags(_chunkd_help(chunkd_bin))
     assert len(flags) >= 20, "chunkd --help lists too few flags to be read right"
     assert flag_problems(OPERATIONS, flags, "Server flags") == []
+
+
+_CLI_FLAG = re.compile(r"^\s+(--[a-z][a-z0-9-]*)", re.M)
+CLI_DOCS = [REPO / "docs" / "cli.md", REPO / "docs" / "clients.md"]
+
+
+def chunkctl_flags(chunkctl_bin: Path) -> Set[str]:
+    """Every flag chunkctl's help lists, over all its commands."""
+    flags: Set[str] = set()
+    for command in ([], ["chunk"], ["dedup"], ["info"], ["size"], ["bench"],
+                    ["index", "migrate"]):
+        result = subprocess.run([str(chunkctl_bin), *command, "--help"], capture_output=True,
+                                text=True, stdin=subprocess.DEVNULL, timeout=SUBPROCESS_TIMEOUT)
+        assert result.returncode == 0, "chunkctl %s --help: %s" % (" ".join(command),
+                                                                   result.stderr)
+        flags |= {f[2:] for f in _CLI_FLAG.findall(result.stdout)}
+    return flags
+
+
+def cli_flag_problems(doc: Path, flags: Set[str]) -> List[str]:
+    return ["%s: --%s is not a flag of chunkctl (chunkctl COMMAND --help)" % (
+        _where(doc, line), name)
+            for line, _, names, _ in flag_tables(doc) for name in names if name not in flags]
+
+
+def test_cli_flag_tables_are_chunkctls_flags(chunkctl_bin: Path) -> None:
+    flags = chunkctl_flags(chunkctl_bin)
+    assert {"server", "json", "data", "bucket-bits"} <= flags
+    assert [p for doc in CLI_DOCS for p in cli_flag_problems(doc, flags)] == []
 
 
 # ---------------------------------------------------------------- metrics
@@ -449,6 +482,10 @@ def test_the_checkers_find_planted_errors(tmp_path: Path) -> None:
         "--no_such_flag is not a flag of chunkd (chunkd --help)",
         "--threads (chunkd --help) is missing from the table of \"Server flags\"",
     ]
+    assert [p.split(": ", 1)[1] for p in cli_flag_problems(doc, {"listen", "threads"})] == [
+        "--no_such_flag is not a flag of chunkctl (chunkctl COMMAND --help)",
+        "--stream_idle_timeout is not a flag of chunkctl (chunkctl COMMAND --help)",
+    ]
     assert [p.split(": ", 1)[1] for p in path_problems(doc, tmp_path)] == [
         "server/no/such_file.h does not exist",
         "server/metrics/metrics.h does not exist",
@@ -467,5 +504,5 @@ def test_the_checkers_find_planted_errors(tmp_path: Path) -> None:
     assert kinds == {"chunk", "info"}
     assert any("chunk line has keys chunkctl does not print: extra" in p for p in problems)
     assert any("does not match docs/cli-output.schema.json" in p for p in problems)
-    assert any("info algorithm fastcdc.min_size.default is 2048 in the example, 4096"
+    assert any("info name fastcdc.min_size.default is 2048 in the example, 4096"
                in p for p in problems)
