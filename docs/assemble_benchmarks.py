@@ -77,6 +77,10 @@ def format_time(when: dt.datetime) -> str:
     return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def readable_time(when: dt.datetime) -> str:
+    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def machine() -> str:
     """Where this runs: host, CPU model, cores."""
     cpu = platform.processor() or platform.machine()
@@ -118,9 +122,9 @@ def fresh_block(name: str, section: Section, path: Path,
 
 def header_block(when: dt.datetime, where: str, regenerated: List[str]) -> str:
     return ("<!-- bench:header begin measured=%s -->\n"
-            "Last assembled with new results on %s; new then: %s.\n"
+            "Last assembled with new results at %s on %s; new then: %s.\n"
             "<!-- bench:header end -->" % (
-                format_time(when), where, ", ".join(regenerated)))
+                format_time(when), readable_time(when), where, ", ".join(regenerated)))
 
 
 def current_blocks(doc: str) -> Dict[str, Tuple[Optional[dt.datetime], str]]:
