@@ -264,7 +264,7 @@ def help_flags(help_text: str) -> Dict[str, str]:
 
 
 def flag_tables(doc: Path) -> Iterable[Tuple[int, str, List[str], str]]:
-    """Rows of the tables whose first column is `flag`: (line, section,
+    """Rows of the tables whose first column is `flag` or `option`: (line, section,
     flags named in the first cell, the default cell or "")."""
     section, header = "", None
     for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
@@ -277,7 +277,7 @@ def flag_tables(doc: Path) -> Iterable[Tuple[int, str, List[str], str]]:
         if header is None:
             header = cells
             continue
-        if header[0] != "flag" or set(line) <= set("|-: "):
+        if header[0] not in ("flag", "option") or set(line) <= set("|-: "):
             continue
         default = cells[header.index("default")] if "default" in header else ""
         names = [c[2:].split()[0] for c in _CODE.findall(cells[0]) if c.startswith("--")]
