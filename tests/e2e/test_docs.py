@@ -1,5 +1,5 @@
 """The documentation holds together: every relative link and #anchor in
-README.md and docs/ (subfolders too) resolves, the README stays a page, and
+README.md, CHANGELOG.md and docs/ (subfolders too) resolves, the README stays a page, and
 docs/benchmarks.md is exactly what docs/assemble_benchmarks.py (behind `make
 bench`) writes from its template, and the assembler replaces exactly the
 benchmark blocks it has new results for.
@@ -24,7 +24,7 @@ from urllib.parse import unquote
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-DOCS = [REPO / "README.md"] + sorted((REPO / "docs").rglob("*.md"))
+DOCS = [REPO / "README.md", REPO / "CHANGELOG.md"] + sorted((REPO / "docs").rglob("*.md"))
 
 FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
