@@ -1,8 +1,8 @@
 """The documentation holds together: every relative link and #anchor in
-README.md, CHANGELOG.md and docs/ (subfolders too) resolves, the README stays a page, and
-docs/benchmarks.md is exactly what docs/assemble_benchmarks.py (behind `make
-bench`) writes from its template, and the assembler replaces exactly the
-benchmark blocks it has new results for.
+README.md, CHANGELOG.md and docs/ (subfolders too) resolves, the README stays
+a page, and docs/benchmarks.md is exactly what docs/assemble_benchmarks.py
+(behind `make bench`) writes from its template, the assembler replacing
+exactly the benchmark blocks it has new results for.
 
 Anchors are GitHub's: a heading's rendered text, lower-cased, stripped of
 everything but letters, digits, `_`, `-` and spaces, spaces turned into `-`;
