@@ -281,3 +281,14 @@ def test_the_assembler_names_a_block_it_has_no_results_for(tmp_path: Path) -> No
         assembler.assemble((REPO / "docs" / "benchmarks.md.in").read_text(encoding="utf-8"),
                            doc.read_text(encoding="utf-8"), tmp_path / "none",
                            None, "here")
+
+
+def test_no_document_leans_on_files_outside_the_repository() -> None:
+    """The documents stand on their own: none refers to the specification or
+    the style guide the project started from, which are not in it."""
+    readmes = sorted(REPO.glob("clients/*/README.md")) + sorted(REPO.glob("helm/*/README.md"))
+    found = ["%s:%d" % (doc.relative_to(REPO), number)
+             for doc in DOCS + readmes
+             for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1)
+             if "DESIGN.md" in line or "STYLE.md" in line]
+    assert found == []
