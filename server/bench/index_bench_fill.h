@@ -54,9 +54,9 @@ constexpr int kBaselineDb = 2;
 constexpr uint64_t kRawRun = 1000000;
 constexpr uint64_t kFillRun = 5000000;
 
-// The targets set for the new layout (docs/benchmarks.md, "What limits the
-// Redis figures"): used_memory per entry at 10M entries, and Redis CPU per
-// operation as a multiple of a pipelined SET's.
+// The targets set for the new layout (docs/benchmarks.md, "The Redis
+// index", where the run prints them): used_memory per entry at 10M
+// entries, and Redis CPU per operation as a multiple of a pipelined SET's.
 constexpr int64_t kTargetFill = 10000000;
 constexpr double kTargetBytes = 64;
 constexpr double kTargetBytesHinted = 80;

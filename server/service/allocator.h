@@ -46,7 +46,7 @@ inline constexpr size_t kMmapThreshold = size_t{32} << 20;
 // Free memory at the top of a heap beyond this is given back at free().
 // Below glibc's thread-arena heap size (64 MiB), as malloc_trim never
 // releases those tops: each arena keeps at most this much when idle. 16 MiB
-// faulted as rarely as 32 or 256 MiB in the measurements (docs/benchmarks.md, "Allocator set-up").
+// faulted as rarely as 32 or 256 MiB in the measurements (docs/design.md, "Measured design choices").
 inline constexpr size_t kTrimThreshold = size_t{16} << 20;
 
 // What ConfigureMalloc did, for the start-up log.

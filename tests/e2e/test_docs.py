@@ -1,7 +1,8 @@
 """The documentation holds together: every relative link and #anchor in
-README.md and docs/ (subfolders too) resolves, the README stays a page, and
-docs/assemble_benchmarks.py (behind `make bench`) replaces exactly the
-benchmark sections it has new results for.
+README.md, CHANGELOG.md and docs/ (subfolders too) resolves, the README stays
+a page, and docs/benchmarks.md is exactly what docs/assemble_benchmarks.py
+(behind `make bench`) writes from its template, the assembler replacing
+exactly the benchmark blocks it has new results for.
 
 Anchors are GitHub's: a heading's rendered text, lower-cased, stripped of
 everything but letters, digits, `_`, `-` and spaces, spaces turned into `-`;
@@ -23,7 +24,7 @@ from urllib.parse import unquote
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-DOCS = [REPO / "README.md"] + sorted((REPO / "docs").rglob("*.md"))
+DOCS = [REPO / "README.md", REPO / "CHANGELOG.md"] + sorted((REPO / "docs").rglob("*.md"))
 
 FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -138,7 +139,8 @@ def test_every_link_and_anchor_resolves(doc: Path) -> None:
 def test_the_documents_are_the_expected_ones() -> None:
     names = {str(p.relative_to(REPO)) for p in DOCS}
     assert {"README.md", "docs/design.md", "docs/operations.md",
-            "docs/clients.md", "docs/benchmarks.md"} <= names
+            "docs/clients.md", "docs/benchmarks.md", "docs/development.md",
+            "docs/compatibility.md"} <= names
 
 
 def test_anchors_are_githubs() -> None:
@@ -187,6 +189,46 @@ def _assembler():
     return module
 
 
+def _run_assembler(assembler, bench: Path, doc: Path, *extra: str) -> int:
+    return assembler.main(["--bench-dir", str(bench), "--doc", str(doc),
+                           "--template", str(REPO / "docs" / "benchmarks.md.in"),
+                           *extra])
+
+
+def test_the_committed_report_is_what_the_assembler_writes(tmp_path: Path) -> None:
+    """With no new results, assembling gives docs/benchmarks.md byte for byte:
+    the guide text is the template's, every block the last measured one."""
+    assembler = _assembler()
+    committed = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text(committed, encoding="utf-8")
+    empty = tmp_path / "bench"
+    empty.mkdir()
+    assert _run_assembler(assembler, empty, doc, "--check") == 0
+    assert _run_assembler(assembler, empty, doc) == 0
+    assert doc.read_text(encoding="utf-8") == committed
+
+    # A hand edit outside the blocks is not what the assembler writes.
+    doc.write_text(committed.replace("## How we measure", "## How we measured", 1),
+                   encoding="utf-8")
+    assert _run_assembler(assembler, empty, doc, "--check") == 1
+    assert _run_assembler(assembler, empty, doc) == 0
+    assert doc.read_text(encoding="utf-8") == committed
+
+
+def test_the_report_is_a_report_not_a_diary() -> None:
+    text = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    # Dates only in the markers and the header line that says when the
+    # file was last assembled.
+    prose = re.sub(r"<!-- bench:header begin.*?<!-- bench:header end -->", "", text,
+                   flags=re.S)
+    prose = re.sub(r"<!-- bench:[a-z0-9-]+ begin[^>]*-->", "", prose)
+    assert len(text.splitlines()) <= 500
+    assert "load average" not in prose
+    assert re.findall(r"\b20\d\d-\d\d-\d\d\b", prose) == []
+    assert "without gain" not in prose
+
+
 def test_make_bench_replaces_only_the_sections_it_ran(tmp_path: Path) -> None:
     assembler = _assembler()
     doc = tmp_path / "benchmarks.md"
@@ -204,7 +246,7 @@ def test_make_bench_replaces_only_the_sections_it_ran(tmp_path: Path) -> None:
     old = time.mktime((2020, 1, 1, 0, 0, 0, 0, 0, -1))
     os.utime(bench / "sha256.txt", (old, old))  # older than the table it would replace
 
-    assert assembler.main(["--bench-dir", str(bench), "--doc", str(doc)]) == 0
+    assert _run_assembler(assembler, bench, doc) == 0
     text = doc.read_text(encoding="utf-8")
     blocks = {m.group("name"): m.group(0) for m in assembler.BLOCK.finditer(text)}
     assert "| sink | 9.99 |" in blocks["service"]
@@ -216,13 +258,37 @@ def test_make_bench_replaces_only_the_sections_it_ran(tmp_path: Path) -> None:
                         for m in assembler.BLOCK.finditer(original)}.items():
         if name not in ("service", "chunking", "header"):
             assert blocks[name] == block
-    assert "Regenerated then: chunking, service." in blocks["header"]
+    assert "new then: chunking, service." in blocks["header"]
     # Text outside the markers is kept as it was.
     strip = lambda t: assembler.BLOCK.sub("", t)
     assert strip(text) == strip(original)
 
     # Nothing newer: the file is left as it is.
     before = doc.stat().st_mtime_ns
-    assert assembler.main(["--bench-dir", str(bench), "--doc", str(doc)]) == 0
+    assert _run_assembler(assembler, bench, doc) == 0
     assert doc.read_text(encoding="utf-8") == text
     assert doc.stat().st_mtime_ns == before
+
+
+def test_the_assembler_names_a_block_it_has_no_results_for(tmp_path: Path) -> None:
+    assembler = _assembler()
+    original = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text(assembler.BLOCK.sub(
+        lambda m: "" if m.group("name") == "rapid" else m.group(0), original),
+        encoding="utf-8")
+    with pytest.raises(ValueError, match=r"no results for bench:rapid: run `make bench-rapid`"):
+        assembler.assemble((REPO / "docs" / "benchmarks.md.in").read_text(encoding="utf-8"),
+                           doc.read_text(encoding="utf-8"), tmp_path / "none",
+                           None, "here")
+
+
+def test_no_document_leans_on_files_outside_the_repository() -> None:
+    """The documents stand on their own: none refers to the specification or
+    the style guide the project started from, which are not in it."""
+    readmes = sorted(REPO.glob("clients/*/README.md")) + sorted(REPO.glob("helm/*/README.md"))
+    found = ["%s:%d" % (doc.relative_to(REPO), number)
+             for doc in DOCS + readmes
+             for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1)
+             if "DESIGN.md" in line or "STYLE.md" in line]
+    assert found == []
