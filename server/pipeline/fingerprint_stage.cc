@@ -8,7 +8,7 @@
 
 namespace chunkd::pipeline {
 
-void FingerprintStage::Fill(absl::Span<CutChunk> cuts) const {
+void FingerprintStage::FingerprintChunks(absl::Span<CutChunk> cuts) const {
   if (std::all_of(cuts.begin(), cuts.end(), [](const CutChunk& cut) {
         return !cut.fingerprint.empty();
       })) {
@@ -29,12 +29,12 @@ void FingerprintStage::Fill(absl::Span<CutChunk> cuts) const {
   Stopwatch watch(nullptr, options_.stage);
   chunking::RunParallel(
       options_.executor, group_start.size() - 1, [&](size_t g) {
-        FillGroup(
+        FingerprintGroup(
             cuts.subspan(group_start[g], group_start[g + 1] - group_start[g]));
       });
 }
 
-void FingerprintStage::FillGroup(absl::Span<CutChunk> cuts) const {
+void FingerprintStage::FingerprintGroup(absl::Span<CutChunk> cuts) const {
   std::vector<absl::string_view> data;
   data.reserve(cuts.size());
   for (const CutChunk& cut : cuts) {

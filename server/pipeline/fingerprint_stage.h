@@ -1,19 +1,16 @@
 // FingerprintStage: the fingerprints of a stream's chunks, the second stage
-// of StreamPipeline.
+// of StreamPipeline (docs/design.md, "Fingerprinting in groups").
 //
-// Fill() fingerprints the chunks a chunker cut, in parallel on the engine's
-// executor (the shared pool in the service), in groups of about
-// kGroupBytes so that a task is worth its hand-off; each chunk keeps its
-// place. With a hint cache (Dedup with RapidCDC hints and sha256; see
-// hint_cache.h) that takes every chunk, it also computes their cache keys
-// and caches their SHA-256.
+// FingerprintChunks() fingerprints the chunks the boundaries cut, in
+// parallel on the engine's executor, in groups of about kGroupBytes; each
+// chunk keeps its place. With a hint cache that takes every chunk (Dedup
+// with RapidCDC hints and sha256; hint_cache.h) it also keys them and
+// caches their SHA-256. It is timed as the fingerprint stage.
 //
-// The hint follower fingerprints the chunks it finds with Lookup() (one)
-// and LookupMany() (a run of hinted chunks): from the cache when it holds
-// the chunk's content (keyed with a secret key, so that a hit is as good as
-// hashing the bytes), hashed and cached otherwise. Fill() is
-// timed as the fingerprint stage; the single-chunk calls are not, since the
-// follower times its steps itself.
+// Lookup() and LookupMany() are how the pipeline answers the hint
+// follower: the fingerprint from the cache when it holds the chunk's
+// content, hashed and cached otherwise. They are not timed: the follower
+// times its steps itself.
 //
 // Defaults: sha256, no cache, the calling thread hashes everything.
 // Thread safety: no state of its own beyond its options; calls may run
@@ -41,20 +38,22 @@ class FingerprintStage {
  public:
   struct Options {
     fingerprint::Kind kind = fingerprint::Kind::kSha256;
-    // Runs Fill's groups; null: the calling thread. Must outlive the stage.
+    // Runs the groups of FingerprintChunks(); null: the calling thread.
+    // Must outlive the stage.
     chunking::Executor* executor = nullptr;
     // The hint cache and the stream's scope in it; null: none. Must
     // outlive the stage. REQUIRES: kind sha256 when set.
     HintCache* cache = nullptr;
     HintCache::Scope scope{};
-    // Whether Fill() keys and caches every chunk (else the cache is only
-    // for Lookup and for the index stage's duplicates).
+    // Whether FingerprintChunks() keys and caches every chunk (else the
+    // cache is only for Lookup and for the index stage's duplicates).
     bool cache_all = false;
     // The fingerprint stage's counter; null: not measured.
     prometheus::Counter* stage = nullptr;
   };
 
-  // Bytes of chunks one task of Fill() hashes (about 0.1 ms of SHA-256).
+  // Bytes of chunks one task of FingerprintChunks() hashes (about 0.1 ms of
+  // SHA-256).
   static constexpr size_t kGroupBytes = size_t{256} << 10;
 
   explicit FingerprintStage(Options options) : options_(options) {}
@@ -64,7 +63,7 @@ class FingerprintStage {
 
   // Fingerprints the chunks of `cuts` that have none (with cache_all also
   // keys them and caches their SHA-256).
-  void Fill(absl::Span<CutChunk> cuts) const;
+  void FingerprintChunks(absl::Span<CutChunk> cuts) const;
 
   // Whether the stage has a hint cache (Lookup and KeyOf need one).
   bool cached() const { return options_.cache != nullptr; }
@@ -99,7 +98,7 @@ class FingerprintStage {
  private:
   // Fingerprints (and with cache_all, keys and caches) the chunks of `cuts`
   // without a fingerprint, together (sha256 hashes several at once).
-  void FillGroup(absl::Span<CutChunk> cuts) const;
+  void FingerprintGroup(absl::Span<CutChunk> cuts) const;
 
   const Options options_;
 };

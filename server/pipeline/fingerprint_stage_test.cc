@@ -32,7 +32,7 @@ std::vector<CutChunk> Cuts(const std::string& data) {
 }
 
 // Many groups on an executor: every chunk gets its own digest.
-TEST(FingerprintStageTest, FillsEveryChunkInPlaceOnAnExecutor) {
+TEST(FingerprintStageTest, FingerprintsEveryChunkInPlaceOnAnExecutor) {
   const std::string data = RandomBytes(4 << 20, 1);
   chunking::ThreadPoolExecutor pool(3);
   for (fingerprint::Kind kind :
@@ -43,7 +43,7 @@ TEST(FingerprintStageTest, FillsEveryChunkInPlaceOnAnExecutor) {
     FingerprintStage stage(o);
     std::vector<CutChunk> cuts = Cuts(data);
     ASSERT_GT(cuts.size(), 800u);
-    stage.Fill(absl::MakeSpan(cuts));
+    stage.FingerprintChunks(absl::MakeSpan(cuts));
     for (const CutChunk& c : cuts) {
       ASSERT_EQ(c.fingerprint, fingerprint::Digest(kind, c.bytes)) << c.offset;
       ASSERT_FALSE(c.keyed);
@@ -57,7 +57,7 @@ TEST(FingerprintStageTest, KeepsTheFingerprintsItIsGiven) {
   FingerprintStage stage({});
   std::vector<CutChunk> cuts = Cuts(data);
   cuts[1].fingerprint = "given";
-  stage.Fill(absl::MakeSpan(cuts));
+  stage.FingerprintChunks(absl::MakeSpan(cuts));
   EXPECT_EQ(cuts[1].fingerprint, "given");
   EXPECT_EQ(cuts[0].fingerprint,
             fingerprint::Digest(fingerprint::Kind::kSha256, cuts[0].bytes));
@@ -66,7 +66,7 @@ TEST(FingerprintStageTest, KeepsTheFingerprintsItIsGiven) {
 }
 
 // A cache that takes every chunk gets each one's SHA-256 under its key;
-// otherwise Fill() leaves the cache alone.
+// otherwise FingerprintChunks() leaves the cache alone.
 TEST(FingerprintStageTest, CachesEveryChunkOnlyWhenAskedTo) {
   const std::string data = RandomBytes(1 << 20, 3);
   for (bool cache_all : {false, true}) {
@@ -77,7 +77,7 @@ TEST(FingerprintStageTest, CachesEveryChunkOnlyWhenAskedTo) {
     o.cache_all = cache_all;
     FingerprintStage stage(o);
     std::vector<CutChunk> cuts = Cuts(data);
-    stage.Fill(absl::MakeSpan(cuts));
+    stage.FingerprintChunks(absl::MakeSpan(cuts));
     if (!cache_all) {
       EXPECT_EQ(cache.size(), 0u);
       for (const CutChunk& c : cuts) EXPECT_FALSE(c.keyed);

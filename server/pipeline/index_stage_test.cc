@@ -4,52 +4,11 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "index/memory_index.h"
 #include "pipeline/rapid_cdc.h"
+#include "pipeline/recording_index_for_tests.h"
 
 namespace chunkd::pipeline {
 namespace {
-
-// Forwards to a MemoryIndex and logs each write: "insert@<first position>"
-// (or "insert" without a token) and "record:<hints>"; fails every Insert
-// while `fail` is set.
-class LoggingIndex final : public index::FingerprintIndex {
- public:
-  absl::string_view backend() const override { return "test"; }
-  absl::StatusOr<std::vector<bool>> Lookup(
-      absl::string_view ns, absl::Span<const std::string> fps) override {
-    return inner.Lookup(ns, fps);
-  }
-  using FingerprintIndex::Insert;
-  absl::StatusOr<std::vector<index::InsertResult>> Insert(
-      absl::string_view ns, absl::Span<const index::InsertEntry> entries,
-      const index::WriteToken* token) override {
-    if (fail) return absl::UnavailableError("down");
-    log.push_back(token == nullptr ? "insert"
-                                   : token->stream_id + "@" +
-                                         std::to_string(token->first_position));
-    return inner.Insert(ns, entries, token);
-  }
-  absl::StatusOr<std::vector<uint64_t>> Release(
-      absl::string_view ns, absl::Span<const std::string> fps,
-      const index::WriteToken* token) override {
-    return inner.Release(ns, fps, token);
-  }
-  absl::Status RecordNextSizes(absl::string_view ns, absl::string_view key,
-                               absl::Span<const index::NextSize> h) override {
-    log.push_back("record:" + std::to_string(h.size()));
-    return inner.RecordNextSizes(ns, key, h);
-  }
-  absl::StatusOr<std::vector<index::NextHints>> NextHintsOf(
-      absl::string_view ns, absl::string_view key,
-      absl::Span<const std::string> fps) override {
-    return inner.NextHintsOf(ns, key, fps);
-  }
-
-  index::MemoryIndex inner;
-  std::vector<std::string> log;
-  bool fail = false;
-};
 
 // Chunks over `data` at the given ends, fingerprinted as their bytes.
 std::vector<CutChunk> Cuts(const std::string& data,
@@ -81,13 +40,13 @@ class HintsTest : public ::testing::Test {
     o.params_key = "params";
     return o;
   }
-  LoggingIndex idx;
+  RecordingIndex idx;
   StreamTotals totals;
   IndexStage stage{Hinted(&idx), &totals};
 };
 
 TEST(IndexStageTest, CommitSaysWhichChunksAreNew) {
-  LoggingIndex idx;
+  RecordingIndex idx;
   StreamTotals totals;
   IndexStage stage(Options(&idx), &totals);
   const std::string data = "aaaabbbbbbaaaa";
@@ -116,7 +75,7 @@ TEST(IndexStageTest, CommitSaysWhichChunksAreNew) {
 
 // Each batch's token starts at the ordinal of its first chunk.
 TEST(IndexStageTest, WriteTokensCarryChunkOrdinals) {
-  LoggingIndex idx;
+  RecordingIndex idx;
   StreamTotals totals;
   IndexStage::Options o = Options(&idx);
   o.stream_id = "stream-1";
@@ -230,7 +189,7 @@ TEST_F(HintsTest, FailedInsertDropsTheBatch) {
 }
 
 TEST(IndexStageTest, DiscardDropsWhatWaits) {
-  LoggingIndex idx;
+  RecordingIndex idx;
   StreamTotals totals;
   IndexStage stage(Options(&idx), &totals);
   const std::string data = "AAAABBBB";
@@ -248,7 +207,7 @@ TEST(IndexStageTest, DiscardDropsWhatWaits) {
 // once the batch is in; the cache learns what followed keyed chunks, and
 // takes the sizes NextHints reads for a key.
 TEST(IndexStageTest, TeachesTheHintCache) {
-  LoggingIndex idx;
+  RecordingIndex idx;
   StreamTotals totals;
   HintCache cache(64);
   IndexStage::Options o = Options(&idx);

@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "index/memory_index.h"
 #include "metrics/metrics.h"
+#include "pipeline/recording_index_for_tests.h"
 
 namespace chunkd::pipeline {
 namespace {
@@ -118,46 +119,6 @@ TEST(StreamPipelineTest, StageTimeGoesToItsCounters) {
   EXPECT_GT(m.stages().index->Value(), 0);
 }
 
-// Forwards to a MemoryIndex; the `fail_at`-th Insert (from 1) is applied
-// but answered UNAVAILABLE, as when Redis dies before its reply arrives.
-class LosesAReply final : public index::FingerprintIndex {
- public:
-  explicit LosesAReply(int fail_at) : fail_at_(fail_at) {}
-  absl::string_view backend() const override { return "test"; }
-  absl::StatusOr<std::vector<bool>> Lookup(
-      absl::string_view ns, absl::Span<const std::string> fps) override {
-    return inner_.Lookup(ns, fps);
-  }
-  using FingerprintIndex::Insert;
-  using FingerprintIndex::Release;
-  absl::StatusOr<std::vector<index::InsertResult>> Insert(
-      absl::string_view ns, absl::Span<const index::InsertEntry> entries,
-      const index::WriteToken* token) override {
-    auto result = inner_.Insert(ns, entries, token);
-    if (++calls_ == fail_at_) return absl::UnavailableError("reply lost");
-    return result;
-  }
-  absl::StatusOr<std::vector<uint64_t>> Release(
-      absl::string_view ns, absl::Span<const std::string> fps,
-      const index::WriteToken* token) override {
-    return inner_.Release(ns, fps, token);
-  }
-  absl::Status RecordNextSizes(absl::string_view ns, absl::string_view key,
-                               absl::Span<const index::NextSize> h) override {
-    return inner_.RecordNextSizes(ns, key, h);
-  }
-  absl::StatusOr<std::vector<index::NextHints>> NextHintsOf(
-      absl::string_view ns, absl::string_view key,
-      absl::Span<const std::string> fps) override {
-    return inner_.NextHintsOf(ns, key, fps);
-  }
-
- private:
-  index::MemoryIndex inner_;
-  const int fail_at_;
-  int calls_ = 0;
-};
-
 TEST(StreamPipelineTest, RetriedStreamWithStreamIdCountsOnceAndAnswersAlike) {
   // Half of the data occurs twice, so the first run has duplicates too.
   const std::string half = RandomBytes(2 << 20, 3);
@@ -172,7 +133,8 @@ TEST(StreamPipelineTest, RetriedStreamWithStreamIdCountsOnceAndAnswersAlike) {
   const std::vector<ChunkRecord> want = RunStream(opt, data, 1 << 20);
 
   // The first attempt dies on its third batch, which was applied.
-  LosesAReply idx(3);
+  RecordingIndex idx;
+  idx.lose_reply_of = 3;
   opt.index = &idx;
   opt.stream_id = "backup-1.file-7";
   {
@@ -182,7 +144,7 @@ TEST(StreamPipelineTest, RetriedStreamWithStreamIdCountsOnceAndAnswersAlike) {
     absl::Status status;
     for (size_t at = 0; at < data.size() && status.ok(); at += 1 << 20) {
       status = (*p)->Process(absl::string_view(data).substr(at, 1 << 20), &out);
-      if (status.ok()) status = (*p)->Flush(&out);
+      if (status.ok()) status = (*p)->NoInputWaiting(&out);
     }
     if (status.ok()) status = (*p)->Finish(&out);
     ASSERT_EQ(status.code(), absl::StatusCode::kUnavailable);
