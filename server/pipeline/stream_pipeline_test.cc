@@ -174,6 +174,120 @@ TEST(StreamPipelineTest, RetriedStreamWithStreamIdCountsOnceAndAnswersAlike) {
   }
 }
 
+// The commit policy: when a Dedup stream's chunks go to the index. Small
+// chunks and a small engine window, so that every piece cuts chunks.
+PipelineOptions SmallChunks(index::FingerprintIndex* idx) {
+  PipelineOptions opt;
+  opt.chunking = chunking::DefaultOptions(chunking::Algorithm::kFastCdc);
+  opt.chunking.min_size = 256;
+  opt.chunking.avg_size = 1024;
+  opt.chunking.max_size = 4096;
+  opt.engine.window_size = 64 << 10;
+  opt.index = idx;
+  opt.ns = "t";
+  return opt;
+}
+
+size_t Sum(const std::vector<size_t>& v) {
+  size_t sum = 0;
+  for (size_t x : v) sum += x;
+  return sum;
+}
+
+// Below kMaxPendingChunks chunks wait until the owner says no input waits;
+// then they go in one batch, and nothing more is written until more come.
+TEST(StreamPipelineTest, NoInputWaitingCommitsWhatWaitsInOneBatch) {
+  RecordingIndex idx;
+  auto p = StreamPipeline::Create(SmallChunks(&idx));
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::string data = RandomBytes(256 << 10, 5);
+  std::vector<ChunkRecord> out;
+  ASSERT_TRUE((*p)->Process(data, &out).ok());
+  const uint64_t cut = (*p)->totals().chunks;
+  ASSERT_GT(cut, 0u);
+  ASSERT_LT(cut, StreamPipeline::kMaxPendingChunks);
+  EXPECT_TRUE(out.empty());
+  EXPECT_TRUE(idx.batches.empty()) << "chunks wait for the owner's word";
+  ASSERT_TRUE((*p)->NoInputWaiting(&out).ok());
+  EXPECT_EQ(idx.batches, std::vector<size_t>({cut}));
+  EXPECT_EQ(out.size(), cut);
+  ASSERT_TRUE((*p)->NoInputWaiting(&out).ok());
+  EXPECT_EQ(idx.batches.size(), 1u) << "nothing waits: no call";
+  // The end of the stream commits the rest, in one more batch.
+  ASSERT_TRUE((*p)->Finish(&out).ok());
+  ASSERT_EQ(idx.batches.size(), 2u);
+  EXPECT_EQ(out.size(), (*p)->totals().chunks);
+  EXPECT_EQ(out.back().offset + out.back().length, data.size());
+}
+
+// Without a word from the owner, a batch goes as soon as kMaxPendingChunks
+// chunks wait: never more wait after a call, and every batch but the last
+// holds at least that many.
+TEST(StreamPipelineTest, CommitsOnceMaxPendingChunksWait) {
+  RecordingIndex idx;
+  auto p = StreamPipeline::Create(SmallChunks(&idx));
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::string data = RandomBytes(3 << 20, 6);
+  std::vector<ChunkRecord> out;
+  for (size_t at = 0; at < data.size(); at += 64 << 10) {
+    ASSERT_TRUE(
+        (*p)->Process(absl::string_view(data).substr(at, 64 << 10), &out).ok());
+    EXPECT_LT((*p)->totals().chunks - out.size(),
+              StreamPipeline::kMaxPendingChunks)
+        << at;
+    EXPECT_EQ(Sum(idx.batches), out.size()) << at;
+  }
+  ASSERT_GE(idx.batches.size(), 2u);
+  for (size_t batch : idx.batches) {
+    EXPECT_GE(batch, StreamPipeline::kMaxPendingChunks);
+  }
+  const size_t before_finish = idx.batches.size();
+  ASSERT_TRUE((*p)->Finish(&out).ok());
+  EXPECT_EQ(idx.batches.size(), before_finish + 1);
+  EXPECT_EQ(out.size(), (*p)->totals().chunks);
+}
+
+// With hints every call commits its own chunks (the follower needs to know
+// whether the chunker's last chunk is a duplicate): nothing waits after a
+// call, and the owner's word finds nothing to do.
+TEST(StreamPipelineTest, WithHintsEveryCallCommitsItsChunks) {
+  RecordingIndex idx;
+  PipelineOptions opt = SmallChunks(&idx);
+  opt.hints = HintTest::kFFRWTFPT;
+  const std::string data = RandomBytes(1 << 20, 7);
+  for (int stream = 0; stream < 2; ++stream) {
+    auto p = StreamPipeline::Create(opt);
+    ASSERT_TRUE(p.ok()) << p.status();
+    std::vector<ChunkRecord> out;
+    for (size_t at = 0; at < data.size(); at += 100000) {
+      ASSERT_TRUE(
+          (*p)->Process(absl::string_view(data).substr(at, 100000), &out).ok());
+      EXPECT_EQ(out.size(), (*p)->totals().chunks) << stream << " " << at;
+      const size_t batches = idx.batches.size();
+      ASSERT_TRUE((*p)->NoInputWaiting(&out).ok());
+      EXPECT_EQ(idx.batches.size(), batches);
+    }
+    ASSERT_TRUE((*p)->Finish(&out).ok());
+    EXPECT_EQ(out.size(), (*p)->totals().chunks);
+    // The second stream follows the hints of the first.
+    if (stream == 1) {
+      EXPECT_GT((*p)->totals().hints_accepted, 0u);
+    }
+  }
+}
+
+// Chunk streams have no index: records come out as they are cut.
+TEST(StreamPipelineTest, ChunkRecordsComeOutAtOnce) {
+  PipelineOptions opt = SmallChunks(nullptr);
+  auto p = StreamPipeline::Create(opt);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::string data = RandomBytes(256 << 10, 8);
+  std::vector<ChunkRecord> out;
+  ASSERT_TRUE((*p)->Process(data, &out).ok());
+  EXPECT_GT(out.size(), 0u);
+  EXPECT_EQ(out.size(), (*p)->totals().chunks);
+}
+
 TEST(StreamPipelineTest, DedupNeedsAFingerprint) {
   index::MemoryIndex idx;
   PipelineOptions opt;
