@@ -46,10 +46,9 @@ StreamPipeline::StreamPipeline(PipelineOptions options)
 
 absl::Status StreamPipeline::Assemble() {
   const PipelineOptions& o = options_;
-  const bool hints = hints_;
-  const std::string params_key = hints ? HintParamsKey(o.chunking) : "";
+  const std::string params_key = hints_ ? HintParamsKey(o.chunking) : "";
   // The hint cache holds SHA-256s: with hints and sha256 only.
-  HintCache* const cache = hints && o.fingerprint == fingerprint::Kind::kSha256
+  HintCache* const cache = hints_ && o.fingerprint == fingerprint::Kind::kSha256
                                ? o.hint_cache
                                : nullptr;
   const HintCache::Scope scope =
@@ -67,7 +66,7 @@ absl::Status StreamPipeline::Assemble() {
             fingerprint_stage},
         &totals_);
   }
-  if (hints) {
+  if (hints_) {
     auto follower = HintFollower::Create(
         {o.chunking, o.engine, o.hints, o.stages}, this, &totals_);
     if (!follower.ok()) return follower.status();
@@ -89,31 +88,47 @@ absl::Status StreamPipeline::Process(absl::string_view piece,
 }
 
 absl::Status StreamPipeline::NoInputWaiting(std::vector<ChunkRecord>* out) {
-  return Commit(out);
+  return CommitIf(Moment::kNoInputWaiting, out);
 }
 
 absl::Status StreamPipeline::Finish(std::vector<ChunkRecord>* out) {
   absl::Status status = CutPiece(absl::string_view(), /*at_end=*/true, out);
   if (!status.ok()) return status;
   if (index_ != nullptr) index_->EndOfStream();
-  return Commit(out);
+  return CommitIf(Moment::kEndOfStream, out);
 }
 
 absl::Status StreamPipeline::CutPiece(absl::string_view piece, bool at_end,
                                       std::vector<ChunkRecord>* out) {
   out_ = out;
   absl::Status status = boundaries_->CutChunks(piece, at_end, this);
-  // With hints every call commits its chunks: the hint cache keys the
-  // duplicates among them from their bytes, valid during the call only.
-  if (status.ok() && hints_) status = Commit(out);
+  if (status.ok()) status = CommitIf(Moment::kCallEnds, out);
   out_ = nullptr;
   // The stream fails: nothing cut but not yet indexed is reported.
   if (!status.ok() && index_ != nullptr) index_->Discard();
   return status;
 }
 
-absl::Status StreamPipeline::Commit(std::vector<ChunkRecord>* out) {
-  if (index_ == nullptr) return absl::OkStatus();
+bool StreamPipeline::CommitsAt(Moment moment) const {
+  switch (moment) {
+    case Moment::kChunksAccepted:
+      // With hints the batches end where the follower needs them to.
+      return !hints_ && index_->pending() >= kMaxPendingChunks;
+    case Moment::kCallEnds:
+      // With hints every call commits its chunks: the hint cache keys the
+      // duplicates among them from their bytes, valid during the call only.
+      return hints_;
+    case Moment::kLastChunkAsked:
+    case Moment::kNoInputWaiting:
+    case Moment::kEndOfStream:
+      return true;
+  }
+  return true;
+}
+
+absl::Status StreamPipeline::CommitIf(Moment moment,
+                                      std::vector<ChunkRecord>* out) {
+  if (index_ == nullptr || !CommitsAt(moment)) return absl::OkStatus();
   // The index's calls run on this thread alone: the pool need not spin.
   if (options_.engine.executor != nullptr) options_.engine.executor->Rest();
   return index_->Commit(out);
@@ -132,9 +147,7 @@ absl::Status StreamPipeline::AcceptChunks(absl::Span<CutChunk> chunks) {
     return absl::OkStatus();
   }
   index_->Add(chunks);
-  // With hints the batches end where the follower needs them to.
-  if (!hints_ && index_->pending() >= kMaxPendingChunks) return Commit(out_);
-  return absl::OkStatus();
+  return CommitIf(Moment::kChunksAccepted, out_);
 }
 
 std::optional<HintCache::Entry> StreamPipeline::FingerprintOf(
@@ -167,7 +180,7 @@ absl::StatusOr<std::vector<index::NextHints>> StreamPipeline::NextHintsOf(
 absl::StatusOr<std::optional<std::string>>
 StreamPipeline::LastChunkIfDuplicate() {
   // Whether it is new, the index says once it is committed.
-  absl::Status status = Commit(out_);
+  absl::Status status = CommitIf(Moment::kLastChunkAsked, out_);
   if (!status.ok()) return status;
   if (index_->committed() == 0 || index_->last_is_new()) return std::nullopt;
   return index_->last_fingerprint();

@@ -19,8 +19,10 @@
 //  - when the owner says no input is waiting (NoInputWaiting), and at the
 //    end of the stream (Finish);
 //  - with hints, when the follower asks whether the last chunk is a
-//    duplicate, and at the end of every Process call (the hint cache keys
-//    the duplicates of a batch from bytes valid during the call only).
+//    duplicate, and at the end of every call of Process or Finish (the hint
+//    cache keys the duplicates of a batch from bytes valid during the call
+//    only).
+// CommitsAt() is that policy, in one place.
 // Chunk streams have no index stage: their records come out as soon as
 // they are fingerprinted.
 //
@@ -126,8 +128,20 @@ class StreamPipeline final : private ChunkSink, private HintSource {
   // waits for the index.
   absl::Status CutPiece(absl::string_view piece, bool at_end,
                         std::vector<ChunkRecord>* out);
-  // Dedup: commits the chunks that wait, appending their records to *out.
-  absl::Status Commit(std::vector<ChunkRecord>* out);
+  // The moments the commit policy (above) is asked about.
+  enum class Moment {
+    kChunksAccepted,  // the boundaries handed chunks on
+    kCallEnds,        // a call of Process or Finish is done cutting
+    kLastChunkAsked,  // the hint follower asks about the last chunk
+    kNoInputWaiting,  // the owner says so
+    kEndOfStream,     // Finish
+  };
+  // The commit policy: whether the chunks that wait go to the index now.
+  // REQUIRES: Dedup.
+  bool CommitsAt(Moment moment) const;
+  // Dedup, when the policy says so at `moment`: commits the chunks that
+  // wait (one batch), appending their records to *out.
+  absl::Status CommitIf(Moment moment, std::vector<ChunkRecord>* out);
 
   // ChunkSink: the stages after the boundaries.
   absl::Status AcceptChunks(absl::Span<CutChunk> chunks) override;
