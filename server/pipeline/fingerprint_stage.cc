@@ -54,7 +54,7 @@ void FingerprintStage::FingerprintGroup(absl::Span<CutChunk> cuts) const {
   }
 }
 
-std::optional<HintCache::Entry> FingerprintStage::Lookup(
+std::optional<HintCache::Entry> FingerprintStage::FingerprintViaCache(
     const HintCache::Key& key, absl::string_view bytes,
     std::string* fingerprint) const {
   std::optional<HintCache::Entry> hit = options_.cache->Get(key);
@@ -68,7 +68,7 @@ std::optional<HintCache::Entry> FingerprintStage::Lookup(
   return hit;
 }
 
-void FingerprintStage::LookupMany(
+void FingerprintStage::FingerprintManyViaCache(
     absl::Span<const absl::string_view> chunks,
     absl::Span<const HintCache::Key> keys,
     std::vector<std::string>* fingerprints,

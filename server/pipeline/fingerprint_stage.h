@@ -7,10 +7,10 @@
 // with RapidCDC hints and sha256; hint_cache.h) it also keys them and
 // caches their SHA-256. It is timed as the fingerprint stage.
 //
-// Lookup() and LookupMany() are how the pipeline answers the hint
-// follower: the fingerprint from the cache when it holds the chunk's
-// content, hashed and cached otherwise. They are not timed: the follower
-// times its steps itself.
+// FingerprintViaCache() and FingerprintManyViaCache() are how the pipeline
+// answers the hint follower: the fingerprint from the cache when it holds
+// the chunk's content, hashed and cached otherwise. They are not timed: the
+// follower times its steps itself.
 //
 // Defaults: sha256, no cache, the calling thread hashes everything.
 // Thread safety: no state of its own beyond its options; calls may run
@@ -46,7 +46,8 @@ class FingerprintStage {
     HintCache* cache = nullptr;
     HintCache::Scope scope{};
     // Whether FingerprintChunks() keys and caches every chunk (else the
-    // cache is only for Lookup and for the index stage's duplicates).
+    // cache is only for FingerprintViaCache and for the index stage's
+    // duplicates).
     bool cache_all = false;
     // The fingerprint stage's counter; null: not measured.
     prometheus::Counter* stage = nullptr;
@@ -65,7 +66,8 @@ class FingerprintStage {
   // keys them and caches their SHA-256).
   void FingerprintChunks(absl::Span<CutChunk> cuts) const;
 
-  // Whether the stage has a hint cache (Lookup and KeyOf need one).
+  // Whether the stage has a hint cache (FingerprintViaCache and KeyOf need
+  // one).
   bool cached() const { return options_.cache != nullptr; }
 
   // The fingerprint of `bytes`, without the cache.
@@ -81,19 +83,20 @@ class FingerprintStage {
   // Sets *fingerprint to the SHA-256 of `bytes`, whose key is `key`: the
   // cache's entry when it holds one (returned, with its next sizes), else
   // hashed and cached (nullopt). REQUIRES: cached().
-  std::optional<HintCache::Entry> Lookup(const HintCache::Key& key,
-                                         absl::string_view bytes,
-                                         std::string* fingerprint) const;
+  std::optional<HintCache::Entry> FingerprintViaCache(
+      const HintCache::Key& key, absl::string_view bytes,
+      std::string* fingerprint) const;
 
   // The same for several chunks at once, the ones to hash hashed together
   // (sha256: several messages at once), on the calling thread: sets
   // (*fingerprints)[i] for chunks[i] and (*hits)[i] to the cache's entry of
   // keys[i] if it had one. Without a cache (`keys` empty) every chunk is
   // hashed and *hits holds nullopt.
-  void LookupMany(absl::Span<const absl::string_view> chunks,
-                  absl::Span<const HintCache::Key> keys,
-                  std::vector<std::string>* fingerprints,
-                  std::vector<std::optional<HintCache::Entry>>* hits) const;
+  void FingerprintManyViaCache(
+      absl::Span<const absl::string_view> chunks,
+      absl::Span<const HintCache::Key> keys,
+      std::vector<std::string>* fingerprints,
+      std::vector<std::optional<HintCache::Entry>>* hits) const;
 
  private:
   // Fingerprints (and with cache_all, keys and caches) the chunks of `cuts`

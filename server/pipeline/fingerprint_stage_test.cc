@@ -96,9 +96,9 @@ TEST(FingerprintStageTest, CachesEveryChunkOnlyWhenAskedTo) {
   }
 }
 
-// Lookup hashes what the cache does not hold, and caches it; the next
-// Lookup is a hit, with the sizes the entry has meanwhile.
-TEST(FingerprintStageTest, LookupHashesOnceThenHits) {
+// FingerprintViaCache hashes what the cache does not hold, and caches it;
+// the next call is a hit, with the sizes the entry has meanwhile.
+TEST(FingerprintStageTest, FingerprintViaCacheHashesOnceThenHits) {
   HintCache cache(64);
   FingerprintStage::Options o;
   o.cache = &cache;
@@ -110,11 +110,11 @@ TEST(FingerprintStageTest, LookupHashesOnceThenHits) {
       fingerprint::Digest(fingerprint::Kind::kSha256, chunk);
   const HintCache::Key key = stage.KeyOf(chunk);
   std::string fp;
-  EXPECT_FALSE(stage.Lookup(key, chunk, &fp).has_value());
+  EXPECT_FALSE(stage.FingerprintViaCache(key, chunk, &fp).has_value());
   EXPECT_EQ(fp, want);
   cache.SetSizes(key, {4096, 8192});
   fp.clear();
-  const auto hit = stage.Lookup(key, chunk, &fp);
+  const auto hit = stage.FingerprintViaCache(key, chunk, &fp);
   ASSERT_TRUE(hit.has_value());
   EXPECT_EQ(fp, want);
   EXPECT_EQ(hit->num_sizes, 2);

@@ -37,7 +37,7 @@ class Stages final : public ChunkSink, public HintSource {
       ++(c.fingerprint.empty() ? by_chunker : by_follower);
     }
     fingerprints_->FingerprintChunks(chunks);
-    index_->Add(chunks);
+    index_->Enqueue(chunks);
     return absl::OkStatus();
   }
   bool cached() const override { return fingerprints_->cached(); }
@@ -47,7 +47,9 @@ class Stages final : public ChunkSink, public HintSource {
   std::optional<HintCache::Entry> FingerprintOf(
       absl::string_view bytes, const HintCache::Key* key,
       std::string* fingerprint) override {
-    if (key != nullptr) return fingerprints_->Lookup(*key, bytes, fingerprint);
+    if (key != nullptr) {
+      return fingerprints_->FingerprintViaCache(*key, bytes, fingerprint);
+    }
     *fingerprint = fingerprints_->Digest(bytes);
     return std::nullopt;
   }
@@ -56,7 +58,7 @@ class Stages final : public ChunkSink, public HintSource {
       absl::Span<const HintCache::Key> keys,
       std::vector<std::string>* fingerprints,
       std::vector<std::optional<HintCache::Entry>>* hits) override {
-    fingerprints_->LookupMany(chunks, keys, fingerprints, hits);
+    fingerprints_->FingerprintManyViaCache(chunks, keys, fingerprints, hits);
   }
   absl::StatusOr<index::NextHints> NextHintsOf(
       const std::string& fingerprint, const HintCache::Key* key) override {
@@ -130,7 +132,8 @@ Stream Follow(index::FingerprintIndex* idx, const std::vector<uint8_t>& data,
     EXPECT_TRUE(stages.Commit().ok());
   }
   if (!end_with_last) {
-    EXPECT_TRUE((*follower)->CutChunks(absl::string_view(), true, &stages).ok());
+    EXPECT_TRUE(
+        (*follower)->CutChunks(absl::string_view(), true, &stages).ok());
   }
   index.EndOfStream();
   EXPECT_TRUE(stages.Commit().ok());

@@ -1,7 +1,7 @@
 // IndexStage: a Dedup stream's chunks recorded in the namespace's index, the
 // third stage of StreamPipeline, which turns them into records.
 //
-// Chunks wait (Add) until the pipeline commits them in one batch (Commit):
+// Chunks wait (Enqueue) until the pipeline commits them in one batch (Commit):
 // one Insert, one round trip, which says which chunks are new. With a
 // stream id every Insert carries the WriteToken {stream id, ordinal of the
 // batch's first chunk in the stream}, so that a retried stream gets every
@@ -69,7 +69,7 @@ class IndexStage {
 
   // Queues the fingerprinted `cuts` for the next batch, taking their
   // fingerprints, and learns what followed what.
-  void Add(absl::Span<CutChunk> cuts);
+  void Enqueue(absl::Span<CutChunk> cuts);
 
   // Chunks waiting for the next batch.
   size_t pending() const { return pending_.size(); }

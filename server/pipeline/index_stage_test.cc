@@ -51,7 +51,7 @@ TEST(IndexStageTest, CommitSaysWhichChunksAreNew) {
   IndexStage stage(Options(&idx), &totals);
   const std::string data = "aaaabbbbbbaaaa";
   std::vector<CutChunk> cuts = Cuts(data, {4, 10, 14});
-  stage.Add(absl::MakeSpan(cuts));
+  stage.Enqueue(absl::MakeSpan(cuts));
   EXPECT_EQ(stage.pending(), 3u);
   EXPECT_TRUE(idx.log.empty()) << "Add waits for Commit";
   std::vector<ChunkRecord> out;
@@ -84,9 +84,9 @@ TEST(IndexStageTest, WriteTokensCarryChunkOrdinals) {
   std::vector<CutChunk> first = Cuts(data, {1, 2, 3});
   std::vector<CutChunk> second = Cuts(data, {5, 10});
   std::vector<ChunkRecord> out;
-  stage.Add(absl::MakeSpan(first));
+  stage.Enqueue(absl::MakeSpan(first));
   ASSERT_TRUE(stage.Commit(&out).ok());
-  stage.Add(absl::MakeSpan(second));
+  stage.Enqueue(absl::MakeSpan(second));
   ASSERT_TRUE(stage.Commit(&out).ok());
   EXPECT_EQ(idx.log, std::vector<std::string>({"stream-1@0", "stream-1@3"}));
 }
@@ -99,7 +99,7 @@ TEST_F(HintsTest, LearnsHintsAndRecordsThemAfterTheInsert) {
   const std::string data = "AAAABBBBBBCCC";
   std::vector<CutChunk> cuts = Cuts(data, {4, 10, 13});
   cuts[2].learnable = false;  // e.g. cut by the stream's end
-  stage.Add(absl::MakeSpan(cuts));
+  stage.Enqueue(absl::MakeSpan(cuts));
   EXPECT_EQ(stage.last_fingerprint(), "fp:CCC");
   auto before = stage.NextHints("fp:AAAA", nullptr);
   ASSERT_TRUE(before.ok());
@@ -128,10 +128,10 @@ TEST_F(HintsTest, RecordsAHintOnceItsRunIsComplete) {
   const std::string data = "AABBBCCCCDDDDDEEEEEEF";
   std::vector<CutChunk> cuts = Cuts(data, {2, 5, 9, 14, 20, 21});
   std::vector<ChunkRecord> out;
-  stage.Add(absl::MakeSpan(cuts).subspan(0, 4));  // A B C D
+  stage.Enqueue(absl::MakeSpan(cuts).subspan(0, 4));  // A B C D
   ASSERT_TRUE(stage.Commit(&out).ok());
   EXPECT_EQ(idx.log, std::vector<std::string>({"insert"}));
-  stage.Add(absl::MakeSpan(cuts).subspan(4, 1));  // E completes A's run
+  stage.Enqueue(absl::MakeSpan(cuts).subspan(4, 1));  // E completes A's run
   ASSERT_TRUE(stage.Commit(&out).ok());
   EXPECT_EQ(idx.log,
             std::vector<std::string>({"insert", "insert", "record:1"}));
@@ -144,7 +144,7 @@ TEST_F(HintsTest, RecordsAHintOnceItsRunIsComplete) {
   auto b = stage.NextHints("fp:BBB", nullptr);
   ASSERT_TRUE(b.ok());
   EXPECT_TRUE(b->sizes.empty()) << "its run is not complete yet";
-  stage.Add(absl::MakeSpan(cuts).subspan(5));  // F
+  stage.Enqueue(absl::MakeSpan(cuts).subspan(5));  // F
   stage.EndOfStream();
   ASSERT_TRUE(stage.Commit(&out).ok());
   // B's run completed with F; C, D and E are recorded by the end of the
@@ -163,7 +163,7 @@ TEST_F(HintsTest, RecordsAHintOnceItsRunIsComplete) {
 TEST_F(HintsTest, DiscardDropsTheHintsWaitingForTheirRuns) {
   const std::string data = "AABBBCCCC";
   std::vector<CutChunk> cuts = Cuts(data, {2, 5, 9});
-  stage.Add(absl::MakeSpan(cuts));
+  stage.Enqueue(absl::MakeSpan(cuts));
   stage.Discard();
   stage.EndOfStream();
   std::vector<ChunkRecord> out;
@@ -176,7 +176,7 @@ TEST_F(HintsTest, DiscardDropsTheHintsWaitingForTheirRuns) {
 TEST_F(HintsTest, FailedInsertDropsTheBatch) {
   const std::string data = "AAAABBBB";
   std::vector<CutChunk> cuts = Cuts(data, {4, 8});
-  stage.Add(absl::MakeSpan(cuts));
+  stage.Enqueue(absl::MakeSpan(cuts));
   idx.fail = true;
   std::vector<ChunkRecord> out;
   EXPECT_EQ(stage.Commit(&out).code(), absl::StatusCode::kUnavailable);
@@ -194,7 +194,7 @@ TEST(IndexStageTest, DiscardDropsWhatWaits) {
   IndexStage stage(Options(&idx), &totals);
   const std::string data = "AAAABBBB";
   std::vector<CutChunk> cuts = Cuts(data, {4, 8});
-  stage.Add(absl::MakeSpan(cuts));
+  stage.Enqueue(absl::MakeSpan(cuts));
   stage.Discard();
   EXPECT_EQ(stage.pending(), 0u);
   std::vector<ChunkRecord> out;
@@ -221,7 +221,7 @@ TEST(IndexStageTest, TeachesTheHintCache) {
   for (int pass = 0; pass < 2; ++pass) {
     std::vector<CutChunk> cuts = Cuts(data, {4, 10});
     cuts[0].fingerprint = sha_a;
-    stage.Add(absl::MakeSpan(cuts));
+    stage.Enqueue(absl::MakeSpan(cuts));
     ASSERT_TRUE(stage.Commit(&out).ok());
     // New the first time: not cached; a duplicate the second: cached.
     const auto entry = cache.Get(cache.KeyOf(o.scope, "AAAA"));
@@ -236,7 +236,7 @@ TEST(IndexStageTest, TeachesTheHintCache) {
     c.keyed = true;
     c.key = cache.KeyOf(o.scope, c.bytes);
   }
-  stage.Add(absl::MakeSpan(keyed));
+  stage.Enqueue(absl::MakeSpan(keyed));
   const auto learned = cache.Get(key_a);
   ASSERT_TRUE(learned.has_value());
   ASSERT_EQ(learned->num_sizes, 1);

@@ -146,14 +146,16 @@ absl::Status StreamPipeline::AcceptChunks(absl::Span<CutChunk> chunks) {
     }
     return absl::OkStatus();
   }
-  index_->Add(chunks);
+  index_->Enqueue(chunks);
   return CommitIf(Moment::kChunksAccepted, out_);
 }
 
 std::optional<HintCache::Entry> StreamPipeline::FingerprintOf(
     absl::string_view bytes, const HintCache::Key* key,
     std::string* fingerprint) {
-  if (key != nullptr) return fingerprints_->Lookup(*key, bytes, fingerprint);
+  if (key != nullptr) {
+    return fingerprints_->FingerprintViaCache(*key, bytes, fingerprint);
+  }
   *fingerprint = fingerprints_->Digest(bytes);
   return std::nullopt;
 }
@@ -163,7 +165,7 @@ void StreamPipeline::FingerprintsOf(
     absl::Span<const HintCache::Key> keys,
     std::vector<std::string>* fingerprints,
     std::vector<std::optional<HintCache::Entry>>* hits) {
-  fingerprints_->LookupMany(chunks, keys, fingerprints, hits);
+  fingerprints_->FingerprintManyViaCache(chunks, keys, fingerprints, hits);
 }
 
 absl::StatusOr<index::NextHints> StreamPipeline::NextHintsOf(
