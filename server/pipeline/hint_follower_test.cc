@@ -178,6 +178,9 @@ TEST(HintFollowerTest, FollowsHintsThroughEditedVersionsExactly) {
   ExpectReference(base, data.versions[0]);
   EXPECT_EQ(base.totals.hints_accepted, 0u);
   EXPECT_EQ(base.by_follower, 0u);
+  // New data: the follower asked after the chunker's slices, and followed
+  // nothing.
+  EXPECT_GT(base.questions, 0u);
   for (size_t v = 1; v < data.versions.size(); ++v) {
     const Stream run = Follow(&idx, data.versions[v], 65536);
     ExpectReference(run, data.versions[v]);
