@@ -1,12 +1,12 @@
 // Boundaries: where a stream's chunks end, the first stage of StreamPipeline
-// (bytes -> boundaries -> fingerprints -> index -> records).
+// (docs/design.md, "The data path of one stream").
 //
 // Two implementations: ChunkerBoundaries (chunker_boundaries.h), the
 // engine's StreamChunker; and HintFollower (hint_follower.h), RapidCDC's
 // next-chunk hints, which falls back to a ChunkerBoundaries where the hints
 // run out. A Boundaries hands every chunk it finds, in stream order, to a
-// CutSink: StreamPipeline, which fingerprints the chunks and records them in
-// the index.
+// ChunkSink (the StreamPipeline); it never commits anything to the index:
+// the pipeline decides when.
 //
 // Thread safety: not thread-safe; the owner makes one call at a time.
 #ifndef CHUNKD_PIPELINE_BOUNDARIES_H_
@@ -20,19 +20,14 @@
 namespace chunkd::pipeline {
 
 // Where a Boundaries sends the chunks it found.
-class CutSink {
+class ChunkSink {
  public:
-  virtual ~CutSink() = default;
+  virtual ~ChunkSink() = default;
 
   // The next chunks of the stream, in order. Their bytes are valid during
-  // the call; with a hint cache, those of chunks without a key (`keyed`
-  // false) until the next Commit() too, which caches the duplicates among
-  // them (IndexStage). May move their fingerprints away.
-  virtual absl::Status Take(absl::Span<CutChunk> cuts) = 0;
-
-  // Commits every chunk taken so far (Dedup: one index batch); no-op when
-  // none waits.
-  virtual absl::Status Commit() = 0;
+  // the call of Boundaries::CutChunks that found them. May move their
+  // fingerprints away. An error ends the stream.
+  virtual absl::Status AcceptChunks(absl::Span<CutChunk> chunks) = 0;
 };
 
 class Boundaries {
@@ -43,8 +38,8 @@ class Boundaries {
   // and hands the chunks found to `sink`. `piece` is read during the call
   // only. An error of the sink is returned as is; the stream must then be
   // abandoned.
-  virtual absl::Status Cut(absl::string_view piece, bool at_end,
-                           CutSink* sink) = 0;
+  virtual absl::Status CutChunks(absl::string_view piece, bool at_end,
+                                 ChunkSink* sink) = 0;
 };
 
 }  // namespace chunkd::pipeline

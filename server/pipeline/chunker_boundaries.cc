@@ -25,24 +25,24 @@ ChunkerBoundaries::ChunkerBoundaries(
       chunk_seconds_(chunk_seconds),
       stage_(stage) {}
 
-absl::Status ChunkerBoundaries::Cut(absl::string_view piece, bool at_end,
-                                    CutSink* sink) {
+absl::Status ChunkerBoundaries::CutChunks(absl::string_view piece,
+                                          bool at_end, ChunkSink* sink) {
   chunks_.clear();
   if (!piece.empty()) {
     Stopwatch watch(chunk_seconds_, stage_);
     chunker_->Append(piece, &chunks_);
   }
-  absl::Status status = Hand(/*last_call=*/false, sink);
+  absl::Status status = SendChunks(/*last_call=*/false, sink);
   if (!status.ok() || !at_end) return status;
   chunks_.clear();
   {
     Stopwatch watch(chunk_seconds_, stage_);
     chunker_->Finish(&chunks_);
   }
-  return Hand(/*last_call=*/true, sink);
+  return SendChunks(/*last_call=*/true, sink);
 }
 
-absl::Status ChunkerBoundaries::Hand(bool last_call, CutSink* sink) {
+absl::Status ChunkerBoundaries::SendChunks(bool last_call, ChunkSink* sink) {
   if (chunks_.empty()) return absl::OkStatus();
   cuts_.clear();
   cuts_.resize(chunks_.size());
@@ -54,7 +54,7 @@ absl::Status ChunkerBoundaries::Hand(bool last_call, CutSink* sink) {
   // about this content.
   if (last_call) cuts_.back().learnable = false;
   end_ = cuts_.back().offset + cuts_.back().bytes.size();
-  return sink->Take(absl::MakeSpan(cuts_));
+  return sink->AcceptChunks(absl::MakeSpan(cuts_));
 }
 
 }  // namespace chunkd::pipeline

@@ -2,10 +2,10 @@
 // it cuts handed on with their stream offsets.
 //
 // Its stream may begin at any offset of the pipeline's stream (`base`): the
-// hint follower starts a new one where the hints run out. Each Cut() hands
-// the chunks that became final in one CutSink::Take (none when none did);
-// the last chunk of the stream, which its end may have cut, is not
-// learnable. Time in the chunker counts as the chunk stage.
+// hint follower starts a new one where the hints run out. Each CutChunks()
+// hands the chunks that became final in one ChunkSink::AcceptChunks (none
+// when none did); the last chunk of the stream, which its end may have
+// cut, is not learnable. Time in the chunker counts as the chunk stage.
 //
 // Thread safety: not thread-safe, like StreamChunker.
 #ifndef CHUNKD_PIPELINE_CHUNKER_BOUNDARIES_H_
@@ -32,8 +32,8 @@ class ChunkerBoundaries final : public Boundaries {
       const chunking::EngineOptions& engine, uint64_t base,
       double* chunk_seconds, prometheus::Counter* stage);
 
-  absl::Status Cut(absl::string_view piece, bool at_end,
-                   CutSink* sink) override;
+  absl::Status CutChunks(absl::string_view piece, bool at_end,
+                         ChunkSink* sink) override;
 
   // Where the last chunk handed on ends; `base` before the first.
   uint64_t end() const { return end_; }
@@ -48,8 +48,8 @@ class ChunkerBoundaries final : public Boundaries {
   ChunkerBoundaries(std::unique_ptr<chunking::StreamChunker> chunker,
                     uint64_t base, double* chunk_seconds,
                     prometheus::Counter* stage);
-  // Hands chunks_ to the sink; `last_call`: they end the stream.
-  absl::Status Hand(bool last_call, CutSink* sink);
+  // Sends chunks_ to the sink; `last_call`: they end the stream.
+  absl::Status SendChunks(bool last_call, ChunkSink* sink);
 
   std::unique_ptr<chunking::StreamChunker> chunker_;
   const uint64_t base_;

@@ -17,15 +17,15 @@ std::string RandomBytes(size_t n, uint32_t seed) {
 }
 
 // Keeps copies of what it is handed.
-class CollectingSink final : public CutSink {
+class CollectingSink final : public ChunkSink {
  public:
   struct Got {
     uint64_t offset;
     std::string bytes;
     bool learnable;
   };
-  absl::Status Take(absl::Span<CutChunk> cuts) override {
-    ++takes;
+  absl::Status AcceptChunks(absl::Span<CutChunk> cuts) override {
+    ++calls;
     for (const CutChunk& c : cuts) {
       EXPECT_TRUE(c.fingerprint.empty());
       EXPECT_FALSE(c.keyed);
@@ -33,10 +33,9 @@ class CollectingSink final : public CutSink {
     }
     return absl::OkStatus();
   }
-  absl::Status Commit() override { return absl::OkStatus(); }
 
   std::vector<Got> got;
-  int takes = 0;
+  int calls = 0;  // of AcceptChunks
 };
 
 chunking::ChunkerOptions Small() {
@@ -60,12 +59,10 @@ TEST(ChunkerBoundariesTest, CutsAsTheReferenceFromItsBase) {
   EXPECT_EQ((*chunker)->end(), base);
   CollectingSink sink;
   for (size_t at = 0; at < data.size(); at += 77777) {
-    ASSERT_TRUE(
-        (*chunker)
-            ->Cut(absl::string_view(data).substr(at, 77777), false, &sink)
-            .ok());
+    const absl::string_view piece = absl::string_view(data).substr(at, 77777);
+    ASSERT_TRUE((*chunker)->CutChunks(piece, false, &sink).ok());
   }
-  ASSERT_TRUE((*chunker)->Cut(absl::string_view(), true, &sink).ok());
+  ASSERT_TRUE((*chunker)->CutChunks(absl::string_view(), true, &sink).ok());
   const auto ref = chunking::ReferenceChunks(
       Small(), absl::MakeConstSpan(
                    reinterpret_cast<const uint8_t*>(data.data()), data.size()));
@@ -89,14 +86,12 @@ TEST(ChunkerBoundariesTest, PendingIsWhatItHasNotCut) {
       ChunkerBoundaries::Create(Small(), engine, 1000, nullptr, nullptr);
   ASSERT_TRUE(chunker.ok());
   CollectingSink sink;
-  ASSERT_TRUE((*chunker)
-                  ->Cut(absl::string_view(data).substr(0, 100), false, &sink)
-                  .ok());
-  EXPECT_EQ(sink.takes, 0);
+  const absl::string_view all(data);
+  ASSERT_TRUE((*chunker)->CutChunks(all.substr(0, 100), false, &sink).ok());
+  EXPECT_EQ(sink.calls, 0);
   EXPECT_EQ((*chunker)->Pending(), data.substr(0, 100));
-  ASSERT_TRUE(
-      (*chunker)->Cut(absl::string_view(data).substr(100), false, &sink).ok());
-  ASSERT_EQ(sink.takes, 1);
+  ASSERT_TRUE((*chunker)->CutChunks(all.substr(100), false, &sink).ok());
+  ASSERT_EQ(sink.calls, 1);
   ASSERT_FALSE(sink.got.empty());
   const uint64_t end = (*chunker)->end();
   EXPECT_EQ(end, sink.got.back().offset + sink.got.back().bytes.size());

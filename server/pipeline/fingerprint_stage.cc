@@ -8,7 +8,7 @@
 
 namespace chunkd::pipeline {
 
-void FingerprintStage::Fill(absl::Span<CutChunk> cuts) const {
+void FingerprintStage::FingerprintChunks(absl::Span<CutChunk> cuts) const {
   if (std::all_of(cuts.begin(), cuts.end(), [](const CutChunk& cut) {
         return !cut.fingerprint.empty();
       })) {
@@ -29,12 +29,12 @@ void FingerprintStage::Fill(absl::Span<CutChunk> cuts) const {
   Stopwatch watch(nullptr, options_.stage);
   chunking::RunParallel(
       options_.executor, group_start.size() - 1, [&](size_t g) {
-        FillGroup(
+        FingerprintGroup(
             cuts.subspan(group_start[g], group_start[g + 1] - group_start[g]));
       });
 }
 
-void FingerprintStage::FillGroup(absl::Span<CutChunk> cuts) const {
+void FingerprintStage::FingerprintGroup(absl::Span<CutChunk> cuts) const {
   std::vector<absl::string_view> data;
   data.reserve(cuts.size());
   for (const CutChunk& cut : cuts) {
@@ -54,7 +54,7 @@ void FingerprintStage::FillGroup(absl::Span<CutChunk> cuts) const {
   }
 }
 
-std::optional<HintCache::Entry> FingerprintStage::Lookup(
+std::optional<HintCache::Entry> FingerprintStage::FingerprintViaCache(
     const HintCache::Key& key, absl::string_view bytes,
     std::string* fingerprint) const {
   std::optional<HintCache::Entry> hit = options_.cache->Get(key);
@@ -68,7 +68,7 @@ std::optional<HintCache::Entry> FingerprintStage::Lookup(
   return hit;
 }
 
-void FingerprintStage::LookupMany(
+void FingerprintStage::FingerprintManyViaCache(
     absl::Span<const absl::string_view> chunks,
     absl::Span<const HintCache::Key> keys,
     std::vector<std::string>* fingerprints,

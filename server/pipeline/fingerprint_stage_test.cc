@@ -32,7 +32,7 @@ std::vector<CutChunk> Cuts(const std::string& data) {
 }
 
 // Many groups on an executor: every chunk gets its own digest.
-TEST(FingerprintStageTest, FillsEveryChunkInPlaceOnAnExecutor) {
+TEST(FingerprintStageTest, FingerprintsEveryChunkInPlaceOnAnExecutor) {
   const std::string data = RandomBytes(4 << 20, 1);
   chunking::ThreadPoolExecutor pool(3);
   for (fingerprint::Kind kind :
@@ -43,7 +43,7 @@ TEST(FingerprintStageTest, FillsEveryChunkInPlaceOnAnExecutor) {
     FingerprintStage stage(o);
     std::vector<CutChunk> cuts = Cuts(data);
     ASSERT_GT(cuts.size(), 800u);
-    stage.Fill(absl::MakeSpan(cuts));
+    stage.FingerprintChunks(absl::MakeSpan(cuts));
     for (const CutChunk& c : cuts) {
       ASSERT_EQ(c.fingerprint, fingerprint::Digest(kind, c.bytes)) << c.offset;
       ASSERT_FALSE(c.keyed);
@@ -57,7 +57,7 @@ TEST(FingerprintStageTest, KeepsTheFingerprintsItIsGiven) {
   FingerprintStage stage({});
   std::vector<CutChunk> cuts = Cuts(data);
   cuts[1].fingerprint = "given";
-  stage.Fill(absl::MakeSpan(cuts));
+  stage.FingerprintChunks(absl::MakeSpan(cuts));
   EXPECT_EQ(cuts[1].fingerprint, "given");
   EXPECT_EQ(cuts[0].fingerprint,
             fingerprint::Digest(fingerprint::Kind::kSha256, cuts[0].bytes));
@@ -66,7 +66,7 @@ TEST(FingerprintStageTest, KeepsTheFingerprintsItIsGiven) {
 }
 
 // A cache that takes every chunk gets each one's SHA-256 under its key;
-// otherwise Fill() leaves the cache alone.
+// otherwise FingerprintChunks() leaves the cache alone.
 TEST(FingerprintStageTest, CachesEveryChunkOnlyWhenAskedTo) {
   const std::string data = RandomBytes(1 << 20, 3);
   for (bool cache_all : {false, true}) {
@@ -77,7 +77,7 @@ TEST(FingerprintStageTest, CachesEveryChunkOnlyWhenAskedTo) {
     o.cache_all = cache_all;
     FingerprintStage stage(o);
     std::vector<CutChunk> cuts = Cuts(data);
-    stage.Fill(absl::MakeSpan(cuts));
+    stage.FingerprintChunks(absl::MakeSpan(cuts));
     if (!cache_all) {
       EXPECT_EQ(cache.size(), 0u);
       for (const CutChunk& c : cuts) EXPECT_FALSE(c.keyed);
@@ -96,9 +96,9 @@ TEST(FingerprintStageTest, CachesEveryChunkOnlyWhenAskedTo) {
   }
 }
 
-// Lookup hashes what the cache does not hold, and caches it; the next
-// Lookup is a hit, with the sizes the entry has meanwhile.
-TEST(FingerprintStageTest, LookupHashesOnceThenHits) {
+// FingerprintViaCache hashes what the cache does not hold, and caches it;
+// the next call is a hit, with the sizes the entry has meanwhile.
+TEST(FingerprintStageTest, FingerprintViaCacheHashesOnceThenHits) {
   HintCache cache(64);
   FingerprintStage::Options o;
   o.cache = &cache;
@@ -110,11 +110,11 @@ TEST(FingerprintStageTest, LookupHashesOnceThenHits) {
       fingerprint::Digest(fingerprint::Kind::kSha256, chunk);
   const HintCache::Key key = stage.KeyOf(chunk);
   std::string fp;
-  EXPECT_FALSE(stage.Lookup(key, chunk, &fp).has_value());
+  EXPECT_FALSE(stage.FingerprintViaCache(key, chunk, &fp).has_value());
   EXPECT_EQ(fp, want);
   cache.SetSizes(key, {4096, 8192});
   fp.clear();
-  const auto hit = stage.Lookup(key, chunk, &fp);
+  const auto hit = stage.FingerprintViaCache(key, chunk, &fp);
   ASSERT_TRUE(hit.has_value());
   EXPECT_EQ(fp, want);
   EXPECT_EQ(hit->num_sizes, 2);

@@ -1,28 +1,14 @@
-// HintCache: takes SHA-256 off the critical path of RapidCDC's hint chain.
+// HintCache: a server's cache of chunk content -> SHA-256 and next-chunk
+// sizes, so that RapidCDC's hint chain runs without hashing or asking the
+// index for content it has met before (docs/design.md, "The hint cache").
 //
-// Following hints is a chain: the next candidates come from the index entry
-// of the chunk just accepted, so each step needs that chunk's fingerprint
-// before the next can start, and SHA-256 (about 2 GB/s per core, one message
-// at a time) would make the chain slower than cutting every byte. The cache
-// remembers, per server, which SHA-256 a chunk's content had. Its key is a
-// keyed hash of the bytes, AES-128-GMAC under a random key drawn when the
-// server starts and never shown to anyone (fingerprint/content_key.h), plus
-// the stream's scope (namespace and chunking parameters, keyed the same
-// way). GMAC is a universal hash: for two different contents of at most n
-// 16-byte blocks, chosen by someone who does not know the key, the chance
-// that their keys are equal is at most (n + 1) / 2^128, about 2^-118 for
-// 16 KiB chunks. So a cached SHA-256 is as trustworthy as the SHA-256 of
-// the bytes themselves, and the chain uses it as is, at GMAC's speed
-// (XXH3, the key before, is fast but anyone can build two contents with one
-// XXH3 hash, so every cached value had to be hashed again to be checked).
-// Only values the server computed from the bytes themselves go in.
-//
-// An entry may also hold the chunk's next-chunk sizes, as the index has them
-// or as this server learned them (the chunk was cut under the scope's
-// parameters and something followed it): what FPT asks the index for, so
-// that a run of cached duplicates needs no index round trip per chunk. They
-// certify the same fact as the index's hints do: these bytes were once cut
-// as a chunk under these parameters, not by a stream's end.
+// The key is the keyed content hash of the bytes (fingerprint/content_key.h;
+// docs/design.md, "The keyed content hash") plus the stream's scope
+// (namespace and chunking parameters, keyed the same way): a cached SHA-256
+// is as trustworthy as the SHA-256 of the bytes, and is used as is. Only
+// values the server computed from the bytes themselves go in. An entry's
+// next sizes certify what FPT asks the index: these bytes were once cut as
+// a chunk under these parameters, not by a stream's end.
 //
 // Bounded: at most `capacity` entries; the oldest entry of a shard makes
 // room for a new one (FIFO). About kBytesPerEntry bytes each.

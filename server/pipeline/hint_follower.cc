@@ -9,12 +9,11 @@
 namespace chunkd::pipeline {
 
 absl::StatusOr<std::unique_ptr<HintFollower>> HintFollower::Create(
-    Options options, FingerprintStage* fingerprints, IndexStage* index,
-    StreamTotals* totals) {
+    Options options, HintSource* source, StreamTotals* totals) {
   auto cutter = chunking::MakeCutter(options.chunking);
   if (!cutter.ok()) return cutter.status();
   std::unique_ptr<HintFollower> follower(new HintFollower(
-      std::move(options), *std::move(cutter), fingerprints, index, totals));
+      std::move(options), *std::move(cutter), source, totals));
   absl::Status status = follower->StartChunker();
   if (!status.ok()) return status;
   return follower;
@@ -22,11 +21,9 @@ absl::StatusOr<std::unique_ptr<HintFollower>> HintFollower::Create(
 
 HintFollower::HintFollower(Options options,
                            std::unique_ptr<chunking::Cutter> cutter,
-                           FingerprintStage* fingerprints, IndexStage* index,
-                           StreamTotals* totals)
+                           HintSource* source, StreamTotals* totals)
     : options_(std::move(options)),
-      fingerprints_(fingerprints),
-      index_(index),
+      source_(source),
       totals_(totals),
       chunk_stage_(
           StageCounter(options_.stages, &metrics::StageCounters::chunk)),
@@ -35,10 +32,10 @@ HintFollower::HintFollower(Options options,
       cutter_(std::move(cutter)),
       boundary_(options_.chunking),
       // Twice what a chunk and its test read (FastCdcBoundary::Needed).
-      held_(2 * (size_t{options_.chunking.max_size} + 64)) {}
+      input_(2 * (size_t{options_.chunking.max_size} + 64)) {}
 
-absl::Status HintFollower::Cut(absl::string_view piece, bool at_end,
-                               CutSink* sink) {
+absl::Status HintFollower::CutChunks(absl::string_view piece, bool at_end,
+                                     ChunkSink* sink) {
   // The end of the stream is taken alone: the tests read the end of the
   // bytes they see as the stream's end only when nothing more waits.
   absl::Status status = Advance(piece, at_end && piece.empty(), sink);
@@ -46,13 +43,12 @@ absl::Status HintFollower::Cut(absl::string_view piece, bool at_end,
     status = Advance(absl::string_view(), /*at_end=*/true, sink);
   }
   // What is left of the caller's bytes must outlive this call.
-  held_.Keep();
-  if (!status.ok()) return status;
-  return sink->Commit();
+  input_.CopyRestOfPiece();
+  return status;
 }
 
 absl::Status HintFollower::Advance(absl::string_view piece, bool at_end,
-                                   CutSink* sink) {
+                                   ChunkSink* sink) {
   for (;;) {
     absl::Status status;
     if (mode_ == Mode::kChunker) {
@@ -61,14 +57,14 @@ absl::Status HintFollower::Advance(absl::string_view piece, bool at_end,
       if (!status.ok() || mode_ == Mode::kChunker) return status;
       piece = rest;
     }
-    held_.Append(piece);
+    input_.Append(piece);
     piece = absl::string_view();
     if (mode_ == Mode::kHints) {
       bool fall_back = false;
       status = FollowHints(at_end, sink, &fall_back);
       if (!status.ok()) return status;
       if (!fall_back) {
-        if (held_.Refill()) continue;
+        if (input_.ExtendIntoPiece()) continue;
         return status;  // more bytes, or done
       }
       // After a run of accepted hints the data most likely changed a little
@@ -82,31 +78,29 @@ absl::Status HintFollower::Advance(absl::string_view piece, bool at_end,
       if (!status.ok()) return status;
       if (mode_ == Mode::kHints) continue;
       if (mode_ == Mode::kSequential) {
-        if (held_.Refill()) continue;
+        if (input_.ExtendIntoPiece()) continue;
         return status;  // more bytes, or done
       }
     }
-    status = sink->Commit();
-    if (!status.ok()) return status;
     if (parked_ != nullptr) {
       // No hint passed: the chunker that stopped here goes on with the
       // bytes after those it holds.
       chunker_ = std::move(parked_);
-      piece = held_.Release(parked_pending_);
+      piece = input_.HandOver(parked_pending_);
       continue;
     }
     // Many chunks in a row without hints: new data, so a fast chunker takes
     // the held bytes over.
     status = StartChunker();
     if (!status.ok()) return status;
-    piece = held_.Release();
+    piece = input_.HandOver();
   }
 }
 
 absl::Status HintFollower::StartChunker() {
-  auto chunker =
-      ChunkerBoundaries::Create(options_.chunking, options_.engine, held_start_,
-                                &totals_->chunk_seconds, chunk_stage_);
+  auto chunker = ChunkerBoundaries::Create(
+      options_.chunking, options_.engine, input_start_,
+      &totals_->chunk_seconds, chunk_stage_);
   if (!chunker.ok()) return chunker.status();
   chunker_ = *std::move(chunker);
   slice_ = 0;
@@ -114,7 +108,8 @@ absl::Status HintFollower::StartChunker() {
 }
 
 absl::Status HintFollower::FeedChunker(absl::string_view piece, bool at_end,
-                                       CutSink* sink, absl::string_view* rest) {
+                                       ChunkSink* sink,
+                                       absl::string_view* rest) {
   // In slices: a duplicate at the end of a slice's chunks hands the rest of
   // the piece to the hints. A new chunker starts with short slices, so that
   // duplicate data reaches the hints soon, and doubles them up to its window
@@ -130,40 +125,49 @@ absl::Status HintFollower::FeedChunker(absl::string_view piece, bool at_end,
     const absl::string_view part = piece.substr(0, slice_);
     slice_ = std::min(window, 2 * slice_);
     piece.remove_prefix(part.size());
-    const uint64_t committed = index_->committed();
-    absl::Status status = chunker_->Cut(part, /*at_end=*/false, sink);
-    if (status.ok()) status = sink->Commit();
+    const uint64_t end_before = chunker_->end();
+    absl::Status status = chunker_->CutChunks(part, /*at_end=*/false, sink);
+    // Only a slice that cut chunks can end in a duplicate.
+    if (status.ok() && chunker_->end() > end_before) {
+      status = FollowIfDuplicate();
+    }
     if (!status.ok()) return status;
-    if (index_->committed() > committed && !index_->last_is_new()) {
-      // The last chunk is a duplicate: follow the hints from its end.
-      const absl::string_view pending = chunker_->Pending();
-      held_.Hold(pending);
-      held_start_ = chunker_->end();
-      hint_fp_ = index_->last_fingerprint();
-      candidates_known_ = false;
-      run_accepted_ = false;
-      parked_pending_ = pending.size();
-      parked_ = std::move(chunker_);
-      mode_ = Mode::kHints;
+    if (mode_ == Mode::kHints) {
       *rest = piece;
       return absl::OkStatus();
     }
   } while (!piece.empty());
   if (!at_end) return absl::OkStatus();
-  absl::Status status = chunker_->Cut(absl::string_view(), at_end, sink);
-  return status.ok() ? sink->Commit() : status;
+  return chunker_->CutChunks(absl::string_view(), at_end, sink);
 }
 
-absl::Status HintFollower::FollowHints(bool at_end, CutSink* sink,
+absl::Status HintFollower::FollowIfDuplicate() {
+  auto duplicate = source_->LastChunkIfDuplicate();
+  if (!duplicate.ok()) return duplicate.status();
+  if (!duplicate->has_value()) return absl::OkStatus();
+  // The last chunk is a duplicate: follow the hints from its end.
+  const absl::string_view pending = chunker_->Pending();
+  input_.HoldCopy(pending);
+  input_start_ = chunker_->end();
+  hint_fp_ = **std::move(duplicate);
+  candidates_known_ = false;
+  run_accepted_ = false;
+  parked_pending_ = pending.size();
+  parked_ = std::move(chunker_);
+  mode_ = Mode::kHints;
+  return absl::OkStatus();
+}
+
+absl::Status HintFollower::FollowHints(bool at_end, ChunkSink* sink,
                                        bool* fall_back) {
   const bool rwt =
       options_.test == HintTest::kFFRWT || options_.test == HintTest::kFFRWTFPT;
-  Found found;  // reused from chunk to chunk (it keeps its capacity)
+  FoundChunk found;  // reused from chunk to chunk (it keeps its capacity)
   for (;;) {
-    const absl::string_view bytes = held_.view();
+    const absl::string_view bytes = input_.view();
     if (bytes.empty() && at_end) return absl::OkStatus();
     if (!candidates_known_) {
-      auto hints = index_->NextHints(hint_fp_, nullptr);
+      auto hints = source_->NextHintsOf(hint_fp_, nullptr);
       if (!hints.ok()) return hints.status();
       candidates_ = std::move(hints->sizes);
       run_ = std::move(hints->run);
@@ -189,26 +193,27 @@ absl::Status HintFollower::FollowHints(bool at_end, CutSink* sink,
     const size_t needed = rwt ? boundary_.Needed(size) : size;
     if (!at_end && bytes.size() < needed) return absl::OkStatus();
     ++totals_->hints_tried;
-    absl::StatusOr<bool> accepted = Accept(candidate, bytes, at_end, &found);
+    absl::StatusOr<bool> accepted =
+        TryCandidate(candidate, bytes, at_end, &found);
     if (!accepted.ok()) return accepted.status();
     if (!*accepted) {
       ++totals_->hints_rejected;
       ++next_candidate_;
       continue;
     }
-    absl::Status status = TakeHinted(size, &found, sink);
+    absl::Status status = AcceptHinted(size, &found, sink);
     if (!status.ok()) return status;
   }
 }
 
-absl::Status HintFollower::TakeHinted(size_t size, Found* found,
-                                      CutSink* sink) {
+absl::Status HintFollower::AcceptHinted(size_t size, FoundChunk* found,
+                                        ChunkSink* sink) {
   ++totals_->hints_accepted;
   totals_->hint_skipped_bytes += size;
   run_accepted_ = true;
   parked_.reset();  // the stream moved past it
   hint_fp_ = found->fingerprint;
-  absl::Status status = Hand(size, found, /*learnable=*/false, sink);
+  absl::Status status = EmitChunk(size, found, /*learnable=*/false, sink);
   candidates_.swap(found->next);
   run_.swap(found->run);
   candidates_known_ = found->next_known;
@@ -228,7 +233,7 @@ size_t HintFollower::RunChunks(absl::string_view bytes, bool at_end,
     const absl::string_view rest = bytes.substr(at);
     if (size > rest.size() || size > boundary_.max_size()) break;
     if (!at_end && rest.size() < boundary_.Needed(size)) break;
-    if (!Passes(hint, rest, at_end)) break;
+    if (!PassesTest(hint, rest, at_end)) break;
     chunks[count] = rest.substr(0, size);
     hints[count] = hint;
     ++count;
@@ -238,7 +243,7 @@ size_t HintFollower::RunChunks(absl::string_view bytes, bool at_end,
 }
 
 absl::Status HintFollower::FollowRun(absl::string_view bytes, bool at_end,
-                                     CutSink* sink, bool* took) {
+                                     ChunkSink* sink, bool* took) {
   constexpr size_t kMax = 1 + index::kHintRunLength;
   absl::string_view chunks[kMax];
   uint32_t hints[kMax];
@@ -246,53 +251,17 @@ absl::Status HintFollower::FollowRun(absl::string_view bytes, bool at_end,
   const size_t count = RunChunks(bytes, at_end, chunks, hints);
   laps.Lap(&totals_->chunk_seconds, chunk_stage_);
   if (count < 2) return absl::OkStatus();
-  // Their fingerprints, hashed together (or from the cache).
-  const bool cached = fingerprints_->cached();
-  std::vector<HintCache::Key> keys;
-  for (size_t i = 0; cached && i < count; ++i) {
-    keys.push_back(fingerprints_->KeyOf(chunks[i]));
-  }
-  std::vector<std::string> fps;
-  std::vector<std::optional<HintCache::Entry>> hits;
-  fingerprints_->LookupMany(absl::MakeConstSpan(chunks, count), keys, &fps,
-                            &hits);
-  laps.Lap(nullptr, fingerprint_stage_);
-  // FPT: their own hints, from the cache where it knows them, else from
-  // the index in one call.
-  Found found[kMax];
-  std::vector<std::string> ask;
-  std::vector<HintCache::Key> ask_keys;
-  for (size_t i = 0; i < count; ++i) {
-    found[i].fingerprint = std::move(fps[i]);
-    if (cached) found[i].key = keys[i];
-    const auto& hit = hits[i];
-    found[i].next_known = hit.has_value() && hit->num_sizes > 0;
-    if (found[i].next_known) {
-      found[i].next.assign(hit->sizes.begin(),
-                           hit->sizes.begin() + hit->num_sizes);
-    } else {
-      ask.push_back(found[i].fingerprint);
-      if (cached) ask_keys.push_back(keys[i]);
-    }
-  }
-  if (!ask.empty()) {
-    auto answers = index_->NextHints(ask, ask_keys);
-    if (!answers.ok()) return answers.status();
-    size_t a = 0;
-    for (size_t i = 0; i < count; ++i) {
-      if (found[i].next_known) continue;
-      found[i].next = std::move((*answers)[a].sizes);
-      found[i].run = std::move((*answers)[a].run);
-      found[i].next_known = true;
-      ++a;
-    }
-  }
+  FoundChunk found[kMax];
+  bool hits[kMax];
+  absl::Status status = IdentifyRun(chunks, count, found, hits);
+  if (!status.ok()) return status;
   *took = true;
   for (size_t i = 0; i < count; ++i) {
-    // Counted as Accept() counts: the chunks tried, the last maybe failing.
+    // Counted as TryCandidate() counts: the chunks tried, the last maybe
+    // failing.
     ++totals_->hints_tried;
-    if (cached) {
-      ++(hits[i].has_value() ? totals_->cache_hits : totals_->cache_misses);
+    if (source_->cached()) {
+      ++(hits[i] ? totals_->cache_hits : totals_->cache_misses);
     }
     if (found[i].next.empty()) {
       // Not these bytes' cut: the other candidates at this position remain.
@@ -304,35 +273,81 @@ absl::Status HintFollower::FollowRun(absl::string_view bytes, bool at_end,
       return absl::OkStatus();
     }
     ++totals_->hints_in_runs;
-    absl::Status status = TakeHinted(chunks[i].size(), &found[i], sink);
+    status = AcceptHinted(chunks[i].size(), &found[i], sink);
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> HintFollower::Accept(uint32_t candidate,
-                                          absl::string_view bytes, bool at_end,
-                                          Found* found) {
+absl::Status HintFollower::IdentifyRun(const absl::string_view* chunks,
+                                       size_t count, FoundChunk* found,
+                                       bool* hits) {
+  Laps laps;
+  // Their fingerprints, hashed together (or from the cache).
+  const bool cached = source_->cached();
+  std::vector<HintCache::Key> keys;
+  for (size_t i = 0; cached && i < count; ++i) {
+    keys.push_back(source_->KeyOf(chunks[i]));
+  }
+  std::vector<std::string> fps;
+  std::vector<std::optional<HintCache::Entry>> entries;
+  source_->FingerprintsOf(absl::MakeConstSpan(chunks, count), keys, &fps,
+                          &entries);
+  laps.Lap(nullptr, fingerprint_stage_);
+  // FPT: their own hints, from the cache where it knows them, else from
+  // the index in one call.
+  std::vector<std::string> ask;
+  std::vector<HintCache::Key> ask_keys;
+  for (size_t i = 0; i < count; ++i) {
+    found[i].fingerprint = std::move(fps[i]);
+    if (cached) found[i].key = keys[i];
+    const auto& hit = entries[i];
+    hits[i] = hit.has_value();
+    found[i].next_known = hit.has_value() && hit->num_sizes > 0;
+    if (found[i].next_known) {
+      found[i].next.assign(hit->sizes.begin(),
+                           hit->sizes.begin() + hit->num_sizes);
+    } else {
+      ask.push_back(found[i].fingerprint);
+      if (cached) ask_keys.push_back(keys[i]);
+    }
+  }
+  if (ask.empty()) return absl::OkStatus();
+  auto answers = source_->NextHintsOf(ask, ask_keys);
+  if (!answers.ok()) return answers.status();
+  size_t a = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (found[i].next_known) continue;
+    found[i].next = std::move((*answers)[a].sizes);
+    found[i].run = std::move((*answers)[a].run);
+    found[i].next_known = true;
+    ++a;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> HintFollower::TryCandidate(uint32_t candidate,
+                                                absl::string_view bytes,
+                                                bool at_end,
+                                                FoundChunk* found) {
   const size_t size = HintSize(candidate);
   if (size > bytes.size() || size > boundary_.max_size()) return false;
   const absl::string_view chunk = bytes.substr(0, size);
-  const bool cached = fingerprints_->cached();
+  const bool cached = source_->cached();
   Laps laps;
   if (cached) {
     // The key first (cheap next to SHA-256): reading the chunk for it also
     // brings the bytes the test reads at its end into the CPU's caches.
-    found->key = fingerprints_->KeyOf(chunk);
+    found->key = source_->KeyOf(chunk);
     laps.Lap(nullptr, fingerprint_stage_);
   }
-  const bool pass = Passes(candidate, bytes, at_end);
+  const bool pass = PassesTest(candidate, bytes, at_end);
   laps.Lap(&totals_->chunk_seconds, chunk_stage_);
   if (!pass) return false;
-  std::optional<HintCache::Entry> hit;
+  const std::optional<HintCache::Entry> hit = source_->FingerprintOf(
+      chunk, cached ? &found->key : nullptr, &found->fingerprint);
   if (cached) {
-    hit = fingerprints_->Lookup(found->key, chunk, &found->fingerprint);
     ++(hit.has_value() ? totals_->cache_hits : totals_->cache_misses);
-  } else {
-    found->fingerprint = fingerprints_->Digest(chunk);
   }
   laps.Lap(nullptr, fingerprint_stage_);
   found->next_known = false;
@@ -346,10 +361,11 @@ absl::StatusOr<bool> HintFollower::Accept(uint32_t candidate,
   }
   if (options_.test != HintTest::kFFRWTFPT) return true;
   // FPT: the suggested chunk's own hints under these parameters exist only
-  // if these very bytes were cut as a chunk under them (see rapid_cdc.h);
-  // they are also the candidates for the chunk after it.
+  // if these very bytes were cut as a chunk under them (docs/design.md,
+  // "Why FF+RWT+FPT is exact"); they are also the candidates for the chunk
+  // after it.
   auto hints =
-      index_->NextHints(found->fingerprint, cached ? &found->key : nullptr);
+      source_->NextHintsOf(found->fingerprint, cached ? &found->key : nullptr);
   if (!hints.ok()) return hints.status();
   found->next = std::move(hints->sizes);
   found->run = std::move(hints->run);
@@ -357,8 +373,8 @@ absl::StatusOr<bool> HintFollower::Accept(uint32_t candidate,
   return !found->next.empty();
 }
 
-bool HintFollower::Passes(uint32_t candidate, absl::string_view bytes,
-                          bool at_end) const {
+bool HintFollower::PassesTest(uint32_t candidate, absl::string_view bytes,
+                              bool at_end) const {
   const size_t size = HintSize(candidate);
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   switch (options_.test) {
@@ -375,10 +391,10 @@ bool HintFollower::Passes(uint32_t candidate, absl::string_view bytes,
   return false;
 }
 
-absl::Status HintFollower::CutSequential(bool at_end, CutSink* sink) {
-  Found found;  // reused from chunk to chunk (it keeps its capacity)
+absl::Status HintFollower::CutSequential(bool at_end, ChunkSink* sink) {
+  FoundChunk found;  // reused from chunk to chunk (it keeps its capacity)
   for (;;) {
-    const absl::string_view bytes = held_.view();
+    const absl::string_view bytes = input_.view();
     if (bytes.empty()) return absl::OkStatus();
     if (!at_end && bytes.size() < cutter_->max_size()) {
       return absl::OkStatus();
@@ -392,10 +408,10 @@ absl::Status HintFollower::CutSequential(bool at_end, CutSink* sink) {
     }
     // A chunk the stream's end cut says nothing about what follows.
     const bool end_cut = at_end && size == bytes.size();
-    absl::Status status = Look(bytes.substr(0, size), end_cut, &found);
+    absl::Status status = Identify(bytes.substr(0, size), end_cut, &found);
     if (!status.ok()) return status;
     hint_fp_ = found.fingerprint;
-    status = Hand(size, &found, /*learnable=*/!end_cut, sink);
+    status = EmitChunk(size, &found, /*learnable=*/!end_cut, sink);
     if (!status.ok()) return status;
     if (!found.next.empty()) {
       candidates_.swap(found.next);
@@ -412,46 +428,44 @@ absl::Status HintFollower::CutSequential(bool at_end, CutSink* sink) {
   }
 }
 
-absl::Status HintFollower::Look(absl::string_view chunk, bool end_cut,
-                                Found* found) {
+absl::Status HintFollower::Identify(absl::string_view chunk, bool end_cut,
+                                    FoundChunk* found) {
   found->next.clear();
   found->run.clear();
   found->next_known = false;
+  const bool cached = source_->cached();
   {
     Stopwatch watch(nullptr, fingerprint_stage_);
-    if (!fingerprints_->cached()) {
-      found->fingerprint = fingerprints_->Digest(chunk);
-    } else {
-      found->key = fingerprints_->KeyOf(chunk);
-      auto hit = fingerprints_->Lookup(found->key, chunk, &found->fingerprint);
-      if (hit.has_value() && !end_cut && hit->num_sizes > 0) {
-        // Seen before (as in Accept): its hints too.
-        found->next.assign(hit->sizes.begin(),
-                           hit->sizes.begin() + hit->num_sizes);
-        found->next_known = true;
-      }
+    if (cached) found->key = source_->KeyOf(chunk);
+    const std::optional<HintCache::Entry> hit = source_->FingerprintOf(
+        chunk, cached ? &found->key : nullptr, &found->fingerprint);
+    if (hit.has_value() && !end_cut && hit->num_sizes > 0) {
+      // Seen before (as in TryCandidate): its hints too.
+      found->next.assign(hit->sizes.begin(),
+                         hit->sizes.begin() + hit->num_sizes);
+      found->next_known = true;
     }
   }
   if (end_cut || found->next_known) return absl::OkStatus();
-  auto hints = index_->NextHints(
-      found->fingerprint, fingerprints_->cached() ? &found->key : nullptr);
+  auto hints =
+      source_->NextHintsOf(found->fingerprint, cached ? &found->key : nullptr);
   if (!hints.ok()) return hints.status();
   found->next = std::move(hints->sizes);
   found->run = std::move(hints->run);
   return absl::OkStatus();
 }
 
-absl::Status HintFollower::Hand(size_t size, Found* found, bool learnable,
-                                CutSink* sink) {
-  cut_.offset = held_start_;
-  cut_.bytes = held_.view().substr(0, size);
-  cut_.fingerprint = std::move(found->fingerprint);
-  cut_.learnable = learnable;
-  cut_.keyed = fingerprints_->cached();
-  cut_.key = found->key;
-  absl::Status status = sink->Take(absl::MakeSpan(&cut_, 1));
-  held_start_ += size;
-  held_.Skip(size);
+absl::Status HintFollower::EmitChunk(size_t size, FoundChunk* found,
+                                     bool learnable, ChunkSink* sink) {
+  emitted_.offset = input_start_;
+  emitted_.bytes = input_.view().substr(0, size);
+  emitted_.fingerprint = std::move(found->fingerprint);
+  emitted_.learnable = learnable;
+  emitted_.keyed = source_->cached();
+  emitted_.key = found->key;
+  absl::Status status = sink->AcceptChunks(absl::MakeSpan(&emitted_, 1));
+  input_start_ += size;
+  input_.Consume(size);
   found->fingerprint.clear();  // moved from: valid, unspecified
   return status;
 }

@@ -1,10 +1,13 @@
 #include "pipeline/hint_follower.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "pipeline/fingerprint_stage.h"
+#include "pipeline/index_stage.h"
 #include "index/memory_index.h"
 #include "workload/datagen.h"
 
@@ -21,26 +24,64 @@ chunking::ChunkerOptions Params() {
   return o;
 }
 
-// The stages after the boundaries, as StreamPipeline runs them; counts the
-// chunks that came fingerprinted (cut by the follower itself) and those
+// The stages after the boundaries, wired as StreamPipeline wires them,
+// committing when the follower asks and at the end of every call; counts
+// the chunks that came fingerprinted (cut by the follower itself) and those
 // that did not (cut by its chunker).
-class StagesSink final : public CutSink {
+class Stages final : public ChunkSink, public HintSource {
  public:
-  StagesSink(FingerprintStage* fingerprints, IndexStage* index)
+  Stages(FingerprintStage* fingerprints, IndexStage* index)
       : fingerprints_(fingerprints), index_(index) {}
-  absl::Status Take(absl::Span<CutChunk> cuts) override {
-    for (const CutChunk& c : cuts) {
+  absl::Status AcceptChunks(absl::Span<CutChunk> chunks) override {
+    for (const CutChunk& c : chunks) {
       ++(c.fingerprint.empty() ? by_chunker : by_follower);
     }
-    fingerprints_->Fill(cuts);
-    index_->Add(cuts);
+    fingerprints_->FingerprintChunks(chunks);
+    index_->Enqueue(chunks);
     return absl::OkStatus();
   }
-  absl::Status Commit() override { return index_->Commit(&records); }
+  bool cached() const override { return fingerprints_->cached(); }
+  HintCache::Key KeyOf(absl::string_view bytes) const override {
+    return fingerprints_->KeyOf(bytes);
+  }
+  std::optional<HintCache::Entry> FingerprintOf(
+      absl::string_view bytes, const HintCache::Key* key,
+      std::string* fingerprint) override {
+    if (key != nullptr) {
+      return fingerprints_->FingerprintViaCache(*key, bytes, fingerprint);
+    }
+    *fingerprint = fingerprints_->Digest(bytes);
+    return std::nullopt;
+  }
+  void FingerprintsOf(
+      absl::Span<const absl::string_view> chunks,
+      absl::Span<const HintCache::Key> keys,
+      std::vector<std::string>* fingerprints,
+      std::vector<std::optional<HintCache::Entry>>* hits) override {
+    fingerprints_->FingerprintManyViaCache(chunks, keys, fingerprints, hits);
+  }
+  absl::StatusOr<index::NextHints> NextHintsOf(
+      const std::string& fingerprint, const HintCache::Key* key) override {
+    return index_->NextHints(fingerprint, key);
+  }
+  absl::StatusOr<std::vector<index::NextHints>> NextHintsOf(
+      absl::Span<const std::string> fingerprints,
+      absl::Span<const HintCache::Key> keys) override {
+    return index_->NextHints(fingerprints, keys);
+  }
+  absl::StatusOr<std::optional<std::string>> LastChunkIfDuplicate() override {
+    ++questions;
+    absl::Status status = Commit();
+    if (!status.ok()) return status;
+    if (index_->committed() == 0 || index_->last_is_new()) return std::nullopt;
+    return index_->last_fingerprint();
+  }
+  absl::Status Commit() { return index_->Commit(&records); }
 
   std::vector<ChunkRecord> records;
   size_t by_chunker = 0;
   size_t by_follower = 0;
+  size_t questions = 0;  // of LastChunkIfDuplicate
 
  private:
   FingerprintStage* fingerprints_;
@@ -52,6 +93,7 @@ struct Stream {
   StreamTotals totals;
   size_t by_chunker = 0;
   size_t by_follower = 0;
+  size_t questions = 0;
 };
 
 // One stream of `data` in pieces of `piece` bytes, through a follower; the
@@ -74,28 +116,31 @@ Stream Follow(index::FingerprintIndex* idx, const std::vector<uint8_t>& data,
   i.cache = cache;
   i.scope = scope;
   IndexStage index(i, &run.totals);
+  Stages stages(&fingerprints, &index);
   HintFollower::Options o;
   o.chunking = Params();
   o.engine.window_size = 128 << 10;
-  auto follower = HintFollower::Create(o, &fingerprints, &index, &run.totals);
+  auto follower = HintFollower::Create(o, &stages, &run.totals);
   EXPECT_TRUE(follower.ok()) << follower.status();
-  StagesSink sink(&fingerprints, &index);
   const absl::string_view all(reinterpret_cast<const char*>(data.data()),
                               data.size());
   for (size_t at = 0; at < all.size(); at += piece) {
     const bool last = at + piece >= all.size();
+    const absl::string_view part = all.substr(at, piece);
     EXPECT_TRUE(
-        (*follower)->Cut(all.substr(at, piece), end_with_last && last, &sink)
-            .ok());
-    EXPECT_EQ(index.pending(), 0u) << "commits before it returns";
+        (*follower)->CutChunks(part, end_with_last && last, &stages).ok());
+    EXPECT_TRUE(stages.Commit().ok());
   }
   if (!end_with_last) {
-    EXPECT_TRUE((*follower)->Cut(absl::string_view(), true, &sink).ok());
+    EXPECT_TRUE(
+        (*follower)->CutChunks(absl::string_view(), true, &stages).ok());
   }
-  EXPECT_EQ(index.pending(), 0u);
-  run.records = std::move(sink.records);
-  run.by_chunker = sink.by_chunker;
-  run.by_follower = sink.by_follower;
+  index.EndOfStream();
+  EXPECT_TRUE(stages.Commit().ok());
+  run.records = std::move(stages.records);
+  run.by_chunker = stages.by_chunker;
+  run.by_follower = stages.by_follower;
+  run.questions = stages.questions;
   return run;
 }
 
@@ -133,6 +178,9 @@ TEST(HintFollowerTest, FollowsHintsThroughEditedVersionsExactly) {
   ExpectReference(base, data.versions[0]);
   EXPECT_EQ(base.totals.hints_accepted, 0u);
   EXPECT_EQ(base.by_follower, 0u);
+  // New data: the follower asked after the chunker's slices, and followed
+  // nothing.
+  EXPECT_GT(base.questions, 0u);
   for (size_t v = 1; v < data.versions.size(); ++v) {
     const Stream run = Follow(&idx, data.versions[v], 65536);
     ExpectReference(run, data.versions[v]);

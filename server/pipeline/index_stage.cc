@@ -10,7 +10,7 @@ namespace chunkd::pipeline {
 IndexStage::IndexStage(Options options, StreamTotals* totals)
     : options_(std::move(options)), totals_(totals) {}
 
-void IndexStage::Add(absl::Span<CutChunk> cuts) {
+void IndexStage::Enqueue(absl::Span<CutChunk> cuts) {
   const bool hints = !options_.params_key.empty();
   for (CutChunk& cut : cuts) {
     if (hints) Learn(cut);

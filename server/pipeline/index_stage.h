@@ -1,24 +1,20 @@
 // IndexStage: a Dedup stream's chunks recorded in the namespace's index, the
 // third stage of StreamPipeline, which turns them into records.
 //
-// Chunks wait (Add) until the owner commits them in one batch (Commit): one
-// Insert, one round trip, which says which chunks are new. When the stream
-// has an id, every Insert carries the WriteToken {stream id, ordinal of the
-// batch's first chunk in the stream}: the positions of a stream's chunks
-// are the same however its bytes arrive and its batches fall, so that a
-// stream retried with the same id after a failure gets every reference
-// counted exactly once and the same answers.
+// Chunks wait (Enqueue) until the pipeline commits them in one batch (Commit):
+// one Insert, one round trip, which says which chunks are new. With a
+// stream id every Insert carries the WriteToken {stream id, ordinal of the
+// batch's first chunk in the stream}, so that a retried stream gets every
+// reference counted once and the same answers (docs/design.md, "Write
+// tokens and idempotent retries").
 //
-// With RapidCDC hints (a params key) it also learns, from every chunk that
-// is learnable (records.h), which size followed the chunk before it, and
-// the run: the sizes of the (up to index::kHintRunLength) chunks after that
-// one, learnable or not. A hint is recorded once its run is complete, or at
-// the stream's end (EndOfStream), after the Insert of the batch then
-// committed (the index drops hints of fingerprints it does not have);
-// NextHints() reads hints back. With a hint
-// cache it teaches the cache the same: the sizes learned and read, and, once
-// a batch is in, which of the chunks without a key were duplicates (what
-// comes again, the hint chain will meet). Index calls are timed as the
+// With RapidCDC hints (a params key) it learns, from every learnable chunk
+// (records.h), which size followed the chunk before it, and the run of the
+// sizes after that (docs/design.md, "Next-size hints"); a hint is recorded
+// after the Insert of the batch in which its run is complete, or at the
+// stream's end (EndOfStream). NextHints() reads hints back. With a hint
+// cache it teaches the cache the same, and, once a batch is in, which of
+// the chunks without a key were duplicates. Index calls are timed as the
 // index stage; keying duplicates as the fingerprint stage.
 //
 // Defaults: no stream id, no hints, no cache.
@@ -73,7 +69,7 @@ class IndexStage {
 
   // Queues the fingerprinted `cuts` for the next batch, taking their
   // fingerprints, and learns what followed what.
-  void Add(absl::Span<CutChunk> cuts);
+  void Enqueue(absl::Span<CutChunk> cuts);
 
   // Chunks waiting for the next batch.
   size_t pending() const { return pending_.size(); }

@@ -4,52 +4,11 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "index/memory_index.h"
 #include "pipeline/rapid_cdc.h"
+#include "pipeline/recording_index_for_tests.h"
 
 namespace chunkd::pipeline {
 namespace {
-
-// Forwards to a MemoryIndex and logs each write: "insert@<first position>"
-// (or "insert" without a token) and "record:<hints>"; fails every Insert
-// while `fail` is set.
-class LoggingIndex final : public index::FingerprintIndex {
- public:
-  absl::string_view backend() const override { return "test"; }
-  absl::StatusOr<std::vector<bool>> Lookup(
-      absl::string_view ns, absl::Span<const std::string> fps) override {
-    return inner.Lookup(ns, fps);
-  }
-  using FingerprintIndex::Insert;
-  absl::StatusOr<std::vector<index::InsertResult>> Insert(
-      absl::string_view ns, absl::Span<const index::InsertEntry> entries,
-      const index::WriteToken* token) override {
-    if (fail) return absl::UnavailableError("down");
-    log.push_back(token == nullptr ? "insert"
-                                   : token->stream_id + "@" +
-                                         std::to_string(token->first_position));
-    return inner.Insert(ns, entries, token);
-  }
-  absl::StatusOr<std::vector<uint64_t>> Release(
-      absl::string_view ns, absl::Span<const std::string> fps,
-      const index::WriteToken* token) override {
-    return inner.Release(ns, fps, token);
-  }
-  absl::Status RecordNextSizes(absl::string_view ns, absl::string_view key,
-                               absl::Span<const index::NextSize> h) override {
-    log.push_back("record:" + std::to_string(h.size()));
-    return inner.RecordNextSizes(ns, key, h);
-  }
-  absl::StatusOr<std::vector<index::NextHints>> NextHintsOf(
-      absl::string_view ns, absl::string_view key,
-      absl::Span<const std::string> fps) override {
-    return inner.NextHintsOf(ns, key, fps);
-  }
-
-  index::MemoryIndex inner;
-  std::vector<std::string> log;
-  bool fail = false;
-};
 
 // Chunks over `data` at the given ends, fingerprinted as their bytes.
 std::vector<CutChunk> Cuts(const std::string& data,
@@ -81,18 +40,18 @@ class HintsTest : public ::testing::Test {
     o.params_key = "params";
     return o;
   }
-  LoggingIndex idx;
+  RecordingIndex idx;
   StreamTotals totals;
   IndexStage stage{Hinted(&idx), &totals};
 };
 
 TEST(IndexStageTest, CommitSaysWhichChunksAreNew) {
-  LoggingIndex idx;
+  RecordingIndex idx;
   StreamTotals totals;
   IndexStage stage(Options(&idx), &totals);
   const std::string data = "aaaabbbbbbaaaa";
   std::vector<CutChunk> cuts = Cuts(data, {4, 10, 14});
-  stage.Add(absl::MakeSpan(cuts));
+  stage.Enqueue(absl::MakeSpan(cuts));
   EXPECT_EQ(stage.pending(), 3u);
   EXPECT_TRUE(idx.log.empty()) << "Add waits for Commit";
   std::vector<ChunkRecord> out;
@@ -116,7 +75,7 @@ TEST(IndexStageTest, CommitSaysWhichChunksAreNew) {
 
 // Each batch's token starts at the ordinal of its first chunk.
 TEST(IndexStageTest, WriteTokensCarryChunkOrdinals) {
-  LoggingIndex idx;
+  RecordingIndex idx;
   StreamTotals totals;
   IndexStage::Options o = Options(&idx);
   o.stream_id = "stream-1";
@@ -125,9 +84,9 @@ TEST(IndexStageTest, WriteTokensCarryChunkOrdinals) {
   std::vector<CutChunk> first = Cuts(data, {1, 2, 3});
   std::vector<CutChunk> second = Cuts(data, {5, 10});
   std::vector<ChunkRecord> out;
-  stage.Add(absl::MakeSpan(first));
+  stage.Enqueue(absl::MakeSpan(first));
   ASSERT_TRUE(stage.Commit(&out).ok());
-  stage.Add(absl::MakeSpan(second));
+  stage.Enqueue(absl::MakeSpan(second));
   ASSERT_TRUE(stage.Commit(&out).ok());
   EXPECT_EQ(idx.log, std::vector<std::string>({"stream-1@0", "stream-1@3"}));
 }
@@ -140,7 +99,7 @@ TEST_F(HintsTest, LearnsHintsAndRecordsThemAfterTheInsert) {
   const std::string data = "AAAABBBBBBCCC";
   std::vector<CutChunk> cuts = Cuts(data, {4, 10, 13});
   cuts[2].learnable = false;  // e.g. cut by the stream's end
-  stage.Add(absl::MakeSpan(cuts));
+  stage.Enqueue(absl::MakeSpan(cuts));
   EXPECT_EQ(stage.last_fingerprint(), "fp:CCC");
   auto before = stage.NextHints("fp:AAAA", nullptr);
   ASSERT_TRUE(before.ok());
@@ -169,10 +128,10 @@ TEST_F(HintsTest, RecordsAHintOnceItsRunIsComplete) {
   const std::string data = "AABBBCCCCDDDDDEEEEEEF";
   std::vector<CutChunk> cuts = Cuts(data, {2, 5, 9, 14, 20, 21});
   std::vector<ChunkRecord> out;
-  stage.Add(absl::MakeSpan(cuts).subspan(0, 4));  // A B C D
+  stage.Enqueue(absl::MakeSpan(cuts).subspan(0, 4));  // A B C D
   ASSERT_TRUE(stage.Commit(&out).ok());
   EXPECT_EQ(idx.log, std::vector<std::string>({"insert"}));
-  stage.Add(absl::MakeSpan(cuts).subspan(4, 1));  // E completes A's run
+  stage.Enqueue(absl::MakeSpan(cuts).subspan(4, 1));  // E completes A's run
   ASSERT_TRUE(stage.Commit(&out).ok());
   EXPECT_EQ(idx.log,
             std::vector<std::string>({"insert", "insert", "record:1"}));
@@ -185,7 +144,7 @@ TEST_F(HintsTest, RecordsAHintOnceItsRunIsComplete) {
   auto b = stage.NextHints("fp:BBB", nullptr);
   ASSERT_TRUE(b.ok());
   EXPECT_TRUE(b->sizes.empty()) << "its run is not complete yet";
-  stage.Add(absl::MakeSpan(cuts).subspan(5));  // F
+  stage.Enqueue(absl::MakeSpan(cuts).subspan(5));  // F
   stage.EndOfStream();
   ASSERT_TRUE(stage.Commit(&out).ok());
   // B's run completed with F; C, D and E are recorded by the end of the
@@ -204,7 +163,7 @@ TEST_F(HintsTest, RecordsAHintOnceItsRunIsComplete) {
 TEST_F(HintsTest, DiscardDropsTheHintsWaitingForTheirRuns) {
   const std::string data = "AABBBCCCC";
   std::vector<CutChunk> cuts = Cuts(data, {2, 5, 9});
-  stage.Add(absl::MakeSpan(cuts));
+  stage.Enqueue(absl::MakeSpan(cuts));
   stage.Discard();
   stage.EndOfStream();
   std::vector<ChunkRecord> out;
@@ -217,7 +176,7 @@ TEST_F(HintsTest, DiscardDropsTheHintsWaitingForTheirRuns) {
 TEST_F(HintsTest, FailedInsertDropsTheBatch) {
   const std::string data = "AAAABBBB";
   std::vector<CutChunk> cuts = Cuts(data, {4, 8});
-  stage.Add(absl::MakeSpan(cuts));
+  stage.Enqueue(absl::MakeSpan(cuts));
   idx.fail = true;
   std::vector<ChunkRecord> out;
   EXPECT_EQ(stage.Commit(&out).code(), absl::StatusCode::kUnavailable);
@@ -230,12 +189,12 @@ TEST_F(HintsTest, FailedInsertDropsTheBatch) {
 }
 
 TEST(IndexStageTest, DiscardDropsWhatWaits) {
-  LoggingIndex idx;
+  RecordingIndex idx;
   StreamTotals totals;
   IndexStage stage(Options(&idx), &totals);
   const std::string data = "AAAABBBB";
   std::vector<CutChunk> cuts = Cuts(data, {4, 8});
-  stage.Add(absl::MakeSpan(cuts));
+  stage.Enqueue(absl::MakeSpan(cuts));
   stage.Discard();
   EXPECT_EQ(stage.pending(), 0u);
   std::vector<ChunkRecord> out;
@@ -248,7 +207,7 @@ TEST(IndexStageTest, DiscardDropsWhatWaits) {
 // once the batch is in; the cache learns what followed keyed chunks, and
 // takes the sizes NextHints reads for a key.
 TEST(IndexStageTest, TeachesTheHintCache) {
-  LoggingIndex idx;
+  RecordingIndex idx;
   StreamTotals totals;
   HintCache cache(64);
   IndexStage::Options o = Options(&idx);
@@ -262,7 +221,7 @@ TEST(IndexStageTest, TeachesTheHintCache) {
   for (int pass = 0; pass < 2; ++pass) {
     std::vector<CutChunk> cuts = Cuts(data, {4, 10});
     cuts[0].fingerprint = sha_a;
-    stage.Add(absl::MakeSpan(cuts));
+    stage.Enqueue(absl::MakeSpan(cuts));
     ASSERT_TRUE(stage.Commit(&out).ok());
     // New the first time: not cached; a duplicate the second: cached.
     const auto entry = cache.Get(cache.KeyOf(o.scope, "AAAA"));
@@ -277,7 +236,7 @@ TEST(IndexStageTest, TeachesTheHintCache) {
     c.keyed = true;
     c.key = cache.KeyOf(o.scope, c.bytes);
   }
-  stage.Add(absl::MakeSpan(keyed));
+  stage.Enqueue(absl::MakeSpan(keyed));
   const auto learned = cache.Get(key_a);
   ASSERT_TRUE(learned.has_value());
   ASSERT_EQ(learned->num_sizes, 1);

@@ -1,25 +1,14 @@
-// RapidCDC next-chunk hints for Dedup (docs/design.md, "RapidCDC hints in Dedup"): the pieces that do not
-// depend on the stream's state — the acceptance tests, the hint encoding and
-// the key hints are stored under. HintFollower (hint_follower.h) drives them;
-// the rolling-window test itself is chunking::FastCdcBoundary
-// (chunking/fastcdc_boundary.h).
+// RapidCDC next-chunk hints for Dedup: the pieces that do not depend on the
+// stream's state — the acceptance tests, the hint encoding and the key hints
+// are stored under (docs/design.md, "RapidCDC hints in Dedup"; why
+// FF+RWT+FPT gives exactly the chunker's chunks: "Why FF+RWT+FPT is
+// exact"). HintFollower (hint_follower.h) applies them; the rolling-window
+// test itself is chunking::FastCdcBoundary (chunking/fastcdc_boundary.h).
 //
 // A hint is the size of the chunk that followed a chunk in an earlier stream,
 // stored in the index under that chunk's fingerprint and the chunking
 // parameters (HintParamsKey). Its value also carries the suggested chunk's
 // last byte, for FF+MT.
-//
-// Why FF+RWT+FPT is exact. FastCDC's decision to end a chunk of s bytes that
-// starts at p depends only on the bytes p+min .. p+s (the byte after the
-// chunk included) and on whether the stream ends before p+max. Here FPT asks
-// the index for the suggested chunk's own hints under the same parameters:
-// they exist only if a chunk with exactly these bytes was cut under these
-// parameters and was not the last of its stream, so no position before p+s
-// ends a chunk. RWT then checks the position p+s itself with this stream's
-// bytes: FastCDC's boundary condition holds there, or s is max_size, or the
-// stream ends exactly at p+s. Near the end of the stream (FastCDC only tests
-// positions below the largest even number <= min(remaining, max)) a hash cut
-// is accepted only when that bound is known to lie beyond p+s.
 //
 // Thread safety: the functions are pure.
 #ifndef CHUNKD_PIPELINE_RAPID_CDC_H_

@@ -21,8 +21,8 @@ namespace chunkd::pipeline {
 // without a hint cache key.
 struct CutChunk {
   uint64_t offset = 0;  // in the stream
-  // The chunk's bytes (its length is bytes.size()); see CutSink::Take for
-  // how long they stay valid.
+  // The chunk's bytes (its length is bytes.size()); see
+  // ChunkSink::AcceptChunks for how long they stay valid.
   absl::string_view bytes;
   // Empty: the fingerprint stage computes it. The hint follower sets it: it
   // needed the fingerprint to find the chunk.

@@ -1,25 +1,30 @@
-// StreamPipeline: the work of one Chunk or Dedup stream, free of gRPC.
+// StreamPipeline: the work of one Chunk or Dedup stream, free of gRPC
+// (docs/design.md, "The data path of one stream").
 //
-// Bytes go in piece by piece; out come records of the chunks that became
-// final. The work is a line of stages, each a class of its own:
+// Bytes go in piece by piece; out come the records of the chunks that
+// became final, in stream order. The work is one line of stages:
 //
-//   bytes -> Boundaries -> FingerprintStage -> IndexStage -> records
+//   bytes -> Boundaries -> FingerprintStage -> IndexStage (Dedup) -> records
 //
-// Boundaries (boundaries.h) find where chunks end: ChunkerBoundaries, the
-// engine's StreamChunker; or, for Dedup with RapidCDC hints, HintFollower,
-// which follows the sizes that came after a duplicate before and falls back
-// to the chunker. They hand their chunks to the pipeline, which has the
-// FingerprintStage fingerprint them (the follower fingerprints its own) and
-// then, for Dedup, the IndexStage record them in the namespace's index: the
-// records come out when their batch is committed. Chunk streams have no
-// index stage: their records come out as soon as they are fingerprinted.
+// The Boundaries (ChunkerBoundaries, or HintFollower for Dedup with
+// RapidCDC hints) hand their chunks to the pipeline, which has them
+// fingerprinted and, for Dedup, queued in the IndexStage. The hint follower
+// asks the pipeline (its HintSource) for the fingerprints and hints it
+// needs; no stage calls another.
 //
-// Dedup records wait for their index batch: one batched call (one round
-// trip) per Flush(), or per kMaxPendingChunks chunks, or at Finish(), so
-// that the owner decides how much work shares a round trip. With hints the
-// follower commits by itself, since whether the last chunk was a duplicate
-// decides what comes next: each call of Process commits its own records.
-// Records come out in stream order.
+// The pipeline alone decides when a Dedup stream's waiting chunks are
+// committed to the index (one Insert, one round trip, after which their
+// records come out; docs/design.md, "Index batches and records"):
+//  - when kMaxPendingChunks wait (without hints);
+//  - when the owner says no input is waiting (NoInputWaiting), and at the
+//    end of the stream (Finish);
+//  - with hints, when the follower asks whether the last chunk is a
+//    duplicate, and at the end of every call of Process or Finish (the hint
+//    cache keys the duplicates of a batch from bytes valid during the call
+//    only).
+// CommitsAt() is that policy, in one place.
+// Chunk streams have no index stage: their records come out as soon as
+// they are fingerprinted.
 //
 // With FF+RWT+FPT the records are exactly those without hints. A hint cache
 // (PipelineOptions::hint_cache) never changes the records.
@@ -31,6 +36,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +50,7 @@
 #include "pipeline/boundaries.h"
 #include "pipeline/fingerprint_stage.h"
 #include "pipeline/hint_cache.h"
+#include "pipeline/hint_follower.h"
 #include "pipeline/index_stage.h"
 #include "pipeline/rapid_cdc.h"
 #include "pipeline/records.h"
@@ -83,7 +90,7 @@ struct PipelineOptions {
   std::string stream_id;
 };
 
-class StreamPipeline final : private CutSink {
+class StreamPipeline final : private ChunkSink, private HintSource {
  public:
   // INVALID_ARGUMENT for bad chunking options, for Dedup without a
   // fingerprint, and for hints with another algorithm than fastcdc.
@@ -98,15 +105,16 @@ class StreamPipeline final : private CutSink {
   // be abandoned.
   absl::Status Process(absl::string_view piece, std::vector<ChunkRecord>* out);
 
-  // Dedup: records the chunks that wait for the index in one batch and
-  // appends their records to *out. Chunk: nothing to do. An index error is
-  // returned as by Process.
-  absl::Status Flush(std::vector<ChunkRecord>* out);
+  // The owner has no more input at hand: Dedup commits the chunks that wait
+  // (one index batch) and appends their records to *out; Chunk has nothing
+  // waiting. An index error is returned as by Process.
+  absl::Status NoInputWaiting(std::vector<ChunkRecord>* out);
 
   // Ends the stream; appends the remaining records to *out.
   absl::Status Finish(std::vector<ChunkRecord>* out);
 
-  // Dedup chunks that trigger an index batch without waiting for Flush().
+  // Dedup chunks (without hints) that are committed without waiting for
+  // NoInputWaiting() or Finish().
   static constexpr size_t kMaxPendingChunks = 1024;
 
   const StreamTotals& totals() const { return totals_; }
@@ -115,21 +123,56 @@ class StreamPipeline final : private CutSink {
   explicit StreamPipeline(PipelineOptions options);
   // Builds the stages.
   absl::Status Assemble();
-  // Runs the boundaries over `piece` (to the stream's end when `at_end`),
-  // the stages after them writing records to *out. After an error nothing
+  // Has the boundaries cut `piece` (to the stream's end when `at_end`), the
+  // stages after them writing records to *out. After an error nothing
   // waits for the index.
-  absl::Status Run(absl::string_view piece, bool at_end,
-                   std::vector<ChunkRecord>* out);
-  // CutSink: the stages after the boundaries.
-  absl::Status Take(absl::Span<CutChunk> cuts) override;
-  absl::Status Commit() override;
+  absl::Status CutPiece(absl::string_view piece, bool at_end,
+                        std::vector<ChunkRecord>* out);
+  // The moments the commit policy (above) is asked about.
+  enum class Moment {
+    kChunksAccepted,  // the boundaries handed chunks on
+    kCallEnds,        // a call of Process or Finish is done cutting
+    kLastChunkAsked,  // the hint follower asks about the last chunk
+    kNoInputWaiting,  // the owner says so
+    kEndOfStream,     // Finish
+  };
+  // The commit policy: whether the chunks that wait go to the index now.
+  // REQUIRES: Dedup.
+  bool CommitsAt(Moment moment) const;
+  // Dedup, when the policy says so at `moment`: commits the chunks that
+  // wait (one batch), appending their records to *out.
+  absl::Status CommitIf(Moment moment, std::vector<ChunkRecord>* out);
+
+  // ChunkSink: the stages after the boundaries.
+  absl::Status AcceptChunks(absl::Span<CutChunk> chunks) override;
+
+  // HintSource: what the hint follower asks.
+  bool cached() const override { return fingerprints_->cached(); }
+  HintCache::Key KeyOf(absl::string_view bytes) const override {
+    return fingerprints_->KeyOf(bytes);
+  }
+  std::optional<HintCache::Entry> FingerprintOf(
+      absl::string_view bytes, const HintCache::Key* key,
+      std::string* fingerprint) override;
+  void FingerprintsOf(
+      absl::Span<const absl::string_view> chunks,
+      absl::Span<const HintCache::Key> keys,
+      std::vector<std::string>* fingerprints,
+      std::vector<std::optional<HintCache::Entry>>* hits) override;
+  absl::StatusOr<index::NextHints> NextHintsOf(
+      const std::string& fingerprint, const HintCache::Key* key) override;
+  absl::StatusOr<std::vector<index::NextHints>> NextHintsOf(
+      absl::Span<const std::string> fingerprints,
+      absl::Span<const HintCache::Key> keys) override;
+  absl::StatusOr<std::optional<std::string>> LastChunkIfDuplicate() override;
 
   const PipelineOptions options_;
+  const bool hints_;
   StreamTotals totals_;
   std::unique_ptr<FingerprintStage> fingerprints_;
   std::unique_ptr<IndexStage> index_;  // Dedup only
   std::unique_ptr<Boundaries> boundaries_;
-  std::vector<ChunkRecord>* out_ = nullptr;  // during Run()
+  std::vector<ChunkRecord>* out_ = nullptr;  // during CutPiece()
 };
 
 }  // namespace chunkd::pipeline

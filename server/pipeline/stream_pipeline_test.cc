@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "index/memory_index.h"
 #include "metrics/metrics.h"
+#include "pipeline/recording_index_for_tests.h"
 
 namespace chunkd::pipeline {
 namespace {
@@ -118,46 +119,6 @@ TEST(StreamPipelineTest, StageTimeGoesToItsCounters) {
   EXPECT_GT(m.stages().index->Value(), 0);
 }
 
-// Forwards to a MemoryIndex; the `fail_at`-th Insert (from 1) is applied
-// but answered UNAVAILABLE, as when Redis dies before its reply arrives.
-class LosesAReply final : public index::FingerprintIndex {
- public:
-  explicit LosesAReply(int fail_at) : fail_at_(fail_at) {}
-  absl::string_view backend() const override { return "test"; }
-  absl::StatusOr<std::vector<bool>> Lookup(
-      absl::string_view ns, absl::Span<const std::string> fps) override {
-    return inner_.Lookup(ns, fps);
-  }
-  using FingerprintIndex::Insert;
-  using FingerprintIndex::Release;
-  absl::StatusOr<std::vector<index::InsertResult>> Insert(
-      absl::string_view ns, absl::Span<const index::InsertEntry> entries,
-      const index::WriteToken* token) override {
-    auto result = inner_.Insert(ns, entries, token);
-    if (++calls_ == fail_at_) return absl::UnavailableError("reply lost");
-    return result;
-  }
-  absl::StatusOr<std::vector<uint64_t>> Release(
-      absl::string_view ns, absl::Span<const std::string> fps,
-      const index::WriteToken* token) override {
-    return inner_.Release(ns, fps, token);
-  }
-  absl::Status RecordNextSizes(absl::string_view ns, absl::string_view key,
-                               absl::Span<const index::NextSize> h) override {
-    return inner_.RecordNextSizes(ns, key, h);
-  }
-  absl::StatusOr<std::vector<index::NextHints>> NextHintsOf(
-      absl::string_view ns, absl::string_view key,
-      absl::Span<const std::string> fps) override {
-    return inner_.NextHintsOf(ns, key, fps);
-  }
-
- private:
-  index::MemoryIndex inner_;
-  const int fail_at_;
-  int calls_ = 0;
-};
-
 TEST(StreamPipelineTest, RetriedStreamWithStreamIdCountsOnceAndAnswersAlike) {
   // Half of the data occurs twice, so the first run has duplicates too.
   const std::string half = RandomBytes(2 << 20, 3);
@@ -172,7 +133,8 @@ TEST(StreamPipelineTest, RetriedStreamWithStreamIdCountsOnceAndAnswersAlike) {
   const std::vector<ChunkRecord> want = RunStream(opt, data, 1 << 20);
 
   // The first attempt dies on its third batch, which was applied.
-  LosesAReply idx(3);
+  RecordingIndex idx;
+  idx.lose_reply_of = 3;
   opt.index = &idx;
   opt.stream_id = "backup-1.file-7";
   {
@@ -182,7 +144,7 @@ TEST(StreamPipelineTest, RetriedStreamWithStreamIdCountsOnceAndAnswersAlike) {
     absl::Status status;
     for (size_t at = 0; at < data.size() && status.ok(); at += 1 << 20) {
       status = (*p)->Process(absl::string_view(data).substr(at, 1 << 20), &out);
-      if (status.ok()) status = (*p)->Flush(&out);
+      if (status.ok()) status = (*p)->NoInputWaiting(&out);
     }
     if (status.ok()) status = (*p)->Finish(&out);
     ASSERT_EQ(status.code(), absl::StatusCode::kUnavailable);
@@ -210,6 +172,120 @@ TEST(StreamPipelineTest, RetriedStreamWithStreamIdCountsOnceAndAnswersAlike) {
   for (size_t i = 0; i < entries.size(); ++i) {
     EXPECT_EQ((*after_retry)[i].ref_count, (*after_clean)[i].ref_count) << i;
   }
+}
+
+// The commit policy: when a Dedup stream's chunks go to the index. Small
+// chunks and a small engine window, so that every piece cuts chunks.
+PipelineOptions SmallChunks(index::FingerprintIndex* idx) {
+  PipelineOptions opt;
+  opt.chunking = chunking::DefaultOptions(chunking::Algorithm::kFastCdc);
+  opt.chunking.min_size = 256;
+  opt.chunking.avg_size = 1024;
+  opt.chunking.max_size = 4096;
+  opt.engine.window_size = 64 << 10;
+  opt.index = idx;
+  opt.ns = "t";
+  return opt;
+}
+
+size_t Sum(const std::vector<size_t>& v) {
+  size_t sum = 0;
+  for (size_t x : v) sum += x;
+  return sum;
+}
+
+// Below kMaxPendingChunks chunks wait until the owner says no input waits;
+// then they go in one batch, and nothing more is written until more come.
+TEST(StreamPipelineTest, NoInputWaitingCommitsWhatWaitsInOneBatch) {
+  RecordingIndex idx;
+  auto p = StreamPipeline::Create(SmallChunks(&idx));
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::string data = RandomBytes(256 << 10, 5);
+  std::vector<ChunkRecord> out;
+  ASSERT_TRUE((*p)->Process(data, &out).ok());
+  const uint64_t cut = (*p)->totals().chunks;
+  ASSERT_GT(cut, 0u);
+  ASSERT_LT(cut, StreamPipeline::kMaxPendingChunks);
+  EXPECT_TRUE(out.empty());
+  EXPECT_TRUE(idx.batches.empty()) << "chunks wait for the owner's word";
+  ASSERT_TRUE((*p)->NoInputWaiting(&out).ok());
+  EXPECT_EQ(idx.batches, std::vector<size_t>({cut}));
+  EXPECT_EQ(out.size(), cut);
+  ASSERT_TRUE((*p)->NoInputWaiting(&out).ok());
+  EXPECT_EQ(idx.batches.size(), 1u) << "nothing waits: no call";
+  // The end of the stream commits the rest, in one more batch.
+  ASSERT_TRUE((*p)->Finish(&out).ok());
+  ASSERT_EQ(idx.batches.size(), 2u);
+  EXPECT_EQ(out.size(), (*p)->totals().chunks);
+  EXPECT_EQ(out.back().offset + out.back().length, data.size());
+}
+
+// Without a word from the owner, a batch goes as soon as kMaxPendingChunks
+// chunks wait: never more wait after a call, and every batch but the last
+// holds at least that many.
+TEST(StreamPipelineTest, CommitsOnceMaxPendingChunksWait) {
+  RecordingIndex idx;
+  auto p = StreamPipeline::Create(SmallChunks(&idx));
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::string data = RandomBytes(3 << 20, 6);
+  std::vector<ChunkRecord> out;
+  for (size_t at = 0; at < data.size(); at += 64 << 10) {
+    ASSERT_TRUE(
+        (*p)->Process(absl::string_view(data).substr(at, 64 << 10), &out).ok());
+    EXPECT_LT((*p)->totals().chunks - out.size(),
+              StreamPipeline::kMaxPendingChunks)
+        << at;
+    EXPECT_EQ(Sum(idx.batches), out.size()) << at;
+  }
+  ASSERT_GE(idx.batches.size(), 2u);
+  for (size_t batch : idx.batches) {
+    EXPECT_GE(batch, StreamPipeline::kMaxPendingChunks);
+  }
+  const size_t before_finish = idx.batches.size();
+  ASSERT_TRUE((*p)->Finish(&out).ok());
+  EXPECT_EQ(idx.batches.size(), before_finish + 1);
+  EXPECT_EQ(out.size(), (*p)->totals().chunks);
+}
+
+// With hints every call commits its own chunks (the follower needs to know
+// whether the chunker's last chunk is a duplicate): nothing waits after a
+// call, and the owner's word finds nothing to do.
+TEST(StreamPipelineTest, WithHintsEveryCallCommitsItsChunks) {
+  RecordingIndex idx;
+  PipelineOptions opt = SmallChunks(&idx);
+  opt.hints = HintTest::kFFRWTFPT;
+  const std::string data = RandomBytes(1 << 20, 7);
+  for (int stream = 0; stream < 2; ++stream) {
+    auto p = StreamPipeline::Create(opt);
+    ASSERT_TRUE(p.ok()) << p.status();
+    std::vector<ChunkRecord> out;
+    for (size_t at = 0; at < data.size(); at += 100000) {
+      ASSERT_TRUE(
+          (*p)->Process(absl::string_view(data).substr(at, 100000), &out).ok());
+      EXPECT_EQ(out.size(), (*p)->totals().chunks) << stream << " " << at;
+      const size_t batches = idx.batches.size();
+      ASSERT_TRUE((*p)->NoInputWaiting(&out).ok());
+      EXPECT_EQ(idx.batches.size(), batches);
+    }
+    ASSERT_TRUE((*p)->Finish(&out).ok());
+    EXPECT_EQ(out.size(), (*p)->totals().chunks);
+    // The second stream follows the hints of the first.
+    if (stream == 1) {
+      EXPECT_GT((*p)->totals().hints_accepted, 0u);
+    }
+  }
+}
+
+// Chunk streams have no index: records come out as they are cut.
+TEST(StreamPipelineTest, ChunkRecordsComeOutAtOnce) {
+  PipelineOptions opt = SmallChunks(nullptr);
+  auto p = StreamPipeline::Create(opt);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::string data = RandomBytes(256 << 10, 8);
+  std::vector<ChunkRecord> out;
+  ASSERT_TRUE((*p)->Process(data, &out).ok());
+  EXPECT_GT(out.size(), 0u);
+  EXPECT_EQ(out.size(), (*p)->totals().chunks);
 }
 
 TEST(StreamPipelineTest, DedupNeedsAFingerprint) {

@@ -744,16 +744,15 @@ class StreamReactor final
       service_->buffers().Give(std::move(piece));
     }
     if (status.ok() && last) status = pipeline_->Finish(&records);
-    // Dedup: one index round trip for the whole task, or for several while
-    // more input is already waiting (the client is ahead: fewer, larger
-    // batches; the pipeline commits by itself at kMaxPendingChunks).
+    // Tells the pipeline when no input waits: it decides when to commit to
+    // the index (docs/design.md, "Index batches and records").
     if (status.ok() && !last) {
       bool more_waiting;
       {
         std::lock_guard<std::mutex> lock(mu_);
         more_waiting = !inbox_.empty();
       }
-      if (!more_waiting) status = pipeline_->Flush(&records);
+      if (!more_waiting) status = pipeline_->NoInputWaiting(&records);
     }
 
     // Serialized here, on the worker, not on gRPC's thread.

@@ -414,7 +414,7 @@ uint64_t StreamMemoryBytes(const StreamShape& shape,
   // One engine run's chunks, the window and a message of them.
   const uint64_t chunks =
       2 * CeilDiv(window + message, c) * sizeof(chunking::Chunk);
-  // The hint follower (pipeline/held_bytes.h): a copy of what the chunker
+  // The hint follower (pipeline/retained_input.h): a copy of what the chunker
   // had not cut with the bridged start of a piece (twice, as it grows), and
   // the copy it hands back to a new chunker, up to a message more.
   uint64_t hints = 0;

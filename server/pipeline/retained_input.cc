@@ -1,4 +1,4 @@
-#include "pipeline/held_bytes.h"
+#include "pipeline/retained_input.h"
 
 #include <algorithm>
 
@@ -6,13 +6,13 @@
 
 namespace chunkd::pipeline {
 
-void HeldBytes::Hold(absl::string_view bytes) {
+void RetainedInput::HoldCopy(absl::string_view bytes) {
   held_.assign(bytes.data(), bytes.size());
   data_ = held_;
   skip_ = 0;
 }
 
-void HeldBytes::Append(absl::string_view piece) {
+void RetainedInput::Append(absl::string_view piece) {
   if (piece.empty()) return;
   if (view().empty()) {
     // Nothing held: cut the caller's bytes where they lie.
@@ -22,8 +22,8 @@ void HeldBytes::Append(absl::string_view piece) {
     return;
   }
   // Held bytes and the start of the piece together, enough for any chunk
-  // (and the bytes its test reads) that begins in the held ones; Refill()
-  // moves on to the piece itself.
+  // (and the bytes its test reads) that begins in the held ones;
+  // ExtendIntoPiece() moves on to the piece itself.
   if (data_.data() == held_.data()) {
     held_.erase(0, skip_);
   } else {
@@ -36,7 +36,7 @@ void HeldBytes::Append(absl::string_view piece) {
   rest_ = piece.substr(bridged_);
 }
 
-bool HeldBytes::Refill() {
+bool RetainedInput::ExtendIntoPiece() {
   if (rest_.empty()) return false;
   const size_t left = data_.size() - skip_;
   if (left <= bridged_) {
@@ -54,7 +54,7 @@ bool HeldBytes::Refill() {
   return true;
 }
 
-absl::string_view HeldBytes::Release() {
+absl::string_view RetainedInput::HandOver() {
   // (view() and rest_ may point into released_ itself.)
   std::string next = absl::StrCat(view(), rest_);
   released_.swap(next);
@@ -65,7 +65,7 @@ absl::string_view HeldBytes::Release() {
   return released_;
 }
 
-absl::string_view HeldBytes::Release(size_t drop) {
+absl::string_view RetainedInput::HandOver(size_t drop) {
   const size_t seen = view().size();
   if (!rest_.empty() && data_.data() == held_.data() && seen >= bridged_ &&
       drop == seen - bridged_) {
@@ -79,10 +79,10 @@ absl::string_view HeldBytes::Release(size_t drop) {
     rest_ = absl::string_view();
     return piece;
   }
-  return Release().substr(drop);
+  return HandOver().substr(drop);
 }
 
-void HeldBytes::Keep() {
+void RetainedInput::CopyRestOfPiece() {
   if (data_.data() != held_.data()) {
     held_.assign(view().data(), view().size());
     skip_ = 0;
