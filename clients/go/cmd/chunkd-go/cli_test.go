@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -126,43 +125,6 @@ func TestUsageErrors(t *testing.T) {
 	}
 	code, stdout, stderr := chunkdGoRaw("chunk", "--server", dead, "no-such-file")
 	wantFailure(t, "a missing file", code, stdout, stderr, 1, "", "chunkd-go: open no-such-file: no such file or directory\n")
-}
-
-// TestRangesAreTheServers: the ranges chunkd-go checks before any call
-// are those a real chunkd reports, for every flag each algorithm takes.
-func TestRangesAreTheServers(t *testing.T) {
-	c, err := chunkd.Dial(chunkdtest.Start(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	info, err := c.ServerInfo(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range info.Algorithms {
-		server := map[string]*chunkd.Range{"min": &a.MinSize, "avg": &a.AvgSize, "max": &a.MaxSize,
-			"level": a.NormalizationLevel, "horizon": a.HorizonSize, "polynomial": a.Polynomial}
-		takes, known := algorithmFlags[a.Name]
-		if !known {
-			t.Errorf("chunkd offers %s, which chunkd-go does not know", a.Name)
-			continue
-		}
-		for name, r := range server {
-			local, checked := ranges[a.Name][name]
-			if !slices.Contains(takes, name) {
-				if checked {
-					t.Errorf("%s: a range for --%s, which it does not take", a.Name, name)
-				}
-				continue
-			}
-			if r == nil || !checked || local.min != r.Min || local.max != r.Max {
-				t.Errorf("%s --%s: chunkd-go checks %+v (%v), chunkd reports %+v", a.Name, name, local, checked, r)
-			}
-		}
-	}
 }
 
 // TestSpellings: dashes or underscores, one dash or two, flags before or
