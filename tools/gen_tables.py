@@ -122,47 +122,10 @@ def cpp_range(entry: Tuple[int, int, int] | None) -> str:
     return f"{{true, {low}u, {high}u, {default}u}}"
 
 
-def cpp(table: Dict[str, Any]) -> str:
+def cpp_rows(table: Dict[str, Any]) -> List[str]:
+    """The parameter and algorithm rows of the C++ header."""
     parameters = [p["name"] for p in table["parameters"]]
-    out: List[str] = [
-        f"// {BANNER}",
-        "//",
-        "// chunkd's tables in C++: the chunking algorithms with the parameters each",
-        "// reads (ranges, defaults, the rules between them), the presets, the rule",
-        "// for namespaces and ids, the clients' default gRPC service config.",
-        "// chunking/options.cc turns them into the library's API (chunkd/chunker.h).",
-        "// Plain constants: thread-safe.",
-        "#ifndef CHUNKD_TABLES_H_",
-        "#define CHUNKD_TABLES_H_",
-        "",
-        "#include <cstdint>",
-                "",
-        "namespace chunkd::chunking {",
-        "",
-        "// The chunking algorithms; the numbers are the API's (chunkd.proto,",
-        "// Algorithm). The hash a Chunk reports is named after each.",
-        "enum class Algorithm : int {",
-    ]
-    for a in table["algorithms"]:
-        out += wrap_comment(f"{a['name']}: {a['doc']} Chunk::hash: {a['hash']}.", "  ")
-        out.append(f"  k{a['id']} = {a['value']},")
-    out += ["};", "", f"inline constexpr int kAlgorithmCount = {len(table['algorithms'])};",
-            "", "// The ChunkingParams fields, in the API's order.",
-            "enum class Parameter : int {"]
-    out += [f"  k{camel(n)} = {i}," for i, n in enumerate(parameters)]
-    out += ["};", f"inline constexpr int kParameterCount = {len(parameters)};", "",
-            "// Each algorithm's ranges and defaults as named constants: k<Algorithm>",
-            "// <Parameter>LowerBound, ...UpperBound, ...Default, and its constants."]
-    for a in table["algorithms"]:
-        for name, (low, high, default) in {**a["parameters"], **a["internal"]}.items():
-            stem = f"k{a['id']}{camel(name)}"
-            kind = "uint64_t" if high > 0xFFFFFFFF else "uint32_t"
-            out.append(f"inline constexpr {kind} {stem}LowerBound = {low}u;")
-            out.append(f"inline constexpr {kind} {stem}UpperBound = {high}u;")
-            out.append(f"inline constexpr {kind} {stem}Default = {default}u;")
-        for name, value in a["constants"].items():
-            out.append(f"inline constexpr uint32_t k{a['id']}{name} = {value}u;")
-    out += ["", "namespace tables {", "",
+    out: List[str] = ["", "namespace tables {", "",
             "struct ParameterRow {",
             "  const char* name;  // the ChunkingParams field",
             "  const char* flag;  // the command-line flag, without \"--\"",
@@ -209,7 +172,51 @@ def cpp(table: Dict[str, Any]) -> str:
                 f"     {{{internal}}},",
                 f"     {'true' if a['avg_power_of_two'] else 'false'}, {{{order}}}, "
                 f"{len(a['order'])}, {'true' if a['hints'] else 'false'}}},"]
-    out += ["};", "",
+    return out + ["};"]
+
+
+def cpp(table: Dict[str, Any]) -> str:
+    parameters = [p["name"] for p in table["parameters"]]
+    out: List[str] = [
+        f"// {BANNER}",
+        "//",
+        "// chunkd's tables in C++: the chunking algorithms with the parameters each",
+        "// reads (ranges, defaults, the rules between them), the presets, the rule",
+        "// for namespaces and ids, the clients' default gRPC service config.",
+        "// chunking/options.cc turns them into the library's API (chunkd/chunker.h).",
+        "// Plain constants: thread-safe.",
+        "#ifndef CHUNKD_TABLES_H_",
+        "#define CHUNKD_TABLES_H_",
+        "",
+        "#include <cstdint>",
+                "",
+        "namespace chunkd::chunking {",
+        "",
+        "// The chunking algorithms; the numbers are the API's (chunkd.proto,",
+        "// Algorithm). The hash a Chunk reports is named after each.",
+        "enum class Algorithm : int {",
+    ]
+    for a in table["algorithms"]:
+        out += wrap_comment(f"{a['name']}: {a['doc']} Chunk::hash: {a['hash']}.", "  ")
+        out.append(f"  k{a['id']} = {a['value']},")
+    out += ["};", "", f"inline constexpr int kAlgorithmCount = {len(table['algorithms'])};",
+            "", "// The ChunkingParams fields, in the API's order.",
+            "enum class Parameter : int {"]
+    out += [f"  k{camel(n)} = {i}," for i, n in enumerate(parameters)]
+    out += ["};", f"inline constexpr int kParameterCount = {len(parameters)};", "",
+            "// Each algorithm's ranges and defaults as named constants: k<Algorithm>",
+            "// <Parameter>LowerBound, ...UpperBound, ...Default, and its constants."]
+    for a in table["algorithms"]:
+        for name, (low, high, default) in {**a["parameters"], **a["internal"]}.items():
+            stem = f"k{a['id']}{camel(name)}"
+            kind = "uint64_t" if high > 0xFFFFFFFF else "uint32_t"
+            out.append(f"inline constexpr {kind} {stem}LowerBound = {low}u;")
+            out.append(f"inline constexpr {kind} {stem}UpperBound = {high}u;")
+            out.append(f"inline constexpr {kind} {stem}Default = {default}u;")
+        for name, value in a["constants"].items():
+            out.append(f"inline constexpr uint32_t k{a['id']}{name} = {value}u;")
+    out += cpp_rows(table)
+    out += ["",
             "struct PresetRow {",
             "  const char* name;",
             "  Algorithm algorithm;",
