@@ -94,7 +94,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"chunk", "--server", dead, "--format", "xml", file}, "expected one of text, csv, json"},
 		{[]string{"chunk", "--server", dead, "--progress", "sometimes", file}, "expected one of auto, always, never"},
 		{[]string{"chunk", "--server", dead, "--algorithm", "fastest", file}, "expected one of fastcdc"},
-		{[]string{"chunk", "--server", dead, "--preset", "fastcdc-16k", file}, "expected one of fastcdc-reapi, seqcdc-16k, seqcdc-8k"},
+		{[]string{"chunk", "--server", dead, "--preset", "fastcdc-16k", file}, "expected one of fastcdc-reapi, seqcdc-8k, seqcdc-16k"},
 		{[]string{"chunk", "--server", dead, "--preset", "seqcdc-8k", "--algorithm", "fastcdc", file}, "--preset seqcdc-8k is a seqcdc preset, but --algorithm is fastcdc"},
 		{[]string{"chunk", "--server", dead, file, file}, `give exactly one FILE`},
 		{[]string{"chunk", "--server", dead, "--message-size", "0", file}, "--message-size must be at least 1"},
