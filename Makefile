@@ -34,7 +34,7 @@ PY_SOURCES := $(shell find clients/python -name '*.py' -not -path '*/_proto/*' \
   proto/chunkd/v1/chunkd.proto
 
 .PHONY: all deps build run test test-cpp test-python test-chart test-deploy \
-  test-go test-lizard go-tools go-generate go-stubs-check clean
+  test-go test-lizard go-tools go-generate go-stubs-check tables tables-check clean
 
 all: build
 
@@ -73,7 +73,7 @@ test-cpp: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j 2
 
 # (More prerequisites of test-python in the Go clients section below.)
-test-python: build $(VENV_STAMP)
+test-python: build $(VENV_STAMP) tables-check
 	CHUNKD_GO_BIN=$(CHUNKD_GO_BIN) GRPCURL_BIN=$(TOOLS_BIN)/grpcurl \
 	  UPSTREAM_CHUNK_BIN=$(UPSTREAM_CHUNK_BIN) \
 	  BUF_BIN=$(TOOLS_BIN)/buf RELEASED_PROTO=$(RELEASED_PROTO) \
@@ -366,12 +366,24 @@ $(CHUNKD_GO_BIN): $(GO_CLIENT_SOURCES)
 go-generate: $(PROTOC_GEN_GO_STAMP) $(DEPS_STAMP)
 	PATH=$(TOOLS_BIN):$$PATH clients/go/generate.sh
 
+# chunkd's tables (proto/chunkd/v1/tables.json: algorithms, parameter
+# ranges, defaults, presets, the name rule, the clients' service config):
+# CMake writes the C++ header at build time; the Python module and the Go
+# package are committed, so that pip install and go build need no generator.
+# `make tables` rewrites them; tables-check (run by test-python and test-go)
+# fails when they differ from the table (docs/contributing.md).
+tables:
+	$(PYTHON) tools/gen_tables.py --python --go
+
+tables-check:
+	$(PYTHON) tools/gen_tables.py --check
+
 go-stubs-check: $(PROTOC_GEN_GO_STAMP) $(DEPS_STAMP)
 	@tmp=$$(mktemp -d) && PATH=$(TOOLS_BIN):$$PATH clients/go/generate.sh $$tmp && \
 	  diff -r $$tmp/chunkdpb clients/go/chunkdpb; rc=$$?; rm -rf $$tmp; \
 	  if [ $$rc != 0 ]; then echo "clients/go/chunkdpb is stale: run make go-generate" >&2; exit 1; fi
 
-test-go: build go-stubs-check
+test-go: build go-stubs-check tables-check
 	cd clients/go && $(GO) vet ./... && \
 	  CHUNKD_BIN=$(abspath $(BUILD_DIR))/server/chunkd $(GO) test -count=1 ./...
 	cd tests/upstream && GOFLAGS=-buildvcs=false $(GO) vet ./... && \
@@ -379,8 +391,8 @@ test-go: build go-stubs-check
 
 test-python: $(CHUNKD_GO_BIN) $(GRPCURL_STAMP) $(BUF_STAMP)
 
-# upstream-chunk: the upstream Go modules chunkd's repmaxcdc, rabin and
-# buzhash match byte for byte (tests/upstream, its own go.mod and go.sum
+# upstream-chunk: the upstream Go modules chunkd's algorithms match byte
+# for byte (the "upstream" of their rows in proto/chunkd/v1/tables.json) (tests/upstream, its own go.mod and go.sum
 # pinning go-cdc, restic/chunker and desync), cutting a file as `chunkctl
 # chunk --fingerprint none` prints it. test-python compares every boundary
 # with it (tests/integration/test_upstream_chunkers.py); bench-upstream

@@ -1,8 +1,8 @@
 // `chunkctl bench`: the chunking benchmark of `make bench`, interactively.
 //
 // For each algorithm (with the parameters of the chunking targets,
-// workload::BenchOptions; for repmaxcdc, rabin and buzhash their defaults,
-// those of the upstream Go modules they match) it times the scalar reference,
+// workload::BenchOptions: its defaults, those of the upstream Go module where
+// it matches one) it times the scalar reference,
 // ReferenceChunks, then FastChunks with every selected kernel on every selected
 // thread count, over the same in-memory dataset (server/bench/harness.h), and
 // prints one row per measurement as soon as it is done: GB/s, the ratio to the

@@ -1,5 +1,6 @@
 #include "clients/cli/chunk_options.h"
 
+#include <algorithm>
 #include <limits>
 #include <string>
 #include <vector>
@@ -7,26 +8,31 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace chunkd::cli {
 namespace {
 
-// ToProto relies on the API numbering the algorithms as the library does.
-static_assert(static_cast<int>(chunking::Algorithm::kFastCdc) ==
-                  chunkd::v1::ALGORITHM_FASTCDC &&
-              static_cast<int>(chunking::Algorithm::kCrc32) ==
-                  chunkd::v1::ALGORITHM_CRC32 &&
-              static_cast<int>(chunking::Algorithm::kSeqCdc) ==
-                  chunkd::v1::ALGORITHM_SEQCDC &&
-              static_cast<int>(chunking::Algorithm::kFixed) ==
-                  chunkd::v1::ALGORITHM_FIXED &&
-              static_cast<int>(chunking::Algorithm::kRepMaxCdc) ==
-                  chunkd::v1::ALGORITHM_REP_MAX_CDC &&
-              static_cast<int>(chunking::Algorithm::kRabin) ==
-                  chunkd::v1::ALGORITHM_RABIN &&
-              static_cast<int>(chunking::Algorithm::kBuzhash) ==
-                  chunkd::v1::ALGORITHM_BUZHASH);
+// The help of the flags of the ChunkingParams fields.
+constexpr absl::string_view kParameterFlagsHelp =
+    R"(  --min N              smallest chunk in bytes, except the last
+  --avg N              target average chunk size in bytes; fixed: the size
+                       of every chunk but the last
+  --max N              largest chunk in bytes
+  --level L            fastcdc: normalization level 0..3 (default 1)
+  --seed S             fastcdc: XORed into the Gear table (default 0)
+  --seq-mode MODE      seqcdc: increasing (default) or decreasing
+  --seq-length N       seqcdc: monotonic steps that make a cut (default 5)
+  --skip-trigger N     seqcdc: opposing steps that trigger a jump (default 50)
+  --skip-size N        seqcdc: bytes skipped by a jump (default 512)
+  --horizon N          repmaxcdc: bytes past --min searched for the best cut
+                       (default 2097152; 0 gives chunks of --min)
+  --polynomial P       rabin: irreducible polynomial of degree 53, hex 0x...
+                       or decimal (default 0x3DA3358B4DC173; restic keeps a
+                       repository's in its config)
+  --fingerprint NAME   sha256 (default), xxh128 or none
+)";
 
 constexpr uint64_t kMaxUint32 = std::numeric_limits<uint32_t>::max();
 constexpr uint64_t kMaxUint64 = std::numeric_limits<uint64_t>::max();
@@ -48,32 +54,18 @@ absl::StatusOr<chunking::SeqMode> ParseSeqMode(absl::string_view text) {
       "--seq-mode: expected increasing or decreasing, got \"", text, "\""));
 }
 
-// Each chunking flag and the ChunkingParams field it sets; which algorithm
-// reads which field is chunking::ParametersOf's, as the server checks it.
-struct FlagUse {
-  const char* flag;
-  absl::string_view parameter;
-};
-constexpr FlagUse kFlagUse[] = {
-    {"min", "min_size"},
-    {"avg", "avg_size"},
-    {"max", "max_size"},
-    {"level", "normalization_level"},
-    {"seed", "seed"},
-    {"seq-mode", "seq_mode"},
-    {"seq-length", "seq_length"},
-    {"skip-trigger", "skip_trigger"},
-    {"skip-size", "skip_size"},
-    {"horizon", "horizon_size"},
-    {"polynomial", "polynomial"},
-};
+// Each chunking flag and the ChunkingParams field it sets are the table's
+// (chunkd/tables.h); which algorithm reads which field is
+// chunking::ParametersOf's, as the server checks it.
+using chunking::tables::kParameters;
+using chunking::tables::ParameterRow;
 
 // "--min, --avg and --max": the flags `algorithm` takes.
 std::string FlagsOf(chunking::Algorithm algorithm) {
   std::vector<std::string> flags;
-  for (const FlagUse& use : kFlagUse) {
-    if (chunking::TakesParameter(algorithm, use.parameter)) {
-      flags.push_back(absl::StrCat("--", use.flag));
+  for (const ParameterRow& p : kParameters) {
+    if (chunking::TakesParameter(algorithm, p.name)) {
+      flags.push_back(absl::StrCat("--", p.flag));
     }
   }
   if (flags.size() == 1) return absl::StrCat("only ", flags[0]);
@@ -82,33 +74,104 @@ std::string FlagsOf(chunking::Algorithm algorithm) {
   return absl::StrCat(absl::StrJoin(flags, ", "), " and ", last);
 }
 
-// Fills the fields a preset defines for its algorithm, unless given by a flag.
+// Fills the fields a preset defines for its algorithm, unless given by a
+// flag: the sizes (--local keeps them even where the algorithm does not read
+// one; ToProto never sends those) and every other field the algorithm takes.
 void ApplyPreset(const chunking::ChunkerOptions& preset, ChunkFlags* flags) {
-  auto fill = [](auto& field, auto value) {
-    if (!field.has_value()) field = value;
+  auto fill = [](bool applies, auto& field, auto value) {
+    if (applies && !field.has_value()) field = value;
   };
-  fill(flags->min_size, preset.min_size);
-  fill(flags->avg_size, preset.avg_size);
-  fill(flags->max_size, preset.max_size);
-  if (preset.algorithm == chunking::Algorithm::kFastCdc) {
-    fill(flags->normalization_level, preset.normalization_level);
-    fill(flags->seed, preset.seed);
+  auto takes = [&preset](absl::string_view parameter) {
+    return chunking::TakesParameter(preset.algorithm, parameter);
+  };
+  fill(true, flags->min_size, preset.min_size);
+  fill(true, flags->avg_size, preset.avg_size);
+  fill(true, flags->max_size, preset.max_size);
+  fill(takes("normalization_level"), flags->normalization_level,
+       preset.normalization_level);
+  fill(takes("seed"), flags->seed, preset.seed);
+  fill(takes("seq_mode"), flags->seq_mode, preset.seq_mode);
+  fill(takes("seq_length"), flags->seq_length, preset.seq_length);
+  fill(takes("skip_trigger"), flags->skip_trigger, preset.skip_trigger);
+  fill(takes("skip_size"), flags->skip_size, preset.skip_size);
+  fill(takes("horizon_size"), flags->horizon_size, preset.horizon_size);
+  fill(takes("polynomial"), flags->polynomial, preset.polynomial);
+}
+
+std::string MakeChunkFlagsHelp() {
+  std::vector<std::string> algorithms = AlgorithmNames();
+  std::string takes;
+  for (chunking::Algorithm algorithm : chunking::AllAlgorithms()) {
+    const absl::string_view name = chunking::AlgorithmName(algorithm);
+    std::string line = absl::StrCat("  ", name);
+    line.resize(std::max<size_t>(line.size() + 1, 13), ' ');
+    std::vector<std::string> flags;
+    for (const ParameterRow& p : kParameters) {
+      if (chunking::TakesParameter(algorithm, p.name)) {
+        flags.push_back(absl::StrCat("--", p.flag));
+      }
+    }
+    absl::StrAppend(&takes, line, absl::StrJoin(flags, " "), "\n");
   }
-  if (preset.algorithm == chunking::Algorithm::kSeqCdc) {
-    fill(flags->seq_mode, preset.seq_mode);
-    fill(flags->seq_length, preset.seq_length);
-    fill(flags->skip_trigger, preset.skip_trigger);
-    fill(flags->skip_size, preset.skip_size);
-  }
+  algorithms.front() += " (default)";
+  return absl::StrCat(
+      "Chunking options (unset ones take the algorithm's defaults; see "
+      "`chunkctl info`):\n"
+      "  --algorithm NAME     ",
+      WrapHelp(OrList(algorithms)), "\n  --preset NAME        ",
+      WrapHelp(absl::StrCat(OrList(PresetNames()),
+                           "; flags given alongside override the preset's "
+                           "values")),
+      "\n", kParameterFlagsHelp,
+      "Each algorithm takes only its own flags; any other is a usage error:\n",
+      takes);
 }
 
 }  // namespace
 
-bool AlgorithmTakesFlag(chunking::Algorithm algorithm, absl::string_view flag) {
-  for (const FlagUse& use : kFlagUse) {
-    if (flag == use.flag) {
-      return chunking::TakesParameter(algorithm, use.parameter);
+std::string OrList(const std::vector<std::string>& items) {
+  if (items.size() < 2) return absl::StrJoin(items, "");
+  return absl::StrCat(
+      absl::StrJoin(items.begin(), items.end() - 1, ", "), " or ",
+      items.back());
+}
+
+std::string WrapHelp(absl::string_view text) {
+  std::string out;
+  size_t column = 23;
+  for (absl::string_view word : absl::StrSplit(text, ' ')) {
+    if (column + 1 + word.size() > 77 && column > 23) {
+      absl::StrAppend(&out, "\n", std::string(23, ' '));
+      column = 23;
+    } else if (!out.empty()) {
+      out += ' ';
+      ++column;
     }
+    absl::StrAppend(&out, word);
+    column += word.size();
+  }
+  return out;
+}
+
+std::vector<std::string> AlgorithmNames() {
+  std::vector<std::string> names;
+  for (chunking::Algorithm algorithm : chunking::AllAlgorithms()) {
+    names.push_back(std::string(chunking::AlgorithmName(algorithm)));
+  }
+  return names;
+}
+
+std::vector<std::string> PresetNames() {
+  std::vector<std::string> names;
+  for (const chunking::tables::PresetRow& preset : chunking::tables::kPresets) {
+    names.push_back(preset.name);
+  }
+  return names;
+}
+
+bool AlgorithmTakesFlag(chunking::Algorithm algorithm, absl::string_view flag) {
+  for (const ParameterRow& p : kParameters) {
+    if (flag == p.flag) return chunking::TakesParameter(algorithm, p.name);
   }
   return false;
 }
@@ -121,36 +184,8 @@ std::vector<FlagSpec> ChunkFlagSpecs() {
 }
 
 absl::string_view ChunkFlagsHelp() {
-  return R"(Chunking options (unset ones take the algorithm's defaults; see `chunkctl info`):
-  --algorithm NAME     fastcdc (default), crc32, seqcdc, fixed, repmaxcdc,
-                       rabin or buzhash
-  --preset NAME        fastcdc-reapi, seqcdc-8k or seqcdc-16k; flags given
-                       alongside override the preset's values
-  --min N              smallest chunk in bytes, except the last (not fixed)
-  --avg N              target average chunk size in bytes; fixed: the size
-                       of every chunk but the last (not seqcdc)
-  --max N              largest chunk in bytes (not fixed)
-  --level L            fastcdc: normalization level 0..3 (default 1)
-  --seed S             fastcdc: XORed into the Gear table (default 0)
-  --seq-mode MODE      seqcdc: increasing (default) or decreasing
-  --seq-length N       seqcdc: monotonic steps that make a cut (default 5)
-  --skip-trigger N     seqcdc: opposing steps that trigger a jump (default 50)
-  --skip-size N        seqcdc: bytes skipped by a jump (default 512)
-  --horizon N          repmaxcdc: bytes past --min searched for the best cut
-                       (default 2097152; 0 gives chunks of --min)
-  --polynomial P       rabin: irreducible polynomial of degree 53, hex 0x...
-                       or decimal (default 0x3DA3358B4DC173; restic keeps a
-                       repository's in its config)
-  --fingerprint NAME   sha256 (default), xxh128 or none
-Each algorithm takes only its own flags; any other is a usage error:
-  fastcdc    --min --avg --max --level --seed
-  crc32      --min --avg --max
-  seqcdc     --min --max --seq-mode --seq-length --skip-trigger --skip-size
-  fixed      --avg
-  repmaxcdc  --min --horizon
-  rabin      --min --avg --max --polynomial
-  buzhash    --min --avg --max
-)";
+  static const std::string* const kHelp = new std::string(MakeChunkFlagsHelp());
+  return *kHelp;
 }
 
 absl::StatusOr<ChunkFlags> ChunkFlagsFromArgs(const ParsedArgs& args) {
@@ -218,7 +253,7 @@ absl::StatusOr<ChunkFlags> ChunkFlagsFromArgs(const ParsedArgs& args) {
     algorithm = options->algorithm;
     preset = *options;
   }
-  for (const FlagUse& use : kFlagUse) {
+  for (const ParameterRow& use : kParameters) {
     if (args.Has(use.flag) && !AlgorithmTakesFlag(algorithm, use.flag)) {
       const absl::string_view name = chunking::AlgorithmName(algorithm);
       std::string source;

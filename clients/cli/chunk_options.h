@@ -8,15 +8,10 @@
 // not given stays unset, and the server fills it from the algorithm's defaults
 // exactly as chunking::DefaultOptions() fills it for --local.
 //
-// Each algorithm reads only some fields, and the server refuses a request
-// that sets any other (INVALID_ARGUMENT naming it):
-//   fastcdc  --min --avg --max --level --seed
-//   crc32    --min --avg --max
-//   seqcdc   --min --max --seq-mode --seq-length --skip-trigger --skip-size
-//   fixed    --avg
-//   repmaxcdc  --min --horizon
-//   rabin    --min --avg --max --polynomial
-//   buzhash  --min --avg --max
+// Each algorithm reads only some fields (chunking::ParametersOf, from the
+// table proto/chunkd/v1/tables.json; `chunkctl chunk --help` lists them),
+// and the server refuses a request that sets any other (INVALID_ARGUMENT
+// naming it).
 // A flag the algorithm does not take is a usage error (for --local too), and
 // ToProto never sends such a field, not even from a preset (seqcdc-8k's
 // avg_size): --local keeps the preset's value, which changes no chunk.
@@ -68,8 +63,23 @@ bool AlgorithmTakesFlag(chunking::Algorithm algorithm, absl::string_view flag);
 // --horizon, --polynomial, --fingerprint.
 std::vector<FlagSpec> ChunkFlagSpecs();
 
-// The help text of those flags, for a command's usage.
+// The help text of those flags, for a command's usage: the algorithms,
+// presets and the flags each algorithm takes, from the table.
 absl::string_view ChunkFlagsHelp();
+
+// The algorithms' names, in the table's order ("fastcdc", ...).
+std::vector<std::string> AlgorithmNames();
+
+// The presets' names, in the table's order.
+std::vector<std::string> PresetNames();
+
+// "a, b or c" (one item: itself).
+std::string OrList(const std::vector<std::string>& items);
+
+// `text` as the help of a flag: wrapped to lines of at most 77 columns, each
+// line after the first indented to column 23, where the help of flags
+// starts.
+std::string WrapHelp(absl::string_view text);
 
 // Reads the flags of ChunkFlagSpecs() from `args` and applies --preset: the
 // preset's algorithm and parameters count as given unless a flag overrides

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "chunkd/tables.h"
 #include "clients/cli/replay.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -313,23 +314,7 @@ absl::Status ClientFound(absl::Status status) {
   return status;
 }
 
-const char kDefaultServiceConfig[] = R"json({
-  "loadBalancingConfig": [{"round_robin": {}}],
-  "methodConfig": [{
-    "name": [
-      {"service": "chunkd.v1.ChunkService", "method": "GetServerInfo"},
-      {"service": "chunkd.v1.ChunkService", "method": "FindMissing"},
-      {"service": "chunkd.v1.ChunkService", "method": "Release"}
-    ],
-    "retryPolicy": {
-      "maxAttempts": 5,
-      "initialBackoff": "1s",
-      "maxBackoff": "9s",
-      "backoffMultiplier": 3,
-      "retryableStatusCodes": ["UNAVAILABLE"]
-    }
-  }]
-})json";
+const char* const kDefaultServiceConfig = chunking::tables::kServiceConfig;
 
 std::shared_ptr<grpc::Channel> MakeChannel(const ConnectOptions& options) {
   grpc::ChannelArguments args;
@@ -510,7 +495,9 @@ std::string FormatServerInfo(const chunkd::v1::GetServerInfoResponse& info) {
                 : absl::StrCat(algorithm.backend(), " (", threads,
                                threads == 1 ? " thread)" : " threads)"));
     }
-    param("min_size", FormatRange(algorithm.min_size()));
+    if (takes(algorithm.min_size())) {
+      param("min_size", FormatRange(algorithm.min_size()));
+    }
     if (takes(algorithm.avg_size())) {
       param("avg_size",
             absl::StrCat(

@@ -78,8 +78,9 @@ struct ConnectOptions {
 // the waits between them drawn from [0, 1 s], [0, 3 s], [0, 9 s] and [0,
 // 9 s]: a call outlasts a server restart, and a server that stays down is
 // reported after 11 s on average. Streams are never retried by gRPC: see
-// replay.h for the replays of Chunk and Dedup.
-extern const char kDefaultServiceConfig[];
+// replay.h for the replays of Chunk and Dedup. Declared once, in chunkd's
+// table (proto/chunkd/v1/tables.json; chunking::tables::kServiceConfig).
+extern const char* const kDefaultServiceConfig;
 
 // Creates a channel to options.address with kDefaultServiceConfig.
 // Connecting happens on the first RPC. A connection that failed is tried

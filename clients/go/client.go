@@ -70,6 +70,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/chunkd/chunkd/clients/go/chunkdpb"
+	"github.com/chunkd/chunkd/clients/go/internal/tables"
 )
 
 // FindMissingBatch is the most fingerprints sent in one FindMissing or
@@ -89,24 +90,9 @@ type Client struct {
 // most) on UNAVAILABLE, the waits between them drawn from [0, 1 s], [0,
 // 3 s], [0, 9 s] and [0, 9 s], so that a call outlasts a server restart
 // or what is left of a Redis failover (on average 11 s, at most 22 s,
-// before a server that stays down is reported).
-const DefaultServiceConfig = `{
-  "loadBalancingConfig": [{"round_robin": {}}],
-  "methodConfig": [{
-    "name": [
-      {"service": "chunkd.v1.ChunkService", "method": "GetServerInfo"},
-      {"service": "chunkd.v1.ChunkService", "method": "FindMissing"},
-      {"service": "chunkd.v1.ChunkService", "method": "Release"}
-    ],
-    "retryPolicy": {
-      "maxAttempts": 5,
-      "initialBackoff": "1s",
-      "maxBackoff": "9s",
-      "backoffMultiplier": 3,
-      "retryableStatusCodes": ["UNAVAILABLE"]
-    }
-  }]
-}`
+// before a server that stays down is reported). It is declared once, in
+// chunkd's table (proto/chunkd/v1/tables.json), for every client.
+const DefaultServiceConfig = tables.ServiceConfig
 
 type options struct {
 	tls           *tls.Config

@@ -167,7 +167,13 @@ func ExampleClient_ServerInfo() {
 	}
 	fmt.Println("fingerprints:", info.Fingerprints)
 	for _, a := range info.Algorithms {
-		fmt.Printf("%s: min %d..%d (default %d)", a.Name, a.MinSize.Min, a.MinSize.Max, a.MinSize.Default)
+		// A size the algorithm does not take has the zero Range (fixed
+		// takes only AvgSize).
+		size := a.MinSize
+		if size.Max == 0 {
+			size = a.AvgSize
+		}
+		fmt.Printf("%s: size %d..%d (default %d)", a.Name, size.Min, size.Max, size.Default)
 		if level := a.NormalizationLevel; level != nil {
 			fmt.Printf(", level %d..%d (default %d)", level.Min, level.Max, level.Default)
 		}
@@ -175,13 +181,13 @@ func ExampleClient_ServerInfo() {
 	}
 	// Output:
 	// fingerprints: [sha256 xxh128 none]
-	// fastcdc: min 64..1048576 (default 4096), level 0..3 (default 1)
-	// crc32: min 64..1048576 (default 2048)
-	// seqcdc: min 64..1048576 (default 8192)
-	// fixed: min 64..16777216 (default 16384)
-	// repmaxcdc: min 64..4194304 (default 262144)
-	// rabin: min 64..8388608 (default 524288)
-	// buzhash: min 48..4194304 (default 16384)
+	// fastcdc: size 64..1048576 (default 4096), level 0..3 (default 1)
+	// crc32: size 64..1048576 (default 2048)
+	// seqcdc: size 64..1048576 (default 8192)
+	// fixed: size 64..16777216 (default 16384)
+	// repmaxcdc: size 64..4194304 (default 262144)
+	// rabin: size 64..8388608 (default 524288)
+	// buzhash: size 48..4194304 (default 16384)
 }
 
 // Errors are gRPC status errors: status.Code tells a bad parameter

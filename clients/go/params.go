@@ -6,6 +6,7 @@ import (
 	"time"
 
 	pb "github.com/chunkd/chunkd/clients/go/chunkdpb"
+	"github.com/chunkd/chunkd/clients/go/internal/tables"
 )
 
 // MaxRetries is the largest Params.Retries (the limit of chunkctl's
@@ -19,22 +20,15 @@ const DefaultMessageSize = 1 << 20
 // Params are the chunking parameters of a Chunk or Dedup stream. A zero
 // field is not sent, so the server uses the algorithm's default (see
 // ServerInfo); every field the caller sets is sent as it is, and the server
-// validates it. Each algorithm takes only some of the fields:
-//
-//	fastcdc  MinSize, AvgSize, MaxSize, NormalizationLevel, Seed
-//	crc32    MinSize, AvgSize, MaxSize
-//	seqcdc   MinSize, MaxSize, SeqMode, SeqLength, SkipTrigger, SkipSize
-//	fixed    AvgSize
-//	repmaxcdc  MinSize, HorizonSize
-//	rabin    MinSize, AvgSize, MaxSize, Polynomial
-//	buzhash  MinSize, AvgSize, MaxSize
-//
-// and the server refuses another one set with INVALID_ARGUMENT naming it:
+// validates it. Each algorithm takes only some of the fields (ServerInfo
+// lists their ranges; e.g. fastcdc MinSize, AvgSize, MaxSize,
+// NormalizationLevel and Seed, fixed only AvgSize), and the server refuses
+// another one set with INVALID_ARGUMENT naming it:
 // "chunking.normalization_level is not a parameter of crc32 (it takes
 // min_size, avg_size, max_size); leave normalization_level unset".
 type Params struct {
-	// Algorithm is "fastcdc" (also for ""), "crc32", "seqcdc", "fixed",
-	// "repmaxcdc", "rabin" or "buzhash".
+	// Algorithm is the name of one of chunkd's algorithms (ServerInfo lists
+	// them): "fastcdc" (also for ""), "crc32", "seqcdc", ...
 	Algorithm string
 	// Chunk sizes in bytes; 0: the algorithm's default. seqcdc takes no
 	// AvgSize, fixed only AvgSize (the size of every chunk but the last).
@@ -101,16 +95,17 @@ func Level(level uint32) *uint32 { return &level }
 // Horizon returns a pointer to size, for Params.HorizonSize.
 func Horizon(size uint32) *uint32 { return &size }
 
-var algorithms = map[string]pb.Algorithm{
-	"":          pb.Algorithm_ALGORITHM_FASTCDC,
-	"fastcdc":   pb.Algorithm_ALGORITHM_FASTCDC,
-	"crc32":     pb.Algorithm_ALGORITHM_CRC32,
-	"seqcdc":    pb.Algorithm_ALGORITHM_SEQCDC,
-	"fixed":     pb.Algorithm_ALGORITHM_FIXED,
-	"repmaxcdc": pb.Algorithm_ALGORITHM_REP_MAX_CDC,
-	"rabin":     pb.Algorithm_ALGORITHM_RABIN,
-	"buzhash":   pb.Algorithm_ALGORITHM_BUZHASH,
-}
+// algorithms are chunkd's algorithms by name ("" is fastcdc), with their
+// enum values, from the table (internal/tables); algorithmList names them.
+var algorithms, algorithmList = func() (map[string]pb.Algorithm, string) {
+	m := map[string]pb.Algorithm{"": pb.Algorithm_ALGORITHM_FASTCDC}
+	names := make([]string, 0, len(tables.Algorithms))
+	for _, a := range tables.Algorithms {
+		m[a.Name] = pb.Algorithm(a.Value)
+		names = append(names, a.Name)
+	}
+	return m, strings.Join(names, ", ")
+}()
 
 var fingerprintNames = map[string]pb.FingerprintAlgorithm{
 	"":       pb.FingerprintAlgorithm_FINGERPRINT_ALGORITHM_SHA256,
@@ -175,7 +170,7 @@ func optional64(v uint64) *uint64 {
 
 // proto translates p; a bad field is an *ArgumentError naming it.
 func (p Params) proto() (*pb.ChunkingParams, pb.FingerprintAlgorithm, int, error) {
-	algorithm, err := lookup("Algorithm", p.Algorithm, p.Algorithm, algorithms, "fastcdc, crc32, seqcdc, fixed, repmaxcdc, rabin, buzhash")
+	algorithm, err := lookup("Algorithm", p.Algorithm, p.Algorithm, algorithms, algorithmList)
 	if err != nil {
 		return nil, 0, 0, err
 	}

@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
-"""chunkd's repmaxcdc, rabin and buzhash beside the upstream Go modules they
-match, on the same bytes, in the same run.
+"""chunkd's algorithms that match an upstream Go module (the table's
+"upstream" rows, proto/chunkd/v1/tables.json) beside those modules, on the
+same bytes, in the same run.
 
     upstream_bench.py --upstream-chunk build/tools/bin/upstream-chunk \\
         --chunkctl build/clients/cli/chunkctl --dir build/bench \\
         [--size BYTES] [--seed N] [--repeat N] [--seconds S] [--threads 1,2] \\
-        [--algorithms repmaxcdc,rabin,buzhash] [--markdown OUT.md]
+        [--algorithms A,B] [--markdown OUT.md]
 
 Writes --size bytes of seeded random data (Python's random.Random(seed), 16
 MiB at a time) to a file under --dir, once per size and seed, then per
-algorithm, at its defaults (the upstream modules' own: repmaxcdc min 256 KiB
-horizon 2 MiB; rabin 512 KiB / 1 MiB / 8 MiB with restic's test polynomial;
-buzhash 16 / 64 / 256 KiB):
+algorithm, at its defaults (the upstream modules' own, as the table declares
+them):
 
 - `upstream-chunk -bench -repeat N FILE`: the Go module chunking the file
   from memory, the fastest of N runs (one thread: the modules are serial);
@@ -40,13 +40,33 @@ import sys
 from pathlib import Path
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
-ALGORITHMS = ("repmaxcdc", "rabin", "buzhash")
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tools"))
+import gen_tables  # noqa: E402  (tools/gen_tables.py: reads the table)
+
+
+def human(n: int) -> str:
+    """262144 -> "256 KiB"."""
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return str(n)
+
+
+def describe(row: dict) -> str:
+    """An algorithm's defaults as the report shows them: "min 256 KiB,
+    horizon 2 MiB"."""
+    parts = []
+    for name, (_, _, default) in row["parameters"].items():
+        value = f"0x{default:X}" if name == "polynomial" else human(default)
+        parts.append(f"{name.replace('_size', '')} {value}")
+    return ", ".join(parts)
+
+
+_TABLE = gen_tables.load()
+ALGORITHMS = tuple(a["name"] for a in _TABLE["algorithms"] if "upstream" in a)
 #: The defaults both sides use, as the table shows them.
-PARAMETERS = {
-    "repmaxcdc": "min 256 KiB, horizon 2 MiB",
-    "rabin": "512 KiB / 1 MiB / 8 MiB, polynomial 0x3DA3358B4DC173",
-    "buzhash": "16 / 64 / 256 KiB",
-}
+PARAMETERS = {a["name"]: describe(a) for a in _TABLE["algorithms"] if "upstream" in a}
 PIECE = 16 << 20
 #: Generous: the scalar reference on 4 GiB of data takes a while.
 TIMEOUT = 3600

@@ -1,4 +1,6 @@
-// Algorithm names, parameter limits, defaults, presets and validation.
+// Algorithm names, parameter limits, defaults, presets and validation, all
+// read from the table (proto/chunkd/v1/tables.json, as chunkd/tables.h): no
+// algorithm is named here.
 
 #include <cstdint>
 #include <string>
@@ -10,239 +12,184 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "chunkd/chunker.h"
-#include "chunking/limits.h"
+#include "chunkd/tables.h"
 #include "chunking/rabin.h"
 
 namespace chunkd::chunking {
 namespace {
 
-constexpr absl::string_view kPresetFastCdcReapi = "fastcdc-reapi";
-constexpr absl::string_view kPresetSeqCdc8k = "seqcdc-8k";
-constexpr absl::string_view kPresetSeqCdc16k = "seqcdc-16k";
+using tables::AlgorithmRow;
 
-bool IsKnown(Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::kFastCdc:
-    case Algorithm::kCrc32:
-    case Algorithm::kSeqCdc:
-    case Algorithm::kFixed:
-    case Algorithm::kRepMaxCdc:
-    case Algorithm::kRabin:
-    case Algorithm::kBuzhash:
-      return true;
+const AlgorithmRow* RowOf(Algorithm algorithm) {
+  for (const AlgorithmRow& row : tables::kAlgorithms) {
+    if (row.algorithm == algorithm) return &row;
   }
-  return false;
+  return nullptr;
 }
 
-AlgorithmLimits MakeFastCdcLimits() {
-  AlgorithmLimits limits;
-  limits.min_size = {kFastCdcMinSizeLowerBound, kFastCdcMinSizeUpperBound,
-                     kFastCdcDefaultMinSize};
-  limits.avg_size = {kFastCdcAvgSizeLowerBound, kFastCdcAvgSizeUpperBound,
-                     kFastCdcDefaultAvgSize};
-  limits.max_size = {kFastCdcMaxSizeLowerBound, kFastCdcMaxSizeUpperBound,
-                     kFastCdcDefaultMaxSize};
-  limits.avg_power_of_two = false;
-  limits.normalization_level = {kFastCdcLevelLowerBound,
-                                kFastCdcLevelUpperBound, kFastCdcDefaultLevel};
-  return limits;
+absl::string_view NameOf(Parameter parameter) {
+  return tables::kParameters[static_cast<int>(parameter)].name;
 }
 
-AlgorithmLimits MakeCrc32Limits() {
-  AlgorithmLimits limits;
-  limits.min_size = {kCrc32MinSizeLowerBound, kCrc32MinSizeUpperBound,
-                     kCrc32DefaultMinSize};
-  limits.avg_size = {kCrc32AvgSizeLowerBound, kCrc32AvgSizeUpperBound,
-                     kCrc32DefaultAvgSize};
-  limits.max_size = {kCrc32MaxSizeLowerBound, kCrc32MaxSizeUpperBound,
-                     kCrc32DefaultMaxSize};
-  limits.avg_power_of_two = true;
-  return limits;
+// The range of `parameter` in `row`: a parameter's, else an internal field's.
+const tables::Range& RangeIn(const AlgorithmRow& row, int parameter) {
+  return row.parameters[parameter].present ? row.parameters[parameter]
+                                           : row.internal[parameter];
 }
 
-AlgorithmLimits MakeSeqCdcLimits() {
-  AlgorithmLimits limits;
-  limits.min_size = {kSeqCdcMinSizeLowerBound, kSeqCdcMinSizeUpperBound,
-                     kSeqCdc16kMinSize};
-  limits.avg_size = {kSeqCdcAvgSizeLowerBound, kSeqCdcAvgSizeUpperBound,
-                     kSeqCdc16kAvgSize};
-  limits.max_size = {kSeqCdcMaxSizeLowerBound, kSeqCdcMaxSizeUpperBound,
-                     kSeqCdc16kMaxSize};
-  limits.avg_power_of_two = false;
-  limits.seq_length = {kSeqCdcSeqLengthLowerBound, kSeqCdcSeqLengthUpperBound,
-                       kSeqCdc16kSeqLength};
-  limits.skip_trigger = {kSeqCdcSkipTriggerLowerBound,
-                         kSeqCdcSkipTriggerUpperBound, kSeqCdc16kSkipTrigger};
-  limits.skip_size = {kSeqCdcSkipSizeLowerBound, kSeqCdcSkipSizeUpperBound,
-                      kSeqCdc16kSkipSize};
-  return limits;
-}
-
-// fixed cuts at avg_size only; min_size and max_size are reported with the
-// same range and default because every chunk but the last is exactly
-// avg_size (min = avg = max).
-AlgorithmLimits MakeFixedLimits() {
-  AlgorithmLimits limits;
-  const ParamRange size = {kFixedSizeLowerBound, kFixedSizeUpperBound,
-                           kFixedDefaultSize};
-  limits.min_size = size;
-  limits.avg_size = size;
-  limits.max_size = size;
-  limits.avg_power_of_two = false;
-  return limits;
-}
-
-// repmaxcdc reads min_size and horizon_size only (its chunks lie in
-// [min, 2 min)): avg_size and max_size have no range.
-AlgorithmLimits MakeRepMaxCdcLimits() {
-  AlgorithmLimits limits;
-  limits.min_size = {kRepMaxCdcMinSizeLowerBound, kRepMaxCdcMinSizeUpperBound,
-                     kRepMaxCdcDefaultMinSize};
-  limits.horizon_size = {kRepMaxCdcHorizonLowerBound,
-                         kRepMaxCdcHorizonUpperBound, kRepMaxCdcDefaultHorizon};
-  return limits;
-}
-
-AlgorithmLimits MakeRabinLimits() {
-  AlgorithmLimits limits;
-  limits.min_size = {kRabinMinSizeLowerBound, kRabinMinSizeUpperBound,
-                     kRabinDefaultMinSize};
-  limits.avg_size = {kRabinAvgSizeLowerBound, kRabinAvgSizeUpperBound,
-                     kRabinDefaultAvgSize};
-  limits.max_size = {kRabinMaxSizeLowerBound, kRabinMaxSizeUpperBound,
-                     kRabinDefaultMaxSize};
-  limits.avg_power_of_two = true;
-  limits.polynomial = {kRabinPolynomialLowerBound, kRabinPolynomialUpperBound,
-                       kRabinDefaultPolynomial};
-  return limits;
-}
-
-AlgorithmLimits MakeBuzhashLimits() {
-  AlgorithmLimits limits;
-  limits.min_size = {kBuzhashMinSizeLowerBound, kBuzhashMinSizeUpperBound,
-                     kBuzhashDefaultMinSize};
-  limits.avg_size = {kBuzhashAvgSizeLowerBound, kBuzhashAvgSizeUpperBound,
-                     kBuzhashDefaultAvgSize};
-  limits.max_size = {kBuzhashMaxSizeLowerBound, kBuzhashMaxSizeUpperBound,
-                     kBuzhashDefaultMaxSize};
-  return limits;
-}
-
-absl::Status CheckRange(absl::string_view field, uint64_t value,
-                        const ParamRange& range) {
-  if (value < range.min || value > range.max) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, " ", value, " is out of range [", range.min, ", ",
-                     range.max, "]"));
+// The ChunkerOptions field behind each Parameter, read and written as a
+// uint64_t (the table holds every value so).
+uint64_t Get(const ChunkerOptions& o, Parameter parameter) {
+  switch (parameter) {
+    case Parameter::kMinSize:
+      return o.min_size;
+    case Parameter::kAvgSize:
+      return o.avg_size;
+    case Parameter::kMaxSize:
+      return o.max_size;
+    case Parameter::kNormalizationLevel:
+      return o.normalization_level;
+    case Parameter::kSeed:
+      return o.seed;
+    case Parameter::kSeqMode:
+      return static_cast<uint64_t>(o.seq_mode);
+    case Parameter::kSeqLength:
+      return o.seq_length;
+    case Parameter::kSkipTrigger:
+      return o.skip_trigger;
+    case Parameter::kSkipSize:
+      return o.skip_size;
+    case Parameter::kHorizonSize:
+      return o.horizon_size;
+    case Parameter::kPolynomial:
+      return o.polynomial;
   }
-  return absl::OkStatus();
+  return 0;
 }
 
-absl::Status CheckNotAbove(absl::string_view low_field, uint64_t low,
-                           absl::string_view high_field, uint64_t high) {
-  if (low > high) {
+void Set(Parameter parameter, uint64_t value, ChunkerOptions* o) {
+  const auto u32 = static_cast<uint32_t>(value);
+  switch (parameter) {
+    case Parameter::kMinSize:
+      o->min_size = u32;
+      return;
+    case Parameter::kAvgSize:
+      o->avg_size = u32;
+      return;
+    case Parameter::kMaxSize:
+      o->max_size = u32;
+      return;
+    case Parameter::kNormalizationLevel:
+      o->normalization_level = u32;
+      return;
+    case Parameter::kSeed:
+      o->seed = value;
+      return;
+    case Parameter::kSeqMode:
+      o->seq_mode = static_cast<SeqMode>(u32);
+      return;
+    case Parameter::kSeqLength:
+      o->seq_length = u32;
+      return;
+    case Parameter::kSkipTrigger:
+      o->skip_trigger = u32;
+      return;
+    case Parameter::kSkipSize:
+      o->skip_size = u32;
+      return;
+    case Parameter::kHorizonSize:
+      o->horizon_size = u32;
+      return;
+    case Parameter::kPolynomial:
+      o->polynomial = value;
+      return;
+  }
+}
+
+// Where AlgorithmLimits publishes each parameter's range (nullptr: it does
+// not: seed and seq_mode).
+ParamRange AlgorithmLimits::*LimitsField(Parameter parameter) {
+  switch (parameter) {
+    case Parameter::kMinSize:
+      return &AlgorithmLimits::min_size;
+    case Parameter::kAvgSize:
+      return &AlgorithmLimits::avg_size;
+    case Parameter::kMaxSize:
+      return &AlgorithmLimits::max_size;
+    case Parameter::kNormalizationLevel:
+      return &AlgorithmLimits::normalization_level;
+    case Parameter::kSeqLength:
+      return &AlgorithmLimits::seq_length;
+    case Parameter::kSkipTrigger:
+      return &AlgorithmLimits::skip_trigger;
+    case Parameter::kSkipSize:
+      return &AlgorithmLimits::skip_size;
+    case Parameter::kHorizonSize:
+      return &AlgorithmLimits::horizon_size;
+    case Parameter::kPolynomial:
+      return &AlgorithmLimits::polynomial;
+    case Parameter::kSeed:
+    case Parameter::kSeqMode:
+      break;
+  }
+  return nullptr;
+}
+
+AlgorithmLimits MakeLimits(const AlgorithmRow& row) {
+  AlgorithmLimits limits;
+  limits.avg_power_of_two = row.avg_power_of_two;
+  for (int p = 0; p < kParameterCount; ++p) {
+    const tables::Range& range = RangeIn(row, p);
+    ParamRange AlgorithmLimits::*field = LimitsField(static_cast<Parameter>(p));
+    if (range.present && field != nullptr) {
+      limits.*field = {range.min, range.max, range.default_value};
+    }
+  }
+  return limits;
+}
+
+absl::Status CheckRange(Parameter parameter, uint64_t value,
+                        const tables::Range& range) {
+  if (value >= range.min && value <= range.max) return absl::OkStatus();
+  const absl::string_view field = NameOf(parameter);
+  if (parameter == Parameter::kSeqMode) {
     return absl::InvalidArgumentError(absl::StrCat(
-        low_field, " ", low, " must not exceed ", high_field, " ", high));
+        field, " ", value, " is not one of 1 (increasing), 2 (decreasing)"));
   }
-  return absl::OkStatus();
+  if (parameter == Parameter::kPolynomial) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " 0x", absl::Hex(value),
+        " does not have degree 53 (it must lie in [0x", absl::Hex(range.min),
+        ", 0x", absl::Hex(range.max), "])"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(field, " ", value,
+                                                 " is out of range [",
+                                                 range.min, ", ", range.max,
+                                                 "]"));
 }
 
-// The size checks shared by the content-defined algorithms: each size in its
-// range, the average a power of two where required, min <= avg <= max.
-absl::Status CheckSizes(const ChunkerOptions& options,
-                        const AlgorithmLimits& limits) {
-  if (absl::Status s =
-          CheckRange("min_size", options.min_size, limits.min_size);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          CheckRange("avg_size", options.avg_size, limits.avg_size);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          CheckRange("max_size", options.max_size, limits.max_size);
-      !s.ok()) {
-    return s;
-  }
-  if (limits.avg_power_of_two &&
+// The rules between fields and on single values beyond their range: the
+// average a power of two where the row says so, the order of the sizes, an
+// irreducible polynomial.
+absl::Status CheckRules(const ChunkerOptions& options,
+                        const AlgorithmRow& row) {
+  if (row.avg_power_of_two &&
       (options.avg_size & (options.avg_size - 1)) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("avg_size ", options.avg_size, " must be a power of two"));
   }
-  if (absl::Status s = CheckNotAbove("min_size", options.min_size, "avg_size",
-                                     options.avg_size);
-      !s.ok()) {
-    return s;
+  for (int i = 0; i + 1 < row.order_size; ++i) {
+    const Parameter low = row.order[i];
+    const Parameter high = row.order[i + 1];
+    if (Get(options, low) > Get(options, high)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          NameOf(low), " ", Get(options, low), " must not exceed ",
+          NameOf(high), " ", Get(options, high)));
+    }
   }
-  return CheckNotAbove("avg_size", options.avg_size, "max_size",
-                       options.max_size);
-}
-
-// min_size and max_size each within their range.
-absl::Status CheckMinAndMaxRanges(const ChunkerOptions& options,
-                                  const AlgorithmLimits& limits) {
-  if (absl::Status s =
-          CheckRange("min_size", options.min_size, limits.min_size);
-      !s.ok()) {
-    return s;
-  }
-  return CheckRange("max_size", options.max_size, limits.max_size);
-}
-
-absl::Status CheckSeqParams(const ChunkerOptions& options,
-                            const AlgorithmLimits& limits) {
-  if (options.seq_mode != SeqMode::kIncreasing &&
-      options.seq_mode != SeqMode::kDecreasing) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("seq_mode ", static_cast<int>(options.seq_mode),
-                     " is not one of 1 (increasing), 2 (decreasing)"));
-  }
-  if (absl::Status s =
-          CheckRange("seq_length", options.seq_length, limits.seq_length);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          CheckRange("skip_trigger", options.skip_trigger, limits.skip_trigger);
-      !s.ok()) {
-    return s;
-  }
-  return CheckRange("skip_size", options.skip_size, limits.skip_size);
-}
-
-// rabin: the sizes in range, the average a power of two, min <= max (restic
-// does not order the average against them), and a polynomial of degree 53
-// that is irreducible.
-absl::Status CheckRabin(const ChunkerOptions& options,
-                        const AlgorithmLimits& limits) {
-  if (absl::Status s = CheckMinAndMaxRanges(options, limits); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          CheckRange("avg_size", options.avg_size, limits.avg_size);
-      !s.ok()) {
-    return s;
-  }
-  if ((options.avg_size & (options.avg_size - 1)) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("avg_size ", options.avg_size, " must be a power of two"));
-  }
-  if (absl::Status s = CheckNotAbove("min_size", options.min_size, "max_size",
-                                     options.max_size);
-      !s.ok()) {
-    return s;
-  }
-  if (options.polynomial < limits.polynomial.min ||
-      options.polynomial > limits.polynomial.max) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "polynomial 0x", absl::Hex(options.polynomial),
-        " does not have degree 53 (it must lie in [0x",
-        absl::Hex(limits.polynomial.min), ", 0x",
-        absl::Hex(limits.polynomial.max), "])"));
-  }
-  if (!RabinPolynomialIsIrreducible(options.polynomial)) {
+  const int polynomial = static_cast<int>(Parameter::kPolynomial);
+  if (row.parameters[polynomial].present &&
+      !RabinPolynomialIsIrreducible(options.polynomial)) {
     return absl::InvalidArgumentError(
         absl::StrCat("polynomial 0x", absl::Hex(options.polynomial),
                      " is not irreducible over GF(2)"));
@@ -250,262 +197,153 @@ absl::Status CheckRabin(const ChunkerOptions& options,
   return absl::OkStatus();
 }
 
+// "1 (fastcdc), 2 (crc32), ...".
+std::string NumberedAlgorithms() {
+  std::vector<std::string> names;
+  for (const AlgorithmRow& row : tables::kAlgorithms) {
+    names.push_back(
+        absl::StrCat(static_cast<int>(row.algorithm), " (", row.name, ")"));
+  }
+  return absl::StrJoin(names, ", ");
+}
+
 }  // namespace
 
 const std::vector<Algorithm>& AllAlgorithms() {
-  static const std::vector<Algorithm>* const kAll =
-      new std::vector<Algorithm>{Algorithm::kFastCdc,   Algorithm::kCrc32,
-                                 Algorithm::kSeqCdc,    Algorithm::kFixed,
-                                 Algorithm::kRepMaxCdc, Algorithm::kRabin,
-                                 Algorithm::kBuzhash};
+  static const auto* const kAll = [] {
+    auto* all = new std::vector<Algorithm>();
+    for (const AlgorithmRow& row : tables::kAlgorithms) {
+      all->push_back(row.algorithm);
+    }
+    return all;
+  }();
   return *kAll;
 }
 
 absl::string_view AlgorithmName(Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::kFastCdc:
-      return "fastcdc";
-    case Algorithm::kCrc32:
-      return "crc32";
-    case Algorithm::kSeqCdc:
-      return "seqcdc";
-    case Algorithm::kFixed:
-      return "fixed";
-    case Algorithm::kRepMaxCdc:
-      return "repmaxcdc";
-    case Algorithm::kRabin:
-      return "rabin";
-    case Algorithm::kBuzhash:
-      return "buzhash";
-  }
-  return "unknown";
+  const AlgorithmRow* row = RowOf(algorithm);
+  return row == nullptr ? "unknown" : row->name;
 }
 
 absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
-  for (Algorithm algorithm : AllAlgorithms()) {
-    if (AlgorithmName(algorithm) == name) return algorithm;
-  }
   std::vector<absl::string_view> names;
-  for (Algorithm algorithm : AllAlgorithms()) {
-    names.push_back(AlgorithmName(algorithm));
+  for (const AlgorithmRow& row : tables::kAlgorithms) {
+    if (row.name == name) return row.algorithm;
+    names.push_back(row.name);
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown algorithm \"", name, "\"; expected one of ",
       absl::StrJoin(names, ", ")));
 }
 
-namespace {
-
-constexpr unsigned Bit(Algorithm a) { return 1u << static_cast<unsigned>(a); }
-
-struct ParameterUse {
-  absl::string_view name;
-  unsigned used_by;  // Bit() of each algorithm that reads it
-};
-constexpr unsigned kFastCdcBit = Bit(Algorithm::kFastCdc);
-constexpr unsigned kCrc32Bit = Bit(Algorithm::kCrc32);
-constexpr unsigned kSeqCdcBit = Bit(Algorithm::kSeqCdc);
-constexpr unsigned kFixedBit = Bit(Algorithm::kFixed);
-constexpr unsigned kRepMaxCdcBit = Bit(Algorithm::kRepMaxCdc);
-constexpr unsigned kRabinBit = Bit(Algorithm::kRabin);
-constexpr unsigned kBuzhashBit = Bit(Algorithm::kBuzhash);
-constexpr ParameterUse kParameterUse[] = {
-    {"min_size", kFastCdcBit | kCrc32Bit | kSeqCdcBit | kRepMaxCdcBit |
-                     kRabinBit | kBuzhashBit},
-    {"avg_size", kFastCdcBit | kCrc32Bit | kFixedBit | kRabinBit | kBuzhashBit},
-    {"max_size",
-     kFastCdcBit | kCrc32Bit | kSeqCdcBit | kRabinBit | kBuzhashBit},
-    {"normalization_level", kFastCdcBit},
-    {"seed", kFastCdcBit},
-    {"seq_mode", kSeqCdcBit},
-    {"seq_length", kSeqCdcBit},
-    {"skip_trigger", kSeqCdcBit},
-    {"skip_size", kSeqCdcBit},
-    {"horizon_size", kRepMaxCdcBit},
-    {"polynomial", kRabinBit},
-};
-
-std::vector<absl::string_view> MakeParametersOf(unsigned bit) {
-  std::vector<absl::string_view> names;
-  for (const ParameterUse& use : kParameterUse) {
-    if ((use.used_by & bit) != 0) names.push_back(use.name);
-  }
-  return names;
-}
-
-}  // namespace
-
 const std::vector<absl::string_view>& ParametersOf(Algorithm algorithm) {
-  static const auto* const kFastCdc =
-      new std::vector<absl::string_view>(MakeParametersOf(kFastCdcBit));
-  static const auto* const kCrc32 =
-      new std::vector<absl::string_view>(MakeParametersOf(kCrc32Bit));
-  static const auto* const kSeqCdc =
-      new std::vector<absl::string_view>(MakeParametersOf(kSeqCdcBit));
-  static const auto* const kFixed =
-      new std::vector<absl::string_view>(MakeParametersOf(kFixedBit));
-  static const auto* const kRepMaxCdc =
-      new std::vector<absl::string_view>(MakeParametersOf(kRepMaxCdcBit));
-  static const auto* const kRabin =
-      new std::vector<absl::string_view>(MakeParametersOf(kRabinBit));
-  static const auto* const kBuzhash =
-      new std::vector<absl::string_view>(MakeParametersOf(kBuzhashBit));
+  static const auto* const kOf = [] {
+    auto* of = new std::vector<std::vector<absl::string_view>>();
+    for (const AlgorithmRow& row : tables::kAlgorithms) {
+      std::vector<absl::string_view>& names = of->emplace_back();
+      for (int p = 0; p < kParameterCount; ++p) {
+        if (row.parameters[p].present) {
+          names.push_back(tables::kParameters[p].name);
+        }
+      }
+    }
+    return of;
+  }();
   static const auto* const kNone = new std::vector<absl::string_view>();
-  switch (algorithm) {
-    case Algorithm::kRepMaxCdc:
-      return *kRepMaxCdc;
-    case Algorithm::kRabin:
-      return *kRabin;
-    case Algorithm::kBuzhash:
-      return *kBuzhash;
-    case Algorithm::kFastCdc:
-      return *kFastCdc;
-    case Algorithm::kCrc32:
-      return *kCrc32;
-    case Algorithm::kSeqCdc:
-      return *kSeqCdc;
-    case Algorithm::kFixed:
-      return *kFixed;
-  }
-  return *kNone;
+  const AlgorithmRow* row = RowOf(algorithm);
+  return row == nullptr ? *kNone : (*kOf)[row - tables::kAlgorithms];
 }
 
 bool TakesParameter(Algorithm algorithm, absl::string_view parameter) {
-  for (const ParameterUse& use : kParameterUse) {
-    if (use.name == parameter) return (use.used_by & Bit(algorithm)) != 0;
+  const AlgorithmRow* row = RowOf(algorithm);
+  if (row == nullptr) return false;
+  for (int p = 0; p < kParameterCount; ++p) {
+    if (tables::kParameters[p].name == parameter) {
+      return row->parameters[p].present;
+    }
   }
   return false;
 }
 
 const std::vector<absl::string_view>& AllParameters() {
-  static const auto* const kAll = new std::vector<absl::string_view>(
-      MakeParametersOf(~0u));
+  static const auto* const kAll = [] {
+    auto* all = new std::vector<absl::string_view>();
+    for (const tables::ParameterRow& p : tables::kParameters) {
+      all->push_back(p.name);
+    }
+    return all;
+  }();
   return *kAll;
 }
 
 const AlgorithmLimits& LimitsFor(Algorithm algorithm) {
-  static const AlgorithmLimits kFastCdc = MakeFastCdcLimits();
-  static const AlgorithmLimits kCrc32 = MakeCrc32Limits();
-  static const AlgorithmLimits kSeqCdc = MakeSeqCdcLimits();
-  static const AlgorithmLimits kFixed = MakeFixedLimits();
-  static const AlgorithmLimits kRepMaxCdc = MakeRepMaxCdcLimits();
-  static const AlgorithmLimits kRabin = MakeRabinLimits();
-  static const AlgorithmLimits kBuzhash = MakeBuzhashLimits();
+  static const auto* const kLimits = [] {
+    auto* limits = new std::vector<AlgorithmLimits>();
+    for (const AlgorithmRow& row : tables::kAlgorithms) {
+      limits->push_back(MakeLimits(row));
+    }
+    return limits;
+  }();
   static const AlgorithmLimits kNone;
-  switch (algorithm) {
-    case Algorithm::kRepMaxCdc:
-      return kRepMaxCdc;
-    case Algorithm::kRabin:
-      return kRabin;
-    case Algorithm::kBuzhash:
-      return kBuzhash;
-    case Algorithm::kFastCdc:
-      return kFastCdc;
-    case Algorithm::kCrc32:
-      return kCrc32;
-    case Algorithm::kSeqCdc:
-      return kSeqCdc;
-    case Algorithm::kFixed:
-      return kFixed;
-  }
-  return kNone;
+  const AlgorithmRow* row = RowOf(algorithm);
+  return row == nullptr ? kNone : (*kLimits)[row - tables::kAlgorithms];
 }
 
 ChunkerOptions DefaultOptions(Algorithm algorithm) {
+  // The fields of other algorithms keep ChunkerOptions' own defaults (their
+  // algorithms' defaults), so that switching the algorithm of a filled-in
+  // struct stays valid.
   ChunkerOptions options;
   options.algorithm = algorithm;
-  const AlgorithmLimits& limits = LimitsFor(algorithm);
-  options.min_size = static_cast<uint32_t>(limits.min_size.default_value);
-  options.avg_size = static_cast<uint32_t>(limits.avg_size.default_value);
-  options.max_size = static_cast<uint32_t>(limits.max_size.default_value);
-  // The per-algorithm fields keep their documented defaults everywhere, so
-  // that switching the algorithm of a filled-in struct stays valid.
-  options.normalization_level = kFastCdcDefaultLevel;
-  options.seed = 0;
-  options.seq_mode = SeqMode::kIncreasing;
-  options.seq_length = kSeqCdc16kSeqLength;
-  options.skip_trigger = kSeqCdc16kSkipTrigger;
-  options.skip_size = kSeqCdc16kSkipSize;
-  options.horizon_size = kRepMaxCdcDefaultHorizon;
-  options.polynomial = kRabinDefaultPolynomial;
+  const AlgorithmRow* row = RowOf(algorithm);
+  if (row == nullptr) return options;
+  for (int p = 0; p < kParameterCount; ++p) {
+    const tables::Range& range = RangeIn(*row, p);
+    if (range.present) {
+      Set(static_cast<Parameter>(p), range.default_value, &options);
+    }
+  }
   return options;
 }
 
 absl::StatusOr<ChunkerOptions> Preset(absl::string_view name) {
-  if (name == kPresetFastCdcReapi) {
-    ChunkerOptions options = DefaultOptions(Algorithm::kFastCdc);
-    options.avg_size = kFastCdcReapiAvgSize;
-    options.min_size = kFastCdcReapiAvgSize / 4;
-    options.max_size = kFastCdcReapiAvgSize * 4;
-    options.normalization_level = kFastCdcReapiLevel;
-    options.seed = 0;
-    return options;
-  }
-  if (name == kPresetSeqCdc8k || name == kPresetSeqCdc16k) {
-    const bool is_8k = name == kPresetSeqCdc8k;
-    ChunkerOptions options = DefaultOptions(Algorithm::kSeqCdc);
-    options.seq_mode = SeqMode::kIncreasing;
-    options.min_size = is_8k ? kSeqCdc8kMinSize : kSeqCdc16kMinSize;
-    options.avg_size = is_8k ? kSeqCdc8kAvgSize : kSeqCdc16kAvgSize;
-    options.max_size = is_8k ? kSeqCdc8kMaxSize : kSeqCdc16kMaxSize;
-    options.seq_length = is_8k ? kSeqCdc8kSeqLength : kSeqCdc16kSeqLength;
-    options.skip_trigger = is_8k ? kSeqCdc8kSkipTrigger : kSeqCdc16kSkipTrigger;
-    options.skip_size = is_8k ? kSeqCdc8kSkipSize : kSeqCdc16kSkipSize;
+  std::vector<absl::string_view> names;
+  for (const tables::PresetRow& preset : tables::kPresets) {
+    names.push_back(preset.name);
+    if (preset.name != name) continue;
+    ChunkerOptions options = DefaultOptions(preset.algorithm);
+    for (int p = 0; p < kParameterCount; ++p) {
+      if (preset.set[p]) {
+        Set(static_cast<Parameter>(p), preset.values[p], &options);
+      }
+    }
     return options;
   }
   return absl::NotFoundError(absl::StrCat(
-      "unknown preset \"", name, "\"; expected one of ", kPresetFastCdcReapi,
-      ", ", kPresetSeqCdc8k, ", ", kPresetSeqCdc16k));
+      "unknown preset \"", name, "\"; expected one of ",
+      absl::StrJoin(names, ", ")));
 }
 
 absl::Status ValidateOptions(const ChunkerOptions& options) {
-  if (!IsKnown(options.algorithm)) {
+  const AlgorithmRow* row = RowOf(options.algorithm);
+  if (row == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("algorithm ", static_cast<int>(options.algorithm),
-                     " is not one of 1 (fastcdc), 2 (crc32), 3 (seqcdc), "
-                     "4 (fixed), 5 (repmaxcdc), 6 (rabin), 7 (buzhash)"));
+                     " is not one of ", NumberedAlgorithms()));
   }
-  const AlgorithmLimits& limits = LimitsFor(options.algorithm);
-  switch (options.algorithm) {
-    case Algorithm::kFastCdc:
-      if (absl::Status s = CheckSizes(options, limits); !s.ok()) return s;
-      return CheckRange("normalization_level", options.normalization_level,
-                        limits.normalization_level);
-    case Algorithm::kCrc32:
-      return CheckSizes(options, limits);
-    case Algorithm::kSeqCdc:
-      // SeqCDC's cut points depend on min_size and max_size only: avg_size
-      // (its profile's expected average) is not checked against them.
-      if (absl::Status s = CheckMinAndMaxRanges(options, limits); !s.ok()) {
-        return s;
-      }
-      if (absl::Status s = CheckNotAbove("min_size", options.min_size,
-                                         "max_size", options.max_size);
-          !s.ok()) {
-        return s;
-      }
-      return CheckSeqParams(options, limits);
-    case Algorithm::kFixed:
-      // The chunk size is avg_size; min_size and max_size do not shape the
-      // chunks, but a value out of range is still a caller's mistake.
-      if (absl::Status s = CheckMinAndMaxRanges(options, limits); !s.ok()) {
-        return s;
-      }
-      return CheckRange("avg_size", options.avg_size, limits.avg_size);
-    case Algorithm::kRepMaxCdc:
-      if (absl::Status s =
-              CheckRange("min_size", options.min_size, limits.min_size);
-          !s.ok()) {
-        return s;
-      }
-      return CheckRange("horizon_size", options.horizon_size,
-                        limits.horizon_size);
-    case Algorithm::kRabin:
-      return CheckRabin(options, limits);
-    case Algorithm::kBuzhash:
-      return CheckSizes(options, limits);
+  // Every field the algorithm reads, and the internal ones it keeps (fixed's
+  // min_size and max_size do not shape the chunks, but a value out of range
+  // is still a caller's mistake).
+  for (int p = 0; p < kParameterCount; ++p) {
+    const tables::Range& range = RangeIn(*row, p);
+    const auto parameter = static_cast<Parameter>(p);
+    if (!range.present) continue;
+    if (absl::Status s = CheckRange(parameter, Get(options, parameter), range);
+        !s.ok()) {
+      return s;
+    }
   }
-  return absl::OkStatus();
+  return CheckRules(options, *row);
 }
 
 }  // namespace chunkd::chunking

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "chunkd/tables.h"
 #include "prometheus/collectable.h"
 #include "prometheus/exposer.h"
 #include "prometheus/metric_family.h"
@@ -31,11 +32,8 @@ const prometheus::Histogram::BucketBoundaries& IndexBuckets() {
   return *buckets;
 }
 
-// The label values: chunking::AlgorithmName of every algorithm (this library
-// does not depend on chunking; metrics_wiring_test checks the list).
-constexpr const char* kAlgorithms[] = {"fastcdc", "crc32",     "seqcdc",
-                                       "fixed",   "repmaxcdc", "rabin",
-                                       "buzhash"};
+// The algorithm label values are the table's names (chunkd/tables.h; this
+// library does not depend on chunking).
 constexpr const char* kRpcs[] = {"Chunk", "Dedup"};
 
 // grpc-go's codes.Code.String(), which go-grpc-prometheus puts in grpc_code.
@@ -272,7 +270,10 @@ Metrics::Metrics(absl::string_view version, absl::string_view backend)
       .Set(1);
   // Fixed label sets exist from the start, at zero.
   for (const char* rpc : kRpcs) {
-    for (const char* algorithm : kAlgorithms) ForStream(rpc, algorithm);
+    for (const chunking::tables::AlgorithmRow& row :
+         chunking::tables::kAlgorithms) {
+      ForStream(rpc, row.name);
+    }
   }
   collector_ = std::make_shared<Collector>(this);
   process_collector_ = std::make_shared<ProcessCollector>();

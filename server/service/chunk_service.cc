@@ -1094,22 +1094,8 @@ grpc::ServerUnaryReactor* ChunkServiceImpl::GetServerInfo(
 void ChunkServiceImpl::FillServerInfo(v1::GetServerInfoResponse* response) const {
   response->set_version(options_.version);
   for (chunking::Algorithm algorithm : chunking::AllAlgorithms()) {
-    const chunking::AlgorithmLimits& limits = chunking::LimitsFor(algorithm);
     v1::AlgorithmInfo* info = response->add_algorithms();
-    info->set_algorithm(AlgorithmToProto(algorithm));
-    info->set_name(std::string(chunking::AlgorithmName(algorithm)));
-    auto set = [](const chunking::ParamRange& from, v1::ParamRange* to) {
-      to->set_min(from.min);
-      to->set_max(from.max);
-      to->set_default_value(from.default_value);
-    };
-    set(limits.min_size, info->mutable_min_size());
-    set(limits.avg_size, info->mutable_avg_size());
-    set(limits.max_size, info->mutable_max_size());
-    info->set_avg_size_power_of_two(limits.avg_power_of_two);
-    set(limits.normalization_level, info->mutable_normalization_level());
-    set(limits.horizon_size, info->mutable_horizon_size());
-    set(limits.polynomial, info->mutable_polynomial());
+    FillAlgorithmInfo(algorithm, info);
     // What the engine resolves for this algorithm's streams: the forced
     // kernel, or the automatic one on the pool's thread count.
     absl::StatusOr<chunking::EnginePlan> plan = chunking::PlanEngine(

@@ -34,27 +34,19 @@ constexpr FieldPresence kFields[] = {
     {"polynomial", [](const P& p) { return p.has_polynomial(); }},
 };
 
-// The API's algorithms and the library's, one row each.
-struct AlgorithmRow {
-  v1::Algorithm proto;
-  chunking::Algorithm algorithm;
-};
-constexpr AlgorithmRow kAlgorithms[] = {
-    {v1::ALGORITHM_FASTCDC, chunking::Algorithm::kFastCdc},
-    {v1::ALGORITHM_CRC32, chunking::Algorithm::kCrc32},
-    {v1::ALGORITHM_SEQCDC, chunking::Algorithm::kSeqCdc},
-    {v1::ALGORITHM_FIXED, chunking::Algorithm::kFixed},
-    {v1::ALGORITHM_REP_MAX_CDC, chunking::Algorithm::kRepMaxCdc},
-    {v1::ALGORITHM_RABIN, chunking::Algorithm::kRabin},
-    {v1::ALGORITHM_BUZHASH, chunking::Algorithm::kBuzhash},
-};
+// The API numbers the algorithms as the library does: both come from the
+// table (proto/chunkd/v1/tables.json; params_test holds the proto's enum to
+// it).
+v1::Algorithm ProtoOf(chunking::Algorithm algorithm) {
+  return static_cast<v1::Algorithm>(static_cast<int>(algorithm));
+}
 
-// "ALGORITHM_FASTCDC (1), ..., or ALGORITHM_BUZHASH (7)".
+// "ALGORITHM_FASTCDC (1), ALGORITHM_CRC32 (2), ... or ALGORITHM_X (n)".
 std::string KnownAlgorithms() {
   std::vector<std::string> names;
-  for (const AlgorithmRow& row : kAlgorithms) {
-    names.push_back(absl::StrCat(v1::Algorithm_Name(row.proto), " (",
-                                 static_cast<int>(row.proto), ")"));
+  for (chunking::Algorithm algorithm : chunking::AllAlgorithms()) {
+    names.push_back(absl::StrCat(v1::Algorithm_Name(ProtoOf(algorithm)), " (",
+                                 static_cast<int>(algorithm), ")"));
   }
   const std::string last = names.back();
   names.pop_back();
@@ -85,8 +77,8 @@ absl::StatusOr<chunking::ChunkerOptions> ChunkerOptionsFromProto(
   if (p.algorithm() == v1::ALGORITHM_UNSPECIFIED) {
     found = chunking::Algorithm::kFastCdc;
   }
-  for (const AlgorithmRow& row : kAlgorithms) {
-    if (row.proto == p.algorithm()) found = row.algorithm;
+  for (chunking::Algorithm algorithm : chunking::AllAlgorithms()) {
+    if (ProtoOf(algorithm) == p.algorithm()) found = algorithm;
   }
   if (!found.has_value()) {
     return absl::InvalidArgumentError(
@@ -184,10 +176,37 @@ absl::StatusOr<pipeline::HintTest> HintTestFromProto(
 }
 
 v1::Algorithm AlgorithmToProto(chunking::Algorithm algorithm) {
-  for (const AlgorithmRow& row : kAlgorithms) {
-    if (row.algorithm == algorithm) return row.proto;
+  for (chunking::Algorithm known : chunking::AllAlgorithms()) {
+    if (known == algorithm) return ProtoOf(algorithm);
   }
   return v1::ALGORITHM_UNSPECIFIED;
+}
+
+void FillAlgorithmInfo(chunking::Algorithm algorithm, v1::AlgorithmInfo* info) {
+  const chunking::AlgorithmLimits& limits = chunking::LimitsFor(algorithm);
+  info->set_algorithm(AlgorithmToProto(algorithm));
+  info->set_name(std::string(chunking::AlgorithmName(algorithm)));
+  // Only the ranges of the parameters the algorithm takes: a range listed is
+  // a field a caller may set (seqcdc keeps an average inside the library,
+  // fixed a minimum and maximum, but a caller may set none of them).
+  using Field = v1::ParamRange* (v1::AlgorithmInfo::*)();
+  auto set = [algorithm, info](absl::string_view parameter,
+                               const chunking::ParamRange& from, Field field) {
+    if (!chunking::TakesParameter(algorithm, parameter)) return;
+    v1::ParamRange* to = (info->*field)();
+    to->set_min(from.min);
+    to->set_max(from.max);
+    to->set_default_value(from.default_value);
+  };
+  set("min_size", limits.min_size, &v1::AlgorithmInfo::mutable_min_size);
+  set("avg_size", limits.avg_size, &v1::AlgorithmInfo::mutable_avg_size);
+  set("max_size", limits.max_size, &v1::AlgorithmInfo::mutable_max_size);
+  info->set_avg_size_power_of_two(limits.avg_power_of_two);
+  set("normalization_level", limits.normalization_level,
+      &v1::AlgorithmInfo::mutable_normalization_level);
+  set("horizon_size", limits.horizon_size,
+      &v1::AlgorithmInfo::mutable_horizon_size);
+  set("polynomial", limits.polynomial, &v1::AlgorithmInfo::mutable_polynomial);
 }
 
 }  // namespace chunkd::service

@@ -29,6 +29,11 @@ absl::StatusOr<fingerprint::Kind> FingerprintFromProto(
 
 v1::Algorithm AlgorithmToProto(chunking::Algorithm algorithm);
 
+// GetServerInfo's entry of `algorithm`: its number, name, and the range and
+// default of exactly the parameters it takes (chunking::ParametersOf) among
+// the ranges AlgorithmInfo has; the others stay unset.
+void FillAlgorithmInfo(chunking::Algorithm algorithm, v1::AlgorithmInfo* info);
+
 // Dedup's hints: unset means FF+RWT+FPT for fastcdc and off otherwise; a
 // test other than OFF with another algorithm is INVALID_ARGUMENT.
 absl::StatusOr<pipeline::HintTest> HintTestFromProto(

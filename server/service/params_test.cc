@@ -84,6 +84,45 @@ TEST(ChunkerOptionsFromProtoTest, EveryAlgorithmMapsBothWays) {
   }
 }
 
+TEST(ChunkerOptionsFromProtoTest, TheTableNumbersTheAlgorithmsAsTheProto) {
+  // The library's numbers come from the table, the API's from chunkd.proto:
+  // each row's value must be the proto enum value of the row's name.
+  for (const chunking::tables::AlgorithmRow& row : chunking::tables::kAlgorithms) {
+    v1::Algorithm proto = v1::ALGORITHM_UNSPECIFIED;
+    ASSERT_TRUE(v1::Algorithm_Parse(row.proto_name, &proto))
+        << row.proto_name << " is not in chunkd.proto";
+    EXPECT_EQ(static_cast<int>(proto), static_cast<int>(row.algorithm))
+        << row.name;
+  }
+  // And every value of the proto's enum is in the table.
+  const google::protobuf::EnumDescriptor* e = v1::Algorithm_descriptor();
+  EXPECT_EQ(e->value_count() - 1, chunking::kAlgorithmCount);
+}
+
+TEST(FillAlgorithmInfoTest, ListsExactlyTheParametersTheAlgorithmTakes) {
+  for (chunking::Algorithm algorithm : chunking::AllAlgorithms()) {
+    v1::AlgorithmInfo info;
+    FillAlgorithmInfo(algorithm, &info);
+    EXPECT_EQ(info.name(), chunking::AlgorithmName(algorithm));
+    EXPECT_EQ(info.algorithm(), AlgorithmToProto(algorithm));
+    const google::protobuf::Descriptor* d = v1::AlgorithmInfo::descriptor();
+    const google::protobuf::Reflection* r = info.GetReflection();
+    for (int i = 0; i < d->field_count(); ++i) {
+      const google::protobuf::FieldDescriptor* field = d->field(i);
+      if (field->message_type() != v1::ParamRange::descriptor()) continue;
+      EXPECT_EQ(r->HasField(info, field),
+                chunking::TakesParameter(algorithm, field->name()))
+          << chunking::AlgorithmName(algorithm) << " " << field->name();
+    }
+  }
+  // The case behind the rule: seqcdc keeps an average inside the library but
+  // refuses avg_size from a caller, so GetServerInfo must not list it.
+  v1::AlgorithmInfo seqcdc;
+  FillAlgorithmInfo(chunking::Algorithm::kSeqCdc, &seqcdc);
+  EXPECT_FALSE(seqcdc.has_avg_size());
+  EXPECT_TRUE(seqcdc.has_min_size());
+}
+
 TEST(ChunkerOptionsFromProtoTest, UnknownAlgorithmListsTheKnownOnes) {
   auto options = ChunkerOptionsFromProto(Params(static_cast<v1::Algorithm>(99)));
   ASSERT_FALSE(options.ok());

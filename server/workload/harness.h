@@ -51,9 +51,9 @@ absl::StatusOr<Dataset> ParseDataset(absl::string_view name);
 // The bytes of `dataset` at about `size` bytes (exactly, for kRandom).
 std::vector<uint8_t> MakeDataset(Dataset dataset, size_t size);
 
-// The parameters the chunking targets are measured with: fastcdc min 4 KiB,
-// avg 16 KiB, max 64 KiB, level 2; crc32 2 / 16 / 64 KiB; seqcdc the
-// "seqcdc-16k" preset; fixed 16 KiB.
+// The parameters the chunking targets are measured with: each algorithm's
+// defaults (chunking::DefaultOptions), fastcdc at normalization level 2
+// (min 4 KiB, avg 16 KiB, max 64 KiB).
 chunking::ChunkerOptions BenchOptions(chunking::Algorithm algorithm);
 
 // OK when `got` equals `want` chunk for chunk (offset, length and hash).

@@ -6,7 +6,10 @@ import os
 import re
 from pathlib import Path
 
-from chunkd_client import Client
+import grpc
+import pytest
+
+from chunkd_client import ChunkdError, ChunkingParams, Client
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client.testing import ChunkdServer, health_status
 from e2e_util import REPO, RPC_TIMEOUT
@@ -22,9 +25,14 @@ EXPECTED = {
 }
 #: The stage-1 kernels a server may report.
 KERNELS = ("scalar", "avx2", "avx512")
-#: The algorithms whose chunk sizes are not bounded by min/avg/max fields:
-#: fixed (avg only) and repmaxcdc (min and horizon; chunks in [min, 2 min)).
-NOT_MIN_AVG_MAX = ("fixed", "repmaxcdc")
+#: The ChunkingParams fields AlgorithmInfo has a range for.
+RANGED_FIELDS = ("min_size", "avg_size", "max_size", "normalization_level",
+                 "horizon_size", "polynomial")
+#: A value of each field that its own algorithm accepts, to set where
+#: GetServerInfo lists no range (the server must refuse the field).
+SOME_VALUE = {"min_size": 4096, "avg_size": 16384, "max_size": 65536,
+              "normalization_level": 1, "horizon_size": 0,
+              "polynomial": 0x3DA3358B4DC173}
 
 
 def project_version() -> str:
@@ -43,11 +51,10 @@ def test_algorithms_and_ranges(client: Client) -> None:
     assert {a.name: a.algorithm for a in info.algorithms} == EXPECTED
     assert len(info.algorithms) == 7
     for a in info.algorithms:
-        for name in ("min_size",) if a.name == "repmaxcdc" else ("min_size", "avg_size", "max_size"):
+        for name in listed(a):
             r = getattr(a, name)
-            assert 0 < r.max, (a.name, name, r)
             assert r.min <= r.default <= r.max, (a.name, name, r)
-        if a.name not in NOT_MIN_AVG_MAX:
+        if {"min_size", "avg_size", "max_size"} <= listed(a):
             assert a.min_size.default <= a.avg_size.default <= a.max_size.default, a
         assert (a.horizon_size is not None) == (a.name == "repmaxcdc"), a
         assert (a.polynomial is not None) == (a.name == "rabin"), a
@@ -73,6 +80,35 @@ def test_algorithms_and_ranges(client: Client) -> None:
     buzhash = info.algorithm("buzhash")
     assert (buzhash.min_size.default, buzhash.avg_size.default, buzhash.max_size.default) == (
         16 << 10, 64 << 10, 256 << 10)
+
+
+def listed(a) -> set:
+    """The fields GetServerInfo gives `a` a range for: a size left zero, or
+    another range absent, is a field `a` does not take."""
+    return {name for name in RANGED_FIELDS
+            if getattr(a, name) is not None and getattr(a, name).max != 0}
+
+
+def test_listed_parameters_are_exactly_the_accepted_ones(client: Client) -> None:
+    """Every field GetServerInfo lists for an algorithm is accepted by a
+    Chunk call (at its default), every one it omits is refused with
+    INVALID_ARGUMENT naming it: seqcdc lists no avg_size, fixed only
+    avg_size."""
+    info = client.server_info()
+    data = bytes(range(256)) * 256
+    for a in info.algorithms:
+        for name in RANGED_FIELDS:
+            if name in listed(a):
+                records, summary = client.chunk_all(
+                    data, params=ChunkingParams(a.name, **{name: getattr(a, name).default}))
+                assert summary.total_bytes == len(data), (a.name, name)
+                continue
+            with pytest.raises(ChunkdError) as refused:
+                client.chunk_all(data, params=ChunkingParams(a.name, **{name: SOME_VALUE[name]}))
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (a.name, name)
+            assert f"{name} is not a parameter of {a.name}" in refused.value.details()
+    assert "avg_size" not in listed(info.algorithm("seqcdc"))
+    assert listed(info.algorithm("fixed")) == {"avg_size"}
 
 
 def test_fingerprints_backends_and_limits(client: Client) -> None:

@@ -324,25 +324,6 @@ def test_retries_flag(server: ChunkdServer, data_file: Path, command: List[str])
                     data_file)[0] == 2
 
 
-def test_ranges_are_the_servers(server: ChunkdServer) -> None:
-    """The ranges chunkd-client checks before any call are those a real
-    chunkd reports, for every field each algorithm takes, and none other."""
-    from chunkd_client import ALGORITHM_PARAMETERS
-    from chunkd_client.cli import RANGES
-
-    with Client(server.address, timeout=60) as client:
-        info = client.server_info()
-    assert sorted(a.name for a in info.algorithms) == sorted(RANGES)
-    for a in info.algorithms:
-        reported = {"min_size": a.min_size, "avg_size": a.avg_size, "max_size": a.max_size,
-                    "normalization_level": a.normalization_level,
-                    "horizon_size": a.horizon_size, "polynomial": a.polynomial}
-        takes = ALGORITHM_PARAMETERS[a.name]
-        checked = {field: (r.min, r.max) for field, r in reported.items()
-                   if field in takes and r is not None}
-        assert RANGES[a.name] == checked, a.name
-
-
 @pytest.mark.parametrize("args, message", [
     (["chunk", "--min", "1", "-"], "--min 1 is out of range for fastcdc: 64..1048576"),
     (["chunk", "--algorithm", "buzhash", "--max", "47", "-"],

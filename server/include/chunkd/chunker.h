@@ -15,28 +15,10 @@
 // choose the kernel, the executor, the segment and window sizes and the
 // strategy; none of them changes the chunks.
 //
-//   fastcdc  FastCDC 2020 (Xia et al., "The Design of Fast Content-Defined
-//            Chunking for Data Deduplication Based Storage Systems", IEEE TPDS
-//            2020), byte-exact with REAPI's FAST_CDC_2020 and the Rust crate
-//            `fastcdc` v2020: Gear hash restarted at each chunk's min offset,
-//            normalized chunking with a stricter mask before avg.
-//   crc32    Rolling CRC-32 over a 256-byte window, as in SS-CDC (Ni et al.,
-//            "SS-CDC: A Two-stage Parallel Content-Defined Chunking for
-//            Deduplicating Backup Storage", SYSTOR 2019).
-//   seqcdc   SeqCDC (Udayashankar et al., Middleware 2024): hashless, cut after
-//            a run of monotonic byte steps, with content-defined skipping.
-//   fixed    Fixed-size chunks of avg_size bytes.
-//   repmaxcdc  RepMaxCDC, REAPI's REP_MAX_CDC, byte-exact with Go module
-//            github.com/buildbarn/go-cdc v0.0.10: the Gear hash over 64
-//            bytes, cut where it is maximal within the horizon; every chunk
-//            but the last in [min_size, 2 * min_size)
-//            (docs/algorithms/repmaxcdc.md).
-//   rabin    restic's Rabin fingerprint chunker (github.com/restic/chunker
-//            v0.4.0): a 64-byte window over GF(2)[x] modulo the client's
-//            irreducible polynomial of degree 53 (docs/algorithms/rabin.md).
-//   buzhash  casync's buzhash chunker as desync v1.0.4 implements it: a
-//            48-byte window, cut where hash % d == d - 1
-//            (docs/algorithms/buzhash.md).
+// The algorithms, each with its paper or upstream library, the parameters
+// it reads, their ranges and defaults, are declared once in the table
+// proto/chunkd/v1/tables.json, which the build turns into chunkd/tables.h
+// (enum Algorithm, with each algorithm's description, and the named bounds).
 //
 // Thread safety: free functions are thread-safe. A StreamChunker is not: one
 // stream, one thread at a time.
@@ -53,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "chunkd/tables.h"  // enum Algorithm, generated from the table
 
 namespace chunkd::chunking {
 
@@ -61,20 +44,11 @@ struct Kernel;  // chunking/kernels/kernels.h: one instruction set's stage 1
 }  // namespace kernels
 class Executor;  // chunking/executor.h: runs stage-1 segments in parallel
 
-enum class Algorithm : int {
-  kFastCdc = 1,
-  kCrc32 = 2,
-  kSeqCdc = 3,
-  kFixed = 4,
-  kRepMaxCdc = 5,
-  kRabin = 6,
-  kBuzhash = 7,
-};
-
-// Every algorithm, in the order above.
+// Every algorithm, in the table's order.
 const std::vector<Algorithm>& AllAlgorithms();
 
-// "fastcdc", "crc32", "seqcdc", "fixed", "repmaxcdc", "rabin", "buzhash".
+// The algorithm's name in the table ("fastcdc", ...); "unknown" for a value
+// that is not an algorithm.
 absl::string_view AlgorithmName(Algorithm algorithm);
 
 // Parses a name as returned by AlgorithmName. INVALID_ARGUMENT names the
@@ -101,24 +75,24 @@ struct ChunkerOptions {
   // Largest chunk. fixed: ignored.
   uint32_t max_size = 0;
   // fastcdc: normalization level 0..3. Default 1.
-  uint32_t normalization_level = 1;
+  uint32_t normalization_level = kFastCdcNormalizationLevelDefault;
   // fastcdc: XORed into every Gear table entry. Default 0.
   uint64_t seed = 0;
   // seqcdc: direction of the run that makes a cut. Default increasing.
   SeqMode seq_mode = SeqMode::kIncreasing;
   // seqcdc: monotonic steps that make a cut point. Default 5.
-  uint32_t seq_length = 5;
+  uint32_t seq_length = kSeqCdcSeqLengthDefault;
   // seqcdc: opposing steps that trigger a jump. Default 50.
-  uint32_t skip_trigger = 50;
+  uint32_t skip_trigger = kSeqCdcSkipTriggerDefault;
   // seqcdc: bytes skipped by a jump. Default 512.
-  uint32_t skip_size = 512;
+  uint32_t skip_size = kSeqCdcSkipSizeDefault;
   // repmaxcdc: how far past min_size the best cut is looked for (REAPI's
   // horizon_size_bytes); 0 gives chunks of min_size. Default 8 * 256 KiB.
-  uint32_t horizon_size = 2 * 1024 * 1024;
+  uint32_t horizon_size = kRepMaxCdcHorizonSizeDefault;
   // rabin: the irreducible polynomial of degree 53 over GF(2), bit i the
   // coefficient of x^i (restic's Pol). Default 0x3DA3358B4DC173, the one of
   // restic's own tests: a restic repository's is in its config file.
-  uint64_t polynomial = 0x3DA3358B4DC173;
+  uint64_t polynomial = kRabinPolynomialDefault;
 };
 
 // The allowed range of one parameter and its default.
@@ -146,30 +120,23 @@ struct AlgorithmLimits {
 
 const AlgorithmLimits& LimitsFor(Algorithm algorithm);
 
-// The parameters `algorithm` reads, by their API names, in the API's order:
-// fastcdc min_size, avg_size, max_size, normalization_level, seed; crc32
-// min_size, avg_size, max_size; seqcdc min_size, max_size, seq_mode,
-// seq_length, skip_trigger, skip_size; fixed avg_size; repmaxcdc min_size,
-// horizon_size; rabin min_size, avg_size, max_size, polynomial; buzhash
-// min_size, avg_size, max_size. Every other field a
-// caller sets would be ignored, so callers refuse it (the server with
+// The parameters `algorithm` reads, by their API names, in the API's order
+// (the table's "parameters" of the algorithm). Every other field a caller
+// sets would be ignored, so callers refuse it (the server with
 // INVALID_ARGUMENT, chunkctl as a usage error).
 const std::vector<absl::string_view>& ParametersOf(Algorithm algorithm);
 bool TakesParameter(Algorithm algorithm, absl::string_view parameter);
 // Every parameter name, in the API's order.
 const std::vector<absl::string_view>& AllParameters();
 
-// The algorithm's default parameters (docs/design.md, "Parameters, ranges and defaults"): fastcdc 16 KiB average
-// (min 4 KiB, max 64 KiB, level 1); crc32 2/16/64 KiB; seqcdc the authors'
-// 16 KiB profile (increasing, SeqLength 5, SkipTrigger 50, SkipSize 512,
-// min 8 KiB, max 32 KiB); fixed 16 KiB; repmaxcdc REAPI's recommendation
-// (min 256 KiB, horizon 8 * min); rabin restic's (min 512 KiB, avg 1 MiB,
-// max 8 MiB, restic's test polynomial); buzhash casync's (16/64/256 KiB).
+// The algorithm's default parameters (the table's defaults; docs/design.md,
+// "Parameters, ranges and defaults"); the fields the algorithm does not read
+// keep ChunkerOptions' defaults.
 ChunkerOptions DefaultOptions(Algorithm algorithm);
 
-// Named presets: "seqcdc-8k" and "seqcdc-16k" (the SeqCDC authors'
-// profiles), "fastcdc-reapi" (FAST_CDC_2020 with REAPI's defaults: avg 512 KiB,
-// min avg/4, max avg*4, level 2). NOT_FOUND for an unknown name.
+// The named presets of the table ("seqcdc-16k", "fastcdc-reapi", ...): an
+// algorithm and its parameters. NOT_FOUND for an unknown name, naming the
+// presets.
 absl::StatusOr<ChunkerOptions> Preset(absl::string_view name);
 
 // OK when `options` is within LimitsFor(options.algorithm) and consistent
@@ -182,20 +149,8 @@ absl::Status ValidateOptions(const ChunkerOptions& options);
 struct Chunk {
   uint64_t offset = 0;
   uint32_t length = 0;
-  // The algorithm's rolling hash at the cut.
-  //   fastcdc: exactly the crate's value, as in the public FastCDC 2020
-  //     vectors: the Gear hash where the chunk was cut, also when it was cut
-  //     by max_size or the end of the stream (the hash after the last byte
-  //     pair examined); 0 only for a chunk no longer than min_size, where no
-  //     hash is computed.
-  //   crc32: the window CRC at the chunk's last byte when the chunk was cut
-  //     there as a candidate (length >= min_size); otherwise — cut by
-  //     max_size or the end of the stream — 0.
-  //   rabin: the digest at the chunk's last byte when the chunk was cut there
-//     as a candidate (restic's Chunk.Cut); otherwise 0.
-//   buzhash: the 32-bit buzhash at the chunk's last byte when the chunk was
-//     cut there as a candidate; otherwise 0.
-//   seqcdc, fixed, repmaxcdc: 0 (no hash reported).
+  // The algorithm's rolling hash at the cut, or 0 where it has none; what
+  // it is for each algorithm: the Algorithm enumerator's comment.
   uint64_t hash = 0;
 
   friend bool operator==(const Chunk& a, const Chunk& b) {

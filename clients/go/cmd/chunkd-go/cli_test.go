@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -95,7 +94,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"chunk", "--server", dead, "--format", "xml", file}, "expected one of text, csv, json"},
 		{[]string{"chunk", "--server", dead, "--progress", "sometimes", file}, "expected one of auto, always, never"},
 		{[]string{"chunk", "--server", dead, "--algorithm", "fastest", file}, "expected one of fastcdc"},
-		{[]string{"chunk", "--server", dead, "--preset", "fastcdc-16k", file}, "expected one of fastcdc-reapi, seqcdc-16k, seqcdc-8k"},
+		{[]string{"chunk", "--server", dead, "--preset", "fastcdc-16k", file}, "expected one of fastcdc-reapi, seqcdc-8k, seqcdc-16k"},
 		{[]string{"chunk", "--server", dead, "--preset", "seqcdc-8k", "--algorithm", "fastcdc", file}, "--preset seqcdc-8k is a seqcdc preset, but --algorithm is fastcdc"},
 		{[]string{"chunk", "--server", dead, file, file}, `give exactly one FILE`},
 		{[]string{"chunk", "--server", dead, "--message-size", "0", file}, "--message-size must be at least 1"},
@@ -126,43 +125,6 @@ func TestUsageErrors(t *testing.T) {
 	}
 	code, stdout, stderr := chunkdGoRaw("chunk", "--server", dead, "no-such-file")
 	wantFailure(t, "a missing file", code, stdout, stderr, 1, "", "chunkd-go: open no-such-file: no such file or directory\n")
-}
-
-// TestRangesAreTheServers: the ranges chunkd-go checks before any call
-// are those a real chunkd reports, for every flag each algorithm takes.
-func TestRangesAreTheServers(t *testing.T) {
-	c, err := chunkd.Dial(chunkdtest.Start(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	info, err := c.ServerInfo(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range info.Algorithms {
-		server := map[string]*chunkd.Range{"min": &a.MinSize, "avg": &a.AvgSize, "max": &a.MaxSize,
-			"level": a.NormalizationLevel, "horizon": a.HorizonSize, "polynomial": a.Polynomial}
-		takes, known := algorithmFlags[a.Name]
-		if !known {
-			t.Errorf("chunkd offers %s, which chunkd-go does not know", a.Name)
-			continue
-		}
-		for name, r := range server {
-			local, checked := ranges[a.Name][name]
-			if !slices.Contains(takes, name) {
-				if checked {
-					t.Errorf("%s: a range for --%s, which it does not take", a.Name, name)
-				}
-				continue
-			}
-			if r == nil || !checked || local.min != r.Min || local.max != r.Max {
-				t.Errorf("%s --%s: chunkd-go checks %+v (%v), chunkd reports %+v", a.Name, name, local, checked, r)
-			}
-		}
-	}
 }
 
 // TestSpellings: dashes or underscores, one dash or two, flags before or

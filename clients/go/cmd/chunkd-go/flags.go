@@ -115,9 +115,9 @@ var numericFlags = []struct {
 	bits  int
 	usage string
 }{
-	{"min", 32, "minimum chunk size in bytes (not fixed)"},
-	{"avg", 32, "average chunk size in bytes (not seqcdc, repmaxcdc)"},
-	{"max", 32, "maximum chunk size in bytes (not fixed, repmaxcdc)"},
+	{"min", 32, "minimum chunk size in bytes"},
+	{"avg", 32, "average chunk size in bytes (fixed: the size of every chunk)"},
+	{"max", 32, "maximum chunk size in bytes"},
 	{"level", 32, "fastcdc: normalization level 0..3 (default 1)"},
 	{"seed", 64, "fastcdc: Gear table seed (default 0)"},
 	{"seq-length", 32, "seqcdc: sequence length (default 5)"},
@@ -149,12 +149,19 @@ func (o *options) connectionFlags(fs *flag.FlagSet) {
 		"progress line on stderr, `when`: auto (when stderr is a terminal), always or never")
 }
 
+// orList is "a, b or c".
+func orList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
+}
+
 func (o *options) chunkingFlags(fs *flag.FlagSet) {
 	o.algorithm, o.fingerprint = "fastcdc", "sha256"
-	fs.Var(choiceFlag{&o.algorithm, []string{"fastcdc", "crc32", "seqcdc", "fixed", "repmaxcdc", "rabin", "buzhash"}},
-		"algorithm", "fastcdc, crc32, seqcdc, fixed, repmaxcdc, rabin or buzhash")
+	fs.Var(choiceFlag{&o.algorithm, algorithmNames()}, "algorithm", orList(algorithmNames()))
 	fs.Var(choiceFlag{&o.preset, presetNames()}, "preset",
-		"fastcdc-reapi, seqcdc-8k or seqcdc-16k; flags given beside it override it")
+		orList(presetNames())+"; flags given beside it override it")
 	o.numbers = map[string]uint64{}
 	for _, f := range numericFlags {
 		fs.Var(uintFlag{f.name, f.bits, o.numbers}, f.name, f.usage)

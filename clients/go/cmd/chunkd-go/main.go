@@ -19,14 +19,13 @@
 // progress line (bytes, rate, ETA) goes to stderr when it is a terminal
 // (--progress auto|always|never).
 //
-// The chunking flags are those of the --algorithm (or the --preset's):
-// fastcdc takes --min, --avg, --max, --level and --seed; crc32 --min, --avg
-// and --max; seqcdc --min, --max, --seq-mode, --seq-length, --skip-trigger
-// and --skip-size; fixed --avg; repmaxcdc --min and --horizon; rabin --min,
-// --avg, --max and --polynomial (0x... or decimal); buzhash --min, --avg and
-// --max. Another chunking flag, even with its default value, is a usage
-// error, as is a value out of the algorithm's range; a flag left out is not
-// sent, so the server uses the algorithm's default.
+// The chunking flags are those of the --algorithm (or the --preset's), as
+// chunkd's table declares them (e.g. fastcdc takes --min, --avg, --max,
+// --level and --seed; fixed only --avg; the usage error for another flag
+// names those the algorithm takes).
+// Another chunking flag, even with its default value, is a usage error, as
+// is a value out of the algorithm's range; a flag left out is not sent, so
+// the server uses the algorithm's default.
 //
 // Exit status: 0 on success; 1 when a file, the output or a call failed
 // ("chunkd-go: CODE: message" with the gRPC code and the server's message,

@@ -7,45 +7,95 @@ import (
 	"strings"
 
 	chunkd "github.com/chunkd/chunkd/clients/go"
+	"github.com/chunkd/chunkd/clients/go/internal/tables"
 )
 
 // chunkingFlags are the flags of the ChunkingParams fields, and
 // algorithmFlags those each algorithm takes (the server refuses any other
-// field, so a flag of another algorithm is a usage error).
+// field, so a flag of another algorithm is a usage error); both from
+// chunkd's table (internal/tables, generated from proto/chunkd/v1/tables.json).
 var (
-	chunkingFlags  = []string{"min", "avg", "max", "level", "seed", "seq-mode", "seq-length", "skip-trigger", "skip-size", "horizon", "polynomial"}
-	algorithmFlags = map[string][]string{
-		"fastcdc":   {"min", "avg", "max", "level", "seed"},
-		"crc32":     {"min", "avg", "max"},
-		"seqcdc":    {"min", "max", "seq-mode", "seq-length", "skip-trigger", "skip-size"},
-		"fixed":     {"avg"},
-		"repmaxcdc": {"min", "horizon"},
-		"rabin":     {"min", "avg", "max", "polynomial"},
-		"buzhash":   {"min", "avg", "max"},
-	}
+	chunkingFlags  = tableFlags()
+	algorithmFlags = tableAlgorithmFlags()
 )
 
+// flagOfParameter maps a ChunkingParams field to its flag ("min_size": "min").
+var flagOfParameter = func() map[string]string {
+	m := map[string]string{}
+	for _, p := range tables.Parameters {
+		m[p.Name] = p.Flag
+	}
+	return m
+}()
+
+func tableFlags() []string {
+	flags := make([]string, 0, len(tables.Parameters))
+	for _, p := range tables.Parameters {
+		flags = append(flags, p.Flag)
+	}
+	return flags
+}
+
+func tableAlgorithmFlags() map[string][]string {
+	m := map[string][]string{}
+	for _, a := range tables.Algorithms {
+		for _, name := range a.Parameters {
+			m[a.Name] = append(m[a.Name], flagOfParameter[name])
+		}
+	}
+	return m
+}
+
+// algorithmNames are the algorithms in the table's order.
+func algorithmNames() []string {
+	names := make([]string, 0, len(tables.Algorithms))
+	for _, a := range tables.Algorithms {
+		names = append(names, a.Name)
+	}
+	return names
+}
+
 // preset is a named parameter set: its algorithm and the flags it sets (as
-// chunkctl's --preset; the library's presets in server/chunking/options.cc).
+// chunkctl's --preset), from the table.
 type preset struct {
 	algorithm string
 	flags     map[string]string
 }
 
-var presets = map[string]preset{
-	"fastcdc-reapi": {"fastcdc", map[string]string{"min": "131072", "avg": "524288", "max": "2097152", "level": "2"}},
-	"seqcdc-8k": {"seqcdc", map[string]string{"min": "4096", "max": "16384", "seq-mode": "increasing",
-		"seq-length": "5", "skip-trigger": "50", "skip-size": "256"}},
-	"seqcdc-16k": {"seqcdc", map[string]string{"min": "8192", "max": "32768", "seq-mode": "increasing",
-		"seq-length": "5", "skip-trigger": "50", "skip-size": "512"}},
+var presets = func() map[string]preset {
+	m := map[string]preset{}
+	for _, p := range tables.Presets {
+		flags := map[string]string{}
+		for _, name := range p.Parameters {
+			flags[flagOfParameter[name]] = strconv.FormatUint(p.Values[name], 10)
+		}
+		if mode, ok := flags["seq-mode"]; ok {
+			for name, value := range seqModeValues() {
+				if strconv.FormatUint(value, 10) == mode {
+					flags["seq-mode"] = name
+				}
+			}
+		}
+		m[p.Name] = preset{p.Algorithm, flags}
+	}
+	return m
+}()
+
+// seqModeValues are the names of seq_mode's values.
+func seqModeValues() map[string]uint64 {
+	for _, p := range tables.Parameters {
+		if p.Name == "seq_mode" {
+			return p.Names
+		}
+	}
+	return nil
 }
 
 func presetNames() []string {
 	names := make([]string, 0, len(presets))
-	for name := range presets {
-		names = append(names, name)
+	for _, p := range tables.Presets {
+		names = append(names, p.Name)
 	}
-	slices.Sort(names)
 	return names
 }
 
@@ -132,21 +182,21 @@ var flagOf = map[string]string{
 // valueRange is the allowed values of a numeric flag for one algorithm.
 type valueRange struct{ min, max uint64 }
 
-// ranges are the values chunkd accepts per algorithm and flag
-// (server/chunking/limits.h, as GetServerInfo reports them; a test holds the
-// table to a real server's answer), so that a value out of range is a usage
-// error before any call, as chunkctl finds it. Rules between fields (min <=
-// avg <= max, a power of two, an irreducible polynomial) are left to the
-// server, whose INVALID_ARGUMENT exits 2 as well.
-var ranges = map[string]map[string]valueRange{
-	"fastcdc":   {"min": {64, 1 << 20}, "avg": {256, 4 << 20}, "max": {1024, 16 << 20}, "level": {0, 3}},
-	"crc32":     {"min": {64, 1 << 20}, "avg": {256, 4 << 20}, "max": {1024, 16 << 20}},
-	"seqcdc":    {"min": {64, 1 << 20}, "max": {1024, 16 << 20}},
-	"fixed":     {"avg": {64, 16 << 20}},
-	"repmaxcdc": {"min": {64, 4 << 20}, "horizon": {0, 16 << 20}},
-	"rabin":     {"min": {64, 8 << 20}, "avg": {1, 16 << 20}, "max": {64, 16 << 20}, "polynomial": {1 << 53, 1<<54 - 1}},
-	"buzhash":   {"min": {48, 4 << 20}, "avg": {48, 4 << 20}, "max": {48, 16 << 20}},
-}
+// ranges are the values chunkd accepts per algorithm and flag (the table's,
+// as the server checks them and GetServerInfo reports them), so that a value
+// out of range is a usage error before any call, as chunkctl finds it. Rules
+// between fields (min <= avg <= max, a power of two, an irreducible
+// polynomial) are left to the server, whose INVALID_ARGUMENT exits 2 as well.
+var ranges = func() map[string]map[string]valueRange {
+	m := map[string]map[string]valueRange{}
+	for _, a := range tables.Algorithms {
+		m[a.Name] = map[string]valueRange{}
+		for name, r := range a.Ranges {
+			m[a.Name][flagOfParameter[name]] = valueRange{r.Min, r.Max}
+		}
+	}
+	return m
+}()
 
 // checkRanges refuses a numeric flag given out of its algorithm's range.
 func (o *options) checkRanges(algorithm string) error {
@@ -159,15 +209,15 @@ func (o *options) checkRanges(algorithm string) error {
 	return nil
 }
 
-// checkNamespace refuses what chunkd refuses: 1..128 characters of
-// [A-Za-z0-9._-].
+// checkNamespace refuses what chunkd refuses: 1..tables.NamespaceMaxLength
+// characters of [tables.NameCharacters] (letters, digits and "._-").
 func checkNamespace(ns string) error {
-	if len(ns) > 128 {
-		return usageError{fmt.Sprintf("--namespace has %d characters; at most 128", len(ns))}
+	if len(ns) > tables.NamespaceMaxLength {
+		return usageError{fmt.Sprintf("--namespace has %d characters; at most %d", len(ns), tables.NamespaceMaxLength)}
 	}
 	for _, r := range ns {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-", r)) {
-			return usageError{fmt.Sprintf("--namespace %q: only [A-Za-z0-9._-] are allowed", ns)}
+			return usageError{fmt.Sprintf("--namespace %q: only [%s] are allowed", ns, tables.NameCharacters)}
 		}
 	}
 	return nil

@@ -10,6 +10,8 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 
+from chunkd_client import _tables
+
 #: Channel options of every client: responses are batches of records, so
 #: never refuse one for its size; and reconnect sooner than gRPC's default
 #: (1 s first, growing to 120 s), or every retry of a unary call falls
@@ -23,38 +25,19 @@ DEFAULT_CHANNEL_OPTIONS: Tuple[Tuple[str, object], ...] = (
     ("grpc.max_reconnect_backoff_ms", 2000),
 )
 
-#: The unary methods that are safe to send again: GetServerInfo and
-#: FindMissing only read, and Release applies once per request_id (the
-#: clients give every Release one).
-RETRIED_METHODS = ("GetServerInfo", "FindMissing", "Release")
-
 #: The gRPC service config every client dials with unless the caller gives
-#: its own (docs/cli.md, "Channel defaults"): round_robin over every address
-#: the target resolves to, so that a ``dns:///`` name of a headless Service
-#: spreads the streams over every pod; and up to 5 attempts (gRPC's most) of
-#: the idempotent unary calls on UNAVAILABLE, gRPC drawing the waits between
-#: them from [0, 1 s], [0, 3 s], [0, 9 s] and [0, 9 s]: together 11 s on
-#: average, enough to outlast a server restart or what is left of a Redis
+#: its own (docs/cli.md, "Channel defaults"; declared once, in chunkd's table
+#: proto/chunkd/v1/tables.json): round_robin over every address the target
+#: resolves to, so that a ``dns:///`` name of a headless Service spreads the
+#: streams over every pod; and up to 5 attempts (gRPC's most) of the
+#: idempotent unary calls (GetServerInfo and FindMissing only read, Release
+#: applies once per request_id) on UNAVAILABLE, gRPC drawing the waits
+#: between them from [0, 1 s], [0, 3 s], [0, 9 s] and [0, 9 s]: together 11 s
+#: on average, enough to outlast a server restart or what is left of a Redis
 #: failover. Streams are never retried by gRPC: ``retries=N`` replays the
 #: source instead.
-DEFAULT_SERVICE_CONFIG: Mapping[str, Any] = {
-    "loadBalancingConfig": [{"round_robin": {}}],
-    "methodConfig": [
-        {
-            "name": [
-                {"service": "chunkd.v1.ChunkService", "method": method}
-                for method in RETRIED_METHODS
-            ],
-            "retryPolicy": {
-                "maxAttempts": 5,
-                "initialBackoff": "1s",
-                "maxBackoff": "9s",
-                "backoffMultiplier": 3,
-                "retryableStatusCodes": ["UNAVAILABLE"],
-            },
-        }
-    ],
-}
+DEFAULT_SERVICE_CONFIG: Mapping[str, Any] = _tables.SERVICE_CONFIG
+
 
 #: What the ``service_config`` argument of a client accepts: None for
 #: DEFAULT_SERVICE_CONFIG, else a service config as a mapping or a JSON

@@ -4,36 +4,24 @@ shared by Client and AsyncClient."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Iterator, List, Mapping, Optional, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
+from chunkd_client import _tables
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client.records import (
     AlgorithmInfo, ChunkRecord, ChunkSummary, DedupRecord, DedupSummary, ParamRange,
     ServerInfo,
 )
 
-#: Chunking algorithms by the names chunkctl and the metrics use.
-ALGORITHMS = {
-    "fastcdc": pb.ALGORITHM_FASTCDC,
-    "crc32": pb.ALGORITHM_CRC32,
-    "seqcdc": pb.ALGORITHM_SEQCDC,
-    "fixed": pb.ALGORITHM_FIXED,
-    "repmaxcdc": pb.ALGORITHM_REP_MAX_CDC,
-    "rabin": pb.ALGORITHM_RABIN,
-    "buzhash": pb.ALGORITHM_BUZHASH,
-}
-#: The ChunkingParams fields each algorithm takes. The server refuses any
-#: other field that is set (INVALID_ARGUMENT naming it); ``seed`` 0 and an
-#: unset ``seq_mode`` count as unset.
-ALGORITHM_PARAMETERS = {
-    "fastcdc": ("min_size", "avg_size", "max_size", "normalization_level", "seed"),
-    "crc32": ("min_size", "avg_size", "max_size"),
-    "seqcdc": ("min_size", "max_size", "seq_mode", "seq_length", "skip_trigger",
-               "skip_size"),
-    "fixed": ("avg_size",),
-    "repmaxcdc": ("min_size", "horizon_size"),
-    "rabin": ("min_size", "avg_size", "max_size", "polynomial"),
-    "buzhash": ("min_size", "avg_size", "max_size"),
+#: Chunking algorithms by the names chunkctl and the metrics use: the enum
+#: values of chunkd's table (_tables, generated from
+#: proto/chunkd/v1/tables.json), which are the proto's.
+ALGORITHMS: Dict[str, int] = dict(_tables.ALGORITHM_VALUES)
+#: The ChunkingParams fields each algorithm takes, in the API's order. The
+#: server refuses any other field that is set (INVALID_ARGUMENT naming it);
+#: ``seed`` 0 and an unset ``seq_mode`` count as unset.
+ALGORITHM_PARAMETERS: Dict[str, Tuple[str, ...]] = {
+    name: tuple(ranges) for name, ranges in _tables.RANGES.items()
 }
 #: Fingerprint algorithms by name.
 FINGERPRINTS = {
@@ -42,10 +30,7 @@ FINGERPRINTS = {
     "none": pb.FINGERPRINT_ALGORITHM_NONE,
 }
 #: SeqCDC modes by name.
-SEQ_MODES = {
-    "increasing": pb.SEQ_CDC_MODE_INCREASING,
-    "decreasing": pb.SEQ_CDC_MODE_DECREASING,
-}
+SEQ_MODES: Dict[str, int] = dict(_tables.PARAMETER_NAMES["seq_mode"])
 #: RapidCDC hint acceptance tests of Dedup by name (``DedupParams.hints``).
 HINTS = {
     "off": pb.HINT_TEST_OFF,
@@ -96,11 +81,8 @@ class ChunkingParams:
     ValueError here. A field left ``None`` is not sent, so the server
     applies the algorithm's default (see ``server_info()``); ``seed`` 0 is
     the same as unset. Each algorithm takes only some fields
-    (``ALGORITHM_PARAMETERS``): fastcdc min/avg/max_size,
-    normalization_level and seed; crc32 min/avg/max_size; seqcdc
-    min/max_size and the seq_/skip_ fields; fixed avg_size; repmaxcdc
-    min_size and horizon_size; rabin min/avg/max_size and polynomial;
-    buzhash min/avg/max_size. The values are
+    (``ALGORITHM_PARAMETERS``; e.g. fastcdc min/avg/max_size,
+    normalization_level and seed, fixed avg_size only). The values are
     passed on as they are: the server validates them and refuses a field the
     algorithm does not take with INVALID_ARGUMENT naming it.
     """

@@ -98,6 +98,8 @@ class ParamRange:
 class AlgorithmInfo:
     """What one chunking algorithm accepts.
 
+    A size the algorithm does not take (seqcdc's ``avg_size``, fixed's
+    ``min_size`` and ``max_size``, ...) is ``ParamRange(0, 0, 0)``;
     ``normalization_level`` is set for fastcdc only, ``horizon_size`` for
     repmaxcdc only, ``polynomial`` (its range: degree 53) for rabin only.
     ``backend`` is the stage-1 kernel the server cuts this algorithm with on

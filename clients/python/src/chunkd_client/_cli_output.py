@@ -1,0 +1,199 @@
+"""What ``chunkd-client`` prints: the progress line, the dedup report lines
+and the ``info`` text and JSON (docs/cli.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from typing import IO, Any, Dict, Optional
+
+from chunkd_client.records import DedupSummary, ParamRange, ServerInfo
+
+
+class Progress:
+    """A one-line progress bar on a terminal: bytes done, rate and ETA.
+
+    Redraws at most ten times a second; ``total`` None (stdin) shows bytes
+    and rate only. Inactive (prints nothing) when ``stream`` is None.
+    """
+
+    WIDTH = 24
+
+    def __init__(
+        self,
+        stream: Optional[IO[str]],
+        label: str,
+        total: Optional[int],
+        clock: Any = time.monotonic,
+    ) -> None:
+        self._stream = stream
+        self._label = label
+        self._total = total
+        self._clock = clock
+        self._start = clock()
+        self._last_draw = float("-inf")
+        self._done = 0
+
+    def update(self, done: int) -> None:
+        self._done = done
+        now = self._clock()
+        if now - self._last_draw >= 0.1:
+            self._last_draw = now
+            self._draw(now)
+
+    def finish(self) -> None:
+        if self._stream is not None:
+            self._draw(self._clock())
+            self._stream.write("\n")
+            self._stream.flush()
+
+    def note(self, text: str) -> None:
+        """Prints ``text`` on a line of its own on stderr; an active bar is
+        cleared first and drawn again below it."""
+        if self._stream is None:
+            print(text, file=sys.stderr, flush=True)
+            return
+        self._stream.write("\r\x1b[K" + text + "\n")
+        self._draw(self._clock())
+
+    def line(self, now: float) -> str:
+        """The text of the bar at time ``now``."""
+        elapsed = max(now - self._start, 1e-9)
+        rate = self._done / elapsed
+        parts = [self._label]
+        if self._total:
+            fraction = min(self._done / self._total, 1.0)
+            filled = int(fraction * self.WIDTH)
+            parts.append("[" + "#" * filled + "-" * (self.WIDTH - filled) + "]")
+            parts.append(f"{fraction * 100:5.1f}%")
+            parts.append(f"{human_bytes(self._done)}/{human_bytes(self._total)}")
+        else:
+            parts.append(human_bytes(self._done))
+        parts.append(f"{human_bytes(rate)}/s")
+        if self._total and rate > 0:
+            parts.append("ETA " + clock_time(max(self._total - self._done, 0) / rate))
+        return " ".join(parts)
+
+    def _draw(self, now: float) -> None:
+        if self._stream is None:
+            return
+        self._stream.write("\r\x1b[K" + self.line(now))
+        self._stream.flush()
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> "1.5 KiB"."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def clock_time(seconds: float) -> str:
+    """75 -> "1:15", 3725 -> "1:02:05"."""
+    seconds = int(seconds + 0.5)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def compact(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def _ratio(total: int, unique: int) -> str:
+    return "inf" if unique == 0 else f"{total / unique:.2f}"
+
+
+def dedup_line(name: Optional[str], s: DedupSummary, running: DedupSummary,
+                as_json: bool) -> str:
+    """The report of one file (``name``), or of the total (``name`` None);
+    ``running`` is the total so far, whose ratio the line shows."""
+    if as_json:
+        head: Dict[str, Any] = {"file": name} if name is not None else {"total": True}
+        return compact({
+            **head,
+            "bytes": s.total_bytes, "unique_bytes": s.unique_bytes,
+            "chunks": s.total_chunks, "unique_chunks": s.unique_chunks,
+            "ratio": None if running.unique_bytes == 0
+            else round(running.total_bytes / running.unique_bytes, 6),
+            "hints_tried": s.hints_tried, "hints_accepted": s.hints_accepted,
+            "hints_rejected": s.hints_rejected,
+            "hint_skipped_bytes": s.hint_skipped_bytes,
+        })
+    line = (f"{'total' if name is None else name} bytes={s.total_bytes} "
+            f"unique_bytes={s.unique_bytes} "
+            f"chunks={s.total_chunks} unique_chunks={s.unique_chunks} "
+            f"ratio={_ratio(running.total_bytes, running.unique_bytes)}")
+    if s.hints_tried:
+        line += (f" hints_tried={s.hints_tried} hints_accepted={s.hints_accepted} "
+                 f"hints_rejected={s.hints_rejected} hint_skipped_bytes={s.hint_skipped_bytes}")
+    return line
+
+
+def added(a: DedupSummary, b: DedupSummary) -> DedupSummary:
+    return DedupSummary(*(x + y for x, y in zip(dataclasses.astuple(a),
+                                                 dataclasses.astuple(b))))
+
+
+def info_text(info: ServerInfo) -> str:
+    """The readable form of ``info``."""
+    lines = [
+        f"version: {info.version}",
+        f"chunking backend: {info.chunking_backend}",
+        f"index backend: {info.index_backend}",
+        f"max message bytes: {info.max_message_bytes}",
+        f"max in-flight bytes: {info.max_inflight_bytes}",
+        f"fingerprints: {', '.join(info.fingerprints)}",
+        "algorithms:",
+    ]
+    for a in info.algorithms:
+        # A range with max 0 is a parameter the algorithm does not take.
+        ranges = ", ".join(
+            f"{name} {r.min}..{r.max} (default {r.default})"
+            for name, r in (("min", a.min_size), ("avg", a.avg_size), ("max", a.max_size),
+                            ("level", a.normalization_level), ("horizon", a.horizon_size))
+            if r is not None and r.max != 0
+        )
+        if a.avg_size_power_of_two:
+            ranges += ", avg a power of two"
+        if a.polynomial is not None:
+            r = a.polynomial
+            ranges += (f", polynomial {r.min:#x}..{r.max:#x} (default {r.default:#x}),"
+                       " irreducible")
+        if a.backend:
+            threads = "thread" if a.backend_threads == 1 else "threads"
+            ranges += f"; backend {a.backend} ({a.backend_threads} {threads})"
+        lines.append(f"  {a.name}: {ranges}")
+    return "\n".join(lines) + "\n"
+
+
+def _range(r: Optional[ParamRange]) -> Optional[Dict[str, int]]:
+    return None if r is None else {"min": r.min, "max": r.max, "default": r.default}
+
+
+def info_json(info: ServerInfo) -> Dict[str, Any]:
+    """The JSON object of ``info`` (docs/cli.md, "info"): the keys of every
+    client, a range the algorithm does not take as null (level, horizon,
+    polynomial) or zeros (the sizes)."""
+    return {
+        "version": info.version,
+        "chunking_backend": info.chunking_backend,
+        "index_backend": info.index_backend,
+        "max_message_bytes": info.max_message_bytes,
+        "max_inflight_bytes": info.max_inflight_bytes,
+        "fingerprints": list(info.fingerprints),
+        "algorithms": [
+            {"name": a.name, "backend": a.backend, "backend_threads": a.backend_threads,
+             "min_size": _range(a.min_size), "avg_size": _range(a.avg_size),
+             "max_size": _range(a.max_size),
+             "avg_size_power_of_two": a.avg_size_power_of_two,
+             "normalization_level": _range(a.normalization_level),
+             "horizon_size": _range(a.horizon_size),
+             "polynomial": _range(a.polynomial)}
+            for a in info.algorithms
+        ],
+    }
