@@ -50,6 +50,7 @@
 #include "metrics/metrics.h"
 #include "pipeline/hint_cache.h"
 #include "pipeline/worker_pool.h"
+#include "platform/error_reason.h"
 #include "service/allocator.h"
 #include "service/chunk_service.h"
 #include "service/connection_guard.h"
@@ -1065,11 +1066,12 @@ void Drain(int sig, chunkd::service::ChunkServiceImpl& service,
     // Calls waiting for Redis to come back fail now, so that their streams
     // can end.
     index.StopWaiting();
-    service.AbortAll(absl::UnavailableError(
+    service.AbortAll(chunkd::WithReason(absl::UnavailableError(
         absl::StrCat("chunkd is shutting down; the stream did not finish "
                      "within the ",
                      absl::FormatDuration(grace),
-                     " grace period (--shutdown_grace) and was cancelled")));
+                     " grace period (--shutdown_grace) and was cancelled")),
+        chunkd::ErrorReason::kShuttingDown));
     service.WaitForCalls(absl::Now() + kAbortWait);
   }
   // Unary calls still waiting for Redis end with UNAVAILABLE before the
