@@ -27,6 +27,7 @@
 #include "clients/cli/chunk_options.h"
 #include "clients/cli/common_flags.h"
 #include "clients/cli/dedup_file.h"
+#include "clients/cli/error_reason.h"
 #include "clients/cli/input_file.h"
 #include "clients/cli/json_output.h"
 #include "clients/cli/local_chunk.h"
@@ -328,7 +329,8 @@ class Io {
   // output (141, silently).
   int Failure(const absl::Status& status) const {
     if (IsBrokenPipe(status)) return kExitBrokenPipe;
-    absl::FPrintF(err_, "chunkctl: %s\n", status.message());
+    absl::FPrintF(err_, "chunkctl: %s%s\n", status.message(),
+                  ReasonSuffix(status));
     return status.code() == absl::StatusCode::kInvalidArgument ? kExitUsage
                                                                 : kExitFailure;
   }

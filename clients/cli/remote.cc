@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "clients/cli/error_reason.h"
 #include "clients/cli/replay.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -402,8 +403,9 @@ void SetTimeout(grpc::ClientContext* context,
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  return Named(static_cast<absl::StatusCode>(status.error_code()),
-               status.error_message());
+  return WithErrorInfo(Named(static_cast<absl::StatusCode>(status.error_code()),
+                             status.error_message()),
+                       status);
 }
 
 absl::Status ChunkRemotely(chunkd::v1::ChunkService::StubInterface* stub,
