@@ -84,3 +84,19 @@ func ReasonOf(err error) string {
 	}
 	return ""
 }
+
+// ownError is an error the client found itself (a protocol violation by
+// the server, records a replay cannot continue): a gRPC status error that
+// is final, never replayed, whatever its code.
+type ownError struct{ s *status.Status }
+
+func (e *ownError) Error() string              { return e.s.Err().Error() }
+func (e *ownError) GRPCStatus() *status.Status { return e.s }
+
+func clientError(code codes.Code, format string, args ...any) error {
+	return &ownError{status.Newf(code, "chunkd: "+format, args...)}
+}
+
+func protocolError(what string) error {
+	return clientError(codes.Internal, "protocol violation by the server: %s", what)
+}
