@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from pathlib import Path
 from typing import Dict, Iterator, Sequence
 
@@ -61,13 +60,6 @@ def chunk_requests(release: threading.Event, data: bytes = DATA) -> Iterator[pb.
     release.wait(RPC_TIMEOUT)
 
 
-def wait_for_active_streams(server: ChunkdServer, active: int) -> None:
-    deadline = time.monotonic() + RPC_TIMEOUT
-    while server.active_streams() != active:
-        assert time.monotonic() < deadline, f"chunkd never had {active} active streams"
-        time.sleep(0.02)
-
-
 @contextlib.contextmanager
 def one_stream_held(server: ChunkdServer, metadata: Sequence[tuple] = ()) -> Iterator[None]:
     """Holds one Chunk stream of `server` open until the block ends, then
@@ -77,12 +69,12 @@ def one_stream_held(server: ChunkdServer, metadata: Sequence[tuple] = ()) -> Ite
         call = pb_grpc.ChunkServiceStub(channel).Chunk(
             chunk_requests(release), timeout=RPC_TIMEOUT, metadata=metadata)
         try:
-            wait_for_active_streams(server, 1)
+            server.wait_for_active_streams(1, RPC_TIMEOUT)
             yield
         finally:
             release.set()
         assert list(call)[-1].summary.total_bytes == len(DATA)
-    wait_for_active_streams(server, 0)
+    server.wait_for_active_streams(0, RPC_TIMEOUT)
 
 
 def refused_chunk(server: ChunkdServer, metadata: Sequence[tuple] = ()) -> grpc.RpcError:

@@ -46,13 +46,6 @@ def limited_server(chunkd_bin: Path) -> Iterator[ChunkdServer]:
     yield from serving(ChunkdServer(chunkd_bin, extra_args=["--max_streams=1"]))
 
 
-def wait_for_active_streams(server: ChunkdServer, active: int) -> None:
-    deadline = time.monotonic() + RPC_TIMEOUT
-    while server.active_streams() != active:
-        assert time.monotonic() < deadline, f"chunkd never had {active} active streams"
-        time.sleep(0.02)
-
-
 @contextlib.contextmanager
 def the_only_stream_held(server: ChunkdServer) -> Iterator[None]:
     """Keeps one stream of ``server`` open (its source stalls after the first
@@ -64,16 +57,16 @@ def the_only_stream_held(server: ChunkdServer) -> Iterator[None]:
         yield b"held"
         release.wait(RPC_TIMEOUT)
 
-    wait_for_active_streams(server, 0)
+    server.wait_for_active_streams(0, RPC_TIMEOUT)
     with Client(server.address, timeout=RPC_TIMEOUT) as client:
         stream = client.chunk(stalled())
         try:
-            wait_for_active_streams(server, 1)
+            server.wait_for_active_streams(1, RPC_TIMEOUT)
             yield
         finally:
             release.set()
         assert stream.collect()[1].total_bytes == 4
-    wait_for_active_streams(server, 0)
+    server.wait_for_active_streams(0, RPC_TIMEOUT)
 
 
 def refusal(server: ChunkdServer) -> str:
