@@ -64,21 +64,34 @@ inline constexpr absl::string_view kErrorInfoTypeUrl =
 // The ErrorInfo.reason string: "STREAM_LIMIT", "INDEX_FULL", ...
 inline const char* ErrorReasonName(ErrorReason reason) {
   switch (reason) {
-    case ErrorReason::kStreamLimit: return "STREAM_LIMIT";
-    case ErrorReason::kPerTokenStreamLimit: return "PER_TOKEN_STREAM_LIMIT";
-    case ErrorReason::kPerIpStreamLimit: return "PER_IP_STREAM_LIMIT";
+    case ErrorReason::kStreamLimit:
+      return "STREAM_LIMIT";
+    case ErrorReason::kPerTokenStreamLimit:
+      return "PER_TOKEN_STREAM_LIMIT";
+    case ErrorReason::kPerIpStreamLimit:
+      return "PER_IP_STREAM_LIMIT";
     case ErrorReason::kPerConnectionStreamLimit:
       return "PER_CONNECTION_STREAM_LIMIT";
-    case ErrorReason::kCallRate: return "CALL_RATE";
-    case ErrorReason::kIdleTimeout: return "IDLE_TIMEOUT";
-    case ErrorReason::kMessageTooLarge: return "MESSAGE_TOO_LARGE";
-    case ErrorReason::kStreamMemory: return "STREAM_MEMORY";
-    case ErrorReason::kIndexFull: return "INDEX_FULL";
-    case ErrorReason::kTokenLimit: return "TOKEN_LIMIT";
-    case ErrorReason::kUnauthenticated: return "UNAUTHENTICATED";
-    case ErrorReason::kPermissionDenied: return "PERMISSION_DENIED";
-    case ErrorReason::kShuttingDown: return "SHUTTING_DOWN";
-    case ErrorReason::kIndexUnavailable: return "INDEX_UNAVAILABLE";
+    case ErrorReason::kCallRate:
+      return "CALL_RATE";
+    case ErrorReason::kIdleTimeout:
+      return "IDLE_TIMEOUT";
+    case ErrorReason::kMessageTooLarge:
+      return "MESSAGE_TOO_LARGE";
+    case ErrorReason::kStreamMemory:
+      return "STREAM_MEMORY";
+    case ErrorReason::kIndexFull:
+      return "INDEX_FULL";
+    case ErrorReason::kTokenLimit:
+      return "TOKEN_LIMIT";
+    case ErrorReason::kUnauthenticated:
+      return "UNAUTHENTICATED";
+    case ErrorReason::kPermissionDenied:
+      return "PERMISSION_DENIED";
+    case ErrorReason::kShuttingDown:
+      return "SHUTTING_DOWN";
+    case ErrorReason::kIndexUnavailable:
+      return "INDEX_UNAVAILABLE";
   }
   return "UNSPECIFIED";
 }
@@ -88,18 +101,20 @@ using ReasonMetadata = std::pair<absl::string_view, std::string>;
 
 namespace error_reason_internal {
 
+// Protobuf wire format: a base-128 varint.
+inline void AppendVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
 // Protobuf wire format: a length-delimited field (wire type 2).
 inline void AppendBytesField(uint32_t field, absl::string_view bytes,
                              std::string* out) {
-  uint64_t v = (uint64_t{field} << 3) | 2;
-  for (int part = 0; part < 2; ++part) {
-    while (v >= 0x80) {
-      out->push_back(static_cast<char>((v & 0x7f) | 0x80));
-      v >>= 7;
-    }
-    out->push_back(static_cast<char>(v));
-    v = bytes.size();
-  }
+  AppendVarint((uint64_t{field} << 3) | 2, out);
+  AppendVarint(bytes.size(), out);
   out->append(bytes.data(), bytes.size());
 }
 
@@ -131,6 +146,14 @@ inline absl::Status WithReason(absl::Status status, ErrorReason reason,
   status.SetPayload(kErrorInfoTypeUrl,
                     absl::Cord(EncodeErrorInfo(reason, metadata)));
   return status;
+}
+
+// The RESOURCE_EXHAUSTED refusal `message` of a limit: marked with `reason`
+// and, as metadata, the `flag` that sets the limit and the `limit`.
+inline absl::Status LimitRefusal(ErrorReason reason, absl::string_view flag,
+                                 std::string limit, std::string message) {
+  return WithReason(absl::ResourceExhaustedError(message), reason,
+                    {{"flag", std::string(flag)}, {"limit", std::move(limit)}});
 }
 
 // True when `status` carries a reason.

@@ -201,14 +201,12 @@ bool ConnectionGuard::OverRate(const std::string& peer) const {
 }
 
 absl::Status ConnectionGuard::RateError(absl::string_view calls) const {
-  return WithReason(
-      absl::ResourceExhaustedError(absl::StrCat(
-          "this connection opens ", calls, " faster than ", rate_,
-          " per second (--max_stream_rate_per_connection); slow down, or the "
-          "connection is closed")),
-      ErrorReason::kCallRate,
-      {{"flag", "--max_stream_rate_per_connection"},
-       {"limit", absl::StrCat(rate_)}});
+  return LimitRefusal(
+      ErrorReason::kCallRate, "--max_stream_rate_per_connection",
+      absl::StrCat(rate_),
+      absl::StrCat("this connection opens ", calls, " faster than ", rate_,
+                   " per second (--max_stream_rate_per_connection); slow "
+                   "down, or the connection is closed"));
 }
 
 grpc::experimental::Interceptor* ConnectionGuard::CreateServerInterceptor(

@@ -1,6 +1,7 @@
 #include "service/status_util.h"
 
 #include <cstdint>
+#include <string>
 
 #include "platform/error_reason.h"
 
@@ -13,16 +14,11 @@ namespace {
 std::string EncodeStatusDetails(int code, absl::string_view message,
                                 absl::string_view error_info) {
   using error_reason_internal::AppendBytesField;
+  using error_reason_internal::AppendVarint;
   std::string out;
-  // code: field 1, varint (wire type 0).
-  out.push_back(static_cast<char>(1 << 3));
-  for (uint32_t v = static_cast<uint32_t>(code);; v >>= 7) {
-    if (v < 0x80) {
-      out.push_back(static_cast<char>(v));
-      break;
-    }
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-  }
+  // code: field 1, a varint (wire type 0); codes are never negative.
+  AppendVarint(1 << 3, &out);
+  AppendVarint(static_cast<uint32_t>(code), &out);
   AppendBytesField(2, message, &out);
   std::string any;
   AppendBytesField(1, kErrorInfoTypeUrl, &any);

@@ -55,36 +55,33 @@ Admission StreamRegistry::Refusal(size_t i, const std::string& key) const {
   const size_t limit = shares_[i].limit;
   switch (i) {
     case 0:
-      return {WithReason(
-                  absl::ResourceExhaustedError(absl::StrCat(
-                      "this bearer token already runs ", limit,
-                      " streams, its limit (--max_streams_per_token); finish "
-                      "or cancel some, or retry later with backoff")),
-                  ErrorReason::kPerTokenStreamLimit,
-                  {{"flag", "--max_streams_per_token"},
-                   {"limit", absl::StrCat(limit)}}),
+      return {LimitRefusal(
+                  ErrorReason::kPerTokenStreamLimit, "--max_streams_per_token",
+                  absl::StrCat(limit),
+                  absl::StrCat("this bearer token already runs ", limit,
+                               " streams, its limit (--max_streams_per_token);"
+                               " finish or cancel some, or retry later with "
+                               "backoff")),
               RejectReason::kPerTokenLimit};
     case 1:
-      return {WithReason(
-                  absl::ResourceExhaustedError(absl::StrCat(
-                      "client ", key, " already runs ", limit,
-                      " streams, its limit (--max_streams_per_ip); finish or "
-                      "cancel some, or retry later with backoff")),
-                  ErrorReason::kPerIpStreamLimit,
-                  {{"flag", "--max_streams_per_ip"},
-                   {"limit", absl::StrCat(limit)}}),
+      return {LimitRefusal(
+                  ErrorReason::kPerIpStreamLimit, "--max_streams_per_ip",
+                  absl::StrCat(limit),
+                  absl::StrCat("client ", key, " already runs ", limit,
+                               " streams, its limit (--max_streams_per_ip); "
+                               "finish or cancel some, or retry later with "
+                               "backoff")),
               RejectReason::kPerIpLimit};
     default:
-      return {WithReason(
-                  absl::ResourceExhaustedError(absl::StrCat(
-                      "this connection already runs ", limit,
-                      " streams, chunkd's limit (twice "
-                      "--max_streams_per_connection: a stream the client "
-                      "reset counts until chunkd has ended it); finish some, "
-                      "or open another connection")),
+      return {LimitRefusal(
                   ErrorReason::kPerConnectionStreamLimit,
-                  {{"flag", "--max_streams_per_connection"},
-                   {"limit", absl::StrCat(limit)}}),
+                  "--max_streams_per_connection", absl::StrCat(limit),
+                  absl::StrCat("this connection already runs ", limit,
+                               " streams, chunkd's limit (twice "
+                               "--max_streams_per_connection: a stream the "
+                               "client reset counts until chunkd has ended "
+                               "it); finish some, or open another "
+                               "connection")),
               RejectReason::kPerConnectionLimit};
   }
 }
@@ -96,14 +93,12 @@ Admission StreamRegistry::Admit(ActiveStream* stream,
     return {ShuttingDownError(), RejectReason::kShutdown};
   }
   if (limits_.max_streams != 0 && streams_.size() >= limits_.max_streams) {
-    return {WithReason(absl::ResourceExhaustedError(absl::StrCat(
-                           "chunkd is serving its limit of ",
-                           limits_.max_streams,
-                           " streams (--max_streams); retry later with "
-                           "backoff, or on another replica")),
-                       ErrorReason::kStreamLimit,
-                       {{"flag", "--max_streams"},
-                        {"limit", absl::StrCat(limits_.max_streams)}}),
+    return {LimitRefusal(ErrorReason::kStreamLimit, "--max_streams",
+                         absl::StrCat(limits_.max_streams),
+                         absl::StrCat("chunkd is serving its limit of ",
+                                      limits_.max_streams,
+                                      " streams (--max_streams); retry later "
+                                      "with backoff, or on another replica")),
             RejectReason::kLimit};
   }
   Keys keys = KeysOf(owner);
