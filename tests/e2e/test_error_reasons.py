@@ -5,9 +5,12 @@ alone, as ChunkdError.reason of the Python clients (sync and asyncio), and
 in the error line of chunkctl, chunkd-client and chunkd-go.
 
 Every refusal is provoked without timing: a limit of 1 with one stream held
-open (its source stalls until the test lets it go), a bad token, an index
-full after a first Dedup, and an idle timeout of one second against a
-client that sends nothing more under a deadline sixty times as long."""
+open (its source stalls until the test lets it go), a bad token, a foreign
+namespace, an index of 10 entries, a message one byte too large, parameters
+larger than the whole stream memory budget, and an idle timeout of one
+second against a client that sends nothing more under a deadline sixty
+times as long. (The call rate's reason is checked by the connection guard's
+unit test: provoking it here would race the clock.)"""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from chunkd_client import ChunkdError, Client
 from chunkd_client.aio import AsyncClient
 from chunkd_client.testing import ChunkdServer, serving
 from clients_util import chunkd_client, chunkd_go, run
-from e2e_util import RPC_TIMEOUT, fastcdc_params, pb, pb_grpc, random_bytes
+from e2e_util import RPC_TIMEOUT, SMALL_LIMIT, fastcdc_params, pb, pb_grpc, random_bytes
 
 DATA = random_bytes(2828, 200_000)
 TOKEN_A = "team-a-token-0123456789"
@@ -252,3 +255,33 @@ def test_idle_stream_is_ended_with_idle_timeout(chunkd_bin: Path) -> None:
     assert raised.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert "--stream_idle_timeout" in raised.value.details()
     assert error_info(raised.value).reason == "IDLE_TIMEOUT"
+
+
+# --- a message too large, parameters that never fit ---------------------------
+
+
+def test_message_too_large(small_server) -> None:
+    """A data message one byte over --max_message_bytes (1 MiB here, under
+    gRPC's own receive limit)."""
+    with grpc.insecure_channel(small_server.address) as channel:
+        stub = pb_grpc.ChunkServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as raised:
+            list(stub.Chunk(iter([pb.ChunkRequest(
+                params=pb.ChunkParams(chunking=fastcdc_params()),
+                data=random_bytes(2830, SMALL_LIMIT + 1))]), timeout=RPC_TIMEOUT))
+    assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert error_info(raised.value).reason == "MESSAGE_TOO_LARGE"
+
+
+def test_parameters_that_never_fit_the_stream_memory(chunkd_bin: Path) -> None:
+    huge = pb.ChunkingParams(algorithm=pb.ALGORITHM_REP_MAX_CDC, min_size=4 << 20,
+                             horizon_size=16 << 20)
+    with ChunkdServer(chunkd_bin, extra_args=["--stream_memory_budget=16777216"]) as server:
+        with grpc.insecure_channel(server.address) as channel:
+            stub = pb_grpc.ChunkServiceStub(channel)
+            with pytest.raises(grpc.RpcError) as raised:
+                list(stub.Chunk(iter([pb.ChunkRequest(params=pb.ChunkParams(chunking=huge))]),
+                                timeout=RPC_TIMEOUT))
+    assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "--stream_memory_budget" in raised.value.details()
+    assert error_info(raised.value).reason == "STREAM_MEMORY"
