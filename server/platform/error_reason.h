@@ -7,11 +7,11 @@
 // chunkd.proto) without their ERROR_REASON_ prefix; docs/clients.md,
 // "Error reasons", lists them.
 //
-// Header-only, so that every layer (the index, the service, main) can mark
-// its refusals without linking anything: the payload is the ErrorInfo's
-// protobuf wire encoding under its type URL, as absl::Status payloads are
-// meant to be. Encoding is all this header does; the service decodes with
-// the protobuf runtime.
+// In the platform, the leaf below every layer that refuses (the index, the
+// service, main), and without protobuf, which the index does not link: the
+// payload is the ErrorInfo's wire encoding, written here by hand, under its
+// type URL, as absl::Status payloads are meant to be. Encoding is all this
+// header does; the clients decode with the protobuf runtime.
 //
 // Thread safety: pure functions.
 #ifndef CHUNKD_PLATFORM_ERROR_REASON_H_

@@ -2,7 +2,7 @@
 "Build layering"):
 
     platform <- kernels <- chunking <- pipeline <- service <- chunkd
-    fingerprint (on platform), index and metrics are leaves beside chunking
+    fingerprint and index (on platform) and metrics are leaves beside chunking
 
 Nothing below service links gRPC, chunkctl links no benchmark code, and no
 library links one above it. The test configures the tree into a temporary
@@ -28,7 +28,7 @@ ALLOWED: Dict[str, Set[str]] = {
     "chunkd_kernels": {"chunkd_platform"},
     "chunkd_chunking": {"chunkd_kernels", "chunkd_platform"},
     "chunkd_fingerprint": {"chunkd_platform"},
-    "chunkd_index": set(),
+    "chunkd_index": {"chunkd_platform"},
     "chunkd_metrics": set(),
     "chunkd_pipeline": {"chunkd_chunking", "chunkd_fingerprint", "chunkd_index",
                         "chunkd_metrics"},
