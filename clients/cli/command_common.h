@@ -24,6 +24,7 @@
 #include "clients/cli/args.h"
 #include "clients/cli/cli.h"
 #include "clients/cli/common_flags.h"
+#include "clients/cli/error_reason.h"
 #include "clients/cli/input_file.h"
 #include "clients/cli/progress.h"
 #include "clients/cli/record_writer.h"
@@ -66,7 +67,8 @@ class Io {
   // output (141, silently).
   int Failure(const absl::Status& status) const {
     if (IsBrokenPipe(status)) return kExitBrokenPipe;
-    absl::FPrintF(err_, "chunkctl: %s\n", status.message());
+    absl::FPrintF(err_, "chunkctl: %s%s\n", status.message(),
+                  ReasonSuffix(status));
     return status.code() == absl::StatusCode::kInvalidArgument ? kExitUsage
                                                                 : kExitFailure;
   }

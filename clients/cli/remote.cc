@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "chunkd/tables.h"
+#include "clients/cli/error_reason.h"
 #include "clients/cli/replay.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -387,8 +388,9 @@ void SetTimeout(grpc::ClientContext* context,
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  return Named(static_cast<absl::StatusCode>(status.error_code()),
-               status.error_message());
+  return WithErrorInfo(Named(static_cast<absl::StatusCode>(status.error_code()),
+                             status.error_message()),
+                       status);
 }
 
 absl::Status ChunkRemotely(chunkd::v1::ChunkService::StubInterface* stub,

@@ -29,7 +29,9 @@
 // token, PERMISSION_DENIED for a namespace the token may not use,
 // RESOURCE_EXHAUSTED past a server limit, UNAVAILABLE when the server or its
 // index cannot be reached) and status.Convert(err).Message() the server's
-// message, unchanged. A bad argument the client finds itself (an unknown
+// message, unchanged; ReasonOf(err) tells a refusal apart without reading
+// the message ("STREAM_LIMIT", "INDEX_FULL", ...; see ErrorInfo). A bad
+// argument the client finds itself (an unknown
 // name in Params, ...) is an *ArgumentError, which carries INVALID_ARGUMENT
 // too. Errors reading the input are returned as they are. Params are sent
 // as the caller sets them: a field the algorithm does not take is the

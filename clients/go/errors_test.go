@@ -43,6 +43,34 @@ func TestResourceExhaustedKeepsTheServersMessage(t *testing.T) {
 			!strings.Contains(msg, "limit of 1 streams") {
 			t.Errorf("%s: %v", name, err)
 		}
+		// The refusal says why in its ErrorInfo, wrapped or not.
+		for _, e := range []error{err, fmt.Errorf("wrapped: %w", err)} {
+			info := ErrorInfoOf(e)
+			if info == nil || info.Reason != "STREAM_LIMIT" || info.Domain != "chunkd.dev" ||
+				info.Metadata["flag"] != "--max_streams" || info.Metadata["limit"] != "1" {
+				t.Errorf("%s: ErrorInfo %+v of %v", name, info, e)
+			}
+			if ReasonOf(e) != "STREAM_LIMIT" {
+				t.Errorf("%s: ReasonOf(%v) = %q", name, e, ReasonOf(e))
+			}
+		}
+	}
+}
+
+// TestNoReasonWithoutErrorInfo: errors without an ErrorInfo (the server's
+// INVALID_ARGUMENT, the client's own, plain errors) have no reason.
+func TestNoReasonWithoutErrorInfo(t *testing.T) {
+	s := startServer(t)
+	c := dial(t, s.addr)
+	_, err := c.FindMissing(testContext(t), "bad ns", [][]byte{make([]byte, 32)})
+	if status.Code(err) != codes.InvalidArgument || ReasonOf(err) != "" || ErrorInfoOf(err) != nil {
+		t.Errorf("FindMissing: %v has reason %q", err, ReasonOf(err))
+	}
+	for _, e := range []error{nil, io.EOF, argumentError("namespace", "empty"),
+		clientError(codes.DataLoss, "short")} {
+		if ReasonOf(e) != "" || ErrorInfoOf(e) != nil {
+			t.Errorf("%v has reason %q", e, ReasonOf(e))
+		}
 	}
 }
 

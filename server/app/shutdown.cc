@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "platform/error_reason.h"
 #include "service/connection_guard.h"
 #include "service/goaway.h"
 
@@ -112,11 +113,12 @@ void Drain(int sig, absl::Duration grace, const DrainParts& parts) {
     // Calls waiting for Redis to come back fail now, so that their streams
     // can end.
     index.StopWaiting();
-    service.AbortAll(absl::UnavailableError(
-        absl::StrCat("chunkd is shutting down; the stream did not finish "
-                     "within the ",
-                     absl::FormatDuration(grace),
-                     " grace period (--shutdown_grace) and was cancelled")));
+    service.AbortAll(chunkd::WithReason(
+        absl::UnavailableError(absl::StrCat(
+            "chunkd is shutting down; the stream did not finish within the ",
+            absl::FormatDuration(grace),
+            " grace period (--shutdown_grace) and was cancelled")),
+        chunkd::ErrorReason::kShuttingDown));
     service.WaitForCalls(absl::Now() + kAbortWait);
   }
   // Unary calls still waiting for Redis end with UNAVAILABLE before the

@@ -6,6 +6,7 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "platform/error_reason.h"
 
 namespace chunkd::index {
 
@@ -78,7 +79,8 @@ absl::Status MemoryIndex::Health() {
   }
   if (token_position_limit_ != 0 &&
       token_positions_.load() + kTokenBlockPositions > token_position_limit_) {
-    return absl::ResourceExhaustedError(TokenLimitMessage());
+    return WithReason(absl::ResourceExhaustedError(TokenLimitMessage()),
+                      ErrorReason::kTokenLimit);
   }
   return absl::OkStatus();
 }
@@ -214,7 +216,8 @@ absl::Status MemoryIndex::WriteRecorded(absl::string_view ns, char op,
                                         std::vector<uint64_t>* results) {
   LockedRecord locked;
   if (!LockRecord(ns, op, token, bounded, &locked)) {
-    return absl::ResourceExhaustedError(TokenLimitMessage());
+    return WithReason(absl::ResourceExhaustedError(TokenLimitMessage()),
+                      ErrorReason::kTokenLimit);
   }
   TokenRecord& record = *locked.record;
   const absl::Time now = clock_();
@@ -226,7 +229,8 @@ absl::Status MemoryIndex::WriteRecorded(absl::string_view ns, char op,
     if (new_block) {
       if (!TakeTokenPositions(kTokenBlockPositions, bounded)) {
         record.blocks.erase(it);
-        return absl::ResourceExhaustedError(TokenLimitMessage());
+        return WithReason(absl::ResourceExhaustedError(TokenLimitMessage()),
+                          ErrorReason::kTokenLimit);
       }
       it->second = std::make_unique<TokenBlock>();
     }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "index/fingerprint_index.h"
+#include "platform/error_reason.h"
 
 namespace chunkd::service {
 namespace {
@@ -118,7 +119,7 @@ absl::StatusOr<absl::string_view> TokenTable::Identify(
     absl::string_view authorization) const {
   absl::Status status;
   const Grant* grant = Find(authorization, &status);
-  if (grant == nullptr) return status;
+  if (grant == nullptr) return WithReason(status, ErrorReason::kUnauthenticated);
   return absl::string_view(grant->token);
 }
 
@@ -126,14 +127,15 @@ absl::Status TokenTable::Authorize(absl::string_view authorization,
                                    absl::string_view ns) const {
   absl::Status status;
   const Grant* grant = Find(authorization, &status);
-  if (grant == nullptr) return status;
+  if (grant == nullptr) return WithReason(status, ErrorReason::kUnauthenticated);
   if (grant->all || std::find(grant->namespaces.begin(), grant->namespaces.end(),
                               ns) != grant->namespaces.end()) {
     return absl::OkStatus();
   }
-  return absl::PermissionDeniedError(absl::StrCat(
-      "the token may not use namespace '", ns,
-      "'; ask for a token that grants it"));
+  return WithReason(absl::PermissionDeniedError(absl::StrCat(
+                        "the token may not use namespace '", ns,
+                        "'; ask for a token that grants it")),
+                    ErrorReason::kPermissionDenied);
 }
 
 }  // namespace chunkd::service

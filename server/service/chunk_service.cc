@@ -14,6 +14,7 @@
 #include "chunkd/chunker.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "pipeline/stream_pipeline.h"
+#include "platform/error_reason.h"
 #include "service/memory_plan.h"
 #include "service/params.h"
 #include "service/request_bytes.h"
@@ -458,10 +459,11 @@ class StreamReactor final
     }
     const size_t size = data->size;
     if (size > options.max_message_bytes) {
-      FailLocked(absl::ResourceExhaustedError(
+      FailLocked(WithReason(absl::ResourceExhaustedError(
           absl::StrCat("data of ", size, " bytes exceeds max_message_bytes (",
                        options.max_message_bytes,
-                       "); send the stream in smaller messages")));
+                       "); send the stream in smaller messages")),
+          ErrorReason::kMessageTooLarge));
       return;
     }
     if (size == 0) return;
@@ -536,14 +538,15 @@ class StreamReactor final
         break;
     }
     --refs_;
-    FailLocked(absl::ResourceExhaustedError(absl::StrCat(
+    FailLocked(WithReason(absl::ResourceExhaustedError(absl::StrCat(
         "the stream's chunking parameters need up to ", stream_memory_,
         " bytes of memory (chunks final after ", shape.final_size,
         " bytes, the smallest ", shape.smallest_chunk,
         " bytes), more than all of --stream_memory_budget (",
         options.stream_memory->limit(),
         "): it could never start here; choose a smaller max_size "
-        "(repmaxcdc: min_size and horizon_size) or a larger min_size")));
+        "(repmaxcdc: min_size and horizon_size) or a larger min_size")),
+        ErrorReason::kStreamMemory));
     return false;
   }
 
@@ -886,11 +889,7 @@ grpc::ServerUnaryReactor* ServeUnary(const ServiceOptions& options,
                                      PoolCalls* pool_calls) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (options.guard != nullptr && options.guard->OverRate(context->peer())) {
-    reactor->Finish(ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
-        "this connection opens calls faster than ",
-        options.guard->max_stream_rate(),
-        " per second (--max_stream_rate_per_connection); slow down, or the "
-        "connection is closed"))));
+    reactor->Finish(ToGrpcStatus(options.guard->RateError("calls")));
     return reactor;
   }
   struct Call {
@@ -955,17 +954,11 @@ absl::Status ChunkServiceImpl::PreAdmit(
     const grpc::CallbackServerContext* context, RejectReason* reason) {
   if (registry_.shutting_down()) {
     *reason = RejectReason::kShutdown;
-    return absl::UnavailableError(
-        "chunkd is shutting down and accepts no new streams; retry on "
-        "another replica");
+    return ShuttingDownError();
   }
   if (options_.guard != nullptr && options_.guard->OverRate(context->peer())) {
     *reason = RejectReason::kRate;
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "this connection opens streams faster than ",
-        options_.guard->max_stream_rate(),
-        " per second (--max_stream_rate_per_connection); slow down, or the "
-        "connection is closed"));
+    return options_.guard->RateError("streams");
   }
   if (options_.auth != nullptr) {
     absl::Status known = options_.auth->Authenticate(AuthorizationOf(context));
@@ -1149,10 +1142,10 @@ void ChunkServiceImpl::ExpireIdleStreams(absl::Time now) {
   registry_.ForEach([&](ActiveStream* stream) {
     if (stream->IdleFor(now) < timeout) return;
     CountRejected(RejectReason::kIdle);
-    stream->Abort(absl::DeadlineExceededError(absl::StrCat(
+    stream->Abort(WithReason(absl::DeadlineExceededError(absl::StrCat(
         "the stream made no progress for ", absl::FormatDuration(timeout),
         " (--stream_idle_timeout): the client neither sent a request nor "
-        "read a response; it was ended")));
+        "read a response; it was ended")), ErrorReason::kIdleTimeout));
   });
 }
 

@@ -10,10 +10,12 @@
 #include <cstring>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "grpcpp/server_context.h"
+#include "platform/error_reason.h"
 #include "service/stream_registry.h"
 
 namespace chunkd::service {
@@ -196,6 +198,15 @@ ConnectionGuard::ConnectionGuard(double max_stream_rate, CloseCallback on_close)
 
 bool ConnectionGuard::OverRate(const std::string& peer) const {
   return rate_ > 0 && limiter_.OverRate(peer);
+}
+
+absl::Status ConnectionGuard::RateError(absl::string_view calls) const {
+  return LimitRefusal(
+      ErrorReason::kCallRate, "--max_stream_rate_per_connection",
+      absl::StrCat(rate_),
+      absl::StrCat("this connection opens ", calls, " faster than ", rate_,
+                   " per second (--max_stream_rate_per_connection); slow "
+                   "down, or the connection is closed"));
 }
 
 grpc::experimental::Interceptor* ConnectionGuard::CreateServerInterceptor(

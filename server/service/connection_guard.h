@@ -31,6 +31,8 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/support/server_interceptor.h"
 
@@ -102,6 +104,10 @@ class ConnectionGuard final
   bool OverRate(const std::string& peer) const;
 
   double max_stream_rate() const { return rate_; }
+
+  // The refusal of a call (`calls`: "streams" or "calls") of a connection
+  // over its rate: RESOURCE_EXHAUSTED, reason CALL_RATE, naming the flag.
+  absl::Status RateError(absl::string_view calls) const;
 
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override;

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "platform/error_reason.h"
 
 namespace chunkd::service {
 namespace {
@@ -105,6 +106,22 @@ struct Loopback {
     }
   }
 };
+
+TEST(ConnectionGuardTest, RateErrorNamesTheFlagAndCarriesItsReason) {
+  ConnectionGuard guard(5, [](const std::string&) {});
+  const absl::Status refused = guard.RateError("calls");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.message(),
+            "this connection opens calls faster than 5 per second "
+            "(--max_stream_rate_per_connection); slow down, or the connection "
+            "is closed");
+  auto info = refused.GetPayload(kErrorInfoTypeUrl);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(std::string(*info),
+            EncodeErrorInfo(ErrorReason::kCallRate,
+                            {{"flag", "--max_stream_rate_per_connection"},
+                             {"limit", "5"}}));
+}
 
 TEST(ShutdownConnectionTest, ShutsDownTheAcceptedSocketOfThatPeerOnly) {
   Loopback a, b;

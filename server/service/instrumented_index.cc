@@ -3,6 +3,8 @@
 #include <chrono>
 #include <utility>
 
+#include "platform/error_reason.h"
+
 namespace chunkd::service {
 namespace {
 
@@ -10,6 +12,25 @@ bool IsOk(const absl::Status& status) { return status.ok(); }
 template <typename T>
 bool IsOk(const absl::StatusOr<T>& result) {
   return result.ok();
+}
+
+// `status` with the reason every backend's refusals of its code share, when
+// the backend named none: RESOURCE_EXHAUSTED is a full index, UNAVAILABLE an
+// index out of reach.
+absl::Status WithIndexReason(absl::Status status) {
+  if (HasReason(status)) return status;
+  if (absl::IsResourceExhausted(status)) {
+    return WithReason(std::move(status), ErrorReason::kIndexFull);
+  }
+  if (absl::IsUnavailable(status)) {
+    return WithReason(std::move(status), ErrorReason::kIndexUnavailable);
+  }
+  return status;
+}
+template <typename T>
+absl::StatusOr<T> WithIndexReason(absl::StatusOr<T> result) {
+  if (result.ok()) return result;
+  return WithIndexReason(std::move(result).status());
 }
 
 // Runs `call`, then counts it in `m` by result and records its duration.
@@ -20,8 +41,12 @@ auto Measure(const metrics::IndexOpMetrics& m, Call&& call) -> decltype(call()) 
   const std::chrono::duration<double> elapsed =
       std::chrono::steady_clock::now() - start;
   m.duration->Observe(elapsed.count());
-  (IsOk(result) ? m.ok : m.error)->Increment();
-  return result;
+  if (IsOk(result)) {
+    m.ok->Increment();
+    return result;
+  }
+  m.error->Increment();
+  return WithIndexReason(std::move(result));
 }
 
 }  // namespace

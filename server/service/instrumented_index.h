@@ -6,7 +6,9 @@
 // op: lookup (Lookup), insert (Insert), release (Release), hints
 // (RecordNextSizes and NextHintsOf) and health (Health); result: ok or error
 // (any non-OK status). Every op x result series of the wrapped backend
-// exists from construction, at zero. Results pass through unchanged.
+// exists from construction, at zero. Results pass through unchanged, but for
+// the reason of an error (platform/error_reason.h) the backend did not name:
+// RESOURCE_EXHAUSTED gets INDEX_FULL, UNAVAILABLE INDEX_UNAVAILABLE.
 //
 // Thread safety: as thread-safe as the wrapped index (every backend is).
 #ifndef CHUNKD_SERVICE_INSTRUMENTED_INDEX_H_

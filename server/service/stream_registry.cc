@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "platform/error_reason.h"
 
 namespace chunkd::service {
 
@@ -33,6 +34,13 @@ const char* RejectReasonLabel(RejectReason reason) {
   return "unknown";
 }
 
+absl::Status ShuttingDownError() {
+  return WithReason(
+      absl::UnavailableError("chunkd is shutting down and accepts no new "
+                             "streams; retry on another replica"),
+      ErrorReason::kShuttingDown);
+}
+
 StreamRegistry::StreamRegistry(RegistryLimits limits) : limits_(limits) {
   shares_[0].limit = limits.max_streams_per_token;
   shares_[1].limit = limits.max_streams_per_ip;
@@ -47,24 +55,33 @@ Admission StreamRegistry::Refusal(size_t i, const std::string& key) const {
   const size_t limit = shares_[i].limit;
   switch (i) {
     case 0:
-      return {absl::ResourceExhaustedError(absl::StrCat(
-                  "this bearer token already runs ", limit,
-                  " streams, its limit (--max_streams_per_token); finish or "
-                  "cancel some, or retry later with backoff")),
+      return {LimitRefusal(
+                  ErrorReason::kPerTokenStreamLimit, "--max_streams_per_token",
+                  absl::StrCat(limit),
+                  absl::StrCat("this bearer token already runs ", limit,
+                               " streams, its limit (--max_streams_per_token);"
+                               " finish or cancel some, or retry later with "
+                               "backoff")),
               RejectReason::kPerTokenLimit};
     case 1:
-      return {absl::ResourceExhaustedError(absl::StrCat(
-                  "client ", key, " already runs ", limit,
-                  " streams, its limit (--max_streams_per_ip); finish or "
-                  "cancel some, or retry later with backoff")),
+      return {LimitRefusal(
+                  ErrorReason::kPerIpStreamLimit, "--max_streams_per_ip",
+                  absl::StrCat(limit),
+                  absl::StrCat("client ", key, " already runs ", limit,
+                               " streams, its limit (--max_streams_per_ip); "
+                               "finish or cancel some, or retry later with "
+                               "backoff")),
               RejectReason::kPerIpLimit};
     default:
-      return {absl::ResourceExhaustedError(absl::StrCat(
-                  "this connection already runs ", limit,
-                  " streams, chunkd's limit (twice "
-                  "--max_streams_per_connection: a stream the client reset "
-                  "counts until chunkd has ended it); finish some, or open "
-                  "another connection")),
+      return {LimitRefusal(
+                  ErrorReason::kPerConnectionStreamLimit,
+                  "--max_streams_per_connection", absl::StrCat(limit),
+                  absl::StrCat("this connection already runs ", limit,
+                               " streams, chunkd's limit (twice "
+                               "--max_streams_per_connection: a stream the "
+                               "client reset counts until chunkd has ended "
+                               "it); finish some, or open another "
+                               "connection")),
               RejectReason::kPerConnectionLimit};
   }
 }
@@ -73,16 +90,15 @@ Admission StreamRegistry::Admit(ActiveStream* stream,
                                 const StreamOwner& owner) {
   std::lock_guard<std::mutex> lock(mu_);
   if (shutting_down_) {
-    return {absl::UnavailableError(
-                "chunkd is shutting down and accepts no new streams; retry on "
-                "another replica"),
-            RejectReason::kShutdown};
+    return {ShuttingDownError(), RejectReason::kShutdown};
   }
   if (limits_.max_streams != 0 && streams_.size() >= limits_.max_streams) {
-    return {absl::ResourceExhaustedError(absl::StrCat(
-                "chunkd is serving its limit of ", limits_.max_streams,
-                " streams (--max_streams); retry later with backoff, or on "
-                "another replica")),
+    return {LimitRefusal(ErrorReason::kStreamLimit, "--max_streams",
+                         absl::StrCat(limits_.max_streams),
+                         absl::StrCat("chunkd is serving its limit of ",
+                                      limits_.max_streams,
+                                      " streams (--max_streams); retry later "
+                                      "with backoff, or on another replica")),
             RejectReason::kLimit};
   }
   Keys keys = KeysOf(owner);

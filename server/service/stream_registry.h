@@ -51,6 +51,10 @@ inline constexpr RejectReason kAllRejectReasons[] = {
     RejectReason::kToken, RejectReason::kAuth, RejectReason::kShutdown};
 const char* RejectReasonLabel(RejectReason reason);
 
+// The refusal of a new stream while chunkd drains: UNAVAILABLE, reason
+// SHUTTING_DOWN.
+absl::Status ShuttingDownError();
+
 // A running stream that the service can end early.
 class ActiveStream {
  public:

@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "platform/error_reason.h"
 
 namespace chunkd::service {
 namespace {
@@ -98,6 +99,39 @@ TEST(StreamRegistryTest, ShutdownRefusesAndWaitSeesTheLastStreamGo) {
   EXPECT_EQ(a.aborted.code(), absl::StatusCode::kCancelled);
   registry.Remove(&a);
   EXPECT_TRUE(registry.WaitForStreams(absl::Now() + absl::Seconds(5)));
+}
+
+// The ErrorInfo a refusal carries to the client (platform/error_reason.h).
+std::string InfoOf(const absl::Status& status) {
+  auto info = status.GetPayload(kErrorInfoTypeUrl);
+  return info.has_value() ? std::string(*info) : "";
+}
+
+TEST(StreamRegistryTest, RefusalsCarryTheirReasonFlagAndLimit) {
+  StreamRegistry registry({/*max_streams=*/3, 1, 1, 1});
+  FakeStream a, b;
+  ASSERT_TRUE(registry.Admit(&a, {"tok", "10.0.0.1", "c1"}).status.ok());
+  EXPECT_EQ(InfoOf(registry.Admit(&b, {"tok", "", ""}).status),
+            EncodeErrorInfo(ErrorReason::kPerTokenStreamLimit,
+                            {{"flag", "--max_streams_per_token"},
+                             {"limit", "1"}}));
+  EXPECT_EQ(InfoOf(registry.Admit(&b, {"", "10.0.0.1", ""}).status),
+            EncodeErrorInfo(ErrorReason::kPerIpStreamLimit,
+                            {{"flag", "--max_streams_per_ip"},
+                             {"limit", "1"}}));
+  EXPECT_EQ(InfoOf(registry.Admit(&b, {"", "", "c1"}).status),
+            EncodeErrorInfo(ErrorReason::kPerConnectionStreamLimit,
+                            {{"flag", "--max_streams_per_connection"},
+                             {"limit", "1"}}));
+  FakeStream c, d;
+  ASSERT_TRUE(registry.Admit(&b, {}).status.ok());
+  ASSERT_TRUE(registry.Admit(&c, {}).status.ok());
+  EXPECT_EQ(InfoOf(registry.Admit(&d, {}).status),
+            EncodeErrorInfo(ErrorReason::kStreamLimit,
+                            {{"flag", "--max_streams"}, {"limit", "3"}}));
+  registry.BeginShutdown();
+  EXPECT_EQ(InfoOf(registry.Admit(&d, {}).status),
+            EncodeErrorInfo(ErrorReason::kShuttingDown, {}));
 }
 
 TEST(PeerIpTest, Forms) {

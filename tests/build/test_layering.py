@@ -2,7 +2,7 @@
 "Build layering"):
 
     platform <- kernels <- chunking <- pipeline <- service <- app <- chunkd
-    fingerprint (on platform), index and metrics are leaves beside chunking
+    fingerprint and index (on platform) and metrics are leaves beside chunking
     tables (the header generated from proto/chunkd/v1/tables.json) is a leaf
     under chunking and metrics
 
@@ -31,7 +31,7 @@ ALLOWED: Dict[str, Set[str]] = {
     "chunkd_kernels": {"chunkd_platform"},
     "chunkd_chunking": {"chunkd_kernels", "chunkd_platform", "chunkd_tables"},
     "chunkd_fingerprint": {"chunkd_platform"},
-    "chunkd_index": set(),
+    "chunkd_index": {"chunkd_platform"},
     "chunkd_metrics": {"chunkd_tables"},
     "chunkd_pipeline": {"chunkd_chunking", "chunkd_fingerprint", "chunkd_index",
                         "chunkd_metrics"},

@@ -294,6 +294,141 @@ func (HintTest) EnumDescriptor() ([]byte, []int) {
 	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{3}
 }
 
+// Why chunkd refused a call: the `reason` of the google.rpc.ErrorInfo that
+// chunkd puts in the status details (the grpc-status-details-bin trailer) of
+// such a refusal, as the value name without its ERROR_REASON_ prefix (e.g.
+// "STREAM_LIMIT"), with domain "chunkd.dev". Its metadata names the flag
+// that set the limit ("flag") and the limit ("limit") where one did.
+// Clients tell refusals apart by it, never by the message; a status without
+// an ErrorInfo is not a refusal of this list (e.g. INVALID_ARGUMENT for bad
+// parameters). docs/clients.md, "Error reasons", lists them with their codes.
+type ErrorReason int32
+
+const (
+	// Never sent.
+	ErrorReason_ERROR_REASON_UNSPECIFIED ErrorReason = 0
+	// RESOURCE_EXHAUSTED: the server serves --max_streams streams already.
+	// Retry later with backoff, or on another replica.
+	ErrorReason_ERROR_REASON_STREAM_LIMIT ErrorReason = 1
+	// RESOURCE_EXHAUSTED: the caller's bearer token runs
+	// --max_streams_per_token streams already. Finish or cancel some of them,
+	// or retry later with backoff.
+	ErrorReason_ERROR_REASON_PER_TOKEN_STREAM_LIMIT ErrorReason = 2
+	// RESOURCE_EXHAUSTED: the client's IP address runs --max_streams_per_ip
+	// streams already. Finish or cancel some of them, or retry later.
+	ErrorReason_ERROR_REASON_PER_IP_STREAM_LIMIT ErrorReason = 3
+	// RESOURCE_EXHAUSTED: the connection runs twice
+	// --max_streams_per_connection streams (reset ones count until chunkd has
+	// ended them). Finish some, or open another connection.
+	ErrorReason_ERROR_REASON_PER_CONNECTION_STREAM_LIMIT ErrorReason = 4
+	// RESOURCE_EXHAUSTED: the connection opens streams or unary calls faster
+	// than --max_stream_rate_per_connection per second. Slow down: a
+	// connection that keeps on is closed.
+	ErrorReason_ERROR_REASON_CALL_RATE ErrorReason = 5
+	// DEADLINE_EXCEEDED: the stream neither sent a request nor read a
+	// response for --stream_idle_timeout and was ended. Keep streams moving;
+	// open a new stream to go on.
+	ErrorReason_ERROR_REASON_IDLE_TIMEOUT ErrorReason = 6
+	// RESOURCE_EXHAUSTED: a request's data is larger than max_message_bytes
+	// (GetServerInfoResponse). Send the stream in smaller messages.
+	ErrorReason_ERROR_REASON_MESSAGE_TOO_LARGE ErrorReason = 7
+	// RESOURCE_EXHAUSTED: the stream's chunking parameters need more memory
+	// than all of --stream_memory_budget; it could never start on this server.
+	// Choose a smaller max_size (repmaxcdc: min_size and horizon_size) or a
+	// larger min_size; retrying as is does not help.
+	ErrorReason_ERROR_REASON_STREAM_MEMORY ErrorReason = 8
+	// RESOURCE_EXHAUSTED: the index cannot take new entries: the memory or
+	// RocksDB index holds --index_max_entries, the RocksDB disk is full, Redis
+	// is at maxmemory, or the namespaces are at their limit. Release chunks
+	// that are no longer needed, or give the index room; retrying as is does
+	// not help.
+	ErrorReason_ERROR_REASON_INDEX_FULL ErrorReason = 9
+	// RESOURCE_EXHAUSTED: the memory index remembers as many write-token
+	// positions (retries of Dedup and Release) as it may. Retry later: they
+	// are forgotten after the token TTL.
+	ErrorReason_ERROR_REASON_TOKEN_LIMIT ErrorReason = 10
+	// UNAUTHENTICATED: this chunkd requires a bearer token and the call sent
+	// none, a malformed one or an unknown one. Send a valid token; retrying
+	// as is does not help.
+	ErrorReason_ERROR_REASON_UNAUTHENTICATED ErrorReason = 11
+	// PERMISSION_DENIED: the bearer token may not use the namespace. Use a
+	// token granted for it, or another namespace.
+	ErrorReason_ERROR_REASON_PERMISSION_DENIED ErrorReason = 12
+	// UNAVAILABLE: chunkd is shutting down: it accepts no new streams, or the
+	// stream did not finish within --shutdown_grace. Retry on another replica
+	// (a Dedup retried with the same stream_id is exact).
+	ErrorReason_ERROR_REASON_SHUTTING_DOWN ErrorReason = 13
+	// UNAVAILABLE: the index (Redis, RocksDB) could not be reached or did not
+	// answer. Retry later with backoff (a Dedup or Release retried with the
+	// same id is exact).
+	ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE ErrorReason = 14
+)
+
+// Enum value maps for ErrorReason.
+var (
+	ErrorReason_name = map[int32]string{
+		0:  "ERROR_REASON_UNSPECIFIED",
+		1:  "ERROR_REASON_STREAM_LIMIT",
+		2:  "ERROR_REASON_PER_TOKEN_STREAM_LIMIT",
+		3:  "ERROR_REASON_PER_IP_STREAM_LIMIT",
+		4:  "ERROR_REASON_PER_CONNECTION_STREAM_LIMIT",
+		5:  "ERROR_REASON_CALL_RATE",
+		6:  "ERROR_REASON_IDLE_TIMEOUT",
+		7:  "ERROR_REASON_MESSAGE_TOO_LARGE",
+		8:  "ERROR_REASON_STREAM_MEMORY",
+		9:  "ERROR_REASON_INDEX_FULL",
+		10: "ERROR_REASON_TOKEN_LIMIT",
+		11: "ERROR_REASON_UNAUTHENTICATED",
+		12: "ERROR_REASON_PERMISSION_DENIED",
+		13: "ERROR_REASON_SHUTTING_DOWN",
+		14: "ERROR_REASON_INDEX_UNAVAILABLE",
+	}
+	ErrorReason_value = map[string]int32{
+		"ERROR_REASON_UNSPECIFIED":                 0,
+		"ERROR_REASON_STREAM_LIMIT":                1,
+		"ERROR_REASON_PER_TOKEN_STREAM_LIMIT":      2,
+		"ERROR_REASON_PER_IP_STREAM_LIMIT":         3,
+		"ERROR_REASON_PER_CONNECTION_STREAM_LIMIT": 4,
+		"ERROR_REASON_CALL_RATE":                   5,
+		"ERROR_REASON_IDLE_TIMEOUT":                6,
+		"ERROR_REASON_MESSAGE_TOO_LARGE":           7,
+		"ERROR_REASON_STREAM_MEMORY":               8,
+		"ERROR_REASON_INDEX_FULL":                  9,
+		"ERROR_REASON_TOKEN_LIMIT":                 10,
+		"ERROR_REASON_UNAUTHENTICATED":             11,
+		"ERROR_REASON_PERMISSION_DENIED":           12,
+		"ERROR_REASON_SHUTTING_DOWN":               13,
+		"ERROR_REASON_INDEX_UNAVAILABLE":           14,
+	}
+)
+
+func (x ErrorReason) Enum() *ErrorReason {
+	p := new(ErrorReason)
+	*p = x
+	return p
+}
+
+func (x ErrorReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ErrorReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_chunkd_v1_chunkd_proto_enumTypes[4].Descriptor()
+}
+
+func (ErrorReason) Type() protoreflect.EnumType {
+	return &file_chunkd_v1_chunkd_proto_enumTypes[4]
+}
+
+func (x ErrorReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ErrorReason.Descriptor instead.
+func (ErrorReason) EnumDescriptor() ([]byte, []int) {
+	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{4}
+}
+
 // Parameters of the chunking function. A field left unset takes the
 // algorithm's default, which GetServerInfo reports with the allowed range.
 // A field the algorithm does not read must stay unset (INVALID_ARGUMENT
@@ -1995,7 +2130,24 @@ const file_chunkd_v1_chunkd_proto_rawDesc = "" +
 	"\fHINT_TEST_FF\x10\x02\x12\x13\n" +
 	"\x0fHINT_TEST_FF_MT\x10\x03\x12\x14\n" +
 	"\x10HINT_TEST_FF_RWT\x10\x04\x12\x18\n" +
-	"\x14HINT_TEST_FF_RWT_FPT\x10\x052\xf2\x02\n" +
+	"\x14HINT_TEST_FF_RWT_FPT\x10\x05*\x8b\x04\n" +
+	"\vErrorReason\x12\x1c\n" +
+	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19ERROR_REASON_STREAM_LIMIT\x10\x01\x12'\n" +
+	"#ERROR_REASON_PER_TOKEN_STREAM_LIMIT\x10\x02\x12$\n" +
+	" ERROR_REASON_PER_IP_STREAM_LIMIT\x10\x03\x12,\n" +
+	"(ERROR_REASON_PER_CONNECTION_STREAM_LIMIT\x10\x04\x12\x1a\n" +
+	"\x16ERROR_REASON_CALL_RATE\x10\x05\x12\x1d\n" +
+	"\x19ERROR_REASON_IDLE_TIMEOUT\x10\x06\x12\"\n" +
+	"\x1eERROR_REASON_MESSAGE_TOO_LARGE\x10\a\x12\x1e\n" +
+	"\x1aERROR_REASON_STREAM_MEMORY\x10\b\x12\x1b\n" +
+	"\x17ERROR_REASON_INDEX_FULL\x10\t\x12\x1c\n" +
+	"\x18ERROR_REASON_TOKEN_LIMIT\x10\n" +
+	"\x12 \n" +
+	"\x1cERROR_REASON_UNAUTHENTICATED\x10\v\x12\"\n" +
+	"\x1eERROR_REASON_PERMISSION_DENIED\x10\f\x12\x1e\n" +
+	"\x1aERROR_REASON_SHUTTING_DOWN\x10\r\x12\"\n" +
+	"\x1eERROR_REASON_INDEX_UNAVAILABLE\x10\x0e2\xf2\x02\n" +
 	"\fChunkService\x12>\n" +
 	"\x05Chunk\x12\x17.chunkd.v1.ChunkRequest\x1a\x18.chunkd.v1.ChunkResponse(\x010\x01\x12>\n" +
 	"\x05Dedup\x12\x17.chunkd.v1.DedupRequest\x1a\x18.chunkd.v1.DedupResponse(\x010\x01\x12L\n" +
@@ -2015,71 +2167,72 @@ func file_chunkd_v1_chunkd_proto_rawDescGZIP() []byte {
 	return file_chunkd_v1_chunkd_proto_rawDescData
 }
 
-var file_chunkd_v1_chunkd_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_chunkd_v1_chunkd_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_chunkd_v1_chunkd_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_chunkd_v1_chunkd_proto_goTypes = []any{
 	(Algorithm)(0),                // 0: chunkd.v1.Algorithm
 	(FingerprintAlgorithm)(0),     // 1: chunkd.v1.FingerprintAlgorithm
 	(SeqCdcMode)(0),               // 2: chunkd.v1.SeqCdcMode
 	(HintTest)(0),                 // 3: chunkd.v1.HintTest
-	(*ChunkingParams)(nil),        // 4: chunkd.v1.ChunkingParams
-	(*ChunkRecord)(nil),           // 5: chunkd.v1.ChunkRecord
-	(*ChunkParams)(nil),           // 6: chunkd.v1.ChunkParams
-	(*ChunkRequest)(nil),          // 7: chunkd.v1.ChunkRequest
-	(*ChunkBatch)(nil),            // 8: chunkd.v1.ChunkBatch
-	(*ChunkSummary)(nil),          // 9: chunkd.v1.ChunkSummary
-	(*ChunkResponse)(nil),         // 10: chunkd.v1.ChunkResponse
-	(*DedupParams)(nil),           // 11: chunkd.v1.DedupParams
-	(*DedupRequest)(nil),          // 12: chunkd.v1.DedupRequest
-	(*DedupRecord)(nil),           // 13: chunkd.v1.DedupRecord
-	(*DedupBatch)(nil),            // 14: chunkd.v1.DedupBatch
-	(*DedupSummary)(nil),          // 15: chunkd.v1.DedupSummary
-	(*DedupResponse)(nil),         // 16: chunkd.v1.DedupResponse
-	(*FindMissingRequest)(nil),    // 17: chunkd.v1.FindMissingRequest
-	(*FindMissingResponse)(nil),   // 18: chunkd.v1.FindMissingResponse
-	(*ReleaseRequest)(nil),        // 19: chunkd.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 20: chunkd.v1.ReleaseResponse
-	(*GetServerInfoRequest)(nil),  // 21: chunkd.v1.GetServerInfoRequest
-	(*ParamRange)(nil),            // 22: chunkd.v1.ParamRange
-	(*AlgorithmInfo)(nil),         // 23: chunkd.v1.AlgorithmInfo
-	(*GetServerInfoResponse)(nil), // 24: chunkd.v1.GetServerInfoResponse
+	(ErrorReason)(0),              // 4: chunkd.v1.ErrorReason
+	(*ChunkingParams)(nil),        // 5: chunkd.v1.ChunkingParams
+	(*ChunkRecord)(nil),           // 6: chunkd.v1.ChunkRecord
+	(*ChunkParams)(nil),           // 7: chunkd.v1.ChunkParams
+	(*ChunkRequest)(nil),          // 8: chunkd.v1.ChunkRequest
+	(*ChunkBatch)(nil),            // 9: chunkd.v1.ChunkBatch
+	(*ChunkSummary)(nil),          // 10: chunkd.v1.ChunkSummary
+	(*ChunkResponse)(nil),         // 11: chunkd.v1.ChunkResponse
+	(*DedupParams)(nil),           // 12: chunkd.v1.DedupParams
+	(*DedupRequest)(nil),          // 13: chunkd.v1.DedupRequest
+	(*DedupRecord)(nil),           // 14: chunkd.v1.DedupRecord
+	(*DedupBatch)(nil),            // 15: chunkd.v1.DedupBatch
+	(*DedupSummary)(nil),          // 16: chunkd.v1.DedupSummary
+	(*DedupResponse)(nil),         // 17: chunkd.v1.DedupResponse
+	(*FindMissingRequest)(nil),    // 18: chunkd.v1.FindMissingRequest
+	(*FindMissingResponse)(nil),   // 19: chunkd.v1.FindMissingResponse
+	(*ReleaseRequest)(nil),        // 20: chunkd.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 21: chunkd.v1.ReleaseResponse
+	(*GetServerInfoRequest)(nil),  // 22: chunkd.v1.GetServerInfoRequest
+	(*ParamRange)(nil),            // 23: chunkd.v1.ParamRange
+	(*AlgorithmInfo)(nil),         // 24: chunkd.v1.AlgorithmInfo
+	(*GetServerInfoResponse)(nil), // 25: chunkd.v1.GetServerInfoResponse
 }
 var file_chunkd_v1_chunkd_proto_depIdxs = []int32{
 	0,  // 0: chunkd.v1.ChunkingParams.algorithm:type_name -> chunkd.v1.Algorithm
 	2,  // 1: chunkd.v1.ChunkingParams.seq_mode:type_name -> chunkd.v1.SeqCdcMode
-	4,  // 2: chunkd.v1.ChunkParams.chunking:type_name -> chunkd.v1.ChunkingParams
+	5,  // 2: chunkd.v1.ChunkParams.chunking:type_name -> chunkd.v1.ChunkingParams
 	1,  // 3: chunkd.v1.ChunkParams.fingerprint:type_name -> chunkd.v1.FingerprintAlgorithm
-	6,  // 4: chunkd.v1.ChunkRequest.params:type_name -> chunkd.v1.ChunkParams
-	5,  // 5: chunkd.v1.ChunkBatch.chunks:type_name -> chunkd.v1.ChunkRecord
-	8,  // 6: chunkd.v1.ChunkResponse.batch:type_name -> chunkd.v1.ChunkBatch
-	9,  // 7: chunkd.v1.ChunkResponse.summary:type_name -> chunkd.v1.ChunkSummary
-	4,  // 8: chunkd.v1.DedupParams.chunking:type_name -> chunkd.v1.ChunkingParams
+	7,  // 4: chunkd.v1.ChunkRequest.params:type_name -> chunkd.v1.ChunkParams
+	6,  // 5: chunkd.v1.ChunkBatch.chunks:type_name -> chunkd.v1.ChunkRecord
+	9,  // 6: chunkd.v1.ChunkResponse.batch:type_name -> chunkd.v1.ChunkBatch
+	10, // 7: chunkd.v1.ChunkResponse.summary:type_name -> chunkd.v1.ChunkSummary
+	5,  // 8: chunkd.v1.DedupParams.chunking:type_name -> chunkd.v1.ChunkingParams
 	1,  // 9: chunkd.v1.DedupParams.fingerprint:type_name -> chunkd.v1.FingerprintAlgorithm
 	3,  // 10: chunkd.v1.DedupParams.hints:type_name -> chunkd.v1.HintTest
-	11, // 11: chunkd.v1.DedupRequest.params:type_name -> chunkd.v1.DedupParams
-	13, // 12: chunkd.v1.DedupBatch.chunks:type_name -> chunkd.v1.DedupRecord
-	14, // 13: chunkd.v1.DedupResponse.batch:type_name -> chunkd.v1.DedupBatch
-	15, // 14: chunkd.v1.DedupResponse.summary:type_name -> chunkd.v1.DedupSummary
+	12, // 11: chunkd.v1.DedupRequest.params:type_name -> chunkd.v1.DedupParams
+	14, // 12: chunkd.v1.DedupBatch.chunks:type_name -> chunkd.v1.DedupRecord
+	15, // 13: chunkd.v1.DedupResponse.batch:type_name -> chunkd.v1.DedupBatch
+	16, // 14: chunkd.v1.DedupResponse.summary:type_name -> chunkd.v1.DedupSummary
 	1,  // 15: chunkd.v1.ReleaseRequest.fingerprint:type_name -> chunkd.v1.FingerprintAlgorithm
 	0,  // 16: chunkd.v1.AlgorithmInfo.algorithm:type_name -> chunkd.v1.Algorithm
-	22, // 17: chunkd.v1.AlgorithmInfo.min_size:type_name -> chunkd.v1.ParamRange
-	22, // 18: chunkd.v1.AlgorithmInfo.avg_size:type_name -> chunkd.v1.ParamRange
-	22, // 19: chunkd.v1.AlgorithmInfo.max_size:type_name -> chunkd.v1.ParamRange
-	22, // 20: chunkd.v1.AlgorithmInfo.normalization_level:type_name -> chunkd.v1.ParamRange
-	22, // 21: chunkd.v1.AlgorithmInfo.horizon_size:type_name -> chunkd.v1.ParamRange
-	22, // 22: chunkd.v1.AlgorithmInfo.polynomial:type_name -> chunkd.v1.ParamRange
-	23, // 23: chunkd.v1.GetServerInfoResponse.algorithms:type_name -> chunkd.v1.AlgorithmInfo
+	23, // 17: chunkd.v1.AlgorithmInfo.min_size:type_name -> chunkd.v1.ParamRange
+	23, // 18: chunkd.v1.AlgorithmInfo.avg_size:type_name -> chunkd.v1.ParamRange
+	23, // 19: chunkd.v1.AlgorithmInfo.max_size:type_name -> chunkd.v1.ParamRange
+	23, // 20: chunkd.v1.AlgorithmInfo.normalization_level:type_name -> chunkd.v1.ParamRange
+	23, // 21: chunkd.v1.AlgorithmInfo.horizon_size:type_name -> chunkd.v1.ParamRange
+	23, // 22: chunkd.v1.AlgorithmInfo.polynomial:type_name -> chunkd.v1.ParamRange
+	24, // 23: chunkd.v1.GetServerInfoResponse.algorithms:type_name -> chunkd.v1.AlgorithmInfo
 	1,  // 24: chunkd.v1.GetServerInfoResponse.fingerprints:type_name -> chunkd.v1.FingerprintAlgorithm
-	7,  // 25: chunkd.v1.ChunkService.Chunk:input_type -> chunkd.v1.ChunkRequest
-	12, // 26: chunkd.v1.ChunkService.Dedup:input_type -> chunkd.v1.DedupRequest
-	17, // 27: chunkd.v1.ChunkService.FindMissing:input_type -> chunkd.v1.FindMissingRequest
-	19, // 28: chunkd.v1.ChunkService.Release:input_type -> chunkd.v1.ReleaseRequest
-	21, // 29: chunkd.v1.ChunkService.GetServerInfo:input_type -> chunkd.v1.GetServerInfoRequest
-	10, // 30: chunkd.v1.ChunkService.Chunk:output_type -> chunkd.v1.ChunkResponse
-	16, // 31: chunkd.v1.ChunkService.Dedup:output_type -> chunkd.v1.DedupResponse
-	18, // 32: chunkd.v1.ChunkService.FindMissing:output_type -> chunkd.v1.FindMissingResponse
-	20, // 33: chunkd.v1.ChunkService.Release:output_type -> chunkd.v1.ReleaseResponse
-	24, // 34: chunkd.v1.ChunkService.GetServerInfo:output_type -> chunkd.v1.GetServerInfoResponse
+	8,  // 25: chunkd.v1.ChunkService.Chunk:input_type -> chunkd.v1.ChunkRequest
+	13, // 26: chunkd.v1.ChunkService.Dedup:input_type -> chunkd.v1.DedupRequest
+	18, // 27: chunkd.v1.ChunkService.FindMissing:input_type -> chunkd.v1.FindMissingRequest
+	20, // 28: chunkd.v1.ChunkService.Release:input_type -> chunkd.v1.ReleaseRequest
+	22, // 29: chunkd.v1.ChunkService.GetServerInfo:input_type -> chunkd.v1.GetServerInfoRequest
+	11, // 30: chunkd.v1.ChunkService.Chunk:output_type -> chunkd.v1.ChunkResponse
+	17, // 31: chunkd.v1.ChunkService.Dedup:output_type -> chunkd.v1.DedupResponse
+	19, // 32: chunkd.v1.ChunkService.FindMissing:output_type -> chunkd.v1.FindMissingResponse
+	21, // 33: chunkd.v1.ChunkService.Release:output_type -> chunkd.v1.ReleaseResponse
+	25, // 34: chunkd.v1.ChunkService.GetServerInfo:output_type -> chunkd.v1.GetServerInfoResponse
 	30, // [30:35] is the sub-list for method output_type
 	25, // [25:30] is the sub-list for method input_type
 	25, // [25:25] is the sub-list for extension type_name
@@ -2106,7 +2259,7 @@ func file_chunkd_v1_chunkd_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chunkd_v1_chunkd_proto_rawDesc), len(file_chunkd_v1_chunkd_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,

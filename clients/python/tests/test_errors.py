@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import pickle
 import random
 import subprocess
 import sys
@@ -21,8 +22,10 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterator, List
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2, status_pb2
 
 from chunkd_client import ChunkdError, Client
+from chunkd_client.errors import ErrorInfo, error_info_of
 from chunkd_client.aio import AsyncClient
 from chunkd_client.testing import ChunkdServer, free_port, serving
 
@@ -43,13 +46,6 @@ def limited_server(chunkd_bin: Path) -> Iterator[ChunkdServer]:
     yield from serving(ChunkdServer(chunkd_bin, extra_args=["--max_streams=1"]))
 
 
-def wait_for_active_streams(server: ChunkdServer, active: int) -> None:
-    deadline = time.monotonic() + RPC_TIMEOUT
-    while server.active_streams() != active:
-        assert time.monotonic() < deadline, f"chunkd never had {active} active streams"
-        time.sleep(0.02)
-
-
 @contextlib.contextmanager
 def the_only_stream_held(server: ChunkdServer) -> Iterator[None]:
     """Keeps one stream of ``server`` open (its source stalls after the first
@@ -61,16 +57,16 @@ def the_only_stream_held(server: ChunkdServer) -> Iterator[None]:
         yield b"held"
         release.wait(RPC_TIMEOUT)
 
-    wait_for_active_streams(server, 0)
+    server.wait_for_active_streams(0, RPC_TIMEOUT)
     with Client(server.address, timeout=RPC_TIMEOUT) as client:
         stream = client.chunk(stalled())
         try:
-            wait_for_active_streams(server, 1)
+            server.wait_for_active_streams(1, RPC_TIMEOUT)
             yield
         finally:
             release.set()
         assert stream.collect()[1].total_bytes == 4
-    wait_for_active_streams(server, 0)
+    server.wait_for_active_streams(0, RPC_TIMEOUT)
 
 
 def refusal(server: ChunkdServer) -> str:
@@ -152,7 +148,8 @@ def test_console_script_past_max_streams(limited_server: ChunkdServer,
         for command in (["chunk"], ["dedup", "--namespace", "refused"]):
             result = script(*command, "--server", limited_server.address, path)
             assert result.returncode == 1, command
-            assert result.stderr.decode() == f"chunkd-client: RESOURCE_EXHAUSTED: {message}\n"
+            assert result.stderr.decode() == (
+                f"chunkd-client: RESOURCE_EXHAUSTED: {message} [reason: STREAM_LIMIT]\n")
 
 
 def dead_address() -> str:
@@ -320,3 +317,37 @@ def test_invalid_argument_message_is_the_servers(server: ChunkdServer, tmp_path:
         with pytest.raises(ChunkdError) as caught:
             client.chunk_all(DATA, algorithm="fastcdc", min_size=8192, avg_size=4096)
     assert result.stderr.decode() == f"chunkd-client: INVALID_ARGUMENT: {caught.value.message}\n"
+
+
+def details(*infos: "error_details_pb2.ErrorInfo", code: int = 8) -> bytes:
+    """A grpc-status-details-bin value holding ``infos`` (and one detail of
+    another type first)."""
+    status = status_pb2.Status(code=code, message="m")
+    status.details.add().Pack(status_pb2.Status(code=1))
+    for info in infos:
+        status.details.add().Pack(info)
+    return status.SerializeToString()
+
+
+def test_reason_is_read_from_the_status_details() -> None:
+    info = error_details_pb2.ErrorInfo(reason="PER_IP_STREAM_LIMIT", domain="chunkd.dev",
+                                       metadata={"flag": "--max_streams_per_ip", "limit": "4"})
+    trailing = (("other", "x"), ("grpc-status-details-bin", details(info)))
+    error = ChunkdError(grpc.StatusCode.RESOURCE_EXHAUSTED, "m", trailing)
+    assert error.reason == "PER_IP_STREAM_LIMIT"
+    assert error.domain == "chunkd.dev"
+    assert error.metadata == {"flag": "--max_streams_per_ip", "limit": "4"}
+    assert error_info_of(trailing) == ErrorInfo(
+        "PER_IP_STREAM_LIMIT", "chunkd.dev", {"flag": "--max_streams_per_ip", "limit": "4"})
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.code(), copy.message, copy.reason) == (error.code(), "m", error.reason)
+
+
+@pytest.mark.parametrize("trailing", [
+    None, (), (("grpc-status-details-bin", details()),),
+    (("grpc-status-details-bin", b"\xff\xff not a status"),),
+], ids=["none", "empty", "no-error-info", "garbage"])
+def test_no_reason_without_an_error_info(trailing) -> None:
+    error = ChunkdError(grpc.StatusCode.UNAVAILABLE, "m", trailing)
+    assert (error.reason, error.domain, error.metadata) == (None, None, {})
+    assert error_info_of(trailing) is None

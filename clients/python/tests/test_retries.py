@@ -25,7 +25,7 @@ import grpc
 import pytest
 
 from chunkd_client import DEFAULT_SERVICE_CONFIG, ChunkdError, Client
-from chunkd_client._calls import Replays
+from chunkd_client._replays import Replays
 from chunkd_client._channel import channel_options
 from chunkd_client._convert import RELEASE_BATCH, release_requests
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
@@ -540,7 +540,7 @@ def test_cli_announces_each_replay(server: ChunkdServer, one_stream_server: Chun
 def test_the_wait_for_the_channel_is_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
     """A replay waits for the channel to be ready; when that wait times out
     the future is cancelled, not left subscribed to the channel."""
-    from chunkd_client._calls import DEDUP, Requests
+    from chunkd_client._requests import DEDUP, Requests
     from chunkd_client.client import ResponseStream
 
     futures: List[grpc.Future] = []
@@ -568,7 +568,7 @@ def test_a_replay_yields_only_the_records_past_those_yielded() -> None:
     yielded exactly; a replay that cuts otherwise (the source changed) is
     DATA_LOSS, and the call is cancelled."""
     from chunkd_client import DedupRecord
-    from chunkd_client._calls import DEDUP, Requests
+    from chunkd_client._requests import DEDUP, Requests
     from chunkd_client.client import ResponseStream
 
     class Call:
@@ -606,7 +606,7 @@ def test_a_replay_yields_only_the_records_past_those_yielded() -> None:
 
 
 def test_a_summary_must_count_the_records_yielded() -> None:
-    from chunkd_client._calls import Delivered
+    from chunkd_client._replays import Delivered
 
     delivered = Delivered()
     assert delivered.take(0, 10, b"a") and delivered.take(10, 5, b"b")

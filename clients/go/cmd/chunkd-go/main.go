@@ -206,7 +206,11 @@ func errorText(err error) string {
 	if !ok {
 		return err.Error()
 	}
-	return codeName(s.Code()) + ": " + s.Message()
+	text := codeName(s.Code()) + ": " + s.Message()
+	if reason := chunkd.ReasonOf(err); reason != "" {
+		text += " [reason: " + reason + "]"
+	}
+	return text
 }
 
 // codeName spells a gRPC code as the other clients do: "INVALID_ARGUMENT",

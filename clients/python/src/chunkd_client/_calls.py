@@ -1,22 +1,18 @@
 """What Client and AsyncClient share, so that neither is a hand-kept copy
 of the other: the channel (with its default service config), the stub and
-the options of every call; the checks of the arguments and the requests of
-a Chunk or Dedup stream; the protocol of its responses; the replays of
-both (when, after what, and which records the caller has already had);
-and Release's request ids. Each client adds only its way of waiting: blocking,
-or asyncio (reads in the executor, ``await``)."""
+the options of every call; the protocol of a Chunk or Dedup stream's
+responses; and Release's request ids. The requests of a stream are in
+_requests, its replays in _replays. Each client adds only its way of
+waiting: blocking, or asyncio (reads in the executor, ``await``)."""
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import struct
 import threading
 import uuid
-from dataclasses import dataclass
 from typing import (
-    Any, AsyncIterator, Callable, Generic, Iterable, Iterator, Optional, Sequence,
-    Tuple, TypeVar, Union, overload,
+    Any, AsyncIterator, Callable, Generic, Iterable, Iterator, Optional, Sequence, Tuple,
+    TypeVar, Union,
 )
 
 import grpc
@@ -25,259 +21,15 @@ from chunkd_client import _convert as convert
 from chunkd_client._channel import (
     ServiceConfig, Tls, call_metadata, channel_credentials, channel_options,
 )
-from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
+from chunkd_client._replays import (  # noqa: F401 (MAX_RETRIES, OnReplay: the clients')
+    MAX_RETRIES, Delivered, OnReplay, Replays, check_replay_arguments, stream_id_for,
+)
+from chunkd_client._requests import CHUNK, DEDUP, Requests, StreamMethod
 from chunkd_client.errors import ChunkdError, check_accounted
-from chunkd_client.records import ChunkRecord, ChunkSummary, DedupRecord, DedupSummary
 
 R = TypeVar("R")
 S = TypeVar("S")
-
-
-@dataclass(frozen=True)
-class StreamMethod(Generic[R, S]):
-    """One of the two streaming methods: the stub's attribute, its request
-    message and the conversion of its records and summary."""
-
-    name: str
-    request: Callable[..., object]
-    record: Callable[[Any], R]
-    summary: Callable[[Any], S]
-
-
-CHUNK: StreamMethod[ChunkRecord, ChunkSummary] = StreamMethod(
-    "Chunk", pb.ChunkRequest, convert.chunk_record, convert.chunk_summary
-)
-DEDUP: StreamMethod[DedupRecord, DedupSummary] = StreamMethod(
-    "Dedup", pb.DedupRequest, convert.dedup_record, convert.dedup_summary
-)
-
-
-class Requests:
-    """The requests of one Chunk or Dedup stream, made from the data pieces
-    of its source as the gRPC library asks for them (on a thread or in a
-    task of its own).
-
-    The first request carries ``params`` and the first piece (no data for
-    an empty source), each other request one more piece. The gRPC library only cancels the call when the source raises; ``error``
-    keeps that exception so that the caller sees it instead of a bare
-    CANCELLED. ``sent`` counts the data bytes handed over, and ``complete``
-    is set once the source is exhausted, which is before the stream is
-    half-closed and so before the server can send its summary.
-    """
-
-    def __init__(self, message: Callable[..., object], params: object) -> None:
-        self._message = message
-        self._params: Optional[object] = params
-        self.error: Optional[BaseException] = None
-        self.sent = 0
-        self.complete = False
-
-    @overload
-    def over(self, pieces: Iterator[bytes]) -> Iterator[object]: ...
-    @overload
-    def over(self, pieces: AsyncIterator[bytes]) -> AsyncIterator[object]: ...
-
-    def over(
-        self, pieces: Union[Iterator[bytes], AsyncIterator[bytes]]
-    ) -> Union[Iterator[object], AsyncIterator[object]]:
-        """The requests for ``pieces``: an iterator of them for a blocking
-        call, an async iterator for a grpc.aio call when ``pieces`` is one."""
-        if isinstance(pieces, AsyncIterator):
-            return self._over_async(pieces)
-        return self._over(pieces)
-
-    def _over(self, pieces: Iterator[bytes]) -> Iterator[object]:
-        with self._reading():
-            yield self._request(next(pieces, b""))
-            for piece in pieces:
-                yield self._request(piece)
-
-    async def _over_async(self, pieces: AsyncIterator[bytes]) -> AsyncIterator[object]:
-        with self._reading():
-            try:
-                first = await pieces.__anext__()
-            except StopAsyncIteration:
-                first = b""
-            yield self._request(first)
-            async for piece in pieces:
-                yield self._request(piece)
-
-    def _request(self, piece: bytes) -> object:
-        self.sent += len(piece)
-        if self._params is None:
-            return self._message(data=piece)
-        params, self._params = self._params, None
-        return self._message(params=params, data=piece)
-
-    @contextlib.contextmanager
-    def _reading(self) -> Iterator[None]:
-        """Around reading the source: keeps its error, marks its end."""
-        try:
-            yield
-        except Exception as e:  # handed to the caller by the response stream
-            self.error = e
-            raise
-        self.complete = True
-
-
-#: The status codes after which a stream with ``retries`` sends its source
-#: again: the server or its index was unreachable, the server went away
-#: mid-stream, was over a limit, or failed. DEADLINE_EXCEEDED joins them when
-#: the call has a timeout (each attempt gets the whole timeout again), and
-#: CANCELLED when the caller did not cancel: a server that stops past its
-#: shutdown deadline, or a proxy that drops the stream, resets it with
-#: RST_STREAM CANCEL, which the client reports as CANCELLED
-#: (docs/clients.md, "Replaying streams").
-REPLAYED_CODES = frozenset({
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.ABORTED,
-    grpc.StatusCode.RESOURCE_EXHAUSTED,
-    grpc.StatusCode.INTERNAL,
-    grpc.StatusCode.CANCELLED,
-})
-#: The wait before the first replay, in seconds; it doubles for each next
-#: one, up to REPLAY_MAX_BACKOFF (the numbers of the channel's retry policy).
-REPLAY_INITIAL_BACKOFF = 0.1
-REPLAY_MAX_BACKOFF = 2.0
-#: After that wait a replay also waits, at most this long (gRPC's connect
-#: timeout) or the call's timeout, for the channel to (re)connect: gRPC
-#: backs off reconnecting to a server that went away (20 ms, growing to at
-#: most 2 s: DEFAULT_CHANNEL_OPTIONS), and a replay sent before would fail
-#: at once and waste an attempt.
-REPLAY_CONNECT_WAIT = 20.0
-
-
-#: ``on_replay(error, delay)``: told of each replay before its wait (see
-#: ``Client.dedup``).
-OnReplay = Callable[[ChunkdError, float], object]
-
-
-class Replays:
-    """When a Chunk or Dedup stream with ``retries`` is sent again.
-
-    ``delay`` answers, for each failure in turn, how long to wait before
-    the replay, or None when the failure is final: a code not in
-    REPLAYED_CODES, a CANCELLED of the caller's (``cancelled_here``, or a
-    client ``closed()`` since), or no replay left. ``on_replay``, when
-    given, is called with the failure and that wait for each replay, before
-    the wait.
-    """
-
-    def __init__(self, retries: int, timeout: Optional[float], channel: Any,
-                 on_replay: Optional[OnReplay] = None,
-                 closed: Callable[[], bool] = lambda: False) -> None:
-        check_replay_arguments(retries, on_replay)
-        self.left = retries
-        self.timeout = timeout
-        self.channel = channel
-        self.on_replay = on_replay
-        self.closed = closed
-        self._backoff = REPLAY_INITIAL_BACKOFF
-
-    def delay(self, failure: ChunkdError, cancelled_here: bool = False) -> Optional[float]:
-        code = failure.code()
-        replayed = code in REPLAYED_CODES or (
-            code == grpc.StatusCode.DEADLINE_EXCEEDED and self.timeout is not None
-        )
-        if code == grpc.StatusCode.CANCELLED and (cancelled_here or self.closed()):
-            replayed = False
-        if not replayed or self.left == 0:
-            return None
-        self.left -= 1
-        delay, self._backoff = self._backoff, min(self._backoff * 2, REPLAY_MAX_BACKOFF)
-        return delay
-
-    @property
-    def connect_wait(self) -> float:
-        """How long a replay may wait for the channel to be ready."""
-        if self.timeout is None:
-            return REPLAY_CONNECT_WAIT
-        return min(REPLAY_CONNECT_WAIT, self.timeout)
-
-
-class Delivered:
-    """The records a stream with ``retries`` has handed to its caller, as
-    every replay must repeat them: where they end, how many there are, and
-    a SHA-256 over their offsets, lengths and fingerprints (a few dozen
-    bytes of state, however long the stream).
-
-    ``take`` says of each record of the current attempt whether it is new
-    to the caller; after ``replaying()`` the records before the end of
-    those handed out are repeats, checked against them once the replay
-    reaches that end. A replay that does not repeat them exactly (a record
-    across that end, a gap, other offsets, lengths or fingerprints before
-    it) means the source, or the index the hints learn from, changed under
-    the replay: ``take`` raises DATA_LOSS, as it does for records that do
-    not follow each other, and ``check_summary`` for a summary that does
-    not add up to the records handed out.
-    """
-
-    def __init__(self) -> None:
-        self.end = 0
-        self.count = 0
-        self._digest = hashlib.sha256()
-        #: The digest and count of the repeats while a replay is before end.
-        self._repeat: Optional[Tuple[Any, int]] = None
-        self._replayed = False
-
-    def replaying(self) -> None:
-        """A new attempt starts from the source's start."""
-        self._repeat = (hashlib.sha256(), 0) if self.end else None
-        self._replayed = True
-
-    def take(self, offset: int, length: int, fingerprint: bytes) -> bool:
-        """True for a record to hand out (and counts it), False for a
-        repeat; raises DATA_LOSS for a replay that cuts otherwise."""
-        key = struct.pack("<QQ", offset, length) + bytes(fingerprint)
-        if self._repeat is None:
-            if offset != self.end:
-                raise self._gap(offset)
-            self._digest.update(key)
-            self.end, self.count = offset + length, self.count + 1
-            return True
-        digest, count = self._repeat
-        if offset >= self.end:
-            raise self._gap(offset)
-        if offset + length > self.end:
-            raise _changed(f"has a chunk [{offset}, {offset + length}) across offset "
-                           f"{self.end}, where the chunks already returned end")
-        digest.update(key)
-        self._repeat = (digest, count + 1)
-        if offset + length == self.end:
-            if count + 1 != self.count or digest.digest() != self._digest.digest():
-                raise _changed(
-                    f"has {count + 1} chunks before offset {self.end} that differ from "
-                    f"the {self.count} already returned (in offsets, lengths or "
-                    "fingerprints)")
-            self._repeat = None
-        return False
-
-    def _gap(self, offset: int) -> ChunkdError:
-        what = (f"goes on at offset {offset}, not at offset {self.end}, where the "
-                "chunks already returned end")
-        if self._replayed:
-            return _changed(what)
-        return ChunkdError(grpc.StatusCode.DATA_LOSS, f"the stream {what}")
-
-    def check_summary(self, total_bytes: int, total_chunks: int) -> None:
-        """DATA_LOSS unless the summary of the attempt that ended OK counts
-        the records handed out, no more and no less."""
-        if self._repeat is not None:
-            raise _changed(f"ended at offset {total_bytes}, before offset {self.end}, "
-                           "where the chunks already returned end")
-        if (total_bytes, total_chunks) != (self.end, self.count):
-            raise ChunkdError(
-                grpc.StatusCode.DATA_LOSS,
-                f"the stream's summary counts {total_bytes} bytes in {total_chunks} "
-                f"chunks, but the chunks returned cover {self.end} bytes in "
-                f"{self.count}")
-
-
-def _changed(what: str) -> ChunkdError:
-    return ChunkdError(grpc.StatusCode.DATA_LOSS,
-                       f"the replayed stream {what}: the source or the index changed "
-                       "under the replay")
 
 
 class StreamBase(Generic[R, S]):
@@ -580,25 +332,3 @@ class ClientBase:
             request_id or uuid.uuid4().hex,
         )
 
-
-#: The most replays a Dedup call may ask for (as chunkctl and the Go client).
-MAX_RETRIES = 100
-
-
-def check_replay_arguments(retries: int, on_replay: Optional[OnReplay]) -> None:
-    """ValueError for a ``retries`` that is not an int in 0..MAX_RETRIES,
-    TypeError for an ``on_replay`` that is neither None nor callable."""
-    if (isinstance(retries, bool) or not isinstance(retries, int)
-            or not 0 <= retries <= MAX_RETRIES):
-        raise ValueError(f"retries must be an int in 0..{MAX_RETRIES}, got {retries!r}")
-    if on_replay is not None and not callable(on_replay):
-        raise TypeError(f"on_replay must be callable or None, not "
-                        f"{type(on_replay).__name__}")
-
-
-def stream_id_for(stream_id: str, retries: int) -> str:
-    """The stream_id of a Dedup stream: the caller's, else a random one when
-    the stream may be replayed (so that a replay counts nothing twice)."""
-    if stream_id or not retries:
-        return stream_id
-    return uuid.uuid4().hex

@@ -177,7 +177,7 @@ class AsyncResponseStream(StreamBase[R, S]):
         self._iterating = False
 
     def _attach(self) -> None:
-        self._status: Optional[Tuple[grpc.StatusCode, str]] = None
+        self._status: Optional[Tuple[grpc.StatusCode, str, Any]] = None
         call = self._call
         call.add_done_callback(lambda done: self._keep_status(done, call))
 
@@ -196,18 +196,20 @@ class AsyncResponseStream(StreamBase[R, S]):
             return  # set, or a call replaced by a replay
         code = _result_now(done.code())
         details = _result_now(done.details())
+        trailing = _result_now(done.trailing_metadata())
         if isinstance(code, grpc.StatusCode):
-            self._status = (code, details or "")
+            self._status = (code, details or "",
+                            tuple(tuple(entry) for entry in trailing or ()))
 
     def _rpc_error(self, error: grpc.RpcError) -> Optional[ChunkdError]:
         """The ChunkdError for ``error``, with the status the server gave
         (see ``_keep_status``); None when the server ended the call OK."""
         if self._status is None:
             return ChunkdError.from_rpc_error(error)
-        code, details = self._status
+        code, details, trailing = self._status
         if code == grpc.StatusCode.OK:
             return None
-        return ChunkdError(code, details)
+        return ChunkdError(code, details, trailing)
 
     def __aiter__(self) -> "AsyncResponseStream[R, S]":
         return self

@@ -222,7 +222,8 @@ def _error_line(e: BaseException) -> Tuple[str, int]:
     if isinstance(e, ChunkdError):
         code = e.code()
         status = EXIT_USAGE if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILURE
-        return f"{PROG}: {code.name}: {e.details()}", status
+        reason = f" [reason: {e.reason}]" if e.reason else ""
+        return f"{PROG}: {code.name}: {e.details()}{reason}", status
     if isinstance(e, OSError) and e.filename is not None and e.strerror:
         return f"{PROG}: {e.filename}: {e.strerror}", EXIT_FAILURE
     return f"{PROG}: {e}", EXIT_FAILURE

@@ -2,9 +2,50 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import grpc
+from google.rpc import error_details_pb2, status_pb2
+
+#: The trailing metadata key of the status details: a google.rpc.Status.
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+#: The type URL of a google.rpc.ErrorInfo in the details.
+ERROR_INFO_TYPE_URL = "type.googleapis.com/google.rpc.ErrorInfo"
+
+
+class ErrorInfo(NamedTuple):
+    """The google.rpc.ErrorInfo of a refusal: ``reason`` (a value of the
+    proto's ErrorReason without its ``ERROR_REASON_`` prefix, e.g.
+    ``"STREAM_LIMIT"``), ``domain`` (``"chunkd.dev"``) and ``metadata``
+    (e.g. ``{"flag": "--max_streams", "limit": "64"}``)."""
+
+    reason: str
+    domain: str
+    metadata: Dict[str, str]
+
+
+def error_info_of(trailing_metadata: Any) -> Optional[ErrorInfo]:
+    """The ErrorInfo in a call's trailing metadata (pairs of key and
+    value), from its ``grpc-status-details-bin`` entry; None when there is
+    none or it does not parse."""
+    for key, value in trailing_metadata or ():
+        if key != STATUS_DETAILS_KEY or not isinstance(value, bytes):
+            continue
+        status = status_pb2.Status()
+        try:
+            status.ParseFromString(value)
+        except Exception:  # not a google.rpc.Status: no reason
+            return None
+        for detail in status.details:
+            if detail.type_url != ERROR_INFO_TYPE_URL:
+                continue
+            info = error_details_pb2.ErrorInfo()
+            try:
+                info.ParseFromString(detail.value)
+            except Exception:
+                return None
+            return ErrorInfo(info.reason, info.domain, dict(info.metadata))
+    return None
 
 
 class StatusCodeAttribute:
@@ -61,7 +102,14 @@ class ChunkdError(grpc.RpcError, grpc.Call):  # type: ignore[misc]
     * ``details()`` is the server's status details (or gRPC's own
       description), also the attribute ``message``;
     * ``trailing_metadata()`` is the failed call's trailing metadata (None
-      for an error the client found itself, such as DATA_LOSS).
+      for an error the client found itself, such as DATA_LOSS);
+    * ``reason`` tells refusals apart without reading the message: the
+      ``google.rpc.ErrorInfo`` reason the server sent in the status details,
+      e.g. ``"STREAM_LIMIT"``, ``"PER_TOKEN_STREAM_LIMIT"``,
+      ``"INDEX_FULL"``, ``"UNAUTHENTICATED"`` (docs/clients.md, "Error
+      reasons", lists them), or None when the status carries none;
+      ``domain`` (``"chunkd.dev"``) and ``metadata`` (a dict, e.g. the
+      ``flag`` and the ``limit`` that refused) come with it.
 
     ``code`` used to be an attribute holding the status code; comparing it
     with a ``grpc.StatusCode`` and reading ``code.name`` still work (see
@@ -78,6 +126,13 @@ class ChunkdError(grpc.RpcError, grpc.Call):  # type: ignore[misc]
         self._code = StatusCodeAttribute(code)
         self.message = message
         self._trailing_metadata = trailing_metadata
+        info = error_info_of(trailing_metadata)
+        #: The ErrorInfo reason, e.g. "STREAM_LIMIT"; None without one.
+        self.reason: Optional[str] = info.reason if info else None
+        #: The ErrorInfo domain ("chunkd.dev"); None without a reason.
+        self.domain: Optional[str] = info.domain if info else None
+        #: The ErrorInfo metadata; empty without a reason.
+        self.metadata: Dict[str, str] = info.metadata if info else {}
 
     @property
     def code(self) -> StatusCodeAttribute:  # type: ignore[override]
@@ -116,7 +171,7 @@ class ChunkdError(grpc.RpcError, grpc.Call):  # type: ignore[misc]
         return f"ChunkdError({self.code()!r}, {self.message!r})"
 
     def __reduce__(self) -> Any:
-        return (type(self), (self.code(), self.message))
+        return (type(self), (self.code(), self.message, self._trailing_metadata))
 
     @classmethod
     def from_rpc_error(cls, error: grpc.RpcError) -> "ChunkdError":
