@@ -149,6 +149,18 @@ absl::Duration StreamReactor<Rpc>::IdleFor(absl::Time now) {
 }
 
 template <typename Rpc>
+typename StreamReactor<Rpc>::State StreamReactor<Rpc>::state() {
+  std::lock_guard<std::mutex> lock(mu_);
+  State state;
+  state.reading = outstanding_.read;
+  state.input_open = input_ == Input::kOpen;
+  state.task = outstanding_.task;
+  state.inbox_bytes = inbox_bytes_;
+  state.queued_responses = outbox_.size();
+  return state;
+}
+
+template <typename Rpc>
 bool StreamReactor<Rpc>::StartLocked() {
   const ServiceOptions& options = service_->options();
   if (!request_.has_params()) {

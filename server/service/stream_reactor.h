@@ -73,6 +73,17 @@ class StreamReactor final
   void Abort(const absl::Status& status) override;
   absl::Duration IdleFor(absl::Time now) override;
 
+  // What the stream holds and waits for now: how tests observe its flow
+  // control (never through time).
+  struct State {
+    bool reading = false;         // a read outstanding
+    bool input_open = false;      // the client may still send
+    bool task = false;            // a task queued or running
+    size_t inbox_bytes = 0;       // input received, not yet processed
+    size_t queued_responses = 0;  // the one being written included
+  };
+  State state();
+
  private:
   // The next gRPC operation or task Drive() issues.
   enum class Op { kNone, kRead, kWrite, kFinish, kProcess };
