@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "chunkd/chunker.h"
 #include "fingerprint/fingerprint.h"
 #include "gtest/gtest.h"
@@ -20,16 +19,6 @@ namespace chunkd::service {
 namespace {
 
 using ChunkStream = grpc::ClientReaderWriter<v1::ChunkRequest, v1::ChunkResponse>;
-
-// Status `code` with every one of `parts` in its message.
-void ExpectRefused(const grpc::Status& status, grpc::StatusCode code,
-                   const std::vector<std::string>& parts) {
-  EXPECT_EQ(status.error_code(), code) << status.error_message();
-  for (const std::string& part : parts) {
-    EXPECT_TRUE(absl::StrContains(status.error_message(), part))
-        << status.error_message() << " lacks " << part;
-  }
-}
 
 // A Chunk stream left open after its params (or refused at once).
 struct OpenStream {

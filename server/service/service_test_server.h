@@ -8,11 +8,14 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "chunkd/v1/chunkd.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
 #include "index/memory_index.h"
 #include "metrics/metrics.h"
 #include "pipeline/worker_pool.h"
@@ -35,6 +38,16 @@ bool WaitFor(Condition condition) {
     absl::SleepFor(absl::Milliseconds(2));
   }
   return true;
+}
+
+// Expects status `code` with every one of `parts` in its message.
+inline void ExpectRefused(const grpc::Status& status, grpc::StatusCode code,
+                          const std::vector<std::string>& parts) {
+  EXPECT_EQ(status.error_code(), code) << status.error_message();
+  for (const std::string& part : parts) {
+    EXPECT_TRUE(absl::StrContains(status.error_message(), part))
+        << status.error_message() << " lacks " << part;
+  }
 }
 
 class TestServer {

@@ -111,6 +111,29 @@ void ExpectInInputOrder(const std::vector<Record>& records,
   EXPECT_EQ(offset, data.size());
 }
 
+// Sends `data` on `stream` in messages of `sizes` (taken in turn; the first
+// message also carries `request`'s params) while a thread reads every
+// response into *received; half-closes and returns the call's status.
+template <typename Response, typename Stream, typename Request,
+          typename Record>
+grpc::Status SendInPieces(Stream* stream, Request request,
+                          const std::string& data,
+                          const std::vector<size_t>& sizes,
+                          Received<Record>* received) {
+  std::thread reader([&] { ReadAll<Stream, Response>(stream, received); });
+  size_t offset = 0;
+  for (size_t i = 0; offset < data.size(); ++i) {
+    const size_t size = std::min(data.size() - offset, sizes[i % sizes.size()]);
+    request.set_data(data.substr(offset, size));
+    offset += size;
+    if (!stream->Write(request)) break;
+    request.clear_params();
+  }
+  stream->WritesDone();
+  reader.join();
+  return stream->Finish();
+}
+
 TEST(StreamReactorTest, ChunkRecordsComeInInputOrder) {
   TestServer server;
   ASSERT_TRUE(server.started());
@@ -122,21 +145,11 @@ TEST(StreamReactorTest, ChunkRecordsComeInInputOrder) {
   auto context = TestServer::Context();
   std::unique_ptr<ChunkStream> stream = server.stub().Chunk(context.get());
   Received<v1::ChunkRecord> received;
-  std::thread reader([&] {
-    ReadAll<ChunkStream, v1::ChunkResponse>(stream.get(), &received);
-  });
-  v1::ChunkRequest request = ChunkParams(
-      v1::ALGORITHM_FASTCDC, v1::FINGERPRINT_ALGORITHM_XXH128, 4096);
-  size_t offset = 0;
-  for (size_t size : sizes) {
-    request.set_data(data.substr(offset, size));
-    offset += size;
-    if (!stream->Write(request)) break;
-    request.clear_params();
-  }
-  stream->WritesDone();
-  reader.join();
-  const grpc::Status status = stream->Finish();
+  const grpc::Status status = SendInPieces<v1::ChunkResponse>(
+      stream.get(),
+      ChunkParams(v1::ALGORITHM_FASTCDC, v1::FINGERPRINT_ALGORITHM_XXH128,
+                  4096),
+      data, sizes, &received);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(received.summaries, 1);
   EXPECT_TRUE(received.summary_last);
@@ -162,26 +175,14 @@ TEST(StreamReactorTest, DedupRecordsComeInInputOrder) {
 
   auto context = TestServer::Context();
   std::unique_ptr<DedupStream> stream = server.stub().Dedup(context.get());
-  Received<v1::DedupRecord> received;
-  std::thread reader([&] {
-    ReadAll<DedupStream, v1::DedupResponse>(stream.get(), &received);
-  });
   v1::DedupRequest request;
   request.mutable_params()->mutable_chunking()->set_algorithm(
       v1::ALGORITHM_FIXED);
   request.mutable_params()->mutable_chunking()->set_avg_size(4096);
   request.mutable_params()->set_namespace_("order");
-  size_t offset = 0;
-  for (size_t i = 0; offset < data.size(); ++i) {
-    const size_t size = std::min(data.size() - offset, MixedSizes()[i % 9]);
-    request.set_data(data.substr(offset, size));
-    offset += size;
-    if (!stream->Write(request)) break;
-    request.clear_params();
-  }
-  stream->WritesDone();
-  reader.join();
-  const grpc::Status status = stream->Finish();
+  Received<v1::DedupRecord> received;
+  const grpc::Status status = SendInPieces<v1::DedupResponse>(
+      stream.get(), request, data, MixedSizes(), &received);
   ASSERT_TRUE(status.ok()) << status.error_message();
   ExpectInInputOrder(received.records, data, fingerprint::Kind::kSha256);
   absl::flat_hash_set<std::string> seen;
@@ -344,16 +345,6 @@ v1::ChunkRequest DataRequest(size_t size) {
   v1::ChunkRequest request;
   request.set_data(RandomBytes(size, 7));
   return request;
-}
-
-// Status `code` with every one of `parts` in its message.
-void ExpectRefused(const grpc::Status& status, grpc::StatusCode code,
-                   const std::vector<std::string>& parts) {
-  EXPECT_EQ(status.error_code(), code) << status.error_message();
-  for (const std::string& part : parts) {
-    EXPECT_TRUE(absl::StrContains(status.error_message(), part))
-        << status.error_message() << " lacks " << part;
-  }
 }
 
 class GarbageTest : public ::testing::Test {
