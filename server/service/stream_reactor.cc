@@ -63,6 +63,7 @@ void StreamReactor<Rpc>::OnReadDone(bool ok) {
     std::lock_guard<std::mutex> lock(mu_);
     outstanding_.read = false;
     last_progress_ = absl::Now();
+    requests_read_ = messages_read_;
     if (!ok) {
       input_ = Input::kEnded;
       if (pipeline_ == nullptr) {
@@ -157,6 +158,7 @@ typename StreamReactor<Rpc>::State StreamReactor<Rpc>::state() {
   state.task = outstanding_.task;
   state.inbox_bytes = inbox_bytes_;
   state.queued_responses = outbox_.size();
+  state.requests_read = requests_read_;
   return state;
 }
 

@@ -81,6 +81,7 @@ class StreamReactor final
     bool task = false;            // a task queued or running
     size_t inbox_bytes = 0;       // input received, not yet processed
     size_t queued_responses = 0;  // the one being written included
+    uint64_t requests_read = 0;   // requests that arrived so far
   };
   State state();
 
@@ -176,6 +177,7 @@ class StreamReactor final
   size_t inbox_bytes_ = 0;               // bytes in inbox_ and in the task
   std::deque<grpc::ByteBuffer> outbox_;  // front is written while pending
   absl::Time last_progress_;  // last read or write done, or task finished
+  uint64_t requests_read_ = 0;  // messages_read_, for state()
   Outstanding outstanding_;
   Input input_ = Input::kOpen;
   Ending ending_ = Ending::kRunning;

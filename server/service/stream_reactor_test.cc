@@ -253,11 +253,22 @@ class BackpressureTest : public ::testing::Test {
 
   // Waits until the server stopped reading a stream whose client still
   // sends, for the responses it does not take: no read outstanding, no
-  // task, input still open, kMaxQueuedResponses responses waiting.
+  // task, input still open, kMaxQueuedResponses responses waiting, and no
+  // request read and no response taken since the poll before (a stream
+  // that still reads passes through such a state only between two reads).
   bool Paused(StreamReactor<ChunkRpc>::State* state) {
+    StreamReactor<ChunkRpc>::State before;
+    bool paused_before = false;
     return WaitFor([&] {
-      return StreamState(state) && state->input_open && !state->reading &&
-             !state->task && state->queued_responses >= kMaxQueuedResponses;
+      const bool paused =
+          StreamState(state) && state->input_open && !state->reading &&
+          !state->task && state->queued_responses >= kMaxQueuedResponses;
+      const bool again = paused && paused_before &&
+                         state->requests_read == before.requests_read &&
+                         state->queued_responses == before.queued_responses;
+      paused_before = paused;
+      before = *state;
+      return again;
     });
   }
 
@@ -272,8 +283,12 @@ TEST_F(BackpressureTest, AClientThatDoesNotReadStopsTheServerReading) {
   Start();
   StreamReactor<ChunkRpc>::State state;
   ASSERT_TRUE(Paused(&state));
-  // Its input and its share of the memory budget stay bounded, and the
-  // client could not send all it has.
+  // Its responses, its input and its share of the memory budget stay
+  // bounded, and the client could not send all it has. Reading stopped at
+  // kMaxQueuedResponses; the input already in (at most kInflight + kMessage
+  // bytes, 1024 records per 64 KiB) adds at most a response per 64 KiB.
+  EXPECT_LE(state.queued_responses,
+            kMaxQueuedResponses + (kInflight + kMessage) / kMessage);
   EXPECT_LE(state.inbox_bytes, kInflight + kMessage);
   EXPECT_LE(server_.budget().used(), kInflight + kMessage);
   EXPECT_LT(written_.load(), kMessages);
