@@ -1,37 +1,19 @@
-// ChunkServiceImpl: the gRPC face of chunkd (docs/design.md, "The data path of one stream"), on the
-// callback API.
+// ChunkServiceImpl: the gRPC face of chunkd (docs/design.md, "The data path
+// of one stream"), on the callback API with raw request and response bytes.
+// It admits streams and holds what they share; the parts do the rest:
+//   wire_format.h     parses requests, serializes responses;
+//   stream_rpc.h      what differs between Chunk and Dedup;
+//   stream_reactor.h  one stream's flow control (one task at a time per
+//                     stream, on the shared WorkerPool; backpressure);
+//   stream_task.h     what one task of a stream does;
+//   unary_calls.h     FindMissing, Release, GetServerInfo.
 //
-// Each Chunk or Dedup stream is one reactor. Reactor callbacks never block:
-// they move the request's bytes into the stream's inbox and hand the work to
-// the shared WorkerPool, at most one task per stream at a time, so a stream's
-// records stay in order and no stream owns a thread. Reading stops while the
-// stream's unprocessed bytes reach max_inflight_bytes or its unsent responses
-// pile up, so gRPC flow control slows a client that sends faster than chunkd
-// cuts, or reads slower than chunkd answers.
-//
-// Memory: the request bytes of all streams together stay within
-// ServiceOptions::memory (reservations of max_message_bytes per pending read
-// included). Per stream: at most max_inflight_bytes + max_message_bytes of
-// unprocessed input. What a stream holds beyond them (the chunker's buffers
-// and bitmaps, the hint follower's copies, kMaxQueuedResponses response
-// batches and the records of the input already in) depends on its
-// parameters: once they arrive the stream reserves its worst case
-// (service/memory_plan.h, StreamMemoryBytes) from
-// ServiceOptions::stream_memory, before it reads or cuts any more, and
-// returns it when it finishes, however it ends (a stream that fails while
-// its task runs: once that task ends). A stream that does not fit
-// waits in turn, reading nothing (HTTP/2 flow control holds its client;
-// the wait is not idle time); one that could never fit is refused with
-// RESOURCE_EXHAUSTED.
-//
-// Requests are read as raw bytes and parsed here, so that a message that
-// does not parse ends its stream (or call) with INVALID_ARGUMENT naming its
-// position, instead of passing for the end of the stream.
-//
-// Admission (StreamRegistry): only admitted streams hold a slot; refused
-// ones are finished at once and counted in chunkd_streams_rejected_total.
-// A stream that waits on its client for stream_idle_timeout ends with
-// DEADLINE_EXCEEDED.
+// Promises: only admitted streams hold a slot (StreamRegistry); refused ones
+// are finished at once and counted in chunkd_streams_rejected_total. The
+// request bytes of all streams stay within ServiceOptions::memory, and what
+// they hold beyond them within ServiceOptions::stream_memory (docs/design.md,
+// "Memory bounds"). A stream that waits on its client for
+// stream_idle_timeout ends with DEADLINE_EXCEEDED.
 //
 // Thread safety: thread-safe; gRPC calls the handlers from its own threads.
 #ifndef CHUNKD_SERVICE_CHUNK_SERVICE_H_
@@ -42,8 +24,6 @@
 #include <iterator>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "chunkd/chunker.h"
 #include "chunkd/v1/chunkd.grpc.pb.h"
@@ -58,6 +38,7 @@
 #include "service/periodic.h"
 #include "service/request_bytes.h"
 #include "service/stream_registry.h"
+#include "service/unary_calls.h"
 
 namespace chunkd::service {
 
@@ -114,25 +95,6 @@ using RawChunkService = v1::ChunkService::WithRawCallbackMethod_Chunk<
             v1::ChunkService::WithRawCallbackMethod_Release<
                 v1::ChunkService::WithRawCallbackMethod_GetServerInfo<
                     v1::ChunkService::Service>>>>>;
-
-// Counts calls handed to the worker pool, so that a drain can wait for
-// them. Thread-safe.
-class PoolCalls {
- public:
-  PoolCalls() = default;
-  PoolCalls(const PoolCalls&) = delete;
-  PoolCalls& operator=(const PoolCalls&) = delete;
-
-  // A call starts; each Enter is followed by one Exit when it has answered.
-  void Enter();
-  void Exit();
-  // Waits until no call is under way or `deadline` passes; true if none is.
-  bool WaitForNone(absl::Time deadline);
-
- private:
-  absl::Mutex mu_;
-  size_t running_ ABSL_GUARDED_BY(mu_) = 0;
-};
 
 class ChunkServiceImpl final : public RawChunkService {
  public:
@@ -195,7 +157,6 @@ class ChunkServiceImpl final : public RawChunkService {
   // bearer token. OK, or the status (and reason) to refuse with.
   absl::Status PreAdmit(const grpc::CallbackServerContext* context,
                         RejectReason* reason);
-  void FillServerInfo(v1::GetServerInfoResponse* response) const;
   // The caller's token may use `ns` (when auth is on), and `ns` is valid.
   absl::Status CheckNamespace(const grpc::CallbackServerContext* context,
                               const std::string& ns) const;

@@ -93,7 +93,7 @@ inline constexpr size_t kMaxArenasUnderLimit = 8;
 inline constexpr uint64_t kGrpcBytesPerStream = uint64_t{2} << 20;
 
 // The reactor's limits that set how many responses a stream holds
-// (service/chunk_service.h): unsent responses at which reading pauses,
+// (service/stream_reactor.h): unsent responses at which reading pauses,
 // records per response, and input bytes one task processes.
 inline constexpr size_t kMaxQueuedResponses = 16;
 inline constexpr size_t kMaxRecordsPerResponse = 1024;

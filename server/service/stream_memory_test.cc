@@ -23,14 +23,12 @@
 #include "service/chunk_service.h"
 #include "service/memory_budget.h"
 #include "service/memory_plan.h"
+#include "service/service_test_server.h"
 
 namespace chunkd::service {
 namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
-// Bound on every wait for the server to reach a state.
-constexpr absl::Duration kWait = absl::Seconds(60);
-
 using Stream = grpc::ClientReaderWriter<v1::ChunkRequest, v1::ChunkResponse>;
 
 StreamSettings Settings() {
@@ -46,17 +44,6 @@ size_t DefaultStreamBytes() {
   return StreamMemoryBytes(
       ShapeOf(chunking::DefaultOptions(chunking::Algorithm::kFastCdc), false),
       Settings());
-}
-
-// Waits (bounded) until `condition` holds; false if it never did.
-template <typename Condition>
-bool WaitFor(Condition condition) {
-  const absl::Time deadline = absl::Now() + kWait;
-  while (!condition()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return true;
 }
 
 class StreamMemoryTest : public ::testing::Test {
