@@ -30,9 +30,9 @@ struct Flags {
   size_t size = workload::kDefaultBenchSize;
   std::vector<workload::Dataset> datasets = {workload::Dataset::kRandom,
                                              workload::Dataset::kVersioned};
-  std::vector<Strategy> strategies = {Strategy::kAuto, Strategy::kTwoStage,
-                                      Strategy::kSequentialScan,
-                                      Strategy::kReference};
+  std::vector<chunking::Strategy> strategies = {
+      chunking::Strategy::kAuto, chunking::Strategy::kTwoStage,
+      chunking::Strategy::kSequentialScan, chunking::Strategy::kReference};
 };
 
 // The flags of this run.

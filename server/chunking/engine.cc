@@ -104,7 +104,7 @@ absl::StatusOr<const kernels::KernelSet*> ResolveKernel(
   }
   if (!engine.kernel->supported()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("chunking backend ", engine.kernel->name,
+        absl::StrCat("kernel set ", engine.kernel->name,
                      " is not supported by this CPU or OS"));
   }
   return engine.kernel;

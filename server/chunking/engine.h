@@ -37,7 +37,7 @@
 //   sequential  For each chunk, stage 1 runs on blocks starting at the first
 //               position the algorithm examines — the chunk's min offset, or
 //               where a SeqCDC jump lands — sized to where the cut is likely
-//               (each algorithm's BlockSizes, strategies/), prefetched
+//               (each algorithm's BlockSizes, in its driver), prefetched
 //               together with the bytes that follow, until stage 2 finds
 //               the cut. Bytes that FastCDC (min_size per chunk) and SeqCDC
 //               (min_size, and every jump) skip are never read, which a full
