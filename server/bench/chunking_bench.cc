@@ -33,7 +33,7 @@
 //       The memory-read loop (and memcpy) over the same buffer on N threads:
 //       what no chunker reading every byte can beat.
 //
-// ALG is fastcdc, crc32, seqcdc or fixed with BenchOptions() (the parameters
+// ALG is every algorithm (AllAlgorithms()) with BenchOptions() (the parameters
 // of the chunking targets); DATASET is `random` (64 MiB of seeded random bytes)
 // or `versioned` (an 8 MiB base file and 7 edited versions, concatenated).
 // Every run compares its chunks with ReferenceChunks of the same buffer
@@ -45,36 +45,28 @@
 //   --size=BYTES              bytes per dataset (default 67108864)
 //   --datasets=random,versioned
 //   --strategies=auto,two-stage,sequential,reference
-// `make bench` runs this and server/bench/report.py.
+// (parsed in chunking_bench_support.cc). `make bench` runs this and
+// server/bench/report.py.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "bench/chunking_bench_support.h"
 #include "chunkd/chunker.h"
-#include "chunking/buzhash.h"
+#include "chunking/drivers/driver.h"
 #include "chunking/executor.h"
-#include "chunking/fastcdc.h"
 #include "chunking/kernels/kernels.h"
-#include "chunking/rabin.h"
 #include "workload/harness.h"
 
 namespace chunkd::bench {
@@ -83,69 +75,6 @@ namespace {
 using chunking::Algorithm;
 using chunking::Chunk;
 using chunking::Strategy;
-
-struct Flags {
-  std::vector<size_t> threads = {1, 2};
-  size_t size = workload::kDefaultBenchSize;
-  std::vector<workload::Dataset> datasets = {workload::Dataset::kRandom,
-                                             workload::Dataset::kVersioned};
-  std::vector<Strategy> strategies = {Strategy::kAuto, Strategy::kTwoStage,
-                                      Strategy::kSequentialScan,
-                                      Strategy::kReference};
-};
-
-Flags& GetFlags() {
-  static Flags flags;
-  return flags;
-}
-
-// The datasets and their reference chunk lists, built on first use (outside
-// any timed loop) and kept for the whole run.
-class Fixtures {
- public:
-  static const std::vector<uint8_t>& Data(workload::Dataset dataset) {
-    auto& slot = Instance().data_[dataset];
-    if (slot == nullptr) {
-      slot = std::make_unique<std::vector<uint8_t>>(
-          workload::MakeDataset(dataset, GetFlags().size));
-    }
-    return *slot;
-  }
-
-  static const std::vector<Chunk>& Reference(Algorithm algorithm,
-                                             workload::Dataset dataset) {
-    auto& slot = Instance().reference_[{algorithm, dataset}];
-    if (slot == nullptr) {
-      slot = std::make_unique<std::vector<Chunk>>(chunking::ReferenceChunks(
-          workload::BenchOptions(algorithm), Data(dataset)));
-    }
-    return *slot;
-  }
-
- private:
-  static Fixtures& Instance() {
-    static Fixtures* fixtures = new Fixtures();
-    return *fixtures;
-  }
-
-  std::map<workload::Dataset, std::unique_ptr<std::vector<uint8_t>>> data_;
-  std::map<std::pair<Algorithm, workload::Dataset>,
-           std::unique_ptr<std::vector<Chunk>>>
-      reference_;
-};
-
-std::unique_ptr<chunking::Executor> MakeExecutor(size_t threads) {
-  if (threads <= 1) return nullptr;
-  return std::make_unique<chunking::ThreadPoolExecutor>(threads);
-}
-
-void Finish(benchmark::State& state, size_t bytes, size_t chunks) {
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
-                          static_cast<int64_t>(bytes));
-  state.counters["chunks"] = static_cast<double>(chunks);
-  state.counters["avg_chunk"] =
-      chunks == 0 ? 0.0 : static_cast<double>(bytes) / chunks;
-}
 
 void BM_Reference(benchmark::State& state, Algorithm algorithm,
                   workload::Dataset dataset) {
@@ -165,7 +94,7 @@ void BM_Reference(benchmark::State& state, Algorithm algorithm,
 
 // `kernel` null: the engine's default (the automatic kernel).
 void BM_Fast(benchmark::State& state, Algorithm algorithm,
-             workload::Dataset dataset, const chunking::kernels::Kernel* kernel,
+             workload::Dataset dataset, const chunking::kernels::KernelSet* kernel,
              Strategy strategy, size_t threads) {
   if (kernel != nullptr && !kernel->supported()) {
     state.SkipWithError(
@@ -221,7 +150,7 @@ constexpr size_t kStreamPiece = size_t{1} << 20;
 
 void BM_Stream(benchmark::State& state, Algorithm algorithm,
                workload::Dataset dataset,
-               const chunking::kernels::Kernel* kernel, size_t threads) {
+               const chunking::kernels::KernelSet* kernel, size_t threads) {
   if (!kernel->supported()) {
     state.SkipWithError(
         absl::StrCat(kernel->name, ": not supported by this CPU or OS")
@@ -281,94 +210,47 @@ constexpr size_t kStage1Blocks[] = {size_t{256} << 10, size_t{260} << 10};
 
 class Stage1Runner {
  public:
+  // REQUIRES: `algorithm` has a stage 1 (every algorithm but fixed).
   Stage1Runner(Algorithm algorithm, size_t block)
-      : algorithm_(algorithm),
+      : driver_(chunking::NewDriver(workload::BenchOptions(algorithm))),
+        stages_(*driver_->two_stage()),
         block_(block),
-        s_(chunking::kernels::BitmapWords(block)),
-        l_(chunking::kernels::BitmapWords(block)) {
-    const chunking::ChunkerOptions options = workload::BenchOptions(algorithm);
-    if (algorithm == Algorithm::kFastCdc) {
-      const chunking::FastCdcCutter cutter(
-          options.min_size, options.avg_size, options.max_size,
-          options.normalization_level, options.seed);
-      gear_ = cutter.gear();
-      params_.gear = gear_.data();
-      params_.mask_s = cutter.mask_s();
-      params_.mask_l = cutter.mask_l();
-    }
-    crc_mask_ = options.avg_size - 1;
-    if (algorithm == Algorithm::kRabin) {
-      rabin_tables_ = chunking::MakeRabinTables(options.polynomial);
-      rabin_.out = rabin_tables_.out.data();
-      rabin_.mod = rabin_tables_.mod.data();
-      rabin_.mask = options.avg_size - 1;
-    }
-    buzhash_.table = chunking::BuzhashTable().data();
-    buzhash_.discriminator = chunking::BuzhashDiscriminator(options.avg_size);
-  }
+        first_(chunking::kernels::BitmapWords(block)),
+        second_(chunking::kernels::BitmapWords(block)) {}
 
-  uint64_t Run(const chunking::kernels::Kernel& kernel,
+  uint64_t Run(const chunking::kernels::KernelSet& kernel,
                const std::vector<uint8_t>& data) {
     // The multiplications are independent of each other; only the additions
     // chain, so the digest costs far less than the kernel.
+    const bool two = stages_.bitmaps() > 1;
     uint64_t digest = 0;
     uint64_t index = 1;
     for (size_t begin = 0; begin < data.size(); begin += block_) {
       const size_t end = std::min(data.size(), begin + block_);
       const size_t words = chunking::kernels::BitmapWords(end - begin);
-      bool two = true;
-      switch (algorithm_) {
-        case Algorithm::kFastCdc:
-          kernel.fastcdc(data.data(), begin, end, params_, s_.data(),
-                         l_.data());
-          break;
-        case Algorithm::kCrc32:
-          kernel.crc32(data.data(), begin, end, crc_mask_, s_.data());
-          two = false;
-          break;
-        case Algorithm::kSeqCdc:
-          kernel.seqcdc(data.data(), begin, end, s_.data(), l_.data());
-          break;
-        case Algorithm::kRabin:
-          kernel.rabin(data.data(), begin, end, rabin_, s_.data());
-          two = false;
-          break;
-        case Algorithm::kBuzhash:
-          kernel.buzhash(data.data(), begin, end, buzhash_, s_.data());
-          two = false;
-          break;
-        case Algorithm::kRepMaxCdc:
-          kernel.repmaxcdc(data.data(), begin, end,
-                           chunking::FastCdcGearTable().data(), s_.data());
-          two = false;
-          break;
-        case Algorithm::kFixed:
-          return 0;
-      }
+      stages_.Stage1(kernel, data.data(), begin, end, first_.data(),
+                     two ? second_.data() : nullptr);
       for (size_t i = 0; i < words; ++i, index += 2) {
-        digest += s_[i] * index;
-        if (two) digest += l_[i] * (index + 0x9e3779b97f4a7c15);
+        digest += first_[i] * index;
+        if (two) digest += second_[i] * (index + 0x9e3779b97f4a7c15);
       }
     }
     return digest;
   }
 
  private:
-  const Algorithm algorithm_;
+  // The algorithm's driver, whose Stage1 calls its kernel of a kernel set
+  // with the parameters of BenchOptions (drivers/driver.h).
+  const std::unique_ptr<chunking::AlgorithmDriver> driver_;
+  const chunking::BitmapDriver& stages_;
   const size_t block_;
-  std::array<uint64_t, 256> gear_{};
-  chunking::kernels::GearParams params_;
-  uint32_t crc_mask_ = 0;
-  chunking::RabinTables rabin_tables_;
-  chunking::kernels::RabinParams rabin_;
-  chunking::kernels::BuzhashParams buzhash_;
-  std::vector<uint64_t> s_;
-  std::vector<uint64_t> l_;
+  std::vector<uint64_t> first_;
+  std::vector<uint64_t> second_;
 };
 
 void BM_Stage1(benchmark::State& state, Algorithm algorithm,
                workload::Dataset dataset,
-               const chunking::kernels::Kernel* kernel, size_t block) {
+               const chunking::kernels::KernelSet* kernel, size_t block) {
   if (!kernel->supported()) {
     state.SkipWithError(
         absl::StrCat(kernel->name, ": not supported by this CPU or OS")
@@ -379,7 +261,7 @@ void BM_Stage1(benchmark::State& state, Algorithm algorithm,
   }
   const std::vector<uint8_t>& data = Fixtures::Data(dataset);
   Stage1Runner runner(algorithm, block);
-  const uint64_t want = runner.Run(chunking::kernels::ScalarKernel(), data);
+  const uint64_t want = runner.Run(chunking::kernels::ScalarKernelSet(), data);
   for (auto _ : state) {
     if (runner.Run(*kernel, data) != want) {
       state.SkipWithError(absl::StrCat(kernel->name,
@@ -447,6 +329,11 @@ void RegisterAll() {
   }
   for (Algorithm algorithm : chunking::AllAlgorithms()) {
     const std::string alg(chunking::AlgorithmName(algorithm));
+    // Fixed-size chunking has no stage 1: no stage-1 rows, and its strategies
+    // are all the same.
+    const bool stage1 =
+        chunking::NewDriver(workload::BenchOptions(algorithm))->two_stage() !=
+        nullptr;
     for (workload::Dataset dataset : flags.datasets) {
       const std::string ds(workload::DatasetName(dataset));
       Configure(benchmark::RegisterBenchmark(
@@ -455,7 +342,7 @@ void RegisterAll() {
           BM_Reference, algorithm, dataset));
       // The engine's reference strategy (no kernel) in speculative segments.
       for (size_t threads : flags.threads) {
-        if (threads <= 1 || algorithm == Algorithm::kFixed) continue;
+        if (threads <= 1 || !stage1) continue;
         if (std::find(flags.strategies.begin(), flags.strategies.end(),
                       Strategy::kReference) == flags.strategies.end()) {
           continue;
@@ -464,7 +351,7 @@ void RegisterAll() {
             absl::StrCat("chunk/", alg, "/", ds,
                          "/reference/reference/threads:", threads)
                 .c_str(),
-            BM_Fast, algorithm, dataset, &chunking::kernels::ScalarKernel(),
+            BM_Fast, algorithm, dataset, &chunking::kernels::ScalarKernelSet(),
             Strategy::kReference, threads));
       }
       // The engine's default: the automatic kernel.
@@ -479,10 +366,10 @@ void RegisterAll() {
                 .c_str(),
             BM_Fast, algorithm, dataset, nullptr, Strategy::kAuto, threads));
       }
-      for (const chunking::kernels::Kernel* kernel :
-           chunking::kernels::AllKernels()) {
+      for (const chunking::kernels::KernelSet* kernel :
+           chunking::kernels::AllKernelSets()) {
         for (size_t block : kStage1Blocks) {
-          if (algorithm == Algorithm::kFixed) break;
+          if (!stage1) break;
           Configure(benchmark::RegisterBenchmark(
               absl::StrCat("stage1/", alg, "/", ds, "/", kernel->name,
                            "/block:", block, "/threads:1")
@@ -490,7 +377,7 @@ void RegisterAll() {
               BM_Stage1, algorithm, dataset, kernel, block));
         }
         for (size_t threads : flags.threads) {
-          if (algorithm == Algorithm::kFixed) break;
+          if (!stage1) break;
           Configure(benchmark::RegisterBenchmark(
               absl::StrCat("chunk/", alg, "/", ds, "/", kernel->name,
                            "/stream/threads:", threads)
@@ -502,9 +389,7 @@ void RegisterAll() {
             // The reference strategy uses no kernel (registered above);
             // fixed has no stage 1, so its strategies are all the same.
             if (strategy == Strategy::kReference) continue;
-            if (algorithm == Algorithm::kFixed && strategy != Strategy::kAuto) {
-              continue;
-            }
+            if (!stage1 && strategy != Strategy::kAuto) continue;
             Configure(benchmark::RegisterBenchmark(
                 absl::StrCat("chunk/", alg, "/", ds, "/", kernel->name, "/",
                              chunking::StrategyName(strategy),
@@ -516,86 +401,6 @@ void RegisterAll() {
       }
     }
   }
-}
-
-// Parses "--name=value" flags of our own out of argv, leaving the rest for
-// Google Benchmark. Returns false (after printing why) on a bad value.
-bool ParseOwnFlags(int* argc, char** argv) {
-  Flags& flags = GetFlags();
-  int kept = 1;
-  bool ok = true;
-  for (int i = 1; i < *argc; ++i) {
-    const absl::string_view arg = argv[i];
-    auto value_of = [&](absl::string_view name, absl::string_view* value) {
-      const std::string prefix = absl::StrCat("--", name, "=");
-      if (!absl::StartsWith(arg, prefix)) return false;
-      *value = arg.substr(prefix.size());
-      return true;
-    };
-    absl::string_view value;
-    if (value_of("threads", &value)) {
-      flags.threads.clear();
-      for (absl::string_view word : absl::StrSplit(value, ',')) {
-        size_t n = 0;
-        if (!absl::SimpleAtoi(word, &n) || n == 0 || n > 1024) {
-          std::fprintf(stderr, "--threads: bad thread count \"%s\"\n",
-                       std::string(word).c_str());
-          ok = false;
-        }
-        flags.threads.push_back(n);
-      }
-    } else if (value_of("size", &value)) {
-      if (!absl::SimpleAtoi(value, &flags.size) || flags.size == 0) {
-        std::fprintf(stderr, "--size: expected a positive byte count\n");
-        ok = false;
-      }
-    } else if (value_of("datasets", &value)) {
-      flags.datasets.clear();
-      for (absl::string_view word : absl::StrSplit(value, ',')) {
-        absl::StatusOr<workload::Dataset> d = workload::ParseDataset(word);
-        if (!d.ok()) {
-          std::fprintf(stderr, "--datasets: %s\n",
-                       std::string(d.status().message()).c_str());
-          ok = false;
-        } else {
-          flags.datasets.push_back(*d);
-        }
-      }
-    } else if (value_of("strategies", &value)) {
-      flags.strategies.clear();
-      for (absl::string_view word : absl::StrSplit(value, ',')) {
-        absl::StatusOr<Strategy> s = chunking::ParseStrategy(word);
-        if (!s.ok()) {
-          std::fprintf(stderr, "--strategies: %s\n",
-                       std::string(s.status().message()).c_str());
-          ok = false;
-        } else {
-          flags.strategies.push_back(*s);
-        }
-      }
-    } else {
-      argv[kept++] = argv[i];
-    }
-  }
-  *argc = kept;
-  argv[kept] = nullptr;
-  return ok;
-}
-
-void AddContext() {
-  std::vector<std::string> supported;
-  for (const chunking::kernels::Kernel* kernel :
-       chunking::kernels::AllKernels()) {
-    if (kernel->supported()) supported.push_back(kernel->name);
-  }
-  benchmark::AddCustomContext("chunkd_kernels_supported",
-                              absl::StrJoin(supported, ","));
-  benchmark::AddCustomContext("chunkd_best_kernel",
-                              chunking::kernels::BestKernel().name);
-  benchmark::AddCustomContext("chunkd_bytes_per_dataset",
-                              absl::StrCat(GetFlags().size));
-  benchmark::AddCustomContext("chunkd_seed",
-                              absl::StrCat(workload::kBenchSeed));
 }
 
 }  // namespace

@@ -20,25 +20,25 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "chunkd/chunker.h"
+#include "chunking/drivers/driver.h"
 #include "chunking/executor.h"
 #include "chunking/kernels/kernels.h"
-#include "chunking/strategies/strategy.h"
 
 namespace chunkd::chunking {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using kernels::Kernel;
+using kernels::KernelSet;
 
 size_t ThreadsOf(const Executor* executor) {
   return executor == nullptr ? 1 : std::max<size_t>(1, executor->parallelism());
 }
 
-// The supported kernels, narrowest first (AllKernels() lists them best
+// The supported kernels, narrowest first (AllKernelSets() lists them best
 // first).
-std::vector<const Kernel*> Candidates() {
-  std::vector<const Kernel*> out;
-  absl::Span<const Kernel* const> all = kernels::AllKernels();
+std::vector<const KernelSet*> Candidates() {
+  std::vector<const KernelSet*> out;
+  absl::Span<const KernelSet* const> all = kernels::AllKernelSets();
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     if ((*it)->supported()) out.push_back(*it);
   }
@@ -51,12 +51,12 @@ std::vector<const Kernel*> Candidates() {
 // alone), every such kernel runs the same code.
 std::vector<KernelTiming> PlanTimings(const ChunkerOptions& options,
                                       Executor* executor) {
-  const bool has_stage1 = NewStrategy(options)->two_stage() != nullptr;
+  const bool has_stage1 = NewDriver(options)->two_stage() != nullptr;
   auto kernel_free = [has_stage1](const KernelTiming& t) {
     return !has_stage1 || t.strategy == Strategy::kReference;
   };
   std::vector<KernelTiming> timings;
-  for (const Kernel* kernel : Candidates()) {
+  for (const KernelSet* kernel : Candidates()) {
     EngineOptions engine;
     engine.kernel = kernel;
     engine.executor = executor;
@@ -137,7 +137,7 @@ bool TimeRounds(const ChunkerOptions& options, Executor* executor,
 }
 
 // The narrowest kernel within kCalibrationMargin of the fastest.
-const Kernel* Choose(const std::vector<KernelTiming>& timings) {
+const KernelSet* Choose(const std::vector<KernelTiming>& timings) {
   double fastest = 0;
   for (const KernelTiming& t : timings) {
     if (fastest == 0 || t.best_seconds < fastest) fastest = t.best_seconds;
@@ -145,7 +145,7 @@ const Kernel* Choose(const std::vector<KernelTiming>& timings) {
   for (const KernelTiming& t : timings) {
     if (t.best_seconds <= fastest * (1 + kCalibrationMargin)) return t.kernel;
   }
-  return &kernels::BestKernel();  // unreachable: the fastest qualifies
+  return &kernels::BestKernelSet();  // unreachable: the fastest qualifies
 }
 
 // The process-wide table of choices, by algorithm and thread count. The
@@ -187,7 +187,7 @@ KernelChoice CalibrateKernel(Algorithm algorithm, Executor* executor,
   choice.algorithm = algorithm;
   choice.threads = ThreadsOf(executor);
   choice.bytes = data.size();
-  choice.kernel = &kernels::BestKernel();
+  choice.kernel = &kernels::BestKernelSet();
   choice.timings = PlanTimings(options, executor);
   Clock::duration longest_run;
   bool complete = TimeRounds(options, executor, data, start, budget,
@@ -209,7 +209,7 @@ KernelChoice CalibrateKernel(Algorithm algorithm, Executor* executor,
   return choice;
 }
 
-const Kernel& AutoKernel(Algorithm algorithm, Executor* executor) {
+const KernelSet& AutoKernel(Algorithm algorithm, Executor* executor) {
   Table& table = GlobalTable();
   const std::pair<Algorithm, size_t> key(algorithm, ThreadsOf(executor));
   std::lock_guard<std::mutex> lock(table.mu);

@@ -22,7 +22,7 @@
 // CalibrateAutoKernels also stops at a total budget), expected from the
 // kernel's fastest run so far (a first run is expected to take nothing); so
 // it overruns by at most one run, the one that took longer than expected.
-// Without one run of every candidate it keeps kernels::BestKernel(), the
+// Without one run of every candidate it keeps kernels::BestKernelSet(), the
 // choice before calibration existed.
 //
 // Thread safety: CalibrateKernel is a pure function of its arguments (it
@@ -82,12 +82,12 @@ inline constexpr absl::Duration kCalibrationTotalBudget =
 
 // One candidate kernel of a calibration.
 struct KernelTiming {
-  const kernels::Kernel* kernel = nullptr;
+  const kernels::KernelSet* kernel = nullptr;
   // Its automatic strategy for the algorithm on this thread count.
   Strategy strategy = Strategy::kAuto;
   // The kernel whose runs stand for this one's: itself, or the narrowest
   // candidate that runs the same code (the strategy uses no kernel).
-  const kernels::Kernel* same_as = nullptr;
+  const kernels::KernelSet* same_as = nullptr;
   int runs = 0;               // of same_as
   double best_seconds = 0.0;  // the fastest run of same_as; 0 without runs
   // Left out of the rounds after the second (kCalibrationDropFactor).
@@ -100,9 +100,9 @@ struct KernelChoice {
   Algorithm algorithm = Algorithm::kFastCdc;
   size_t threads = 1;  // the executor's parallelism (1 without one)
   size_t bytes = 0;    // of the calibration buffer
-  const kernels::Kernel* kernel = nullptr;
+  const kernels::KernelSet* kernel = nullptr;
   // True when every candidate ran at least once; false: the budget ran out
-  // first and `kernel` is kernels::BestKernel().
+  // first and `kernel` is kernels::BestKernelSet().
   bool calibrated = false;
   // Supported kernels, narrowest first (scalar, avx2, avx512).
   std::vector<KernelTiming> timings;
@@ -117,7 +117,7 @@ std::vector<uint8_t> CalibrationData(size_t size = kCalibrationBytes);
 // Times every supported kernel on `algorithm`'s default parameters over
 // `data` with `executor` (null: one thread), within `budget`, and chooses as
 // the header comment says. Never fails: a budget of zero returns at once
-// with kernels::BestKernel().
+// with kernels::BestKernelSet().
 KernelChoice CalibrateKernel(Algorithm algorithm, Executor* executor,
                              absl::Duration budget,
                              absl::Span<const uint8_t> data);
@@ -126,12 +126,12 @@ KernelChoice CalibrateKernel(Algorithm algorithm, Executor* executor,
 // from the process-wide table, keyed by algorithm and the executor's
 // parallelism, calibrating the entry first (with that executor and
 // kCalibrationBudget) if no earlier call did. Always supported by this CPU.
-const kernels::Kernel& AutoKernel(Algorithm algorithm, Executor* executor);
+const kernels::KernelSet& AutoKernel(Algorithm algorithm, Executor* executor);
 
 // Calibrates every algorithm of `algorithms` on `executor` (null: one
 // thread) that the table does not hold yet, each within kCalibrationBudget
 // and all within `total` (the ones left when it runs out keep
-// kernels::BestKernel() without being timed, calibrated false), and stores
+// kernels::BestKernelSet() without being timed, calibrated false), and stores
 // the choices in the table. For a server, before it takes requests, while
 // its executor is idle. Returns every algorithm's choice, in the order
 // given, including ones made earlier.

@@ -23,7 +23,7 @@
 namespace chunkd::chunking {
 namespace {
 
-using kernels::Kernel;
+using kernels::KernelSet;
 
 // Sets an environment variable for one scope.
 class ScopedEnv {
@@ -54,7 +54,8 @@ class ScopedEnv {
 
 size_t SupportedCount() {
   size_t n = 0;
-  for (const Kernel* k : kernels::AllKernels()) n += k->supported() ? 1 : 0;
+  for (const KernelSet* k : kernels::AllKernelSets())
+    n += k->supported() ? 1 : 0;
   return n;
 }
 
@@ -78,7 +79,7 @@ TEST(CalibrateKernelTest, ZeroBudgetRunsNothingAndKeepsTheBestKernel) {
     const KernelChoice choice =
         CalibrateKernel(algorithm, nullptr, absl::ZeroDuration(), data);
     EXPECT_FALSE(choice.calibrated) << AlgorithmName(algorithm);
-    EXPECT_EQ(choice.kernel, &kernels::BestKernel());
+    EXPECT_EQ(choice.kernel, &kernels::BestKernelSet());
     EXPECT_EQ(choice.longest_run, absl::ZeroDuration());
     ASSERT_EQ(choice.timings.size(), SupportedCount());
     for (const KernelTiming& t : choice.timings) EXPECT_EQ(t.runs, 0);
@@ -108,7 +109,7 @@ TEST(CalibrateKernelTest, SmallBudgetStopsEarlyWithASupportedKernel) {
   EXPECT_LE(choice.elapsed,
             budget + choice.longest_run + absl::Milliseconds(500));
   if (!choice.calibrated) {
-    EXPECT_EQ(choice.kernel, &kernels::BestKernel());
+    EXPECT_EQ(choice.kernel, &kernels::BestKernelSet());
   }
 }
 
@@ -132,7 +133,7 @@ TEST(CalibrateKernelTest, ChoiceFollowsTheMarginRule) {
       EXPECT_EQ(choice.threads, executor == nullptr ? 1u : 2u);
       EXPECT_EQ(choice.bytes, data.size());
       // The narrowest candidate whose code uses no kernel, if any.
-      const Kernel* kernel_free = nullptr;
+      const KernelSet* kernel_free = nullptr;
       for (const KernelTiming& t : choice.timings) {
         if (kernel_free == nullptr && (algorithm == Algorithm::kFixed ||
                                        t.strategy == Strategy::kReference)) {
@@ -185,7 +186,7 @@ TEST(CalibrateKernelTest, FixedHasNoKernelToTime) {
   const KernelChoice choice = CalibrateKernel(
       Algorithm::kFixed, nullptr, kAmpleBudget, CalibrationData());
   ASSERT_TRUE(choice.calibrated);
-  EXPECT_EQ(choice.kernel, &kernels::ScalarKernel());
+  EXPECT_EQ(choice.kernel, &kernels::ScalarKernelSet());
 }
 
 // The engine's default kernel is the table's choice, stable from call to
@@ -197,7 +198,7 @@ TEST(AutoKernelTest, EngineDefaultIsTheAutomaticKernelUnlessForced) {
     SCOPED_TRACE(AlgorithmName(algorithm));
     for (Executor* executor :
          {static_cast<Executor*>(nullptr), static_cast<Executor*>(&two)}) {
-      const Kernel& chosen = AutoKernel(algorithm, executor);
+      const KernelSet& chosen = AutoKernel(algorithm, executor);
       EXPECT_TRUE(chosen.supported());
       EXPECT_EQ(&AutoKernel(algorithm, executor), &chosen);
       EngineOptions engine;
@@ -208,13 +209,13 @@ TEST(AutoKernelTest, EngineDefaultIsTheAutomaticKernelUnlessForced) {
       EXPECT_EQ(plan->kernel, chosen.name);
     }
     EngineOptions forced;
-    forced.kernel = &kernels::ScalarKernel();
+    forced.kernel = &kernels::ScalarKernelSet();
     absl::StatusOr<EnginePlan> plan =
         PlanEngine(DefaultOptions(algorithm), forced);
     ASSERT_TRUE(plan.ok()) << plan.status();
     EXPECT_EQ(plan->kernel, "scalar");
   }
-  for (const Kernel* kernel : kernels::AllKernels()) {
+  for (const KernelSet* kernel : kernels::AllKernelSets()) {
     if (!kernel->supported()) continue;
     ScopedEnv env("CHUNKD_BACKEND", kernel->name);
     for (Algorithm algorithm : AllAlgorithms()) {
@@ -239,7 +240,7 @@ TEST(AutoKernelTest, ExplicitCalibrationFillsTheTable) {
     EXPECT_EQ(choices[i].algorithm, algorithms[i]);
     EXPECT_EQ(choices[i].threads, 3u);
     EXPECT_FALSE(choices[i].calibrated);
-    EXPECT_EQ(choices[i].kernel, &kernels::BestKernel());
+    EXPECT_EQ(choices[i].kernel, &kernels::BestKernelSet());
     EXPECT_EQ(&AutoKernel(algorithms[i], &three), choices[i].kernel);
   }
   // A second call, with time to spare, returns the stored choices.
@@ -255,7 +256,7 @@ TEST(AutoKernelTest, ExplicitCalibrationFillsTheTable) {
 TEST(AutoKernelTest, ConcurrentFirstUseAgrees) {
   constexpr int kThreads = 4;
   ThreadPoolExecutor four(4);
-  std::vector<const Kernel*> got(kThreads);
+  std::vector<const KernelSet*> got(kThreads);
   std::vector<std::thread> threads;
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back(

@@ -408,8 +408,8 @@ TEST(BuzhashTest, EngineEqualsReference) {
       Buzhash(64, 256, 1024), Buzhash(48, 100, 101), Buzhash(1000, 3001, 5001),
       DefaultOptions(Algorithm::kBuzhash)};
   int checked = 0;
-  for (const kernels::Kernel* kernel : kernels::AllKernels()) {
-    if (!kernels::FindKernel(kernel->name).ok()) continue;  // CPU lacks it
+  for (const kernels::KernelSet* kernel : kernels::AllKernelSets()) {
+    if (!kernels::FindKernelSet(kernel->name).ok()) continue;  // CPU lacks it
     for (const ChunkerOptions& options : option_sets) {
       if (!ValidateOptions(options).ok()) continue;
       for (const Input& input : inputs) {

@@ -17,10 +17,10 @@
 #include "chunkd/chunker.h"
 #include "chunking/auto_kernel.h"
 #include "chunking/cutter.h"
+#include "chunking/drivers/driver.h"
 #include "chunking/executor.h"
 #include "chunking/kernels/kernels.h"
 #include "chunking/stage2.h"
-#include "chunking/strategies/strategy.h"
 
 namespace chunkd::chunking {
 
@@ -94,16 +94,17 @@ absl::Status CheckEngineOptions(const EngineOptions& engine) {
 
 // The given kernel, else CHUNKD_BACKEND's, else the automatic one of the
 // algorithm on this thread count (auto_kernel.h).
-absl::StatusOr<const kernels::Kernel*> ResolveKernel(
+absl::StatusOr<const kernels::KernelSet*> ResolveKernel(
     const ChunkerOptions& options, const EngineOptions& engine) {
   if (engine.kernel == nullptr) {
-    absl::StatusOr<const kernels::Kernel*> forced = kernels::ForcedKernel();
+    absl::StatusOr<const kernels::KernelSet*> forced =
+        kernels::ForcedKernelSet();
     if (!forced.ok() || *forced != nullptr) return forced;
     return &AutoKernel(options.algorithm, engine.executor);
   }
   if (!engine.kernel->supported()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("chunking backend ", engine.kernel->name,
+        absl::StrCat("kernel set ", engine.kernel->name,
                      " is not supported by this CPU or OS"));
   }
   return engine.kernel;
@@ -138,11 +139,11 @@ absl::StatusOr<Strategy> ParseStrategy(absl::string_view name) {
 
 namespace {
 
-// What PlanEngine and Engine::Create resolve: the options' strategy, the
-// kernel and the plan.
+// What PlanEngine and Engine::Create resolve: the options' driver, the
+// kernel set and the plan.
 struct Resolved {
-  std::shared_ptr<const AlgorithmStrategy> strategy;
-  const kernels::Kernel* kernel = nullptr;
+  std::shared_ptr<const AlgorithmDriver> driver;
+  const kernels::KernelSet* kernel = nullptr;
   EnginePlan plan;
 };
 
@@ -150,11 +151,11 @@ absl::StatusOr<Resolved> Resolve(const ChunkerOptions& options,
                                  const EngineOptions& engine) {
   if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
   if (absl::Status s = CheckEngineOptions(engine); !s.ok()) return s;
-  absl::StatusOr<const kernels::Kernel*> kernel =
+  absl::StatusOr<const kernels::KernelSet*> kernel =
       ResolveKernel(options, engine);
   if (!kernel.ok()) return kernel.status();
   Resolved r;
-  r.strategy = NewStrategy(options);
+  r.driver = NewDriver(options);
   r.kernel = *kernel;
   EnginePlan& plan = r.plan;
   plan.kernel = (*kernel)->name;
@@ -171,7 +172,7 @@ absl::StatusOr<Resolved> Resolve(const ChunkerOptions& options,
                           : engine.segment_size;
   plan.strategy = engine.strategy != Strategy::kAuto
                       ? engine.strategy
-                      : r.strategy->AutoStrategy(**kernel);
+                      : r.driver->AutoStrategy(**kernel);
   return r;
 }
 
@@ -189,16 +190,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   absl::StatusOr<Resolved> r = Resolve(options, engine);
   if (!r.ok()) return r.status();
   return std::unique_ptr<Engine>(new Engine(
-      std::move(r->strategy), std::move(r->plan), r->kernel, engine.executor));
+      std::move(r->driver), std::move(r->plan), r->kernel, engine.executor));
 }
 
-Engine::Engine(std::shared_ptr<const AlgorithmStrategy> strategy,
-               EnginePlan plan, const kernels::Kernel* kernel,
-               Executor* executor)
-    : strategy_(std::move(strategy)),
-      stages_(strategy_->two_stage()),
+Engine::Engine(std::shared_ptr<const AlgorithmDriver> driver, EnginePlan plan,
+               const kernels::KernelSet* kernel, Executor* executor)
+    : driver_(std::move(driver)),
+      stages_(driver_->two_stage()),
       bitmaps_(stages_ == nullptr ? 0 : stages_->bitmaps()),
-      final_size_(strategy_->final_size()),
+      final_size_(driver_->final_size()),
       plan_(std::move(plan)),
       kernel_(kernel),
       executor_(plan_.parallelism > 1 ? executor : nullptr) {
@@ -262,7 +262,7 @@ stage2::Cut Engine::Select(const Input& input, size_t start, size_t avail,
   // input starts with the stream.
   chunk.context = std::min(start, kContext);
   if (stages_ == nullptr || plan_.strategy == Strategy::kReference) {
-    return strategy_->Cut(chunk);
+    return driver_->Cut(chunk);
   }
   if (plan_.strategy == Strategy::kTwoStage) {
     WindowSource source(origin_, ring_mask_,
@@ -513,7 +513,7 @@ size_t Engine::CutFinalSpeculative(const Input& input, size_t start,
     EnginePlan plan = plan_;
     plan.parallelism = 1;
     helpers_.push_back(std::unique_ptr<Engine>(
-        new Engine(strategy_, std::move(plan), kernel_, nullptr)));
+        new Engine(driver_, std::move(plan), kernel_, nullptr)));
   }
   speculated_.resize(parallelism);
   while (start < stop) {

@@ -1,16 +1,16 @@
 // Engine: the fast chunking engine behind FastChunks and StreamChunker — the
 // two-stage parallel design of SS-CDC (Ni et al., SYSTOR 2019; docs/design.md,
 // "The two-stage engine") plus a vectorized sequential scan for where
-// skipping wins
-// and the reference cutter itself, both parallelized by speculative segments.
+// skipping wins and the reference cutter itself, both parallelized by
+// speculative segments.
 //
 // Three strategies, one answer. All return exactly ReferenceChunks(): stage 1
 // is a kernel (kernels/kernels.h) that turns bytes into per-position
-// predicate bitmaps, stage 2 (stage2.h) turns bitmaps into cut points with the
+// predicate bitmaps, stage 2 turns bitmaps into cut points with the
 // reference cutter's rules. Everything particular to an algorithm — its
-// kernel function, its selector, its reference cutter, its block sizes and
-// its automatic choice — is its strategy (strategies/strategy.h); the
-// engine's code is the same for all of them.
+// kernel, its selector, its reference cutter, its block sizes and its
+// automatic strategy — is its driver (drivers/driver.h); the engine's code
+// is the same for all of them and names none.
 //
 //   two-stage   A pipeline without rounds or barriers. The input ahead of
 //               the bits computed so far is cut into segments on the word
@@ -37,7 +37,7 @@
 //   sequential  For each chunk, stage 1 runs on blocks starting at the first
 //               position the algorithm examines — the chunk's min offset, or
 //               where a SeqCDC jump lands — sized to where the cut is likely
-//               (each algorithm's BlockSizes, strategies/), prefetched
+//               (each algorithm's BlockSizes, in its driver), prefetched
 //               together with the bytes that follow, until stage 2 finds
 //               the cut. Bytes that FastCDC (min_size per chunk) and SeqCDC
 //               (min_size, and every jump) skip are never read, which a full
@@ -64,27 +64,12 @@
 // not on that grid) the calling thread re-cuts the whole segment: slower, not
 // different. Fixed-size chunking needs no guesses and runs sequentially.
 //
-// The automatic choice (Strategy::kAuto; each algorithm's AutoStrategy in
-// strategies/), the fastest per algorithm and kernel (the same on one and two
-// threads):
-//
-//              scalar       avx2         avx512
-//   fastcdc    reference    reference    reference
-//   crc32      reference    two-stage    two-stage
-//   seqcdc     sequential   sequential   sequential
-//   fixed      sequential (cut by length, no stage 1)
-//   repmaxcdc  two-stage with every kernel; reference when horizon < min
-//   rabin      reference    two-stage    two-stage
-//   buzhash    reference    sequential   sequential
-//
-// The choice follows the measurements of every strategy x kernel x thread
-// count in docs/benchmarks.md, "Strategies behind the automatic choice", and
-// for the last three on their pages in docs/algorithms/.
-//
-// The kernel, when EngineOptions gives none and CHUNKD_BACKEND is unset, is
-// the algorithm's automatic kernel on the executor's thread count
-// (auto_kernel.h): the fastest of these kernel x strategy pairs on this CPU,
-// as calibrated once per process.
+// The automatic strategy (Strategy::kAuto) is the driver's AutoStrategy for
+// the kernel set: the fastest as measured (docs/design.md, "Strategies",
+// tabulates them). The kernel set, when EngineOptions gives none and
+// CHUNKD_BACKEND is unset, is the algorithm's automatic kernel set on the
+// executor's thread count (auto_kernel.h): the fastest of the kernel set x
+// strategy pairs on this CPU, as calibrated once per process.
 #ifndef CHUNKD_CHUNKING_ENGINE_H_
 #define CHUNKD_CHUNKING_ENGINE_H_
 
@@ -96,15 +81,15 @@
 
 #include "absl/status/statusor.h"
 #include "chunkd/chunker.h"
+#include "chunking/drivers/driver.h"
 #include "chunking/executor.h"
 #include "chunking/kernels/kernels.h"
 #include "chunking/stage2.h"
-#include "chunking/strategies/strategy.h"
 
 namespace chunkd::chunking {
 
 // Cuts one stream's chunks as its EnginePlan says (the header comment above),
-// with the algorithm's strategy (strategies/strategy.h) and the plan's
+// with the algorithm's driver (drivers/driver.h) and the plan's
 // kernel. Built by Create only, every setting resolved there (PlanEngine).
 // Thread safety: not thread-safe — one stream, one thread at a time; it
 // keeps that stream's bitmaps. The Executor runs parts of a call on other
@@ -147,9 +132,9 @@ class Engine {
   // One pipelined two-stage run (engine.cc).
   struct Pipeline;
 
-  // helpers share `strategy`.
-  Engine(std::shared_ptr<const AlgorithmStrategy> strategy, EnginePlan plan,
-         const kernels::Kernel* kernel, Executor* executor);
+  // helpers share `driver`.
+  Engine(std::shared_ptr<const AlgorithmDriver> driver, EnginePlan plan,
+         const kernels::KernelSet* kernel, Executor* executor);
 
   bool HasFinalChunk(const Input& input, size_t start) const;
   // Cuts final chunks from `start` while their bits lie below `limit`.
@@ -182,12 +167,12 @@ class Engine {
 
   // The algorithm; its two stages (null for fixed) and their bitmaps per
   // position (0 without).
-  const std::shared_ptr<const AlgorithmStrategy> strategy_;
-  const BitmapStrategy* const stages_;
+  const std::shared_ptr<const AlgorithmDriver> driver_;
+  const BitmapDriver* const stages_;
   const int bitmaps_;
   const size_t final_size_;
   const EnginePlan plan_;
-  const kernels::Kernel* const kernel_;
+  const kernels::KernelSet* const kernel_;
   Executor* const executor_;
 
   // Two-stage window: the bits of stream positions [lo_, covered_end_) in a

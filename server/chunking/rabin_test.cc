@@ -492,7 +492,7 @@ void ExpectEngineEqualsReference(const ChunkerOptions& options,
                                  const Bytes& data,
                                  const std::vector<Chunk>& reference) {
   static ThreadPoolExecutor* const kThree = new ThreadPoolExecutor(3);
-  for (const kernels::Kernel* kernel : kernels::AllKernels()) {
+  for (const kernels::KernelSet* kernel : kernels::AllKernelSets()) {
     if (!kernel->supported()) continue;
     for (Executor* executor :
          {static_cast<Executor*>(nullptr), static_cast<Executor*>(kThree)}) {
@@ -674,8 +674,8 @@ TEST(RabinKernelTest, ScalarIsTheWindowDefinition) {
     for (size_t begin : {0, 1, 62, 63, 64, 65, 100, 1499}) {
       const size_t n = data.size() - begin;
       std::vector<uint64_t> hits(kernels::BitmapWords(n) + 1, ~uint64_t{0});
-      kernels::ScalarKernel().rabin(data.data(), begin, data.size(), params,
-                                    hits.data());
+      kernels::ScalarKernelSet().rabin(data.data(), begin, data.size(), params,
+                                       hits.data());
       for (size_t p = begin; p < data.size(); ++p) {
         const bool want =
             (WindowFingerprint(data.data(), p, kTestPol) & mask) == 0;
@@ -712,7 +712,7 @@ TEST(RabinEngineTest, StreamChunkerEqualsReferenceInAnyPieces) {
   const ChunkerOptions options = Rabin(4096, 8192, 32768);
   const std::vector<Chunk> reference = ReferenceChunks(options, data);
   std::mt19937_64 rng(14);
-  for (const kernels::Kernel* kernel : kernels::AllKernels()) {
+  for (const kernels::KernelSet* kernel : kernels::AllKernelSets()) {
     if (!kernel->supported()) continue;
     for (Executor* executor :
          {static_cast<Executor*>(nullptr), static_cast<Executor*>(kThree)}) {

@@ -20,7 +20,7 @@
 // largest W, and the walk hashes that group again to find where. A
 // restriction ending inside a group hashes that group's positions up to its
 // end (at most 64, plus 63 of warm-up). The two-stage selector
-// (strategies/repmaxcdc_strategy.cc) takes the same walk with the groups'
+// (drivers/repmaxcdc_driver.cc) takes the same walk with the groups'
 // maxima from stage 1.
 //
 // Thread safety: immutable after construction.

@@ -397,7 +397,7 @@ TEST(RepMaxCdcPlanTest, AutomaticStrategyFollowsTheHorizon) {
                {{64, 512}, Strategy::kTwoStage},
                {{1024, 1023}, Strategy::kReference},
                {{64, 0}, Strategy::kReference}};
-  for (const kernels::Kernel* kernel : kernels::AllKernels()) {
+  for (const kernels::KernelSet* kernel : kernels::AllKernelSets()) {
     if (!kernel->supported()) continue;
     for (Executor* executor :
          {static_cast<Executor*>(nullptr), static_cast<Executor*>(&two)}) {
@@ -419,8 +419,8 @@ TEST(RepMaxCdcPlanTest, AutomaticStrategyFollowsTheHorizon) {
 class RepMaxCdcEngineTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    absl::StatusOr<const kernels::Kernel*> kernel =
-        kernels::FindKernel(GetParam());
+    absl::StatusOr<const kernels::KernelSet*> kernel =
+        kernels::FindKernelSet(GetParam());
     if (!kernel.ok()) {
       GTEST_SKIP() << "kernel " << GetParam()
                    << " unavailable: " << kernel.status();
@@ -490,7 +490,7 @@ class RepMaxCdcEngineTest : public ::testing::TestWithParam<std::string> {
     ASSERT_EQ(out, reference) << "window " << window << " seed " << seed;
   }
 
-  const kernels::Kernel* kernel_ = nullptr;
+  const kernels::KernelSet* kernel_ = nullptr;
   ThreadPoolExecutor three_{3};
 };
 

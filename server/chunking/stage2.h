@@ -1,7 +1,9 @@
-// Stage 2 of the two-stage engine (SS-CDC; docs/design.md, "Stage 2: cut points"): per-algorithm
-// selectors that find a chunk's cut point from the stage-1 bitmaps
-// (chunking/kernels/functions.h) and return exactly what the reference cutter
-// (fastcdc.h, crc32.h, seqcdc.h, rabin.h, buzhash.h) returns — length and hash.
+// Stage 2 of the two-stage engine (SS-CDC; docs/design.md, "Stage 2: cut
+// points"): the selectors that find a chunk's cut point from the stage-1
+// bitmaps (chunking/kernels/functions.h) and return exactly what the
+// algorithm's reference cutter (<algorithm>.h) returns — length and hash.
+// An algorithm's driver (drivers/<algorithm>_driver.cc) calls one of these
+// or has its own.
 //
 // A selector sees the chunk's bytes and a bit source: Get(which, pos) returns
 // the bits of bitmap `which` for the 64 stream positions [pos, pos + 64),
@@ -29,13 +31,12 @@
 // examined (0 when no pair was examined). From 64 bytes after the restart on,
 // H(p) = W(p) is recomputed from the 64 bytes ending at p.
 //
-// crc32, rabin, buzhash (SelectFirstCandidate). The bitmap bit of position p
-// is the candidate test itself (crc32's window is stream-global; rabin's and
-// buzhash's lie inside the chunk wherever they are tested); the chunk ends
-// after the first candidate at or after offset min - 1 (buzhash: min), else
-// at min(avail, max). The hash at a candidate is the window's, which the
-// strategy recomputes once per chunk (Crc32WindowAt in crc32.h,
-// RabinCutter::WindowDigest, BuzhashWindow).
+// The first candidate (SelectFirstCandidate), for the algorithms whose
+// bitmap bit at p is the candidate test itself (a window that is
+// stream-global or lies inside the chunk wherever it is tested): the chunk
+// ends after the first candidate at or after the offset the driver gives,
+// else at min(avail, max). The hash at a candidate is the window's, which
+// the driver recomputes once per chunk.
 //
 // seqcdc. The authors' state machine reads two facts per byte — greater or
 // less than the previous byte — which are the gt/lt bitmaps; "supporting"
@@ -266,14 +267,14 @@ Cut SelectFastCdc(const FastCdcParams& f, const uint8_t* chunk,
 }
 
 // ---------------------------------------------------------------------------
-// crc32, rabin, buzhash: the first candidate
+// The first candidate
 
 // Where a chunk ends for the algorithms that cut after their first
 // candidate: at the first set bit of the bitmap at chunk offset `first` or
 // later, within min(avail, max_size); without one, min(avail, max_size)
 // bytes on. A chunk of at most `first` bytes is the rest of the stream.
-// crc32 and rabin take candidates from min_size - 1 on, buzhash from
-// min_size. A plain value.
+// `first` is the driver's (e.g. min_size - 1 where the reference tests a
+// candidate from the chunk's min_size-th byte on). A plain value.
 struct FirstCandidate {
   size_t length = 0;       // of the chunk
   bool candidate = false;  // it ends at a candidate, its last byte

@@ -291,7 +291,7 @@ TEST(StreamChunkerTest, LargePieceIsCutAtOnceWithSeveralThreads) {
 
 // An unknown CHUNKD_BACKEND makes the default kernel an error, never a silent
 // fallback.
-TEST(StreamChunkerTest, UnknownBackendInEnvironmentIsAnError) {
+TEST(StreamChunkerTest, UnknownKernelSetInEnvironmentIsAnError) {
   const char* old = std::getenv("CHUNKD_BACKEND");
   const std::string saved = old == nullptr ? "" : old;
   setenv("CHUNKD_BACKEND", "sse9", 1);

@@ -129,7 +129,7 @@ inline ::testing::AssertionResult CoversStream(const std::vector<Chunk>& chunks,
 // kernel (those the CPU lacks skip themselves).
 inline std::vector<std::string> KernelNames() {
   std::vector<std::string> names;
-  for (const kernels::Kernel* kernel : kernels::AllKernels()) {
+  for (const kernels::KernelSet* kernel : kernels::AllKernelSets()) {
     names.push_back(kernel->name);
   }
   return names;

@@ -35,8 +35,8 @@ constexpr uint32_t kVpclmulFeatures = platform::kAvx512F | platform::kAvx512Bw |
   std::abort();
 }
 
-std::vector<std::string> Missing(ContentKeyBackend backend) {
-  if (backend == ContentKeyBackend::kOpenSsl) return {};
+std::vector<std::string> Missing(ContentKeyImpl impl) {
+  if (impl == ContentKeyImpl::kOpenSsl) return {};
 #ifdef CHUNKD_CONTENT_KEY_VPCLMUL
   return platform::MissingFeatures(kVpclmulFeatures, platform::CpuFeatures());
 #else
@@ -112,43 +112,43 @@ ContentKey OpenSslGmac(uint64_t owner, const std::array<uint8_t, 16>& key,
 
 }  // namespace
 
-const char* ContentKeyBackendName(ContentKeyBackend backend) {
-  return backend == ContentKeyBackend::kVpclmulqdq ? "vpclmulqdq" : "openssl";
+const char* ContentKeyImplName(ContentKeyImpl impl) {
+  return impl == ContentKeyImpl::kVpclmulqdq ? "vpclmulqdq" : "openssl";
 }
 
-absl::StatusOr<ContentKeyBackend> FindContentKeyBackend(absl::string_view name) {
-  for (ContentKeyBackend backend :
-       {ContentKeyBackend::kVpclmulqdq, ContentKeyBackend::kOpenSsl}) {
-    if (name != ContentKeyBackendName(backend)) continue;
-    std::vector<std::string> missing = Missing(backend);
+absl::StatusOr<ContentKeyImpl> FindContentKeyImpl(absl::string_view name) {
+  for (ContentKeyImpl impl :
+       {ContentKeyImpl::kVpclmulqdq, ContentKeyImpl::kOpenSsl}) {
+    if (name != ContentKeyImplName(impl)) continue;
+    std::vector<std::string> missing = Missing(impl);
     if (!missing.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "content key backend '", name, "' cannot run on this CPU: ",
+          "content key implementation '", name, "' cannot run on this CPU: ",
           absl::StrJoin(missing, ", "), " missing"));
     }
-    return backend;
+    return impl;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("content key backend '", name,
+      absl::StrCat("content key implementation '", name,
                    "' is not one of: vpclmulqdq, openssl"));
 }
 
-ContentKeyBackend BestContentKeyBackend() {
-  return Missing(ContentKeyBackend::kVpclmulqdq).empty()
-             ? ContentKeyBackend::kVpclmulqdq
-             : ContentKeyBackend::kOpenSsl;
+ContentKeyImpl BestContentKeyImpl() {
+  return Missing(ContentKeyImpl::kVpclmulqdq).empty()
+             ? ContentKeyImpl::kVpclmulqdq
+             : ContentKeyImpl::kOpenSsl;
 }
 
-absl::StatusOr<ContentKeyBackend> DefaultContentKeyBackend() {
+absl::StatusOr<ContentKeyImpl> DefaultContentKeyImpl() {
   const char* forced = std::getenv(kContentKeyEnvVar);
-  if (forced == nullptr || *forced == '\0') return BestContentKeyBackend();
-  absl::StatusOr<ContentKeyBackend> backend = FindContentKeyBackend(forced);
-  if (!backend.ok()) {
-    return absl::Status(backend.status().code(),
-                        absl::StrCat(kContentKeyEnvVar, ": ",
-                                     backend.status().message()));
+  if (forced == nullptr || *forced == '\0') return BestContentKeyImpl();
+  absl::StatusOr<ContentKeyImpl> impl = FindContentKeyImpl(forced);
+  if (!impl.ok()) {
+    return absl::Status(
+        impl.status().code(),
+        absl::StrCat(kContentKeyEnvVar, ": ", impl.status().message()));
   }
-  return backend;
+  return impl;
 }
 
 std::unique_ptr<ContentKeyer> ContentKeyer::Random() {
@@ -163,10 +163,10 @@ namespace {
 // ContentKeyer ids for OpenSslGmac's per-thread contexts; 0 is none.
 std::atomic<uint64_t> next_id{1};
 
-ContentKeyBackend DefaultOrDie() {
-  absl::StatusOr<ContentKeyBackend> backend = DefaultContentKeyBackend();
-  if (!backend.ok()) Die(std::string(backend.status().message()));
-  return *backend;
+ContentKeyImpl DefaultOrDie() {
+  absl::StatusOr<ContentKeyImpl> impl = DefaultContentKeyImpl();
+  if (!impl.ok()) Die(std::string(impl.status().message()));
+  return *impl;
 }
 }  // namespace
 
@@ -174,23 +174,23 @@ ContentKeyer::ContentKeyer(const std::array<uint8_t, 16>& aes_key)
     : ContentKeyer(aes_key, std::array<uint8_t, 12>{}, DefaultOrDie()) {}
 
 ContentKeyer::ContentKeyer(const std::array<uint8_t, 16>& aes_key,
-                           ContentKeyBackend backend)
-    : ContentKeyer(aes_key, std::array<uint8_t, 12>{}, backend) {}
+                           ContentKeyImpl impl)
+    : ContentKeyer(aes_key, std::array<uint8_t, 12>{}, impl) {}
 
 ContentKeyer::ContentKeyer(const std::array<uint8_t, 16>& aes_key,
                            const std::array<uint8_t, 12>& iv,
-                           ContentKeyBackend backend)
+                           ContentKeyImpl impl)
     : aes_key_(aes_key),
       iv_(iv),
-      backend_(backend),
+      impl_(impl),
       id_(next_id.fetch_add(1, std::memory_order_relaxed)) {
-  std::vector<std::string> missing = Missing(backend);
+  std::vector<std::string> missing = Missing(impl);
   if (!missing.empty()) {
-    Die(absl::StrCat("content key backend '", ContentKeyBackendName(backend),
-                     "' cannot run on this CPU: ",
-                     absl::StrJoin(missing, ", "), " missing"));
+    Die(absl::StrCat("content key implementation '", ContentKeyImplName(impl),
+                     "' cannot run on this CPU: ", absl::StrJoin(missing, ", "),
+                     " missing"));
   }
-  if (backend_ != ContentKeyBackend::kVpclmulqdq) return;
+  if (impl_ != ContentKeyImpl::kVpclmulqdq) return;
 #ifdef CHUNKD_CONTENT_KEY_VPCLMUL
   uint8_t j0[16] = {};
   for (size_t i = 0; i < iv_.size(); ++i) j0[i] = iv_[i];
@@ -205,7 +205,7 @@ ContentKeyer::ContentKeyer(const std::array<uint8_t, 16>& aes_key,
 
 ContentKey ContentKeyer::Of(absl::string_view bytes) const {
 #ifdef CHUNKD_CONTENT_KEY_VPCLMUL
-  if (backend_ == ContentKeyBackend::kVpclmulqdq) {
+  if (impl_ == ContentKeyImpl::kVpclmulqdq) {
     ContentKey tag;
     vpclmul::GhashAad(powers_.data(),
                       reinterpret_cast<const unsigned char*>(bytes.data()),
@@ -217,15 +217,12 @@ ContentKey ContentKeyer::Of(absl::string_view bytes) const {
   return OpenSslGmac(id_, aes_key_, iv_, bytes);
 }
 
-const char* ContentKeyer::backend() const {
-  return ContentKeyBackendName(backend_);
-}
+const char* ContentKeyer::impl() const { return ContentKeyImplName(impl_); }
 
 ContentKey ContentKeyer::Gmac(const std::array<uint8_t, 16>& aes_key,
                               const std::array<uint8_t, 12>& iv,
-                              absl::string_view aad,
-                              ContentKeyBackend backend) {
-  return ContentKeyer(aes_key, iv, backend).Of(aad);
+                              absl::string_view aad, ContentKeyImpl impl) {
+  return ContentKeyer(aes_key, iv, impl).Of(aad);
 }
 
 }  // namespace chunkd::fingerprint

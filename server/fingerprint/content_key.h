@@ -7,7 +7,7 @@
 // it is not a public fingerprint: it means nothing outside the process that
 // drew the key.
 //
-// Backends (the output never depends on them):
+// Implementations (the output never depends on them):
 //   vpclmulqdq  GHASH with VPCLMULQDQ on 512-bit registers, 32 blocks per
 //               reduction (fingerprint/vpclmul/); needs avx512f/bw/vl,
 //               pclmulqdq, vpclmulqdq and the OS saving ZMM state
@@ -32,66 +32,80 @@ namespace chunkd::fingerprint {
 
 using ContentKey = std::array<uint8_t, 16>;
 
-enum class ContentKeyBackend { kOpenSsl, kVpclmulqdq };
+enum class ContentKeyImpl { kOpenSsl, kVpclmulqdq };
 
 inline constexpr char kContentKeyEnvVar[] = "CHUNKD_CONTENT_KEY";
 
 // "openssl" or "vpclmulqdq".
-const char* ContentKeyBackendName(ContentKeyBackend backend);
+const char* ContentKeyImplName(ContentKeyImpl impl);
 
-// The backend called `name`: InvalidArgument for an unknown name,
+// The implementation called `name`: InvalidArgument for an unknown name,
 // FailedPrecondition (naming the missing CPU features) for one this CPU
 // cannot run.
-absl::StatusOr<ContentKeyBackend> FindContentKeyBackend(absl::string_view name);
+absl::StatusOr<ContentKeyImpl> FindContentKeyImpl(absl::string_view name);
 
-// The fastest backend this CPU runs.
-ContentKeyBackend BestContentKeyBackend();
+// The fastest implementation this CPU runs.
+ContentKeyImpl BestContentKeyImpl();
 
 // $CHUNKD_CONTENT_KEY when set and non-empty (an error prefixed with the
-// variable's name when it is not a usable backend), else the best.
-absl::StatusOr<ContentKeyBackend> DefaultContentKeyBackend();
+// variable's name when it is not a usable implementation), else the best.
+absl::StatusOr<ContentKeyImpl> DefaultContentKeyImpl();
 
 // AES-128-GMAC of content under a secret key: IV = 12 zero bytes, the
 // content as AAD, the 16-byte tag.
 class ContentKeyer {
  public:
   // A fresh key from OpenSSL's RAND_bytes (aborts with a clear message if
-  // that fails), with the default backend.
+  // that fails), with the default implementation.
   static std::unique_ptr<ContentKeyer> Random();
 
-  // The default backend (DefaultContentKeyBackend(); aborts with its message
-  // when $CHUNKD_CONTENT_KEY names no usable backend).
+  // The default implementation (DefaultContentKeyImpl(); aborts with its
+  // message when $CHUNKD_CONTENT_KEY names no usable implementation).
   explicit ContentKeyer(const std::array<uint8_t, 16>& aes_key);
-  // A given backend; the caller has checked it runs here
-  // (FindContentKeyBackend), else this aborts.
-  ContentKeyer(const std::array<uint8_t, 16>& aes_key,
-               ContentKeyBackend backend);
+  // A given implementation; the caller has checked it runs here
+  // (FindContentKeyImpl), else this aborts.
+  ContentKeyer(const std::array<uint8_t, 16>& aes_key, ContentKeyImpl impl);
 
   ContentKey Of(absl::string_view bytes) const;
 
-  const char* backend() const;  // "vpclmulqdq" or "openssl"
+  const char* impl() const;  // "vpclmulqdq" or "openssl"
 
   // GMAC with any 12-byte IV (the tag of AES-128-GCM with `aad` and an empty
-  // plaintext), for known-answer tests of both backends.
+  // plaintext), for known-answer tests of both implementations.
   static ContentKey Gmac(const std::array<uint8_t, 16>& aes_key,
                          const std::array<uint8_t, 12>& iv,
-                         absl::string_view aad, ContentKeyBackend backend);
+                         absl::string_view aad, ContentKeyImpl impl);
 
  private:
   ContentKeyer(const std::array<uint8_t, 16>& aes_key,
-               const std::array<uint8_t, 12>& iv, ContentKeyBackend backend);
+               const std::array<uint8_t, 12>& iv, ContentKeyImpl impl);
 
   std::array<uint8_t, 16> aes_key_;
   std::array<uint8_t, 12> iv_;
-  ContentKeyBackend backend_;
+  ContentKeyImpl impl_;
   // Unique per constructed keyer (a copy shares it: same key and IV): the
-  // openssl backend's per-thread context knows whose key it holds.
+  // openssl implementation's per-thread context knows whose key it holds.
   uint64_t id_;
   // AES_K(J0), J0 = IV || 0x00000001: XORed onto GHASH for the tag.
   std::array<uint8_t, 16> tag_mask_{};
-  // The vpclmulqdq backend's powers of H (vpclmul::PrepareKey).
+  // The vpclmulqdq implementation's powers of H (vpclmul::PrepareKey).
   std::array<uint64_t, 64> powers_{};
 };
+
+// The names from before "backend" was kept for the index (deprecated:
+// callers switch to the names above).
+using ContentKeyBackend = ContentKeyImpl;
+inline const char* ContentKeyBackendName(ContentKeyImpl impl) {
+  return ContentKeyImplName(impl);
+}
+inline absl::StatusOr<ContentKeyImpl> FindContentKeyBackend(
+    absl::string_view name) {
+  return FindContentKeyImpl(name);
+}
+inline ContentKeyImpl BestContentKeyBackend() { return BestContentKeyImpl(); }
+inline absl::StatusOr<ContentKeyImpl> DefaultContentKeyBackend() {
+  return DefaultContentKeyImpl();
+}
 
 }  // namespace chunkd::fingerprint
 

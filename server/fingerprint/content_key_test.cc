@@ -74,17 +74,17 @@ Key RandomKey(std::mt19937_64& rng) {
   return k;
 }
 
-// The backends this CPU runs; every test runs each of them.
-std::vector<ContentKeyBackend> Runnable() {
-  std::vector<ContentKeyBackend> out;
-  for (ContentKeyBackend b :
-       {ContentKeyBackend::kOpenSsl, ContentKeyBackend::kVpclmulqdq}) {
-    if (FindContentKeyBackend(ContentKeyBackendName(b)).ok()) out.push_back(b);
+// The implementations this CPU runs; every test runs each of them.
+std::vector<ContentKeyImpl> Runnable() {
+  std::vector<ContentKeyImpl> out;
+  for (ContentKeyImpl b :
+       {ContentKeyImpl::kOpenSsl, ContentKeyImpl::kVpclmulqdq}) {
+    if (FindContentKeyImpl(ContentKeyImplName(b)).ok()) out.push_back(b);
   }
   return out;
 }
 
-class ContentKeyTest : public ::testing::TestWithParam<ContentKeyBackend> {};
+class ContentKeyTest : public ::testing::TestWithParam<ContentKeyImpl> {};
 
 // NIST CAVP gcmEncryptExtIV128.rsp, [PTlen = 0] [AADlen = 128], counts 0
 // and 1: the tag of AES-128-GCM with AAD only.
@@ -152,7 +152,7 @@ TEST_P(ContentKeyTest, KeyAndContentChangeTheTag) {
   EXPECT_NE(a.Of(data), before);
   // Trailing zero bytes count (the length block).
   EXPECT_NE(a.Of(absl::string_view("\0", 1)), a.Of(absl::string_view()));
-  EXPECT_STREQ(a.backend(), ContentKeyBackendName(GetParam()));
+  EXPECT_STREQ(a.impl(), ContentKeyImplName(GetParam()));
 }
 
 // Two keyers taking turns on one thread, and one keyer on several threads
@@ -190,15 +190,14 @@ TEST_P(ContentKeyTest, InterleavedKeyersAndThreads) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Backends, ContentKeyTest, ::testing::ValuesIn(Runnable()),
-    [](const ::testing::TestParamInfo<ContentKeyBackend>& info) {
-      return std::string(ContentKeyBackendName(info.param));
+    Impls, ContentKeyTest, ::testing::ValuesIn(Runnable()),
+    [](const ::testing::TestParamInfo<ContentKeyImpl>& info) {
+      return std::string(ContentKeyImplName(info.param));
     });
 
-TEST(ContentKeyBackendTest, Names) {
-  EXPECT_EQ(FindContentKeyBackend("openssl").value(),
-            ContentKeyBackend::kOpenSsl);
-  const absl::StatusOr<ContentKeyBackend> bad = FindContentKeyBackend("aesni");
+TEST(ContentKeyImplTest, Names) {
+  EXPECT_EQ(FindContentKeyImpl("openssl").value(), ContentKeyImpl::kOpenSsl);
+  const absl::StatusOr<ContentKeyImpl> bad = FindContentKeyImpl("aesni");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("'aesni' is not one of: vpclmulqdq, "
@@ -206,36 +205,36 @@ TEST(ContentKeyBackendTest, Names) {
             absl::string_view::npos)
       << bad.status();
   // vpclmulqdq is either runnable or refused naming what is missing.
-  const absl::StatusOr<ContentKeyBackend> fast =
-      FindContentKeyBackend("vpclmulqdq");
+  const absl::StatusOr<ContentKeyImpl> fast = FindContentKeyImpl("vpclmulqdq");
   if (fast.ok()) {
-    EXPECT_EQ(BestContentKeyBackend(), ContentKeyBackend::kVpclmulqdq);
+    EXPECT_EQ(BestContentKeyImpl(), ContentKeyImpl::kVpclmulqdq);
   } else {
     EXPECT_EQ(fast.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_NE(fast.status().message().find("missing"),
               absl::string_view::npos);
-    EXPECT_EQ(BestContentKeyBackend(), ContentKeyBackend::kOpenSsl);
+    EXPECT_EQ(BestContentKeyImpl(), ContentKeyImpl::kOpenSsl);
   }
 }
 
-TEST(ContentKeyBackendTest, EnvironmentVariable) {
+TEST(ContentKeyImplTest, EnvironmentVariable) {
   ASSERT_EQ(setenv(kContentKeyEnvVar, "openssl", 1), 0);
-  EXPECT_STREQ(ContentKeyer(Key{}).backend(), "openssl");
-  EXPECT_STREQ(ContentKeyer::Random()->backend(), "openssl");
+  EXPECT_STREQ(ContentKeyer(Key{}).impl(), "openssl");
+  EXPECT_STREQ(ContentKeyer::Random()->impl(), "openssl");
   ASSERT_EQ(setenv(kContentKeyEnvVar, "md5", 1), 0);
-  const absl::StatusOr<ContentKeyBackend> bad = DefaultContentKeyBackend();
+  const absl::StatusOr<ContentKeyImpl> bad = DefaultContentKeyImpl();
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(),
-            "CHUNKD_CONTENT_KEY: content key backend 'md5' is not one of: "
-            "vpclmulqdq, openssl");
-  EXPECT_DEATH(ContentKeyer(Key{}).backend(),
-               "CHUNKD_CONTENT_KEY: content key backend 'md5'");
+  EXPECT_EQ(
+      bad.status().message(),
+      "CHUNKD_CONTENT_KEY: content key implementation 'md5' is not one of: "
+      "vpclmulqdq, openssl");
+  EXPECT_DEATH(ContentKeyer(Key{}).impl(),
+               "CHUNKD_CONTENT_KEY: content key implementation 'md5'");
   ASSERT_EQ(unsetenv(kContentKeyEnvVar), 0);
-  EXPECT_STREQ(ContentKeyer(Key{}).backend(),
-               ContentKeyBackendName(BestContentKeyBackend()));
+  EXPECT_STREQ(ContentKeyer(Key{}).impl(),
+               ContentKeyImplName(BestContentKeyImpl()));
 }
 
-TEST(ContentKeyBackendTest, RandomKeysDiffer) {
+TEST(ContentKeyImplTest, RandomKeysDiffer) {
   const auto a = ContentKeyer::Random();
   const auto b = ContentKeyer::Random();
   EXPECT_NE(a->Of("chunkd"), b->Of("chunkd"));

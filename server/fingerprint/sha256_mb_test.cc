@@ -1,6 +1,6 @@
 // Multi-buffer SHA-256 against OpenSSL's SHA256(), byte for byte, for every
-// backend this CPU runs; backends it cannot run are skipped with the
-// features it lacks.
+// implementation this CPU runs; implementations it cannot run are skipped with
+// the features it lacks.
 #include "fingerprint/sha256_mb.h"
 
 #include <openssl/sha.h>
@@ -27,9 +27,7 @@
 namespace chunkd::fingerprint {
 
 // Test parameters by name (found by argument-dependent lookup).
-void PrintTo(const Sha256Backend* backend, std::ostream* os) {
-  *os << backend->name;
-}
+void PrintTo(const Sha256Impl* impl, std::ostream* os) { *os << impl->name; }
 
 namespace {
 
@@ -75,45 +73,45 @@ class ScopedEnv {
   std::string old_;
 };
 
-// Hashes `messages` with `backend` into a buffer followed by sentinel bytes
-// and checks every digest against OpenSSL and that nothing was written past
-// the last digest.
-void ExpectMatchesOpenSsl(const Sha256Backend& backend,
+// Hashes `messages` with `implementation` into a buffer followed by sentinel
+// bytes and checks every digest against OpenSSL and that nothing was written
+// past the last digest.
+void ExpectMatchesOpenSsl(const Sha256Impl& impl,
                           const std::vector<absl::string_view>& messages) {
   std::vector<unsigned char> out(kDigest * messages.size() + 64, kSentinel);
-  Sha256Many(backend, messages, out.data());
+  Sha256Many(impl, messages, out.data());
   for (size_t i = 0; i < messages.size(); ++i) {
-    ASSERT_EQ(ToHex(absl::string_view(
-                  reinterpret_cast<const char*>(out.data()) + kDigest * i,
-                  kDigest)),
-              ToHex(OpenSslDigest(messages[i])))
-        << backend.name << ": message " << i << " of " << messages.size()
-        << ", " << messages[i].size() << " bytes";
+    ASSERT_EQ(
+        ToHex(absl::string_view(
+            reinterpret_cast<const char*>(out.data()) + kDigest * i, kDigest)),
+        ToHex(OpenSslDigest(messages[i])))
+        << impl.name << ": message " << i << " of " << messages.size() << ", "
+        << messages[i].size() << " bytes";
   }
   for (size_t i = kDigest * messages.size(); i < out.size(); ++i) {
-    ASSERT_EQ(out[i], kSentinel) << backend.name << " wrote past the end";
+    ASSERT_EQ(out[i], kSentinel) << impl.name << " wrote past the end";
   }
 }
 
-class Sha256BackendTest : public ::testing::TestWithParam<const Sha256Backend*> {
+class Sha256ImplTest : public ::testing::TestWithParam<const Sha256Impl*> {
  protected:
   void SetUp() override {
-    const std::vector<std::string> missing = Sha256BackendMissing(backend());
+    const std::vector<std::string> missing = Sha256ImplMissing(impl());
     if (!missing.empty()) {
-      GTEST_SKIP() << backend().name << ": this CPU lacks "
+      GTEST_SKIP() << impl().name << ": this CPU lacks "
                    << absl::StrJoin(missing, ", ");
     }
   }
-  const Sha256Backend& backend() const { return *GetParam(); }
+  const Sha256Impl& impl() const { return *GetParam(); }
 };
 
-TEST_P(Sha256BackendTest, NistVectors) {
+TEST_P(Sha256ImplTest, NistVectors) {
   const std::string million(1000000, 'a');
   const std::vector<absl::string_view> messages = {
       "abc", "", "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
       million};
   std::vector<unsigned char> out(kDigest * messages.size());
-  Sha256Many(backend(), messages, out.data());
+  Sha256Many(impl(), messages, out.data());
   auto hex = [&](size_t i) {
     return ToHex(absl::string_view(
         reinterpret_cast<const char*>(out.data()) + kDigest * i, kDigest));
@@ -131,19 +129,19 @@ TEST_P(Sha256BackendTest, NistVectors) {
 
 // Every length 0..1100 (every padding case: a tail of 0..63 bytes, one or
 // two final blocks), alone and all in one batch of different lengths.
-TEST_P(Sha256BackendTest, EveryLengthUpTo1100) {
+TEST_P(Sha256ImplTest, EveryLengthUpTo1100) {
   const std::string data = RandomBytes(1100, 1);
   std::vector<absl::string_view> all;
   for (size_t n = 0; n <= 1100; ++n) {
     const absl::string_view m(data.data(), n);
     all.push_back(m);
-    ExpectMatchesOpenSsl(backend(), {m});
+    ExpectMatchesOpenSsl(impl(), {m});
     if (HasFatalFailure()) return;
   }
-  ExpectMatchesOpenSsl(backend(), all);
+  ExpectMatchesOpenSsl(impl(), all);
 }
 
-TEST_P(Sha256BackendTest, RandomBatchesOfRandomLengths) {
+TEST_P(Sha256ImplTest, RandomBatchesOfRandomLengths) {
   const std::string data = RandomBytes(size_t{1} << 20, 2);
   std::mt19937_64 rng(3);
   for (int round = 0; round < 60; ++round) {
@@ -154,22 +152,22 @@ TEST_P(Sha256BackendTest, RandomBatchesOfRandomLengths) {
       const size_t offset = rng() % (data.size() - size + 1);
       messages.emplace_back(data.data() + offset, size);
     }
-    ExpectMatchesOpenSsl(backend(), messages);
+    ExpectMatchesOpenSsl(impl(), messages);
     if (HasFatalFailure()) return;
   }
 }
 
-TEST_P(Sha256BackendTest, UnalignedAndOverlappingMessages) {
+TEST_P(Sha256ImplTest, UnalignedAndOverlappingMessages) {
   const std::string data = RandomBytes(20000, 4);
   std::vector<absl::string_view> messages;
   for (size_t offset = 0; offset < 32; ++offset) {
     messages.emplace_back(data.data() + offset, 4096 + 7 * offset);
     messages.emplace_back(data.data() + 1 + offset, 63 + offset);
   }
-  ExpectMatchesOpenSsl(backend(), messages);
+  ExpectMatchesOpenSsl(impl(), messages);
 }
 
-TEST_P(Sha256BackendTest, SmallBatches) {
+TEST_P(Sha256ImplTest, SmallBatches) {
   const std::string data = RandomBytes(200000, 5);
   std::mt19937_64 rng(6);
   for (size_t count : {0, 1, 2, 3, 5}) {
@@ -179,26 +177,26 @@ TEST_P(Sha256BackendTest, SmallBatches) {
         const size_t size = rng() % 70000;
         messages.emplace_back(data.data() + rng() % 64, size);
       }
-      ExpectMatchesOpenSsl(backend(), messages);
+      ExpectMatchesOpenSsl(impl(), messages);
       if (HasFatalFailure()) return;
     }
   }
 }
 
 // Many equal messages: the lanes end together.
-TEST_P(Sha256BackendTest, EqualLengths) {
+TEST_P(Sha256ImplTest, EqualLengths) {
   const std::string data = RandomBytes(16 * 16384, 7);
   std::vector<absl::string_view> messages;
   for (size_t i = 0; i < 16; ++i) {
     messages.emplace_back(data.data() + 16384 * i, 16384);
   }
-  ExpectMatchesOpenSsl(backend(), messages);
+  ExpectMatchesOpenSsl(impl(), messages);
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    All, Sha256BackendTest, ::testing::ValuesIn(AllSha256Backends().begin(),
-                                                AllSha256Backends().end()),
-    [](const ::testing::TestParamInfo<const Sha256Backend*>& info) {
+    All, Sha256ImplTest,
+    ::testing::ValuesIn(AllSha256Impls().begin(), AllSha256Impls().end()),
+    [](const ::testing::TestParamInfo<const Sha256Impl*>& info) {
       std::string name = info.param->name;
       for (char& c : name) {
         if (c == '-') c = '_';
@@ -208,11 +206,11 @@ INSTANTIATE_TEST_SUITE_P(
 
 #if defined(__x86_64__)
 // The lane scheduler itself, for every lane count 1..4 (3 included, which
-// the backends reach only when four lanes drain), with jobs in the given
+// the implementations reach only when four lanes drain), with jobs in the given
 // order rather than longest first.
 TEST(ShaNiLanesTest, EveryLaneCountInGivenOrder) {
   const std::vector<std::string> missing =
-      Sha256BackendMissing(Sha256Backend{"shani-x1", 1});
+      Sha256ImplMissing(Sha256Impl{"shani-x1", 1});
   if (!missing.empty()) {
     GTEST_SKIP() << "this CPU lacks " << absl::StrJoin(missing, ", ");
   }
@@ -259,7 +257,8 @@ std::set<std::string> CpuinfoFlags() {
   return flags;
 }
 
-// On a CPU with the SHA extensions the default is a multi-buffer backend.
+// On a CPU with the SHA extensions the default is a multi-buffer
+// implementation.
 TEST(Sha256DispatchTest, PicksShaNiWhereTheCpuHasIt) {
   ScopedEnv env(kSha256EnvVar, nullptr);
   const std::set<std::string> flags = CpuinfoFlags();
@@ -267,41 +266,41 @@ TEST(Sha256DispatchTest, PicksShaNiWhereTheCpuHasIt) {
       flags.count("sha_ni") && flags.count("sse4_1") && flags.count("ssse3");
 #if defined(__x86_64__)
   const std::vector<std::string> missing =
-      Sha256BackendMissing(*AllSha256Backends()[0]);
+      Sha256ImplMissing(*AllSha256Impls()[0]);
   if (!flags.empty()) {
     // Detection agrees with what the Linux kernel reports.
     EXPECT_EQ(cpuinfo_says, missing.empty()) << absl::StrJoin(missing, ", ");
   }
   if (!missing.empty()) {
-    EXPECT_EQ(BestSha256Backend().lanes, 0);
+    EXPECT_EQ(BestSha256Impl().lanes, 0);
     GTEST_SKIP() << "this CPU lacks " << absl::StrJoin(missing, ", ")
-                 << ": the openssl backend is the default";
+                 << ": the openssl implementation is the default";
   }
-  absl::StatusOr<const Sha256Backend*> chosen = DefaultSha256Backend();
+  absl::StatusOr<const Sha256Impl*> chosen = DefaultSha256Impl();
   ASSERT_TRUE(chosen.ok()) << chosen.status();
   EXPECT_GT((*chosen)->lanes, 1) << (*chosen)->name;
-  EXPECT_EQ(*chosen, &BestSha256Backend());
-  absl::StatusOr<const Sha256Backend*> shani = FindSha256Backend("shani");
+  EXPECT_EQ(*chosen, &BestSha256Impl());
+  absl::StatusOr<const Sha256Impl*> shani = FindSha256Impl("shani");
   ASSERT_TRUE(shani.ok()) << shani.status();
-  EXPECT_EQ(*shani, &BestSha256Backend());
+  EXPECT_EQ(*shani, &BestSha256Impl());
 #else
-  GTEST_SKIP() << "the SHA-NI backends are built for x86-64 only";
+  GTEST_SKIP() << "the SHA-NI implementations are built for x86-64 only";
 #endif
 }
 
 TEST(Sha256DispatchTest, EnvironmentForcesOpenSsl) {
   ScopedEnv env(kSha256EnvVar, "openssl");
-  absl::StatusOr<const Sha256Backend*> chosen = DefaultSha256Backend();
+  absl::StatusOr<const Sha256Impl*> chosen = DefaultSha256Impl();
   ASSERT_TRUE(chosen.ok()) << chosen.status();
   EXPECT_EQ(std::string((*chosen)->name), "openssl");
   EXPECT_EQ((*chosen)->lanes, 0);
 }
 
 TEST(Sha256DispatchTest, EnvironmentSelectsLanes) {
-  for (const Sha256Backend* backend : AllSha256Backends()) {
-    ScopedEnv env(kSha256EnvVar, backend->name);
-    absl::StatusOr<const Sha256Backend*> chosen = DefaultSha256Backend();
-    if (!Sha256BackendMissing(*backend).empty()) {
+  for (const Sha256Impl* impl : AllSha256Impls()) {
+    ScopedEnv env(kSha256EnvVar, impl->name);
+    absl::StatusOr<const Sha256Impl*> chosen = DefaultSha256Impl();
+    if (!Sha256ImplMissing(*impl).empty()) {
       ASSERT_FALSE(chosen.ok());
       EXPECT_EQ(chosen.status().code(), absl::StatusCode::kFailedPrecondition);
       EXPECT_NE(chosen.status().message().find("missing"), std::string::npos)
@@ -309,13 +308,13 @@ TEST(Sha256DispatchTest, EnvironmentSelectsLanes) {
       continue;
     }
     ASSERT_TRUE(chosen.ok()) << chosen.status();
-    EXPECT_EQ(*chosen, backend);
+    EXPECT_EQ(*chosen, impl);
   }
 }
 
 TEST(Sha256DispatchTest, UnknownNameIsAnErrorNamingTheVariable) {
   ScopedEnv env(kSha256EnvVar, "sha3");
-  absl::StatusOr<const Sha256Backend*> chosen = DefaultSha256Backend();
+  absl::StatusOr<const Sha256Impl*> chosen = DefaultSha256Impl();
   ASSERT_FALSE(chosen.ok());
   EXPECT_EQ(chosen.status().code(), absl::StatusCode::kInvalidArgument);
   const std::string message(chosen.status().message());
@@ -324,9 +323,9 @@ TEST(Sha256DispatchTest, UnknownNameIsAnErrorNamingTheVariable) {
   EXPECT_NE(message.find("openssl"), std::string::npos) << message;
 }
 
-TEST(Sha256DispatchTest, ActiveBackendIsSupportedAndUsed) {
-  const Sha256Backend& active = ActiveSha256Backend();
-  EXPECT_TRUE(Sha256BackendMissing(active).empty()) << active.name;
+TEST(Sha256DispatchTest, ActiveImplIsSupportedAndUsed) {
+  const Sha256Impl& active = ActiveSha256Impl();
+  EXPECT_TRUE(Sha256ImplMissing(active).empty()) << active.name;
   const std::string data = RandomBytes(100000, 10);
   const std::vector<absl::string_view> messages = {
       absl::string_view(data).substr(0, 30000),

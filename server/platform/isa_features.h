@@ -1,9 +1,10 @@
 // The instruction-set features the stage-1 kernels (and the fingerprint
-// code) may require, as bits: what isa.h detects and backends.h derives from
-// a translation unit's compiler flags.
+// code) may require, as bits: what isa.h detects and
+// chunking/kernels/kernel_sets.h derives from a translation unit's compiler
+// flags.
 //
 // Plain constants and nothing else, so that the ISA translation units can
-// include this (see backends.h).
+// include this (see chunking/kernels/kernel_sets.h).
 #ifndef CHUNKD_PLATFORM_ISA_FEATURES_H_
 #define CHUNKD_PLATFORM_ISA_FEATURES_H_
 

@@ -1,8 +1,9 @@
-// The stage-1 functions of a kernel, one per algorithm with a stage 1: the
-// one list of them. Kernel (kernels.h) has a pointer to each and every
-// backend (backends.h) defines each, both expanded from
-// CHUNKD_KERNEL_FUNCTIONS below; an algorithm's stage 1 is a row there and
-// its body in every backend.
+// The stage-1 functions of a kernel set, one per algorithm with a stage 1:
+// the one list of them. KernelSet (kernels.h) has a pointer to each and
+// every kernel set (kernel_sets.h) defines each, both expanded from
+// CHUNKD_KERNEL_FUNCTIONS below; an algorithm's stage 1 is a row there, its
+// parameters struct here and its body, <Function>Body, in
+// generic/<algorithm>.h (listed in generic/bodies.h).
 //
 // A function fills bitmaps for the positions [begin, end) of a buffer
 // `data`. Bit (p - begin) % 64 of word (p - begin) / 64 (least significant
@@ -25,8 +26,8 @@
 //            positions after each restart.
 //   crc32    sets bit p when (C(p) & mask) == 0, C(p) being the CRC-32
 //            (reflected 0xEDB88320, initial 0, no final XOR) of
-//            data[max(0, p - 255), p] — the 256-byte window of crc32 (docs/design.md)
-//            (mask = avg_size - 1).
+//            data[max(0, p - 255), p] — the 256-byte window of crc32
+//            (docs/design.md) (mask = avg_size - 1).
 //   seqcdc   sets bit p in gt when data[p] > data[p - 1] and in lt when
 //            data[p] < data[p - 1]; position 0 has neither.
 //   rabin    sets bit p when (D(p) & mask) == 0, D(p) being restic's Rabin
@@ -44,7 +45,7 @@
 //            (docs/algorithms/repmaxcdc.md).
 //
 // Plain declarations and constants only: the ISA translation units include
-// this through backends.h.
+// this through kernel_sets.h.
 //
 // Thread safety: the functions are pure; GearParams is a plain value.
 #ifndef CHUNKD_CHUNKING_KERNELS_FUNCTIONS_H_
@@ -78,34 +79,35 @@ struct BuzhashParams {
   uint32_t discriminator = 1;
 };
 
-// X(Function, member, parameters, arg) for every stage-1 function: its name
-// in a backend's namespace, its Kernel member and its parameter list; `arg`
-// is passed through to X.
-#define CHUNKD_KERNEL_FUNCTIONS(X, arg)                                       \
-  X(FastCdc, fastcdc,                                                         \
-    (const uint8_t* data, size_t begin, size_t end, const GearParams& params, \
-     uint64_t* hits_s, uint64_t* hits_l),                                     \
-    arg)                                                                      \
-  X(Crc32, crc32,                                                             \
-    (const uint8_t* data, size_t begin, size_t end, uint32_t mask,            \
-     uint64_t* hits),                                                         \
-    arg)                                                                      \
-  X(SeqCdc, seqcdc,                                                           \
-    (const uint8_t* data, size_t begin, size_t end, uint64_t* gt,             \
-     uint64_t* lt),                                                           \
-    arg)                                                                      \
-  X(Rabin, rabin,                                                             \
+// X(Function, member, parameters, arguments, arg) for every stage-1
+// function: its name in a kernel set's namespace, its KernelSet member, its
+// parameter list and the same names as an argument list (for the kernel
+// sets' definitions, kernel_sets.h); `arg` is passed through to X.
+#define CHUNKD_KERNEL_FUNCTIONS(X, arg)                                        \
+  X(FastCdc, fastcdc,                                                          \
+    (const uint8_t* data, size_t begin, size_t end, const GearParams& params,  \
+     uint64_t* hits_s, uint64_t* hits_l),                                      \
+    (data, begin, end, params, hits_s, hits_l), arg)                           \
+  X(Crc32, crc32,                                                              \
+    (const uint8_t* data, size_t begin, size_t end, uint32_t mask,             \
+     uint64_t* hits),                                                          \
+    (data, begin, end, mask, hits), arg)                                       \
+  X(SeqCdc, seqcdc,                                                            \
+    (const uint8_t* data, size_t begin, size_t end, uint64_t* gt,              \
+     uint64_t* lt),                                                            \
+    (data, begin, end, gt, lt), arg)                                           \
+  X(Rabin, rabin,                                                              \
     (const uint8_t* data, size_t begin, size_t end, const RabinParams& params, \
-     uint64_t* hits),                                                         \
-    arg)                                                                      \
-  X(Buzhash, buzhash,                                                         \
-    (const uint8_t* data, size_t begin, size_t end,                           \
-     const BuzhashParams& params, uint64_t* hits),                            \
-    arg)                                                                      \
-  X(RepMaxCdc, repmaxcdc,                                                     \
-    (const uint8_t* data, size_t begin, size_t end, const uint64_t* gear,     \
-     uint64_t* max),                                                          \
-    arg)
+     uint64_t* hits),                                                          \
+    (data, begin, end, params, hits), arg)                                     \
+  X(Buzhash, buzhash,                                                          \
+    (const uint8_t* data, size_t begin, size_t end,                            \
+     const BuzhashParams& params, uint64_t* hits),                             \
+    (data, begin, end, params, hits), arg)                                     \
+  X(RepMaxCdc, repmaxcdc,                                                      \
+    (const uint8_t* data, size_t begin, size_t end, const uint64_t* gear,      \
+     uint64_t* max),                                                           \
+    (data, begin, end, gear, max), arg)
 
 }  // namespace chunkd::chunking::kernels
 

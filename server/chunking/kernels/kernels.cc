@@ -1,6 +1,6 @@
-// The kernel table and its selection: detection once, best first, and an
-// error — never a silent fallback — for a forced kernel that is unknown or
-// that this CPU or OS cannot run.
+// The kernel set table and its selection: detection once, best first, and
+// an error — never a silent fallback — for a forced kernel set that is
+// unknown or that this CPU or OS cannot run.
 
 #include "chunking/kernels/kernels.h"
 
@@ -17,44 +17,45 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "chunking/kernels/backends.h"
+#include "chunking/kernels/kernel_sets.h"
 #include "platform/isa.h"
 
 namespace chunkd::chunking::kernels {
 namespace {
 
-// Kernel::supported of a backend that needs *kRequired.
+// KernelSet::supported of a kernel set that needs *kRequired.
 template <const uint32_t* kRequired>
 bool Supported() {
   return (platform::CpuFeatures() & *kRequired) == *kRequired;
 }
 
-// A row of the backend list: its Kernel, with the functions in the order of
-// CHUNKD_KERNEL_FUNCTIONS, and the features it needs.
-struct Backend {
-  Kernel kernel;
+// A row of the kernel set list: its KernelSet, with the functions in the
+// order of CHUNKD_KERNEL_FUNCTIONS, and the features it needs.
+struct Row {
+  KernelSet set;
   const uint32_t* required;
 };
 
-#define CHUNKD_KERNEL_FUNCTION_OF(Function, member, parameters, name) \
+#define CHUNKD_KERNEL_FUNCTION_OF(Function, member, parameters, arguments, \
+                                  name)                                    \
   &name::Function,
-#define CHUNKD_KERNEL_BACKEND(name)                                         \
-  Backend{Kernel{#name, &Supported<&name::kRequiredFeatures>,               \
-                 CHUNKD_KERNEL_FUNCTIONS(CHUNKD_KERNEL_FUNCTION_OF, name)}, \
-          &name::kRequiredFeatures},
-// Best first: BestKernel() takes the first supported one.
-constexpr Backend kBackends[] = {CHUNKD_KERNEL_BACKENDS(CHUNKD_KERNEL_BACKEND)};
-#undef CHUNKD_KERNEL_BACKEND
+#define CHUNKD_KERNEL_SET_ROW(name)                                        \
+  Row{KernelSet{#name, &Supported<&name::kRequiredFeatures>,               \
+                CHUNKD_KERNEL_FUNCTIONS(CHUNKD_KERNEL_FUNCTION_OF, name)}, \
+      &name::kRequiredFeatures},
+// Best first: BestKernelSet() takes the first supported one.
+constexpr Row kRows[] = {CHUNKD_KERNEL_SETS(CHUNKD_KERNEL_SET_ROW)};
+#undef CHUNKD_KERNEL_SET_ROW
 #undef CHUNKD_KERNEL_FUNCTION_OF
 
-constexpr size_t kCount = sizeof(kBackends) / sizeof(kBackends[0]);
+constexpr size_t kCount = sizeof(kRows) / sizeof(kRows[0]);
 
-constexpr std::array<const Kernel*, kCount> MakeAll() {
-  std::array<const Kernel*, kCount> all{};
-  for (size_t i = 0; i < kCount; ++i) all[i] = &kBackends[i].kernel;
+constexpr std::array<const KernelSet*, kCount> MakeAll() {
+  std::array<const KernelSet*, kCount> all{};
+  for (size_t i = 0; i < kCount; ++i) all[i] = &kRows[i].set;
   return all;
 }
-constexpr std::array<const Kernel*, kCount> kAll = MakeAll();
+constexpr std::array<const KernelSet*, kCount> kAll = MakeAll();
 
 constexpr bool IsScalar(const char* name) {
   const char scalar[] = "scalar";
@@ -63,63 +64,63 @@ constexpr bool IsScalar(const char* name) {
   }
   return true;
 }
-static_assert(IsScalar(kBackends[kCount - 1].kernel.name),
-              "the backend list ends with scalar, which every CPU runs");
+static_assert(IsScalar(kRows[kCount - 1].set.name),
+              "the kernel set list ends with scalar, which every CPU runs");
 
 std::string KnownNames() {
   std::vector<absl::string_view> names;
-  for (const Kernel* k : kAll) names.push_back(k->name);
+  for (const KernelSet* k : kAll) names.push_back(k->name);
   return absl::StrJoin(names, ", ");
 }
 
 }  // namespace
 
-absl::Span<const Kernel* const> AllKernels() { return kAll; }
+absl::Span<const KernelSet* const> AllKernelSets() { return kAll; }
 
-const Kernel& ScalarKernel() { return kBackends[kCount - 1].kernel; }
+const KernelSet& ScalarKernelSet() { return kRows[kCount - 1].set; }
 
-const Kernel& BestKernel() {
+const KernelSet& BestKernelSet() {
   // Detected once; the table is immutable, so the pointer never changes.
-  static const Kernel* const best = [] {
-    for (const Kernel* k : kAll) {
+  static const KernelSet* const best = [] {
+    for (const KernelSet* k : kAll) {
       if (k->supported()) return k;
     }
-    return &ScalarKernel();  // unreachable: scalar is always supported
+    return &ScalarKernelSet();  // unreachable: scalar is always supported
   }();
   return *best;
 }
 
-absl::StatusOr<const Kernel*> FindKernel(absl::string_view name) {
-  for (const Backend& backend : kBackends) {
-    const Kernel* k = &backend.kernel;
+absl::StatusOr<const KernelSet*> FindKernelSet(absl::string_view name) {
+  for (const Row& row : kRows) {
+    const KernelSet* k = &row.set;
     if (name != k->name) continue;
     const std::vector<std::string> missing =
-        platform::MissingFeatures(*backend.required, platform::CpuFeatures());
+        platform::MissingFeatures(*row.required, platform::CpuFeatures());
     if (!missing.empty()) {
       return absl::FailedPreconditionError(
-          absl::StrCat("kernel backend \"", name,
+          absl::StrCat("kernel set \"", name,
                        "\" is not supported by this CPU or OS: missing ",
                        absl::StrJoin(missing, ", ")));
     }
     return k;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown kernel backend \"", name, "\"; known: ", KnownNames()));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown kernel set \"", name, "\"; known: ", KnownNames()));
 }
 
-absl::StatusOr<const Kernel*> ForcedKernel() {
+absl::StatusOr<const KernelSet*> ForcedKernelSet() {
   // Read on every call (not cached) so that a test or a supervisor changing
   // the environment is honoured. Unset or empty means "choose
   // automatically".
   const char* env = std::getenv("CHUNKD_BACKEND");
   if (env == nullptr || *env == '\0') return nullptr;
-  absl::StatusOr<const Kernel*> kernel = FindKernel(env);
-  if (!kernel.ok()) {
+  absl::StatusOr<const KernelSet*> set = FindKernelSet(env);
+  if (!set.ok()) {
     return absl::Status(
-        kernel.status().code(),
-        absl::StrCat("CHUNKD_BACKEND: ", kernel.status().message()));
+        set.status().code(),
+        absl::StrCat("CHUNKD_BACKEND: ", set.status().message()));
   }
-  return kernel;
+  return set;
 }
 
 }  // namespace chunkd::chunking::kernels

@@ -26,7 +26,7 @@ using chunkd::chunking::kFastCdcMasks;
 using chunkd::chunking::kernels::AllKernels;
 using chunkd::chunking::kernels::BitmapWords;
 using chunkd::chunking::kernels::GearParams;
-using chunkd::chunking::kernels::Kernel;
+using chunkd::chunking::kernels::KernelSet;
 using chunkd::chunking::kernels::ScalarKernel;
 
 uint64_t SplitMix(uint64_t* state) {
@@ -36,14 +36,14 @@ uint64_t SplitMix(uint64_t* state) {
   return z ^ (z >> 31);
 }
 
-[[noreturn]] void Fail(const char* what, const Kernel& k, size_t begin,
+[[noreturn]] void Fail(const char* what, const KernelSet& k, size_t begin,
                        size_t end) {
   std::fprintf(stderr, "kernel %s differs from scalar: %s [%zu, %zu)\n", k.name,
                what, begin, end);
   std::abort();
 }
 
-void Compare(const char* what, const Kernel& k, size_t begin, size_t end,
+void Compare(const char* what, const KernelSet& k, size_t begin, size_t end,
              const std::vector<uint64_t>& want,
              const std::vector<uint64_t>& got) {
   if (want != got) Fail(what, k, begin, end);
@@ -65,11 +65,11 @@ void CheckRange(const uint8_t* data, size_t begin, size_t end,
   const size_t n = end - begin;
   std::vector<uint64_t> s0 = Fresh(n), l0 = Fresh(n), c0 = Fresh(n),
                         g0 = Fresh(n), t0 = Fresh(n);
-  const Kernel& scalar = ScalarKernel();
+  const KernelSet& scalar = ScalarKernelSet();
   scalar.fastcdc(data, begin, end, gear, s0.data(), l0.data());
   scalar.crc32(data, begin, end, crc_mask, c0.data());
   scalar.seqcdc(data, begin, end, g0.data(), t0.data());
-  for (const Kernel* k : AllKernels()) {
+  for (const KernelSet* k : AllKernelSets()) {
     if (k == &scalar || !k->supported()) continue;
     std::vector<uint64_t> s = Fresh(n), l = Fresh(n), c = Fresh(n),
                           g = Fresh(n), t = Fresh(n);

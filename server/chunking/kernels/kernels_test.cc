@@ -197,21 +197,21 @@ struct Result {
   bool canaries = true;
 };
 
-Result RunFastCdc(const Kernel& k, const uint8_t* data, size_t begin,
+Result RunFastCdc(const KernelSet& k, const uint8_t* data, size_t begin,
                   size_t end, const GearParams& params) {
   Bitmap s(end - begin), l(end - begin);
   k.fastcdc(data, begin, end, params, s.data(), l.data());
   return {s.words(), l.words(), s.CanariesIntact() && l.CanariesIntact()};
 }
 
-Result RunCrc32(const Kernel& k, const uint8_t* data, size_t begin, size_t end,
-                uint32_t mask) {
+Result RunCrc32(const KernelSet& k, const uint8_t* data, size_t begin,
+                size_t end, uint32_t mask) {
   Bitmap h(end - begin);
   k.crc32(data, begin, end, mask, h.data());
   return {h.words(), {}, h.CanariesIntact()};
 }
 
-Result RunSeqCdc(const Kernel& k, const uint8_t* data, size_t begin,
+Result RunSeqCdc(const KernelSet& k, const uint8_t* data, size_t begin,
                  size_t end) {
   Bitmap g(end - begin), l(end - begin);
   k.seqcdc(data, begin, end, g.data(), l.data());
@@ -253,31 +253,31 @@ Result RunSeqCdc(const Kernel& k, const uint8_t* data, size_t begin,
 
 TEST(KernelSelectionTest, TableIsBestFirstWithScalarLast) {
   std::vector<std::string> names;
-  for (const Kernel* k : AllKernels()) names.push_back(k->name);
+  for (const KernelSet* k : AllKernelSets()) names.push_back(k->name);
 #if defined(__x86_64__)
   EXPECT_EQ(names, (std::vector<std::string>{"avx512", "avx2", "scalar"}));
 #endif
   ASSERT_FALSE(names.empty());
   EXPECT_EQ(names.back(), "scalar");
-  EXPECT_STREQ(ScalarKernel().name, "scalar");
-  EXPECT_TRUE(ScalarKernel().supported());
+  EXPECT_STREQ(ScalarKernelSet().name, "scalar");
+  EXPECT_TRUE(ScalarKernelSet().supported());
 }
 
 TEST(KernelSelectionTest, BestIsTheFirstSupported) {
-  const Kernel* first = nullptr;
-  for (const Kernel* k : AllKernels()) {
+  const KernelSet* first = nullptr;
+  for (const KernelSet* k : AllKernelSets()) {
     if (k->supported()) {
       first = k;
       break;
     }
   }
   ASSERT_NE(first, nullptr);
-  EXPECT_EQ(&BestKernel(), first);
+  EXPECT_EQ(&BestKernelSet(), first);
 }
 
 TEST(KernelSelectionTest, FindKernelReturnsSupportedOnes) {
-  for (const Kernel* k : AllKernels()) {
-    absl::StatusOr<const Kernel*> found = FindKernel(k->name);
+  for (const KernelSet* k : AllKernelSets()) {
+    absl::StatusOr<const KernelSet*> found = FindKernelSet(k->name);
     if (k->supported()) {
       ASSERT_TRUE(found.ok()) << found.status();
       EXPECT_EQ(*found, k);
@@ -291,10 +291,10 @@ TEST(KernelSelectionTest, FindKernelReturnsSupportedOnes) {
 
 TEST(KernelSelectionTest, UnknownNameIsInvalidArgumentListingNames) {
   for (const char* name : {"sse", "", "AVX512", "avx512 ", "auto"}) {
-    absl::StatusOr<const Kernel*> found = FindKernel(name);
+    absl::StatusOr<const KernelSet*> found = FindKernelSet(name);
     ASSERT_EQ(found.status().code(), absl::StatusCode::kInvalidArgument)
         << name;
-    for (const Kernel* k : AllKernels()) {
+    for (const KernelSet* k : AllKernelSets()) {
       EXPECT_NE(found.status().message().find(k->name), std::string::npos)
           << found.status();
     }
@@ -303,10 +303,10 @@ TEST(KernelSelectionTest, UnknownNameIsInvalidArgumentListingNames) {
 
 TEST(KernelSelectionTest, UnsupportedKernelIsFailedPrecondition) {
   bool any = false;
-  for (const Kernel* k : AllKernels()) {
+  for (const KernelSet* k : AllKernelSets()) {
     if (k->supported()) continue;
     any = true;
-    EXPECT_EQ(FindKernel(k->name).status().code(),
+    EXPECT_EQ(FindKernelSet(k->name).status().code(),
               absl::StatusCode::kFailedPrecondition);
   }
   if (!any) GTEST_SKIP() << "this CPU supports every kernel";
@@ -342,25 +342,25 @@ class ScopedEnv {
 TEST(KernelSelectionTest, ForcedKernelHonoursEnvironment) {
   {
     ScopedEnv env("CHUNKD_BACKEND", nullptr);
-    auto k = ForcedKernel();
+    auto k = ForcedKernelSet();
     ASSERT_TRUE(k.ok()) << k.status();
     EXPECT_EQ(*k, nullptr);
   }
   {
     ScopedEnv env("CHUNKD_BACKEND", "");
-    auto k = ForcedKernel();
+    auto k = ForcedKernelSet();
     ASSERT_TRUE(k.ok()) << k.status();
     EXPECT_EQ(*k, nullptr);
   }
   {
     ScopedEnv env("CHUNKD_BACKEND", "scalar");
-    auto k = ForcedKernel();
+    auto k = ForcedKernelSet();
     ASSERT_TRUE(k.ok()) << k.status();
-    EXPECT_EQ(*k, &ScalarKernel());
+    EXPECT_EQ(*k, &ScalarKernelSet());
   }
-  for (const Kernel* kernel : AllKernels()) {
+  for (const KernelSet* kernel : AllKernelSets()) {
     ScopedEnv env("CHUNKD_BACKEND", kernel->name);
-    auto k = ForcedKernel();
+    auto k = ForcedKernelSet();
     if (kernel->supported()) {
       ASSERT_TRUE(k.ok()) << k.status();
       EXPECT_EQ(*k, kernel);
@@ -370,7 +370,7 @@ TEST(KernelSelectionTest, ForcedKernelHonoursEnvironment) {
   }
   {
     ScopedEnv env("CHUNKD_BACKEND", "neon");
-    auto k = ForcedKernel();
+    auto k = ForcedKernelSet();
     EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(k.status().message().find("CHUNKD_BACKEND"), std::string::npos)
         << k.status();
@@ -402,7 +402,7 @@ TEST(ScalarKernelTest, FastCdcIsTheWindowedGearDefinition) {
             std::pair{uint64_t{0x0000000000001110}, uint64_t{0x1}}}) {
         const GearParams params{table.gear.data(), ms, ml};
         for (size_t begin : {0, 1, 62, 63, 64, 100, 2999}) {
-          const Result r = RunFastCdc(ScalarKernel(), data.data(), begin,
+          const Result r = RunFastCdc(ScalarKernelSet(), data.data(), begin,
                                       data.size(), params);
           ASSERT_TRUE(r.canaries);
           for (size_t p = begin; p < data.size(); ++p) {
@@ -439,7 +439,7 @@ TEST(ScalarKernelTest, FastCdcBitsExplainTheReferenceCuts) {
     const GearParams params{cutter.gear().data(), cutter.mask_s(),
                             cutter.mask_l()};
     const Result r =
-        RunFastCdc(ScalarKernel(), data.data(), 0, data.size(), params);
+        RunFastCdc(ScalarKernelSet(), data.data(), 0, data.size(), params);
     const std::vector<Chunk> chunks = ReferenceChunks(o, data);
     int checked = 0;
     for (size_t i = 0; i + 1 < chunks.size(); ++i) {
@@ -470,7 +470,7 @@ TEST(ScalarKernelTest, Crc32IsTheDirectWindowCrc) {
   for (uint32_t mask : {0x7u, 0xFFu, 0x3FFFu, 0u, 0xFFFFFFFFu}) {
     for (size_t begin : {0, 1, 254, 255, 256, 257, 300, 2499}) {
       const Result r =
-          RunCrc32(ScalarKernel(), data.data(), begin, data.size(), mask);
+          RunCrc32(ScalarKernelSet(), data.data(), begin, data.size(), mask);
       ASSERT_TRUE(r.canaries);
       for (size_t p = begin; p < data.size(); ++p) {
         ASSERT_EQ(Bit(r.a, p - begin), (WindowCrc(data.data(), p) & mask) == 0)
@@ -489,7 +489,7 @@ TEST(ScalarKernelTest, Crc32BitsExplainTheReferenceCuts) {
   o.max_size = 8192;
   const Bytes data = RandomBytes(1 << 19, 5);
   const Result r =
-      RunCrc32(ScalarKernel(), data.data(), 0, data.size(), o.avg_size - 1);
+      RunCrc32(ScalarKernelSet(), data.data(), 0, data.size(), o.avg_size - 1);
   int checked = 0;
   for (const Chunk& c : ReferenceChunks(o, data)) {
     if (c.hash == 0 && c.length >= o.max_size) continue;
@@ -509,7 +509,7 @@ TEST(ScalarKernelTest, SeqCdcComparesNeighbours) {
   for (const DataSet& set : DataSets(700)) {
     const Bytes& d = set.bytes;
     for (size_t begin : {0, 1, 63, 64, 65, 699}) {
-      const Result r = RunSeqCdc(ScalarKernel(), d.data(), begin, d.size());
+      const Result r = RunSeqCdc(ScalarKernelSet(), d.data(), begin, d.size());
       ASSERT_TRUE(r.canaries);
       for (size_t p = begin; p < d.size(); ++p) {
         ASSERT_EQ(Bit(r.a, p - begin), p > 0 && d[p] > d[p - 1]) << p;
@@ -524,7 +524,7 @@ TEST(ScalarKernelTest, SeqCdcComparesNeighbours) {
 class KernelDiffTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    absl::StatusOr<const Kernel*> k = FindKernel(GetParam());
+    absl::StatusOr<const KernelSet*> k = FindKernelSet(GetParam());
     if (k.status().code() == absl::StatusCode::kFailedPrecondition) {
       GTEST_SKIP() << k.status().message();
     }
@@ -535,14 +535,14 @@ class KernelDiffTest : public ::testing::TestWithParam<const char*> {
   // Compares one range of every predicate; `what` names the case.
   void CheckFastCdc(const uint8_t* data, size_t begin, size_t end,
                     const GearParams& params, const std::string& what) {
-    const Result want = RunFastCdc(ScalarKernel(), data, begin, end, params);
+    const Result want = RunFastCdc(ScalarKernelSet(), data, begin, end, params);
     const Result got = RunFastCdc(*kernel_, data, begin, end, params);
     ASSERT_TRUE(SameResult(want, got, begin))
         << "fastcdc " << what << " begin " << begin << " end " << end;
   }
   void CheckCrc32(const uint8_t* data, size_t begin, size_t end, uint32_t mask,
                   const std::string& what) {
-    const Result want = RunCrc32(ScalarKernel(), data, begin, end, mask);
+    const Result want = RunCrc32(ScalarKernelSet(), data, begin, end, mask);
     const Result got = RunCrc32(*kernel_, data, begin, end, mask);
     ASSERT_TRUE(SameResult(want, got, begin))
         << "crc32 " << what << " mask 0x" << absl::StrCat(absl::Hex(mask))
@@ -550,13 +550,13 @@ class KernelDiffTest : public ::testing::TestWithParam<const char*> {
   }
   void CheckSeqCdc(const uint8_t* data, size_t begin, size_t end,
                    const std::string& what) {
-    const Result want = RunSeqCdc(ScalarKernel(), data, begin, end);
+    const Result want = RunSeqCdc(ScalarKernelSet(), data, begin, end);
     const Result got = RunSeqCdc(*kernel_, data, begin, end);
     ASSERT_TRUE(SameResult(want, got, begin))
         << "seqcdc " << what << " begin " << begin << " end " << end;
   }
 
-  const Kernel* kernel_ = nullptr;
+  const KernelSet* kernel_ = nullptr;
 };
 
 // Every length 0..300 at many begins (at 0, inside the first window, past
@@ -718,8 +718,8 @@ TEST_P(KernelDiffTest, RandomRangesAndPieces) {
 // name ends with the kernel's (CMake labels by it).
 std::vector<const char*> WiderKernels() {
   std::vector<const char*> names;
-  for (const Kernel* k : AllKernels()) {
-    if (k != &ScalarKernel()) names.push_back(k->name);
+  for (const KernelSet* k : AllKernelSets()) {
+    if (k != &ScalarKernelSet()) names.push_back(k->name);
   }
   return names;
 }
@@ -782,7 +782,7 @@ Result InRandomPieces(size_t begin, size_t end, std::mt19937_64& rng, Run run) {
 
 // --------------------------------------------------------------- buzhash --
 
-Result RunBuzhash(const Kernel& k, const uint8_t* data, size_t begin,
+Result RunBuzhash(const KernelSet& k, const uint8_t* data, size_t begin,
                   size_t end, const BuzhashParams& params) {
   Bitmap h(end - begin);
   k.buzhash(data, begin, end, params, h.data());
@@ -864,7 +864,7 @@ TEST(ScalarKernelTest, BuzhashIsTheWindowDefinition) {
   const uint32_t* table = BuzhashTable().data();
   for (uint32_t d : {1u, 3u, 7u, 64u, 49535u}) {
     for (size_t begin : {0, 1, 46, 47, 48, 49, 100, 1999}) {
-      const Result r = RunBuzhash(ScalarKernel(), data.data(), begin,
+      const Result r = RunBuzhash(ScalarKernelSet(), data.data(), begin,
                                   data.size(), CasyncBuzhash(d));
       ASSERT_TRUE(r.canaries);
       for (size_t p = begin; p < data.size(); ++p) {
@@ -895,7 +895,7 @@ TEST(ScalarKernelTest, BuzhashBitsExplainTheReferenceCuts) {
   o.avg_size = 1024;
   o.max_size = 8192;
   const Bytes data = RandomBytes(1 << 19, 9);
-  const Result r = RunBuzhash(ScalarKernel(), data.data(), 0, data.size(),
+  const Result r = RunBuzhash(ScalarKernelSet(), data.data(), 0, data.size(),
                               CasyncBuzhash(BuzhashDiscriminator(1024)));
   int checked = 0;
   for (const Chunk& c : ReferenceChunks(o, data)) {
@@ -915,7 +915,7 @@ class BuzhashDiffTest : public KernelDiffTest {
  protected:
   void CheckBuzhash(const uint8_t* data, size_t begin, size_t end,
                     const BuzhashParams& params, const std::string& what) {
-    const Result want = RunBuzhash(ScalarKernel(), data, begin, end, params);
+    const Result want = RunBuzhash(ScalarKernelSet(), data, begin, end, params);
     const Result got = RunBuzhash(*kernel_, data, begin, end, params);
     ASSERT_TRUE(SameResult(want, got, begin))
         << "buzhash " << what << " d " << params.discriminator << " begin "
@@ -1035,8 +1035,8 @@ INSTANTIATE_TEST_SUITE_P(VsScalar, BuzhashDiffTest,
 
 // ----------------------------------------------------------------- rabin --
 
-Result RunRabin(const Kernel& k, const uint8_t* data, size_t begin, size_t end,
-                const RabinParams& params) {
+Result RunRabin(const KernelSet& k, const uint8_t* data, size_t begin,
+                size_t end, const RabinParams& params) {
   Bitmap h(end - begin);
   k.rabin(data, begin, end, params, h.data());
   return {h.words(), {}, h.CanariesIntact()};
@@ -1075,8 +1075,8 @@ TEST(ScalarKernelTest, RabinIsTheWindowDefinition) {
   const Bytes data = RandomBytes(2000, 5);
   for (uint64_t mask : {uint64_t{0x3}, uint64_t{0x1F}, uint64_t{0}}) {
     for (size_t begin : {0, 1, 62, 63, 64, 65, 100, 1999}) {
-      const Result r = RunRabin(ScalarKernel(), data.data(), begin, data.size(),
-                                Rabin(mask));
+      const Result r = RunRabin(ScalarKernelSet(), data.data(), begin,
+                                data.size(), Rabin(mask));
       ASSERT_TRUE(r.canaries);
       for (size_t p = begin; p < data.size(); ++p) {
         ASSERT_EQ(Bit(r.a, p - begin),
@@ -1100,7 +1100,7 @@ TEST(ScalarKernelTest, RabinBitsExplainTheReferenceCuts) {
   o.max_size = 8192;
   const Bytes data = RandomBytes(1 << 19, 10);
   const Result r =
-      RunRabin(ScalarKernel(), data.data(), 0, data.size(), Rabin(1023));
+      RunRabin(ScalarKernelSet(), data.data(), 0, data.size(), Rabin(1023));
   int checked = 0;
   for (const Chunk& c : ReferenceChunks(o, data)) {
     if (c.hash == 0) continue;  // cut by max_size or the end
@@ -1119,7 +1119,7 @@ class RabinDiffTest : public KernelDiffTest {
  protected:
   void CheckRabin(const uint8_t* data, size_t begin, size_t end,
                   const RabinParams& params, const std::string& what) {
-    const Result want = RunRabin(ScalarKernel(), data, begin, end, params);
+    const Result want = RunRabin(ScalarKernelSet(), data, begin, end, params);
     const Result got = RunRabin(*kernel_, data, begin, end, params);
     ASSERT_TRUE(SameResult(want, got, begin))
         << "rabin " << what << " mask 0x"
@@ -1199,7 +1199,7 @@ INSTANTIATE_TEST_SUITE_P(VsScalar, RabinDiffTest,
 
 // The group maxima of the repmaxcdc kernel (functions.h): one word per 64
 // positions, the largest W(p).
-Result RunRepMaxCdc(const Kernel& k, const uint8_t* data, size_t begin,
+Result RunRepMaxCdc(const KernelSet& k, const uint8_t* data, size_t begin,
                     size_t end, const uint64_t* gear) {
   Bitmap max(end - begin);
   k.repmaxcdc(data, begin, end, gear, max.data());
@@ -1228,8 +1228,9 @@ TEST(ScalarKernelTest, RepMaxCdcIsTheGroupMaximumOfW) {
   for (const DataSet& set : DataSets(1500)) {
     for (const GearTable& table : GearTables()) {
       for (size_t begin : {0, 1, 62, 63, 64, 100, 1499}) {
-        const Result r = RunRepMaxCdc(ScalarKernel(), set.bytes.data(), begin,
-                                      set.bytes.size(), table.gear.data());
+        const Result r =
+            RunRepMaxCdc(ScalarKernelSet(), set.bytes.data(), begin,
+                         set.bytes.size(), table.gear.data());
         ASSERT_TRUE(r.canaries);
         for (size_t g = 0; g < r.a.size(); ++g) {
           uint64_t want = 0;
@@ -1251,7 +1252,7 @@ class RepMaxCdcDiffTest : public KernelDiffTest {
  protected:
   void CheckRepMaxCdc(const uint8_t* data, size_t begin, size_t end,
                       const uint64_t* gear, const std::string& what) {
-    const Result want = RunRepMaxCdc(ScalarKernel(), data, begin, end, gear);
+    const Result want = RunRepMaxCdc(ScalarKernelSet(), data, begin, end, gear);
     const Result got = RunRepMaxCdc(*kernel_, data, begin, end, gear);
     ASSERT_TRUE(SameMaxima(want, got))
         << "repmaxcdc " << what << " begin " << begin << " end " << end;

@@ -40,7 +40,8 @@
 namespace chunkd::chunking {
 
 namespace kernels {
-struct Kernel;  // chunking/kernels/kernels.h: one instruction set's stage 1
+struct KernelSet;  // chunking/kernels/kernels.h: one instruction set's stage 1
+using Kernel = KernelSet;  // its former name, deprecated
 }  // namespace kernels
 class Executor;  // chunking/executor.h: runs stage-1 segments in parallel
 

@@ -1,5 +1,6 @@
-// buzhash, generic body (definition in ../functions.h): bit p is set when
-// H(p) % d == d - 1, H(p) the buzhash of the 48 bytes ending at p.
+// buzhash, stage-1 bodies (definition in ../functions.h; README.md): bit p
+// is set when H(p) % d == d - 1, H(p) the buzhash of the 48 bytes ending at
+// p. The scalar definition, and the vector bodies below.
 //
 // The candidate test without a division. h % d == d - 1 means d divides
 // h + 1, an integer in [1, 2^32]. With d = odd * 2^s, a 32-bit n is a
@@ -47,6 +48,32 @@
 // Cost per call: AVX-512 builds its 16 plane vectors (48 shuffles) and runs
 // 64 positions of warm-up; AVX2 rotates its table (256 entries) and warms up
 // 48 positions per lane. Stack: the AVX2 table and buffers, about 2 KiB.
+
+#ifdef CHUNKD_KERNEL_SET_SCALAR
+
+// The scalar kernel set: the definition of ../functions.h, one position
+// after the other (the reference of the differential tests).
+inline void BuzhashBody(const uint8_t* data, size_t begin, size_t end,
+                        const BuzhashParams& params, uint64_t* hits) {
+  const uint32_t* const table = params.table;
+  const uint32_t d = params.discriminator;
+  auto rotl = [](uint32_t x, unsigned n) {
+    return n % 32 == 0 ? x : (x << n % 32) | (x >> (32 - n % 32));
+  };
+  // h = H(begin - 1) over its full window (48 bytes, fewer near data[0]), so
+  // that the first step below can drop the byte 48 back like every other.
+  uint32_t h = 0;
+  for (size_t q = begin >= 48 ? begin - 48 : 0; q < begin; ++q) {
+    h = rotl(h, 1) ^ table[data[q]];
+  }
+  ForEachWord(begin, end, hits, nullptr, [&](size_t p, bool* hit, bool*) {
+    h = rotl(h, 1) ^ table[data[p]];
+    if (p >= 48) h ^= rotl(table[data[p - 48]], 48);
+    *hit = h % d == d - 1;
+  });
+}
+
+#else  // the vector kernel sets
 
 inline constexpr size_t kBuzhashWindow = 48;
 
@@ -238,8 +265,8 @@ void BuzhashSliced(const uint8_t* data, size_t begin, size_t end,
   if (n % 64 != 0) hits[words - 1] &= LowBits(n % 64);
 }
 
-inline void BuzhashGeneric(const uint8_t* data, size_t begin, size_t end,
-                           const BuzhashParams& params, uint64_t* hits) {
+inline void BuzhashBody(const uint8_t* data, size_t begin, size_t end,
+                        const BuzhashParams& params, uint64_t* hits) {
   if (begin >= end) return;
   if (params.discriminator % 2 != 0) {
     BuzhashSliced<true>(data, begin, end, params, hits);
@@ -367,8 +394,8 @@ void BuzhashLanesFrom48(const uint8_t* data, size_t begin, size_t end,
   }
 }
 
-inline void BuzhashGeneric(const uint8_t* data, size_t begin, size_t end,
-                           const BuzhashParams& params, uint64_t* hits) {
+inline void BuzhashBody(const uint8_t* data, size_t begin, size_t end,
+                        const BuzhashParams& params, uint64_t* hits) {
   if (begin >= end) return;
   // The lanes drop the byte 48 back at every step, which positions before
   // 48 lack: their word goes to the scalar kernel (baseline code: fine).
@@ -387,3 +414,5 @@ inline void BuzhashGeneric(const uint8_t* data, size_t begin, size_t end,
 }
 
 #endif
+
+#endif  // CHUNKD_KERNEL_SET_SCALAR

@@ -1,5 +1,6 @@
-// crc32, generic body: the rolling window CRC in byte planes, one lane per
-// byte of a vector (SS-CDC's lanes, 64 with AVX-512 and 32 with AVX2).
+// crc32, stage-1 bodies (README.md): the scalar definition, and the rolling
+// window CRC in byte planes, one lane per byte of a vector (SS-CDC's lanes,
+// 64 with AVX-512 and 32 with AVX2).
 //
 // The range [begin, end) is cut into kCrcLanes consecutive lanes of whole
 // bitmap words; each lane rolls its own CRC, so the lanes are independent and
@@ -36,6 +37,30 @@
 //   CrcRollBlock<kPlanes>(consts, state, in, out, hits),
 //   CrcTransposeRows(rows, out, scratch), CrcTransposeHits(hits, lane_bits),
 //   PrefetchLine(p).
+
+#ifdef CHUNKD_KERNEL_SET_SCALAR
+
+// The scalar kernel set: the definition of ../functions.h, one position
+// after the other (the reference of the differential tests).
+inline void Crc32Body(const uint8_t* data, size_t begin, size_t end,
+                      uint32_t mask, uint64_t* hits) {
+  const CrcTables& t = kCrcTables;
+  // crc = CRC of the window ending just before `begin`, at most 255 bytes, so
+  // that adding data[begin] makes it the full window of `begin`.
+  uint32_t crc = 0;
+  for (size_t q = begin >= kCrcWindow - 1 ? begin - (kCrcWindow - 1) : 0;
+       q < begin; ++q) {
+    crc = t.byte[(crc ^ data[q]) & 0xFF] ^ (crc >> 8);
+  }
+  ForEachWord(begin, end, hits, nullptr, [&](size_t p, bool* hit, bool*) {
+    crc = t.byte[(crc ^ data[p]) & 0xFF] ^ (crc >> 8);
+    // From the second step on the window held 256 bytes: drop the oldest.
+    if (p > begin && p >= kCrcWindow) crc ^= t.out[data[p - kCrcWindow]];
+    *hit = (crc & mask) == 0;
+  });
+}
+
+#else  // the vector kernel sets
 
 inline constexpr size_t kCrcWarmBlocks = kCrcWindow / kCrcLanes;
 // Bytes ahead of a lane's block to prefetch.
@@ -119,8 +144,8 @@ void Crc32Lanes(const uint8_t* data, size_t begin, size_t end,
 // than rolling one CRC through the range.
 inline constexpr size_t kCrcLanesMinRange = 384;
 
-inline void Crc32Generic(const uint8_t* data, size_t begin, size_t end,
-                         uint32_t mask, uint64_t* hits) {
+inline void Crc32Body(const uint8_t* data, size_t begin, size_t end,
+                      uint32_t mask, uint64_t* hits) {
   if (begin >= end) return;
   if (end - begin < kCrcLanesMinRange) {
     scalar::Crc32(data, begin, end, mask, hits);  // baseline code: fine
@@ -140,3 +165,5 @@ inline void Crc32Generic(const uint8_t* data, size_t begin, size_t end,
     Crc32Lanes<4>(data, begin, end, consts, hits);
   }
 }
+
+#endif  // CHUNKD_KERNEL_SET_SCALAR

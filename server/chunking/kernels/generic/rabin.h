@@ -1,5 +1,6 @@
-// rabin, generic body (definition in ../functions.h): restic's rolling
-// digest in kRabinLanes interleaved scalar lanes.
+// rabin, stage-1 bodies (definition in ../functions.h; README.md): the
+// scalar definition, and restic's rolling digest in kRabinLanes interleaved
+// scalar lanes.
 //
 // One digest is a long dependency chain per byte — XOR the leaving byte's
 // out entry, shift the top byte out, load its mod entry, XOR — about eight
@@ -26,6 +27,34 @@
 // word, so the lanes never look before data[0].
 //
 // Cost per call: 64 slides of warm-up per lane, no other setup.
+
+#ifdef CHUNKD_KERNEL_SET_SCALAR
+
+// The scalar kernel set: the definition of ../functions.h, one position
+// after the other (the reference of the differential tests).
+inline void RabinBody(const uint8_t* data, size_t begin, size_t end,
+                      const RabinParams& params, uint64_t* hits) {
+  // restic's slide: remove the leaving byte (out), append the new one and
+  // reduce the top byte (mod, shifted out above bit 53 - 8 = 45).
+  constexpr int kShift = 45;
+  constexpr size_t kWindow = 64;
+  auto slide = [&params](uint64_t d, uint8_t leaving, uint8_t in) {
+    d ^= params.out[leaving];
+    return ((d << 8) | in) ^ params.mod[d >> kShift];
+  };
+  // The window starts all zero at `warm` (or data[0]): out[0] == 0, so its
+  // first 64 slides remove nothing, and from there D(p) holds exactly the
+  // 64 bytes ending at p.
+  const size_t warm = begin >= kWindow - 1 ? begin - (kWindow - 1) : 0;
+  uint64_t d = 0;
+  for (size_t q = warm; q < begin; ++q) d = slide(d, 0, data[q]);
+  ForEachWord(begin, end, hits, nullptr, [&](size_t p, bool* hit, bool*) {
+    d = slide(d, p >= warm + kWindow ? data[p - kWindow] : 0, data[p]);
+    *hit = (d & params.mask) == 0;
+  });
+}
+
+#else  // the vector kernel sets
 
 inline constexpr int kRabinLanes = 6;
 inline constexpr int kRabinSparseMinBits = 10;
@@ -182,8 +211,8 @@ void RabinLanes(const uint8_t* data, size_t begin, size_t end,
   RabinTails<kSparse>(data, begin, end, params, split, d, t, hits);
 }
 
-inline void RabinGeneric(const uint8_t* data, size_t begin, size_t end,
-                         const RabinParams& params, uint64_t* hits) {
+inline void RabinBody(const uint8_t* data, size_t begin, size_t end,
+                      const RabinParams& params, uint64_t* hits) {
   if (begin >= end) return;
   if (begin < 64) {
     // The first word: windows that reach before data[0].
@@ -199,3 +228,5 @@ inline void RabinGeneric(const uint8_t* data, size_t begin, size_t end,
     RabinLanes<false>(data, begin, end, params, hits);
   }
 }
+
+#endif  // CHUNKD_KERNEL_SET_SCALAR

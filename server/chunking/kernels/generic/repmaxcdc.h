@@ -1,5 +1,6 @@
-// repmaxcdc, generic body (definition in ../functions.h): the largest
-// windowed Gear hash W(p) of every group of 64 positions.
+// repmaxcdc, stage-1 bodies (definition in ../functions.h; README.md): the
+// largest windowed Gear hash W(p) of every group of 64 positions; the scalar
+// definition, and interleaved scalar lanes for the vector sets.
 //
 // W is rolled in kRepMaxLanes interleaved scalar lanes, as fastcdc's rolling
 // body does: each lane is a quarter of the range's whole groups, with its own
@@ -26,6 +27,30 @@
 //
 // Ranges of fewer than kRepMaxLanes * kRepMaxMinLaneGroups whole groups, and
 // the groups after the lanes' part, take the one-lane rolling loop.
+
+#ifdef CHUNKD_KERNEL_SET_SCALAR
+
+// The scalar kernel set: the definition of ../functions.h, one position
+// after the other (the reference of the differential tests).
+inline void RepMaxCdcBody(const uint8_t* data, size_t begin, size_t end,
+                          const uint64_t* gear, uint64_t* max) {
+  // W(begin - 1) from up to 63 bytes, as in FastCdc above.
+  uint64_t h = 0;
+  for (size_t q = begin >= 63 ? begin - 63 : 0; q < begin; ++q) {
+    h = (h << 1) + gear[data[q]];
+  }
+  for (size_t group = begin; group < end; group += 64) {
+    const size_t stop = end - group < 64 ? end : group + 64;
+    uint64_t best = 0;
+    for (size_t p = group; p < stop; ++p) {
+      h = (h << 1) + gear[data[p]];
+      if (h > best) best = h;
+    }
+    *max++ = best;
+  }
+}
+
+#else  // the vector kernel sets
 
 inline constexpr size_t kRepMaxLanes = 4;
 inline constexpr size_t kRepMaxMinLaneGroups = 2;
@@ -157,8 +182,8 @@ inline void RepMaxLaneMax(const RepMaxAcc& acc, uint64_t* out) {
     out[t][3] = h3;                \
   } while (0)
 
-inline void RepMaxCdcGeneric(const uint8_t* data, size_t begin, size_t end,
-                             const uint64_t* gear, uint64_t* max) {
+inline void RepMaxCdcBody(const uint8_t* data, size_t begin, size_t end,
+                          const uint64_t* gear, uint64_t* max) {
   if (begin >= end) return;
   constexpr size_t K = kRepMaxLanes;
   const size_t lane_groups = (end - begin) / 64 / K;
@@ -221,3 +246,5 @@ inline void RepMaxCdcGeneric(const uint8_t* data, size_t begin, size_t end,
 
 #undef CHUNKD_REPMAX_STEP
 #undef CHUNKD_REPMAX_LANE
+
+#endif  // CHUNKD_KERNEL_SET_SCALAR

@@ -1,4 +1,5 @@
-// seqcdc, generic body: bit p of gt / lt is data[p] > / < data[p - 1].
+// seqcdc, stage-1 bodies (README.md): bit p of gt / lt is data[p] > / <
+// data[p - 1]; the scalar definition, and the vector body below.
 //
 // Needs from the ISA layer:
 //   void GtLt64(const uint8_t* cur, uint64_t* gt, uint64_t* lt);
@@ -9,6 +10,20 @@
 // the first word (when it holds position 0, which has no previous byte) and
 // the last partial word go through a 65-byte bounce buffer, so short ranges
 // cost little more than their bytes.
+
+#ifdef CHUNKD_KERNEL_SET_SCALAR
+
+// The scalar kernel set: the definition of ../functions.h, one position
+// after the other (the reference of the differential tests).
+inline void SeqCdcBody(const uint8_t* data, size_t begin, size_t end,
+                       uint64_t* gt, uint64_t* lt) {
+  ForEachWord(begin, end, gt, lt, [&](size_t p, bool* g, bool* l) {
+    *g = p > 0 && data[p] > data[p - 1];
+    *l = p > 0 && data[p] < data[p - 1];
+  });
+}
+
+#else  // the vector kernel sets
 
 inline void SeqCdcWord(const uint8_t* data, size_t p, size_t end, uint64_t* gt,
                        uint64_t* lt) {
@@ -24,8 +39,8 @@ inline void SeqCdcWord(const uint8_t* data, size_t p, size_t end, uint64_t* gt,
   *lt &= LowBits(len);
 }
 
-inline void SeqCdcGeneric(const uint8_t* data, size_t begin, size_t end,
-                          uint64_t* gt, uint64_t* lt) {
+inline void SeqCdcBody(const uint8_t* data, size_t begin, size_t end,
+                       uint64_t* gt, uint64_t* lt) {
   size_t p = begin;
   size_t w = 0;
   if (p < end && p == 0) {
@@ -36,3 +51,5 @@ inline void SeqCdcGeneric(const uint8_t* data, size_t begin, size_t end,
   for (; p + 64 <= end; p += 64, ++w) GtLt64(data + p, gt + w, lt + w);
   if (p < end) SeqCdcWord(data, p, end, gt + w, lt + w);
 }
+
+#endif  // CHUNKD_KERNEL_SET_SCALAR

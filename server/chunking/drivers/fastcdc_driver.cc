@@ -8,22 +8,29 @@
 #include <memory>
 
 #include "chunkd/chunker.h"
+#include "chunking/cutter.h"
+#include "chunking/drivers/driver.h"
 #include "chunking/fastcdc.h"
 #include "chunking/kernels/kernels.h"
 #include "chunking/stage2.h"
-#include "chunking/strategies/strategy.h"
 
 namespace chunkd::chunking {
 namespace {
 
-// Thread safety: immutable (strategy.h).
-class FastCdcStrategy final : public SelectorStrategy<FastCdcStrategy> {
+// The reference cutter of `options` (REQUIRES: valid options): the
+// driver's sequential-only path, and MakeCutter's.
+FastCdcCutter CutterOf(const ChunkerOptions& options) {
+  return FastCdcCutter(options.min_size, options.avg_size, options.max_size,
+                       options.normalization_level, options.seed);
+}
+
+// Thread safety: immutable (driver.h).
+class FastCdcDriver final : public SelectorDriver<FastCdcDriver> {
  public:
   // REQUIRES: ValidateOptions(options).ok().
-  explicit FastCdcStrategy(const ChunkerOptions& options)
-      : SelectorStrategy(options.max_size, 2, BlockSizesFor(options)),
-        cutter_(options.min_size, options.avg_size, options.max_size,
-                options.normalization_level, options.seed) {
+  explicit FastCdcDriver(const ChunkerOptions& options)
+      : SelectorDriver(options.max_size, 2, BlockSizesFor(options)),
+        cutter_(CutterOf(options)) {
     gear_.gear = cutter_.gear().data();
     gear_.mask_s = cutter_.mask_s();
     gear_.mask_l = cutter_.mask_l();
@@ -42,7 +49,7 @@ class FastCdcStrategy final : public SelectorStrategy<FastCdcStrategy> {
   // about 1.9x and the pipeline about 2.1x in earlier runs, which keeps
   // the reference ahead; not yet re-measured (docs/benchmarks.md, "What
   // limits the chunking figures").
-  Strategy AutoStrategy(const kernels::Kernel& /*kernel*/) const override {
+  Strategy AutoStrategy(const kernels::KernelSet& /*kernel*/) const override {
     return Strategy::kReference;
   }
 
@@ -54,8 +61,9 @@ class FastCdcStrategy final : public SelectorStrategy<FastCdcStrategy> {
     return cut;
   }
 
-  void Stage1(const kernels::Kernel& kernel, const uint8_t* data, size_t begin,
-              size_t end, uint64_t* first, uint64_t* second) const override {
+  void Stage1(const kernels::KernelSet& kernel, const uint8_t* data,
+              size_t begin, size_t end, uint64_t* first,
+              uint64_t* second) const override {
     kernel.fastcdc(data, begin, end, gear_, first, second);
   }
 
@@ -86,9 +94,14 @@ class FastCdcStrategy final : public SelectorStrategy<FastCdcStrategy> {
 
 }  // namespace
 
-std::unique_ptr<AlgorithmStrategy> NewFastCdcStrategy(
+std::unique_ptr<AlgorithmDriver> NewFastCdcDriver(
     const ChunkerOptions& options) {
-  return std::make_unique<FastCdcStrategy>(options);
+  return std::make_unique<FastCdcDriver>(options);
+}
+
+std::unique_ptr<Cutter> NewFastCdcCutter(const ChunkerOptions& options) {
+  // Built in place: a Cutter is neither copied nor moved.
+  return std::unique_ptr<Cutter>(new FastCdcCutter(CutterOf(options)));
 }
 
 }  // namespace chunkd::chunking

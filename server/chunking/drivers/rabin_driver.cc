@@ -11,26 +11,33 @@
 
 #include "absl/strings/string_view.h"
 #include "chunkd/chunker.h"
+#include "chunking/cutter.h"
+#include "chunking/drivers/driver.h"
 #include "chunking/kernels/kernels.h"
 #include "chunking/rabin.h"
 #include "chunking/stage2.h"
-#include "chunking/strategies/strategy.h"
 
 namespace chunkd::chunking {
 namespace {
 
-// Thread safety: immutable (strategy.h).
-class RabinStrategy final : public SelectorStrategy<RabinStrategy> {
+// The reference cutter of `options` (REQUIRES: valid options): the
+// driver's sequential-only path, and MakeCutter's.
+RabinCutter CutterOf(const ChunkerOptions& options) {
+  return RabinCutter(options.min_size, options.avg_size, options.max_size,
+                     options.polynomial);
+}
+
+// Thread safety: immutable (driver.h).
+class RabinDriver final : public SelectorDriver<RabinDriver> {
  public:
   // REQUIRES: ValidateOptions(options).ok().
-  explicit RabinStrategy(const ChunkerOptions& options)
+  explicit RabinDriver(const ChunkerOptions& options)
       // Candidates from min - 1 on, a mean distance of avg apart: blocks of
       // avg, doubling (restic's default avg of 1 MiB gives kMaxBlock).
-      : SelectorStrategy(options.max_size, 1,
-                         {ClampBlock(options.avg_size),
-                          ClampBlock(options.avg_size), kPrefetchAhead}),
-        cutter_(options.min_size, options.avg_size, options.max_size,
-                options.polynomial),
+      : SelectorDriver(options.max_size, 1,
+                       {ClampBlock(options.avg_size),
+                        ClampBlock(options.avg_size), kPrefetchAhead}),
+        cutter_(CutterOf(options)),
         min_size_(options.min_size),
         max_size_(options.max_size) {
     params_.out = cutter_.tables().out.data();
@@ -45,7 +52,7 @@ class RabinStrategy final : public SelectorStrategy<RabinStrategy> {
   // speculative segments' re-cuts with chunks of 1.5 MiB on average
   // (2.5 GB/s on two). With the scalar kernel the reference cutter, whose
   // single rolling loop also skips those bytes (docs/algorithms/rabin.md).
-  Strategy AutoStrategy(const kernels::Kernel& kernel) const override {
+  Strategy AutoStrategy(const kernels::KernelSet& kernel) const override {
     return absl::string_view(kernel.name) == "scalar" ? Strategy::kReference
                                                       : Strategy::kTwoStage;
   }
@@ -54,8 +61,8 @@ class RabinStrategy final : public SelectorStrategy<RabinStrategy> {
     return CutWith(cutter_, chunk);
   }
 
-  void Stage1(const kernels::Kernel& kernel, const uint8_t* data, size_t begin,
-              size_t end, uint64_t* first,
+  void Stage1(const kernels::KernelSet& kernel, const uint8_t* data,
+              size_t begin, size_t end, uint64_t* first,
               uint64_t* /*second*/) const override {
     kernel.rabin(data, begin, end, params_, first);
   }
@@ -80,9 +87,13 @@ class RabinStrategy final : public SelectorStrategy<RabinStrategy> {
 
 }  // namespace
 
-std::unique_ptr<AlgorithmStrategy> NewRabinStrategy(
-    const ChunkerOptions& options) {
-  return std::make_unique<RabinStrategy>(options);
+std::unique_ptr<AlgorithmDriver> NewRabinDriver(const ChunkerOptions& options) {
+  return std::make_unique<RabinDriver>(options);
+}
+
+std::unique_ptr<Cutter> NewRabinCutter(const ChunkerOptions& options) {
+  // Built in place: a Cutter is neither copied nor moved.
+  return std::unique_ptr<Cutter>(new RabinCutter(CutterOf(options)));
 }
 
 }  // namespace chunkd::chunking

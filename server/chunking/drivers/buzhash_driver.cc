@@ -11,9 +11,10 @@
 #include "absl/strings/string_view.h"
 #include "chunkd/chunker.h"
 #include "chunking/buzhash.h"
+#include "chunking/cutter.h"
+#include "chunking/drivers/driver.h"
 #include "chunking/kernels/kernels.h"
 #include "chunking/stage2.h"
-#include "chunking/strategies/strategy.h"
 
 namespace chunkd::chunking {
 namespace {
@@ -30,14 +31,19 @@ namespace {
 // as well (16 KiB ahead) measured 5-10 % slower.
 constexpr size_t kBuzhashBlock = 2048;
 
-// Thread safety: immutable (strategy.h).
-class BuzhashStrategy final : public SelectorStrategy<BuzhashStrategy> {
+// The reference cutter of `options` (REQUIRES: valid options): the
+// driver's sequential-only path, and MakeCutter's.
+BuzhashCutter CutterOf(const ChunkerOptions& options) {
+  return BuzhashCutter(options.min_size, options.avg_size, options.max_size);
+}
+
+// Thread safety: immutable (driver.h).
+class BuzhashDriver final : public SelectorDriver<BuzhashDriver> {
  public:
   // REQUIRES: ValidateOptions(options).ok().
-  explicit BuzhashStrategy(const ChunkerOptions& options)
-      : SelectorStrategy(options.max_size, 1,
-                         {kBuzhashBlock, kBuzhashBlock, 0}),
-        cutter_(options.min_size, options.avg_size, options.max_size),
+  explicit BuzhashDriver(const ChunkerOptions& options)
+      : SelectorDriver(options.max_size, 1, {kBuzhashBlock, kBuzhashBlock, 0}),
+        cutter_(CutterOf(options)),
         min_size_(options.min_size),
         max_size_(options.max_size) {
     params_.table = BuzhashTable().data();
@@ -50,7 +56,7 @@ class BuzhashStrategy final : public SelectorStrategy<BuzhashStrategy> {
   // against 5.5 on two; avx2: 1.7 against 1.6, 3.2 against 3.1). With the
   // scalar kernel, whose test divides as the reference's does, the
   // reference cutter: it skips as much and collects no bits.
-  Strategy AutoStrategy(const kernels::Kernel& kernel) const override {
+  Strategy AutoStrategy(const kernels::KernelSet& kernel) const override {
     return absl::string_view(kernel.name) == "scalar"
                ? Strategy::kReference
                : Strategy::kSequentialScan;
@@ -60,8 +66,8 @@ class BuzhashStrategy final : public SelectorStrategy<BuzhashStrategy> {
     return CutWith(cutter_, chunk);
   }
 
-  void Stage1(const kernels::Kernel& kernel, const uint8_t* data, size_t begin,
-              size_t end, uint64_t* first,
+  void Stage1(const kernels::KernelSet& kernel, const uint8_t* data,
+              size_t begin, size_t end, uint64_t* first,
               uint64_t* /*second*/) const override {
     kernel.buzhash(data, begin, end, params_, first);
   }
@@ -86,9 +92,14 @@ class BuzhashStrategy final : public SelectorStrategy<BuzhashStrategy> {
 
 }  // namespace
 
-std::unique_ptr<AlgorithmStrategy> NewBuzhashStrategy(
+std::unique_ptr<AlgorithmDriver> NewBuzhashDriver(
     const ChunkerOptions& options) {
-  return std::make_unique<BuzhashStrategy>(options);
+  return std::make_unique<BuzhashDriver>(options);
+}
+
+std::unique_ptr<Cutter> NewBuzhashCutter(const ChunkerOptions& options) {
+  // Built in place: a Cutter is neither copied nor moved.
+  return std::unique_ptr<Cutter>(new BuzhashCutter(CutterOf(options)));
 }
 
 }  // namespace chunkd::chunking

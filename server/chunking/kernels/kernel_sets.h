@@ -1,14 +1,17 @@
-// The backends' side of the kernel table: what every backend's translation
-// unit defines, declared for all of them at once. Internal to the kernels.
+// The kernel sets' side of the kernel table: what every kernel set's
+// translation unit defines, declared for all of them at once, and the macro
+// that defines it. Internal to the kernels.
 //
-// The backends themselves are listed once, best first, in
-// kernels/CMakeLists.txt, which compiles backend `name` from name/name.cc
-// with that table's flags and generates CHUNKD_KERNEL_BACKENDS(X) =
-// X(avx512) X(avx2) X(scalar) (on x86-64) into
-// chunking/kernels/backend_list.h. Each backend defines, in namespace
-// kernels::name, every function of CHUNKD_KERNEL_FUNCTIONS (functions.h) and
-// kRequiredFeatures; kernels.cc builds the dispatch table from the same two
-// lists and calls a backend only after checking the CPU and OS.
+// The kernel sets are listed once, best first, in kernels/CMakeLists.txt,
+// which compiles set `name` from name/name.cc with that table's flags and
+// generates CHUNKD_KERNEL_SETS(X) = X(avx512) X(avx2) X(scalar) (on x86-64)
+// into chunking/kernels/kernel_set_list.h. Each set's translation unit
+// includes every algorithm's body (generic/bodies.h) inside its namespace
+// kernels::name and expands CHUNKD_KERNEL_SET_DEFINITIONS(), which defines
+// every function of CHUNKD_KERNEL_FUNCTIONS (functions.h) from its body and
+// kRequiredFeatures; so a set's file names no algorithm. kernels.cc builds
+// the dispatch table from the same two lists and calls a set only after
+// checking the CPU and OS.
 //
 // This header is all the ISA translation units include of the library: no
 // kernels.h, no absl, no <iostream>. Any inline function or static object
@@ -18,21 +21,23 @@
 // the whole program. avx2.cc and avx512.cc check this at compile time.
 //
 // Thread safety: all functions are pure; the constants are immutable.
-#ifndef CHUNKD_CHUNKING_KERNELS_BACKENDS_H_
-#define CHUNKD_CHUNKING_KERNELS_BACKENDS_H_
+#ifndef CHUNKD_CHUNKING_KERNELS_KERNEL_SETS_H_
+#define CHUNKD_CHUNKING_KERNELS_KERNEL_SETS_H_
 
 #include <cstddef>
 #include <cstdint>
 
-#include "chunking/kernels/backend_list.h"
+// Constant tables of the crc32 bodies (constexpr data only).
+#include "chunking/kernels/crc32_tables.h"
 #include "chunking/kernels/functions.h"
+#include "chunking/kernels/kernel_set_list.h"
 #include "platform/isa_features.h"
 
 namespace chunkd::chunking::kernels {
 
 // The features the compiler flags of the including translation unit let it
-// use, of those isa.h knows: what a backend needs from the CPU and OS, the OS
-// state included (YMM with AVX, ZMM with AVX-512). SSSE3 and SSE4.1 count
+// use, of those isa.h knows: what a kernel set needs from the CPU and OS, the
+// OS state included (YMM with AVX, ZMM with AVX-512). SSSE3 and SSE4.1 count
 // only without AVX: with it the compiler emits their VEX forms, which AVX
 // covers. Internal linkage: each translation unit has its own value.
 constexpr uint32_t kCompiledFeatures = 0
@@ -88,20 +93,31 @@ constexpr uint32_t kCompiledFeatures = 0
 #endif
     ;
 
-// In the namespace of every backend: its stage-1 functions, and the CPU and
-// OS features it needs, which its translation unit defines as its
+// In the namespace of every kernel set: its stage-1 functions, and the CPU
+// and OS features it needs, which its translation unit defines as its
 // kCompiledFeatures.
-#define CHUNKD_KERNEL_DECLARE_FUNCTION(Function, member, parameters, unused) \
+#define CHUNKD_KERNEL_DECLARE_FUNCTION(Function, member, parameters, \
+                                       arguments, unused)            \
   void Function parameters;
-#define CHUNKD_KERNEL_DECLARE_BACKEND(name)                  \
+#define CHUNKD_KERNEL_DECLARE_SET(name)                      \
   namespace name {                                           \
   CHUNKD_KERNEL_FUNCTIONS(CHUNKD_KERNEL_DECLARE_FUNCTION, _) \
   extern const uint32_t kRequiredFeatures;                   \
   }
-CHUNKD_KERNEL_BACKENDS(CHUNKD_KERNEL_DECLARE_BACKEND)
-#undef CHUNKD_KERNEL_DECLARE_BACKEND
+CHUNKD_KERNEL_SETS(CHUNKD_KERNEL_DECLARE_SET)
+#undef CHUNKD_KERNEL_DECLARE_SET
 #undef CHUNKD_KERNEL_DECLARE_FUNCTION
+
+// Expanded once in a kernel set's namespace, after its bodies: every
+// function of CHUNKD_KERNEL_FUNCTIONS, calling <Function>Body (a body
+// missing for a row is a compile error there), and kRequiredFeatures.
+#define CHUNKD_KERNEL_DEFINE_FUNCTION(Function, member, parameters, arguments, \
+                                      unused)                                  \
+  void Function parameters { Function##Body arguments; }
+#define CHUNKD_KERNEL_SET_DEFINITIONS()                     \
+  CHUNKD_KERNEL_FUNCTIONS(CHUNKD_KERNEL_DEFINE_FUNCTION, _) \
+  const uint32_t kRequiredFeatures = kCompiledFeatures;
 
 }  // namespace chunkd::chunking::kernels
 
-#endif  // CHUNKD_CHUNKING_KERNELS_BACKENDS_H_
+#endif  // CHUNKD_CHUNKING_KERNELS_KERNEL_SETS_H_

@@ -1,31 +1,44 @@
-// The engine's interface to one chunking algorithm (engine.h runs it). Every
-// algorithm has a strategy in strategies/<algorithm>_strategy.cc, created by
-// NewStrategy from the table in strategies/registry.cc.
-//
-// Adding an algorithm to the engine, once its specification exists (the
-// Algorithm, its options and its reference Cutter): a file
-// strategies/<algorithm>_strategy.cc defining the factory its registry row
-// names, the row, and the file in CMakeLists.txt. With a stage 1, the file's
-// class derives from SelectorStrategy, its kernel function is a row of
-// CHUNKD_KERNEL_FUNCTIONS (kernels/functions.h) with a body in every backend,
-// and its selector goes to stage2.h; without, it derives from
-// AlgorithmStrategy (as fixed does).
+// The engine's interface to one chunking algorithm, its driver (engine.h
+// runs it): everything the engine knows of an algorithm. Every algorithm
+// has one in drivers/<algorithm>_driver.cc, created by NewDriver from the
+// algorithm table (CMakeLists.txt; registry.cc).
 //
 // What the engine asks of an algorithm:
 //   - for every algorithm, the sequential-only path: Cut() gives a chunk's
 //     cut from its bytes alone (its reference cutter, cutter.h), which the
 //     reference strategy runs, in speculative segments with several threads;
 //   - for an algorithm with candidate bitmaps (two_stage() not null), its
-//     stage 1 — Stage1() runs a kernel over any range, a pure function of
-//     position, so segments run on any thread — and its stage 2, Select(),
-//     which cuts a chunk sequentially from those bitmaps with the
-//     reference's rules (stage2.h), from the ring (two-stage strategy) or
-//     from blocks computed on demand (sequential scan), the two bit sources
-//     defined below.
+//     stage 1 — Stage1() runs its kernel of a kernel set over any range, a
+//     pure function of position, so segments run on any thread — and its
+//     stage 2, Select(), which cuts a chunk sequentially from those bitmaps
+//     with the reference's rules (a selector of stage2.h or its own), from
+//     the ring (two-stage strategy) or from blocks computed on demand
+//     (sequential scan), the two bit sources defined below.
 // Besides, each says which of the engine's strategies is fastest with a
-// kernel (AutoStrategy) and how long the sequential scan's blocks are.
-#ifndef CHUNKD_CHUNKING_STRATEGIES_STRATEGY_H_
-#define CHUNKD_CHUNKING_STRATEGIES_STRATEGY_H_
+// kernel set (AutoStrategy) and how long the sequential scan's blocks are.
+//
+// Adding an algorithm `foo` (Algorithm::kFoo), once its enumerator, name,
+// parameters, limits and defaults exist (chunkd/chunker.h, limits.h,
+// options.cc):
+//   1. its reference cutter, the specification: foo.h and foo.cc (a Cutter,
+//      cutter.h);
+//   2. its row `Foo:foo` in the algorithm table of CMakeLists.txt, which
+//      compiles foo.cc and drivers/foo_driver.cc and lists it for
+//      registry.cc;
+//   3. drivers/foo_driver.cc, defining NewFooCutter and NewFooDriver: a
+//      class derived from AlgorithmDriver when it has no stage 1 (as fixed),
+//      else from SelectorDriver<FooDriver> (Stage1 calls its kernel,
+//      SelectFrom its selector);
+//   4. with a stage 1, its kernel: a row of CHUNKD_KERNEL_FUNCTIONS and its
+//      parameters in kernels/functions.h, and its bodies, FooBody, in
+//      kernels/generic/foo.h (the scalar definition, and the vector body of
+//      the other kernel sets), listed in kernels/generic/bodies.h. The kernel
+//      set files (kernels/<set>/<set>.cc) name no algorithm.
+// The engine's tests (engine_test.cc) cover every algorithm of the table
+// without a change; the kernel's differential test goes to
+// kernels/kernels_test.cc.
+#ifndef CHUNKD_CHUNKING_DRIVERS_DRIVER_H_
+#define CHUNKD_CHUNKING_DRIVERS_DRIVER_H_
 
 #include <algorithm>
 #include <array>
@@ -82,19 +95,19 @@ inline size_t ClampBlock(size_t n) {
 // scan starts after min_size (16 KiB).
 inline constexpr size_t kPrefetchAhead = size_t{16} << 10;
 
-class BitmapStrategy;
+class BitmapDriver;
 class WindowSource;
 class BlockSource;
 
 // One algorithm as the engine runs it: the sequential-only path, and the two
 // stages when it has them. Thread safety: immutable after construction; every
 // method may be called from any number of threads at once (an engine's
-// helpers share its strategy). Abstract: NewStrategy makes them.
-class AlgorithmStrategy {
+// helpers share its driver). Abstract: NewDriver makes them.
+class AlgorithmDriver {
  public:
-  AlgorithmStrategy(const AlgorithmStrategy&) = delete;
-  AlgorithmStrategy& operator=(const AlgorithmStrategy&) = delete;
-  virtual ~AlgorithmStrategy() = default;
+  AlgorithmDriver(const AlgorithmDriver&) = delete;
+  AlgorithmDriver& operator=(const AlgorithmDriver&) = delete;
+  virtual ~AlgorithmDriver() = default;
 
   // Bytes from a chunk's start after which its cut is final: no cut looks
   // further (max_size; fixed: avg_size).
@@ -102,17 +115,17 @@ class AlgorithmStrategy {
 
   // The strategy Strategy::kAuto stands for with `kernel`, never kAuto: the
   // fastest, as measured (engine.h).
-  virtual Strategy AutoStrategy(const kernels::Kernel& kernel) const = 0;
+  virtual Strategy AutoStrategy(const kernels::KernelSet& kernel) const = 0;
 
   // The sequential-only path: the cut of `chunk` from its bytes alone.
   // REQUIRES: chunk.avail >= final_size() or the stream ends there.
   virtual stage2::Cut Cut(const ChunkView& chunk) const = 0;
 
   // The algorithm's two stages, or null when it has none (fixed).
-  virtual const BitmapStrategy* two_stage() const { return nullptr; }
+  virtual const BitmapDriver* two_stage() const { return nullptr; }
 
  protected:
-  explicit AlgorithmStrategy(size_t final_size) : final_size_(final_size) {}
+  explicit AlgorithmDriver(size_t final_size) : final_size_(final_size) {}
 
  private:
   const size_t final_size_;
@@ -120,11 +133,11 @@ class AlgorithmStrategy {
 
 // An algorithm whose cut points follow from per-position candidate bitmaps:
 // stage 1 computes them with a kernel, stage 2 selects the cuts from them.
-// Thread safety: as AlgorithmStrategy. Abstract: derive from SelectorStrategy
+// Thread safety: as AlgorithmDriver. Abstract: derive from SelectorDriver
 // below.
-class BitmapStrategy : public AlgorithmStrategy {
+class BitmapDriver : public AlgorithmDriver {
  public:
-  const BitmapStrategy* two_stage() const final { return this; }
+  const BitmapDriver* two_stage() const final { return this; }
 
   // Bitmaps per position, 1 to kMaxBitmaps.
   int bitmaps() const { return bitmaps_; }
@@ -138,7 +151,7 @@ class BitmapStrategy : public AlgorithmStrategy {
 
   // Stage 1 over data[begin, end) with `kernel` into `first` and `second`
   // (null for an algorithm with one bitmap): kernels/functions.h.
-  virtual void Stage1(const kernels::Kernel& kernel, const uint8_t* data,
+  virtual void Stage1(const kernels::KernelSet& kernel, const uint8_t* data,
                       size_t begin, size_t end, uint64_t* first,
                       uint64_t* second) const = 0;
 
@@ -151,8 +164,8 @@ class BitmapStrategy : public AlgorithmStrategy {
                              BlockSource& source) const = 0;
 
  protected:
-  BitmapStrategy(size_t final_size, int bitmaps, BlockSizes block_sizes)
-      : AlgorithmStrategy(final_size),
+  BitmapDriver(size_t final_size, int bitmaps, BlockSizes block_sizes)
+      : AlgorithmDriver(final_size),
         bitmaps_(bitmaps),
         block_sizes_(block_sizes) {}
 
@@ -219,17 +232,17 @@ class BlockSource {
  public:
   // The input is data[0, size), stream positions [offset, offset + size);
   // the chunk's bits are never needed at or past hard_end.
-  BlockSource(const BitmapStrategy& strategy, const kernels::Kernel& kernel,
+  BlockSource(const BitmapDriver& driver, const kernels::KernelSet& kernel,
               ScanBlock* block, const uint8_t* data, uint64_t offset,
               size_t size, uint64_t hard_end)
-      : strategy_(strategy),
+      : driver_(driver),
         kernel_(kernel),
         block_(*block),
         data_(data),
         offset_(offset),
         size_(size),
         hard_end_(hard_end),
-        next_(strategy.block_sizes().first) {}
+        next_(driver.block_sizes().first) {}
 
   uint64_t Get(int which, uint64_t pos) {
     // Bits past the chunk's hard end are never looked at.
@@ -243,7 +256,7 @@ class BlockSource {
   // Computes the block that starts at `pos`. Inline, as Get, so that the
   // selector's loop keeps it.
   void Refill(uint64_t pos) {
-    const BlockSizes& sizes = strategy_.block_sizes();
+    const BlockSizes& sizes = driver_.block_sizes();
     // A scan that jumped past the block starts over with short blocks; one
     // that ran off its end continues with longer ones.
     if (pos > block_.end + 64) next_ = sizes.first;
@@ -260,9 +273,9 @@ class BlockSource {
       __builtin_prefetch(data_ + (at - offset_));
     }
     uint64_t* out0 = block_.bits[0].data();
-    uint64_t* out1 = strategy_.bitmaps() > 1 ? block_.bits[1].data() : nullptr;
-    strategy_.Stage1(kernel_, data_, static_cast<size_t>(pos - offset_),
-                     static_cast<size_t>(end - offset_), out0, out1);
+    uint64_t* out1 = driver_.bitmaps() > 1 ? block_.bits[1].data() : nullptr;
+    driver_.Stage1(kernel_, data_, static_cast<size_t>(pos - offset_),
+                   static_cast<size_t>(end - offset_), out0, out1);
     // The padding word read by unaligned BitsAt at the block's end.
     out0[words] = 0;
     if (out1 != nullptr) out1[words] = 0;
@@ -270,8 +283,8 @@ class BlockSource {
     block_.end = end;
   }
 
-  const BitmapStrategy& strategy_;
-  const kernels::Kernel& kernel_;
+  const BitmapDriver& driver_;
+  const kernels::KernelSet& kernel_;
   ScanBlock& block_;
   const uint8_t* const data_;
   const uint64_t offset_;
@@ -280,14 +293,14 @@ class BlockSource {
   size_t next_;  // the length of the next block
 };
 
-// A BitmapStrategy whose stage 2 is one template for both sources (thread
-// safety: as AlgorithmStrategy):
+// A BitmapDriver whose stage 2 is one template for both sources (thread
+// safety: as AlgorithmDriver):
 //   template <class Source>
 //   stage2::Cut Derived::SelectFrom(const ChunkView&, Source&) const;
 // which the overrides call directly, so that the source's Get inlines into
 // the selector's loop.
 template <class Derived>
-class SelectorStrategy : public BitmapStrategy {
+class SelectorDriver : public BitmapDriver {
  public:
   stage2::Cut Select(const ChunkView& chunk, WindowSource& source) const final {
     return static_cast<const Derived&>(*this).SelectFrom(chunk, source);
@@ -297,7 +310,7 @@ class SelectorStrategy : public BitmapStrategy {
   }
 
  protected:
-  using BitmapStrategy::BitmapStrategy;
+  using BitmapDriver::BitmapDriver;
 };
 
 // The cut of `chunk` by a reference cutter (cutter.h), called on its own
@@ -309,10 +322,15 @@ stage2::Cut CutWith(const ReferenceCutter& cutter, const ChunkView& chunk) {
   return cut;
 }
 
-// The strategy of options.algorithm (strategies/registry.cc).
+// The driver of options.algorithm (registry.cc).
 // REQUIRES: ValidateOptions(options).ok().
-std::unique_ptr<AlgorithmStrategy> NewStrategy(const ChunkerOptions& options);
+std::unique_ptr<AlgorithmDriver> NewDriver(const ChunkerOptions& options);
+
+// The reference cutter of options.algorithm (registry.cc); MakeCutter
+// (cutter.h) validates the options first.
+// REQUIRES: ValidateOptions(options).ok().
+std::unique_ptr<Cutter> NewCutter(const ChunkerOptions& options);
 
 }  // namespace chunkd::chunking
 
-#endif  // CHUNKD_CHUNKING_STRATEGIES_STRATEGY_H_
+#endif  // CHUNKD_CHUNKING_DRIVERS_DRIVER_H_

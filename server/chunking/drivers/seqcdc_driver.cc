@@ -7,10 +7,11 @@
 #include <memory>
 
 #include "chunkd/chunker.h"
+#include "chunking/cutter.h"
+#include "chunking/drivers/driver.h"
 #include "chunking/kernels/kernels.h"
 #include "chunking/seqcdc.h"
 #include "chunking/stage2.h"
-#include "chunking/strategies/strategy.h"
 
 namespace chunkd::chunking {
 namespace {
@@ -19,14 +20,21 @@ namespace {
 // is prefetched with that much of what follows.
 constexpr size_t kSeqCdcPrefetchAhead = 1024;
 
-// Thread safety: immutable (strategy.h).
-class SeqCdcStrategy final : public SelectorStrategy<SeqCdcStrategy> {
+// The reference cutter of `options` (REQUIRES: valid options): the
+// driver's sequential-only path, and MakeCutter's.
+SeqCdcCutter CutterOf(const ChunkerOptions& options) {
+  return SeqCdcCutter(options.seq_mode, options.min_size, options.max_size,
+                      options.seq_length, options.skip_trigger,
+                      options.skip_size);
+}
+
+// Thread safety: immutable (driver.h).
+class SeqCdcDriver final : public SelectorDriver<SeqCdcDriver> {
  public:
   // REQUIRES: ValidateOptions(options).ok().
-  explicit SeqCdcStrategy(const ChunkerOptions& options)
-      : SelectorStrategy(options.max_size, 2, BlockSizesFor(options)),
-        cutter_(options.seq_mode, options.min_size, options.max_size,
-                options.seq_length, options.skip_trigger, options.skip_size) {
+  explicit SeqCdcDriver(const ChunkerOptions& options)
+      : SelectorDriver(options.max_size, 2, BlockSizesFor(options)),
+        cutter_(CutterOf(options)) {
     params_.increasing = options.seq_mode != SeqMode::kDecreasing;
     params_.min_size = options.min_size;
     params_.max_size = options.max_size;
@@ -37,7 +45,7 @@ class SeqCdcStrategy final : public SelectorStrategy<SeqCdcStrategy> {
 
   // Sequential with every kernel: its skipping leaves about a fifth of the
   // bytes to examine; two-stage must read them all.
-  Strategy AutoStrategy(const kernels::Kernel& /*kernel*/) const override {
+  Strategy AutoStrategy(const kernels::KernelSet& /*kernel*/) const override {
     return Strategy::kSequentialScan;
   }
 
@@ -45,8 +53,9 @@ class SeqCdcStrategy final : public SelectorStrategy<SeqCdcStrategy> {
     return CutWith(cutter_, chunk);
   }
 
-  void Stage1(const kernels::Kernel& kernel, const uint8_t* data, size_t begin,
-              size_t end, uint64_t* first, uint64_t* second) const override {
+  void Stage1(const kernels::KernelSet& kernel, const uint8_t* data,
+              size_t begin, size_t end, uint64_t* first,
+              uint64_t* second) const override {
     kernel.seqcdc(data, begin, end, first, second);
   }
 
@@ -70,9 +79,14 @@ class SeqCdcStrategy final : public SelectorStrategy<SeqCdcStrategy> {
 
 }  // namespace
 
-std::unique_ptr<AlgorithmStrategy> NewSeqCdcStrategy(
+std::unique_ptr<AlgorithmDriver> NewSeqCdcDriver(
     const ChunkerOptions& options) {
-  return std::make_unique<SeqCdcStrategy>(options);
+  return std::make_unique<SeqCdcDriver>(options);
+}
+
+std::unique_ptr<Cutter> NewSeqCdcCutter(const ChunkerOptions& options) {
+  // Built in place: a Cutter is neither copied nor moved.
+  return std::unique_ptr<Cutter>(new SeqCdcCutter(CutterOf(options)));
 }
 
 }  // namespace chunkd::chunking

@@ -9,24 +9,31 @@
 #include "absl/strings/string_view.h"
 #include "chunkd/chunker.h"
 #include "chunking/crc32.h"
+#include "chunking/cutter.h"
+#include "chunking/drivers/driver.h"
 #include "chunking/kernels/kernels.h"
 #include "chunking/stage2.h"
-#include "chunking/strategies/strategy.h"
 
 namespace chunkd::chunking {
 namespace {
 
-// Thread safety: immutable (strategy.h).
-class Crc32Strategy final : public SelectorStrategy<Crc32Strategy> {
+// The reference cutter of `options` (REQUIRES: valid options): the
+// driver's sequential-only path, and MakeCutter's.
+Crc32Cutter CutterOf(const ChunkerOptions& options) {
+  return Crc32Cutter(options.min_size, options.avg_size, options.max_size);
+}
+
+// Thread safety: immutable (driver.h).
+class Crc32Driver final : public SelectorDriver<Crc32Driver> {
  public:
   // REQUIRES: ValidateOptions(options).ok().
-  explicit Crc32Strategy(const ChunkerOptions& options)
+  explicit Crc32Driver(const ChunkerOptions& options)
       // Candidates from min - 1 on, a mean distance of avg apart: blocks of
       // avg.
-      : SelectorStrategy(options.max_size, 1,
-                         {ClampBlock(options.avg_size),
-                          ClampBlock(options.avg_size), kPrefetchAhead}),
-        cutter_(options.min_size, options.avg_size, options.max_size),
+      : SelectorDriver(options.max_size, 1,
+                       {ClampBlock(options.avg_size),
+                        ClampBlock(options.avg_size), kPrefetchAhead}),
+        cutter_(CutterOf(options)),
         mask_(options.avg_size - 1),
         min_size_(options.min_size),
         max_size_(options.max_size) {}
@@ -34,7 +41,7 @@ class Crc32Strategy final : public SelectorStrategy<Crc32Strategy> {
   // Two-stage with a SIMD kernel (the stream-global window skips only
   // min_size - 1 bytes; every kernel call warms 256 bytes up per lane);
   // with the scalar kernel the reference cutter.
-  Strategy AutoStrategy(const kernels::Kernel& kernel) const override {
+  Strategy AutoStrategy(const kernels::KernelSet& kernel) const override {
     return absl::string_view(kernel.name) == "scalar" ? Strategy::kReference
                                                       : Strategy::kTwoStage;
   }
@@ -43,8 +50,8 @@ class Crc32Strategy final : public SelectorStrategy<Crc32Strategy> {
     return CutWith(cutter_, chunk);
   }
 
-  void Stage1(const kernels::Kernel& kernel, const uint8_t* data, size_t begin,
-              size_t end, uint64_t* first,
+  void Stage1(const kernels::KernelSet& kernel, const uint8_t* data,
+              size_t begin, size_t end, uint64_t* first,
               uint64_t* /*second*/) const override {
     kernel.crc32(data, begin, end, mask_, first);
   }
@@ -67,9 +74,13 @@ class Crc32Strategy final : public SelectorStrategy<Crc32Strategy> {
 
 }  // namespace
 
-std::unique_ptr<AlgorithmStrategy> NewCrc32Strategy(
-    const ChunkerOptions& options) {
-  return std::make_unique<Crc32Strategy>(options);
+std::unique_ptr<AlgorithmDriver> NewCrc32Driver(const ChunkerOptions& options) {
+  return std::make_unique<Crc32Driver>(options);
+}
+
+std::unique_ptr<Cutter> NewCrc32Cutter(const ChunkerOptions& options) {
+  // Built in place: a Cutter is neither copied nor moved.
+  return std::unique_ptr<Cutter>(new Crc32Cutter(CutterOf(options)));
 }
 
 }  // namespace chunkd::chunking

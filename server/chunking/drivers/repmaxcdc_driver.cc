@@ -21,11 +21,12 @@
 #include <vector>
 
 #include "chunkd/chunker.h"
+#include "chunking/cutter.h"
+#include "chunking/drivers/driver.h"
 #include "chunking/fastcdc.h"
 #include "chunking/kernels/kernels.h"
 #include "chunking/repmaxcdc.h"
 #include "chunking/stage2.h"
-#include "chunking/strategies/strategy.h"
 
 namespace chunkd::chunking {
 namespace {
@@ -33,17 +34,23 @@ namespace {
 using repmaxcdc::Peak;
 using repmaxcdc::PeakWalk;
 
-// Thread safety: immutable (strategy.h).
-class RepMaxCdcStrategy final : public SelectorStrategy<RepMaxCdcStrategy> {
+// The reference cutter of `options` (REQUIRES: valid options): the
+// driver's sequential-only path, and MakeCutter's.
+RepMaxCdcCutter CutterOf(const ChunkerOptions& options) {
+  return RepMaxCdcCutter(options.min_size, options.horizon_size);
+}
+
+// Thread safety: immutable (driver.h).
+class RepMaxCdcDriver final : public SelectorDriver<RepMaxCdcDriver> {
  public:
   // REQUIRES: ValidateOptions(options).ok().
-  explicit RepMaxCdcStrategy(const ChunkerOptions& options)
+  explicit RepMaxCdcDriver(const ChunkerOptions& options)
       // The block sizes only matter to a sequential scan, which never
       // computes a block here (Select below).
-      : SelectorStrategy(2 * size_t{options.min_size} + options.horizon_size, 1,
-                         {ClampBlock(options.min_size),
-                          ClampBlock(options.min_size), kPrefetchAhead}),
-        cutter_(options.min_size, options.horizon_size),
+      : SelectorDriver(2 * size_t{options.min_size} + options.horizon_size, 1,
+                       {ClampBlock(options.min_size),
+                        ClampBlock(options.min_size), kPrefetchAhead}),
+        cutter_(CutterOf(options)),
         min_size_(options.min_size),
         horizon_size_(options.horizon_size) {}
 
@@ -53,7 +60,7 @@ class RepMaxCdcStrategy final : public SelectorStrategy<RepMaxCdcStrategy> {
   // of about 1.34 * min bytes, the two-stage strategy each byte once plus a
   // few hundred positions per chunk in stage 2; with a shorter horizon the
   // reference does less (with horizon 0 it hashes 64 bytes per chunk).
-  Strategy AutoStrategy(const kernels::Kernel& /*kernel*/) const override {
+  Strategy AutoStrategy(const kernels::KernelSet& /*kernel*/) const override {
     return horizon_size_ >= min_size_ ? Strategy::kTwoStage
                                       : Strategy::kReference;
   }
@@ -64,8 +71,8 @@ class RepMaxCdcStrategy final : public SelectorStrategy<RepMaxCdcStrategy> {
 
   bool WordsCombineByOr() const override { return false; }
 
-  void Stage1(const kernels::Kernel& kernel, const uint8_t* data, size_t begin,
-              size_t end, uint64_t* first,
+  void Stage1(const kernels::KernelSet& kernel, const uint8_t* data,
+              size_t begin, size_t end, uint64_t* first,
               uint64_t* /*second*/) const override {
     kernel.repmaxcdc(data, begin, end, FastCdcGearTable().data(), first);
   }
@@ -131,8 +138,8 @@ void ScanGroups(const WindowSource& source, uint64_t word, size_t groups,
   }
 }
 
-stage2::Cut RepMaxCdcStrategy::SelectFrom(const ChunkView& chunk,
-                                          WindowSource& source) const {
+stage2::Cut RepMaxCdcDriver::SelectFrom(const ChunkView& chunk,
+                                        WindowSource& source) const {
   const size_t m = min_size_;
   const size_t peek = std::min(chunk.avail, final_size());
   if (peek < 2 * m) return {peek, 0};
@@ -162,9 +169,14 @@ stage2::Cut RepMaxCdcStrategy::SelectFrom(const ChunkView& chunk,
 
 }  // namespace
 
-std::unique_ptr<AlgorithmStrategy> NewRepMaxCdcStrategy(
+std::unique_ptr<AlgorithmDriver> NewRepMaxCdcDriver(
     const ChunkerOptions& options) {
-  return std::make_unique<RepMaxCdcStrategy>(options);
+  return std::make_unique<RepMaxCdcDriver>(options);
+}
+
+std::unique_ptr<Cutter> NewRepMaxCdcCutter(const ChunkerOptions& options) {
+  // Built in place: a Cutter is neither copied nor moved.
+  return std::unique_ptr<Cutter>(new RepMaxCdcCutter(CutterOf(options)));
 }
 
 }  // namespace chunkd::chunking
