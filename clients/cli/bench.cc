@@ -33,7 +33,7 @@ namespace {
 
 using chunking::Algorithm;
 using chunking::Chunk;
-using chunking::kernels::Kernel;
+using chunking::kernels::KernelSet;
 
 std::vector<std::string> SplitList(absl::string_view text) {
   return absl::StrSplit(text, ',');
@@ -64,7 +64,7 @@ absl::StatusOr<std::vector<Algorithm>> ParseAlgorithms(absl::string_view text) {
 absl::Status ParseBackends(absl::string_view text, BenchConfig* config) {
   if (text == "all") {
     config->auto_kernel = true;
-    for (const Kernel* kernel : chunking::kernels::AllKernels()) {
+    for (const KernelSet* kernel : chunking::kernels::AllKernelSets()) {
       if (kernel->supported()) {
         config->kernels.push_back(kernel);
       } else {
@@ -79,7 +79,7 @@ absl::Status ParseBackends(absl::string_view text, BenchConfig* config) {
       config->auto_kernel = true;
       continue;
     }
-    absl::StatusOr<const Kernel*> kernel = chunking::kernels::FindKernel(word);
+    absl::StatusOr<const KernelSet*> kernel = chunking::kernels::FindKernelSet(word);
     if (!kernel.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--backend: ", kernel.status().message(), ", or auto, or all"));
@@ -299,7 +299,7 @@ class BenchRun {
   absl::Status RunAlgorithm(Algorithm algorithm);
   absl::Status RunEngine(const chunking::ChunkerOptions& options,
                          const std::string& alg, const std::vector<Chunk>& want,
-                         double ref_gbps, const Kernel* kernel, size_t n);
+                         double ref_gbps, const KernelSet* kernel, size_t n);
   // The auto row's verdict after "ok": its kernel, and its speed as a
   // ratio to the fastest explicit kernel's on as many threads.
   std::string AutoVerdict(const std::string& kernel, double gbps,
@@ -351,7 +351,7 @@ void BenchRun::Print(const std::string& text) {
 
 void BenchRun::PrintHeader() {
   std::vector<std::string> names;
-  for (const Kernel* kernel : config_.kernels) names.push_back(kernel->name);
+  for (const KernelSet* kernel : config_.kernels) names.push_back(kernel->name);
   if (config_.auto_kernel) names.push_back("auto");
   const std::string what =
       config_.input.empty()
@@ -422,7 +422,7 @@ absl::Status BenchRun::RunAlgorithm(Algorithm algorithm) {
                         OfCeiling(ref_gbps, ceiling_[1]),
                         absl::StrCat(want.size()), "(the reference)"));
   best_.clear();
-  for (const Kernel* kernel : config_.kernels) {
+  for (const KernelSet* kernel : config_.kernels) {
     for (size_t n : config_.threads) {
       absl::Status s = RunEngine(options, alg, want, ref_gbps, kernel, n);
       if (!s.ok()) return s;
@@ -441,7 +441,7 @@ absl::Status BenchRun::RunAlgorithm(Algorithm algorithm) {
 absl::Status BenchRun::RunEngine(const chunking::ChunkerOptions& options,
                                  const std::string& alg,
                                  const std::vector<Chunk>& want,
-                                 double ref_gbps, const Kernel* kernel,
+                                 double ref_gbps, const KernelSet* kernel,
                                  size_t n) {
   chunking::EngineOptions engine;
   engine.kernel = kernel;

@@ -50,7 +50,7 @@ struct BenchConfig {
   // --backend B|all: the kernels to time. Default all this CPU supports; a
   // kernel named explicitly must be supported. "auto" is not a kernel here
   // but auto_kernel below.
-  std::vector<const chunking::kernels::Kernel*> kernels;
+  std::vector<const chunking::kernels::KernelSet*> kernels;
   // --backend auto (and all): a row per thread count for the engine's
   // default kernel — CHUNKD_BACKEND's when set, else the automatic one
   // (chunking/auto_kernel.h) — with its ratio to the fastest of `kernels`.
@@ -81,7 +81,7 @@ std::vector<FlagSpec> BenchFlagSpecs();
 
 // Reads the flags of BenchFlagSpecs() from `args`. INVALID_ARGUMENT names the
 // flag and what it accepts; for --backend, the error of
-// kernels::FindKernel() (unknown, or unsupported by this CPU).
+// kernels::FindKernelSet() (unknown, or unsupported by this CPU).
 absl::StatusOr<BenchConfig> BenchConfigFromArgs(const ParsedArgs& args);
 
 // Runs the measurements and prints the table to `out` as it goes. OK when

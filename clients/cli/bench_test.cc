@@ -26,7 +26,7 @@ namespace {
 
 using chunking::Algorithm;
 using chunking::kernels::BitmapWords;
-using chunking::kernels::Kernel;
+using chunking::kernels::KernelSet;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -58,12 +58,12 @@ TEST(BenchConfigTest, Defaults) {
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->algorithms, chunking::AllAlgorithms());
   size_t supported = 0;
-  for (const Kernel* k : chunking::kernels::AllKernels()) {
+  for (const KernelSet* k : chunking::kernels::AllKernelSets()) {
     supported += k->supported() ? 1 : 0;
   }
   EXPECT_EQ(config->kernels.size(), supported);
   EXPECT_EQ(config->kernels.size() + config->skipped.size(),
-            chunking::kernels::AllKernels().size());
+            chunking::kernels::AllKernelSets().size());
   ASSERT_FALSE(config->threads.empty());
   EXPECT_EQ(config->threads[0], 1u);
   EXPECT_EQ(config->strategy, chunking::Strategy::kAuto);
@@ -179,7 +179,7 @@ TEST(BenchConfigTest, RejectsBadValuesNamingTheFlag) {
 TEST(RunBenchTest, PrintsARowPerMeasurementAndChecksThem) {
   BenchConfig config;
   config.algorithms = {Algorithm::kFastCdc, Algorithm::kSeqCdc};
-  config.kernels = {&chunking::kernels::ScalarKernel()};
+  config.kernels = {&chunking::kernels::ScalarKernelSet()};
   config.threads = {1, 2};
   config.size = 300000;
   config.seconds = 0.001;
@@ -228,7 +228,7 @@ TEST(BenchConfigTest, AutoIsABackendChoice) {
 TEST(RunBenchTest, AutoRowComparesWithTheFastestExplicitKernel) {
   BenchConfig config;
   config.algorithms = {Algorithm::kCrc32};
-  config.kernels = {&chunking::kernels::ScalarKernel()};
+  config.kernels = {&chunking::kernels::ScalarKernelSet()};
   config.auto_kernel = true;
   config.threads = {1, 2};
   config.size = 300000;
@@ -271,7 +271,7 @@ TEST(RunBenchTest, MeasuresTheUpstreamAlgorithmsAtTheirDefaults) {
   BenchConfig config;
   config.algorithms = {Algorithm::kRepMaxCdc, Algorithm::kRabin,
                        Algorithm::kBuzhash};
-  config.kernels = {&chunking::kernels::ScalarKernel()};
+  config.kernels = {&chunking::kernels::ScalarKernelSet()};
   config.threads = {1, 3};
   config.size = 24 << 20;  // several chunks even at rabin's 1 MiB average
   config.seconds = 0.001;
@@ -308,7 +308,7 @@ TEST(RunBenchTest, TimesTheBytesOfAnInputFile) {
   }
   BenchConfig config;
   config.algorithms = {Algorithm::kFastCdc};
-  config.kernels = {&chunking::kernels::ScalarKernel()};
+  config.kernels = {&chunking::kernels::ScalarKernelSet()};
   config.threads = {1};
   config.input = path;
   config.seconds = 0.001;
@@ -387,7 +387,7 @@ void NoRepMaxCdc(const uint8_t*, size_t begin, size_t end, const uint64_t*,
   std::memset(max, 0, BitmapWords(end - begin) * sizeof(uint64_t));
 }
 bool Yes() { return true; }
-const Kernel kBroken = {"broken",  &Yes,     &NoFastCdc, &NoCrc32,
+const KernelSet kBroken = {"broken",  &Yes,     &NoFastCdc, &NoCrc32,
                         &NoSeqCdc, &NoRabin, &NoBuzhash, &NoRepMaxCdc};
 
 TEST(RunBenchTest, AWrongKernelFails) {

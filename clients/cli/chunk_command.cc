@@ -80,23 +80,23 @@ absl::Status CheckChunkTarget(const ParsedArgs& args) {
 
 // --backend, else CHUNKD_BACKEND's, else nullptr (automatic); with --local,
 // $CHUNKD_SHA256 is checked too (reported here, not at the first chunk).
-absl::StatusOr<const chunking::kernels::Kernel*> ChunkKernel(
+absl::StatusOr<const chunking::kernels::KernelSet*> ChunkKernel(
     const ParsedArgs& args) {
-  absl::StatusOr<const chunking::kernels::Kernel*> kernel;
+  absl::StatusOr<const chunking::kernels::KernelSet*> kernel;
   if (std::optional<std::string> name = args.Get("backend")) {
-    kernel = chunking::kernels::FindKernel(*name);
+    kernel = chunking::kernels::FindKernelSet(*name);
     if (!kernel.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--backend: ", kernel.status().message()));
     }
   } else {
     // CHUNKD_BACKEND's, else nullptr: the engine's automatic choice.
-    kernel = chunking::kernels::ForcedKernel();
+    kernel = chunking::kernels::ForcedKernelSet();
     if (!kernel.ok()) return kernel.status();
   }
   if (args.Has("local")) {
-    absl::StatusOr<const fingerprint::Sha256Backend*> sha256 =
-        fingerprint::DefaultSha256Backend();
+    absl::StatusOr<const fingerprint::Sha256Impl*> sha256 =
+        fingerprint::DefaultSha256Impl();
     if (!sha256.ok()) return sha256.status();
   }
   return kernel;
@@ -141,7 +141,7 @@ absl::StatusOr<ChunkCommand> ParseChunkCommand(const ParsedArgs& args) {
   if (!common.ok()) return common.status();
   c.common = *std::move(common);
   c.local = args.Has("local");
-  absl::StatusOr<const chunking::kernels::Kernel*> kernel = ChunkKernel(args);
+  absl::StatusOr<const chunking::kernels::KernelSet*> kernel = ChunkKernel(args);
   if (!kernel.ok()) return kernel.status();
   c.engine.kernel = *kernel;
   absl::StatusOr<size_t> threads = LocalThreads(args);

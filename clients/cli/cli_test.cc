@@ -229,8 +229,8 @@ TEST(CliTest, LocalOutputIsTheSameForEveryBackendAndThreadCount) {
                                 "16384", kJpeg});
   ASSERT_EQ(reference.exit_code, 0) << reference.err;
   ASSERT_GT(std::count(reference.out.begin(), reference.out.end(), '\n'), 10);
-  for (const chunking::kernels::Kernel* kernel :
-       chunking::kernels::AllKernels()) {
+  for (const chunking::kernels::KernelSet* kernel :
+       chunking::kernels::AllKernelSets()) {
     if (!kernel->supported()) continue;
     for (const char* threads : {"1", "2", "3"}) {
       const CliRun run = Cli({"chunk", "--local", "--backend", kernel->name,

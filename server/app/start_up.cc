@@ -176,9 +176,9 @@ void InstrumentIndex(std::unique_ptr<index::FingerprintIndex>& index,
 
 absl::StatusOr<Backends> ChooseBackends(const ServerConfig& config) {
   Backends backends;
-  absl::StatusOr<const chunking::kernels::Kernel*> kernel =
-      config.backend.empty() ? chunking::kernels::ForcedKernel()
-                             : chunking::kernels::FindKernel(config.backend);
+  absl::StatusOr<const chunking::kernels::KernelSet*> kernel =
+      config.backend.empty() ? chunking::kernels::ForcedKernelSet()
+                             : chunking::kernels::FindKernelSet(config.backend);
   if (!kernel.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         config.backend.empty() ? "CHUNKD_BACKEND: " : "--backend: ",
@@ -187,24 +187,24 @@ absl::StatusOr<Backends> ChooseBackends(const ServerConfig& config) {
   backends.kernel = *kernel;
   // How sha256 fingerprints are computed ($CHUNKD_SHA256 or the best the CPU
   // runs).
-  absl::StatusOr<const fingerprint::Sha256Backend*> sha256 =
-      fingerprint::DefaultSha256Backend();
+  absl::StatusOr<const fingerprint::Sha256Impl*> sha256 =
+      fingerprint::DefaultSha256Impl();
   if (!sha256.ok()) return sha256.status();
   backends.sha256 = *sha256;
   // How the hint cache keys contents ($CHUNKD_CONTENT_KEY or the best the
   // CPU runs).
-  absl::StatusOr<fingerprint::ContentKeyBackend> content_key =
-      fingerprint::DefaultContentKeyBackend();
+  absl::StatusOr<fingerprint::ContentKeyImpl> content_key =
+      fingerprint::DefaultContentKeyImpl();
   if (!content_key.ok()) return content_key.status();
   backends.content_key = *content_key;
   return backends;
 }
 
-const char* KernelName(const chunking::kernels::Kernel* kernel) {
+const char* KernelName(const chunking::kernels::KernelSet* kernel) {
   return kernel == nullptr ? "auto" : kernel->name;
 }
 
-void ChooseChunkingKernels(const chunking::kernels::Kernel* forced,
+void ChooseChunkingKernels(const chunking::kernels::KernelSet* forced,
                            pipeline::WorkerPool& pool,
                            metrics::Metrics& metrics) {
   const std::vector<chunking::Algorithm>& algorithms =
@@ -254,7 +254,7 @@ void LogServing(const ServerConfig& config, int port, bool tokens,
       config.metrics_listen.empty() ? "off" : config.metrics_listen.c_str(),
       std::string(index_backend).c_str(), threads, KernelName(backends.kernel),
       backends.sha256->name,
-      fingerprint::ContentKeyBackendName(backends.content_key));
+      fingerprint::ContentKeyImplName(backends.content_key));
 }
 
 void LogLimits(const StreamLimits& limits, bool tokens) {

@@ -58,10 +58,10 @@ void InstrumentIndex(std::unique_ptr<index::FingerprintIndex>& index,
 // The chunking kernel (--backend; nullptr: auto), and how fingerprints and
 // content keys are computed.
 struct Backends {
-  const chunking::kernels::Kernel* kernel = nullptr;
-  const fingerprint::Sha256Backend* sha256 = nullptr;
-  fingerprint::ContentKeyBackend content_key =
-      fingerprint::ContentKeyBackend::kOpenSsl;
+  const chunking::kernels::KernelSet* kernel = nullptr;
+  const fingerprint::Sha256Impl* sha256 = nullptr;
+  fingerprint::ContentKeyImpl content_key =
+      fingerprint::ContentKeyImpl::kOpenSsl;
 };
 
 // --backend, else $CHUNKD_BACKEND; $CHUNKD_SHA256; $CHUNKD_CONTENT_KEY. A
@@ -69,14 +69,14 @@ struct Backends {
 absl::StatusOr<Backends> ChooseBackends(const ServerConfig& config);
 
 // The chunking backend's name: the forced kernel's, or "auto".
-const char* KernelName(const chunking::kernels::Kernel* kernel);
+const char* KernelName(const chunking::kernels::KernelSet* kernel);
 
 // Each algorithm's stage-1 kernel on the pool's thread count, every stream's:
 // `forced`, or with auto (nullptr) the calibration's choice, made here while
 // the pool is idle (chunking/auto_kernel.h; bounded by
 // kCalibrationTotalBudget) and logged. Exported as
 // chunkd_chunking_backend_info.
-void ChooseChunkingKernels(const chunking::kernels::Kernel* forced,
+void ChooseChunkingKernels(const chunking::kernels::KernelSet* forced,
                            pipeline::WorkerPool& pool,
                            metrics::Metrics& metrics);
 

@@ -51,7 +51,7 @@ namespace chunkd::bench {
 namespace {
 
 using fingerprint::ContentKey;
-using fingerprint::ContentKeyBackend;
+using fingerprint::ContentKeyImpl;
 using fingerprint::ContentKeyer;
 
 size_t& BufferSize() {
@@ -85,17 +85,17 @@ void SetBytes(benchmark::State& state) {
                           static_cast<int64_t>(Buffer().size()));
 }
 
-void BM_Gmac(benchmark::State& state, ContentKeyBackend backend,
+void BM_Gmac(benchmark::State& state, ContentKeyImpl backend,
              size_t input_size) {
-  const absl::StatusOr<ContentKeyBackend> ok =
-      fingerprint::FindContentKeyBackend(
-          fingerprint::ContentKeyBackendName(backend));
+  const absl::StatusOr<ContentKeyImpl> ok =
+      fingerprint::FindContentKeyImpl(
+          fingerprint::ContentKeyImplName(backend));
   if (!ok.ok()) {
     state.SkipWithError(std::string(ok.status().message()).c_str());
     return;
   }
   const ContentKeyer keyer(kKey, backend);
-  const ContentKeyer reference(kKey, ContentKeyBackend::kOpenSsl);
+  const ContentKeyer reference(kKey, ContentKeyImpl::kOpenSsl);
   const std::vector<absl::string_view> inputs = Inputs(input_size);
   for (absl::string_view in : inputs) {
     if (keyer.Of(in) != reference.Of(in)) {
@@ -161,9 +161,9 @@ void RegisterAll() {
   for (const Size& s : kSizes) {
     const std::vector<std::string> rows = RowNames(s.name);
     benchmark::RegisterBenchmark(rows[0].c_str(), BM_Gmac,
-                                 ContentKeyBackend::kVpclmulqdq, s.bytes);
+                                 ContentKeyImpl::kVpclmulqdq, s.bytes);
     benchmark::RegisterBenchmark(rows[1].c_str(), BM_Gmac,
-                                 ContentKeyBackend::kOpenSsl, s.bytes);
+                                 ContentKeyImpl::kOpenSsl, s.bytes);
     benchmark::RegisterBenchmark(rows[2].c_str(), BM_Xxh3, s.bytes);
     benchmark::RegisterBenchmark(rows[3].c_str(), BM_Sha256, s.bytes);
     benchmark::RegisterBenchmark(rows[4].c_str(), BM_SumWords);
@@ -222,8 +222,8 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   benchmark::AddCustomContext(
       "chunkd_content_key_best",
-      chunkd::fingerprint::ContentKeyBackendName(
-          chunkd::fingerprint::BestContentKeyBackend()));
+      chunkd::fingerprint::ContentKeyImplName(
+          chunkd::fingerprint::BestContentKeyImpl()));
   benchmark::AddCustomContext("chunkd_buffer_bytes",
                               absl::StrCat(chunkd::bench::BufferSize()));
   chunkd::bench::RegisterAll();

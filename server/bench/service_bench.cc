@@ -128,7 +128,7 @@ struct LibraryCost {
 };
 
 LibraryCost MeasureLibrary(const std::string& data, uint64_t message_bytes,
-                           const chunkd::chunking::kernels::Kernel* kernel) {
+                           const chunkd::chunking::kernels::KernelSet* kernel) {
   chunkd::chunking::ChunkerOptions options;
   options.algorithm = chunkd::chunking::Algorithm::kFastCdc;
   options.min_size = 4096;
@@ -258,7 +258,7 @@ struct Results {
 // costs measured once per repetition; false when the client failed.
 bool MeasureAll(ClientProcess* client, RedisSide* redis,
                 const std::string& data, size_t streams, uint32_t repetitions,
-                const chunkd::chunking::kernels::Kernel* kernel,
+                const chunkd::chunking::kernels::KernelSet* kernel,
                 Results* results) {
   const double gb = static_cast<double>(data.size()) / 1e9;
   const size_t stream_counts[2] = {1, streams};
@@ -413,7 +413,7 @@ std::string SetUpMalloc() {
 chunkd::service::ServiceOptions BenchServiceOptions(
     chunkd::index::FingerprintIndex* index, chunkd::pipeline::WorkerPool* pool,
     chunkd::metrics::Metrics* metrics,
-    const chunkd::chunking::kernels::Kernel* kernel, uint64_t message_bytes) {
+    const chunkd::chunking::kernels::KernelSet* kernel, uint64_t message_bytes) {
   chunkd::service::ServiceOptions options;
   options.index = index;
   options.pool = pool;
@@ -463,7 +463,7 @@ int Main(int argc, char** argv) {
   chunkd::pipeline::WorkerPool pool(threads);
   // CHUNKD_BACKEND's kernel, else nullptr: auto, as chunkd. The calibration
   // runs here, on the idle pool, not during the first timed stream.
-  auto kernel = chunkd::chunking::kernels::ForcedKernel();
+  auto kernel = chunkd::chunking::kernels::ForcedKernelSet();
   if (!kernel.ok()) return 1;
   if (*kernel == nullptr) {
     chunkd::chunking::CalibrateAutoKernels(chunkd::chunking::AllAlgorithms(),

@@ -53,7 +53,7 @@
 namespace chunkd::bench {
 namespace {
 
-using fingerprint::Sha256Backend;
+using fingerprint::Sha256Impl;
 
 constexpr size_t kDigest = 32;
 
@@ -108,10 +108,10 @@ const Data& GetData(const std::string& name) {
   return d;
 }
 
-void BM_Sha256(benchmark::State& state, const Sha256Backend* backend,
+void BM_Sha256(benchmark::State& state, const Sha256Impl* backend,
                std::string dataset) {
   const std::vector<std::string> missing =
-      fingerprint::Sha256BackendMissing(*backend);
+      fingerprint::Sha256ImplMissing(*backend);
   if (!missing.empty()) {
     state.SkipWithError(
         absl::StrCat("this CPU lacks ", absl::StrJoin(missing, ", ")).c_str());
@@ -155,7 +155,7 @@ void RegisterAll() {
     benchmark::RegisterBenchmark(absl::StrCat("ceiling/sum64/", ds).c_str(),
                                  BM_SumWords, std::string(ds))
         ->Unit(benchmark::kMillisecond);
-    for (const Sha256Backend* backend : fingerprint::AllSha256Backends()) {
+    for (const Sha256Impl* backend : fingerprint::AllSha256Impls()) {
       benchmark::RegisterBenchmark(
           absl::StrCat("sha256/", backend->name, "/", ds).c_str(), BM_Sha256,
           backend, std::string(ds))
@@ -176,7 +176,7 @@ class RatioReporter : public BestRateReporter {
       const double openssl = Best(absl::StrCat("sha256/openssl/", ds));
       const double ceiling = Best(absl::StrCat("ceiling/sum64/", ds));
       std::vector<std::string> rows = {absl::StrCat("ceiling/sum64/", ds)};
-      for (const Sha256Backend* backend : fingerprint::AllSha256Backends()) {
+      for (const Sha256Impl* backend : fingerprint::AllSha256Impls()) {
         rows.push_back(absl::StrCat("sha256/", backend->name, "/", ds));
       }
       for (const std::string& row : rows) {
@@ -230,7 +230,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   benchmark::AddCustomContext(
-      "chunkd_sha256_best", chunkd::fingerprint::BestSha256Backend().name);
+      "chunkd_sha256_best", chunkd::fingerprint::BestSha256Impl().name);
   benchmark::AddCustomContext("chunkd_bytes_per_dataset",
                               absl::StrCat(chunkd::bench::GetFlags().size));
   chunkd::bench::RegisterAll();

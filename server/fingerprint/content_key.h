@@ -92,21 +92,6 @@ class ContentKeyer {
   std::array<uint64_t, 64> powers_{};
 };
 
-// The names from before "backend" was kept for the index (deprecated:
-// callers switch to the names above).
-using ContentKeyBackend = ContentKeyImpl;
-inline const char* ContentKeyBackendName(ContentKeyImpl impl) {
-  return ContentKeyImplName(impl);
-}
-inline absl::StatusOr<ContentKeyImpl> FindContentKeyBackend(
-    absl::string_view name) {
-  return FindContentKeyImpl(name);
-}
-inline ContentKeyImpl BestContentKeyBackend() { return BestContentKeyImpl(); }
-inline absl::StatusOr<ContentKeyImpl> DefaultContentKeyBackend() {
-  return DefaultContentKeyImpl();
-}
-
 }  // namespace chunkd::fingerprint
 
 #endif  // CHUNKD_FINGERPRINT_CONTENT_KEY_H_

@@ -75,25 +75,6 @@ void Sha256Many(const Sha256Impl& impl,
                 absl::Span<const absl::string_view> messages,
                 unsigned char* out);
 
-// The names from before "backend" was kept for the index (deprecated:
-// callers switch to the names above).
-using Sha256Backend = Sha256Impl;
-inline absl::Span<const Sha256Impl* const> AllSha256Backends() {
-  return AllSha256Impls();
-}
-inline std::vector<std::string> Sha256BackendMissing(const Sha256Impl& impl) {
-  return Sha256ImplMissing(impl);
-}
-inline const Sha256Impl& BestSha256Backend() { return BestSha256Impl(); }
-inline absl::StatusOr<const Sha256Impl*> FindSha256Backend(
-    absl::string_view name) {
-  return FindSha256Impl(name);
-}
-inline absl::StatusOr<const Sha256Impl*> DefaultSha256Backend() {
-  return DefaultSha256Impl();
-}
-inline const Sha256Impl& ActiveSha256Backend() { return ActiveSha256Impl(); }
-
 }  // namespace chunkd::fingerprint
 
 #endif  // CHUNKD_FINGERPRINT_SHA256_MB_H_

@@ -41,7 +41,7 @@ TEST(WindowBytesTest, OneMibPerThreadFromTwoToEight) {
 
 // The window the engine uses on a pool of so many threads.
 TEST(WindowBytesTest, TheEnginesOwn) {
-  auto scalar = chunking::kernels::FindKernel("scalar");
+  auto scalar = chunking::kernels::FindKernelSet("scalar");
   ASSERT_TRUE(scalar.ok()) << scalar.status();
   for (size_t threads : {1, 2, 5, 9}) {
     pipeline::WorkerPool pool(threads);

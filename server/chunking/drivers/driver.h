@@ -17,9 +17,9 @@
 // Besides, each says which of the engine's strategies is fastest with a
 // kernel set (AutoStrategy) and how long the sequential scan's blocks are.
 //
-// Adding an algorithm `foo` (Algorithm::kFoo), once its enumerator, name,
-// parameters, limits and defaults exist (chunkd/chunker.h, limits.h,
-// options.cc):
+// Adding an algorithm `foo` (Algorithm::kFoo), once its row of the table
+// (proto/chunkd/v1/tables.json: enumerator, name, parameters, limits,
+// defaults) exists; docs/contributing.md walks through all of it:
 //   1. its reference cutter, the specification: foo.h and foo.cc (a Cutter,
 //      cutter.h);
 //   2. its row `Foo:foo` in the algorithm table of CMakeLists.txt, which

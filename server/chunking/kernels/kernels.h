@@ -70,21 +70,6 @@ absl::StatusOr<const KernelSet*> FindKernelSet(absl::string_view name);
 // count (chunking/auto_kernel.h).
 absl::StatusOr<const KernelSet*> ForcedKernelSet();
 
-// The names before kernel sets had their own (deprecated: callers switch to
-// the names above).
-using Kernel = KernelSet;
-inline absl::Span<const KernelSet* const> AllKernels() {
-  return AllKernelSets();
-}
-inline const KernelSet& ScalarKernel() { return ScalarKernelSet(); }
-inline const KernelSet& BestKernel() { return BestKernelSet(); }
-inline absl::StatusOr<const KernelSet*> FindKernel(absl::string_view name) {
-  return FindKernelSet(name);
-}
-inline absl::StatusOr<const KernelSet*> ForcedKernel() {
-  return ForcedKernelSet();
-}
-
 }  // namespace chunkd::chunking::kernels
 
 #endif  // CHUNKD_CHUNKING_KERNELS_KERNELS_H_

@@ -23,11 +23,11 @@
 namespace {
 
 using chunkd::chunking::kFastCdcMasks;
-using chunkd::chunking::kernels::AllKernels;
+using chunkd::chunking::kernels::AllKernelSets;
 using chunkd::chunking::kernels::BitmapWords;
 using chunkd::chunking::kernels::GearParams;
 using chunkd::chunking::kernels::KernelSet;
-using chunkd::chunking::kernels::ScalarKernel;
+using chunkd::chunking::kernels::ScalarKernelSet;
 
 uint64_t SplitMix(uint64_t* state) {
   uint64_t z = (*state += 0x9E3779B97F4A7C15ull);

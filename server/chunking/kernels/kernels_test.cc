@@ -1,5 +1,5 @@
 // Tests of the stage-1 kernels:
-//   - selection: detection, the table, FindKernel / ForcedKernel errors;
+//   - selection: detection, the table, FindKernelSet / ForcedKernelSet errors;
 //   - the scalar kernel against the definitions of functions.h and against the
 //     reference cutters (label "scalar");
 //   - every other kernel against scalar, bit for bit (labels "avx2",

@@ -41,7 +41,6 @@ namespace chunkd::chunking {
 
 namespace kernels {
 struct KernelSet;  // chunking/kernels/kernels.h: one instruction set's stage 1
-using Kernel = KernelSet;  // its former name, deprecated
 }  // namespace kernels
 class Executor;  // chunking/executor.h: runs stage-1 segments in parallel
 
@@ -201,12 +200,12 @@ inline constexpr size_t kMaxWindowSize = size_t{1} << 30;
 // How the fast paths (FastChunks, StreamChunker) run. None of these settings
 // changes the chunks.
 struct EngineOptions {
-  // The stage-1 kernel (kernels::AllKernels(), kernels::FindKernel()); must
+  // The stage-1 kernel (kernels::AllKernelSets(), kernels::FindKernelSet()); must
   // be supported by this CPU. Default nullptr: CHUNKD_BACKEND's when set
-  // (kernels::ForcedKernel()), else the automatic kernel of the algorithm on
+  // (kernels::ForcedKernelSet()), else the automatic kernel of the algorithm on
   // the executor's thread count, the fastest on this CPU as calibrated once
   // per process (chunking/auto_kernel.h; AutoKernel).
-  const kernels::Kernel* kernel = nullptr;
+  const kernels::KernelSet* kernel = nullptr;
   // Runs stage-1 segments in parallel; must outlive every chunker created
   // with it. Default nullptr: the calling thread does everything.
   Executor* executor = nullptr;
@@ -241,7 +240,7 @@ struct EnginePlan {
 };
 
 // The plan for `options` and `engine`. INVALID_ARGUMENT as ValidateOptions or
-// for engine settings out of range; the error of kernels::ForcedKernel()
+// for engine settings out of range; the error of kernels::ForcedKernelSet()
 // (CHUNKD_BACKEND) when no kernel is given; FAILED_PRECONDITION for a kernel
 // this CPU cannot run.
 absl::StatusOr<EnginePlan> PlanEngine(
@@ -294,7 +293,7 @@ absl::StatusOr<std::vector<Chunk>> FastChunks(
 class StreamChunker {
  public:
   // With EngineOptions(): the default kernel, one thread. INVALID_ARGUMENT
-  // as ValidateOptions; the error of kernels::ForcedKernel() when
+  // as ValidateOptions; the error of kernels::ForcedKernelSet() when
   // CHUNKD_BACKEND names an unknown or unsupported kernel.
   static absl::StatusOr<std::unique_ptr<StreamChunker>> Create(
       const ChunkerOptions& options);
