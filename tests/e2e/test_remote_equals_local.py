@@ -10,6 +10,7 @@ from typing import Dict
 import pytest
 
 from chunkd_client import Client
+from chunkd_client._tables import PARAMETER_FLAGS
 from chunkd_client.testing import ChunkdServer
 from e2e_util import SEKIEN, assert_valid_chunking, parse_csv, random_bytes, rows
 
@@ -26,20 +27,8 @@ EXPLICIT: Dict[str, dict] = {
     "rabin": dict(min_size=2048, avg_size=8192, max_size=65536, polynomial=0x3DA3358B4DC173),
     "buzhash": dict(min_size=2048, avg_size=8192, max_size=32768),
 }
-# chunkctl's flag for each client keyword argument.
-FLAGS = {
-    "min_size": "--min",
-    "avg_size": "--avg",
-    "max_size": "--max",
-    "normalization_level": "--level",
-    "seed": "--seed",
-    "seq_mode": "--seq-mode",
-    "seq_length": "--seq-length",
-    "skip_trigger": "--skip-trigger",
-    "skip_size": "--skip-size",
-    "horizon_size": "--horizon",
-    "polynomial": "--polynomial",
-}
+# chunkctl's flag for each client keyword argument: the table's.
+FLAGS = PARAMETER_FLAGS
 
 
 def _log_like(size: int) -> bytes:

@@ -762,8 +762,11 @@ func (x *ChunkRequest) GetData() []byte {
 
 // Records of chunks that became final, in stream order.
 type ChunkBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Chunks        []*ChunkRecord         `protobuf:"bytes,1,rep,name=chunks,proto3" json:"chunks,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One or more records, contiguous: each starts where the one before it
+	// ended, and the first where the previous batch's last ended (0 for the
+	// stream's first batch).
+	Chunks        []*ChunkRecord `protobuf:"bytes,1,rep,name=chunks,proto3" json:"chunks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -863,6 +866,8 @@ func (x *ChunkSummary) GetTotalChunks() uint64 {
 // One message of a Chunk response stream: batches, then exactly one summary.
 type ChunkResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exactly one of the two is set.
+	//
 	// Types that are valid to be assigned to Body:
 	//
 	//	*ChunkResponse_Batch
@@ -1172,8 +1177,10 @@ func (x *DedupRecord) GetIsNew() bool {
 
 // Records of chunks that became final, in stream order.
 type DedupBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Chunks        []*DedupRecord         `protobuf:"bytes,1,rep,name=chunks,proto3" json:"chunks,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One or more records, contiguous as in ChunkBatch. A record is sent only
+	// after its chunk was committed to the index.
+	Chunks        []*DedupRecord `protobuf:"bytes,1,rep,name=chunks,proto3" json:"chunks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1226,9 +1233,12 @@ type DedupSummary struct {
 	UniqueBytes uint64 `protobuf:"varint,3,opt,name=unique_bytes,json=uniqueBytes,proto3" json:"unique_bytes,omitempty"`
 	// Chunks that were new.
 	UniqueChunks uint64 `protobuf:"varint,4,opt,name=unique_chunks,json=uniqueChunks,proto3" json:"unique_chunks,omitempty"`
-	// RapidCDC: suggested sizes tested, accepted and rejected.
-	HintsTried    uint64 `protobuf:"varint,5,opt,name=hints_tried,json=hintsTried,proto3" json:"hints_tried,omitempty"`
+	// RapidCDC: suggested chunk sizes tested (0 with HINT_TEST_OFF).
+	HintsTried uint64 `protobuf:"varint,5,opt,name=hints_tried,json=hintsTried,proto3" json:"hints_tried,omitempty"`
+	// RapidCDC: suggested sizes accepted as chunks without scanning for a cut.
 	HintsAccepted uint64 `protobuf:"varint,6,opt,name=hints_accepted,json=hintsAccepted,proto3" json:"hints_accepted,omitempty"`
+	// RapidCDC: suggested sizes the acceptance test refused; those bytes were
+	// cut normally.
 	HintsRejected uint64 `protobuf:"varint,7,opt,name=hints_rejected,json=hintsRejected,proto3" json:"hints_rejected,omitempty"`
 	// Bytes of accepted hinted chunks: bytes the chunker did not have to scan.
 	HintSkippedBytes uint64 `protobuf:"varint,8,opt,name=hint_skipped_bytes,json=hintSkippedBytes,proto3" json:"hint_skipped_bytes,omitempty"`
@@ -1325,6 +1335,8 @@ func (x *DedupSummary) GetHintSkippedBytes() uint64 {
 // One message of a Dedup response stream: batches, then exactly one summary.
 type DedupResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exactly one of the two is set.
+	//
 	// Types that are valid to be assigned to Body:
 	//
 	//	*DedupResponse_Batch
@@ -1463,6 +1475,7 @@ func (x *FindMissingRequest) GetFingerprints() [][]byte {
 	return nil
 }
 
+// The answer to FindMissing.
 type FindMissingResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The requested fingerprints the namespace does not have, in request order.
@@ -1586,6 +1599,7 @@ func (x *ReleaseRequest) GetRequestId() string {
 	return ""
 }
 
+// The answer to Release.
 type ReleaseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Per requested fingerprint, in request order, the reference count left
@@ -1632,6 +1646,7 @@ func (x *ReleaseResponse) GetRefCounts() []uint64 {
 	return nil
 }
 
+// GetServerInfo takes no arguments.
 type GetServerInfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1739,9 +1754,14 @@ type AlgorithmInfo struct {
 	Algorithm Algorithm `protobuf:"varint,1,opt,name=algorithm,proto3,enum=chunkd.v1.Algorithm" json:"algorithm,omitempty"`
 	// Its short name as used by chunkctl and the metrics ("fastcdc", ...).
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// Ranges of the size parameters.
+	// Range and default of min_size; unset when the algorithm does not read
+	// min_size.
 	MinSize *ParamRange `protobuf:"bytes,3,opt,name=min_size,json=minSize,proto3" json:"min_size,omitempty"`
+	// Range and default of avg_size; unset when the algorithm does not read
+	// avg_size (seqcdc, repmaxcdc).
 	AvgSize *ParamRange `protobuf:"bytes,4,opt,name=avg_size,json=avgSize,proto3" json:"avg_size,omitempty"`
+	// Range and default of max_size; unset when the algorithm does not read
+	// max_size (fixed, repmaxcdc).
 	MaxSize *ParamRange `protobuf:"bytes,5,opt,name=max_size,json=maxSize,proto3" json:"max_size,omitempty"`
 	// True when avg_size must be a power of two.
 	AvgSizePowerOfTwo bool `protobuf:"varint,6,opt,name=avg_size_power_of_two,json=avgSizePowerOfTwo,proto3" json:"avg_size_power_of_two,omitempty"`
@@ -1872,6 +1892,7 @@ func (x *AlgorithmInfo) GetBackendThreads() uint32 {
 	return 0
 }
 
+// The answer to GetServerInfo: what this server offers and its limits.
 type GetServerInfoResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// chunkd's version, e.g. "0.1.0".
@@ -1880,8 +1901,8 @@ type GetServerInfoResponse struct {
 	Algorithms []*AlgorithmInfo `protobuf:"bytes,2,rep,name=algorithms,proto3" json:"algorithms,omitempty"`
 	// Fingerprint algorithms the server offers.
 	Fingerprints []FingerprintAlgorithm `protobuf:"varint,3,rep,packed,name=fingerprints,proto3,enum=chunkd.v1.FingerprintAlgorithm" json:"fingerprints,omitempty"`
-	// Stage-1 backend: "scalar", "avx2" or "avx512" when forced (--backend,
-	// CHUNKD_BACKEND) for every algorithm; "auto" when each algorithm runs the
+	// Stage-1 kernel set: "scalar", "avx2" or "avx512" when forced (chunkd's
+	// --backend flag or CHUNKD_BACKEND) for every algorithm; "auto" when each algorithm runs the
 	// backend its start-up calibration found fastest (AlgorithmInfo.backend).
 	ChunkingBackend string `protobuf:"bytes,4,opt,name=chunking_backend,json=chunkingBackend,proto3" json:"chunking_backend,omitempty"`
 	// Fingerprint index backend: "memory", "rocksdb", "redis" or

@@ -51,7 +51,9 @@ type ChunkServiceClient interface {
 	// violation or a request message that does not parse (the message names
 	// its position); RESOURCE_EXHAUSTED past a server limit (named);
 	// DEADLINE_EXCEEDED when the stream waited on the client longer than the
-	// server's idle timeout. A stream ends OK only after every byte sent was
+	// server's idle timeout. A refusal by a limit, by authentication or by
+	// the index carries a google.rpc.ErrorInfo whose reason is one of
+	// ErrorReason's (below), the same for every RPC. A stream ends OK only after every byte sent was
 	// processed: clients check that the summary's total_bytes equals the
 	// bytes they sent.
 	Chunk(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ChunkRequest, ChunkResponse], error)
@@ -160,7 +162,9 @@ type ChunkServiceServer interface {
 	// violation or a request message that does not parse (the message names
 	// its position); RESOURCE_EXHAUSTED past a server limit (named);
 	// DEADLINE_EXCEEDED when the stream waited on the client longer than the
-	// server's idle timeout. A stream ends OK only after every byte sent was
+	// server's idle timeout. A refusal by a limit, by authentication or by
+	// the index carries a google.rpc.ErrorInfo whose reason is one of
+	// ErrorReason's (below), the same for every RPC. A stream ends OK only after every byte sent was
 	// processed: clients check that the summary's total_bytes equals the
 	// bytes they sent.
 	Chunk(grpc.BidiStreamingServer[ChunkRequest, ChunkResponse]) error
