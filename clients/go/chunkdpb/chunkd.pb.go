@@ -1754,13 +1754,13 @@ type AlgorithmInfo struct {
 	Algorithm Algorithm `protobuf:"varint,1,opt,name=algorithm,proto3,enum=chunkd.v1.Algorithm" json:"algorithm,omitempty"`
 	// Its short name as used by chunkctl and the metrics ("fastcdc", ...).
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// Range and default of min_size; unset when the algorithm does not read
-	// min_size.
+	// Range and default of min_size; unset when the algorithm does not take
+	// min_size (fixed).
 	MinSize *ParamRange `protobuf:"bytes,3,opt,name=min_size,json=minSize,proto3" json:"min_size,omitempty"`
-	// Range and default of avg_size; unset when the algorithm does not read
+	// Range and default of avg_size; unset when the algorithm does not take
 	// avg_size (seqcdc, repmaxcdc).
 	AvgSize *ParamRange `protobuf:"bytes,4,opt,name=avg_size,json=avgSize,proto3" json:"avg_size,omitempty"`
-	// Range and default of max_size; unset when the algorithm does not read
+	// Range and default of max_size; unset when the algorithm does not take
 	// max_size (fixed, repmaxcdc).
 	MaxSize *ParamRange `protobuf:"bytes,5,opt,name=max_size,json=maxSize,proto3" json:"max_size,omitempty"`
 	// True when avg_size must be a power of two.
