@@ -146,10 +146,15 @@ TEST(ChunkServiceTest, GetServerInfo) {
   ASSERT_EQ(static_cast<size_t>(info.algorithms_size()),
             chunking::AllAlgorithms().size());
   for (const v1::AlgorithmInfo& algorithm : info.algorithms()) {
-    const chunking::AlgorithmLimits& limits = chunking::LimitsFor(
-        *chunking::ParseAlgorithm(algorithm.name()));
-    EXPECT_EQ(algorithm.max_size().max(), limits.max_size.max)
-        << algorithm.name();
+    const chunking::Algorithm parsed =
+        *chunking::ParseAlgorithm(algorithm.name());
+    const chunking::AlgorithmLimits& limits = chunking::LimitsFor(parsed);
+    // The range of max_size where the algorithm takes it, else none.
+    const uint64_t want_max = chunking::TakesParameter(parsed, "max_size")
+                                  ? limits.max_size.max
+                                  : 0;
+    EXPECT_EQ(algorithm.has_max_size(), want_max != 0) << algorithm.name();
+    EXPECT_EQ(algorithm.max_size().max(), want_max) << algorithm.name();
     EXPECT_FALSE(algorithm.backend().empty()) << algorithm.name();
   }
   EXPECT_EQ(info.fingerprints_size(), 3);
