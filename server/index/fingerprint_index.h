@@ -44,13 +44,15 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "chunkd/tables.h"
 
 namespace chunkd::index {
 
-// Longest namespace name.
-inline constexpr size_t kMaxNamespaceLength = 128;
-// Longest WriteToken::stream_id.
-inline constexpr size_t kMaxStreamIdLength = 64;
+// Longest namespace name and WriteToken::stream_id: the table's
+// (proto/chunkd/v1/tables.json), as every client checks them.
+inline constexpr size_t kMaxNamespaceLength =
+    chunking::tables::kNamespaceMaxLength;
+inline constexpr size_t kMaxStreamIdLength = chunking::tables::kIdMaxLength;
 // Longest chunking-parameter key of the next-size hints.
 inline constexpr size_t kMaxParamsKeyLength = 64;
 // Bounds of IndexOptions::next_sizes_length.

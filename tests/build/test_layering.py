@@ -4,7 +4,7 @@
     platform <- kernels <- chunking <- pipeline <- service <- app <- chunkd
     fingerprint and index (on platform) and metrics are leaves beside chunking
     tables (the header generated from proto/chunkd/v1/tables.json) is a leaf
-    under chunking and metrics
+    under chunking, index and metrics
 
 Nothing below service links gRPC, chunkctl links no benchmark code, and no
 library links one above it. The test configures the tree into a temporary
@@ -31,7 +31,7 @@ ALLOWED: Dict[str, Set[str]] = {
     "chunkd_kernels": {"chunkd_platform"},
     "chunkd_chunking": {"chunkd_kernels", "chunkd_platform", "chunkd_tables"},
     "chunkd_fingerprint": {"chunkd_platform"},
-    "chunkd_index": {"chunkd_platform"},
+    "chunkd_index": {"chunkd_platform", "chunkd_tables"},
     "chunkd_metrics": {"chunkd_tables"},
     "chunkd_pipeline": {"chunkd_chunking", "chunkd_fingerprint", "chunkd_index",
                         "chunkd_metrics"},
