@@ -1995,6 +1995,811 @@ func (x *GetServerInfoResponse) GetMaxInflightBytes() uint64 {
 	return 0
 }
 
+// One parameter set of an Estimate: how to cut the data set.
+type EstimateSet struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The client's name for the set, echoed in its result (e.g. the text the
+	// user gave, "fastcdc:min=4096,avg=16384,max=65536"); at most 256 bytes.
+	Label string `protobuf:"bytes,1,opt,name=label,proto3" json:"label,omitempty"`
+	// The chunking; unset fields take the algorithm's defaults as in Chunk.
+	Chunking      *ChunkingParams `protobuf:"bytes,2,opt,name=chunking,proto3" json:"chunking,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EstimateSet) Reset() {
+	*x = EstimateSet{}
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EstimateSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EstimateSet) ProtoMessage() {}
+
+func (x *EstimateSet) ProtoReflect() protoreflect.Message {
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EstimateSet.ProtoReflect.Descriptor instead.
+func (*EstimateSet) Descriptor() ([]byte, []int) {
+	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *EstimateSet) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *EstimateSet) GetChunking() *ChunkingParams {
+	if x != nil {
+		return x.Chunking
+	}
+	return nil
+}
+
+// Parameters of an Estimate stream.
+type EstimateParams struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 16 parameter sets, any algorithms and sizes; their results come in
+	// this order.
+	Sets []*EstimateSet `protobuf:"bytes,1,rep,name=sets,proto3" json:"sets,omitempty"`
+	// Consistent sampling: a distinct chunk is counted when its fingerprint
+	// falls in 1 / sample_rate of the hash space, so every copy of a chunk is
+	// kept or dropped together. 0 or 1: exact (every distinct chunk is kept).
+	// At most 1048576.
+	SampleRate uint32 `protobuf:"varint,2,opt,name=sample_rate,json=sampleRate,proto3" json:"sample_rate,omitempty"`
+	// The fingerprint chunks are told apart by: unset means XXH128 without a
+	// namespace and SHA256 with one. XXH128's collision odds are negligible
+	// for estimation (docs/estimate.md); a namespace comparison needs the
+	// fingerprint the namespace was written with. NONE is rejected.
+	Fingerprint FingerprintAlgorithm `protobuf:"varint,3,opt,name=fingerprint,proto3,enum=chunkd.v1.FingerprintAlgorithm" json:"fingerprint,omitempty"`
+	// Optional: a namespace (rules as DedupParams.namespace) to compare with,
+	// read only: the result says how many of each set's unique bytes it
+	// already holds. Needs the token's permission for the namespace.
+	Namespace     string `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EstimateParams) Reset() {
+	*x = EstimateParams{}
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EstimateParams) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EstimateParams) ProtoMessage() {}
+
+func (x *EstimateParams) ProtoReflect() protoreflect.Message {
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EstimateParams.ProtoReflect.Descriptor instead.
+func (*EstimateParams) Descriptor() ([]byte, []int) {
+	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *EstimateParams) GetSets() []*EstimateSet {
+	if x != nil {
+		return x.Sets
+	}
+	return nil
+}
+
+func (x *EstimateParams) GetSampleRate() uint32 {
+	if x != nil {
+		return x.SampleRate
+	}
+	return 0
+}
+
+func (x *EstimateParams) GetFingerprint() FingerprintAlgorithm {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return FingerprintAlgorithm_FINGERPRINT_ALGORITHM_UNSPECIFIED
+}
+
+func (x *EstimateParams) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+// One message of an Estimate stream.
+type EstimateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required in the first message, forbidden in later ones.
+	Params *EstimateParams `protobuf:"bytes,1,opt,name=params,proto3" json:"params,omitempty"`
+	// The next bytes of the current file; at most GetServerInfo's
+	// max_message_bytes.
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// True when this message's data (possibly empty) ends the current file:
+	// the next byte starts a new file, where every set starts a new chunk.
+	// The end of the stream ends the last file; a file mark with no byte since
+	// the previous one adds no file.
+	EndOfFile     bool `protobuf:"varint,3,opt,name=end_of_file,json=endOfFile,proto3" json:"end_of_file,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EstimateRequest) Reset() {
+	*x = EstimateRequest{}
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EstimateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EstimateRequest) ProtoMessage() {}
+
+func (x *EstimateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EstimateRequest.ProtoReflect.Descriptor instead.
+func (*EstimateRequest) Descriptor() ([]byte, []int) {
+	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *EstimateRequest) GetParams() *EstimateParams {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+func (x *EstimateRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *EstimateRequest) GetEndOfFile() bool {
+	if x != nil {
+		return x.EndOfFile
+	}
+	return false
+}
+
+// Chunks whose length is in [lower_bound, 2 * lower_bound).
+type SizeBucket struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A power of two.
+	LowerBound uint64 `protobuf:"varint,1,opt,name=lower_bound,json=lowerBound,proto3" json:"lower_bound,omitempty"`
+	// Chunks of the data set in the bucket (every copy counted).
+	Chunks uint64 `protobuf:"varint,2,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	// Their bytes.
+	Bytes         uint64 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SizeBucket) Reset() {
+	*x = SizeBucket{}
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SizeBucket) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SizeBucket) ProtoMessage() {}
+
+func (x *SizeBucket) ProtoReflect() protoreflect.Message {
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SizeBucket.ProtoReflect.Descriptor instead.
+func (*SizeBucket) Descriptor() ([]byte, []int) {
+	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SizeBucket) GetLowerBound() uint64 {
+	if x != nil {
+		return x.LowerBound
+	}
+	return 0
+}
+
+func (x *SizeBucket) GetChunks() uint64 {
+	if x != nil {
+		return x.Chunks
+	}
+	return 0
+}
+
+func (x *SizeBucket) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+// What an index of a set's unique chunks would take in one index backend,
+// from the benchmarks' bytes per entry (docs/operations.md, "Capacity").
+type IndexCost struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "memory", "rocksdb" or "redis" (also Redis Cluster's figure).
+	Backend string `protobuf:"bytes,1,opt,name=backend,proto3" json:"backend,omitempty"`
+	// Index entries: the set's unique chunks.
+	Entries uint64 `protobuf:"varint,2,opt,name=entries,proto3" json:"entries,omitempty"`
+	// Bytes they take.
+	Bytes uint64 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// Where those bytes are: "memory" (memory, redis) or "disk" (rocksdb).
+	Medium        string `protobuf:"bytes,4,opt,name=medium,proto3" json:"medium,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexCost) Reset() {
+	*x = IndexCost{}
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexCost) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexCost) ProtoMessage() {}
+
+func (x *IndexCost) ProtoReflect() protoreflect.Message {
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexCost.ProtoReflect.Descriptor instead.
+func (*IndexCost) Descriptor() ([]byte, []int) {
+	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *IndexCost) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *IndexCost) GetEntries() uint64 {
+	if x != nil {
+		return x.Entries
+	}
+	return 0
+}
+
+func (x *IndexCost) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *IndexCost) GetMedium() string {
+	if x != nil {
+		return x.Medium
+	}
+	return ""
+}
+
+// The estimate of one parameter set.
+type SetEstimate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The set's label as sent.
+	Label string `protobuf:"bytes,1,opt,name=label,proto3" json:"label,omitempty"`
+	// The chunking as run, every default filled in.
+	Chunking *ChunkingParams `protobuf:"bytes,2,opt,name=chunking,proto3" json:"chunking,omitempty"`
+	// Bytes of the data set (every set sees them all).
+	Bytes uint64 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// Chunks the data set is cut into (exact also when sampled).
+	Chunks uint64 `protobuf:"varint,4,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	// Distinct chunks; when sampled, estimated: the sample's times
+	// sample_rate.
+	UniqueChunks uint64 `protobuf:"varint,5,opt,name=unique_chunks,json=uniqueChunks,proto3" json:"unique_chunks,omitempty"`
+	// Bytes of the distinct chunks; when sampled, estimated likewise.
+	UniqueBytes uint64 `protobuf:"varint,6,opt,name=unique_bytes,json=uniqueBytes,proto3" json:"unique_bytes,omitempty"`
+	// bytes / unique_bytes (when sampled, the ratio within the sample: the
+	// sampled chunks' bytes, every copy counted, over their distinct bytes);
+	// 0 for an empty data set.
+	DedupRatio float64 `protobuf:"fixed64,7,opt,name=dedup_ratio,json=dedupRatio,proto3" json:"dedup_ratio,omitempty"`
+	// Chunk sizes in power-of-two buckets, the empty ones left out, smallest
+	// first; exact also when sampled.
+	Histogram []*SizeBucket `protobuf:"bytes,8,rep,name=histogram,proto3" json:"histogram,omitempty"`
+	// Mean chunk size in bytes (bytes / chunks).
+	MeanChunkSize float64 `protobuf:"fixed64,9,opt,name=mean_chunk_size,json=meanChunkSize,proto3" json:"mean_chunk_size,omitempty"`
+	// The smallest chunk in bytes. This and the percentiles below count every
+	// chunk of the data set (nearest rank), exact also when sampled.
+	MinChunkSize uint32 `protobuf:"varint,10,opt,name=min_chunk_size,json=minChunkSize,proto3" json:"min_chunk_size,omitempty"`
+	// The median chunk size (50th percentile) in bytes.
+	P50ChunkSize uint32 `protobuf:"varint,11,opt,name=p50_chunk_size,json=p50ChunkSize,proto3" json:"p50_chunk_size,omitempty"`
+	// The 90th percentile of chunk sizes in bytes.
+	P90ChunkSize uint32 `protobuf:"varint,12,opt,name=p90_chunk_size,json=p90ChunkSize,proto3" json:"p90_chunk_size,omitempty"`
+	// The 99th percentile of chunk sizes in bytes.
+	P99ChunkSize uint32 `protobuf:"varint,13,opt,name=p99_chunk_size,json=p99ChunkSize,proto3" json:"p99_chunk_size,omitempty"`
+	// The largest chunk in bytes.
+	MaxChunkSize uint32 `protobuf:"varint,14,opt,name=max_chunk_size,json=maxChunkSize,proto3" json:"max_chunk_size,omitempty"`
+	// True when sample_rate > 1.
+	Sampled bool `protobuf:"varint,15,opt,name=sampled,proto3" json:"sampled,omitempty"`
+	// Distinct chunks in the sample (unique_chunks itself when exact).
+	SampledUniqueChunks uint64 `protobuf:"varint,16,opt,name=sampled_unique_chunks,json=sampledUniqueChunks,proto3" json:"sampled_unique_chunks,omitempty"`
+	// When sampled and the sample holds at least two distinct chunks: the
+	// lower end of the 95 % confidence interval of dedup_ratio
+	// (docs/estimate.md); 0 otherwise.
+	RatioLow float64 `protobuf:"fixed64,17,opt,name=ratio_low,json=ratioLow,proto3" json:"ratio_low,omitempty"`
+	// The upper end of that interval; 0 when ratio_low is.
+	RatioHigh float64 `protobuf:"fixed64,18,opt,name=ratio_high,json=ratioHigh,proto3" json:"ratio_high,omitempty"`
+	// With a namespace: bytes of the distinct chunks the namespace already
+	// holds (estimated when sampled); unset without one.
+	NamespaceBytes *uint64 `protobuf:"varint,19,opt,name=namespace_bytes,json=namespaceBytes,proto3,oneof" json:"namespace_bytes,omitempty"`
+	// With a namespace: how many distinct chunks it already holds (estimated
+	// when sampled); unset without one.
+	NamespaceChunks *uint64 `protobuf:"varint,20,opt,name=namespace_chunks,json=namespaceChunks,proto3,oneof" json:"namespace_chunks,omitempty"`
+	// What an index of the unique chunks would take, per backend.
+	IndexCosts    []*IndexCost `protobuf:"bytes,21,rep,name=index_costs,json=indexCosts,proto3" json:"index_costs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetEstimate) Reset() {
+	*x = SetEstimate{}
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetEstimate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetEstimate) ProtoMessage() {}
+
+func (x *SetEstimate) ProtoReflect() protoreflect.Message {
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetEstimate.ProtoReflect.Descriptor instead.
+func (*SetEstimate) Descriptor() ([]byte, []int) {
+	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SetEstimate) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *SetEstimate) GetChunking() *ChunkingParams {
+	if x != nil {
+		return x.Chunking
+	}
+	return nil
+}
+
+func (x *SetEstimate) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *SetEstimate) GetChunks() uint64 {
+	if x != nil {
+		return x.Chunks
+	}
+	return 0
+}
+
+func (x *SetEstimate) GetUniqueChunks() uint64 {
+	if x != nil {
+		return x.UniqueChunks
+	}
+	return 0
+}
+
+func (x *SetEstimate) GetUniqueBytes() uint64 {
+	if x != nil {
+		return x.UniqueBytes
+	}
+	return 0
+}
+
+func (x *SetEstimate) GetDedupRatio() float64 {
+	if x != nil {
+		return x.DedupRatio
+	}
+	return 0
+}
+
+func (x *SetEstimate) GetHistogram() []*SizeBucket {
+	if x != nil {
+		return x.Histogram
+	}
+	return nil
+}
+
+func (x *SetEstimate) GetMeanChunkSize() float64 {
+	if x != nil {
+		return x.MeanChunkSize
+	}
+	return 0
+}
+
+func (x *SetEstimate) GetMinChunkSize() uint32 {
+	if x != nil {
+		return x.MinChunkSize
+	}
+	return 0
+}
+
+func (x *SetEstimate) GetP50ChunkSize() uint32 {
+	if x != nil {
+		return x.P50ChunkSize
+	}
+	return 0
+}
+
+func (x *SetEstimate) GetP90ChunkSize() uint32 {
+	if x != nil {
+		return x.P90ChunkSize
+	}
+	return 0
+}
+
+func (x *SetEstimate) GetP99ChunkSize() uint32 {
+	if x != nil {
+		return x.P99ChunkSize
+	}
+	return 0
+}
+
+func (x *SetEstimate) GetMaxChunkSize() uint32 {
+	if x != nil {
+		return x.MaxChunkSize
+	}
+	return 0
+}
+
+func (x *SetEstimate) GetSampled() bool {
+	if x != nil {
+		return x.Sampled
+	}
+	return false
+}
+
+func (x *SetEstimate) GetSampledUniqueChunks() uint64 {
+	if x != nil {
+		return x.SampledUniqueChunks
+	}
+	return 0
+}
+
+func (x *SetEstimate) GetRatioLow() float64 {
+	if x != nil {
+		return x.RatioLow
+	}
+	return 0
+}
+
+func (x *SetEstimate) GetRatioHigh() float64 {
+	if x != nil {
+		return x.RatioHigh
+	}
+	return 0
+}
+
+func (x *SetEstimate) GetNamespaceBytes() uint64 {
+	if x != nil && x.NamespaceBytes != nil {
+		return *x.NamespaceBytes
+	}
+	return 0
+}
+
+func (x *SetEstimate) GetNamespaceChunks() uint64 {
+	if x != nil && x.NamespaceChunks != nil {
+		return *x.NamespaceChunks
+	}
+	return 0
+}
+
+func (x *SetEstimate) GetIndexCosts() []*IndexCost {
+	if x != nil {
+		return x.IndexCosts
+	}
+	return nil
+}
+
+// How far the server has read an Estimate stream.
+type EstimateProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bytes received and cut so far.
+	Bytes uint64 `protobuf:"varint,1,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// Files ended so far.
+	Files         uint64 `protobuf:"varint,2,opt,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EstimateProgress) Reset() {
+	*x = EstimateProgress{}
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EstimateProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EstimateProgress) ProtoMessage() {}
+
+func (x *EstimateProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EstimateProgress.ProtoReflect.Descriptor instead.
+func (*EstimateProgress) Descriptor() ([]byte, []int) {
+	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *EstimateProgress) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *EstimateProgress) GetFiles() uint64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+// The answer of a finished Estimate.
+type EstimateResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per parameter set, in the request's order.
+	Sets []*SetEstimate `protobuf:"bytes,1,rep,name=sets,proto3" json:"sets,omitempty"`
+	// Bytes received.
+	TotalBytes uint64 `protobuf:"varint,2,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
+	// Files in the data set (the stream's end ends the last one; an empty
+	// stream has none).
+	Files uint64 `protobuf:"varint,3,opt,name=files,proto3" json:"files,omitempty"`
+	// The sampling rate used: 1 when exact.
+	SampleRate uint32 `protobuf:"varint,4,opt,name=sample_rate,json=sampleRate,proto3" json:"sample_rate,omitempty"`
+	// The fingerprint used.
+	Fingerprint   FingerprintAlgorithm `protobuf:"varint,5,opt,name=fingerprint,proto3,enum=chunkd.v1.FingerprintAlgorithm" json:"fingerprint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EstimateResult) Reset() {
+	*x = EstimateResult{}
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EstimateResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EstimateResult) ProtoMessage() {}
+
+func (x *EstimateResult) ProtoReflect() protoreflect.Message {
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EstimateResult.ProtoReflect.Descriptor instead.
+func (*EstimateResult) Descriptor() ([]byte, []int) {
+	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *EstimateResult) GetSets() []*SetEstimate {
+	if x != nil {
+		return x.Sets
+	}
+	return nil
+}
+
+func (x *EstimateResult) GetTotalBytes() uint64 {
+	if x != nil {
+		return x.TotalBytes
+	}
+	return 0
+}
+
+func (x *EstimateResult) GetFiles() uint64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *EstimateResult) GetSampleRate() uint32 {
+	if x != nil {
+		return x.SampleRate
+	}
+	return 0
+}
+
+func (x *EstimateResult) GetFingerprint() FingerprintAlgorithm {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return FingerprintAlgorithm_FINGERPRINT_ALGORITHM_UNSPECIFIED
+}
+
+// One message of an Estimate response stream: progress, then exactly one
+// result.
+type EstimateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exactly one of the two is set.
+	//
+	// Types that are valid to be assigned to Body:
+	//
+	//	*EstimateResponse_Progress
+	//	*EstimateResponse_Result
+	Body          isEstimateResponse_Body `protobuf_oneof:"body"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EstimateResponse) Reset() {
+	*x = EstimateResponse{}
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EstimateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EstimateResponse) ProtoMessage() {}
+
+func (x *EstimateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_chunkd_v1_chunkd_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EstimateResponse.ProtoReflect.Descriptor instead.
+func (*EstimateResponse) Descriptor() ([]byte, []int) {
+	return file_chunkd_v1_chunkd_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *EstimateResponse) GetBody() isEstimateResponse_Body {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *EstimateResponse) GetProgress() *EstimateProgress {
+	if x != nil {
+		if x, ok := x.Body.(*EstimateResponse_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+func (x *EstimateResponse) GetResult() *EstimateResult {
+	if x != nil {
+		if x, ok := x.Body.(*EstimateResponse_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+type isEstimateResponse_Body interface {
+	isEstimateResponse_Body()
+}
+
+type EstimateResponse_Progress struct {
+	// Sent now and then while the stream is read.
+	Progress *EstimateProgress `protobuf:"bytes,1,opt,name=progress,proto3,oneof"`
+}
+
+type EstimateResponse_Result struct {
+	// Sent last.
+	Result *EstimateResult `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+func (*EstimateResponse_Progress) isEstimateResponse_Body() {}
+
+func (*EstimateResponse_Result) isEstimateResponse_Body() {}
+
 var File_chunkd_v1_chunkd_proto protoreflect.FileDescriptor
 
 const file_chunkd_v1_chunkd_proto_rawDesc = "" +
@@ -2125,7 +2930,74 @@ const file_chunkd_v1_chunkd_proto_rawDesc = "" +
 	"\x10chunking_backend\x18\x04 \x01(\tR\x0fchunkingBackend\x12#\n" +
 	"\rindex_backend\x18\x05 \x01(\tR\findexBackend\x12*\n" +
 	"\x11max_message_bytes\x18\x06 \x01(\x04R\x0fmaxMessageBytes\x12,\n" +
-	"\x12max_inflight_bytes\x18\a \x01(\x04R\x10maxInflightBytes*\xc4\x01\n" +
+	"\x12max_inflight_bytes\x18\a \x01(\x04R\x10maxInflightBytes\"Z\n" +
+	"\vEstimateSet\x12\x14\n" +
+	"\x05label\x18\x01 \x01(\tR\x05label\x125\n" +
+	"\bchunking\x18\x02 \x01(\v2\x19.chunkd.v1.ChunkingParamsR\bchunking\"\xbe\x01\n" +
+	"\x0eEstimateParams\x12*\n" +
+	"\x04sets\x18\x01 \x03(\v2\x16.chunkd.v1.EstimateSetR\x04sets\x12\x1f\n" +
+	"\vsample_rate\x18\x02 \x01(\rR\n" +
+	"sampleRate\x12A\n" +
+	"\vfingerprint\x18\x03 \x01(\x0e2\x1f.chunkd.v1.FingerprintAlgorithmR\vfingerprint\x12\x1c\n" +
+	"\tnamespace\x18\x04 \x01(\tR\tnamespace\"x\n" +
+	"\x0fEstimateRequest\x121\n" +
+	"\x06params\x18\x01 \x01(\v2\x19.chunkd.v1.EstimateParamsR\x06params\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x1e\n" +
+	"\vend_of_file\x18\x03 \x01(\bR\tendOfFile\"[\n" +
+	"\n" +
+	"SizeBucket\x12\x1f\n" +
+	"\vlower_bound\x18\x01 \x01(\x04R\n" +
+	"lowerBound\x12\x16\n" +
+	"\x06chunks\x18\x02 \x01(\x04R\x06chunks\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\"m\n" +
+	"\tIndexCost\x12\x18\n" +
+	"\abackend\x18\x01 \x01(\tR\abackend\x12\x18\n" +
+	"\aentries\x18\x02 \x01(\x04R\aentries\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\x12\x16\n" +
+	"\x06medium\x18\x04 \x01(\tR\x06medium\"\xd4\x06\n" +
+	"\vSetEstimate\x12\x14\n" +
+	"\x05label\x18\x01 \x01(\tR\x05label\x125\n" +
+	"\bchunking\x18\x02 \x01(\v2\x19.chunkd.v1.ChunkingParamsR\bchunking\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\x12\x16\n" +
+	"\x06chunks\x18\x04 \x01(\x04R\x06chunks\x12#\n" +
+	"\runique_chunks\x18\x05 \x01(\x04R\funiqueChunks\x12!\n" +
+	"\funique_bytes\x18\x06 \x01(\x04R\vuniqueBytes\x12\x1f\n" +
+	"\vdedup_ratio\x18\a \x01(\x01R\n" +
+	"dedupRatio\x123\n" +
+	"\thistogram\x18\b \x03(\v2\x15.chunkd.v1.SizeBucketR\thistogram\x12&\n" +
+	"\x0fmean_chunk_size\x18\t \x01(\x01R\rmeanChunkSize\x12$\n" +
+	"\x0emin_chunk_size\x18\n" +
+	" \x01(\rR\fminChunkSize\x12$\n" +
+	"\x0ep50_chunk_size\x18\v \x01(\rR\fp50ChunkSize\x12$\n" +
+	"\x0ep90_chunk_size\x18\f \x01(\rR\fp90ChunkSize\x12$\n" +
+	"\x0ep99_chunk_size\x18\r \x01(\rR\fp99ChunkSize\x12$\n" +
+	"\x0emax_chunk_size\x18\x0e \x01(\rR\fmaxChunkSize\x12\x18\n" +
+	"\asampled\x18\x0f \x01(\bR\asampled\x122\n" +
+	"\x15sampled_unique_chunks\x18\x10 \x01(\x04R\x13sampledUniqueChunks\x12\x1b\n" +
+	"\tratio_low\x18\x11 \x01(\x01R\bratioLow\x12\x1d\n" +
+	"\n" +
+	"ratio_high\x18\x12 \x01(\x01R\tratioHigh\x12,\n" +
+	"\x0fnamespace_bytes\x18\x13 \x01(\x04H\x00R\x0enamespaceBytes\x88\x01\x01\x12.\n" +
+	"\x10namespace_chunks\x18\x14 \x01(\x04H\x01R\x0fnamespaceChunks\x88\x01\x01\x125\n" +
+	"\vindex_costs\x18\x15 \x03(\v2\x14.chunkd.v1.IndexCostR\n" +
+	"indexCostsB\x12\n" +
+	"\x10_namespace_bytesB\x13\n" +
+	"\x11_namespace_chunks\">\n" +
+	"\x10EstimateProgress\x12\x14\n" +
+	"\x05bytes\x18\x01 \x01(\x04R\x05bytes\x12\x14\n" +
+	"\x05files\x18\x02 \x01(\x04R\x05files\"\xd7\x01\n" +
+	"\x0eEstimateResult\x12*\n" +
+	"\x04sets\x18\x01 \x03(\v2\x16.chunkd.v1.SetEstimateR\x04sets\x12\x1f\n" +
+	"\vtotal_bytes\x18\x02 \x01(\x04R\n" +
+	"totalBytes\x12\x14\n" +
+	"\x05files\x18\x03 \x01(\x04R\x05files\x12\x1f\n" +
+	"\vsample_rate\x18\x04 \x01(\rR\n" +
+	"sampleRate\x12A\n" +
+	"\vfingerprint\x18\x05 \x01(\x0e2\x1f.chunkd.v1.FingerprintAlgorithmR\vfingerprint\"\x8a\x01\n" +
+	"\x10EstimateResponse\x129\n" +
+	"\bprogress\x18\x01 \x01(\v2\x1b.chunkd.v1.EstimateProgressH\x00R\bprogress\x123\n" +
+	"\x06result\x18\x02 \x01(\v2\x19.chunkd.v1.EstimateResultH\x00R\x06resultB\x06\n" +
+	"\x04body*\xc4\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ALGORITHM_FASTCDC\x10\x01\x12\x13\n" +
@@ -2168,13 +3040,14 @@ const file_chunkd_v1_chunkd_proto_rawDesc = "" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\v\x12\"\n" +
 	"\x1eERROR_REASON_PERMISSION_DENIED\x10\f\x12\x1e\n" +
 	"\x1aERROR_REASON_SHUTTING_DOWN\x10\r\x12\"\n" +
-	"\x1eERROR_REASON_INDEX_UNAVAILABLE\x10\x0e2\xf2\x02\n" +
+	"\x1eERROR_REASON_INDEX_UNAVAILABLE\x10\x0e2\xbb\x03\n" +
 	"\fChunkService\x12>\n" +
 	"\x05Chunk\x12\x17.chunkd.v1.ChunkRequest\x1a\x18.chunkd.v1.ChunkResponse(\x010\x01\x12>\n" +
 	"\x05Dedup\x12\x17.chunkd.v1.DedupRequest\x1a\x18.chunkd.v1.DedupResponse(\x010\x01\x12L\n" +
 	"\vFindMissing\x12\x1d.chunkd.v1.FindMissingRequest\x1a\x1e.chunkd.v1.FindMissingResponse\x12@\n" +
 	"\aRelease\x12\x19.chunkd.v1.ReleaseRequest\x1a\x1a.chunkd.v1.ReleaseResponse\x12R\n" +
-	"\rGetServerInfo\x12\x1f.chunkd.v1.GetServerInfoRequest\x1a .chunkd.v1.GetServerInfoResponseB7Z5github.com/chunkd/chunkd/clients/go/chunkdpb;chunkdpbb\x06proto3"
+	"\rGetServerInfo\x12\x1f.chunkd.v1.GetServerInfoRequest\x1a .chunkd.v1.GetServerInfoResponse\x12G\n" +
+	"\bEstimate\x12\x1a.chunkd.v1.EstimateRequest\x1a\x1b.chunkd.v1.EstimateResponse(\x010\x01B7Z5github.com/chunkd/chunkd/clients/go/chunkdpb;chunkdpbb\x06proto3"
 
 var (
 	file_chunkd_v1_chunkd_proto_rawDescOnce sync.Once
@@ -2189,7 +3062,7 @@ func file_chunkd_v1_chunkd_proto_rawDescGZIP() []byte {
 }
 
 var file_chunkd_v1_chunkd_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_chunkd_v1_chunkd_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_chunkd_v1_chunkd_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_chunkd_v1_chunkd_proto_goTypes = []any{
 	(Algorithm)(0),                // 0: chunkd.v1.Algorithm
 	(FingerprintAlgorithm)(0),     // 1: chunkd.v1.FingerprintAlgorithm
@@ -2217,6 +3090,15 @@ var file_chunkd_v1_chunkd_proto_goTypes = []any{
 	(*ParamRange)(nil),            // 23: chunkd.v1.ParamRange
 	(*AlgorithmInfo)(nil),         // 24: chunkd.v1.AlgorithmInfo
 	(*GetServerInfoResponse)(nil), // 25: chunkd.v1.GetServerInfoResponse
+	(*EstimateSet)(nil),           // 26: chunkd.v1.EstimateSet
+	(*EstimateParams)(nil),        // 27: chunkd.v1.EstimateParams
+	(*EstimateRequest)(nil),       // 28: chunkd.v1.EstimateRequest
+	(*SizeBucket)(nil),            // 29: chunkd.v1.SizeBucket
+	(*IndexCost)(nil),             // 30: chunkd.v1.IndexCost
+	(*SetEstimate)(nil),           // 31: chunkd.v1.SetEstimate
+	(*EstimateProgress)(nil),      // 32: chunkd.v1.EstimateProgress
+	(*EstimateResult)(nil),        // 33: chunkd.v1.EstimateResult
+	(*EstimateResponse)(nil),      // 34: chunkd.v1.EstimateResponse
 }
 var file_chunkd_v1_chunkd_proto_depIdxs = []int32{
 	0,  // 0: chunkd.v1.ChunkingParams.algorithm:type_name -> chunkd.v1.Algorithm
@@ -2244,21 +3126,34 @@ var file_chunkd_v1_chunkd_proto_depIdxs = []int32{
 	23, // 22: chunkd.v1.AlgorithmInfo.polynomial:type_name -> chunkd.v1.ParamRange
 	24, // 23: chunkd.v1.GetServerInfoResponse.algorithms:type_name -> chunkd.v1.AlgorithmInfo
 	1,  // 24: chunkd.v1.GetServerInfoResponse.fingerprints:type_name -> chunkd.v1.FingerprintAlgorithm
-	8,  // 25: chunkd.v1.ChunkService.Chunk:input_type -> chunkd.v1.ChunkRequest
-	13, // 26: chunkd.v1.ChunkService.Dedup:input_type -> chunkd.v1.DedupRequest
-	18, // 27: chunkd.v1.ChunkService.FindMissing:input_type -> chunkd.v1.FindMissingRequest
-	20, // 28: chunkd.v1.ChunkService.Release:input_type -> chunkd.v1.ReleaseRequest
-	22, // 29: chunkd.v1.ChunkService.GetServerInfo:input_type -> chunkd.v1.GetServerInfoRequest
-	11, // 30: chunkd.v1.ChunkService.Chunk:output_type -> chunkd.v1.ChunkResponse
-	17, // 31: chunkd.v1.ChunkService.Dedup:output_type -> chunkd.v1.DedupResponse
-	19, // 32: chunkd.v1.ChunkService.FindMissing:output_type -> chunkd.v1.FindMissingResponse
-	21, // 33: chunkd.v1.ChunkService.Release:output_type -> chunkd.v1.ReleaseResponse
-	25, // 34: chunkd.v1.ChunkService.GetServerInfo:output_type -> chunkd.v1.GetServerInfoResponse
-	30, // [30:35] is the sub-list for method output_type
-	25, // [25:30] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	5,  // 25: chunkd.v1.EstimateSet.chunking:type_name -> chunkd.v1.ChunkingParams
+	26, // 26: chunkd.v1.EstimateParams.sets:type_name -> chunkd.v1.EstimateSet
+	1,  // 27: chunkd.v1.EstimateParams.fingerprint:type_name -> chunkd.v1.FingerprintAlgorithm
+	27, // 28: chunkd.v1.EstimateRequest.params:type_name -> chunkd.v1.EstimateParams
+	5,  // 29: chunkd.v1.SetEstimate.chunking:type_name -> chunkd.v1.ChunkingParams
+	29, // 30: chunkd.v1.SetEstimate.histogram:type_name -> chunkd.v1.SizeBucket
+	30, // 31: chunkd.v1.SetEstimate.index_costs:type_name -> chunkd.v1.IndexCost
+	31, // 32: chunkd.v1.EstimateResult.sets:type_name -> chunkd.v1.SetEstimate
+	1,  // 33: chunkd.v1.EstimateResult.fingerprint:type_name -> chunkd.v1.FingerprintAlgorithm
+	32, // 34: chunkd.v1.EstimateResponse.progress:type_name -> chunkd.v1.EstimateProgress
+	33, // 35: chunkd.v1.EstimateResponse.result:type_name -> chunkd.v1.EstimateResult
+	8,  // 36: chunkd.v1.ChunkService.Chunk:input_type -> chunkd.v1.ChunkRequest
+	13, // 37: chunkd.v1.ChunkService.Dedup:input_type -> chunkd.v1.DedupRequest
+	18, // 38: chunkd.v1.ChunkService.FindMissing:input_type -> chunkd.v1.FindMissingRequest
+	20, // 39: chunkd.v1.ChunkService.Release:input_type -> chunkd.v1.ReleaseRequest
+	22, // 40: chunkd.v1.ChunkService.GetServerInfo:input_type -> chunkd.v1.GetServerInfoRequest
+	28, // 41: chunkd.v1.ChunkService.Estimate:input_type -> chunkd.v1.EstimateRequest
+	11, // 42: chunkd.v1.ChunkService.Chunk:output_type -> chunkd.v1.ChunkResponse
+	17, // 43: chunkd.v1.ChunkService.Dedup:output_type -> chunkd.v1.DedupResponse
+	19, // 44: chunkd.v1.ChunkService.FindMissing:output_type -> chunkd.v1.FindMissingResponse
+	21, // 45: chunkd.v1.ChunkService.Release:output_type -> chunkd.v1.ReleaseResponse
+	25, // 46: chunkd.v1.ChunkService.GetServerInfo:output_type -> chunkd.v1.GetServerInfoResponse
+	34, // 47: chunkd.v1.ChunkService.Estimate:output_type -> chunkd.v1.EstimateResponse
+	42, // [42:48] is the sub-list for method output_type
+	36, // [36:42] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_chunkd_v1_chunkd_proto_init() }
@@ -2275,13 +3170,18 @@ func file_chunkd_v1_chunkd_proto_init() {
 		(*DedupResponse_Batch)(nil),
 		(*DedupResponse_Summary)(nil),
 	}
+	file_chunkd_v1_chunkd_proto_msgTypes[26].OneofWrappers = []any{}
+	file_chunkd_v1_chunkd_proto_msgTypes[29].OneofWrappers = []any{
+		(*EstimateResponse_Progress)(nil),
+		(*EstimateResponse_Result)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chunkd_v1_chunkd_proto_rawDesc), len(file_chunkd_v1_chunkd_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   21,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

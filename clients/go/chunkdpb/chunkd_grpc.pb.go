@@ -36,6 +36,7 @@ const (
 	ChunkService_FindMissing_FullMethodName   = "/chunkd.v1.ChunkService/FindMissing"
 	ChunkService_Release_FullMethodName       = "/chunkd.v1.ChunkService/Release"
 	ChunkService_GetServerInfo_FullMethodName = "/chunkd.v1.ChunkService/GetServerInfo"
+	ChunkService_Estimate_FullMethodName      = "/chunkd.v1.ChunkService/Estimate"
 )
 
 // ChunkServiceClient is the client API for ChunkService service.
@@ -83,6 +84,20 @@ type ChunkServiceClient interface {
 	// Describes this server: version, algorithms with their parameter limits,
 	// the active chunking backend, the index backend and the server's limits.
 	GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error)
+	// Estimates how a data set would deduplicate under up to 16 chunking
+	// parameter sets at once (docs/estimate.md): the client streams the data
+	// set's bytes (several files as one stream, each ended by `end_of_file`),
+	// the server cuts every set from the same bytes in one pass and answers,
+	// per set, the chunks, the unique chunks and bytes, the dedup ratio, the
+	// chunk size distribution and what an index of it would take. Nothing is
+	// written to any index; with `namespace` the server also reads which
+	// chunks that namespace already holds. Responses: progress messages while
+	// it reads, the result last. Errors as for Chunk (INVALID_ARGUMENT names
+	// the set and its parameter), plus RESOURCE_EXHAUSTED with reason
+	// STREAM_MEMORY when an exact estimate would keep more distinct chunks
+	// than the server allows a stream (sample with `sample_rate`), and, with
+	// a namespace, the index's errors as for FindMissing.
+	Estimate(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[EstimateRequest, EstimateResponse], error)
 }
 
 type chunkServiceClient struct {
@@ -149,6 +164,19 @@ func (c *chunkServiceClient) GetServerInfo(ctx context.Context, in *GetServerInf
 	return out, nil
 }
 
+func (c *chunkServiceClient) Estimate(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[EstimateRequest, EstimateResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ChunkService_ServiceDesc.Streams[2], ChunkService_Estimate_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[EstimateRequest, EstimateResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ChunkService_EstimateClient = grpc.BidiStreamingClient[EstimateRequest, EstimateResponse]
+
 // ChunkServiceServer is the server API for ChunkService service.
 // All implementations must embed UnimplementedChunkServiceServer
 // for forward compatibility.
@@ -194,6 +222,20 @@ type ChunkServiceServer interface {
 	// Describes this server: version, algorithms with their parameter limits,
 	// the active chunking backend, the index backend and the server's limits.
 	GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error)
+	// Estimates how a data set would deduplicate under up to 16 chunking
+	// parameter sets at once (docs/estimate.md): the client streams the data
+	// set's bytes (several files as one stream, each ended by `end_of_file`),
+	// the server cuts every set from the same bytes in one pass and answers,
+	// per set, the chunks, the unique chunks and bytes, the dedup ratio, the
+	// chunk size distribution and what an index of it would take. Nothing is
+	// written to any index; with `namespace` the server also reads which
+	// chunks that namespace already holds. Responses: progress messages while
+	// it reads, the result last. Errors as for Chunk (INVALID_ARGUMENT names
+	// the set and its parameter), plus RESOURCE_EXHAUSTED with reason
+	// STREAM_MEMORY when an exact estimate would keep more distinct chunks
+	// than the server allows a stream (sample with `sample_rate`), and, with
+	// a namespace, the index's errors as for FindMissing.
+	Estimate(grpc.BidiStreamingServer[EstimateRequest, EstimateResponse]) error
 	mustEmbedUnimplementedChunkServiceServer()
 }
 
@@ -218,6 +260,9 @@ func (UnimplementedChunkServiceServer) Release(context.Context, *ReleaseRequest)
 }
 func (UnimplementedChunkServiceServer) GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetServerInfo not implemented")
+}
+func (UnimplementedChunkServiceServer) Estimate(grpc.BidiStreamingServer[EstimateRequest, EstimateResponse]) error {
+	return status.Error(codes.Unimplemented, "method Estimate not implemented")
 }
 func (UnimplementedChunkServiceServer) mustEmbedUnimplementedChunkServiceServer() {}
 func (UnimplementedChunkServiceServer) testEmbeddedByValue()                      {}
@@ -308,6 +353,13 @@ func _ChunkService_GetServerInfo_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ChunkService_Estimate_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ChunkServiceServer).Estimate(&grpc.GenericServerStream[EstimateRequest, EstimateResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ChunkService_EstimateServer = grpc.BidiStreamingServer[EstimateRequest, EstimateResponse]
+
 // ChunkService_ServiceDesc is the grpc.ServiceDesc for ChunkService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -338,6 +390,12 @@ var ChunkService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Dedup",
 			Handler:       _ChunkService_Dedup_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Estimate",
+			Handler:       _ChunkService_Estimate_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

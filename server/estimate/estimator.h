@@ -1,0 +1,172 @@
+// Estimator: how a data set would deduplicate under several chunking
+// parameter sets, from one pass over its bytes (docs/estimate.md).
+//
+// The bytes arrive in pieces, files ended by EndFile(). Every set is cut from
+// the same piece while it is in cache; the FastCDC sets that share a Gear
+// table (the same seed) are cut by one group that rolls the hash once and
+// tests every set's masks (chunking/fastcdc_group.h). Each chunk is
+// fingerprinted (XXH3-128, or SHA-256 for a namespace comparison) and, when
+// its fingerprint falls in the sampled 1 / sample_rate of the hash space,
+// counted in the set's table of distinct chunks. Sizes, counts and the
+// histogram count every chunk; the distinct chunks, their bytes and the
+// ratio come from the table, scaled by sample_rate when sampled, with a 95 %
+// confidence interval of the ratio.
+//
+// Promises: with sample_rate 1 the result's unique chunks and bytes are
+// those of the distinct fingerprints of the chunks StreamChunker gives for
+// each set, file by file — whatever the kernel set, the threads or the
+// split into pieces; memory holds the chunkers' buffers and one table entry
+// per distinct sampled chunk, at most max_entries over all sets.
+//
+// Thread safety: not thread-safe; one data set, one thread at a time (the
+// executor of EngineOptions runs parts of a call on other threads).
+#ifndef CHUNKD_ESTIMATE_ESTIMATOR_H_
+#define CHUNKD_ESTIMATE_ESTIMATOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "chunkd/chunker.h"
+
+namespace chunkd::estimate {
+
+// Limits of EstimatorOptions, the same as the Estimate RPC's.
+inline constexpr size_t kMaxSets = 16;
+inline constexpr uint32_t kMaxSampleRate = uint32_t{1} << 20;
+inline constexpr size_t kMaxLabelBytes = 256;
+
+// How chunks are told apart.
+enum class FingerprintKind { kXxh128, kSha256 };
+
+// One parameter set: a label the caller chose and the chunking (validated
+// by Create with chunking::ValidateOptions).
+struct SetSpec {
+  std::string label;
+  chunking::ChunkerOptions options;
+};
+
+struct EstimatorOptions {
+  std::vector<SetSpec> sets;  // 1..kMaxSets
+  // Keep a distinct chunk when its fingerprint's first 8 bytes, read
+  // big-endian, are at most UINT64_MAX / sample_rate. 1: exact.
+  uint32_t sample_rate = 1;
+  FingerprintKind fingerprint = FingerprintKind::kXxh128;
+  // Kernel set, executor (threads), strategy: as StreamChunker's.
+  chunking::EngineOptions engine;
+  // The most distinct sampled chunks kept over all sets; past it Append and
+  // EndFile fail with RESOURCE_EXHAUSTED naming the limit and suggesting a
+  // sample rate. 0: no limit.
+  uint64_t max_entries = 0;
+};
+
+// Chunks with length in [lower_bound, 2 * lower_bound).
+struct SizeBucket {
+  uint64_t lower_bound = 0;
+  uint64_t chunks = 0;
+  uint64_t bytes = 0;
+};
+
+// What an index of `entries` entries takes in one backend
+// (index/entry_cost.h: the benchmarks' bytes per entry).
+struct IndexCostEstimate {
+  std::string backend;  // "memory", "rocksdb", "redis"
+  std::string medium;   // "memory" or "disk"
+  uint64_t entries = 0;
+  uint64_t bytes = 0;
+};
+
+// The estimate of one set; the fields mean what SetEstimate's in
+// proto/chunkd/v1/chunkd.proto say.
+struct SetResult {
+  std::string label;
+  chunking::ChunkerOptions options;
+  uint64_t bytes = 0;
+  uint64_t chunks = 0;
+  uint64_t unique_chunks = 0;
+  uint64_t unique_bytes = 0;
+  double dedup_ratio = 0;
+  std::vector<SizeBucket> histogram;  // non-empty buckets, ascending
+  double mean_chunk_size = 0;
+  uint32_t min_chunk_size = 0;
+  uint32_t p50_chunk_size = 0;
+  uint32_t p90_chunk_size = 0;
+  uint32_t p99_chunk_size = 0;
+  uint32_t max_chunk_size = 0;
+  bool sampled = false;
+  uint64_t sampled_unique_chunks = 0;
+  bool has_interval = false;  // sampled, at least two distinct chunks kept
+  double ratio_low = 0;
+  double ratio_high = 0;
+  std::vector<IndexCostEstimate> index_costs;
+};
+
+// One distinct chunk kept in a set's table.
+struct KeptChunk {
+  absl::string_view fingerprint;  // 16 (xxh128) or 32 (sha256) bytes
+  uint32_t length = 0;
+  uint64_t copies = 0;  // times the data set holds it
+};
+
+class Estimator {
+ public:
+  // INVALID_ARGUMENT naming the problem: no set or more than kMaxSets, a
+  // label longer than kMaxLabelBytes, a sample_rate of 0 or above
+  // kMaxSampleRate, options ValidateOptions refuses ("set 2 (label): ..."),
+  // or the errors of chunking::PlanEngine.
+  static absl::StatusOr<std::unique_ptr<Estimator>> Create(
+      const EstimatorOptions& options);
+
+  Estimator(const Estimator&) = delete;
+  Estimator& operator=(const Estimator&) = delete;
+  ~Estimator();
+
+  // Feeds the next bytes of the current file.
+  absl::Status Append(absl::string_view piece);
+  // Ends the current file: every set cuts its last chunk; the next byte
+  // starts a new file. Without a byte since the last EndFile, nothing.
+  absl::Status EndFile();
+  // Ends the data set (EndFile first) and returns one result per set, in
+  // the order of the options. REQUIRES: called once; no Append after it.
+  absl::StatusOr<std::vector<SetResult>> Finish();
+
+  // Calls `fn` for every distinct chunk kept for set `set` (all of them when
+  // exact), in no particular order: for a namespace comparison. Valid until
+  // the estimator is destroyed.
+  void ForEachKept(size_t set,
+                   const std::function<void(const KeptChunk&)>& fn) const;
+
+  uint64_t bytes_in() const;
+  uint64_t files() const;
+  // Distinct chunks kept now over all sets.
+  uint64_t entries() const;
+  // Bytes the estimator holds now: chunkers' buffers and tables.
+  size_t memory_bytes() const;
+  const EstimatorOptions& options() const;
+
+ private:
+  class Impl;
+  explicit Estimator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// 95 % confidence interval of the ratio T / U estimated from a consistent
+// sample (docs/estimate.md): each kept distinct chunk j gives u_j = length,
+// t_j = length * copies; R = sum t / sum u; the linearized variance
+// (1 - 1/rate) * sum (t_j - R u_j)^2 / (sum u)^2. For tests and the server.
+struct RatioInterval {
+  double ratio = 0;
+  double low = 0;
+  double high = 0;
+  bool valid = false;  // at least two distinct chunks
+};
+
+}  // namespace chunkd::estimate
+
+#endif  // CHUNKD_ESTIMATE_ESTIMATOR_H_
