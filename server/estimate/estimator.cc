@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/numeric/int128.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -35,30 +36,36 @@ constexpr double kZ95 = 1.96;
 
 // The interval of the kept chunks that `for_each` visits (it calls its
 // argument with each one's length and copies), for a sample of 1 in `rate`.
+// The sums are exact integers, so the result does not depend on the order of
+// the visit (a table's order does): sum d_j^2 = sum t^2 - 2 R sum t u +
+// R^2 sum u^2, evaluated in long double.
 template <typename ForEach>
 RatioInterval IntervalOf(const ForEach& for_each, uint32_t rate) {
-  RatioInterval out;
-  double sum_u = 0;
-  double sum_t = 0;
+  absl::uint128 sum_u = 0, sum_t = 0, sum_tt = 0, sum_tu = 0, sum_uu = 0;
   uint64_t kept = 0;
   for_each([&](uint64_t length, uint64_t copies) {
-    sum_u += static_cast<double>(length);
-    sum_t += static_cast<double>(length) * static_cast<double>(copies);
+    const absl::uint128 u = length;
+    const absl::uint128 t = u * copies;
+    sum_u += u;
+    sum_t += t;
+    sum_tt += t * t;
+    sum_tu += t * u;
+    sum_uu += u * u;
     ++kept;
   });
+  RatioInterval out;
   if (kept == 0 || sum_u == 0) return out;
-  const double r = sum_t / sum_u;
-  double sum_d2 = 0;
-  for_each([&](uint64_t length, uint64_t copies) {
-    const double u = static_cast<double>(length);
-    const double d = u * static_cast<double>(copies) - r * u;
-    sum_d2 += d * d;
-  });
-  const double n = static_cast<double>(std::max<uint32_t>(rate, 1));
-  const double se = std::sqrt((1 - 1 / n) * sum_d2) / sum_u;
-  out.ratio = r;
-  out.low = std::max(1.0, r - kZ95 * se);
-  out.high = r + kZ95 * se;
+  const long double u = static_cast<long double>(sum_u);
+  const long double r = static_cast<long double>(sum_t) / u;
+  const long double d2 =
+      static_cast<long double>(sum_tt) -
+      2 * r * static_cast<long double>(sum_tu) +
+      r * r * static_cast<long double>(sum_uu);
+  const long double n = std::max<uint32_t>(rate, 1);
+  const long double se = std::sqrt((1 - 1 / n) * std::max(d2, 0.0L)) / u;
+  out.ratio = static_cast<double>(r);
+  out.low = std::max(1.0, static_cast<double>(r - kZ95 * se));
+  out.high = static_cast<double>(r + kZ95 * se);
   out.valid = kept >= 2;
   return out;
 }
