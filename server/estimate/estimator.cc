@@ -27,8 +27,9 @@ namespace {
 
 using chunking::Chunk;
 
-// Pieces are cut in slices of at most this many bytes, every set in turn, so
-// that the slice is still in cache when the next set reads it.
+// Pieces are cut in slices of this many bytes, every set in turn, so that
+// the slice is still in cache when the next set reads it; or longer, as long
+// as every chunker needs to cut them in place (InPlacePieceBytes).
 constexpr size_t kSliceBytes = size_t{1} << 20;
 
 // The normal quantile of a two-sided 95 % interval.
@@ -121,12 +122,13 @@ class Estimator::Impl {
       tallies_.emplace_back(options_.fingerprint, options_.sample_rate);
     }
     groups_ = GroupSets(set_options_, /*share_gear=*/false);
+    slice_bytes_ = std::max(kSliceBytes, InPlacePieceBytes(set_options_));
   }
 
   absl::Status Append(absl::string_view piece) {
     while (!piece.empty() && status_.ok()) {
       const absl::string_view slice =
-          piece.substr(0, std::min(piece.size(), kSliceBytes));
+          piece.substr(0, std::min(piece.size(), slice_bytes_));
       piece.remove_prefix(slice.size());
       if (cutters_.empty()) status_ = OpenFile();
       if (!status_.ok()) break;
@@ -255,6 +257,7 @@ class Estimator::Impl {
   const EstimatorOptions options_;
   std::vector<chunking::ChunkerOptions> set_options_;
   std::vector<CutterGroup> groups_;
+  size_t slice_bytes_ = kSliceBytes;
   std::vector<SetTally> tallies_;
   EntryBudget budget_;
   // The current file's cutters, one per group; empty between files.

@@ -86,6 +86,14 @@ std::vector<CutterGroup> GroupSets(const std::vector<ChunkerOptions>& sets,
   return groups;
 }
 
+size_t InPlacePieceBytes(const std::vector<ChunkerOptions>& sets) {
+  size_t bytes = 0;
+  for (const ChunkerOptions& options : sets) {
+    bytes = std::max(bytes, 4 * (kLeftContext + Span(options)));
+  }
+  return bytes;
+}
+
 size_t StreamChunkerMemoryBound(const ChunkerOptions& options,
                                 const chunking::EnginePlan& plan) {
   const size_t span = Span(options);

@@ -63,6 +63,11 @@ absl::StatusOr<std::unique_ptr<FileCutter>> NewFileCutter(
     const std::vector<chunking::ChunkerOptions>& sets,
     const chunking::EngineOptions& engine);
 
+// The shortest piece that every set's chunker cuts where it lies (smaller
+// ones are copied into its buffer): 4 * (256 + max_size) for the set of the
+// largest max_size (chunker.h, "Copies").
+size_t InPlacePieceBytes(const std::vector<chunking::ChunkerOptions>& sets);
+
 // The bound of chunker.h on a StreamChunker's buffers and bitmaps for
 // `options` run as `plan`.
 size_t StreamChunkerMemoryBound(const chunking::ChunkerOptions& options,
