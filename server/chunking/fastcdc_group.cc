@@ -23,6 +23,10 @@
 namespace chunkd::chunking {
 namespace {
 
+// Half of the 48 bytes whose Gear hash decides bits 0..47 of W(p).
+constexpr uint64_t kHashHalf = 24;
+static_assert(kFastCdcMasks.back() >> 48 == 0, "masks lie below bit 48");
+
 // Every set's filter, merged: a set whose masks share kFilterMinBits bits
 // gives that intersection, another its two masks. A filter joins a merged
 // one when what both keep has kFilterMinBits bits, or no fewer than the
@@ -196,18 +200,24 @@ void FastCdcGroup::Finish(std::vector<std::vector<Chunk>>* out) {
           /*at_end=*/true, out);
 }
 
-// The buffered bytes and the piece's first max_size_ + 64 bytes first (the
-// junction), scanned to its end: every set's chunks that start before the
-// piece are final there. Then the piece where it lies, whose first 64 bytes
-// are scanned, so that nothing reads before it; its tail becomes the buffer.
+// The buffered bytes and the piece's first bytes (the junction), scanned to
+// their end, the junction doubling until every set's chunks that start
+// before the piece are cut (at max_size + 64 bytes they all are). Then the
+// piece where it lies, from a scan at least 64 bytes into it, so that
+// nothing reads before it; its tail becomes the buffer.
 void FastCdcGroup::AppendInPlace(const uint8_t* bytes, size_t size,
                                  std::vector<std::vector<Chunk>>* out) {
   Compact(/*force=*/true);
   const uint64_t piece_base = base_ + buffer_.size();
-  const size_t junction = max_size_ + 64;
-  buffer_.insert(buffer_.end(), bytes, bytes + junction);
-  Process(View{buffer_.data(), buffer_.size(), base_}, /*drain=*/true,
-          /*at_end=*/false, out);
+  size_t copied = 0;
+  for (;;) {
+    const size_t next = std::min(size, std::max(kJunctionMin, 2 * copied));
+    buffer_.insert(buffer_.end(), bytes + copied, bytes + next);
+    copied = next;
+    Process(View{buffer_.data(), buffer_.size(), base_}, /*drain=*/true,
+            /*at_end=*/false, out);
+    if (KeepFrom() >= piece_base || copied == size) break;
+  }
   piece_ = View{bytes, size, piece_base};
   Process(piece_, /*drain=*/false, /*at_end=*/false, out);
   // The junction stays readable for ChunkData until the next call.
@@ -266,35 +276,50 @@ void FastCdcGroup::Scan(const View& view, uint64_t begin, uint64_t end) {
   }
 }
 
+// Only bits 0..47 of W(p) are ever tested (every kFastCdcMasks entry lies
+// below bit 48), and bit k depends on the last k + 1 bytes only: so the 48
+// bytes ending at p suffice, rolled in two independent halves joined by a
+// shift, or rolled on from the last candidate when it is close.
 uint64_t FastCdcGroup::HashAt(const View& view, uint64_t p) {
   const uint8_t* const d = view.data - view.base;  // indexed by position
-  uint64_t h = 0;
-  uint64_t from = p >= 63 ? p - 63 : 0;
-  if (have_last_ && last_.pos < p && p - last_.pos <= 64) {
-    // W(q + 1) = 2 W(q) + gear[data[q + 1]]: the byte 64 back leaves the
-    // 64 bits by the shift.
+  uint64_t h;
+  if (have_last_ && last_.pos < p && p - last_.pos <= kHashHalf) {
     h = last_.hash;
-    from = last_.pos + 1;
+    for (uint64_t q = last_.pos + 1; q <= p; ++q) h = (h << 1) + gear_[d[q]];
+  } else {
+    const uint64_t from = p >= 2 * kHashHalf - 1 ? p - (2 * kHashHalf - 1) : 0;
+    const uint64_t mid = p + 1 > kHashHalf ? p + 1 - kHashHalf : 0;
+    uint64_t hi = 0, lo = 0;
+    for (uint64_t q = from; q < mid; ++q) hi = (hi << 1) + gear_[d[q]];
+    for (uint64_t q = mid; q <= p; ++q) lo = (lo << 1) + gear_[d[q]];
+    h = (hi << (p + 1 - mid)) + lo;
   }
-  for (uint64_t q = from; q <= p; ++q) h = (h << 1) + gear_[d[q]];
   have_last_ = true;
   last_ = Candidate{p, h};
   return h;
 }
 
+// A chunk is cut as soon as its cut is decided: from max_size scanned
+// bytes on, or at the stream's end, whatever the selector answers; before,
+// from avg_size scanned bytes on, when the selector finds a cut before the
+// last pair it examined. That cut is the final one: with avail >= avg_size
+// the strict region and the restart are those of any longer avail, and the
+// first hit in a prefix of the loose region is the first in all of it.
 void FastCdcGroup::SelectAll(const View& view, bool at_end,
                              std::vector<std::vector<Chunk>>* out) {
   const uint64_t end = view.base + view.size;
+  const bool whole = at_end && scanned_ == end;  // the stream ends there
   for (size_t i = 0; i < sets_.size(); ++i) {
     Set& set = sets_[i];
-    while (set.start < end) {
-      const size_t avail = static_cast<size_t>(end - set.start);
-      if (!at_end && avail < set.params.max_size) break;
-      if (scanned_ < set.start + std::min(avail, set.params.max_size)) break;
+    while (set.start < scanned_) {
+      const size_t avail = static_cast<size_t>(scanned_ - set.start);
+      const bool decided = whole || avail >= set.params.max_size;
+      if (!decided && avail < set.params.avg_size) break;
       ListSource source(*this, set);
       const stage2::Cut cut = stage2::SelectFastCdc(
           set.params, view.data + (set.start - view.base), set.start, avail,
           source);
+      if (!decided && cut.length >= (avail & ~size_t{1})) break;
       (*out)[i].push_back(
           Chunk{set.start, static_cast<uint32_t>(cut.length), cut.hash});
       set.start += cut.length;

@@ -24,20 +24,25 @@
 // merged while the merged filter keeps kFilterMinBits bits, and the kernel
 // tests two filters per run over the data.
 //
-// The stream is scanned in blocks of kScanBlock bytes, each block's chunks
-// cut right after it while its bytes are in cache. A piece of at least
-// 2 * (max(max_size) + 64) bytes is cut where it lies; only its first
-// max(max_size) + 64 bytes and the bytes after the last final chunk of the
-// slowest set are copied. Smaller pieces are gathered in a buffer.
+// The stream is scanned in blocks of kScanBlock bytes, and after each block
+// every set cuts the chunks whose cut is decided, while their bytes are in
+// cache: a chunk is decided once max_size bytes from its start are scanned,
+// or the stream ends — or earlier, from avg_size bytes on, when the
+// selector finds a cut before the scanned end (fastcdc_group.cc says why
+// that cut is final). A piece of at least 2 * (max(max_size) + 64) bytes is
+// cut where it lies: only its first bytes, until the chunks that started
+// before it are cut (kJunctionMin, doubling, at most max(max_size) + 64),
+// and its tail from the slowest set's chunk in progress on are copied.
+// Smaller pieces are gathered in a buffer.
 //
 // Memory (memory_bytes()): the buffer — the slowest set's chunk in progress
-// (< max(max_size)), up to kScanBlock bytes not yet scanned, 63 bytes of
+// (< max(max_size)), up to kScanMin bytes not yet scanned, 63 bytes of
 // window and the pieces appended since the last compaction (at most as many
-// bytes again) — a copy of the last large piece's first max(max_size) + 64
-// bytes, the candidates of the positions between the slowest set's chunk
-// start and the end of the scan (16 bytes each; one in ~1000 positions on
-// varied data, on constant data possibly every position), and two bitmaps
-// of kScanBlock bits. Independent of the stream's length.
+// bytes again) — a copy of the last large piece's first bytes, the
+// candidates of the positions between the slowest set's chunk start and
+// the end of the scan (16 bytes each; one in ~1000 positions on varied
+// data, on constant data possibly every position), and three bitmaps of
+// kScanBlock bits. Independent of the stream's length.
 //
 // Thread safety: not thread-safe (one stream, one thread at a time); copy
 // and move disabled. One thread always: EngineOptions::executor, strategy,
@@ -70,6 +75,9 @@ class FastCdcGroup {
   // waits for before the stream's end.
   static constexpr size_t kScanBlock = size_t{64} << 10;
   static constexpr size_t kScanMin = size_t{16} << 10;
+  // The first bytes of a large piece copied to cut the chunks that started
+  // before it (doubled until they are cut).
+  static constexpr size_t kJunctionMin = size_t{16} << 10;
 
   // sets: 1 to kMaxSets fastcdc options, all with the same seed, each valid
   // (ValidateOptions); INVALID_ARGUMENT otherwise, naming the set ("set 2:
