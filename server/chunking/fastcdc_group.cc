@@ -301,10 +301,12 @@ uint64_t FastCdcGroup::HashAt(const View& view, uint64_t p) {
 
 // A chunk is cut as soon as its cut is decided: from max_size scanned
 // bytes on, or at the stream's end, whatever the selector answers; before,
-// from avg_size scanned bytes on, when the selector finds a cut before the
-// last pair it examined. That cut is the final one: with avail >= avg_size
-// the strict region and the restart are those of any longer avail, and the
-// first hit in a prefix of the loose region is the first in all of it.
+// when the selector, given the avail scanned bytes, finds a cut before the
+// last pair it examines. That cut is the final one: with more bytes the
+// restart is the same, the strict region [m + 64, c) ends at avg_size or
+// later (with fewer than avg_size, at the end of what was examined), and
+// the loose region only grows at its end; the first hit in a prefix is the
+// first hit in all of it.
 void FastCdcGroup::SelectAll(const View& view, bool at_end,
                              std::vector<std::vector<Chunk>>* out) {
   const uint64_t end = view.base + view.size;
@@ -314,7 +316,7 @@ void FastCdcGroup::SelectAll(const View& view, bool at_end,
     while (set.start < scanned_) {
       const size_t avail = static_cast<size_t>(scanned_ - set.start);
       const bool decided = whole || avail >= set.params.max_size;
-      if (!decided && avail < set.params.avg_size) break;
+      if (!decided && avail <= set.params.min_size) break;
       ListSource source(*this, set);
       const stage2::Cut cut = stage2::SelectFastCdc(
           set.params, view.data + (set.start - view.base), set.start, avail,

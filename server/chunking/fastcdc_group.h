@@ -27,7 +27,7 @@
 // The stream is scanned in blocks of kScanBlock bytes, and after each block
 // every set cuts the chunks whose cut is decided, while their bytes are in
 // cache: a chunk is decided once max_size bytes from its start are scanned,
-// or the stream ends — or earlier, from avg_size bytes on, when the
+// or the stream ends — or earlier, when the
 // selector finds a cut before the scanned end (fastcdc_group.cc says why
 // that cut is final). A piece of at least 2 * (max(max_size) + 64) bytes is
 // cut where it lies: only its first bytes, until the chunks that started

@@ -61,6 +61,7 @@ std::vector<ChunkerOptions> SixteenSets(uint64_t seed) {
   return sets;
 }
 
+// Whole: one piece; one byte at a time; random sizes.
 enum class Split { kWhole, kOneByte, kRandom };
 
 // Feeds `data` as `split` says and checks each chunk's bytes as it comes.
@@ -86,7 +87,13 @@ std::vector<std::vector<Chunk>> RunGroup(FastCdcGroup& group, const Bytes& data,
   while (pos < data.size()) {
     size_t n = data.size() - pos;
     if (split == Split::kOneByte) n = 1;
-    if (split == Split::kRandom) n = std::min<size_t>(n, 1 + rng() % 300000);
+    if (split == Split::kRandom) {
+      // Small pieces, gathered, and large ones, cut in place (from
+      // 2 * (max_size + 64) bytes on) with a junction after a carry.
+      const uint64_t r = rng();
+      n = std::min<size_t>(n, r % 2 == 0 ? 1 + (r >> 1) % 300000
+                                         : 530000 + (r >> 1) % 700000);
+    }
     group.Append(absl::string_view(
                      reinterpret_cast<const char*>(data.data()) + pos, n),
                  &out);
