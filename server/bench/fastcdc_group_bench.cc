@@ -152,9 +152,8 @@ double RunFilter(const std::vector<uint8_t>& data, uint64_t* sink) {
   const chunkd::chunking::kernels::KernelSet& kernel =
       chunkd::chunking::kernels::BestKernelSet();
   const ChunkerOptions o = Sets()[0];
-  const chunkd::chunking::FastCdcCutter cutter(o.min_size, o.avg_size,
-                                               o.max_size,
-                                               o.normalization_level, o.seed);
+  const chunkd::chunking::FastCdcCutter cutter(
+      o.min_size, o.avg_size, o.max_size, o.normalization_level, o.seed);
   uint64_t common = ~uint64_t{0};
   for (const ChunkerOptions& set : Sets()) {
     const chunkd::chunking::FastCdcCutter c(set.min_size, set.avg_size,
@@ -168,8 +167,8 @@ double RunFilter(const std::vector<uint8_t>& data, uint64_t* sink) {
   std::vector<uint64_t> a(block / 64), b(block / 64);
   const Clock::time_point t0 = Clock::now();
   for (size_t pos = 0; pos < data.size(); pos += block) {
-    kernel.fastcdc(data.data(), pos, std::min(data.size(), pos + block),
-                   params, a.data(), b.data());
+    kernel.fastcdc(data.data(), pos, std::min(data.size(), pos + block), params,
+                   a.data(), b.data());
     *sink += a[0];
   }
   return Seconds(t0);
@@ -193,7 +192,8 @@ double RunRead(const std::vector<uint8_t>& data, uint64_t* sink) {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const size_t size = absl::GetFlag(FLAGS_size_mib) << 20;
-  const size_t piece = std::max<size_t>(1, absl::GetFlag(FLAGS_piece_kib) << 10);
+  const size_t piece =
+      std::max<size_t>(1, absl::GetFlag(FLAGS_piece_kib) << 10);
   const int runs = std::max(1, absl::GetFlag(FLAGS_runs));
   std::vector<uint8_t> data(size);
   std::mt19937_64 rng(20260531);
@@ -205,7 +205,8 @@ int main(int argc, char** argv) {
   uint64_t sink = 0;
   std::vector<Digest> dg, ds;
   if (absl::GetFlag(FLAGS_group_only)) {
-    for (int r = 0; r < runs; ++r) group = std::min(group, RunGroup(data, piece, &dg));
+    for (int r = 0; r < runs; ++r)
+      group = std::min(group, RunGroup(data, piece, &dg));
     std::printf("group: %.3f s\n", group);
     return 0;
   }
@@ -219,10 +220,10 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::printf("fastcdc_group_bench: %zu MiB random, pieces of %zu KiB, "
-              "4 sets, one thread, best of %d (sink %llu)\n",
-              size >> 20, piece >> 10, runs,
-              static_cast<unsigned long long>(sink & 1));
+  std::printf(
+      "fastcdc_group_bench: %zu MiB random, pieces of %zu KiB, "
+      "4 sets, one thread, best of %d (sink %llu)\n",
+      size >> 20, piece >> 10, runs, static_cast<unsigned long long>(sink & 1));
   for (size_t i = 0; i < dg.size(); ++i) {
     std::printf("  set %zu: %llu chunks\n", i,
                 static_cast<unsigned long long>(dg[i].chunks));

@@ -71,20 +71,18 @@ absl::Status CheckSets(const std::vector<ChunkerOptions>& sets) {
   }
   for (size_t i = 0; i < sets.size(); ++i) {
     if (sets[i].algorithm != Algorithm::kFastCdc) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("set ", i, ": algorithm ",
-                       AlgorithmName(sets[i].algorithm),
-                       "; a FastCDC group takes fastcdc sets only"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "set ", i, ": algorithm ", AlgorithmName(sets[i].algorithm),
+          "; a FastCDC group takes fastcdc sets only"));
     }
     if (absl::Status s = ValidateOptions(sets[i]); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("set ", i, ": ", s.message()));
     }
     if (sets[i].seed != sets[0].seed) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("set ", i, ": seed ", sets[i].seed,
-                       " differs from set 0's seed ", sets[0].seed,
-                       "; the sets of a FastCDC group share the Gear table"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "set ", i, ": seed ", sets[i].seed, " differs from set 0's seed ",
+          sets[0].seed, "; the sets of a FastCDC group share the Gear table"));
     }
   }
   return absl::OkStatus();
@@ -100,8 +98,7 @@ absl::StatusOr<const kernels::KernelSet*> KernelFor(
     }
     return engine.kernel;
   }
-  absl::StatusOr<const kernels::KernelSet*> forced =
-      kernels::ForcedKernelSet();
+  absl::StatusOr<const kernels::KernelSet*> forced = kernels::ForcedKernelSet();
   if (!forced.ok() || *forced != nullptr) return forced;
   return &kernels::BestKernelSet();
 }
@@ -120,8 +117,8 @@ class FastCdcGroup::ListSource {
         set_(set) {}
 
   uint64_t FindFirst(int which, uint64_t lo, uint64_t hi) {
-    const uint64_t mask = which == stage2::kFirst ? set_.params.mask_s
-                                                  : set_.params.mask_l;
+    const uint64_t mask =
+        which == stage2::kFirst ? set_.params.mask_s : set_.params.mask_l;
     uint64_t k = set_.cursor;
     while (k < end_ && list_[k - first_].pos < lo) ++k;
     set_.cursor = k;
@@ -231,8 +228,8 @@ void FastCdcGroup::Process(const View& view, bool drain, bool at_end,
                            std::vector<std::vector<Chunk>>* out) {
   const uint64_t end = view.base + view.size;
   for (;;) {
-    const bool scan = scanned_ < end && (drain || at_end ||
-                                         end - scanned_ >= kScanMin);
+    const bool scan =
+        scanned_ < end && (drain || at_end || end - scanned_ >= kScanMin);
     if (scan) {
       const uint64_t stop = std::min<uint64_t>(end, scanned_ + kScanBlock);
       Scan(view, scanned_, stop);
@@ -318,9 +315,9 @@ void FastCdcGroup::SelectAll(const View& view, bool at_end,
       const bool decided = whole || avail >= set.params.max_size;
       if (!decided && avail <= set.params.min_size) break;
       ListSource source(*this, set);
-      const stage2::Cut cut = stage2::SelectFastCdc(
-          set.params, view.data + (set.start - view.base), set.start, avail,
-          source);
+      const stage2::Cut cut =
+          stage2::SelectFastCdc(set.params, view.data + (set.start - view.base),
+                                set.start, avail, source);
       if (!decided && cut.length >= (avail & ~size_t{1})) break;
       (*out)[i].push_back(
           Chunk{set.start, static_cast<uint32_t>(cut.length), cut.hash});
@@ -352,9 +349,9 @@ void FastCdcGroup::Compact(bool force) {
 }
 
 absl::string_view FastCdcGroup::ChunkData(const Chunk& chunk) const {
-  for (const View& v : {piece_, View{buffer_.data(), buffer_.size(), base_},
-                        View{junction_.data(), junction_.size(),
-                             junction_base_}}) {
+  for (const View& v :
+       {piece_, View{buffer_.data(), buffer_.size(), base_},
+        View{junction_.data(), junction_.size(), junction_base_}}) {
     if (v.data != nullptr && chunk.offset >= v.base &&
         chunk.offset + chunk.length <= v.base + v.size) {
       return absl::string_view(

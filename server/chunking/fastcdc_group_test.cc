@@ -26,25 +26,14 @@ namespace chunkd::chunking {
 namespace {
 
 using testing::Bytes;
-
-ChunkerOptions FastCdc(uint32_t min, uint32_t avg, uint32_t max,
-                       uint32_t level, uint64_t seed = 0) {
-  ChunkerOptions o;
-  o.algorithm = Algorithm::kFastCdc;
-  o.min_size = min;
-  o.avg_size = avg;
-  o.max_size = max;
-  o.normalization_level = level;
-  o.seed = seed;
-  return o;
-}
+using testing::FastCdcOptions;
 
 // The estimator's case: avg 4/8/16/64 KiB, min avg/4, max avg*4.
 std::vector<ChunkerOptions> FourSets(uint64_t seed) {
-  return {FastCdc(1024, 4096, 16384, 1, seed),
-          FastCdc(2048, 8192, 32768, 2, seed),
-          FastCdc(4096, 16384, 65536, 1, seed),
-          FastCdc(16384, 65536, 262144, 2, seed)};
+  return {FastCdcOptions(1024, 4096, 16384, 1, seed),
+          FastCdcOptions(2048, 8192, 32768, 2, seed),
+          FastCdcOptions(4096, 16384, 65536, 1, seed),
+          FastCdcOptions(16384, 65536, 262144, 2, seed)};
 }
 
 // Small and mixed sizes, odd min sizes, every level: the filters cannot all
@@ -56,7 +45,8 @@ std::vector<ChunkerOptions> SixteenSets(uint64_t seed) {
     const uint32_t avg = avgs[i % 8];
     const uint32_t min = std::max<uint32_t>(64, avg / 4 + (i % 3 == 0 ? 1 : 0));
     const uint32_t max = std::max<uint32_t>(1024, avg * (2 + i % 4));
-    sets.push_back(FastCdc(min, avg, max, static_cast<uint32_t>(i % 4), seed));
+    sets.push_back(
+        FastCdcOptions(min, avg, max, static_cast<uint32_t>(i % 4), seed));
   }
   return sets;
 }
@@ -91,12 +81,12 @@ std::vector<std::vector<Chunk>> RunGroup(FastCdcGroup& group, const Bytes& data,
       // Small pieces, gathered, and large ones, cut in place (from
       // 2 * (max_size + 64) bytes on) with a junction after a carry.
       const uint64_t r = rng();
-      n = std::min<size_t>(n, r % 2 == 0 ? 1 + (r >> 1) % 300000
-                                         : 530000 + (r >> 1) % 700000);
+      n = std::min<size_t>(
+          n, r % 2 == 0 ? 1 + (r >> 1) % 300000 : 530000 + (r >> 1) % 700000);
     }
-    group.Append(absl::string_view(
-                     reinterpret_cast<const char*>(data.data()) + pos, n),
-                 &out);
+    group.Append(
+        absl::string_view(reinterpret_cast<const char*>(data.data()) + pos, n),
+        &out);
     check(out);
     pos += n;
   }
@@ -145,9 +135,9 @@ TEST_P(FastCdcGroupTest, RandomDataEverySplit) {
     for (Split split : {Split::kWhole, Split::kRandom}) {
       SCOPED_TRACE(seed);
       Expect(FourSets(seed), data, split);
-      Expect({FastCdc(64, 256, 1024, 3, seed)}, data, split);
-      Expect({FastCdc(4097, 16384, 65536, 2, seed),
-              FastCdc(8191, 32768, 131072, 0, seed)},
+      Expect({FastCdcOptions(64, 256, 1024, 3, seed)}, data, split);
+      Expect({FastCdcOptions(4097, 16384, 65536, 2, seed),
+              FastCdcOptions(8191, 32768, 131072, 0, seed)},
              data, split);
     }
   }
@@ -224,14 +214,14 @@ TEST(FastCdcGroupMemoryTest, BoundedWhateverTheStreamLength) {
     size_t most = 0;
     // 48 MiB of stream, the same piece again and again.
     for (size_t fed = 0; fed < (size_t{48} << 20); fed += piece) {
-      (*group)->Append(absl::string_view(
-                           reinterpret_cast<const char*>(data.data()), piece),
-                       &out);
+      (*group)->Append(
+          absl::string_view(reinterpret_cast<const char*>(data.data()), piece),
+          &out);
       most = std::max(most, (*group)->memory_bytes());
       for (auto& o : out) o.clear();
     }
-    EXPECT_LE(most, 4 * max_size + 4 * FastCdcGroup::kScanBlock +
-                        2 * piece + (size_t{64} << 10))
+    EXPECT_LE(most, 4 * max_size + 4 * FastCdcGroup::kScanBlock + 2 * piece +
+                        (size_t{64} << 10))
         << "pieces of " << piece;
   }
 }
@@ -247,18 +237,19 @@ TEST(FastCdcGroupErrorTest, RefusesBadSetsNamingThem) {
   absl::Status s = error({});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("1 to 16"), absl::string_view::npos) << s;
-  s = error(std::vector<ChunkerOptions>(17, FastCdc(64, 256, 1024, 1)));
+  s = error(std::vector<ChunkerOptions>(17, FastCdcOptions(64, 256, 1024, 1)));
   EXPECT_NE(s.message().find("not 17"), absl::string_view::npos) << s;
 
   ChunkerOptions crc = DefaultOptions(Algorithm::kCrc32);
-  s = error({FastCdc(64, 256, 1024, 1), crc});
+  s = error({FastCdcOptions(64, 256, 1024, 1), crc});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("set 1: algorithm crc32"), absl::string_view::npos)
       << s;
-  s = error({FastCdc(64, 256, 1024, 1), FastCdc(64, 256, 1024, 1),
-             FastCdc(4096, 1024, 65536, 1)});
+  s = error({FastCdcOptions(64, 256, 1024, 1), FastCdcOptions(64, 256, 1024, 1),
+             FastCdcOptions(4096, 1024, 65536, 1)});
   EXPECT_NE(s.message().find("set 2: "), absl::string_view::npos) << s;
-  s = error({FastCdc(64, 256, 1024, 1, 5), FastCdc(64, 256, 1024, 1, 6)});
+  s = error({FastCdcOptions(64, 256, 1024, 1, 5),
+             FastCdcOptions(64, 256, 1024, 1, 6)});
   EXPECT_NE(s.message().find("set 1: seed 6"), absl::string_view::npos) << s;
 }
 
