@@ -483,5 +483,6 @@ void StreamReactor<Rpc>::Process() {
 
 template class StreamReactor<ChunkRpc>;
 template class StreamReactor<DedupRpc>;
+template class StreamReactor<EstimateRpc>;
 
 }  // namespace chunkd::service

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "index/fingerprint_index.h"
 #include "service/chunk_service.h"
+#include "service/estimate_work.h"
 #include "service/params.h"
 #include "service/stream_task.h"
 
@@ -72,6 +73,11 @@ absl::StatusOr<std::unique_ptr<StreamWork>> DedupRpc::Start(
   auto options = Options(request, service);
   if (!options.ok()) return options.status();
   return MakePipelineWork<DedupRpc>(*options, service.metrics);
+}
+
+absl::StatusOr<std::unique_ptr<StreamWork>> EstimateRpc::Start(
+    const Request& request, const ServiceOptions& service) {
+  return MakeEstimateWork(request.params(), service);
 }
 
 }  // namespace chunkd::service

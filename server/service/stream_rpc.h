@@ -90,6 +90,25 @@ struct DedupRpc {
   }
 };
 
+struct EstimateRpc {
+  using Request = v1::EstimateRequest;
+  using Response = v1::EstimateResponse;
+  static constexpr const char* kMethod = "Estimate";
+  // Nothing is written: a failed estimate leaves nothing behind.
+  static constexpr const char* kAfterFailure = "";
+  // The namespace compared with (read), when given.
+  static const std::string* Namespace(const Request& request) {
+    const std::string& ns = request.params().namespace_();
+    return ns.empty() ? nullptr : &ns;
+  }
+  static bool EndsFile(const Request& request) {
+    return request.end_of_file();
+  }
+
+  static absl::StatusOr<std::unique_ptr<StreamWork>> Start(
+      const Request& request, const ServiceOptions& service);
+};
+
 }  // namespace chunkd::service
 
 #endif  // CHUNKD_SERVICE_STREAM_RPC_H_
