@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <cstddef>
 #include <cstdint>
@@ -86,31 +87,40 @@ struct Expected {
   std::vector<uint32_t> sizes;  // sorted
 };
 
-Expected ExpectedFor(const ChunkerOptions& options,
-                     const std::vector<std::string>& files) {
-  Expected e;
-  std::set<std::string> seen;
+// Calls fn with the bytes of every chunk FastChunks cuts, file by file.
+void ForEachFastChunk(const ChunkerOptions& options,
+                      const std::vector<std::string>& files,
+                      const std::function<void(absl::string_view)>& fn) {
   for (const std::string& file : files) {
     const auto data = absl::MakeConstSpan(
         reinterpret_cast<const uint8_t*>(file.data()), file.size());
     const std::vector<Chunk> chunks =
         chunking::FastChunks(options, data).value();
     for (const Chunk& c : chunks) {
-      const absl::string_view bytes(file.data() + c.offset, c.length);
-      ++e.chunks;
-      e.bytes += c.length;
-      e.sizes.push_back(c.length);
-      uint64_t lower = 1;
-      while (lower * 2 <= c.length) lower *= 2;
-      e.histogram[lower].first += 1;
-      e.histogram[lower].second += c.length;
-      if (seen.insert(fingerprint::Digest(fingerprint::Kind::kXxh128, bytes))
-              .second) {
-        ++e.unique_chunks;
-        e.unique_bytes += c.length;
-      }
+      fn(absl::string_view(file.data() + c.offset, c.length));
     }
   }
+}
+
+Expected ExpectedFor(const ChunkerOptions& options,
+                     const std::vector<std::string>& files) {
+  Expected e;
+  std::set<std::string> seen;
+  ForEachFastChunk(options, files, [&](absl::string_view bytes) {
+    const uint32_t length = static_cast<uint32_t>(bytes.size());
+    ++e.chunks;
+    e.bytes += length;
+    e.sizes.push_back(length);
+    uint64_t lower = 1;
+    while (lower * 2 <= length) lower *= 2;
+    e.histogram[lower].first += 1;
+    e.histogram[lower].second += length;
+    if (seen.insert(fingerprint::Digest(fingerprint::Kind::kXxh128, bytes))
+            .second) {
+      ++e.unique_chunks;
+      e.unique_bytes += length;
+    }
+  });
   std::sort(e.sizes.begin(), e.sizes.end());
   return e;
 }
@@ -417,17 +427,9 @@ TEST(FingerprintTest, Sha256CountsTheSameChunks) {
   options.fingerprint = FingerprintKind::kSha256;
   const auto sha = Fed(options, files);
   std::set<std::string> expected;
-  for (const std::string& file : files) {
-    const auto data = absl::MakeConstSpan(
-        reinterpret_cast<const uint8_t*>(file.data()), file.size());
-    const std::vector<Chunk> chunks =
-        chunking::FastChunks(chunking, data).value();
-    for (const Chunk& c : chunks) {
-      expected.insert(fingerprint::Digest(
-          fingerprint::Kind::kSha256,
-          absl::string_view(file.data() + c.offset, c.length)));
-    }
-  }
+  ForEachFastChunk(chunking, files, [&](absl::string_view bytes) {
+    expected.insert(fingerprint::Digest(fingerprint::Kind::kSha256, bytes));
+  });
   std::set<std::string> kept;
   sha->ForEachKept(0, [&](const KeptChunk& c) {
     EXPECT_EQ(c.fingerprint.size(), 32u);
