@@ -19,8 +19,10 @@
 #include "gtest/gtest.h"
 #include "prometheus/text_serializer.h"
 #include "service/auth.h"
+#include "service/down_index_for_tests.h"
 #include "service/estimate_params.h"
 #include "service/estimate_work.h"
+#include "service/instrumented_index.h"
 #include "service/memory_budget.h"
 #include "service/service_test_server.h"
 
@@ -454,6 +456,36 @@ TEST(EstimateServiceTest, ANamespaceIsReadNeverWritten) {
   EXPECT_EQ(sampled.namespace_chunks() % 2, 0u);
   EXPECT_LE(sampled.namespace_chunks(), 2 * fastcdc.namespace_chunks());
   EXPECT_EQ(server.index().size(), entries);
+}
+
+TEST(EstimateServiceTest, AnUnreachableIndexFailsTheComparisonAsFindMissing) {
+  std::unique_ptr<InstrumentedIndex> down;
+  TestServer server([&](ServiceOptions* o) {
+    down = std::make_unique<InstrumentedIndex>(std::make_unique<DownIndex>(),
+                                               o->metrics);
+    o->index = down.get();
+  });
+  ASSERT_TRUE(server.started());
+  v1::EstimateParams params = SeveralSets();
+  // Without a namespace the index is never asked.
+  Outcome out = RunEstimate(&server, params, {"some bytes"}, 4);
+  EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+  params.set_namespace_("tenant");
+  out = RunEstimate(&server, params, {"some bytes"}, 4);
+  ExpectRefused(out.status, grpc::StatusCode::UNAVAILABLE, {"down"});
+  EXPECT_TRUE(
+      absl::StrContains(out.status.error_details(), "INDEX_UNAVAILABLE"));
+  EXPECT_TRUE(out.results.empty());
+  // FindMissing answers the same.
+  grpc::ClientContext context;
+  v1::FindMissingRequest request;
+  request.set_namespace_("tenant");
+  request.add_fingerprints(std::string(32, 'f'));
+  v1::FindMissingResponse response;
+  const grpc::Status find =
+      server.stub().FindMissing(&context, request, &response);
+  EXPECT_EQ(find.error_code(), out.status.error_code());
+  EXPECT_EQ(find.error_details(), out.status.error_details());
 }
 
 TEST(EstimateServiceTest, PastTheEntryLimitTheStreamFailsAndGivesAllBack) {
