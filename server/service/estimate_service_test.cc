@@ -4,6 +4,7 @@
 // every parameter error and the entry limit reach the client; a namespace
 // is read and never written; the stream is counted with rpc="Estimate".
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -23,6 +24,7 @@
 #include "service/estimate_params.h"
 #include "service/estimate_work.h"
 #include "service/instrumented_index.h"
+#include "service/memory_plan.h"
 #include "service/memory_budget.h"
 #include "service/service_test_server.h"
 
@@ -527,6 +529,48 @@ TEST(EstimateServiceTest, AReservationThatCouldNeverFitIsRefused) {
   EXPECT_TRUE(absl::StrContains(out.status.error_details(), "STREAM_MEMORY"));
   EXPECT_TRUE(WaitFor([&] { return server.service().active_streams() == 0; }));
   EXPECT_EQ(stream_memory.used(), 0u);
+}
+
+// What the stream reserves covers what the estimator says it holds, at every
+// step, with the entry limit nearly reached.
+TEST(EstimateMemoryTest, TheReservationCoversTheEstimatorsOwnCount) {
+  v1::EstimateParams params;
+  AddSet(&params, "fixed:avg=64", v1::ALGORITHM_FIXED)
+      ->mutable_chunking()
+      ->set_avg_size(64);
+  v1::ChunkingParams* small =
+      AddSet(&params, "fastcdc:avg=256", v1::ALGORITHM_FASTCDC)
+          ->mutable_chunking();
+  small->set_min_size(64);
+  small->set_avg_size(256);
+  small->set_max_size(1024);
+  params.set_namespace_("tenant");  // SHA-256
+  constexpr uint64_t kEntries = 400000;
+  auto options =
+      EstimatorOptionsFromProto(params, chunking::EngineOptions(), kEntries);
+  ASSERT_TRUE(options.ok()) << options.status();
+  std::vector<StreamShape> shapes;
+  for (const estimate::SetSpec& set : options->sets) {
+    shapes.push_back(ShapeOf(set.options, false));
+  }
+  const uint64_t reserved = EstimateMemoryBytes(
+      shapes, kEstimateEntryBytesSha256, kEntries, StreamSettings());
+  auto estimator = estimate::Estimator::Create(*options);
+  ASSERT_TRUE(estimator.ok()) << estimator.status();
+  // About 320000 distinct chunks: their tables outweigh the chunkers.
+  const std::string data = RandomBytes(16 * kMiB, 11);
+  size_t most = 0;
+  for (size_t at = 0; at < data.size(); at += 65536) {  // 256 pieces
+    ASSERT_TRUE((*estimator)->Append(absl::string_view(data).substr(at, 65536))
+                    .ok());
+    most = std::max(most, (*estimator)->memory_bytes());
+  }
+  ASSERT_TRUE((*estimator)->Finish().ok());
+  most = std::max(most, (*estimator)->memory_bytes());
+  EXPECT_GT((*estimator)->entries(), kEntries * 3 / 4);
+  EXPECT_LE(most, reserved);
+  // The chunkers' part alone would not do.
+  EXPECT_GT(most, EstimateMemoryBytes(shapes, 0, 0, StreamSettings()));
 }
 
 std::string Exposition(metrics::Metrics& m) {
