@@ -364,6 +364,35 @@ TEST(EstimateServiceTest, ANamespaceTheTokenMayNotUse) {
   EXPECT_TRUE(out.status.ok()) << out.status.error_message();
 }
 
+TEST(EstimateServiceTest, IdleAndDrainingAsTheOtherStreams) {
+  // Only ExpireIdleStreams() below ends idle streams: the reaper's own
+  // clock never reaches an hour here.
+  TestServer server(
+      [](ServiceOptions* o) { o->stream_idle_timeout = absl::Hours(1); });
+  ASSERT_TRUE(server.started());
+  auto context = TestServer::Context();
+  std::unique_ptr<EstimateStream> stream =
+      server.stub().Estimate(context.get());
+  v1::EstimateRequest request;
+  *request.mutable_params() = SeveralSets();
+  request.set_data("the client then sends nothing more");
+  ASSERT_TRUE(stream->Write(request));
+  // Ended once it waits on its client, as of two hours from now.
+  EXPECT_TRUE(WaitFor([&] {
+    server.service().ExpireIdleStreams(absl::Now() + absl::Hours(2));
+    return server.service().active_streams() == 0;
+  }));
+  v1::EstimateResponse response;
+  while (stream->Read(&response)) {
+  }
+  ExpectRefused(stream->Finish(), grpc::StatusCode::DEADLINE_EXCEEDED,
+                {"--stream_idle_timeout"});
+
+  server.service().BeginShutdown();
+  Outcome late = RunEstimate(&server, SeveralSets(), {"abc"}, 8);
+  ExpectRefused(late.status, grpc::StatusCode::UNAVAILABLE, {"shutting down"});
+}
+
 // Dedups `file` into `ns` (SHA-256, fastcdc's defaults); its unique bytes.
 uint64_t Dedup(TestServer* server, const std::string& ns,
                const std::string& file) {
