@@ -377,6 +377,7 @@ TEST(EstimateServiceTest, IdleAndDrainingAsTheOtherStreams) {
   *request.mutable_params() = SeveralSets();
   request.set_data("the client then sends nothing more");
   ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(WaitFor([&] { return server.service().active_streams() == 1; }));
   // Ended once it waits on its client, as of two hours from now.
   EXPECT_TRUE(WaitFor([&] {
     server.service().ExpireIdleStreams(absl::Now() + absl::Hours(2));
