@@ -63,14 +63,19 @@ v1::EstimateSet* AddSet(v1::EstimateParams* params, const std::string& label,
   return set;
 }
 
+void AddFastCdc(v1::EstimateParams* params, const std::string& label,
+                uint32_t min, uint32_t avg, uint32_t max) {
+  v1::ChunkingParams* c =
+      AddSet(params, label, v1::ALGORITHM_FASTCDC)->mutable_chunking();
+  c->set_min_size(min);
+  c->set_avg_size(avg);
+  c->set_max_size(max);
+}
+
 // fastcdc at two sizes, fixed, seqcdc and crc32.
 v1::EstimateParams SeveralSets() {
   v1::EstimateParams p;
-  v1::ChunkingParams* small =
-      AddSet(&p, "fastcdc:avg=4096", v1::ALGORITHM_FASTCDC)->mutable_chunking();
-  small->set_min_size(1024);
-  small->set_avg_size(4096);
-  small->set_max_size(16384);
+  AddFastCdc(&p, "fastcdc:avg=4096", 1024, 4096, 16384);
   AddSet(&p, "fastcdc", v1::ALGORITHM_FASTCDC);
   AddSet(&p, "fixed:avg=8192", v1::ALGORITHM_FIXED)
       ->mutable_chunking()
@@ -130,7 +135,8 @@ Outcome RunEstimate(TestServer* server, const v1::EstimateParams& params,
 // The Estimator run directly on `files` with `params`.
 std::vector<estimate::SetResult> Direct(const v1::EstimateParams& params,
                                         const std::vector<std::string>& files) {
-  auto options = EstimatorOptionsFromProto(params, chunking::EngineOptions(), 0);
+  auto options =
+      EstimatorOptionsFromProto(params, chunking::EngineOptions(), 0);
   EXPECT_TRUE(options.ok()) << options.status();
   auto estimator = estimate::Estimator::Create(*options);
   EXPECT_TRUE(estimator.ok()) << estimator.status();
@@ -195,7 +201,8 @@ TEST(EstimateServiceTest, FileMarksEndFilesAndEmptyOnesAddNone) {
   const std::vector<std::string> files = DataSet();
   v1::EstimateParams params = SeveralSets();
   auto context = TestServer::Context();
-  std::unique_ptr<EstimateStream> stream = server.stub().Estimate(context.get());
+  std::unique_ptr<EstimateStream> stream =
+      server.stub().Estimate(context.get());
   std::vector<v1::EstimateRequest> requests(7);
   *requests[0].mutable_params() = params;  // params alone, no data
   requests[1].set_data(files[0].substr(0, 100000));
@@ -354,7 +361,8 @@ TEST(EstimateServiceTest, ANamespaceTheTokenMayNotUse) {
   ASSERT_TRUE(server.started());
   v1::EstimateParams params = SeveralSets();
   // Without a namespace the token needs no grant.
-  Outcome plain = RunEstimate(&server, params, {"abc"}, 8, "token-aaaaaaaaaaaa");
+  Outcome plain =
+      RunEstimate(&server, params, {"abc"}, 8, "token-aaaaaaaaaaaa");
   EXPECT_TRUE(plain.status.ok()) << plain.status.error_message();
   params.set_namespace_("ns-b");
   Outcome out = RunEstimate(&server, params, {"abc"}, 8, "token-aaaaaaaaaaaa");
@@ -568,19 +576,9 @@ TEST(EstimateMemoryTest, TheReservationCoversTheEstimatorsOwnCount) {
   AddSet(&params, "fixed:avg=64", v1::ALGORITHM_FIXED)
       ->mutable_chunking()
       ->set_avg_size(64);
-  v1::ChunkingParams* small =
-      AddSet(&params, "fastcdc:avg=256", v1::ALGORITHM_FASTCDC)
-          ->mutable_chunking();
-  small->set_min_size(64);
-  small->set_avg_size(256);
-  small->set_max_size(1024);
   // Two FastCDC sets of one seed: cut together by one group.
-  v1::ChunkingParams* larger =
-      AddSet(&params, "fastcdc:avg=1024", v1::ALGORITHM_FASTCDC)
-          ->mutable_chunking();
-  larger->set_min_size(256);
-  larger->set_avg_size(1024);
-  larger->set_max_size(4096);
+  AddFastCdc(&params, "fastcdc:avg=256", 64, 256, 1024);
+  AddFastCdc(&params, "fastcdc:avg=1024", 256, 1024, 4096);
   params.set_namespace_("tenant");  // SHA-256
   constexpr uint64_t kEntries = 400000;
   auto options =
@@ -639,7 +637,8 @@ TEST(EstimateServiceTest, CountedWithRpcEstimate) {
                          result.sets(0).chunks() + result.sets(1).chunks(),
                          "\n")));
   EXPECT_TRUE(absl::StrContains(
-      text, "chunkd_ingest_bytes_total{algorithm=\"fixed\",rpc=\"Estimate\"} 0\n"));
+      text,
+      "chunkd_ingest_bytes_total{algorithm=\"fixed\",rpc=\"Estimate\"} 0\n"));
 }
 
 }  // namespace
