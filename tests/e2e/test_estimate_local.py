@@ -25,6 +25,7 @@ import pytest
 from chunkd_client.testing import ChunkdServer, serving
 
 from e2e_util import random_bytes
+from test_progress import run_on_terminal
 
 Run = Callable[..., subprocess.CompletedProcess]
 
@@ -288,6 +289,24 @@ def test_plot_writes_the_json(chunkctl: Run, data_set: Path, tmp_path: Path) -> 
     assert not plot.exists()
     assert result.stderr == (f"wrote {written}; draw {plot} with: chunkd-client plot "
                              f"{written} {plot}\n")
+
+
+@pytest.mark.parametrize("where", ["--local", "--server"])
+def test_a_progress_line_per_file_on_a_terminal_only(chunkctl: Run, chunkctl_bin: Path,
+                                                     server: ChunkdServer, data_set: Path,
+                                                     where: str) -> None:
+    args = [chunkctl_bin, "estimate", where, *([server.address] if where == "--server" else []),
+            "--set", SETS[0], data_set]
+    piped = chunkctl(*args[1:])
+    assert piped.stderr == ""
+    code, stdout, drawn = run_on_terminal(args)
+    assert code == 0 and stdout.decode() == piped.stdout
+    for path in files_of(data_set):
+        if path.stat().st_size > 0:
+            assert f"{path} [" in drawn and "100.0%" in drawn, drawn
+    assert drawn.endswith("\n"), drawn
+    always = chunkctl(*args[1:], "--progress", "always")
+    assert "100.0%" in always.stderr and always.stdout == piped.stdout
 
 
 # ---------------------------------------------------------------- --server
