@@ -92,18 +92,17 @@ std::string IndexTable(const EstimateReport& report) {
   return FormatTable(rows);
 }
 
-// JSON without spaces, as chunkctl's other outputs and the other clients
-// print it.
+// "name": value pairs, as Python's json.dumps spaces them.
 std::string Pair(absl::string_view key, absl::string_view value) {
-  return absl::StrCat(JsonString(key), ":", value);
+  return absl::StrCat(JsonString(key), ": ", value);
 }
 
 std::string Object(const std::vector<std::string>& pairs) {
-  return absl::StrCat("{", absl::StrJoin(pairs, ","), "}");
+  return absl::StrCat("{", absl::StrJoin(pairs, ", "), "}");
 }
 
 std::string List(const std::vector<std::string>& items) {
-  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+  return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
 }
 
 std::string OptionalCount(const std::optional<uint64_t>& value) {
@@ -127,7 +126,7 @@ std::string HistogramJson(const std::vector<estimate::SizeBucket>& histogram,
                           bool bytes) {
   std::vector<std::string> buckets;
   for (const estimate::SizeBucket& b : histogram) {
-    buckets.push_back(absl::StrCat("[", b.lower_bound, ",",
+    buckets.push_back(absl::StrCat("[", b.lower_bound, ", ",
                                    bytes ? b.bytes : b.chunks, "]"));
   }
   return List(buckets);

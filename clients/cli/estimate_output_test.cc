@@ -99,30 +99,33 @@ constexpr char kSampleText[] =
     "2000000 bytes in 3 files; sample 1 in 64; fingerprint sha256\n";
 
 constexpr char kSampleJson[] =
-    R"({"sets":[{"set":"fastcdc:avg=16384","algorithm":"fastcdc",)"
-    R"("parameters":{"min_size":4096,"avg_size":16384,"max_size":65536,)"
-    R"("normalization_level":1,"seed":0},"bytes":1000000,"chunks":61,)"
-    R"("unique_bytes":650000,"unique_chunks":2560,"dedup_ratio":1.538461,)"
-    R"("ratio_interval":[1.2,1.95],"sampled":true,"sampled_unique_chunks":40,)"
-    R"("histogram":[[4096,10],[8192,51]],"histogram_bytes":[[4096,50000],)"
-    R"([8192,950000]],"mean_chunk_size":16393.44262,)"
-    R"("chunk_sizes":{"min":4096,"p50":15000,"p90":30000,"p99":60000,)"
-    R"("max":65536},"namespace_bytes":4096,"namespace_chunks":1,)"
-    R"("index":[{"backend":"memory","medium":"memory","entries":2560,)"
-    R"("bytes":125440},{"backend":"rocksdb","medium":"disk","entries":2560,)"
-    R"("bytes":95232},{"backend":"redis","medium":"memory","entries":2560,)"
-    R"("bytes":192000}]},{"set":"fixed","algorithm":"fixed",)"
-    R"("parameters":{"avg_size":16384},"bytes":1000000,"chunks":62,)"
-    R"("unique_bytes":1048576,"unique_chunks":64,"dedup_ratio":1.0,)"
-    R"("ratio_interval":null,"sampled":true,"sampled_unique_chunks":1,)"
-    R"("histogram":[[8192,1],[16384,61]],"histogram_bytes":[[8192,576],)"
-    R"([16384,999424]],"mean_chunk_size":16129.032,"chunk_sizes":{"min":576,)"
-    R"("p50":16384,"p90":16384,"p99":16384,"max":16384},"namespace_bytes":0,)"
-    R"("namespace_chunks":0,"index":[{"backend":"memory","medium":"memory",)"
-    R"("entries":64,"bytes":3136},{"backend":"rocksdb","medium":"disk",)"
-    R"("entries":64,"bytes":2381},{"backend":"redis","medium":"memory",)"
-    R"("entries":64,"bytes":4800}]}],"total_bytes":2000000,"files":3,)"
-    R"("sample_rate":64,"fingerprint":"sha256"})"
+    R"({"sets": [{"set": "fastcdc:avg=16384", "algorithm": "fastcdc", )"
+    R"("parameters": {"min_size": 4096, "avg_size": 16384, "max_size": 65536, )"
+    R"("normalization_level": 1, "seed": 0}, "bytes": 1000000, "chunks": 61, )"
+    R"("unique_bytes": 650000, "unique_chunks": 2560, "dedup_ratio": 1.538461, )"
+    R"("ratio_interval": [1.2, 1.95], "sampled": true, )"
+    R"("sampled_unique_chunks": 40, "histogram": [[4096, 10], [8192, 51]], )"
+    R"("histogram_bytes": [[4096, 50000], [8192, 950000]], )"
+    R"("mean_chunk_size": 16393.44262, "chunk_sizes": {"min": 4096, )"
+    R"("p50": 15000, "p90": 30000, "p99": 60000, "max": 65536}, )"
+    R"("namespace_bytes": 4096, "namespace_chunks": 1, "index": [)"
+    R"({"backend": "memory", "medium": "memory", "entries": 2560, )"
+    R"("bytes": 125440}, {"backend": "rocksdb", "medium": "disk", )"
+    R"("entries": 2560, "bytes": 95232}, {"backend": "redis", )"
+    R"("medium": "memory", "entries": 2560, "bytes": 192000}]}, )"
+    R"({"set": "fixed", "algorithm": "fixed", "parameters": {"avg_size": )"
+    R"(16384}, "bytes": 1000000, "chunks": 62, "unique_bytes": 1048576, )"
+    R"("unique_chunks": 64, "dedup_ratio": 1.0, "ratio_interval": null, )"
+    R"("sampled": true, "sampled_unique_chunks": 1, "histogram": [[8192, 1], )"
+    R"([16384, 61]], "histogram_bytes": [[8192, 576], [16384, 999424]], )"
+    R"("mean_chunk_size": 16129.032, "chunk_sizes": {"min": 576, "p50": )"
+    R"(16384, "p90": 16384, "p99": 16384, "max": 16384}, )"
+    R"("namespace_bytes": 0, "namespace_chunks": 0, "index": [{"backend": )"
+    R"("memory", "medium": "memory", "entries": 64, "bytes": 3136}, )"
+    R"({"backend": "rocksdb", "medium": "disk", "entries": 64, "bytes": )"
+    R"(2381}, {"backend": "redis", "medium": "memory", "entries": 64, )"
+    R"("bytes": 4800}]}], "total_bytes": 2000000, "files": 3, )"
+    R"("sample_rate": 64, "fingerprint": "sha256"})"
     "\n";
 
 TEST(EstimateTextTest, TablesAndTotalLineByteForByte) {
@@ -163,12 +166,12 @@ TEST(EstimateJsonTest, SeqModeByNameAndNullsWithoutANamespace) {
   report.sets[0].namespace_bytes.reset();
   report.sets[0].namespace_chunks.reset();
   const std::string json = EstimateJson(report);
-  EXPECT_THAT(json, HasSubstr(R"("algorithm":"seqcdc","parameters":{)"
-                              R"("min_size":8192,"max_size":32768,)"
-                              R"("seq_mode":"decreasing","seq_length":5,)"
-                              R"("skip_trigger":50,"skip_size":512})"));
-  EXPECT_THAT(json,
-              HasSubstr(R"("namespace_bytes":null,"namespace_chunks":null)"));
+  EXPECT_THAT(json, HasSubstr(R"("algorithm": "seqcdc", "parameters": {)"
+                              R"("min_size": 8192, "max_size": 32768, )"
+                              R"("seq_mode": "decreasing", "seq_length": 5, )"
+                              R"("skip_trigger": 50, "skip_size": 512})"));
+  EXPECT_THAT(json, HasSubstr(R"("namespace_bytes": null, )"
+                              R"("namespace_chunks": null)"));
 }
 
 TEST(JsonNumberTest, RoundsAndTrims) {
