@@ -121,11 +121,11 @@ TEST(CliTest, EstimateLocalCountsTheFilesAsOneDataSet) {
                       "fixed:avg=4096", kJpeg, kJpeg});
   ASSERT_EQ(twice.exit_code, kExitOk) << twice.err;
   // The second copy adds bytes and chunks but no unique chunk.
-  EXPECT_THAT(once.out, HasSubstr("\"bytes\":109466,"));
-  EXPECT_THAT(twice.out, HasSubstr("\"bytes\":218932,"));
-  EXPECT_THAT(twice.out, HasSubstr("\"unique_bytes\":109466,"));
-  EXPECT_THAT(twice.out, HasSubstr("\"dedup_ratio\":2.0,"));
-  EXPECT_THAT(twice.out, HasSubstr("\"files\":2,"));
+  EXPECT_THAT(once.out, HasSubstr("\"bytes\": 109466,"));
+  EXPECT_THAT(twice.out, HasSubstr("\"bytes\": 218932,"));
+  EXPECT_THAT(twice.out, HasSubstr("\"unique_bytes\": 109466,"));
+  EXPECT_THAT(twice.out, HasSubstr("\"dedup_ratio\": 2.0,"));
+  EXPECT_THAT(twice.out, HasSubstr("\"files\": 2,"));
   CliRun text = Cli({"estimate", "--local", "--set", "fixed:avg=4096", kJpeg});
   EXPECT_THAT(text.out, HasSubstr("\n109466 bytes in 1 files; sample 1 in 1; "
                                   "fingerprint xxh128\n"));
