@@ -52,14 +52,14 @@ func TestVersionAndHelp(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(stdout, "Usage: chunkd-go COMMAND") || stderr != "" {
 		t.Errorf("--help: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	for _, cmd := range []string{"chunk", "dedup", "info"} {
+	for _, cmd := range []string{"chunk", "dedup", "info", "estimate"} {
 		code, stdout, stderr := chunkdGoRaw(cmd, "--help")
 		if code != 0 || !strings.HasPrefix(stdout, "Usage: chunkd-go "+cmd) || stderr != "" ||
 			!strings.Contains(stdout, "\n  --tls-ca FILE ") || strings.Contains(stdout, "tls_ca") ||
 			!strings.Contains(stdout, "\n  --timeout SECONDS ") || !strings.Contains(stdout, "\n  --progress WHEN ") {
 			t.Errorf("%s --help: exit %d, stdout %q, stderr %q", cmd, code, stdout, stderr)
 		}
-		if got := strings.Contains(stdout, "--retries N"); got != (cmd != "info") {
+		if got := strings.Contains(stdout, "--retries N"); got != (cmd == "chunk" || cmd == "dedup") {
 			t.Errorf("%s --help lists --retries: %v", cmd, got)
 		}
 	}
