@@ -103,7 +103,8 @@ type EstimateResult struct {
 // parameter the server finds is INVALID_ARGUMENT naming the set; other
 // failures are the call's gRPC errors (ReasonOf tells STREAM_MEMORY, ...
 // apart) or the error reading a file. A result whose TotalBytes is not
-// the number of bytes sent is DATA_LOSS.
+// the number of bytes sent is DATA_LOSS. When Estimate returns early (an
+// error) while a reader is blocked in Read, that Read is the last.
 func (c *Client) Estimate(ctx context.Context, sets []EstimateSet, opts EstimateOptions, files ...io.Reader) (*EstimateResult, error) {
 	return c.estimate(ctx, sets, opts, len(files), func(i int) (io.Reader, func(), error) {
 		return files[i], func() {}, nil
@@ -194,8 +195,8 @@ func (c *Client) estimate(ctx context.Context, sets []EstimateSet, opts Estimate
 		}
 		return stream.Send(req)
 	}, stream.CloseSend, cancel)
-	defer s.wait()
-	defer cancel() // before wait: a sender blocked on a file or on Send ends
+	// Not waiting for the sender: a reader blocked in Read cannot be
+	// interrupted; the sender stops at its next message (the call is over).
 	return receiveEstimate(stream.Recv, s, opts.OnProgress)
 }
 

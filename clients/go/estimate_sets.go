@@ -268,6 +268,9 @@ func (set EstimateSet) proto(i int) (*pb.ChunkingParams, error) {
 
 // paramsFromProto is the Params of c (every field the server set).
 func paramsFromProto(c *pb.ChunkingParams) Params {
+	if c == nil {
+		c = &pb.ChunkingParams{}
+	}
 	p := Params{Algorithm: c.GetAlgorithm().String(), MinSize: c.GetMinSize(), AvgSize: c.GetAvgSize(),
 		MaxSize: c.GetMaxSize(), NormalizationLevel: c.NormalizationLevel, Seed: c.GetSeed(),
 		SeqLength: c.GetSeqLength(), SkipTrigger: c.GetSkipTrigger(), SkipSize: c.GetSkipSize(),
