@@ -86,78 +86,77 @@ func table(rows [][]string) string {
 }
 
 // JSON is the object the command-line clients print for r with --json
-// (docs/estimate.md), on one line without its newline: keys in a
-// fixed order, floats rounded to 6 decimals, written as Python's json
-// module writes them (2.0, 1.234567), so that every client prints the same
-// bytes.
+// (docs/estimate.md), on one line without its newline: keys in a fixed
+// order, spaced and floats rounded to 6 decimals as Python's json.dumps
+// writes them (", ", ": ", 2.0, 1.234567), so that every client prints the
+// same bytes.
 func (r *EstimateResult) JSON() []byte {
-	var b strings.Builder
-	b.WriteString(`{"sets":[`)
-	for i, s := range r.Sets {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		s.writeJSON(&b)
+	sets := make([]string, len(r.Sets))
+	for i := range r.Sets {
+		sets[i] = r.Sets[i].json()
 	}
-	fmt.Fprintf(&b, `],"total_bytes":%d,"files":%d,"sample_rate":%d,"fingerprint":%s}`,
-		r.TotalBytes, r.Files, max(r.SampleRate, 1), jsonString(r.Fingerprint))
-	return []byte(b.String())
+	return []byte(jsonObject("sets", jsonList(sets), "total_bytes", jsonUint(r.TotalBytes), "files", jsonUint(r.Files),
+		"sample_rate", jsonUint(uint64(max(r.SampleRate, 1))), "fingerprint", jsonString(r.Fingerprint)))
 }
 
-// MarshalJSON makes encoding/json give r's JSON.
+// MarshalJSON makes encoding/json give r's JSON (which it re-spaces).
 func (r *EstimateResult) MarshalJSON() ([]byte, error) { return r.JSON(), nil }
 
-func (s *SetEstimate) writeJSON(b *strings.Builder) {
-	fmt.Fprintf(b, `{"set":%s,"algorithm":%s,"parameters":{`, jsonString(s.Label), jsonString(s.Params.Algorithm))
+func (s *SetEstimate) json() string {
 	names, values := s.Params.parameters()
+	parameters := make([]string, 0, 2*len(names))
 	for i, name := range names {
-		if i > 0 {
-			b.WriteString(",")
-		}
 		value := fmt.Sprint(values[i])
 		if text, ok := values[i].(string); ok {
 			value = jsonString(text)
 		}
-		fmt.Fprintf(b, "%s:%s", jsonString(name), value)
+		parameters = append(parameters, name, value)
 	}
-	fmt.Fprintf(b, `},"bytes":%d,"chunks":%d,"unique_bytes":%d,"unique_chunks":%d,"dedup_ratio":%s,"ratio_interval":`,
-		s.Bytes, s.Chunks, s.UniqueBytes, s.UniqueChunks, jsonFloat(s.DedupRatio))
+	interval := "null"
 	if low, high, ok := s.Interval(); ok {
-		fmt.Fprintf(b, "[%s,%s]", jsonFloat(low), jsonFloat(high))
-	} else {
-		b.WriteString("null")
+		interval = jsonList([]string{jsonFloat(low), jsonFloat(high)})
 	}
-	fmt.Fprintf(b, `,"sampled":%t,"sampled_unique_chunks":%d,"histogram":[`, s.Sampled, s.SampledUniqueChunks)
-	for i, bucket := range s.Histogram {
-		fmt.Fprintf(b, "%s[%d,%d]", comma(i), bucket.LowerBound, bucket.Chunks)
+	var chunks, bytes, index []string
+	for _, b := range s.Histogram {
+		chunks = append(chunks, jsonList([]string{jsonUint(b.LowerBound), jsonUint(b.Chunks)}))
+		bytes = append(bytes, jsonList([]string{jsonUint(b.LowerBound), jsonUint(b.Bytes)}))
 	}
-	b.WriteString(`],"histogram_bytes":[`)
-	for i, bucket := range s.Histogram {
-		fmt.Fprintf(b, "%s[%d,%d]", comma(i), bucket.LowerBound, bucket.Bytes)
+	for _, c := range s.IndexCosts {
+		index = append(index, jsonObject("backend", jsonString(c.Backend), "medium", jsonString(c.Medium),
+			"entries", jsonUint(c.Entries), "bytes", jsonUint(c.Bytes)))
 	}
-	fmt.Fprintf(b, `],"mean_chunk_size":%s,"chunk_sizes":{"min":%d,"p50":%d,"p90":%d,"p99":%d,"max":%d}`,
-		jsonFloat(s.MeanChunkSize), s.MinChunkSize, s.P50ChunkSize, s.P90ChunkSize, s.P99ChunkSize, s.MaxChunkSize)
-	fmt.Fprintf(b, `,"namespace_bytes":%s,"namespace_chunks":%s,"index":[`,
-		jsonOptional(s.NamespaceBytes), jsonOptional(s.NamespaceChunks))
-	for i, c := range s.IndexCosts {
-		fmt.Fprintf(b, `%s{"backend":%s,"medium":%s,"entries":%d,"bytes":%d}`,
-			comma(i), jsonString(c.Backend), jsonString(c.Medium), c.Entries, c.Bytes)
-	}
-	b.WriteString("]}")
+	sizes := jsonObject("min", jsonUint(uint64(s.MinChunkSize)), "p50", jsonUint(uint64(s.P50ChunkSize)),
+		"p90", jsonUint(uint64(s.P90ChunkSize)), "p99", jsonUint(uint64(s.P99ChunkSize)),
+		"max", jsonUint(uint64(s.MaxChunkSize)))
+	return jsonObject("set", jsonString(s.Label), "algorithm", jsonString(s.Params.Algorithm),
+		"parameters", jsonObject(parameters...), "bytes", jsonUint(s.Bytes), "chunks", jsonUint(s.Chunks),
+		"unique_bytes", jsonUint(s.UniqueBytes), "unique_chunks", jsonUint(s.UniqueChunks),
+		"dedup_ratio", jsonFloat(s.DedupRatio), "ratio_interval", interval, "sampled", strconv.FormatBool(s.Sampled),
+		"sampled_unique_chunks", jsonUint(s.SampledUniqueChunks), "histogram", jsonList(chunks),
+		"histogram_bytes", jsonList(bytes), "mean_chunk_size", jsonFloat(s.MeanChunkSize), "chunk_sizes", sizes,
+		"namespace_bytes", jsonOptional(s.NamespaceBytes), "namespace_chunks", jsonOptional(s.NamespaceChunks),
+		"index", jsonList(index))
 }
 
-func comma(i int) string {
-	if i > 0 {
-		return ","
+// jsonObject is {"key": value, ...} of keys and their JSON values in turn.
+func jsonObject(keysAndValues ...string) string {
+	pairs := make([]string, 0, len(keysAndValues)/2)
+	for i := 0; i+1 < len(keysAndValues); i += 2 {
+		pairs = append(pairs, jsonString(keysAndValues[i])+": "+keysAndValues[i+1])
 	}
-	return ""
+	return "{" + strings.Join(pairs, ", ") + "}"
 }
+
+// jsonList is [item, ...] of JSON values.
+func jsonList(items []string) string { return "[" + strings.Join(items, ", ") + "]" }
+
+func jsonUint(v uint64) string { return strconv.FormatUint(v, 10) }
 
 func jsonOptional(v *uint64) string {
 	if v == nil {
 		return "null"
 	}
-	return strconv.FormatUint(*v, 10)
+	return jsonUint(*v)
 }
 
 // jsonFloat is x rounded to 6 decimals as Python's json module writes a

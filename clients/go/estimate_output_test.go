@@ -1,6 +1,7 @@
 package chunkd
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -63,31 +64,35 @@ func TestEstimateTable(t *testing.T) {
 }
 
 func TestEstimateJSON(t *testing.T) {
-	want := `{"sets":[{"set":"fastcdc:min=4096,avg=16384,max=65536","algorithm":"fastcdc",` +
-		`"parameters":{"min_size":4096,"avg_size":16384,"max_size":65536,"normalization_level":1,"seed":0},` +
-		`"bytes":1048576,"chunks":64,"unique_bytes":983040,"unique_chunks":60,"dedup_ratio":1.066667,` +
-		`"ratio_interval":null,"sampled":false,"sampled_unique_chunks":60,` +
-		`"histogram":[[4096,4],[8192,30],[16384,30]],"histogram_bytes":[[4096,20000],[8192,400000],[16384,628576]],` +
-		`"mean_chunk_size":16384.0,"chunk_sizes":{"min":4096,"p50":16000,"p90":30000,"p99":60000,"max":65536},` +
-		`"namespace_bytes":null,"namespace_chunks":null,"index":[{"backend":"memory","medium":"memory","entries":60,"bytes":6000},` +
-		`{"backend":"rocksdb","medium":"disk","entries":60,"bytes":3000},{"backend":"redis","medium":"memory","entries":60,"bytes":9000}]},` +
-		`{"set":"seqcdc:preset=seqcdc-16k","algorithm":"seqcdc",` +
-		`"parameters":{"min_size":8192,"max_size":32768,"seq_mode":"decreasing","seq_length":5,"skip_trigger":50,"skip_size":512},` +
-		`"bytes":1048576,"chunks":100,"unique_bytes":699051,"unique_chunks":1024,"dedup_ratio":1.5,` +
-		`"ratio_interval":[1.2,1.8],"sampled":true,"sampled_unique_chunks":16,` +
-		`"histogram":[[8192,100]],"histogram_bytes":[[8192,1048576]],` +
-		`"mean_chunk_size":10485.76,"chunk_sizes":{"min":8192,"p50":9000,"p90":12000,"p99":32768,"max":32768},` +
-		`"namespace_bytes":4096,"namespace_chunks":1,"index":[{"backend":"memory","medium":"memory","entries":1024,"bytes":102400},` +
-		`{"backend":"rocksdb","medium":"disk","entries":1024,"bytes":51200},{"backend":"redis","medium":"memory","entries":1024,"bytes":153600}]}],` +
-		`"total_bytes":1048576,"files":3,"sample_rate":64,"fingerprint":"sha256"}`
+	want := `{"sets": [{"set": "fastcdc:min=4096,avg=16384,max=65536", "algorithm": "fastcdc", ` +
+		`"parameters": {"min_size": 4096, "avg_size": 16384, "max_size": 65536, "normalization_level": 1, ` +
+		`"seed": 0}, "bytes": 1048576, "chunks": 64, "unique_bytes": 983040, "unique_chunks": 60, ` +
+		`"dedup_ratio": 1.066667, "ratio_interval": null, "sampled": false, "sampled_unique_chunks": 60, ` +
+		`"histogram": [[4096, 4], [8192, 30], [16384, 30]], "histogram_bytes": [[4096, 20000], [8192, 400000], ` +
+		`[16384, 628576]], "mean_chunk_size": 16384.0, "chunk_sizes": {"min": 4096, "p50": 16000, "p90": 30000, ` +
+		`"p99": 60000, "max": 65536}, "namespace_bytes": null, "namespace_chunks": null, ` +
+		`"index": [{"backend": "memory", "medium": "memory", "entries": 60, "bytes": 6000}, ` +
+		`{"backend": "rocksdb", "medium": "disk", "entries": 60, "bytes": 3000}, {"backend": "redis", ` +
+		`"medium": "memory", "entries": 60, "bytes": 9000}]}, {"set": "seqcdc:preset=seqcdc-16k", ` +
+		`"algorithm": "seqcdc", "parameters": {"min_size": 8192, "max_size": 32768, "seq_mode": "decreasing", ` +
+		`"seq_length": 5, "skip_trigger": 50, "skip_size": 512}, "bytes": 1048576, "chunks": 100, ` +
+		`"unique_bytes": 699051, "unique_chunks": 1024, "dedup_ratio": 1.5, "ratio_interval": [1.2, 1.8], ` +
+		`"sampled": true, "sampled_unique_chunks": 16, "histogram": [[8192, 100]], "histogram_bytes": [[8192, ` +
+		`1048576]], "mean_chunk_size": 10485.76, "chunk_sizes": {"min": 8192, "p50": 9000, "p90": 12000, ` +
+		`"p99": 32768, "max": 32768}, "namespace_bytes": 4096, "namespace_chunks": 1, ` +
+		`"index": [{"backend": "memory", "medium": "memory", "entries": 1024, "bytes": 102400}, ` +
+		`{"backend": "rocksdb", "medium": "disk", "entries": 1024, "bytes": 51200}, {"backend": "redis", ` +
+		`"medium": "memory", "entries": 1024, "bytes": 153600}]}], "total_bytes": 1048576, "files": 3, ` +
+		`"sample_rate": 64, "fingerprint": "sha256"}`
 	r := constructedResult(false)
 	held, chunks := uint64(4096), uint64(1)
 	r.Sets[1].NamespaceBytes, r.Sets[1].NamespaceChunks = &held, &chunks
 	if got := string(r.JSON()); got != want {
 		t.Errorf("JSON:\n%s\nwant:\n%s", got, want)
 	}
+	var compact bytes.Buffer
 	marshalled, err := json.Marshal(r)
-	if err != nil || string(marshalled) != want {
+	if err != nil || json.Compact(&compact, []byte(want)) != nil || string(marshalled) != compact.String() {
 		t.Errorf("json.Marshal: %s, %v", marshalled, err)
 	}
 	var parsed map[string]any
@@ -110,9 +115,9 @@ func TestJSONNumbersAndStrings(t *testing.T) {
 	}
 	empty := &EstimateResult{Files: 0, SampleRate: 1, Fingerprint: "xxh128", Sets: []SetEstimate{
 		{Label: "fixed", Params: Params{Algorithm: "fixed", AvgSize: 16384}}}}
-	if got := string(empty.JSON()); !strings.Contains(got, `"parameters":{"avg_size":16384},`) ||
-		!strings.Contains(got, `"dedup_ratio":0.0,"ratio_interval":null,`) || !strings.Contains(got, `"histogram":[],"histogram_bytes":[],`) ||
-		!strings.Contains(got, `"index":[]}`) {
+	if got := string(empty.JSON()); !strings.Contains(got, `"parameters": {"avg_size": 16384}, `) ||
+		!strings.Contains(got, `"dedup_ratio": 0.0, "ratio_interval": null, `) ||
+		!strings.Contains(got, `"histogram": [], "histogram_bytes": [], `) || !strings.Contains(got, `"index": []}`) {
 		t.Errorf("empty data set: %s", got)
 	}
 }
