@@ -44,25 +44,12 @@ var parameterFlags = func() map[string]tables.Parameter {
 	return m
 }()
 
-// tableAlgorithm returns the table's row of the algorithm named name.
-func tableAlgorithm(name string) (tables.Algorithm, bool) {
-	for _, a := range tables.Algorithms {
-		if a.Name == name {
-			return a, true
-		}
-	}
-	return tables.Algorithm{}, false
-}
-
 // flagNames are the flag names of the proto parameter names.
 func flagNames(names []string) []string {
 	flags := make([]string, 0, len(names))
 	for _, name := range names {
-		for _, p := range tables.Parameters {
-			if p.Name == name {
-				flags = append(flags, p.Flag)
-			}
-		}
+		p, _ := tables.ParameterNamed(name)
+		flags = append(flags, p.Flag)
 	}
 	return flags
 }
@@ -89,7 +76,7 @@ func ParseSet(spec string) (EstimateSet, error) {
 		return EstimateSet{}, argumentError("set "+strconv.Quote(spec), format, args...)
 	}
 	name, keys, hasKeys := strings.Cut(spec, ":")
-	algorithm, ok := tableAlgorithm(name)
+	algorithm, ok := tables.AlgorithmNamed(name)
 	if !ok {
 		return fail("unknown algorithm %q (%s)", name, algorithmList)
 	}
@@ -226,12 +213,8 @@ func zeros(values map[string]uint64) []string {
 
 // seqModeNames are the names of seq_mode's values, from the table.
 func seqModeNames() map[string]uint64 {
-	for _, p := range tables.Parameters {
-		if p.Name == "seq_mode" {
-			return p.Names
-		}
-	}
-	return nil
+	p, _ := tables.ParameterNamed("seq_mode")
+	return p.Names
 }
 
 // proto translates set i; a bad field is an *ArgumentError naming it.
@@ -291,7 +274,7 @@ func paramsFromProto(c *pb.ChunkingParams) Params {
 // parameters are the values of the parameters p's algorithm takes, in the
 // table's order, by their proto names: integers, seq_mode by its name.
 func (p Params) parameters() ([]string, []any) {
-	algorithm, _ := tableAlgorithm(p.Algorithm)
+	algorithm, _ := tables.AlgorithmNamed(p.Algorithm)
 	var names []string
 	var values []any
 	deref := func(v *uint32) uint32 {
