@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/chunkd/chunkd/clients/go/internal/chunkdtest"
 )
@@ -141,3 +143,196 @@ func TestExpandPaths(t *testing.T) {
 
 // bucketOf is the lower bound of a chunk length's power-of-two bucket.
 func bucketOf(length uint32) uint64 { return 1 << (bits.Len32(length) - 1) }
+
+// versions are three files of one data set with shared content: a file, a
+// copy of its first half with new bytes after, and the file again.
+func versions() [][]byte {
+	base := randomBytes(51, 400_000)
+	second := append(append([]byte{}, base[:200_000]...), randomBytes(52, 100_000)...)
+	return [][]byte{base, second, base}
+}
+
+// fromChunks is what an exact estimate of set over files must say,
+// computed from Chunk's records of each file with xxh128 fingerprints.
+func fromChunks(t *testing.T, c *Client, set EstimateSet, files [][]byte) SetEstimate {
+	t.Helper()
+	p := set.Params
+	p.Fingerprint = "xxh128"
+	want := SetEstimate{Label: set.Label}
+	distinct := map[string]bool{}
+	buckets := map[uint64]*SizeBucket{}
+	for _, f := range files {
+		it, err := c.Chunk(testContext(t), bytes.NewReader(f), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		records, _, err := it.Collect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range records {
+			want.Bytes, want.Chunks = want.Bytes+uint64(r.Length), want.Chunks+1
+			if !distinct[string(r.Fingerprint)] {
+				distinct[string(r.Fingerprint)] = true
+				want.UniqueBytes, want.UniqueChunks = want.UniqueBytes+uint64(r.Length), want.UniqueChunks+1
+			}
+			b := buckets[bucketOf(r.Length)]
+			if b == nil {
+				b = &SizeBucket{LowerBound: bucketOf(r.Length)}
+				buckets[b.LowerBound] = b
+			}
+			b.Chunks, b.Bytes = b.Chunks+1, b.Bytes+uint64(r.Length)
+		}
+	}
+	for bound := uint64(1); bound != 0; bound <<= 1 {
+		if b := buckets[bound]; b != nil {
+			want.Histogram = append(want.Histogram, *b)
+		}
+	}
+	return want
+}
+
+// TestEstimateEqualsChunk: an exact estimate of several files counts what
+// Chunk gives for each file on its own (distinct chunks over all files),
+// for every algorithm, however the files are split into messages; a
+// sampled one is the same whatever the split, with the same exact counts.
+func TestEstimateEqualsChunk(t *testing.T) {
+	s := startServer(t)
+	c := dial(t, s.addr)
+	files := versions()
+	sets := parseSets(t, "fastcdc:min=4096,avg=16384,max=65536", "fastcdc", "crc32:min=2048,avg=8192,max=32768",
+		"seqcdc:preset=seqcdc-8k", "fixed:avg=8192", "repmaxcdc:min=4096,horizon=16384",
+		"rabin:min=4096,avg=16384,max=65536", "buzhash:min=4096,avg=16384,max=65536")
+	exact, err := c.Estimate(testContext(t), sets, EstimateOptions{}, readers(files)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exact.TotalBytes != 1_100_000 || exact.Files != 3 || exact.SampleRate != 1 || exact.Fingerprint != "xxh128" ||
+		len(exact.Sets) != len(sets) {
+		t.Fatalf("result %+v", exact)
+	}
+	for i, set := range sets {
+		got, want := exact.Sets[i], fromChunks(t, c, set, files)
+		if got.Label != want.Label || got.Bytes != want.Bytes || got.Chunks != want.Chunks ||
+			got.UniqueBytes != want.UniqueBytes || got.UniqueChunks != want.UniqueChunks ||
+			!reflect.DeepEqual(got.Histogram, want.Histogram) || got.Sampled || got.SampledUniqueChunks != want.UniqueChunks {
+			t.Errorf("%s: estimate %+v; Chunk gives %+v", set.Label, got, want)
+		}
+		if ratio := float64(got.Bytes) / float64(got.UniqueBytes); got.DedupRatio != ratio || ratio <= 1.2 {
+			t.Errorf("%s: dedup ratio %v, want %v (> 1.2)", set.Label, got.DedupRatio, ratio)
+		}
+		if _, _, ok := got.Interval(); ok || got.Params.Algorithm != set.Params.Algorithm || len(got.IndexCosts) != 3 {
+			t.Errorf("%s: interval %v, params %+v, index costs %+v", set.Label, ok, got.Params, got.IndexCosts)
+		}
+	}
+	split, err := c.Estimate(testContext(t), sets, EstimateOptions{MessageSize: 1000}, readers(files)...)
+	if err != nil || !reflect.DeepEqual(split, exact) {
+		t.Errorf("in 1000-byte messages: %+v, %v", split, err)
+	}
+	const rate = 4
+	sampled, err := c.Estimate(testContext(t), sets, EstimateOptions{SampleRate: rate}, readers(files)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, err = c.Estimate(testContext(t), sets, EstimateOptions{SampleRate: rate, MessageSize: 1000}, readers(files)...)
+	if err != nil || !reflect.DeepEqual(split, sampled) || sampled.SampleRate != rate {
+		t.Errorf("sampled, in 1000-byte messages: %+v, %v; in one: %+v", split, err, sampled)
+	}
+	for i, got := range sampled.Sets {
+		want := exact.Sets[i]
+		if !got.Sampled || got.Chunks != want.Chunks || got.Bytes != want.Bytes ||
+			!reflect.DeepEqual(got.Histogram, want.Histogram) || got.UniqueChunks != rate*got.SampledUniqueChunks ||
+			got.SampledUniqueChunks >= want.UniqueChunks {
+			t.Errorf("%s sampled 1 in %d: %+v; exact %+v", got.Label, rate, got, want)
+		}
+	}
+}
+
+// TestEstimatePathsWalksDirectories: a directory is its files in sorted
+// path order, the same data set as the files given one by one.
+func TestEstimatePathsWalksDirectories(t *testing.T) {
+	s := startServer(t)
+	c := dial(t, s.addr)
+	files := versions()
+	dir := t.TempDir()
+	for i, name := range []string{"a/v1", "a/v1.5", "b"} { // sorted: a/v1, a/v1.5, b
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, files[i], 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sets := parseSets(t, "fastcdc:avg=8192", "fixed:avg=4096")
+	want, err := c.Estimate(testContext(t), sets, EstimateOptions{}, readers(files)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.EstimatePaths(testContext(t), sets, EstimateOptions{}, dir)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("EstimatePaths(dir) = %+v, %v; want %+v", got, err, want)
+	}
+}
+
+// TestEstimateNamespace: with a namespace the result says how much of each
+// set's unique data it holds, read only; SHA-256 is the default then.
+func TestEstimateNamespace(t *testing.T) {
+	s := startServer(t)
+	c := dial(t, s.addr)
+	held, other := randomBytes(61, 300_000), randomBytes(62, 200_000)
+	sets := parseSets(t, "fastcdc:min=4096,avg=16384,max=65536", "fixed:avg=8192")
+	p := sets[0].Params
+	it, err := c.Dedup(testContext(t), "estimate-held", bytes.NewReader(held), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, dedup, err := it.Collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Estimate(testContext(t), sets, EstimateOptions{Namespace: "estimate-held"},
+		bytes.NewReader(held), bytes.NewReader(other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.Sets[0]
+	if r.Fingerprint != "sha256" || got.NamespaceBytes == nil || *got.NamespaceBytes != dedup.UniqueBytes ||
+		got.NamespaceChunks == nil || *got.NamespaceChunks != dedup.UniqueChunks || r.Sets[1].NamespaceBytes == nil {
+		t.Errorf("namespace holding %d bytes in %d chunks: %+v", dedup.UniqueBytes, dedup.UniqueChunks, r)
+	}
+	for i := 0; i < 2; i++ { // the estimate writes nothing: the namespace stays empty
+		r, err = c.Estimate(testContext(t), sets, EstimateOptions{Namespace: "estimate-empty"}, bytes.NewReader(other))
+		if err != nil || *r.Sets[0].NamespaceBytes != 0 || *r.Sets[0].NamespaceChunks != 0 {
+			t.Errorf("an empty namespace, run %d: %+v, %v", i, r, err)
+		}
+	}
+	r, err = c.Estimate(testContext(t), sets, EstimateOptions{}, bytes.NewReader(other))
+	if err != nil || r.Fingerprint != "xxh128" || r.Sets[0].NamespaceBytes != nil || r.Sets[0].NamespaceChunks != nil {
+		t.Errorf("without a namespace: %+v, %v", r, err)
+	}
+}
+
+// TestEstimateErrors: a parameter out of range is INVALID_ARGUMENT naming
+// the set; an exact estimate past --estimate_max_entries is
+// RESOURCE_EXHAUSTED with the reason STREAM_MEMORY.
+func TestEstimateErrors(t *testing.T) {
+	s := startServer(t, "--estimate_max_entries=10")
+	c := dial(t, s.addr)
+	_, err := c.Estimate(testContext(t), parseSets(t, "fastcdc", "fastcdc:min=1"), EstimateOptions{},
+		bytes.NewReader(randomBytes(71, 1000)))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "fastcdc:min=1") ||
+		ReasonOf(err) != "" {
+		t.Errorf("min=1: %v", err)
+	}
+	_, err = c.Estimate(testContext(t), parseSets(t, "fixed:avg=1024"), EstimateOptions{},
+		bytes.NewReader(randomBytes(72, 100_000)))
+	if status.Code(err) != codes.ResourceExhausted || ReasonOf(err) != "STREAM_MEMORY" {
+		t.Errorf("past --estimate_max_entries: %v (reason %q)", err, ReasonOf(err))
+	}
+	r, err := c.Estimate(testContext(t), parseSets(t, "fixed:avg=1024"), EstimateOptions{SampleRate: 64},
+		bytes.NewReader(randomBytes(72, 100_000)))
+	if err != nil || r.Sets[0].Chunks != 98 {
+		t.Errorf("sampled 1 in 64: %+v, %v", r, err)
+	}
+}
