@@ -192,6 +192,33 @@ func fromChunks(t *testing.T, c *Client, set EstimateSet, files [][]byte) SetEst
 	return want
 }
 
+// checkExact compares the exact estimate of set with Chunk's counts.
+func checkExact(t *testing.T, set EstimateSet, got, want SetEstimate) {
+	t.Helper()
+	if got.Label != want.Label || got.Bytes != want.Bytes || got.Chunks != want.Chunks ||
+		got.UniqueBytes != want.UniqueBytes || got.UniqueChunks != want.UniqueChunks ||
+		!reflect.DeepEqual(got.Histogram, want.Histogram) || got.Sampled || got.SampledUniqueChunks != want.UniqueChunks {
+		t.Errorf("%s: estimate %+v; Chunk gives %+v", set.Label, got, want)
+	}
+	if ratio := float64(got.Bytes) / float64(got.UniqueBytes); got.DedupRatio != ratio || ratio <= 1.2 {
+		t.Errorf("%s: dedup ratio %v, want %v (> 1.2)", set.Label, got.DedupRatio, ratio)
+	}
+	if _, _, ok := got.Interval(); ok || got.Params.Algorithm != set.Params.Algorithm || len(got.IndexCosts) != 3 {
+		t.Errorf("%s: interval %v, params %+v, index costs %+v", set.Label, ok, got.Params, got.IndexCosts)
+	}
+}
+
+// checkSampled compares an estimate sampled 1 in rate with the exact one:
+// the counts of every chunk are the same, the distinct ones scaled.
+func checkSampled(t *testing.T, got, exact SetEstimate, rate uint64) {
+	t.Helper()
+	if !got.Sampled || got.Chunks != exact.Chunks || got.Bytes != exact.Bytes ||
+		!reflect.DeepEqual(got.Histogram, exact.Histogram) || got.UniqueChunks != rate*got.SampledUniqueChunks ||
+		got.SampledUniqueChunks >= exact.UniqueChunks {
+		t.Errorf("%s sampled 1 in %d: %+v; exact %+v", got.Label, rate, got, exact)
+	}
+}
+
 // TestEstimateEqualsChunk: an exact estimate of several files counts what
 // Chunk gives for each file on its own (distinct chunks over all files),
 // for every algorithm, however the files are split into messages; a
@@ -212,18 +239,7 @@ func TestEstimateEqualsChunk(t *testing.T) {
 		t.Fatalf("result %+v", exact)
 	}
 	for i, set := range sets {
-		got, want := exact.Sets[i], fromChunks(t, c, set, files)
-		if got.Label != want.Label || got.Bytes != want.Bytes || got.Chunks != want.Chunks ||
-			got.UniqueBytes != want.UniqueBytes || got.UniqueChunks != want.UniqueChunks ||
-			!reflect.DeepEqual(got.Histogram, want.Histogram) || got.Sampled || got.SampledUniqueChunks != want.UniqueChunks {
-			t.Errorf("%s: estimate %+v; Chunk gives %+v", set.Label, got, want)
-		}
-		if ratio := float64(got.Bytes) / float64(got.UniqueBytes); got.DedupRatio != ratio || ratio <= 1.2 {
-			t.Errorf("%s: dedup ratio %v, want %v (> 1.2)", set.Label, got.DedupRatio, ratio)
-		}
-		if _, _, ok := got.Interval(); ok || got.Params.Algorithm != set.Params.Algorithm || len(got.IndexCosts) != 3 {
-			t.Errorf("%s: interval %v, params %+v, index costs %+v", set.Label, ok, got.Params, got.IndexCosts)
-		}
+		checkExact(t, set, exact.Sets[i], fromChunks(t, c, set, files))
 	}
 	split, err := c.Estimate(testContext(t), sets, EstimateOptions{MessageSize: 1000}, readers(files)...)
 	if err != nil || !reflect.DeepEqual(split, exact) {
@@ -239,12 +255,7 @@ func TestEstimateEqualsChunk(t *testing.T) {
 		t.Errorf("sampled, in 1000-byte messages: %+v, %v; in one: %+v", split, err, sampled)
 	}
 	for i, got := range sampled.Sets {
-		want := exact.Sets[i]
-		if !got.Sampled || got.Chunks != want.Chunks || got.Bytes != want.Bytes ||
-			!reflect.DeepEqual(got.Histogram, want.Histogram) || got.UniqueChunks != rate*got.SampledUniqueChunks ||
-			got.SampledUniqueChunks >= want.UniqueChunks {
-			t.Errorf("%s sampled 1 in %d: %+v; exact %+v", got.Label, rate, got, want)
-		}
+		checkSampled(t, got, exact.Sets[i], rate)
 	}
 }
 
