@@ -29,8 +29,8 @@ func (o *options) estimateFlags(fs *flag.FlagSet) {
 	fs.Var(choiceFlag{&o.fingerprint, []string{"xxh128", "sha256"}}, "fingerprint",
 		"xxh128 or sha256 (default xxh128, sha256 with --namespace)")
 	fs.StringVar(&o.namespace, "namespace", "", "compare with the namespace `NS`, read only")
-	fs.StringVar(&o.plot, "plot", "", "write the JSON to `FILE` with the extension .json, for chunkd-client plot "+
-		"to draw FILE (.png or .svg)")
+	fs.StringVar(&o.plot, "plot", "", "a picture to draw, `FILE` (.png or .svg): writes the JSON to FILE "+
+		"with the extension .json and prints the chunkd-client plot command that draws it")
 	fs.IntVar(&o.messageSize, "message-size", chunkd.DefaultMessageSize, "input bytes per data message (`N`)")
 }
 
