@@ -377,6 +377,13 @@ func TestClosedStdoutAndInterrupt(t *testing.T) {
 		t.Errorf("stdout closed: %v, stderr %q; want exit status 141, nothing on stderr", err, stderr.String())
 	}
 
+	// The first stream may still count on the server after its process
+	// ended: wait until it is gone, so that the count below is the new one.
+	for deadline := time.Now().Add(60 * time.Second); server.Metric(t, "chunkd_active_streams") != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stream of the first chunkd-go chunk never ended on the server")
+		}
+	}
 	cmd = process(t, "chunk", "--server", addr, "-")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
