@@ -67,10 +67,11 @@ uint64_t EstimateWork::MemoryBytes(const StreamSettings& settings) const {
       options().fingerprint == estimate::FingerprintKind::kSha256
           ? kEstimateEntryBytesSha256
           : kEstimateEntryBytesXxh128;
-  // Sampled, each set also counts its distinct chunks in a fixed sketch.
+  // Sampled, each set also counts its distinct chunks and their bytes in
+  // two fixed sketches.
   const uint64_t sketches =
       options().sample_rate > 1
-          ? shapes.size() * estimate::DistinctSketch::kMemoryBytes
+          ? shapes.size() * 2 * estimate::DistinctSketch::kMemoryBytes
           : 0;
   return EstimateMemoryBytes(shapes, entry_bytes, options().max_entries,
                              settings) +
