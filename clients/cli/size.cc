@@ -21,29 +21,6 @@
 namespace chunkd::cli {
 namespace {
 
-// Bytes per entry of each index, as measured (SHA-256 fingerprints, one
-// namespace); docs/operations.md ("Capacity") gives them with their sources
-// and what they leave out. redis-cluster uses the redis rows.
-struct CostRow {
-  SizedIndex index;
-  EntryCost cost;
-};
-constexpr CostRow kEntryCosts[] = {
-    // Resident bytes, memory_index_footprint (docs/design.md, "The memory
-    // backend"); the tables are 72-90 % full, so up to 61 and 144.
-    {SizedIndex::kMemory, {1'000'000, 53, 126}},
-    {SizedIndex::kMemory, {10'000'000, 49, 117}},
-    // On disk after a full compaction, rocksdb_index_bench
-    // (docs/benchmarks.md, "The RocksDB index").
-    {SizedIndex::kRocksDb, {10'000'000, 37.2, 39.4}},
-    // Redis used_memory, the bucket layout with the default 2^18 buckets
-    // (3.8 and 38 entries a bucket), index_bench (docs/benchmarks.md, "The
-    // Redis index"); at the bucket_bits chunkctl suggests, buckets hold
-    // 32-64 entries, as at 10M.
-    {SizedIndex::kRedis, {1'000'000, 65.8, 82.6}},
-    {SizedIndex::kRedis, {10'000'000, 43.7, 60.7}},
-};
-
 // A Redis Cluster has at least this many masters.
 constexpr uint64_t kMinClusterMasters = 3;
 
@@ -383,20 +360,17 @@ uint64_t SizeEntries(uint64_t data_bytes, uint64_t avg_bytes) {
 }
 
 EntryCost EntryCostFor(SizedIndex index, uint64_t entries) {
-  if (index == SizedIndex::kRedisCluster) index = SizedIndex::kRedis;
-  std::optional<EntryCost> below;
-  std::optional<EntryCost> fewest;
-  for (const CostRow& row : kEntryCosts) {
-    if (row.index != index) continue;
-    if (row.cost.measured_at <= entries &&
-        (!below || row.cost.measured_at > below->measured_at)) {
-      below = row.cost;
-    }
-    if (!fewest || row.cost.measured_at < fewest->measured_at) {
-      fewest = row.cost;
-    }
+  // redis-cluster uses the redis figures.
+  switch (index) {
+    case SizedIndex::kMemory:
+      return index::EntryCostFor(index::CostedIndex::kMemory, entries);
+    case SizedIndex::kRocksDb:
+      return index::EntryCostFor(index::CostedIndex::kRocksDb, entries);
+    case SizedIndex::kRedis:
+    case SizedIndex::kRedisCluster:
+      return index::EntryCostFor(index::CostedIndex::kRedis, entries);
   }
-  return below.value_or(fewest.value_or(EntryCost{}));
+  return EntryCost{};
 }
 
 int RedisBucketBits(uint64_t entries) {

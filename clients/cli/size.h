@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "clients/cli/args.h"
 #include "clients/cli/record_writer.h"
+#include "index/entry_cost.h"
 #include "index/redis_layout.h"
 
 namespace chunkd::cli {
@@ -85,12 +86,9 @@ absl::StatusOr<SizeConfig> SizeConfigFromArgs(const ParsedArgs& args);
 // average: the quotient rounded up. REQUIRES: avg_bytes > 0.
 uint64_t SizeEntries(uint64_t data_bytes, uint64_t avg_bytes);
 
-// One measured figure: bytes per entry of an index at a number of entries.
-struct EntryCost {
-  uint64_t measured_at = 0;   // entries in the measurement
-  double bytes = 0;           // without next-size hints
-  double bytes_hints = 0;     // with next-size hints and their runs
-};
+// One measured figure: bytes per entry of an index at a number of entries
+// (index/entry_cost.h holds the figures).
+using EntryCost = index::EntryCost;
 
 // The figure the estimate of `entries` entries uses: the one measured at the
 // most entries not above `entries`, else the one measured at the fewest.

@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "chunkd/chunker.h"
 
 namespace chunkd::estimate {
@@ -166,6 +167,18 @@ struct RatioInterval {
   double high = 0;
   bool valid = false;  // at least two distinct chunks
 };
+
+// One kept distinct chunk's counts, for ComputeRatioInterval.
+struct KeptCount {
+  uint64_t length = 0;
+  uint64_t copies = 0;
+};
+
+// The ratio and its interval from the kept chunks of a sample of 1 in
+// `sample_rate` (1: exact, the interval is the ratio itself): low =
+// max(1, R - 1.96 SE), high = R + 1.96 SE. ratio 0 when nothing is kept.
+RatioInterval ComputeRatioInterval(absl::Span<const KeptCount> kept,
+                                   uint32_t sample_rate);
 
 }  // namespace chunkd::estimate
 

@@ -3,6 +3,7 @@
 
     platform <- kernels <- chunking <- pipeline <- service <- app <- chunkd
     fingerprint and index (on platform) and metrics are leaves beside chunking
+    estimate (on chunking, fingerprint and index) is used by service, app and cli
     tables (the header generated from proto/chunkd/v1/tables.json) is a leaf
     under chunking, index and metrics
 
@@ -33,22 +34,25 @@ ALLOWED: Dict[str, Set[str]] = {
     "chunkd_fingerprint": {"chunkd_platform"},
     "chunkd_index": {"chunkd_platform", "chunkd_tables"},
     "chunkd_metrics": {"chunkd_tables"},
+    "chunkd_estimate": {"chunkd_chunking", "chunkd_fingerprint", "chunkd_index"},
     "chunkd_pipeline": {"chunkd_chunking", "chunkd_fingerprint", "chunkd_index",
                         "chunkd_metrics"},
     "chunkd_proto": set(),
     "chunkd_service": {"chunkd_pipeline", "chunkd_chunking", "chunkd_fingerprint",
-                       "chunkd_index", "chunkd_metrics", "chunkd_proto"},
+                       "chunkd_index", "chunkd_metrics", "chunkd_proto",
+                       "chunkd_estimate"},
     "chunkd_app": {"chunkd_service", "chunkd_pipeline", "chunkd_chunking",
-                   "chunkd_fingerprint", "chunkd_index", "chunkd_metrics"},
+                   "chunkd_fingerprint", "chunkd_index", "chunkd_metrics",
+                   "chunkd_estimate"},
     "chunkd_workload": {"chunkd_chunking"},
     "chunkd_cli": {"chunkd_chunking", "chunkd_fingerprint", "chunkd_index",
-                   "chunkd_proto", "chunkd_workload"},
+                   "chunkd_proto", "chunkd_workload", "chunkd_estimate"},
     "chunkd_redis_process": {"chunkd_index"},
 }
 #: Libraries below the service: none may reach gRPC, even transitively.
 BELOW_SERVICE = ["chunkd_platform", "chunkd_kernels", "chunkd_chunking",
                  "chunkd_fingerprint", "chunkd_index", "chunkd_metrics",
-                 "chunkd_pipeline"]
+                 "chunkd_pipeline", "chunkd_estimate"]
 GRPC = re.compile(r"^gRPC::|grpc")
 BENCHMARK = re.compile(r"^benchmark::|^chunkd_bench")
 

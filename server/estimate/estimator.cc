@@ -1,0 +1,299 @@
+#include "estimate/estimator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/numeric/int128.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "chunkd/chunker.h"
+#include "chunking/executor.h"
+#include "estimate/file_cutter.h"
+#include "estimate/set_tally.h"
+#include "index/entry_cost.h"
+
+namespace chunkd::estimate {
+namespace {
+
+using chunking::Chunk;
+
+// Pieces are cut in slices of this many bytes, every set in turn, so that
+// the slice is still in cache when the next set reads it; or longer, as long
+// as every chunker needs to cut them in place (InPlacePieceBytes).
+constexpr size_t kSliceBytes = size_t{1} << 20;
+
+// The normal quantile of a two-sided 95 % interval.
+constexpr double kZ95 = 1.96;
+
+// The interval of the kept chunks that `for_each` visits (it calls its
+// argument with each one's length and copies), for a sample of 1 in `rate`.
+// The sums are exact integers, so the result does not depend on the order of
+// the visit (a table's order does): sum d_j^2 = sum t^2 - 2 R sum t u +
+// R^2 sum u^2, evaluated in long double.
+template <typename ForEach>
+RatioInterval IntervalOf(const ForEach& for_each, uint32_t rate) {
+  absl::uint128 sum_u = 0, sum_t = 0, sum_tt = 0, sum_tu = 0, sum_uu = 0;
+  uint64_t kept = 0;
+  for_each([&](uint64_t length, uint64_t copies) {
+    const absl::uint128 u = length;
+    const absl::uint128 t = u * copies;
+    sum_u += u;
+    sum_t += t;
+    sum_tt += t * t;
+    sum_tu += t * u;
+    sum_uu += u * u;
+    ++kept;
+  });
+  RatioInterval out;
+  if (kept == 0 || sum_u == 0) return out;
+  const long double u = static_cast<long double>(sum_u);
+  const long double r = static_cast<long double>(sum_t) / u;
+  const long double d2 =
+      static_cast<long double>(sum_tt) -
+      2 * r * static_cast<long double>(sum_tu) +
+      r * r * static_cast<long double>(sum_uu);
+  const long double n = std::max<uint32_t>(rate, 1);
+  const long double se = std::sqrt((1 - 1 / n) * std::max(d2, 0.0L)) / u;
+  out.ratio = static_cast<double>(r);
+  out.low = std::max(1.0, static_cast<double>(r - kZ95 * se));
+  out.high = static_cast<double>(r + kZ95 * se);
+  out.valid = kept >= 2;
+  return out;
+}
+
+absl::Status CheckOptions(const EstimatorOptions& options) {
+  if (options.sets.empty() || options.sets.size() > kMaxSets) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an estimate takes 1 to ", kMaxSets,
+                     " parameter sets, got ", options.sets.size()));
+  }
+  if (options.sample_rate == 0 || options.sample_rate > kMaxSampleRate) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sample_rate must be in [1, ", kMaxSampleRate, "], got ",
+                     options.sample_rate));
+  }
+  for (size_t i = 0; i < options.sets.size(); ++i) {
+    const SetSpec& set = options.sets[i];
+    const std::string name = absl::StrCat("set ", i + 1, " (", set.label, ")");
+    if (set.label.size() > kMaxLabelBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "set ", i + 1, ": label of ", set.label.size(),
+          " bytes, longer than ", kMaxLabelBytes));
+    }
+    absl::Status status = chunking::ValidateOptions(set.options);
+    if (status.ok()) {
+      status = chunking::PlanEngine(set.options, options.engine).status();
+    }
+    if (!status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat(name, ": ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+RatioInterval ComputeRatioInterval(absl::Span<const KeptCount> kept,
+                                   uint32_t sample_rate) {
+  return IntervalOf(
+      [&](const auto& fn) {
+        for (const KeptCount& k : kept) fn(k.length, k.copies);
+      },
+      sample_rate);
+}
+
+class Estimator::Impl {
+ public:
+  explicit Impl(const EstimatorOptions& options)
+      : options_(options), budget_(options.max_entries) {
+    for (const SetSpec& set : options_.sets) {
+      set_options_.push_back(set.options);
+      tallies_.emplace_back(options_.fingerprint, options_.sample_rate);
+    }
+    groups_ = GroupSets(set_options_, /*share_gear=*/false);
+    slice_bytes_ = std::max(kSliceBytes, InPlacePieceBytes(set_options_));
+  }
+
+  absl::Status Append(absl::string_view piece) {
+    while (!piece.empty() && status_.ok()) {
+      const absl::string_view slice =
+          piece.substr(0, std::min(piece.size(), slice_bytes_));
+      piece.remove_prefix(slice.size());
+      if (cutters_.empty()) status_ = OpenFile();
+      if (!status_.ok()) break;
+      for (size_t g = 0; g < cutters_.size(); ++g) {
+        cutters_[g]->Append(slice, &outs_[g]);
+      }
+      Tally();
+      bytes_in_ += slice.size();
+    }
+    return status_;
+  }
+
+  absl::Status EndFile() {
+    if (!status_.ok() || cutters_.empty()) return status_;
+    for (size_t g = 0; g < cutters_.size(); ++g) cutters_[g]->Finish(&outs_[g]);
+    Tally();
+    cutters_.clear();
+    ++files_;
+    return status_;
+  }
+
+  absl::StatusOr<std::vector<SetResult>> Finish() {
+    absl::Status status = EndFile();
+    if (!status.ok()) return status;
+    std::vector<SetResult> results;
+    for (size_t i = 0; i < tallies_.size(); ++i) results.push_back(Result(i));
+    return results;
+  }
+
+  void ForEachKept(size_t set,
+                   const std::function<void(const KeptChunk&)>& fn) const {
+    if (set < tallies_.size()) tallies_[set].kept().ForEach(fn);
+  }
+
+  uint64_t bytes_in() const { return bytes_in_; }
+  uint64_t files() const { return files_; }
+  uint64_t entries() const { return budget_.used(); }
+  size_t memory_bytes() const {
+    size_t bytes = 0;
+    for (const SetTally& tally : tallies_) bytes += tally.memory_bytes();
+    for (const auto& cutter : cutters_) bytes += cutter->memory_bytes();
+    return bytes;
+  }
+  const EstimatorOptions& options() const { return options_; }
+
+ private:
+  absl::Status OpenFile() {
+    for (const CutterGroup& group : groups_) {
+      absl::StatusOr<std::unique_ptr<FileCutter>> cutter =
+          NewFileCutter(group, set_options_, options_.engine);
+      if (!cutter.ok()) {
+        cutters_.clear();
+        return cutter.status();
+      }
+      cutters_.push_back(*std::move(cutter));
+    }
+    outs_.resize(cutters_.size());
+    return absl::OkStatus();
+  }
+
+  // Counts the chunks the cutters just emitted, the sets spread over the
+  // executor's threads.
+  void Tally() {
+    std::vector<std::pair<size_t, size_t>> work;  // (group, k)
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      for (size_t k = 0; k < groups_[g].sets.size(); ++k) work.push_back({g, k});
+    }
+    chunking::RunParallel(options_.engine.executor, work.size(), [&](size_t w) {
+      const auto [g, k] = work[w];
+      const FileCutter& cutter = *cutters_[g];
+      tallies_[groups_[g].sets[k]].Add(
+          outs_[g][k],
+          [&](const Chunk& chunk) { return cutter.ChunkData(k, chunk); },
+          &budget_);
+    });
+    if (budget_.exhausted()) status_ = Exhausted();
+  }
+
+  absl::Status Exhausted() const {
+    const uint64_t suggested = std::min<uint64_t>(
+        uint64_t{options_.sample_rate} * 64, kMaxSampleRate);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the estimate needs more than max_entries = ", budget_.limit(),
+        " distinct chunks over its sets after ", bytes_in_,
+        " bytes at sample_rate ", options_.sample_rate,
+        "; sample fewer chunks with a higher sample_rate (e.g. ", suggested,
+        ") or raise the limit"));
+  }
+
+  SetResult Result(size_t i) const {
+    const SetTally& tally = tallies_[i];
+    const uint32_t rate = options_.sample_rate;
+    SetResult r;
+    r.label = options_.sets[i].label;
+    r.options = options_.sets[i].options;
+    r.bytes = tally.sizes().bytes();
+    tally.sizes().Fill(&r);
+    uint64_t kept_bytes = 0;
+    const RatioInterval interval = IntervalOf(
+        [&](const auto& fn) {
+          tally.kept().ForEach([&](const KeptChunk& c) {
+            fn(c.length, c.copies);
+          });
+        },
+        rate);
+    tally.kept().ForEach([&](const KeptChunk& c) { kept_bytes += c.length; });
+    r.sampled_unique_chunks = tally.kept().size();
+    r.unique_chunks = r.sampled_unique_chunks * rate;
+    r.unique_bytes = kept_bytes * rate;
+    r.dedup_ratio = interval.ratio;
+    r.sampled = rate > 1;
+    r.has_interval = r.sampled && interval.valid;
+    if (r.has_interval) {
+      r.ratio_low = interval.low;
+      r.ratio_high = interval.high;
+    }
+    for (index::CostedIndex backend : index::AllCostedIndexes()) {
+      r.index_costs.push_back(IndexCostEstimate{
+          std::string(index::CostedIndexName(backend)),
+          std::string(index::CostedIndexMedium(backend)), r.unique_chunks,
+          index::IndexBytes(backend, r.unique_chunks)});
+    }
+    return r;
+  }
+
+  const EstimatorOptions options_;
+  std::vector<chunking::ChunkerOptions> set_options_;
+  std::vector<CutterGroup> groups_;
+  size_t slice_bytes_ = kSliceBytes;
+  std::vector<SetTally> tallies_;
+  EntryBudget budget_;
+  // The current file's cutters, one per group; empty between files.
+  std::vector<std::unique_ptr<FileCutter>> cutters_;
+  std::vector<std::vector<std::vector<Chunk>>> outs_;  // per group, per set
+  uint64_t bytes_in_ = 0;
+  uint64_t files_ = 0;
+  absl::Status status_;  // the first error; every later call returns it
+};
+
+absl::StatusOr<std::unique_ptr<Estimator>> Estimator::Create(
+    const EstimatorOptions& options) {
+  absl::Status status = CheckOptions(options);
+  if (!status.ok()) return status;
+  return std::unique_ptr<Estimator>(
+      new Estimator(std::make_unique<Impl>(options)));
+}
+
+Estimator::Estimator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Estimator::~Estimator() = default;
+
+absl::Status Estimator::Append(absl::string_view piece) {
+  return impl_->Append(piece);
+}
+absl::Status Estimator::EndFile() { return impl_->EndFile(); }
+absl::StatusOr<std::vector<SetResult>> Estimator::Finish() {
+  return impl_->Finish();
+}
+void Estimator::ForEachKept(
+    size_t set, const std::function<void(const KeptChunk&)>& fn) const {
+  impl_->ForEachKept(set, fn);
+}
+uint64_t Estimator::bytes_in() const { return impl_->bytes_in(); }
+uint64_t Estimator::files() const { return impl_->files(); }
+uint64_t Estimator::entries() const { return impl_->entries(); }
+size_t Estimator::memory_bytes() const { return impl_->memory_bytes(); }
+const EstimatorOptions& Estimator::options() const { return impl_->options(); }
+
+}  // namespace chunkd::estimate
