@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Mapping, Sequence
 
+from chunkd_client._cli_output import human_bytes
+
 #: What to install for pictures.
 INSTALL_HINT = "pip install 'chunkd-client[plot]'"
 #: The formats drawn, by file extension.
@@ -80,14 +82,6 @@ def check_estimate(estimate: Any) -> None:
                             "'histogram' is not a list of [lower_bound, chunks]")
 
 
-def _bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
-
-
 def _size_tick(value: float, _: Any = None) -> str:
     """A power-of-two size as a tick label: 512, 4K, 1M."""
     for unit, shift in (("M", 20), ("K", 10)):
@@ -101,7 +95,7 @@ def _title(estimate: Mapping[str, Any]) -> str:
     files = estimate["files"]
     sampling = "exact" if rate <= 1 else f"sampled 1 in {rate}"
     fingerprint = estimate.get("fingerprint")
-    return (f"Estimate of {_bytes(estimate['total_bytes'])} in {files} "
+    return (f"Estimate of {human_bytes(estimate['total_bytes'])} in {files} "
             f"file{'' if files == 1 else 's'}: {sampling}"
             + (f", {fingerprint}" if fingerprint else ""))
 

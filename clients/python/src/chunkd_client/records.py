@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, TypeVar
 
 from chunkd_client import _tables
 
 if TYPE_CHECKING:  # _convert imports this module
     from chunkd_client._convert import ChunkingParams
+
+
+T = TypeVar("T")
+
+
+def _find(items: Tuple[T, ...], attribute: str, value: str) -> T:
+    """The first of ``items`` whose ``attribute`` is ``value``; KeyError if
+    none is."""
+    for item in items:
+        if getattr(item, attribute) == value:
+            return item
+    raise KeyError(value)
 
 
 @dataclass(frozen=True)
@@ -143,10 +155,7 @@ class ServerInfo:
 
     def algorithm(self, name: str) -> AlgorithmInfo:
         """The entry for the algorithm called ``name``; KeyError if absent."""
-        for info in self.algorithms:
-            if info.name == name:
-                return info
-        raise KeyError(name)
+        return _find(self.algorithms, "name", name)
 
 
 @dataclass(frozen=True)
@@ -225,10 +234,7 @@ class SetEstimate:
 
     def index_cost(self, backend: str) -> IndexCost:
         """The cost in ``backend``; KeyError when the server sent none."""
-        for cost in self.index_costs:
-            if cost.backend == backend:
-                return cost
-        raise KeyError(backend)
+        return _find(self.index_costs, "backend", backend)
 
     def parameters(self) -> Dict[str, Any]:
         """The parameters of ``chunking`` the algorithm takes, by their proto
@@ -281,10 +287,7 @@ class EstimateResult:
 
     def set(self, label: str) -> SetEstimate:
         """The estimate of the set labelled ``label``; KeyError if absent."""
-        for estimate in self.sets:
-            if estimate.label == label:
-                return estimate
-        raise KeyError(label)
+        return _find(self.sets, "label", label)
 
     def to_json(self) -> Dict[str, Any]:
         """The object ``estimate --json`` prints (docs/cli.md), keys in their
