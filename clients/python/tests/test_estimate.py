@@ -314,6 +314,18 @@ def test_json_byte_for_byte() -> None:
     assert list(sampled) == ["sets", "total_bytes", "files", "sample_rate", "fingerprint"]
 
 
+def test_json_follows_the_schema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).resolve().parents[3] / "docs"
+                         / "cli-output.schema.json").read_text(encoding="utf-8"))
+    for result in (EXACT, SAMPLED):
+        jsonschema.validate(
+            json.loads(compact(result.to_json())),
+            {"$schema": schema["$schema"], "$defs": schema["$defs"],
+             "$ref": "#/$defs/estimate"},
+            cls=jsonschema.Draft202012Validator)
+
+
 def test_seq_mode_by_name_in_the_json() -> None:
     seqcdc = dataclasses.replace(
         FIXED, label="seqcdc", chunking=ChunkingParams(
