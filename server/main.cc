@@ -71,23 +71,24 @@ ABSL_FLAG(std::string, backend, "",
           "algorithm the fastest on this CPU, calibrated at start-up. An "
           "unknown or unsupported backend is an error");
 ABSL_FLAG(uint32_t, max_streams, 128,
-          "Chunk and Dedup streams served at once; one more is refused with "
-          "RESOURCE_EXHAUSTED. Left unset under a memory limit: as many "
-          "streams of typical parameters (Dedup, fastcdc's default sizes) "
-          "as fit it (at most the default)");
+          "Chunk, Dedup and Estimate streams served at once; one more is "
+          "refused with RESOURCE_EXHAUSTED. Left unset under a memory "
+          "limit: as many streams of typical parameters (Dedup, fastcdc's "
+          "default sizes) as fit it (at most the default)");
 ABSL_FLAG(int64_t, max_streams_per_token, -1,
-          "with --auth_tokens, Chunk and Dedup streams one bearer token may "
-          "run at once (one more is refused with RESOURCE_EXHAUSTED); -1 "
-          "means a quarter of --max_streams, 0 no limit");
+          "with --auth_tokens, Chunk, Dedup and Estimate streams one bearer "
+          "token may run at once (one more is refused with "
+          "RESOURCE_EXHAUSTED); -1 means a quarter of --max_streams, 0 no "
+          "limit");
 ABSL_FLAG(uint32_t, max_streams_per_ip, 0,
-          "Chunk and Dedup streams one client IP address may run at once; 0 "
-          "(the default) means no limit, as behind a proxy every client may "
-          "share one address");
+          "Chunk, Dedup and Estimate streams one client IP address may run "
+          "at once; 0 (the default) means no limit, as behind a proxy every "
+          "client may share one address");
 ABSL_FLAG(uint32_t, max_streams_per_connection, 32,
           "HTTP/2 streams (calls of any kind) one connection may have open, "
           "advertised as SETTINGS_MAX_CONCURRENT_STREAMS; chunkd also "
-          "refuses a connection's Chunk and Dedup streams past it, counting "
-          "the streams it reset until chunkd has ended them");
+          "refuses a connection's Chunk, Dedup and Estimate streams past it, "
+          "counting the streams it reset until chunkd has ended them");
 ABSL_FLAG(uint32_t, max_stream_rate_per_connection, 1000,
           "new streams per second one connection may open (bursts of as many "
           "included); past it ChunkService calls are refused with "
@@ -114,6 +115,14 @@ ABSL_FLAG(int64_t, index_max_entries, -1,
           "memory limit a quarter of what it leaves, else what half of "
           "--memory_budget holds at 400 bytes each (1342177 for 1 GiB); for "
           "rocksdb no limit; 0 no limit");
+ABSL_FLAG(int64_t, estimate_max_entries, -1,
+          "distinct chunks one Estimate stream may keep over all its sets "
+          "(at most about 168 bytes each with SHA-256, 114 with XXH128); an "
+          "exact estimate past it ends with RESOURCE_EXHAUSTED (reason "
+          "STREAM_MEMORY) suggesting a sample_rate. The stream reserves "
+          "them in --stream_memory_budget. -1 means sized: what half of the "
+          "largest Chunk or Dedup stream's memory holds at 168 bytes each; "
+          "0 no limit");
 ABSL_FLAG(uint64_t, index_cache_mib, 256,
           "memory for the rocksdb index's block cache, its write buffers "
           "included (what it keeps resident whatever the number of entries); "
@@ -268,6 +277,8 @@ chunkd::app::ServerConfig ConfigFromFlags() {
   c.stream_memory_budget =
       GivenFlag(FLAGS_stream_memory_budget, "stream_memory_budget");
   c.index_max_entries = GivenFlag(FLAGS_index_max_entries, "index_max_entries");
+  c.estimate_max_entries =
+      GivenFlag(FLAGS_estimate_max_entries, "estimate_max_entries");
   c.index_cache_mib = GivenFlag(FLAGS_index_cache_mib, "index_cache_mib");
   c.hint_cache_mib = GivenFlag(FLAGS_hint_cache_mib, "hint_cache_mib");
   c.memory_limit_file = absl::GetFlag(FLAGS_memory_limit_file);

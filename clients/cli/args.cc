@@ -21,6 +21,12 @@ std::optional<std::string> ParsedArgs::Get(absl::string_view name) const {
   return it->second;
 }
 
+std::vector<std::string> ParsedArgs::GetAll(absl::string_view name) const {
+  if (auto it = repeated_.find(name); it != repeated_.end()) return it->second;
+  if (std::optional<std::string> value = Get(name)) return {*value};
+  return {};
+}
+
 absl::StatusOr<ParsedArgs> ParseArgs(absl::Span<const std::string> args,
                                      absl::Span<const FlagSpec> specs) {
   ParsedArgs parsed;
@@ -61,7 +67,7 @@ absl::StatusOr<ParsedArgs> ParseArgs(absl::Span<const std::string> args,
       return absl::InvalidArgumentError(
           absl::StrCat("unknown flag \"--", given, "\""));
     }
-    if (parsed.flags_.count(name) != 0) {
+    if (parsed.flags_.count(name) != 0 && !spec->repeatable) {
       return absl::InvalidArgumentError(
           absl::StrCat("flag --", name, " given more than once"));
     }
@@ -79,6 +85,7 @@ absl::StatusOr<ParsedArgs> ParseArgs(absl::Span<const std::string> args,
       return absl::InvalidArgumentError(
           absl::StrCat("flag --", name, " takes no value"));
     }
+    if (spec->repeatable) parsed.repeated_[name].push_back(value);
     parsed.flags_.emplace(name, std::move(value));
   }
   return parsed;

@@ -34,6 +34,9 @@ struct FlagSpec {
   std::string name;
   // False for a switch ("--local"), true for a flag that takes a value.
   bool takes_value = true;
+  // True for a flag that may be given more than once ("--set"); GetAll()
+  // returns its values in order.
+  bool repeatable = false;
 };
 
 // The flags and positional arguments of one command line.
@@ -49,20 +52,26 @@ class ParsedArgs {
   bool Has(absl::string_view name) const;
   // The value of a flag; nullopt when it was not given (or is a switch).
   std::optional<std::string> Get(absl::string_view name) const;
+  // Every value of a repeatable flag, in the order given (empty when not
+  // given); for another flag, its one value.
+  std::vector<std::string> GetAll(absl::string_view name) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:
   friend absl::StatusOr<ParsedArgs> ParseArgs(
       absl::Span<const std::string> args, absl::Span<const FlagSpec> specs);
 
+  // The first value of each flag given; repeated_ holds every value of
+  // the repeatable ones.
   std::map<std::string, std::string, std::less<>> flags_;
+  std::map<std::string, std::vector<std::string>, std::less<>> repeated_;
   std::vector<std::string> positional_;
 };
 
 // Parses `args` (the words after the command name) against `specs`.
 // INVALID_ARGUMENT names the offending word: an unknown flag, a flag without
-// its value, a value given to a switch, or a flag given twice (in either
-// spelling).
+// its value, a value given to a switch, or a flag that is not repeatable
+// given twice (in either spelling).
 absl::StatusOr<ParsedArgs> ParseArgs(absl::Span<const std::string> args,
                                      absl::Span<const FlagSpec> specs);
 

@@ -74,6 +74,22 @@ TEST(ParseArgsTest, UnderscoresSpellTheSameFlag) {
   EXPECT_EQ(args->Get("tls-ca"), "my_ca.pem");
 }
 
+TEST(ParseArgsTest, RepeatableFlagKeepsEveryValueInOrder) {
+  const std::vector<FlagSpec> specs = {{"set", true, true}, {"min"}};
+  absl::StatusOr<ParsedArgs> args =
+      ParseArgs({"--set", "a", "--set=b", "--min", "1", "--set", "a"}, specs);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(args->GetAll("set"), ElementsAre("a", "b", "a"));
+  EXPECT_EQ(args->Get("set"), "a");
+  EXPECT_THAT(args->GetAll("min"), ElementsAre("1"));
+  EXPECT_TRUE(args->GetAll("help").empty());
+  // A flag that is not repeatable still may be given once only.
+  absl::StatusOr<ParsedArgs> twice =
+      ParseArgs({"--min", "1", "--min", "2"}, specs);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_THAT(twice.status().message(), HasSubstr("--min given more than once"));
+}
+
 TEST(ParseArgsTest, DashHIsHelp) {
   absl::StatusOr<ParsedArgs> args = ParseArgs({"-h"}, kSpecs);
   ASSERT_TRUE(args.ok()) << args.status();

@@ -33,13 +33,9 @@
 #include "clients/cli/remote.h"
 #include "clients/cli/replay.h"
 #include "clients/cli/usage.h"
-#include "fingerprint/sha256_mb.h"
 
 namespace chunkd::cli {
 namespace {
-
-// Most threads `chunk --local` cuts one file with.
-constexpr uint64_t kMaxLocalThreads = 256;
 
 // RunChunk's flags and its one FILE.
 absl::StatusOr<ParsedArgs> ParseChunkArgs(absl::Span<const std::string> words) {
@@ -58,61 +54,6 @@ absl::StatusOr<ParsedArgs> ParseChunkArgs(absl::Span<const std::string> words) {
                                           : "give exactly one FILE");
   }
   return args;
-}
-
-// The flags that apply to only one of --server and --local.
-absl::Status CheckChunkTarget(const ParsedArgs& args) {
-  const bool local = args.Has("local");
-  if (!local && (args.Has("backend") || args.Has("threads"))) {
-    return absl::InvalidArgumentError(
-        "--backend and --threads apply to --local; the server has its own");
-  }
-  for (const char* flag : {"server", "tls", "tls-ca", "tls-cert", "tls-key",
-                           "tls-server-name", "token", "token-file", "timeout",
-                           "retries"}) {
-    if (local && args.Has(flag)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, " applies to a server, not to --local"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// --backend, else CHUNKD_BACKEND's, else nullptr (automatic); with --local,
-// $CHUNKD_SHA256 is checked too (reported here, not at the first chunk).
-absl::StatusOr<const chunking::kernels::KernelSet*> ChunkKernel(
-    const ParsedArgs& args) {
-  absl::StatusOr<const chunking::kernels::KernelSet*> kernel;
-  if (std::optional<std::string> name = args.Get("backend")) {
-    kernel = chunking::kernels::FindKernelSet(*name);
-    if (!kernel.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--backend: ", kernel.status().message()));
-    }
-  } else {
-    // CHUNKD_BACKEND's, else nullptr: the engine's automatic choice.
-    kernel = chunking::kernels::ForcedKernelSet();
-    if (!kernel.ok()) return kernel.status();
-  }
-  if (args.Has("local")) {
-    absl::StatusOr<const fingerprint::Sha256Impl*> sha256 =
-        fingerprint::DefaultSha256Impl();
-    if (!sha256.ok()) return sha256.status();
-  }
-  return kernel;
-}
-
-// --threads, 1 when not given.
-absl::StatusOr<size_t> LocalThreads(const ParsedArgs& args) {
-  std::optional<std::string> text = args.Get("threads");
-  if (!text.has_value()) return 1;
-  absl::StatusOr<uint64_t> n = ParseUint("threads", *text, kMaxLocalThreads);
-  if (!n.ok() || *n == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--threads: expected an integer in 1..", kMaxLocalThreads,
-                     ", got \"", *text, "\""));
-  }
-  return static_cast<size_t>(*n);
 }
 
 // Everything `chunkctl chunk` needs, from its command line.
@@ -136,12 +77,12 @@ absl::StatusOr<ChunkCommand> ParseChunkCommand(const ParsedArgs& args) {
   if (!message_size.ok()) return message_size.status();
   c.message_size = *message_size;
   if (absl::Status s = Validate(c.flags); !s.ok()) return s;
-  if (absl::Status s = CheckChunkTarget(args); !s.ok()) return s;
+  if (absl::Status s = CheckLocalTarget(args); !s.ok()) return s;
   absl::StatusOr<CommonOptions> common = CommonOptionsFromArgs(args);
   if (!common.ok()) return common.status();
   c.common = *std::move(common);
   c.local = args.Has("local");
-  absl::StatusOr<const chunking::kernels::KernelSet*> kernel = ChunkKernel(args);
+  absl::StatusOr<const chunking::kernels::KernelSet*> kernel = LocalKernel(args);
   if (!kernel.ok()) return kernel.status();
   c.engine.kernel = *kernel;
   absl::StatusOr<size_t> threads = LocalThreads(args);

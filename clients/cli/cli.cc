@@ -136,6 +136,7 @@ int RunCli(const std::vector<std::string>& args, std::FILE* out,
   }
   if (command == "chunk") return RunChunk(rest, out, err);
   if (command == "dedup") return RunDedup(rest, out, err);
+  if (command == "estimate") return RunEstimate(rest, out, err);
   if (command == "info") return RunInfo(rest, out, err);
   if (command == "bench") return RunBenchCommand(rest, out, err);
   if (command == "size") return RunSizeCommand(rest, out, err);

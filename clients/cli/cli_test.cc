@@ -54,7 +54,7 @@ TEST(CliTest, Help) {
     EXPECT_THAT(run.out, StartsWith("Usage: chunkctl COMMAND"));
   }
   for (const std::string command :
-       {"chunk", "dedup", "info", "bench", "size"}) {
+       {"chunk", "dedup", "estimate", "info", "bench", "size"}) {
     CliRun run = Cli({command, "--help"});
     EXPECT_EQ(run.exit_code, kExitOk) << command;
     EXPECT_THAT(run.out, StartsWith("Usage: chunkctl " + command));

@@ -6,8 +6,10 @@
 
 #include "absl/strings/ascii.h"
 #include "chunkd/tables.h"
+#include "chunking/kernels/kernels.h"
 #include "clients/cli/chunk_options.h"
 #include "clients/cli/replay.h"
+#include "fingerprint/sha256_mb.h"
 
 namespace chunkd::cli {
 
@@ -73,6 +75,56 @@ absl::StatusOr<CommonOptions> CommonOptionsFromArgs(const ParsedArgs& args) {
   if (!connect.ok()) return connect.status();
   options.connect = *std::move(connect);
   return options;
+}
+
+absl::Status CheckLocalTarget(const ParsedArgs& args) {
+  const bool local = args.Has("local");
+  if (!local && (args.Has("backend") || args.Has("threads"))) {
+    return absl::InvalidArgumentError(
+        "--backend and --threads apply to --local; the server has its own");
+  }
+  for (const char* flag :
+       {"server", "tls", "tls-ca", "tls-cert", "tls-key", "tls-server-name",
+        "token", "token-file", "timeout", "retries", "namespace"}) {
+    if (local && args.Has(flag)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " applies to a server, not to --local"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const chunking::kernels::KernelSet*> LocalKernel(
+    const ParsedArgs& args) {
+  absl::StatusOr<const chunking::kernels::KernelSet*> kernel;
+  if (std::optional<std::string> name = args.Get("backend")) {
+    kernel = chunking::kernels::FindKernelSet(*name);
+    if (!kernel.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--backend: ", kernel.status().message()));
+    }
+  } else {
+    kernel = chunking::kernels::ForcedKernelSet();
+    if (!kernel.ok()) return kernel.status();
+  }
+  if (args.Has("local")) {
+    absl::StatusOr<const fingerprint::Sha256Impl*> sha256 =
+        fingerprint::DefaultSha256Impl();
+    if (!sha256.ok()) return sha256.status();
+  }
+  return kernel;
+}
+
+absl::StatusOr<size_t> LocalThreads(const ParsedArgs& args) {
+  std::optional<std::string> text = args.Get("threads");
+  if (!text.has_value()) return 1;
+  absl::StatusOr<uint64_t> n = ParseUint("threads", *text, kMaxLocalThreads);
+  if (!n.ok() || *n == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads: expected an integer in 1..", kMaxLocalThreads,
+                     ", got \"", *text, "\""));
+  }
+  return static_cast<size_t>(*n);
 }
 
 absl::StatusOr<int> Retries(const ParsedArgs& args,

@@ -30,6 +30,10 @@
 #include "clients/cli/record_writer.h"
 #include "clients/cli/remote.h"
 
+namespace chunkd::chunking::kernels {
+struct KernelSet;  // chunking/kernels/kernels.h
+}  // namespace chunkd::chunking::kernels
+
 namespace chunkd::cli {
 
 inline constexpr uint64_t kDefaultMessageSize = 1 << 20;
@@ -116,6 +120,23 @@ std::unique_ptr<Progress> ProgressFor(std::FILE* tty, InputFile* input);
 // (CheckReplayable()).
 absl::StatusOr<int> Retries(const ParsedArgs& args,
                             const std::vector<std::string>& files);
+
+// Most threads a --local command cuts with.
+inline constexpr uint64_t kMaxLocalThreads = 256;
+
+// The flags that apply to only one of --server and --local: --backend and
+// --threads need --local; the connection flags, --timeout, --retries and
+// --namespace need a server. INVALID_ARGUMENT names the flag.
+absl::Status CheckLocalTarget(const ParsedArgs& args);
+
+// --backend, else $CHUNKD_BACKEND's, else nullptr (the engine's automatic
+// choice); with --local, $CHUNKD_SHA256 is checked too (reported here, not
+// at the first chunk).
+absl::StatusOr<const chunking::kernels::KernelSet*> LocalKernel(
+    const ParsedArgs& args);
+
+// --threads, 1 when not given; 1..kMaxLocalThreads.
+absl::StatusOr<size_t> LocalThreads(const ParsedArgs& args);
 
 // Reads CommonOptions from `args`; INVALID_ARGUMENT names the flag.
 absl::StatusOr<CommonOptions> CommonOptionsFromArgs(const ParsedArgs& args);

@@ -19,6 +19,10 @@ int RunChunk(absl::Span<const std::string> words, std::FILE* out,
 int RunDedup(absl::Span<const std::string> words, std::FILE* out,
              std::FILE* err);
 
+// `chunkctl estimate` (estimate_command.cc).
+int RunEstimate(absl::Span<const std::string> words, std::FILE* out,
+                std::FILE* err);
+
 }  // namespace chunkd::cli
 
 #endif  // CHUNKD_CLIENTS_CLI_COMMANDS_H_

@@ -4,7 +4,9 @@
 #ifndef CHUNKD_CLIENTS_CLI_FAKE_SERVICE_H_
 #define CHUNKD_CLIENTS_CLI_FAKE_SERVICE_H_
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -100,6 +102,70 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
           return r.params();
         },
         &index_);
+  }
+
+  // Estimate: no chunking; records what each message carried (its data's
+  // size, or -1 for an end_of_file mark) and answers one progress message
+  // and a result that echoes the labels and counts the bytes and files.
+  // Faults: kNoSummary (no result), kWrongTotal (total_bytes one short),
+  // kReject (INVALID_ARGUMENT naming set 1), kFail (fail_status).
+  grpc::Status Estimate(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<chunkd::v1::EstimateResponse,
+                               chunkd::v1::EstimateRequest>* stream) override {
+    Delay(context);
+    chunkd::v1::EstimateRequest request;
+    if (!stream->Read(&request) || !request.has_params()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no params");
+    }
+    if (fault == Fault::kReject) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "set 1 (" + request.params().sets(0).label() +
+                              "): min_size out of range");
+    }
+    if (fault == Fault::kFail) return fail_status;
+    chunkd::v1::EstimateResult result;
+    for (const chunkd::v1::EstimateSet& set : request.params().sets()) {
+      result.add_sets()->set_label(set.label());
+    }
+    result.set_sample_rate(std::max<uint32_t>(1, request.params().sample_rate()));
+    std::vector<int64_t> messages;
+    uint64_t bytes = 0, files = 0, in_file = 0;
+    while (stream->Read(&request)) {
+      if (request.has_params()) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "params twice");
+      }
+      if (!request.data().empty()) messages.push_back(request.data().size());
+      bytes += request.data().size();
+      in_file += request.data().size();
+      if (request.end_of_file()) {
+        messages.push_back(-1);
+        files += in_file > 0 ? 1 : 0;
+        in_file = 0;
+      }
+    }
+    files += in_file > 0 ? 1 : 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      estimate_messages_ = messages;
+    }
+    chunkd::v1::EstimateResponse response;
+    response.mutable_progress()->set_bytes(bytes);
+    stream->Write(response);
+    if (fault == Fault::kNoSummary) return grpc::Status::OK;
+    result.set_total_bytes(fault == Fault::kWrongTotal ? bytes - 1 : bytes);
+    result.set_files(files);
+    result.set_fingerprint(chunkd::v1::FINGERPRINT_ALGORITHM_XXH128);
+    *response.mutable_result() = result;
+    stream->Write(response);
+    return grpc::Status::OK;
+  }
+
+  // The messages of the last Estimate stream after its params: the size of
+  // each one's data (when not empty), -1 for each end_of_file mark.
+  std::vector<int64_t> estimate_messages() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return estimate_messages_;
   }
 
   grpc::Status GetServerInfo(
@@ -350,6 +416,7 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
   std::set<std::string> index_;
   chunkd::v1::DedupParams last_dedup_params_;
   std::vector<std::string> dedup_stream_ids_;
+  std::vector<int64_t> estimate_messages_;
 };
 
 // A FakeChunkService listening on a local port.

@@ -109,13 +109,19 @@ std::string JsonString(absl::string_view text) {
   return out + "\"";
 }
 
-std::string JsonRatio(uint64_t bytes, uint64_t unique_bytes) {
-  if (unique_bytes == 0) return "null";
-  std::string text = absl::StrFormat(
-      "%.6f", static_cast<double>(bytes) / static_cast<double>(unique_bytes));
+std::string JsonNumber(double value) {
+  std::string text = absl::StrFormat("%.6f", value);
   // "2.000000" is 2.0, "1.500000" is 1.5: a number, as short as it goes.
   while (text.back() == '0' && text[text.size() - 2] != '.') text.pop_back();
+  // "-0.0" from a tiny negative value is 0.
+  if (text == "-0.0") text = "0.0";
   return text;
+}
+
+std::string JsonRatio(uint64_t bytes, uint64_t unique_bytes) {
+  if (unique_bytes == 0) return "null";
+  return JsonNumber(static_cast<double>(bytes) /
+                    static_cast<double>(unique_bytes));
 }
 
 std::string DedupJsonLine(const std::optional<std::string>& file,

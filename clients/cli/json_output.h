@@ -20,6 +20,10 @@ namespace chunkd::cli {
 // U+FFFD; control characters are escaped.
 std::string JsonString(absl::string_view text);
 
+// `value` rounded to 6 decimals and printed without trailing zeros, as
+// Python prints round(value, 6): "2.0", "1.333333", "0.0".
+std::string JsonNumber(double value);
+
 // The running deduplication ratio, bytes / unique_bytes, rounded to 6
 // decimals and printed without trailing zeros ("2.0", "1.333333"); "null"
 // while no byte is unique.

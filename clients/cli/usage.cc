@@ -58,6 +58,8 @@ and deduplication service. It can also chunk locally, without a server.
 Commands:
   chunk    cut a file into chunks and print one record per chunk
   dedup    deduplicate files against a namespace of the server's index
+  estimate how a data set would deduplicate under up to 16 chunking
+           parameter sets at once, here (--local) or on the server
   info     describe a server: version, backends, limits, algorithms
   bench    measure local chunking throughput of every backend against the
            reference, checking that every chunk list equals the reference's
@@ -212,6 +214,58 @@ const absl::string_view kDedupOutputUsage = R"(Output:
 
 const absl::string_view kDedupChunkNote =
     "\nDedup needs a fingerprint: --fingerprint none is not accepted.\n";
+
+const absl::string_view kEstimateUsage =
+    R"(Usage: chunkctl estimate [--server ADDR | --local] --set SPEC...
+                         [options] FILE|DIR|-...
+
+Estimates how the data set made of the FILEs (stdin for "-"; a DIR's files,
+recursively, in sorted path order) would deduplicate under each parameter
+set, cutting every set from the same bytes in one pass; nothing is written
+to any index. Each file is cut on its own; distinct chunks are counted over
+all of them. Prints a table of bytes, chunks, unique chunks and bytes, the
+dedup ratio (bytes / unique bytes), its 95 % interval when sampled, the mean
+and percentiles of chunk sizes; a table of what an index of the unique
+chunks takes in each index backend; and a TOTAL line. docs/estimate.md
+explains the numbers.
+
+Where to estimate:
+  --server ADDR        stream the files to the chunkd server at ADDR (the
+                       default, see Connection below)
+  --local              run the Estimator in this process instead; the same
+                       numbers
+)";
+
+const absl::string_view kEstimateSetUsage = R"(Parameter sets and sampling:
+  --set SPEC           a parameter set, 1 to 16 times: ALGO or
+                       ALGO:KEY=VALUE[,KEY=VALUE...], e.g.
+                       fastcdc:min=4096,avg=16384,max=65536,
+                       seqcdc:preset=seqcdc-16k, fixed:avg=8192. KEY is a
+                       chunking flag of `chunkctl chunk --help` without the
+                       dashes (min, avg, max, level, seed, seq-mode,
+                       seq-length, skip-trigger, skip-size, horizon,
+                       polynomial; each algorithm takes only its own) or
+                       preset (of ALGO; KEYs given override its values);
+                       unset ones take the algorithm's defaults. SPEC is the
+                       set's name in the output
+  --sample N           count 1 in N distinct chunks, chosen by fingerprint,
+                       and scale up: less memory, an interval instead of
+                       the exact ratio; 1..1048576 (default 1: exact)
+  --fingerprint NAME   xxh128 (default) or sha256 (default with --namespace)
+  --namespace NS       also count the unique bytes the namespace NS of the
+                       server's index already holds (read only; not with
+                       --local)
+)";
+
+const absl::string_view kEstimateOutputUsage = R"(Output and transfer:
+  --format FMT         text (default; csv is another name of it) or json
+  --json               the same as --format json: one object on one line
+  --plot FILE          also write the JSON to FILE with the extension .json,
+                       for `chunkd-client plot JSON FILE` to draw (PNG or
+                       SVG)
+  --message-size N     bytes per data message to the server (with --local:
+                       per read), 1..67108864 (default 1048576)
+)";
 
 const absl::string_view kInfoUsage = R"(Usage: chunkctl info [options]
 

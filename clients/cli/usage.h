@@ -22,6 +22,9 @@ extern const absl::string_view kLocalUsage;
 extern const absl::string_view kDedupUsage;
 extern const absl::string_view kDedupOutputUsage;
 extern const absl::string_view kDedupChunkNote;
+extern const absl::string_view kEstimateUsage;
+extern const absl::string_view kEstimateSetUsage;
+extern const absl::string_view kEstimateOutputUsage;
 extern const absl::string_view kInfoUsage;
 extern const absl::string_view kSizeUsage;
 

@@ -159,6 +159,7 @@ service::ServiceOptions MakeServiceOptions(const ServerConfig& config,
   options.guard = parts.guard;
   options.memory = parts.budget;
   options.stream_memory = parts.stream_memory;
+  options.estimate_max_entries = limits.estimate_max_entries;
   options.stream_settings.window =
       service::WindowBytes(parts.pool->parallelism());
   options.stream_settings.max_message_bytes = limits.max_message;

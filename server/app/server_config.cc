@@ -39,6 +39,12 @@ absl::Status CheckMemoryFlags(const ServerConfig& c) {
         " must be -1 (sized to --memory_budget or the memory limit), 0 (no "
         "limit) or a count"));
   }
+  if (c.estimate_max_entries.has_value() && *c.estimate_max_entries < -1) {
+    return Invalid(absl::StrCat(
+        "--estimate_max_entries ", *c.estimate_max_entries,
+        " must be -1 (sized to the largest stream's memory), 0 (no limit) "
+        "or a count"));
+  }
   if (c.max_streams.has_value() && c.memory_budget.has_value() &&
       *c.memory_budget < uint64_t{*c.max_streams} * c.max_message_bytes) {
     return Invalid(absl::StrCat(
@@ -120,6 +126,7 @@ service::MemoryInputs MemoryInputsOf(const ServerConfig& config,
   inputs.max_streams = config.max_streams;
   inputs.memory_budget = config.memory_budget;
   inputs.index_max_entries = config.index_max_entries;
+  inputs.estimate_max_entries = config.estimate_max_entries;
   inputs.hint_cache_mib = config.hint_cache_mib;
   // 0, given or not, means sized.
   inputs.stream_memory = config.stream_memory_budget;
@@ -142,6 +149,7 @@ StreamLimits StreamLimitsOf(const ServerConfig& config,
   limits.max_inflight = config.max_inflight_bytes;
   limits.memory_budget = memory.memory_budget;
   limits.stream_memory = memory.stream_memory;
+  limits.estimate_max_entries = memory.estimate_max_entries;
   limits.registry.max_streams = memory.max_streams;
   limits.registry.max_streams_per_ip = config.max_streams_per_ip;
   limits.registry.max_streams_per_token =

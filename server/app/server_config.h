@@ -53,12 +53,14 @@ struct ServerConfig {
   // The memory flags the plan sizes when they are left unset
   // (service/memory_plan.h); nullopt: not given. Without a memory limit the
   // plan's defaults are service::kDefaultMaxStreams, kDefaultMemoryBudget,
-  // kDefaultHintCacheMib and kDefaultIndexCacheMib; index_max_entries -1
-  // and stream_memory_budget 0, given or not, mean sized.
+  // kDefaultHintCacheMib and kDefaultIndexCacheMib; index_max_entries -1,
+  // estimate_max_entries -1 and stream_memory_budget 0, given or not, mean
+  // sized.
   std::optional<uint32_t> max_streams;
   std::optional<uint64_t> memory_budget;
   std::optional<uint64_t> stream_memory_budget;
   std::optional<int64_t> index_max_entries;
+  std::optional<int64_t> estimate_max_entries;
   std::optional<uint64_t> index_cache_mib;
   std::optional<uint64_t> hint_cache_mib;
   // --memory_limit_file; empty: the cgroup's limit.
@@ -111,6 +113,7 @@ struct StreamLimits {
   uint64_t max_inflight = 0;
   uint64_t memory_budget = 0;
   uint64_t stream_memory = 0;
+  uint64_t estimate_max_entries = 0;  // 0: no limit
   service::RegistryLimits registry;
   uint32_t streams_per_connection = 0;
   uint32_t stream_rate = 0;  // new streams/s per connection; 0: no limit

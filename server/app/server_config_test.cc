@@ -67,6 +67,11 @@ TEST(ServerConfigTest, MemoryFlagsAsGiven) {
   c = ServerConfig();
   c.index_max_entries = -2;
   EXPECT_THAT(Problem(c), HasSubstr("--index_max_entries -2 must be -1"));
+  c.index_max_entries = -1;
+  c.estimate_max_entries = -2;
+  EXPECT_THAT(Problem(c), HasSubstr("--estimate_max_entries -2 must be -1"));
+  c.estimate_max_entries = std::nullopt;
+  c.index_max_entries = -2;
   for (int64_t ok : {-1, 0, 1}) {
     c.index_max_entries = ok;
     EXPECT_EQ(Problem(c), "") << ok;
@@ -198,6 +203,7 @@ TEST(ServerConfigTest, MemoryInputsCarryWhatWasGiven) {
   EXPECT_FALSE(in.memory_budget.has_value());
   EXPECT_FALSE(in.stream_memory.has_value());
   EXPECT_FALSE(in.index_max_entries.has_value());
+  EXPECT_FALSE(in.estimate_max_entries.has_value());
   EXPECT_FALSE(in.hint_cache_mib.has_value());
   EXPECT_FALSE(in.index_cache_mib.has_value());
   EXPECT_EQ(in.threads, 6u);  // --threads 0: one per core
@@ -211,6 +217,7 @@ TEST(ServerConfigTest, MemoryInputsCarryWhatWasGiven) {
   c.memory_budget = 1 << 30;
   c.stream_memory_budget = 0;  // given 0: sized all the same
   c.index_max_entries = 10;
+  c.estimate_max_entries = 11;
   c.index_cache_mib = 32;
   c.hint_cache_mib = 0;
   c.max_message_bytes = 1 << 20;
@@ -221,6 +228,7 @@ TEST(ServerConfigTest, MemoryInputsCarryWhatWasGiven) {
   EXPECT_EQ(in.memory_budget, uint64_t{1} << 30);
   EXPECT_FALSE(in.stream_memory.has_value());
   EXPECT_EQ(in.index_max_entries, 10);
+  EXPECT_EQ(in.estimate_max_entries, 11);
   EXPECT_EQ(in.index_cache_mib, 32u);
   EXPECT_EQ(in.hint_cache_mib, 0u);
   EXPECT_EQ(in.max_message_bytes, uint64_t{1} << 20);
@@ -241,11 +249,13 @@ TEST(ServerConfigTest, StreamLimitsFromThePlan) {
   plan.max_streams = 10;
   plan.memory_budget = 123;
   plan.stream_memory = 456;
+  plan.estimate_max_entries = 789;
   StreamLimits limits = StreamLimitsOf(c, plan);
   EXPECT_EQ(limits.max_message, c.max_message_bytes);
   EXPECT_EQ(limits.max_inflight, c.max_inflight_bytes);
   EXPECT_EQ(limits.memory_budget, 123u);
   EXPECT_EQ(limits.stream_memory, 456u);
+  EXPECT_EQ(limits.estimate_max_entries, 789u);
   EXPECT_EQ(limits.registry.max_streams, 10u);
   EXPECT_EQ(limits.registry.max_streams_per_token, 2u);  // a quarter
   EXPECT_EQ(limits.registry.max_streams_per_ip, 0u);
@@ -390,6 +400,7 @@ TEST(ServerConfigTest, DefaultsAreTheDocumentedOnes) {
       {"memory_budget", Int(service::kDefaultMemoryBudget)},
       {"stream_memory_budget", Int(d.stream_memory_budget.value_or(0))},
       {"index_max_entries", Int(d.index_max_entries.value_or(-1))},
+      {"estimate_max_entries", Int(d.estimate_max_entries.value_or(-1))},
       {"index_cache_mib", Int(service::kDefaultIndexCacheMib)},
       {"hint_cache_mib", Int(service::kDefaultHintCacheMib)},
       {"memory_limit_file", Text(d.memory_limit_file)},

@@ -43,6 +43,10 @@ ABSL_FLAG(bool, accuracy, false,
           "run the accuracy comparison instead of the speed runs");
 ABSL_FLAG(uint64_t, accuracy_gib, 1, "GiB of versioned data for --accuracy");
 ABSL_FLAG(uint32_t, sample, 64, "the sample rate of --accuracy");
+ABSL_FLAG(uint32_t, accuracy_versions, 16,
+          "versions of --accuracy's data (the base included)");
+ABSL_FLAG(uint32_t, accuracy_edits, 256, "edits per version of --accuracy");
+ABSL_FLAG(uint64_t, accuracy_seed, 2, "the seed of --accuracy's data");
 
 namespace {
 
@@ -215,9 +219,11 @@ int Accuracy() {
   const uint32_t rate = absl::GetFlag(FLAGS_sample);
   auto exact = Estimator::Create(EstimateOf({FastCdc(16384)})).value();
   auto sampled = Estimator::Create(EstimateOf({FastCdc(16384)}, rate)).value();
-  VersionedDataOptions options = DataOptions(bytes, 2);
-  options.base_size = size_t{64} << 20;
-  options.versions = static_cast<size_t>(bytes / options.base_size);
+  VersionedDataOptions options =
+      DataOptions(bytes, absl::GetFlag(FLAGS_accuracy_seed));
+  options.versions = std::max<uint32_t>(1, absl::GetFlag(FLAGS_accuracy_versions));
+  options.base_size = static_cast<size_t>(bytes / options.versions);
+  options.edits = absl::GetFlag(FLAGS_accuracy_edits);
   VersionedData data(options);
   for (absl::string_view v = data.Next(); !v.empty(); v = data.Next()) {
     if (!exact->Append(v).ok() || !exact->EndFile().ok() ||

@@ -9,16 +9,7 @@
 namespace chunkd::chunking {
 namespace {
 
-ChunkerOptions FastCdc(uint32_t min, uint32_t avg, uint32_t max, uint32_t level,
-                       uint64_t seed = 0) {
-  ChunkerOptions o = DefaultOptions(Algorithm::kFastCdc);
-  o.min_size = min;
-  o.avg_size = avg;
-  o.max_size = max;
-  o.normalization_level = level;
-  o.seed = seed;
-  return o;
-}
+using testing::FastCdcOptions;
 
 // Against the reference: at every reference chunk's end the boundary holds,
 // and at no position before it (the reference would have cut there).
@@ -30,10 +21,10 @@ TEST(FastCdcBoundaryTest, HoldsExactlyWhereTheReferenceCuts) {
     size_t size;
   };
   const Case cases[] = {
-      {FastCdc(4096, 16384, 65536, 2), 3 << 20},
-      {FastCdc(256, 1024, 4096, 1), 1 << 20},
-      {FastCdc(255, 1000, 4001, 3, 666), 1 << 20},
-      {FastCdc(64, 256, 1024, 0), 256 << 10},
+      {FastCdcOptions(4096, 16384, 65536, 2), 3 << 20},
+      {FastCdcOptions(256, 1024, 4096, 1), 1 << 20},
+      {FastCdcOptions(255, 1000, 4001, 3, 666), 1 << 20},
+      {FastCdcOptions(64, 256, 1024, 0), 256 << 10},
   };
   for (const Case& c : cases) {
     std::vector<uint8_t> data = testing::RandomBytes(c.size, 11);
@@ -67,7 +58,7 @@ TEST(FastCdcBoundaryTest, HoldsExactlyWhereTheReferenceCuts) {
 // Near the stream's end a position the reference never tests must not pass,
 // even when the hash condition holds there.
 TEST(FastCdcBoundaryTest, NeedsBytesBeyondTheCutUntilTheEndIsKnown) {
-  const auto options = FastCdc(64, 256, 1024, 1);
+  const auto options = FastCdcOptions(64, 256, 1024, 1);
   const FastCdcBoundary boundary(options);
   const std::vector<uint8_t> data = testing::RandomBytes(1 << 16, 5);
   const auto chunks = ReferenceChunks(options, data);
@@ -92,7 +83,7 @@ TEST(FastCdcBoundaryTest, NeedsBytesBeyondTheCutUntilTheEndIsKnown) {
 
 // Sizes it can never accept, whatever the bytes.
 TEST(FastCdcBoundaryTest, RefusesSizesOutsideTheChunk) {
-  const auto options = FastCdc(256, 1024, 4096, 1);
+  const auto options = FastCdcOptions(256, 1024, 4096, 1);
   const FastCdcBoundary boundary(options);
   const std::vector<uint8_t> data = testing::RandomBytes(8192, 3);
   EXPECT_FALSE(boundary.Holds(data.data(), data.size(), true, 0));

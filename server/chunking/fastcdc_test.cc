@@ -24,6 +24,7 @@ namespace chunkd::chunking {
 namespace {
 
 using testing::Bytes;
+using testing::FastCdcOptions;
 using testing::ReadTestFile;
 
 std::string Digest(const EVP_MD* md, const uint8_t* data, size_t n) {
@@ -41,17 +42,6 @@ std::string Hex(const std::string& bytes) {
     hex += kDigits[c & 15];
   }
   return hex;
-}
-
-ChunkerOptions FastCdc(uint32_t min, uint32_t avg, uint32_t max, uint32_t level,
-                       uint64_t seed = 0) {
-  ChunkerOptions options = DefaultOptions(Algorithm::kFastCdc);
-  options.min_size = min;
-  options.avg_size = avg;
-  options.max_size = max;
-  options.normalization_level = level;
-  options.seed = seed;
-  return options;
 }
 
 TEST(FastCdcTableTest, GearIsMd5OfSixtyFourEqualBytes) {
@@ -170,7 +160,7 @@ TEST(FastCdcVectorsTest, PublicVectorsSeeds0And666) {
     SCOPED_TRACE(seed);
     ASSERT_EQ(expected.size(), 6u);
     const std::vector<Chunk> chunks =
-        ReferenceChunks(FastCdc(4096, 16384, 65535, 2, seed), image);
+        ReferenceChunks(FastCdcOptions(4096, 16384, 65535, 2, seed), image);
     ASSERT_EQ(chunks.size(), expected.size());
     for (size_t i = 0; i < chunks.size(); ++i) {
       EXPECT_EQ(chunks[i].offset, expected[i].offset) << i;
@@ -236,7 +226,7 @@ TEST(FastCdcVectorsTest, CrateUnitTestsOnSekien) {
   for (const CrateCase& c : cases) {
     SCOPED_TRACE(c.name);
     const std::vector<Chunk> chunks =
-        ReferenceChunks(FastCdc(c.min, c.avg, c.max, c.level), image);
+        ReferenceChunks(FastCdcOptions(c.min, c.avg, c.max, c.level), image);
     ASSERT_EQ(chunks.size(), c.expected.size());
     for (size_t i = 0; i < chunks.size(); ++i) {
       EXPECT_EQ(chunks[i].hash, c.expected[i].first) << i;
@@ -248,7 +238,7 @@ TEST(FastCdcVectorsTest, CrateUnitTestsOnSekien) {
 TEST(FastCdcVectorsTest, CrateAllZerosCutsAtMax) {
   const Bytes zeros(10240, 0);
   const std::vector<Chunk> chunks =
-      ReferenceChunks(FastCdc(64, 256, 1024, 1), zeros);
+      ReferenceChunks(FastCdcOptions(64, 256, 1024, 1), zeros);
   ASSERT_EQ(chunks.size(), 10u);
   for (size_t i = 0; i < chunks.size(); ++i) {
     EXPECT_EQ(chunks[i].offset, i * 1024);
@@ -372,7 +362,7 @@ TEST(FastCdcCutTest, TwoLanesEqualsCut) {
 TEST(FastCdcCutTest, OddMinSizeCanCutOneByteEarlier) {
   // min 65: the crate scans from byte 64, so a hit there gives a 64-byte
   // chunk. mask_s for 256 bytes at level 0 has 8 bits: ~1/256 of chunks.
-  const ChunkerOptions options = FastCdc(65, 256, 1024, 0);
+  const ChunkerOptions options = FastCdcOptions(65, 256, 1024, 0);
   const Bytes data = testing::RandomBytes(1 << 20, 65);
   const std::vector<Chunk> chunks = ReferenceChunks(options, data);
   size_t short_chunks = 0;

@@ -135,6 +135,18 @@ inline std::vector<std::string> KernelNames() {
   return names;
 }
 
+// fastcdc options with these sizes, level and seed.
+inline ChunkerOptions FastCdcOptions(uint32_t min, uint32_t avg, uint32_t max,
+                                     uint32_t level, uint64_t seed = 0) {
+  ChunkerOptions o = DefaultOptions(Algorithm::kFastCdc);
+  o.min_size = min;
+  o.avg_size = avg;
+  o.max_size = max;
+  o.normalization_level = level;
+  o.seed = seed;
+  return o;
+}
+
 // Small parameters for every algorithm, so that tests see many chunks.
 inline ChunkerOptions SmallOptions(Algorithm algorithm) {
   ChunkerOptions options = DefaultOptions(algorithm);

@@ -34,7 +34,7 @@ const prometheus::Histogram::BucketBoundaries& IndexBuckets() {
 
 // The algorithm label values are the table's names (chunkd/tables.h; this
 // library does not depend on chunking).
-constexpr const char* kRpcs[] = {"Chunk", "Dedup"};
+constexpr const char* kRpcs[] = {"Chunk", "Dedup", "Estimate"};
 
 // grpc-go's codes.Code.String(), which go-grpc-prometheus puts in grpc_code.
 constexpr const char* kGrpcCodes[17] = {"OK",
@@ -62,9 +62,12 @@ struct FamilyDef {
 };
 
 constexpr FamilyDef kIngestBytes = {
-    "chunkd_ingest_bytes_total", "Bytes received by Chunk and Dedup streams."};
-constexpr FamilyDef kChunks = {"chunkd_chunks_total",
-                               "Chunks produced by Chunk and Dedup streams."};
+    "chunkd_ingest_bytes_total",
+    "Bytes received by Chunk, Dedup and Estimate streams."};
+constexpr FamilyDef kChunks = {
+    "chunkd_chunks_total",
+    "Chunks produced by Chunk, Dedup and Estimate streams (Estimate: every "
+    "set's, counted when the stream ends)."};
 constexpr FamilyDef kDuplicateBytes = {
     "chunkd_duplicate_bytes_total",
     "Bytes of Dedup chunks already in the index."};
@@ -86,11 +89,11 @@ constexpr FamilyDef kStageSeconds = {
     "chunkd_stage_seconds_total",
     "Worker time spent per pipeline stage (chunk, "
     "fingerprint, index), summed over streams."};
-constexpr FamilyDef kActiveStreams = {"chunkd_active_streams",
-                                      "Chunk and Dedup streams in progress."};
+constexpr FamilyDef kActiveStreams = {
+    "chunkd_active_streams", "Chunk, Dedup and Estimate streams in progress."};
 constexpr FamilyDef kStreamsRejected = {
     "chunkd_streams_rejected_total",
-    "Chunk and Dedup streams refused at admission or ended by a "
+    "Chunk, Dedup and Estimate streams refused at admission or ended by a "
     "limit, by reason (limit, per_token_limit, per_ip_limit, "
     "per_connection_limit, rate, idle, token, auth, shutdown)."};
 constexpr FamilyDef kConnectionsClosed = {

@@ -130,7 +130,8 @@ class Metrics {
   // address when it cannot bind.
   absl::Status Serve(const std::string& listen);
 
-  // The counters of a stream of `rpc` ("Chunk" or "Dedup") with `algorithm`.
+  // The counters of a stream of `rpc` ("Chunk", "Dedup" or "Estimate") with
+  // `algorithm` (Estimate: its first set's).
   StreamCounters ForStream(absl::string_view rpc, absl::string_view algorithm);
   // Fills the hint counters of *counters for the acceptance test `test`.
   void ForHints(absl::string_view test, StreamCounters* counters);

@@ -30,7 +30,7 @@ bool HasLine(const std::string& text, const std::string& line) {
 TEST(MetricsTest, FixedSeriesStartAtZero) {
   Metrics m("1.2.3", "avx2");
   const std::string text = Exposition(m);
-  for (const char* rpc : {"Chunk", "Dedup"}) {
+  for (const char* rpc : {"Chunk", "Dedup", "Estimate"}) {
     for (const char* alg : {"fastcdc", "crc32", "seqcdc", "fixed", "repmaxcdc", "rabin", "buzhash"}) {
       const std::string labels =
           absl::StrCat("{algorithm=\"", alg, "\",rpc=\"", rpc, "\"} 0");

@@ -105,6 +105,11 @@ ChunkServiceImpl::RawReactor* ChunkServiceImpl::Dedup(
   return OpenStream<DedupRpc>(context);
 }
 
+ChunkServiceImpl::RawReactor* ChunkServiceImpl::Estimate(
+    grpc::CallbackServerContext* context) {
+  return OpenStream<EstimateRpc>(context);
+}
+
 void ChunkServiceImpl::BeginShutdown() { registry_.BeginShutdown(); }
 
 bool ChunkServiceImpl::WaitForCalls(absl::Time deadline) {

@@ -2,10 +2,11 @@
 // of one stream"), on the callback API with raw request and response bytes.
 // It admits streams and holds what they share; the parts do the rest:
 //   wire_format.h     parses requests, serializes responses;
-//   stream_rpc.h      what differs between Chunk and Dedup;
+//   stream_rpc.h      what differs between Chunk, Dedup and Estimate;
 //   stream_reactor.h  one stream's flow control (one task at a time per
 //                     stream, on the shared WorkerPool; backpressure);
-//   stream_task.h     what one task of a stream does;
+//   stream_work.h     what one task of a stream does (stream_task.h for
+//                     Chunk and Dedup, estimate_work.h for Estimate);
 //   unary_calls.h     FindMissing, Release, GetServerInfo.
 //
 // Promises: only admitted streams hold a slot (StreamRegistry); refused ones
@@ -51,7 +52,7 @@ struct ServiceOptions {
   size_t max_message_bytes = size_t{4} << 20;
   // Unprocessed bytes of one stream at which reading pauses. Default 16 MiB.
   size_t max_inflight_bytes = size_t{16} << 20;
-  // Streams (Chunk and Dedup together) served at once, per bearer token
+  // Streams (Chunk, Dedup and Estimate together) served at once, per bearer token
   // and per client IP; one more gets RESOURCE_EXHAUSTED. 0: no limit.
   RegistryLimits limits;
   // A stream waiting on its client (no request arriving, no response
@@ -69,6 +70,10 @@ struct ServiceOptions {
   // engine's). Null: not reserved.
   FairBudget* stream_memory = nullptr;
   StreamSettings stream_settings;
+  // The most distinct chunks one Estimate stream keeps over its sets
+  // (estimate::EstimatorOptions::max_entries; chunkd passes
+  // --estimate_max_entries). Default 0: no limit.
+  uint64_t estimate_max_entries = 0;
   // Dedup with hints and sha256: the server's hint cache; null: none.
   pipeline::HintCache* hint_cache = nullptr;
   // See PipelineOptions::hint_cache_all_chunks (chunkd: for a Redis index).
@@ -94,7 +99,8 @@ using RawChunkService = v1::ChunkService::WithRawCallbackMethod_Chunk<
         v1::ChunkService::WithRawCallbackMethod_FindMissing<
             v1::ChunkService::WithRawCallbackMethod_Release<
                 v1::ChunkService::WithRawCallbackMethod_GetServerInfo<
-                    v1::ChunkService::Service>>>>>;
+                    v1::ChunkService::WithRawCallbackMethod_Estimate<
+                        v1::ChunkService::Service>>>>>>;
 
 class ChunkServiceImpl final : public RawChunkService {
  public:
@@ -107,6 +113,7 @@ class ChunkServiceImpl final : public RawChunkService {
 
   RawReactor* Chunk(grpc::CallbackServerContext* context) override;
   RawReactor* Dedup(grpc::CallbackServerContext* context) override;
+  RawReactor* Estimate(grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* FindMissing(grpc::CallbackServerContext* context,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
@@ -149,7 +156,7 @@ class ChunkServiceImpl final : public RawChunkService {
   void CountRejected(RejectReason reason);
 
  private:
-  // A new Chunk or Dedup stream: admitted, or refused without holding a
+  // A new Chunk, Dedup or Estimate stream: admitted, or refused without holding a
   // slot.
   template <typename Rpc>
   RawReactor* OpenStream(grpc::CallbackServerContext* context);

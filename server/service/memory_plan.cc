@@ -95,6 +95,12 @@ absl::Status CheckGiven(const MemoryInputs& in) {
   if (in.max_streams.has_value() && *in.max_streams == 0) {
     return absl::InvalidArgumentError("--max_streams must be at least 1");
   }
+  if (in.estimate_max_entries.has_value() && *in.estimate_max_entries < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--estimate_max_entries ", *in.estimate_max_entries,
+                     " must be -1 (sized to the largest stream's memory), 0 "
+                     "(no limit) or a count"));
+  }
   if (in.index_max_entries.has_value() && *in.index_max_entries < -1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--index_max_entries ", *in.index_max_entries,
@@ -397,8 +403,8 @@ StreamShape ShapeOf(const chunking::ChunkerOptions& o, bool hints) {
   return shape;
 }
 
-uint64_t StreamMemoryBytes(const StreamShape& shape,
-                           const StreamSettings& settings) {
+uint64_t ChunkerMemoryBytes(const StreamShape& shape,
+                            const StreamSettings& settings) {
   const uint64_t window = settings.window;
   const uint64_t message = settings.max_message_bytes;
   const uint64_t c = std::max<uint64_t>(1, shape.smallest_chunk);
@@ -414,6 +420,14 @@ uint64_t StreamMemoryBytes(const StreamShape& shape,
   // One engine run's chunks, the window and a message of them.
   const uint64_t chunks =
       2 * CeilDiv(window + message, c) * sizeof(chunking::Chunk);
+  return buffer + BitmapBytes(shape.final_size, window) + chunks;
+}
+
+uint64_t StreamMemoryBytes(const StreamShape& shape,
+                           const StreamSettings& settings) {
+  const uint64_t message = settings.max_message_bytes;
+  const uint64_t c = std::max<uint64_t>(1, shape.smallest_chunk);
+  const uint64_t bridge = shape.final_size + chunking::kContext;
   // The hint follower (pipeline/retained_input.h): a copy of what the chunker
   // had not cut with the bridged start of a piece (twice, as it grows), and
   // the copy it hands back to a new chunker, up to a message more.
@@ -433,8 +447,22 @@ uint64_t StreamMemoryBytes(const StreamShape& shape,
       CeilDiv(settings.max_inflight_bytes + message, c);
   const uint64_t records =
       queued * kQueuedRecordBytes + task_records * kTaskRecordBytes;
-  return buffer + BitmapBytes(shape.final_size, window) + chunks + hints +
-         records;
+  return ChunkerMemoryBytes(shape, settings) + hints + records;
+}
+
+uint64_t EstimateMemoryBytes(const std::vector<StreamShape>& sets,
+                             uint64_t entry_bytes, uint64_t max_entries,
+                             const StreamSettings& settings) {
+  uint64_t bytes = max_entries * entry_bytes;
+  for (const StreamShape& shape : sets) {
+    bytes += ChunkerMemoryBytes(shape, settings) +
+             shape.max_size * kEstimateSizeCountBytes;
+  }
+  return bytes;
+}
+
+uint64_t DefaultEstimateMaxEntries(const StreamSettings& settings) {
+  return LargestStreamMemoryBytes(settings) / 2 / kEstimateEntryBytesSha256;
 }
 
 uint64_t TypicalStreamMemoryBytes(const StreamSettings& settings) {
@@ -490,6 +518,10 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryInputs& in) {
     CostPlan(in, &plan);
   }
   plan.arenas = in.arenas != 0 ? PlannedArenas(in) : 0;
+  const int64_t estimate_entries = in.estimate_max_entries.value_or(-1);
+  plan.estimate_max_entries =
+      estimate_entries == -1 ? DefaultEstimateMaxEntries(SettingsOf(in))
+                             : static_cast<uint64_t>(estimate_entries);
   if (absl::Status budget = CheckBudget(in, plan); !budget.ok()) {
     return budget;
   }

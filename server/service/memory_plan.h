@@ -105,6 +105,16 @@ inline constexpr uint64_t kQueuedRecordBytes = 64;
 // fingerprint, the engine's Chunk and the response message being built.
 inline constexpr uint64_t kTaskRecordBytes = 128;
 
+// An Estimate stream's memory (docs/design.md, "The Estimate stream"): an
+// entry of a set's table of distinct chunks at its largest (a hash table
+// slot of fingerprint, length and copies and its control byte, the table
+// 7/16 full just after it grew, while the old table, 7/8 full, still
+// exists), per fingerprint; and a distinct chunk length in a set's size
+// counts at its largest likewise.
+inline constexpr uint64_t kEstimateEntryBytesXxh128 = 114;
+inline constexpr uint64_t kEstimateEntryBytesSha256 = 168;
+inline constexpr uint64_t kEstimateSizeCountBytes = 58;
+
 // What the plan starts from.
 struct MemoryInputs {
   // The memory limit in bytes; nullopt: none.
@@ -116,6 +126,8 @@ struct MemoryInputs {
   std::optional<int64_t> index_max_entries;
   std::optional<uint64_t> hint_cache_mib;
   std::optional<uint64_t> stream_memory;
+  // --estimate_max_entries; -1 is the default too.
+  std::optional<int64_t> estimate_max_entries;
   // --max_message_bytes and --max_inflight_bytes (validated before).
   uint64_t max_message_bytes = uint64_t{4} << 20;
   uint64_t max_inflight_bytes = uint64_t{16} << 20;
@@ -159,6 +171,9 @@ struct MemoryPlan {
   uint64_t hint_cache_mib = kDefaultHintCacheMib;
   uint64_t index_cache_mib = 0;  // 0: no rocksdb index
   uint64_t stream_memory = 0;
+  // The most distinct chunks an Estimate stream keeps (0: no limit); by
+  // default DefaultEstimateMaxEntries.
+  uint64_t estimate_max_entries = 0;
   // The arenas malloc may have: MemoryInputs::arenas, or fewer under a
   // limit (0 when GLIBC_TUNABLES chose).
   size_t arenas = 0;
@@ -205,6 +220,25 @@ struct StreamSettings {
 // terms and their measurements).
 uint64_t StreamMemoryBytes(const StreamShape& shape,
                            const StreamSettings& settings);
+
+// The part of StreamMemoryBytes that a chunker of `shape` holds: its
+// buffer, bitmaps and chunk lists.
+uint64_t ChunkerMemoryBytes(const StreamShape& shape,
+                            const StreamSettings& settings);
+
+// An Estimate stream's memory beyond its request bytes: per set (`sets`) a
+// chunker and its size counts (a length per byte of max_size at most), and
+// `max_entries` distinct chunks of `entry_bytes` (kEstimateEntryBytes*).
+// Its responses are a few small messages. max_entries 0 (no limit): the
+// chunkers only.
+uint64_t EstimateMemoryBytes(const std::vector<StreamShape>& sets,
+                             uint64_t entry_bytes, uint64_t max_entries,
+                             const StreamSettings& settings);
+
+// The default --estimate_max_entries: entries of SHA-256 fingerprints in
+// half of the largest Chunk or Dedup stream's memory, so that an Estimate
+// with a few sets reserves no more than such a stream.
+uint64_t DefaultEstimateMaxEntries(const StreamSettings& settings);
 
 // StreamMemoryBytes of a Dedup stream with fastcdc's default sizes and
 // hints, and the largest any valid parameters give.

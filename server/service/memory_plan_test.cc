@@ -566,5 +566,51 @@ TEST(PlanMemoryTest, ImpossibleFlagsStopStartUp) {
             std::string::npos);
 }
 
+TEST(EstimateMemoryTest, ChunkersSizeCountsAndEntries) {
+  const StreamSettings settings;
+  const StreamShape fastcdc = ShapeOf(
+      chunking::DefaultOptions(chunking::Algorithm::kFastCdc), false);
+  const StreamShape fixed =
+      ShapeOf(chunking::DefaultOptions(chunking::Algorithm::kFixed), false);
+  const uint64_t one = EstimateMemoryBytes({fastcdc}, 100, 0, settings);
+  // A set's chunker, without Dedup's hints and records, and its sizes.
+  EXPECT_EQ(one, ChunkerMemoryBytes(fastcdc, settings) +
+                     fastcdc.max_size * kEstimateSizeCountBytes);
+  EXPECT_LT(ChunkerMemoryBytes(fastcdc, settings),
+            StreamMemoryBytes(fastcdc, settings));
+  // Sets add up; entries cost what they are said to.
+  EXPECT_EQ(EstimateMemoryBytes({fastcdc, fixed}, 100, 0, settings),
+            one + EstimateMemoryBytes({fixed}, 100, 0, settings));
+  EXPECT_EQ(EstimateMemoryBytes({fastcdc}, 100, 1000, settings),
+            one + 100 * 1000);
+  // The default limit: an estimate of a few typical sets reserves no more
+  // than the largest Chunk or Dedup stream.
+  const uint64_t entries = DefaultEstimateMaxEntries(settings);
+  EXPECT_GT(entries, uint64_t{100000});
+  EXPECT_LE(EstimateMemoryBytes({fastcdc, fastcdc, fixed, fixed},
+                                kEstimateEntryBytesSha256, entries, settings),
+            LargestStreamMemoryBytes(settings));
+}
+
+TEST(EstimateMemoryTest, TheFlagIsSizedUnlessGiven) {
+  MemoryInputs in = Inputs(std::nullopt);
+  auto plan = PlanMemory(in);
+  ASSERT_TRUE(plan.ok());
+  StreamSettings settings;
+  settings.window = WindowBytes(in.threads);
+  EXPECT_EQ(plan->estimate_max_entries, DefaultEstimateMaxEntries(settings));
+  in.estimate_max_entries = -1;
+  EXPECT_EQ(PlanMemory(in)->estimate_max_entries,
+            DefaultEstimateMaxEntries(settings));
+  in.estimate_max_entries = 0;
+  EXPECT_EQ(PlanMemory(in)->estimate_max_entries, 0u);
+  in.estimate_max_entries = 77;
+  EXPECT_EQ(PlanMemory(in)->estimate_max_entries, 77u);
+  in.estimate_max_entries = -2;
+  EXPECT_NE(PlanMemory(in).status().message().find(
+                "--estimate_max_entries -2 must be -1"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace chunkd::service

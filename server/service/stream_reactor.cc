@@ -4,13 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "chunkd/chunker.h"
 #include "platform/error_reason.h"
 #include "service/chunk_service.h"
 #include "service/memory_plan.h"
 #include "service/status_util.h"
 #include "service/stream_rpc.h"
-#include "service/stream_task.h"
 
 namespace chunkd::service {
 
@@ -67,14 +65,14 @@ void StreamReactor<Rpc>::OnReadDone(bool ok) {
     requests_read_ = messages_read_;
     if (!ok) {
       input_ = Input::kEnded;
-      if (pipeline_ == nullptr) {
+      if (work_ == nullptr) {
         FailLocked(absl::InvalidArgumentError(
             "the stream ended before a request with params arrived"));
       }
     } else if (!parsed.ok()) {
       FailLocked(absl::InvalidArgumentError(
           absl::StrCat(parsed.message(), "; the stream is ended",
-                       pipeline_ != nullptr ? Rpc::kAfterFailure : "")));
+                       work_ != nullptr ? Rpc::kAfterFailure : "")));
     } else if (ending_ == Ending::kRunning) {
       AcceptLocked(&data);
     }
@@ -180,32 +178,19 @@ bool StreamReactor<Rpc>::StartLocked() {
       return false;
     }
   }
-  auto pipeline_options = Rpc::Options(request_, options);
-  if (!pipeline_options.ok()) {
-    FailLocked(pipeline_options.status());
+  auto work = Rpc::Start(request_, options);
+  if (!work.ok()) {
+    FailLocked(work.status());
     return false;
   }
-  auto pipeline = pipeline::StreamPipeline::Create(*pipeline_options);
-  if (!pipeline.ok()) {
-    FailLocked(pipeline.status());
-    return false;
-  }
-  pipeline_ = *std::move(pipeline);
-  if (!ReserveStreamMemoryLocked(*pipeline_options)) return false;
-  counters_ = options.metrics->ForStream(
-      Rpc::kMethod,
-      chunking::AlgorithmName(pipeline_options->chunking.algorithm));
-  if (pipeline_options->hints != pipeline::HintTest::kOff) {
-    options.metrics->ForHints(pipeline::HintTestName(pipeline_options->hints),
-                              &counters_);
-  }
-  return true;
+  work_ = *std::move(work);
+  return ReserveStreamMemoryLocked();
 }
 
 template <typename Rpc>
 void StreamReactor<Rpc>::AcceptLocked(RequestData* data) {
   const ServiceOptions& options = service_->options();
-  if (pipeline_ == nullptr) {
+  if (work_ == nullptr) {
     if (!StartLocked()) return;
   } else if (request_.has_params()) {
     FailLocked(absl::InvalidArgumentError(
@@ -222,14 +207,15 @@ void StreamReactor<Rpc>::AcceptLocked(RequestData* data) {
         ErrorReason::kMessageTooLarge));
     return;
   }
-  if (size == 0) return;
+  const bool end_of_file = Rpc::EndsFile(request_);
+  if (size == 0 && !end_of_file) return;
   inbox_bytes_ += size;
   if (options.memory != nullptr) {
     // The reservation of this read becomes the charge for its bytes.
     charged_ += size;
     reserved_ -= size;
   }
-  inbox_.push_back(std::move(data->bytes));
+  inbox_.push_back(InputPiece{std::move(data->bytes), end_of_file});
 }
 
 template <typename Rpc>
@@ -266,13 +252,10 @@ bool StreamReactor<Rpc>::ReserveForReadLocked() {
 }
 
 template <typename Rpc>
-bool StreamReactor<Rpc>::ReserveStreamMemoryLocked(
-    const pipeline::PipelineOptions& o) {
+bool StreamReactor<Rpc>::ReserveStreamMemoryLocked() {
   const ServiceOptions& options = service_->options();
   if (options.stream_memory == nullptr) return true;
-  const StreamShape shape =
-      ShapeOf(o.chunking, o.hints != pipeline::HintTest::kOff);
-  stream_memory_ = StreamMemoryBytes(shape, options.stream_settings);
+  stream_memory_ = work_->MemoryBytes(options.stream_settings);
   ++refs_;  // kept by the grant until it runs
   switch (options.stream_memory->Reserve(
       stream_memory_, [this] { GrantStreamMemory(); },
@@ -288,16 +271,7 @@ bool StreamReactor<Rpc>::ReserveStreamMemoryLocked(
       break;
   }
   --refs_;
-  FailLocked(WithReason(
-      absl::ResourceExhaustedError(absl::StrCat(
-          "the stream's chunking parameters need up to ", stream_memory_,
-          " bytes of memory (chunks final after ", shape.final_size,
-          " bytes, the smallest ", shape.smallest_chunk,
-          " bytes), more than all of --stream_memory_budget (",
-          options.stream_memory->limit(),
-          "): it could never start here; choose a smaller max_size "
-          "(repmaxcdc: min_size and horizon_size) or a larger min_size")),
-      ErrorReason::kStreamMemory));
+  FailLocked(work_->NeverFits(stream_memory_, options.stream_memory->limit()));
   return false;
 }
 
@@ -355,9 +329,9 @@ void StreamReactor<Rpc>::FailLocked(const absl::Status& status) {
   final_status_ = ToGrpcStatus(status);
   while (outbox_.size() > (outstanding_.write ? 1 : 0)) outbox_.pop_back();
   size_t dropped = 0;
-  for (std::string& piece : inbox_) {
-    dropped += piece.size();
-    service_->buffers().Give(std::move(piece));
+  for (InputPiece& piece : inbox_) {
+    dropped += piece.bytes.size();
+    service_->buffers().Give(std::move(piece.bytes));
   }
   inbox_.clear();
   inbox_bytes_ -= dropped;
@@ -397,7 +371,7 @@ typename StreamReactor<Rpc>::Op StreamReactor<Rpc>::NextOpLocked() {
     outstanding_.read = true;
     return Op::kRead;
   }
-  if (!outstanding_.task && pipeline_ != nullptr &&
+  if (!outstanding_.task && work_ != nullptr &&
       input_ != Input::kSummarized &&
       (!inbox_.empty() || input_ == Input::kEnded)) {
     outstanding_.task = true;
@@ -470,59 +444,37 @@ void StreamReactor<Rpc>::Unref() {
   if (destroy) delete this;
 }
 
-// Tells the pipeline when no input waits: it decides when to commit to the
-// index (docs/design.md, "Index batches and records"). Chunk: nothing to
-// commit.
-template <typename Rpc>
-absl::Status StreamReactor<Rpc>::FlushUnlessInputWaits(
-    std::vector<pipeline::ChunkRecord>* records) {
-  bool more_waiting;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    more_waiting = !inbox_.empty();
-  }
-  return more_waiting ? absl::OkStatus() : pipeline_->NoInputWaiting(records);
-}
-
 template <typename Rpc>
 void StreamReactor<Rpc>::Process() {
-  std::vector<std::string> pieces;
-  size_t taken = 0;
-  bool last = false;
+  TaskInput input;
+  input.buffers = &service_->buffers();
+  input.input_waits = [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !inbox_.empty();
+  };
   {
     std::lock_guard<std::mutex> lock(mu_);
-    while (!inbox_.empty() && taken < kMaxBytesPerTask) {
-      taken += inbox_.front().size();
-      pieces.push_back(std::move(inbox_.front()));
+    while (!inbox_.empty() && input.bytes < kMaxBytesPerTask) {
+      input.bytes += inbox_.front().bytes.size();
+      input.pieces.push_back(std::move(inbox_.front()));
       inbox_.pop_front();
     }
-    last = input_ != Input::kOpen && inbox_.empty() &&
-           ending_ == Ending::kRunning;
+    input.last = input_ != Input::kOpen && inbox_.empty() &&
+                 ending_ == Ending::kRunning;
   }
-  std::vector<pipeline::ChunkRecord> records;
-  const pipeline::StreamTotals before = pipeline_->totals();
-  absl::Status status = CutPieces(pipeline_.get(), &pieces, last,
-                                  &service_->buffers(), &records);
-  if (status.ok() && !last) status = FlushUnlessInputWaits(&records);
-  // Serialized here, on the worker, not on gRPC's thread.
   std::deque<grpc::ByteBuffer> responses;
-  const pipeline::StreamTotals& totals = pipeline_->totals();
-  if (status.ok()) {
-    status = SerializeRecords<Rpc>(records, last ? &totals : nullptr,
-                                   &responses);
-  }
-  CountTask(counters_, taken, before, totals, records);
+  const absl::Status status = work_->Run(&input, &responses);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    inbox_bytes_ -= taken;
-    UnchargeLocked(taken);
+    inbox_bytes_ -= input.bytes;
+    UnchargeLocked(input.bytes);
     outstanding_.task = false;
     last_progress_ = absl::Now();
     if (!status.ok()) {
       FailLocked(status);
     } else if (ending_ == Ending::kRunning) {
       for (grpc::ByteBuffer& r : responses) outbox_.push_back(std::move(r));
-      if (last) input_ = Input::kSummarized;
+      if (input.last) input_ = Input::kSummarized;
     }
   }
   Drive();
@@ -531,5 +483,6 @@ void StreamReactor<Rpc>::Process() {
 
 template class StreamReactor<ChunkRpc>;
 template class StreamReactor<DedupRpc>;
+template class StreamReactor<EstimateRpc>;
 
 }  // namespace chunkd::service

@@ -1,8 +1,8 @@
-// StreamReactor: one admitted Chunk or Dedup stream, on gRPC's callback API
-// (docs/design.md, "The reactor", "Tasks on the worker pool" and
+// StreamReactor: one admitted Chunk, Dedup or Estimate stream, on gRPC's
+// callback API (docs/design.md, "The reactor", "Tasks on the worker pool" and
 // "Backpressure"). Flow control only: what a request means is the wire
-// format's (wire_format.h) and Rpc's (stream_rpc.h); what a task does is
-// stream_task.h's.
+// format's (wire_format.h) and Rpc's (stream_rpc.h); what a task does is the
+// stream's work's (stream_work.h).
 //
 // Promises: callbacks never block; at most one task per stream is queued or
 // running, so responses leave in the order of the input; reading pauses
@@ -32,9 +32,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "chunkd/v1/chunkd.grpc.pb.h"
-#include "metrics/metrics.h"
-#include "pipeline/stream_pipeline.h"
 #include "service/stream_registry.h"
+#include "service/stream_work.h"
 #include "service/wire_format.h"
 
 namespace chunkd::service {
@@ -49,7 +48,7 @@ class RefusedReactor final
   void OnDone() override { delete this; }
 };
 
-// Rpc: ChunkRpc or DedupRpc (stream_rpc.h).
+// Rpc: ChunkRpc, DedupRpc or EstimateRpc (stream_rpc.h).
 template <typename Rpc>
 class StreamReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
@@ -59,7 +58,7 @@ class StreamReactor final
 
   // Registers the stream; when the registry refuses it, the stream finishes
   // at once with the refusal and holds no slot. `authorization` is the
-  // client's metadata, for Dedup's namespace.
+  // client's metadata, for a namespace the stream names.
   StreamReactor(ChunkServiceImpl* service, std::string authorization,
                 const StreamOwner& owner);
   ~StreamReactor() override;
@@ -117,7 +116,7 @@ class StreamReactor final
   // Takes the request just parsed (request_ and its *data): parameters
   // first, then data. REQUIRES: mu_ held.
   void AcceptLocked(RequestData* data);
-  // The first request: its params build the pipeline. False when the
+  // The first request: its params start the stream's work. False when the
   // stream failed. REQUIRES: mu_ held.
   bool StartLocked();
   // Returns the reservation the last read did not turn into charged bytes.
@@ -134,7 +133,7 @@ class StreamReactor final
   // parameters, before it reads or cuts more; when that does not fit yet
   // the stream waits its turn. False when it could never fit: the stream
   // failed. REQUIRES: mu_ held.
-  bool ReserveStreamMemoryLocked(const pipeline::PipelineOptions& o);
+  bool ReserveStreamMemoryLocked();
   // The stream memory was granted: go on, on the pool.
   void GrantStreamMemory();
   // The stream finishes: its stream memory goes back, or it leaves the
@@ -156,24 +155,20 @@ class StreamReactor final
   // registry, then stream).
   void ReleaseSlot();
   void Unref();
-  // A task on the worker pool: cuts, fingerprints and indexes up to
+  // A task on the worker pool: runs the stream's work on up to
   // kMaxBytesPerTask of the inbox, and queues the responses.
   void Process();
-  // Dedup's commit to the index between tasks, see the definition.
-  absl::Status FlushUnlessInputWaits(
-      std::vector<pipeline::ChunkRecord>* records);
 
   ChunkServiceImpl* const service_;
-  const std::string authorization_;  // the client's metadata, for Dedup's ns
+  const std::string authorization_;  // the client's metadata, for the ns
   grpc::ByteBuffer read_buffer_;     // written by gRPC while a read is out
   Request request_;                  // the last request, parsed
   uint64_t messages_read_ = 0;       // requests received so far
-  std::unique_ptr<pipeline::StreamPipeline> pipeline_;  // used by the task
-  metrics::StreamCounters counters_;
+  std::unique_ptr<StreamWork> work_;  // used by the task
   std::atomic<bool> slot_held_{false};  // admitted, slot not yet released
 
   std::mutex mu_;
-  std::deque<std::string> inbox_;        // received, not yet processed
+  std::deque<InputPiece> inbox_;         // received, not yet processed
   size_t inbox_bytes_ = 0;               // bytes in inbox_ and in the task
   std::deque<grpc::ByteBuffer> outbox_;  // front is written while pending
   absl::Time last_progress_;  // last read or write done, or task finished

@@ -3,7 +3,9 @@
 #include "absl/strings/str_cat.h"
 #include "index/fingerprint_index.h"
 #include "service/chunk_service.h"
+#include "service/estimate_work.h"
 #include "service/params.h"
+#include "service/stream_task.h"
 
 namespace chunkd::service {
 namespace {
@@ -57,6 +59,25 @@ absl::StatusOr<pipeline::PipelineOptions> DedupRpc::Options(
   o->hint_cache_all_chunks = service.hint_cache_all_chunks;
   o->stream_id = stream_id;
   return o;
+}
+
+absl::StatusOr<std::unique_ptr<StreamWork>> ChunkRpc::Start(
+    const Request& request, const ServiceOptions& service) {
+  auto options = Options(request, service);
+  if (!options.ok()) return options.status();
+  return MakePipelineWork<ChunkRpc>(*options, service.metrics);
+}
+
+absl::StatusOr<std::unique_ptr<StreamWork>> DedupRpc::Start(
+    const Request& request, const ServiceOptions& service) {
+  auto options = Options(request, service);
+  if (!options.ok()) return options.status();
+  return MakePipelineWork<DedupRpc>(*options, service.metrics);
+}
+
+absl::StatusOr<std::unique_ptr<StreamWork>> EstimateRpc::Start(
+    const Request& request, const ServiceOptions& service) {
+  return MakeEstimateWork(request.params(), service);
 }
 
 }  // namespace chunkd::service

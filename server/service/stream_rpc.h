@@ -1,22 +1,26 @@
-// What differs between the Chunk and the Dedup stream: their messages, how
-// their params become a pipeline::PipelineOptions, how a record and the
-// summary go into a response, and what a client is told when a stream fails
-// midway. The stream reactor (stream_reactor.h) is written once for both and
-// takes one of these as its parameter; everything not here is shared.
+// What differs between the Chunk, Dedup and Estimate streams: their
+// messages, the work their first request starts (stream_work.h), whether a
+// request ends a file, the namespace checked against the caller's token, and
+// what a client is told when a stream fails midway. The stream reactor
+// (stream_reactor.h) is written once for all three and takes one of these as
+// its parameter; everything not here is shared.
 //
-// Promises: Options() validates every parameter and returns INVALID_ARGUMENT
+// Promises: Start() validates every parameter and returns INVALID_ARGUMENT
 // naming the first bad one (docs/design.md, "Parameters, ranges and
-// defaults"); Dedup also checks its namespace and stream_id.
+// defaults"); Dedup and Estimate also check their namespace, Dedup its
+// stream_id.
 //
 // Thread safety: stateless; safe from any thread.
 #ifndef CHUNKD_SERVICE_STREAM_RPC_H_
 #define CHUNKD_SERVICE_STREAM_RPC_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "chunkd/v1/chunkd.pb.h"
 #include "pipeline/stream_pipeline.h"
+#include "service/stream_work.h"
 
 namespace chunkd::service {
 
@@ -30,8 +34,12 @@ struct ChunkRpc {
   static constexpr const char* kAfterFailure = "";
   // The namespace the stream writes to, checked against the caller's token.
   static const std::string* Namespace(const Request&) { return nullptr; }
+  static bool EndsFile(const Request&) { return false; }
 
   static absl::StatusOr<pipeline::PipelineOptions> Options(
+      const Request& request, const ServiceOptions& service);
+  // The stream's work, from its first request (which has params).
+  static absl::StatusOr<std::unique_ptr<StreamWork>> Start(
       const Request& request, const ServiceOptions& service);
   static void AddRecord(const pipeline::ChunkRecord& r, Response* response) {
     v1::ChunkRecord* out = response->mutable_batch()->add_chunks();
@@ -56,8 +64,11 @@ struct DedupRpc {
   static const std::string* Namespace(const Request& request) {
     return &request.params().namespace_();
   }
+  static bool EndsFile(const Request&) { return false; }
 
   static absl::StatusOr<pipeline::PipelineOptions> Options(
+      const Request& request, const ServiceOptions& service);
+  static absl::StatusOr<std::unique_ptr<StreamWork>> Start(
       const Request& request, const ServiceOptions& service);
   static void AddRecord(const pipeline::ChunkRecord& r, Response* response) {
     v1::DedupRecord* out = response->mutable_batch()->add_chunks();
@@ -77,6 +88,25 @@ struct DedupRpc {
     s->set_hints_rejected(t.hints_rejected);
     s->set_hint_skipped_bytes(t.hint_skipped_bytes);
   }
+};
+
+struct EstimateRpc {
+  using Request = v1::EstimateRequest;
+  using Response = v1::EstimateResponse;
+  static constexpr const char* kMethod = "Estimate";
+  // Nothing is written: a failed estimate leaves nothing behind.
+  static constexpr const char* kAfterFailure = "";
+  // The namespace compared with (read), when given.
+  static const std::string* Namespace(const Request& request) {
+    const std::string& ns = request.params().namespace_();
+    return ns.empty() ? nullptr : &ns;
+  }
+  static bool EndsFile(const Request& request) {
+    return request.end_of_file();
+  }
+
+  static absl::StatusOr<std::unique_ptr<StreamWork>> Start(
+      const Request& request, const ServiceOptions& service);
 };
 
 }  // namespace chunkd::service

@@ -87,6 +87,9 @@ template absl::Status ParseStreamRequest<v1::ChunkRequest>(
 template absl::Status ParseStreamRequest<v1::DedupRequest>(
     grpc::ByteBuffer*, v1::DedupRequest*, uint64_t, size_t, BufferPool*,
     RequestData*);
+template absl::Status ParseStreamRequest<v1::EstimateRequest>(
+    grpc::ByteBuffer*, v1::EstimateRequest*, uint64_t, size_t, BufferPool*,
+    RequestData*);
 
 absl::Status SerializeResponse(const google::protobuf::Message& message,
                                grpc::ByteBuffer* buffer) {

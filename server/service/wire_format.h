@@ -45,7 +45,8 @@ struct RequestData {
   std::string bytes;  // its bytes, unless longer than the stream accepts
 };
 
-// Parses one stream request (v1::ChunkRequest or v1::DedupRequest) with the
+// Parses one stream request (v1::ChunkRequest, DedupRequest or
+// EstimateRequest) with the
 // result and errors of ParseRequest, except that the data field goes to
 // *data: copied once from gRPC's slices into a buffer from `pool`
 // (request_bytes.h), or only measured when longer than `max_bytes`. A

@@ -341,7 +341,7 @@ CLI_DOCS = [REPO / "docs" / "cli.md", REPO / "docs" / "clients.md"]
 def chunkctl_flags(chunkctl_bin: Path) -> Set[str]:
     """Every flag chunkctl's help lists, over all its commands."""
     flags: Set[str] = set()
-    for command in ([], ["chunk"], ["dedup"], ["info"], ["size"], ["bench"],
+    for command in ([], ["chunk"], ["dedup"], ["estimate"], ["info"], ["size"], ["bench"],
                     ["index", "migrate"]):
         result = subprocess.run([str(chunkctl_bin), *command, "--help"], capture_output=True,
                                 text=True, stdin=subprocess.DEVNULL, timeout=SUBPROCESS_TIMEOUT)
