@@ -7,10 +7,11 @@ against a real chunkd.
   say: in exact mode the counts, the unique chunks and bytes (distinct
   XXH3-128 fingerprints over every file), the histogram and the sizes;
   sampled, the chunks a fingerprint in the sampled 1/N of the hash space
-  keeps. With a namespace, the bytes it holds.
+  keeps. With a namespace, the bytes it holds. Past the server's
+  --estimate_max_entries the refusal's reason is STREAM_MEMORY.
 - `chunkd-client estimate` prints the text table and the JSON object of
-  that result (docs/cli.md), draws --plot, reads stdin, and exits 2 on the
-  server's INVALID_ARGUMENT naming the set.
+  that result (docs/cli.md), draws --plot, reads stdin, draws its progress
+  line, and exits 2 on the server's INVALID_ARGUMENT naming the set.
 - chunkctl ($CHUNKCTL_BIN), chunkd-client and chunkd-go ($CHUNKD_GO_BIN)
   print the same table, byte for byte, and the same JSON object for the
   same files and sets. A CLI whose binary is missing or has no `estimate`
@@ -27,7 +28,7 @@ import subprocess
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import AsyncIterator, Dict, List, Optional, Sequence, Tuple
+from typing import AsyncIterator, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -37,7 +38,8 @@ from chunkd_client import (
 )
 from chunkd_client._cli_output import compact, estimate_text
 from chunkd_client.aio import AsyncClient
-from chunkd_client.testing import ChunkdServer
+from chunkd_client._cli_output import human_bytes
+from chunkd_client.testing import ChunkdServer, serving
 
 from clients_util import TOOLS_BIN, chunkd_client
 from e2e_util import RPC_TIMEOUT, SUBPROCESS_TIMEOUT, random_bytes
@@ -53,6 +55,9 @@ SETS = [
 ]
 SAMPLE = 4
 UINT64_MAX = (1 << 64) - 1
+#: --estimate_max_entries of the `limited` server: less than the distinct
+#: 4 KiB chunks of the data set, more than a 1-in-64 sample of them.
+MAX_ENTRIES = 100
 
 
 def _versions() -> Dict[str, bytes]:
@@ -219,6 +224,28 @@ def test_out_of_range_is_invalid_argument_naming_the_set(client: Client,
     assert "fastcdc:min=1" in raised.value.details()
 
 
+@pytest.fixture(scope="module")
+def limited(chunkd_bin: Path) -> Iterator[ChunkdServer]:
+    yield from serving(ChunkdServer(
+        chunkd_bin, extra_args=[f"--estimate_max_entries={MAX_ENTRIES}"]))
+
+
+def test_past_the_entry_limit_the_reason_is_stream_memory(limited: ChunkdServer,
+                                                          dataset: Path) -> None:
+    with Client(limited.address, timeout=RPC_TIMEOUT) as client:
+        with pytest.raises(ChunkdError) as refused:
+            client.estimate(dataset, sets=["fixed:avg=4096"])
+        assert refused.value.code().name == "RESOURCE_EXHAUSTED"
+        assert refused.value.reason == "STREAM_MEMORY"
+        sampled = client.estimate(dataset, sets=["fixed:avg=4096"], sample_rate=64)
+        assert sampled.sets[0].sampled_unique_chunks <= MAX_ENTRIES
+    run = _cli(chunkd_client(), "estimate", "--server", limited.address, "--set",
+               "fixed:avg=4096", dataset)
+    assert (run.returncode, run.stdout) == (1, b"")
+    assert run.stderr.decode().startswith("chunkd-client: RESOURCE_EXHAUSTED: ")
+    assert run.stderr.decode().rstrip().endswith("[reason: STREAM_MEMORY]")
+
+
 # chunkd-client.
 
 def _cli(binary: Path, *args: object, stdin: Optional[bytes] = None
@@ -260,6 +287,19 @@ def test_chunkd_client_namespace_column_stdin_and_plot(
     assert run.stdout.decode() == estimate_text(result)
     assert run.stdout.decode().splitlines()[0].endswith("  namespace_bytes")
     assert picture.read_text().lstrip().startswith(("<?xml", "<svg"))
+
+
+def test_chunkd_client_progress_line(server: ChunkdServer, dataset: Path) -> None:
+    total = sum(map(len, FILES.values()))
+    run = _cli(chunkd_client(), "estimate", "--server", server.address, "--set", SETS[0],
+               "--progress", "always", dataset)
+    assert run.returncode == 0, run.stderr
+    stderr = run.stderr.decode()
+    # Redrawn in place, the last drawing at the whole data set, then a newline.
+    last = stderr.split("\r\x1b[K")[-1]
+    assert last.startswith(f"{len(FILES)} files [{'#' * 24}] 100.0% ")
+    assert f" {human_bytes(total)}/{human_bytes(total)} " in last
+    assert last.endswith("\n") and last.count("\n") == 1
 
 
 def test_chunkd_client_invalid_argument_exits_2(server: ChunkdServer, dataset: Path) -> None:
