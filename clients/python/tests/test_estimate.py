@@ -22,7 +22,7 @@ from chunkd_client import (
     ChunkdError, ChunkingParams, Client, EstimateProgress, EstimateResult, IndexCost,
     SetEstimate, SizeBucket, parse_set,
 )
-from chunkd_client._cli_output import compact, estimate_text
+from chunkd_client._cli_output import estimate_json, estimate_text
 from chunkd_client._plot import PlotError, draw
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client._requests import ESTIMATE, Requests
@@ -96,31 +96,32 @@ fixed:avg=8192                                 1216        121600               
 
 10485760 bytes in 3 files; sample 1 in 64; fingerprint sha256
 """
-_INDEX_320 = ('"index":[{"backend":"memory","medium":"memory","entries":320,"bytes":32000},'
-              '{"backend":"rocksdb","medium":"disk","entries":320,"bytes":19200},'
-              '{"backend":"redis","medium":"memory","entries":320,"bytes":48000}]')
-_INDEX_1216 = ('"index":[{"backend":"memory","medium":"memory","entries":1216,"bytes":121600},'
-               '{"backend":"rocksdb","medium":"disk","entries":1216,"bytes":72960},'
-               '{"backend":"redis","medium":"memory","entries":1216,"bytes":182400}]')
+#: What estimate --json prints for EXACT, byte for byte (a newline ends it).
 EXACT_JSON = (
-    '{"sets":[{"set":"fastcdc:min=4096,avg=16384,max=65536","algorithm":"fastcdc",'
-    '"parameters":{"min_size":4096,"avg_size":16384,"max_size":65536,'
-    '"normalization_level":1,"seed":0},"bytes":10485760,"chunks":640,'
-    '"unique_bytes":5242880,"unique_chunks":320,"dedup_ratio":2.0,"ratio_interval":null,'
-    '"sampled":false,"sampled_unique_chunks":320,'
-    '"histogram":[[4096,100],[8192,300],[16384,240]],'
-    '"histogram_bytes":[[4096,600000],[8192,4000000],[16384,5885760]],'
-    '"mean_chunk_size":16384.0,'
-    '"chunk_sizes":{"min":4096,"p50":15000,"p90":30000,"p99":60000,"max":65536},'
-    '"namespace_bytes":null,"namespace_chunks":null,' + _INDEX_320 + '},'
-    '{"set":"fixed:avg=8192","algorithm":"fixed","parameters":{"avg_size":8192},'
-    '"bytes":10485760,"chunks":1280,"unique_bytes":9961472,"unique_chunks":1216,'
-    '"dedup_ratio":1.052632,"ratio_interval":null,"sampled":false,'
-    '"sampled_unique_chunks":1216,"histogram":[[8192,1280]],'
-    '"histogram_bytes":[[8192,10485760]],"mean_chunk_size":8192.0,'
-    '"chunk_sizes":{"min":8192,"p50":8192,"p90":8192,"p99":8192,"max":8192},'
-    '"namespace_bytes":null,"namespace_chunks":null,' + _INDEX_1216 + '}],'
-    '"total_bytes":10485760,"files":3,"sample_rate":1,"fingerprint":"xxh128"}')
+    '{"sets": [{"set": "fastcdc:min=4096,avg=16384,max=65536", "algorithm": "fastcdc", '
+    '"parameters": {"min_size": 4096, "avg_size": 16384, "max_size": 65536, '
+    '"normalization_level": 1, "seed": 0}, "bytes": 10485760, "chunks": 640, '
+    '"unique_bytes": 5242880, "unique_chunks": 320, "dedup_ratio": 2.0, '
+    '"ratio_interval": null, "sampled": false, "sampled_unique_chunks": 320, '
+    '"histogram": [[4096, 100], [8192, 300], [16384, 240]], "histogram_bytes": [[4096, '
+    '600000], [8192, 4000000], [16384, 5885760]], "mean_chunk_size": 16384.0, '
+    '"chunk_sizes": {"min": 4096, "p50": 15000, "p90": 30000, "p99": 60000, '
+    '"max": 65536}, "namespace_bytes": null, "namespace_chunks": null, '
+    '"index": [{"backend": "memory", "medium": "memory", "entries": 320, '
+    '"bytes": 32000}, {"backend": "rocksdb", "medium": "disk", "entries": 320, '
+    '"bytes": 19200}, {"backend": "redis", "medium": "memory", "entries": 320, '
+    '"bytes": 48000}]}, {"set": "fixed:avg=8192", "algorithm": "fixed", '
+    '"parameters": {"avg_size": 8192}, "bytes": 10485760, "chunks": 1280, '
+    '"unique_bytes": 9961472, "unique_chunks": 1216, "dedup_ratio": 1.052632, '
+    '"ratio_interval": null, "sampled": false, "sampled_unique_chunks": 1216, '
+    '"histogram": [[8192, 1280]], "histogram_bytes": [[8192, 10485760]], '
+    '"mean_chunk_size": 8192.0, "chunk_sizes": {"min": 8192, "p50": 8192, "p90": 8192, '
+    '"p99": 8192, "max": 8192}, "namespace_bytes": null, "namespace_chunks": null, '
+    '"index": [{"backend": "memory", "medium": "memory", "entries": 1216, '
+    '"bytes": 121600}, {"backend": "rocksdb", "medium": "disk", "entries": 1216, '
+    '"bytes": 72960}, {"backend": "redis", "medium": "memory", "entries": 1216, '
+    '"bytes": 182400}]}], "total_bytes": 10485760, "files": 3, "sample_rate": 1, '
+    '"fingerprint": "xxh128"}')
 
 
 def run_main(*args: object) -> "tuple[int, str]":
@@ -303,7 +304,7 @@ def test_text_table_byte_for_byte() -> None:
 
 
 def test_json_byte_for_byte() -> None:
-    assert compact(EXACT.to_json()) == EXACT_JSON
+    assert estimate_json(EXACT) == EXACT_JSON + "\n"
     sampled = SAMPLED.to_json()
     assert sampled["sets"][0]["ratio_interval"] == [1.912346, 2.087654]
     assert sampled["sets"][0]["dedup_ratio"] == 2.0
@@ -320,7 +321,7 @@ def test_json_follows_the_schema() -> None:
                          / "cli-output.schema.json").read_text(encoding="utf-8"))
     for result in (EXACT, SAMPLED):
         jsonschema.validate(
-            json.loads(compact(result.to_json())),
+            json.loads(estimate_json(result)),
             {"$schema": schema["$schema"], "$defs": schema["$defs"],
              "$ref": "#/$defs/estimate"},
             cls=jsonschema.Draft202012Validator)
@@ -379,7 +380,7 @@ def test_plot_png_and_svg(tmp_path: Path) -> None:
 def test_plot_command_draws_saved_json(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     saved = tmp_path / "saved.json"
-    saved.write_text(compact(SAMPLED.to_json()) + "\n")
+    saved.write_text(estimate_json(SAMPLED))
     code, out = run_main("plot", saved, tmp_path / "out.PNG")
     assert (code, out) == (0, "")
     assert (tmp_path / "out.PNG").read_bytes()[:4] == b"\x89PNG"

@@ -255,3 +255,10 @@ def estimate_text(result: EstimateResult) -> str:
     lines.append(f"{result.total_bytes} bytes in {result.files} files; sample 1 in "
                  f"{result.sample_rate}; fingerprint {result.fingerprint}")
     return "\n".join(lines) + "\n"
+
+
+def estimate_json(result: EstimateResult) -> str:
+    """What ``estimate --json`` prints (docs/cli.md): the object on one
+    line, keys in their order, ", " and ": " between items, as chunkctl
+    and chunkd-go print it."""
+    return json.dumps(result.to_json()) + "\n"

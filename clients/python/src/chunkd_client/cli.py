@@ -35,8 +35,8 @@ import grpc
 from chunkd_client._channel import TlsOptions, token_from_file
 from chunkd_client._cli_args import DEFAULT_SERVER, PROG, parser
 from chunkd_client._cli_output import (
-    Progress, added, clock_time, compact, dedup_line, estimate_text, human_bytes,
-    info_json, info_text,
+    Progress, added, clock_time, compact, dedup_line, estimate_json, estimate_text,
+    human_bytes, info_json, info_text,
 )
 from chunkd_client._cli_params import (
     CHUNKING_FLAGS, NAMESPACE, PRESETS, RANGES, UsageError, chunking_fields,
@@ -285,8 +285,7 @@ def _run_estimate(args: argparse.Namespace, out: IO[str]) -> int:
     progress.finish()
     if args.plot is not None:
         draw(result.to_json(), args.plot)
-    out.write(compact(result.to_json()) + "\n" if args.format == "json"
-              else estimate_text(result))
+    out.write(estimate_json(result) if args.format == "json" else estimate_text(result))
     return EXIT_OK
 
 
