@@ -312,6 +312,22 @@ def test_chunkd_client_invalid_argument_exits_2(server: ChunkdServer, dataset: P
 
 # The three command-line clients.
 
+def test_chunkd_client_draws_the_json_chunkctl_writes(
+        server: ChunkdServer, chunkctl_bin: Path, dataset: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    if _cli(chunkctl_bin, "estimate", "--help").returncode != 0:
+        pytest.skip(f"{chunkctl_bin} has no estimate command")
+    picture = tmp_path / "estimate.png"
+    run = _cli(chunkctl_bin, "estimate", "--server", server.address, *_set_flags(SETS),
+               "--sample", SAMPLE, "--plot", picture, dataset)
+    assert run.returncode == 0, run.stderr
+    saved = tmp_path / "estimate.json"
+    assert saved.is_file() and not picture.exists()
+    drawn = _cli(chunkd_client(), "plot", saved, picture)
+    assert (drawn.returncode, drawn.stdout, drawn.stderr) == (0, b"", b"")
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def _estimate_binaries(chunkctl_bin: Path) -> Dict[str, Path]:
     """The three CLIs; pytest.skip naming those whose binary is missing or
     has no estimate command (not built from this tree yet)."""
