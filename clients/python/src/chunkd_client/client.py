@@ -317,6 +317,8 @@ class Client(ClientBase):
         "sha256") defaults to xxh128, and to sha256 with a namespace.
         ``on_progress(EstimateProgress)`` is called, from this thread, for
         each progress message the server sends while it reads.
+        ``message_size`` and ``timeout`` (the whole call's deadline) are as
+        for ``chunk``; an estimate is not replayed.
 
         Returns an ``EstimateResult``. Errors as for ``chunk``, as
         ChunkdError: INVALID_ARGUMENT names the set and its parameter;
