@@ -121,7 +121,7 @@ class Estimator::Impl {
       set_options_.push_back(set.options);
       tallies_.emplace_back(options_.fingerprint, options_.sample_rate);
     }
-    groups_ = GroupSets(set_options_, /*share_gear=*/false);
+    groups_ = GroupSets(set_options_, options_.group_fastcdc);
     slice_bytes_ = std::max(kSliceBytes, InPlacePieceBytes(set_options_));
   }
 

@@ -61,6 +61,11 @@ struct EstimatorOptions {
   FingerprintKind fingerprint = FingerprintKind::kXxh128;
   // Kernel set, executor (threads), strategy: as StreamChunker's.
   chunking::EngineOptions engine;
+  // Cut the FastCDC sets that share a seed (at least two) together, rolling
+  // their Gear hash once (chunking/fastcdc_group.h; one thread for the
+  // group). Default true; false cuts every set with its own StreamChunker.
+  // The results are the same either way.
+  bool group_fastcdc = true;
   // The most distinct sampled chunks kept over all sets; past it Append and
   // EndFile fail with RESOURCE_EXHAUSTED naming the limit and suggesting a
   // sample rate. 0: no limit.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include "chunking/executor.h"
 #include "chunking/kernels/kernels.h"
 #include "chunking/test_util.h"
+#include "estimate/file_cutter.h"
 #include "estimate/versioned_data.h"
 #include "fingerprint/fingerprint.h"
 #include "gmock/gmock.h"
@@ -85,31 +87,40 @@ struct Expected {
   std::vector<uint32_t> sizes;  // sorted
 };
 
-Expected ExpectedFor(const ChunkerOptions& options,
-                     const std::vector<std::string>& files) {
-  Expected e;
-  std::set<std::string> seen;
+// Calls fn with the bytes of every chunk FastChunks cuts, file by file.
+void ForEachFastChunk(const ChunkerOptions& options,
+                      const std::vector<std::string>& files,
+                      const std::function<void(absl::string_view)>& fn) {
   for (const std::string& file : files) {
     const auto data = absl::MakeConstSpan(
         reinterpret_cast<const uint8_t*>(file.data()), file.size());
     const std::vector<Chunk> chunks =
         chunking::FastChunks(options, data).value();
     for (const Chunk& c : chunks) {
-      const absl::string_view bytes(file.data() + c.offset, c.length);
-      ++e.chunks;
-      e.bytes += c.length;
-      e.sizes.push_back(c.length);
-      uint64_t lower = 1;
-      while (lower * 2 <= c.length) lower *= 2;
-      e.histogram[lower].first += 1;
-      e.histogram[lower].second += c.length;
-      if (seen.insert(fingerprint::Digest(fingerprint::Kind::kXxh128, bytes))
-              .second) {
-        ++e.unique_chunks;
-        e.unique_bytes += c.length;
-      }
+      fn(absl::string_view(file.data() + c.offset, c.length));
     }
   }
+}
+
+Expected ExpectedFor(const ChunkerOptions& options,
+                     const std::vector<std::string>& files) {
+  Expected e;
+  std::set<std::string> seen;
+  ForEachFastChunk(options, files, [&](absl::string_view bytes) {
+    const uint32_t length = static_cast<uint32_t>(bytes.size());
+    ++e.chunks;
+    e.bytes += length;
+    e.sizes.push_back(length);
+    uint64_t lower = 1;
+    while (lower * 2 <= length) lower *= 2;
+    e.histogram[lower].first += 1;
+    e.histogram[lower].second += length;
+    if (seen.insert(fingerprint::Digest(fingerprint::Kind::kXxh128, bytes))
+            .second) {
+      ++e.unique_chunks;
+      e.unique_bytes += length;
+    }
+  });
   std::sort(e.sizes.begin(), e.sizes.end());
   return e;
 }
@@ -310,6 +321,83 @@ TEST(SamplingTest, KeepsOrDropsEveryCopyTogether) {
   EXPECT_GE(s.ratio_low, 1.0);
 }
 
+// Everything a result holds, compared field by field.
+void ExpectSameResult(const SetResult& a, const SetResult& b) {
+  SCOPED_TRACE(a.label);
+  EXPECT_EQ(a.label, b.label);
+  EXPECT_EQ(a.bytes, b.bytes);
+  EXPECT_EQ(a.chunks, b.chunks);
+  EXPECT_EQ(a.unique_chunks, b.unique_chunks);
+  EXPECT_EQ(a.unique_bytes, b.unique_bytes);
+  EXPECT_EQ(a.dedup_ratio, b.dedup_ratio);
+  ASSERT_EQ(a.histogram.size(), b.histogram.size());
+  for (size_t i = 0; i < a.histogram.size(); ++i) {
+    EXPECT_EQ(a.histogram[i].lower_bound, b.histogram[i].lower_bound);
+    EXPECT_EQ(a.histogram[i].chunks, b.histogram[i].chunks);
+    EXPECT_EQ(a.histogram[i].bytes, b.histogram[i].bytes);
+  }
+  EXPECT_EQ(a.mean_chunk_size, b.mean_chunk_size);
+  EXPECT_EQ(a.min_chunk_size, b.min_chunk_size);
+  EXPECT_EQ(a.p50_chunk_size, b.p50_chunk_size);
+  EXPECT_EQ(a.p90_chunk_size, b.p90_chunk_size);
+  EXPECT_EQ(a.p99_chunk_size, b.p99_chunk_size);
+  EXPECT_EQ(a.max_chunk_size, b.max_chunk_size);
+  EXPECT_EQ(a.sampled_unique_chunks, b.sampled_unique_chunks);
+  EXPECT_EQ(a.has_interval, b.has_interval);
+  EXPECT_EQ(a.ratio_low, b.ratio_low);
+  EXPECT_EQ(a.ratio_high, b.ratio_high);
+}
+
+// FastCDC sets of two seeds and another algorithm among them: the sets of
+// one seed are cut by one FastCdcGroup, or each by its own StreamChunker.
+TEST(GroupTest, SameResultsWithAndWithoutTheGroup) {
+  const std::vector<std::string> files = TestFiles();
+  EstimatorOptions options;
+  for (uint32_t avg : {256u, 1024u, 4096u, 16384u, 700u}) {
+    for (uint64_t seed : {0u, 666u}) {
+      ChunkerOptions fastcdc = chunking::DefaultOptions(Algorithm::kFastCdc);
+      fastcdc.min_size = avg / 4;
+      fastcdc.avg_size = avg;
+      fastcdc.max_size = avg * 4;
+      fastcdc.seed = seed;
+      fastcdc.normalization_level = avg == 700 ? 3 : 1;
+      options.sets.push_back({absl::StrCat("fastcdc-", avg, "-", seed),
+                              fastcdc});
+    }
+  }
+  options.sets.insert(options.sets.begin() + 3,
+                      {"seqcdc", chunking::testing::SmallOptions(
+                                     Algorithm::kSeqCdc)});
+  options.sample_rate = 4;
+  // The groups: seed 0's five FastCDC sets, seed 666's five, seqcdc alone.
+  std::vector<ChunkerOptions> chunkings;
+  for (const SetSpec& set : options.sets) chunkings.push_back(set.options);
+  const std::vector<CutterGroup> groups = GroupSets(chunkings, true);
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_THAT(groups[0].sets, ::testing::ElementsAre(0, 2, 5, 7, 9));
+  EXPECT_TRUE(groups[0].fastcdc_group);
+  EXPECT_THAT(groups[1].sets, ::testing::ElementsAre(1, 4, 6, 8, 10));
+  EXPECT_TRUE(groups[1].fastcdc_group);
+  EXPECT_THAT(groups[2].sets, ::testing::ElementsAre(3));
+  EXPECT_FALSE(groups[2].fastcdc_group);
+  EXPECT_EQ(GroupSets(chunkings, false).size(), chunkings.size());
+  chunking::ThreadPoolExecutor pool(3);
+  for (bool threads : {false, true}) {
+    options.engine.executor = threads ? &pool : nullptr;
+    for (const std::vector<size_t>& split : Splits()) {
+      options.group_fastcdc = true;
+      const std::vector<SetResult> grouped = RunEstimate(options, files, split);
+      options.group_fastcdc = false;
+      const std::vector<SetResult> apart = RunEstimate(options, files, split);
+      ASSERT_EQ(grouped.size(), options.sets.size());
+      ASSERT_EQ(apart.size(), options.sets.size());
+      for (size_t i = 0; i < grouped.size(); ++i) {
+        ExpectSameResult(grouped[i], apart[i]);
+      }
+    }
+  }
+}
+
 TEST(SamplingTest, ResultsAreDeterministic) {
   const std::vector<std::string> files = TestFiles();
   EstimatorOptions options;
@@ -339,17 +427,9 @@ TEST(FingerprintTest, Sha256CountsTheSameChunks) {
   options.fingerprint = FingerprintKind::kSha256;
   const auto sha = Fed(options, files);
   std::set<std::string> expected;
-  for (const std::string& file : files) {
-    const auto data = absl::MakeConstSpan(
-        reinterpret_cast<const uint8_t*>(file.data()), file.size());
-    const std::vector<Chunk> chunks =
-        chunking::FastChunks(chunking, data).value();
-    for (const Chunk& c : chunks) {
-      expected.insert(fingerprint::Digest(
-          fingerprint::Kind::kSha256,
-          absl::string_view(file.data() + c.offset, c.length)));
-    }
-  }
+  ForEachFastChunk(chunking, files, [&](absl::string_view bytes) {
+    expected.insert(fingerprint::Digest(fingerprint::Kind::kSha256, bytes));
+  });
   std::set<std::string> kept;
   sha->ForEachKept(0, [&](const KeptChunk& c) {
     EXPECT_EQ(c.fingerprint.size(), 32u);

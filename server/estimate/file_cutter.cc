@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "chunkd/chunker.h"
+#include "chunking/fastcdc_group.h"
 
 namespace chunkd::estimate {
 namespace {
@@ -58,6 +59,30 @@ class StreamCutter final : public FileCutter {
  private:
   std::unique_ptr<chunking::StreamChunker> chunker_;
   size_t memory_;
+};
+
+// Several FastCDC sets with one seed, one FastCdcGroup.
+class GroupCutter final : public FileCutter {
+ public:
+  explicit GroupCutter(std::unique_ptr<chunking::FastCdcGroup> group)
+      : group_(std::move(group)) {}
+
+  void Append(absl::string_view piece,
+              std::vector<std::vector<Chunk>>* out) override {
+    for (std::vector<Chunk>& chunks : *out) chunks.clear();
+    group_->Append(piece, out);
+  }
+  void Finish(std::vector<std::vector<Chunk>>* out) override {
+    for (std::vector<Chunk>& chunks : *out) chunks.clear();
+    group_->Finish(out);
+  }
+  absl::string_view ChunkData(size_t /*k*/, const Chunk& chunk) const override {
+    return group_->ChunkData(chunk);
+  }
+  size_t memory_bytes() const override { return group_->memory_bytes(); }
+
+ private:
+  std::unique_ptr<chunking::FastCdcGroup> group_;
 };
 
 }  // namespace
@@ -116,6 +141,14 @@ size_t StreamChunkerMemoryBound(const ChunkerOptions& options,
 absl::StatusOr<std::unique_ptr<FileCutter>> NewFileCutter(
     const CutterGroup& group, const std::vector<ChunkerOptions>& sets,
     const chunking::EngineOptions& engine) {
+  if (group.fastcdc_group) {
+    std::vector<ChunkerOptions> members;
+    for (size_t i : group.sets) members.push_back(sets[i]);
+    absl::StatusOr<std::unique_ptr<chunking::FastCdcGroup>> cutter =
+        chunking::FastCdcGroup::Create(members, engine);
+    if (!cutter.ok()) return cutter.status();
+    return std::unique_ptr<FileCutter>(new GroupCutter(*std::move(cutter)));
+  }
   const ChunkerOptions& options = sets[group.sets.front()];
   absl::StatusOr<std::unique_ptr<chunking::StreamChunker>> chunker =
       chunking::StreamChunker::Create(options, engine);
