@@ -35,38 +35,39 @@ constexpr size_t kSliceBytes = size_t{1} << 20;
 // The normal quantile of a two-sided 95 % interval.
 constexpr double kZ95 = 1.96;
 
-// The interval of the kept chunks that `for_each` visits (it calls its
-// argument with each one's length and copies), for a sample of 1 in `rate`.
-// The sums are exact integers, so the result does not depend on the order of
-// the visit (a table's order does): sum d_j^2 = sum t^2 - 2 R sum t u +
-// R^2 sum u^2, evaluated in long double.
+// The ratio and its interval from the kept chunks that `for_each` visits (it
+// calls its argument with each one's length and copies), for a sample of 1 in
+// `rate` of a data set of `total_bytes` (docs/estimate.md, "The interval"):
+// the unique bytes are estimated as rate * sum u (Horvitz-Thompson), with
+// variance rate * (rate - 1) * sum u^2, and the ratio is total_bytes over
+// them. The sums are exact integers, so the result does not depend on the
+// order of the visit (a table's order does).
 template <typename ForEach>
-RatioInterval IntervalOf(const ForEach& for_each, uint32_t rate) {
-  absl::uint128 sum_u = 0, sum_t = 0, sum_tt = 0, sum_tu = 0, sum_uu = 0;
+RatioInterval IntervalOf(const ForEach& for_each, uint32_t rate,
+                         uint64_t total_bytes) {
+  absl::uint128 sum_u = 0, sum_uu = 0;
   uint64_t kept = 0;
-  for_each([&](uint64_t length, uint64_t copies) {
+  for_each([&](uint64_t length, uint64_t /*copies*/) {
     const absl::uint128 u = length;
-    const absl::uint128 t = u * copies;
     sum_u += u;
-    sum_t += t;
-    sum_tt += t * t;
-    sum_tu += t * u;
     sum_uu += u * u;
     ++kept;
   });
   RatioInterval out;
   if (kept == 0 || sum_u == 0) return out;
-  const long double u = static_cast<long double>(sum_u);
-  const long double r = static_cast<long double>(sum_t) / u;
-  const long double d2 =
-      static_cast<long double>(sum_tt) -
-      2 * r * static_cast<long double>(sum_tu) +
-      r * r * static_cast<long double>(sum_uu);
   const long double n = std::max<uint32_t>(rate, 1);
-  const long double se = std::sqrt((1 - 1 / n) * std::max(d2, 0.0L)) / u;
-  out.ratio = static_cast<double>(r);
-  out.low = std::max(1.0, static_cast<double>(r - kZ95 * se));
-  out.high = static_cast<double>(r + kZ95 * se);
+  const long double t = static_cast<long double>(total_bytes);
+  const long double kept_bytes = static_cast<long double>(sum_u);
+  const long double unique = n * kept_bytes;
+  const long double se =
+      std::sqrt(n * (n - 1) * static_cast<long double>(sum_uu));
+  out.ratio = static_cast<double>(t / unique);
+  // The unique bytes are at least the kept ones, and at most all bytes.
+  const long double unique_low = std::max(kept_bytes, unique - kZ95 * se);
+  const long double unique_high = std::min(t, unique + kZ95 * se);
+  out.low = std::min(out.ratio,
+                     std::max(1.0, static_cast<double>(t / unique_high)));
+  out.high = std::max(out.ratio, static_cast<double>(t / unique_low));
   out.valid = kept >= 2;
   return out;
 }
@@ -105,12 +106,12 @@ absl::Status CheckOptions(const EstimatorOptions& options) {
 }  // namespace
 
 RatioInterval ComputeRatioInterval(absl::Span<const KeptCount> kept,
-                                   uint32_t sample_rate) {
+                                   uint32_t sample_rate, uint64_t total_bytes) {
   return IntervalOf(
       [&](const auto& fn) {
         for (const KeptCount& k : kept) fn(k.length, k.copies);
       },
-      sample_rate);
+      sample_rate, total_bytes);
 }
 
 class Estimator::Impl {
@@ -233,7 +234,7 @@ class Estimator::Impl {
             fn(c.length, c.copies);
           });
         },
-        rate);
+        rate, r.bytes);
     tally.kept().ForEach([&](const KeptChunk& c) { kept_bytes += c.length; });
     r.sampled_unique_chunks = tally.kept().size();
     r.unique_chunks = r.sampled_unique_chunks * rate;

@@ -162,10 +162,12 @@ class Estimator {
   std::unique_ptr<Impl> impl_;
 };
 
-// 95 % confidence interval of the ratio T / U estimated from a consistent
-// sample (docs/estimate.md): each kept distinct chunk j gives u_j = length,
-// t_j = length * copies; R = sum t / sum u; the linearized variance
-// (1 - 1/rate) * sum (t_j - R u_j)^2 / (sum u)^2. For tests and the server.
+// The ratio of a data set of T bytes to its unique bytes U, estimated from a
+// consistent sample of 1 in N distinct chunks (docs/estimate.md, "The
+// interval"): U = N * sum of the kept chunks' lengths u_j, whose variance is
+// N (N - 1) sum u_j^2; R = T / U, and the 95 % interval of R is T over the
+// interval U -+ 1.96 SE, U's low end at least the kept bytes and its high end
+// at most T. For tests and the server.
 struct RatioInterval {
   double ratio = 0;
   double low = 0;
@@ -180,10 +182,11 @@ struct KeptCount {
 };
 
 // The ratio and its interval from the kept chunks of a sample of 1 in
-// `sample_rate` (1: exact, the interval is the ratio itself): low =
-// max(1, R - 1.96 SE), high = R + 1.96 SE. ratio 0 when nothing is kept.
+// `sample_rate` of `total_bytes` bytes (1: exact, the interval is the ratio
+// itself; the copies do not enter). ratio 0 when nothing is kept; valid with
+// at least two kept chunks.
 RatioInterval ComputeRatioInterval(absl::Span<const KeptCount> kept,
-                                   uint32_t sample_rate);
+                                   uint32_t sample_rate, uint64_t total_bytes);
 
 }  // namespace chunkd::estimate
 

@@ -307,14 +307,11 @@ TEST(SamplingTest, KeepsOrDropsEveryCopyTogether) {
   EXPECT_EQ(s.sampled_unique_chunks, kept.size());
   EXPECT_EQ(s.unique_chunks, kept.size() * kRate);
   uint64_t kept_bytes = 0;
-  uint64_t kept_total = 0;
-  for (const auto& [fp, counts] : kept) {
-    kept_bytes += counts.first;
-    kept_total += counts.first * counts.second;
-  }
+  for (const auto& [fp, counts] : kept) kept_bytes += counts.first;
   EXPECT_EQ(s.unique_bytes, kept_bytes * kRate);
-  EXPECT_DOUBLE_EQ(s.dedup_ratio, static_cast<double>(kept_total) /
-                                      static_cast<double>(kept_bytes));
+  // The ratio is bytes over the estimated unique bytes, as the columns say.
+  EXPECT_DOUBLE_EQ(s.dedup_ratio, static_cast<double>(s.bytes) /
+                                      static_cast<double>(s.unique_bytes));
   ASSERT_TRUE(s.has_interval);
   EXPECT_LE(s.ratio_low, s.dedup_ratio);
   EXPECT_GE(s.ratio_high, s.dedup_ratio);
@@ -484,22 +481,25 @@ TEST(IntervalTest, CoversTheExactRatioIn93Of100) {
 
 TEST(IntervalTest, ExactWhenNotSampled) {
   const std::vector<KeptCount> kept = {{100, 1}, {200, 3}, {50, 2}};
-  const RatioInterval exact = ComputeRatioInterval(kept, 1);
+  const RatioInterval exact = ComputeRatioInterval(kept, 1, 800);
   EXPECT_TRUE(exact.valid);
   EXPECT_DOUBLE_EQ(exact.ratio, (100.0 + 600 + 100) / 350);
   EXPECT_DOUBLE_EQ(exact.low, exact.ratio);
   EXPECT_DOUBLE_EQ(exact.high, exact.ratio);
-  // The formula of docs/estimate.md at a rate of 4.
-  const RatioInterval s = ComputeRatioInterval(kept, 4);
-  const double r = 800.0 / 350;
-  const double d2 = (100 - r * 100) * (100 - r * 100) +
-                    (600 - r * 200) * (600 - r * 200) +
-                    (100 - r * 50) * (100 - r * 50);
-  const double se = std::sqrt(0.75 * d2) / 350;
-  EXPECT_DOUBLE_EQ(s.high, r + 1.96 * se);
-  EXPECT_DOUBLE_EQ(s.low, std::max(1.0, r - 1.96 * se));
-  EXPECT_FALSE(ComputeRatioInterval({{100, 5}}, 4).valid);
-  EXPECT_EQ(ComputeRatioInterval({}, 4).ratio, 0);
+  // The formula of docs/estimate.md at a rate of 4, of 4000 bytes: U = 4 *
+  // 350, SE = sqrt(4 * 3 * (100^2 + 200^2 + 50^2)).
+  const RatioInterval s = ComputeRatioInterval(kept, 4, 4000);
+  const double se = std::sqrt(12.0 * (100 * 100 + 200 * 200 + 50 * 50));
+  EXPECT_DOUBLE_EQ(s.ratio, 4000.0 / 1400);
+  EXPECT_NEAR(s.low, 4000.0 / (1400 + 1.96 * se), 1e-12);
+  EXPECT_NEAR(s.high, 4000.0 / std::max(350.0, 1400 - 1.96 * se), 1e-12);
+  EXPECT_GT(s.high, s.ratio);
+  EXPECT_LT(s.low, s.ratio);
+  // The unique bytes are at most all bytes: the low end is at least 1.
+  const RatioInterval few = ComputeRatioInterval(kept, 4, 1500);
+  EXPECT_EQ(few.low, 1.0);
+  EXPECT_FALSE(ComputeRatioInterval({{100, 5}}, 4, 2000).valid);
+  EXPECT_EQ(ComputeRatioInterval({}, 4, 0).ratio, 0);
 }
 
 TEST(ErrorsTest, RefusesBadOptionsNamingTheProblem) {

@@ -2355,8 +2355,7 @@ type SetEstimate struct {
 	UniqueChunks uint64 `protobuf:"varint,5,opt,name=unique_chunks,json=uniqueChunks,proto3" json:"unique_chunks,omitempty"`
 	// Bytes of the distinct chunks; when sampled, estimated likewise.
 	UniqueBytes uint64 `protobuf:"varint,6,opt,name=unique_bytes,json=uniqueBytes,proto3" json:"unique_bytes,omitempty"`
-	// bytes / unique_bytes (when sampled, the ratio within the sample: the
-	// sampled chunks' bytes, every copy counted, over their distinct bytes);
+	// bytes / unique_bytes (when sampled, over the estimated unique_bytes);
 	// 0 for an empty data set.
 	DedupRatio float64 `protobuf:"fixed64,7,opt,name=dedup_ratio,json=dedupRatio,proto3" json:"dedup_ratio,omitempty"`
 	// Chunk sizes in power-of-two buckets, the empty ones left out, smallest
