@@ -7,7 +7,7 @@ against a real chunkd.
   say: in exact mode the counts, the unique chunks and bytes (distinct
   XXH3-128 fingerprints over every file), the histogram and the sizes;
   sampled, the chunks a fingerprint in the sampled 1/N of the hash space
-  keeps. With a namespace, the bytes it holds. Past the server's
+  keeps, and the ratio and interval docs/estimate.md computes from them. With a namespace, the bytes it holds. Past the server's
   --estimate_max_entries the refusal's reason is STREAM_MEMORY.
 - `chunkd-client estimate` prints the text table and the JSON object of
   that result (docs/cli.md), draws --plot, reads stdin, draws its progress
@@ -132,11 +132,18 @@ def check_against_listings(estimate: SetEstimate, listings: List[Listing],
     assert estimate.sampled_unique_chunks == len(kept)
     assert (estimate.unique_chunks, estimate.unique_bytes) == (
         len(kept) * rate, kept_bytes * rate)
-    assert estimate.dedup_ratio == pytest.approx(
-        sum(length_of[f] * copies[f] for f in kept) / kept_bytes)
-    if rate == 1:
+    # docs/estimate.md, "The interval": T / U with U = N * kept bytes, and
+    # T over U -+ 1.96 SE, SE = sqrt(N (N - 1) sum u^2), U within
+    # [kept bytes, T].
+    unique = kept_bytes * rate
+    assert estimate.dedup_ratio == pytest.approx(total / unique)
+    if rate == 1 or len(kept) < 2:
         assert estimate.ratio_interval is None
-    elif len(kept) >= 2:
+    else:
+        se = math.sqrt(rate * (rate - 1) * sum(length_of[f] ** 2 for f in kept))
+        assert estimate.ratio_interval == pytest.approx(
+            (total / min(total, unique + 1.96 * se),
+             total / max(kept_bytes, unique - 1.96 * se)))
         low, high = estimate.ratio_interval  # type: ignore[misc]
         assert 1 <= low <= estimate.dedup_ratio <= high
     assert [(c.backend, c.medium, c.entries) for c in estimate.index_costs] == [

@@ -195,10 +195,11 @@ class SetEstimate:
     ``SetEstimate`` (docs/estimate.md says how to read them).
 
     ``chunking`` is the chunking as run, every default filled in, with the
-    algorithm and ``seq_mode`` by name. When ``sampled``, ``unique_chunks``,
-    ``unique_bytes`` and the namespace's holdings are estimates and
-    ``dedup_ratio`` is the sample's; ``bytes``, ``chunks``, the histogram and
-    the sizes always count every chunk. ``namespace_bytes`` and
+    algorithm and ``seq_mode`` by name. ``dedup_ratio`` is ``bytes /
+    unique_bytes``. When ``sampled``, ``unique_chunks``, ``unique_bytes``
+    (and so the ratio) and the namespace's holdings are estimates;
+    ``bytes``, ``chunks``, the histogram and the sizes always count every
+    chunk. ``namespace_bytes`` and
     ``namespace_chunks`` are None without a namespace.
     """
 
