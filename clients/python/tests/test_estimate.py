@@ -377,6 +377,22 @@ def test_plot_png_and_svg(tmp_path: Path) -> None:
         assert "Estimate of 10.0 MiB in 3 files" in text
 
 
+def test_plot_odd_estimates(tmp_path: Path) -> None:
+    """An empty data set (no chunks, ratio 0) and a ratio outside its
+    interval are drawn too, not refused by matplotlib."""
+    pytest.importorskip("matplotlib")
+    empty = dataclasses.replace(
+        FIXED, bytes=0, chunks=0, unique_chunks=0, unique_bytes=0, dedup_ratio=0.0,
+        histogram=(), mean_chunk_size=0.0, min_chunk_size=0, p50_chunk_size=0,
+        p90_chunk_size=0, p99_chunk_size=0, max_chunk_size=0)
+    outside = dataclasses.replace(FASTCDC, sampled=True, dedup_ratio=0.5, ratio_low=1.0,
+                                  ratio_high=1.5)
+    for sets in ((empty,), (outside, empty)):
+        picture = tmp_path / f"odd{len(sets)}.png"
+        draw(EstimateResult(sets, 0, 0, 64, "xxh128").to_json(), str(picture))
+        assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_plot_command_draws_saved_json(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     saved = tmp_path / "saved.json"

@@ -126,7 +126,8 @@ def _ratio_panel(ax: Any, sets: Sequence[Mapping[str, Any]], colors: List[Any]) 
                     color=colors[i], zorder=3)
             interval = sets[i]["ratio_interval"]
             if interval:
-                ax.errorbar([x], [y], yerr=[[y - interval[0]], [interval[1] - y]],
+                ax.errorbar([x], [y], yerr=[[max(y - interval[0], 0)],
+                                            [max(interval[1] - y, 0)]],
                             fmt="none", ecolor=colors[i], elinewidth=1.2, capsize=4,
                             zorder=3)
     ax.set_xscale("log", base=2)
