@@ -84,6 +84,53 @@ void ExpectUsageErrors(const std::vector<UsageCase>& cases) {
   }
 }
 
+TEST(CliTest, EstimateUsageErrorsExitTwo) {
+  ExpectUsageErrors({
+      {{"estimate", "--local", kJpeg},
+       "chunkctl: missing --set SPEC: give 1 to 16 parameter sets"},
+      {{"estimate", "--local", "--set", "fastcdc"}, "missing FILE, DIR"},
+      {{"estimate", "--local", "--set", "fastcdc", "-", "-"},
+       "stdin (\"-\") can be read only once"},
+      {{"estimate", "--local", "--set", "fixed:max=1", kJpeg},
+       "chunkctl: --set \"fixed:max=1\": fixed does not take max (fixed "
+       "takes avg) (see chunkctl estimate --help)\n"},
+      {{"estimate", "--local", "--set", "fastcdc", "--sample", "2000000",
+        kJpeg},
+       "--sample: expected an integer in 1..1048576, got \"2000000\""},
+      {{"estimate", "--local", "--set", "fastcdc", "--token", "t", kJpeg},
+       "--token applies to a server, not to --local"},
+      {{"estimate", "--server", "127.0.0.1:1", "--set", "fastcdc", "--threads",
+        "2", kJpeg},
+       "--backend and --threads apply to --local"},
+      {{"estimate", "--server", "127.0.0.1:1", "--set", "fastcdc",
+        "--namespace", "a/b", kJpeg},
+       "--namespace: expected 1..128 characters"},
+      {{"estimate", "--local", "--set", "fastcdc", "--plot=", kJpeg},
+       "--plot: expected a file name"},
+      // A range the Estimator refuses names the set.
+      {{"estimate", "--local", "--set", "fastcdc:avg=7", kJpeg},
+       "fastcdc:avg=7"},
+  });
+}
+
+TEST(CliTest, EstimateLocalCountsTheFilesAsOneDataSet) {
+  CliRun once = Cli({"estimate", "--local", "--json", "--set", "fixed:avg=4096",
+                     kJpeg});
+  ASSERT_EQ(once.exit_code, kExitOk) << once.err;
+  CliRun twice = Cli({"estimate", "--local", "--json", "--set",
+                      "fixed:avg=4096", kJpeg, kJpeg});
+  ASSERT_EQ(twice.exit_code, kExitOk) << twice.err;
+  // The second copy adds bytes and chunks but no unique chunk.
+  EXPECT_THAT(once.out, HasSubstr("\"bytes\": 109466,"));
+  EXPECT_THAT(twice.out, HasSubstr("\"bytes\": 218932,"));
+  EXPECT_THAT(twice.out, HasSubstr("\"unique_bytes\": 109466,"));
+  EXPECT_THAT(twice.out, HasSubstr("\"dedup_ratio\": 2.0,"));
+  EXPECT_THAT(twice.out, HasSubstr("\"files\": 2,"));
+  CliRun text = Cli({"estimate", "--local", "--set", "fixed:avg=4096", kJpeg});
+  EXPECT_THAT(text.out, HasSubstr("\n109466 bytes in 1 files; sample 1 in 1; "
+                                  "fingerprint xxh128\n"));
+}
+
 TEST(CliTest, UsageErrorsExitTwo) {
   ExpectUsageErrors({
            {{}, "Usage: chunkctl COMMAND"},

@@ -49,7 +49,8 @@ class EstimateRunTest : public ::testing::Test {
   }
 
   absl::StatusOr<chunkd::v1::EstimateResult> Remote(
-      const std::vector<std::string>& files, size_t piece) {
+      const std::vector<std::string>& files, size_t piece,
+      std::chrono::nanoseconds timeout = std::chrono::seconds(60)) {
     chunkd::v1::EstimateParams params;
     params.add_sets()->set_label("fastcdc");
     params.add_sets()->set_label("fixed:avg=8192");
@@ -57,8 +58,7 @@ class EstimateRunTest : public ::testing::Test {
     ConnectOptions connect;
     connect.address = server_.address();
     auto stub = chunkd::v1::ChunkService::NewStub(MakeChannel(connect));
-    return EstimateRemotely(stub.get(), params, std::chrono::seconds(60),
-                            &reader);
+    return EstimateRemotely(stub.get(), params, timeout, &reader);
   }
 
   fs::path dir_;
@@ -121,6 +121,21 @@ TEST_F(EstimateRunTest, AFileThatCannotBeReadIsNamed) {
   ASSERT_FALSE(result.ok());
   EXPECT_THAT(result.status().message(), HasSubstr(missing));
   EXPECT_TRUE(FoundByClient(result.status()));
+}
+
+TEST_F(EstimateRunTest, TheDeadlineEndsACallWhoseSourceStalls) {
+  // A pipe that never closes: the call can only end at its deadline.
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_EQ(::write(fds[1], "0123456789", 10), 10);
+  const std::string a = Write("a", 100);
+  absl::StatusOr<chunkd::v1::EstimateResult> result =
+      Remote({a, "/dev/fd/" + std::to_string(fds[0])}, 1000,
+             std::chrono::milliseconds(300));
+  ::close(fds[0]);
+  ::close(fds[1]);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << result.status();
 }
 
 }  // namespace

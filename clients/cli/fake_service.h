@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -18,6 +18,7 @@
 
 #include "chunkd/chunker.h"
 #include "chunkd/v1/chunkd.grpc.pb.h"
+#include "clients/cli/estimate_output.h"
 #include "fingerprint/fingerprint.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
@@ -198,29 +199,6 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
     }
   }
 
-  static chunking::ChunkerOptions Options(const chunkd::v1::ChunkingParams& p) {
-    chunking::Algorithm algorithm =
-        p.algorithm() == chunkd::v1::ALGORITHM_UNSPECIFIED
-            ? chunking::Algorithm::kFastCdc
-            : static_cast<chunking::Algorithm>(p.algorithm());
-    chunking::ChunkerOptions o = chunking::DefaultOptions(algorithm);
-    o.algorithm = algorithm;
-    if (p.has_min_size()) o.min_size = p.min_size();
-    if (p.has_avg_size()) o.avg_size = p.avg_size();
-    if (p.has_max_size()) o.max_size = p.max_size();
-    if (p.has_normalization_level()) {
-      o.normalization_level = p.normalization_level();
-    }
-    o.seed = p.seed();
-    if (p.seq_mode() == chunkd::v1::SEQ_CDC_MODE_DECREASING) {
-      o.seq_mode = chunking::SeqMode::kDecreasing;
-    }
-    if (p.has_seq_length()) o.seq_length = p.seq_length();
-    if (p.has_skip_trigger()) o.skip_trigger = p.skip_trigger();
-    if (p.has_skip_size()) o.skip_size = p.skip_size();
-    return o;
-  }
-
   // The first field set in `p` that `algorithm` does not read (nullptr when
   // none); the real server refuses such a request.
   static const char* UnusedField(const chunkd::v1::ChunkingParams& p,
@@ -285,7 +263,13 @@ class FakeChunkService final : public chunkd::v1::ChunkService::Service {
                    number >= service_->altered_from;
       }
       kind_ = Kind(params.fingerprint());
-      const chunking::ChunkerOptions options = Options(params.chunking());
+      absl::StatusOr<chunking::ChunkerOptions> read =
+          OptionsFromProto(params.chunking());
+      if (!read.ok()) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            std::string(read.status().message()));
+      }
+      const chunking::ChunkerOptions options = *read;
       if (const char* field =
               UnusedField(params.chunking(), options.algorithm)) {
         return grpc::Status(

@@ -226,8 +226,9 @@ to any index. Each file is cut on its own; distinct chunks are counted over
 all of them. Prints a table of bytes, chunks, unique chunks and bytes, the
 dedup ratio (bytes / unique bytes), its 95 % interval when sampled, the mean
 and percentiles of chunk sizes; a table of what an index of the unique
-chunks takes in each index backend; and a TOTAL line. docs/estimate.md
-explains the numbers.
+chunks takes in each index backend; and a line with the total bytes, the
+files, the sample rate and the fingerprint. docs/estimate.md explains the
+numbers.
 
 Where to estimate:
   --server ADDR        stream the files to the chunkd server at ADDR (the

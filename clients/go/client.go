@@ -51,6 +51,12 @@
 // "the stream ended without a summary; M bytes were sent", and Summary is the
 // zero value: the records may not cover the input.
 //
+// Estimate (EstimatePaths for files by name) tells how a data set would
+// deduplicate under up to 16 parameter sets, cut in one pass, without
+// writing to any index; ParseSet reads the command-line clients' --set
+// syntax, and EstimateResult's Table and JSON are what chunkd-go estimate
+// prints.
+//
 // A Client is safe for concurrent use; an iterator is not.
 package chunkd
 

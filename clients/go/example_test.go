@@ -190,6 +190,38 @@ func ExampleClient_ServerInfo() {
 	// buzhash: size 48..4194304 (default 16384)
 }
 
+// How a data set of two files, one a copy of the other, would deduplicate
+// under two parameter sets, sent once; nothing is written to any index.
+func ExampleClient_Estimate() {
+	ctx := context.Background()
+	c, err := chunkd.Dial(address)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	var sets []chunkd.EstimateSet
+	for _, spec := range []string{"fixed:avg=16384", "fastcdc:min=4096,avg=8192,max=32768"} {
+		set, err := chunkd.ParseSet(spec) // the CLIs' --set syntax
+		if err != nil {
+			log.Fatal(err)
+		}
+		sets = append(sets, set)
+	}
+	data := sample()
+	r, err := c.Estimate(ctx, sets, chunkd.EstimateOptions{}, bytes.NewReader(data), bytes.NewReader(data))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d bytes in %d files\n", r.TotalBytes, r.Files)
+	for _, s := range r.Sets {
+		fmt.Printf("%s: unique %d of %d bytes, ratio %.1f\n", s.Label, s.UniqueBytes, s.Bytes, s.DedupRatio)
+	}
+	// Output:
+	// 131072 bytes in 2 files
+	// fixed:avg=16384: unique 65536 of 131072 bytes, ratio 2.0
+	// fastcdc:min=4096,avg=8192,max=32768: unique 65536 of 131072 bytes, ratio 2.0
+}
+
 // Errors are gRPC status errors: status.Code tells a bad parameter
 // (INVALID_ARGUMENT, from the server or found by the client) from a server
 // that cannot be reached (UNAVAILABLE) and the rest.

@@ -208,20 +208,34 @@ func (it *Iterator[R, S]) finish(err error) {
 // cover the input.
 func (it *Iterator[R, S]) verify() error {
 	sent, complete := it.call.sender.progress()
-	if it.summary == nil {
-		return status.Errorf(codes.DataLoss, "the stream ended without a summary; %d bytes were sent", sent)
+	var total uint64
+	if it.summary != nil {
+		total, _ = it.totals(it.summary)
 	}
-	total, _ := it.totals(it.summary)
-	if total != sent {
-		return status.Errorf(codes.DataLoss, "server summary reports total_bytes=%d but %d bytes were sent", total, sent)
-	}
-	if !complete {
-		return status.Errorf(codes.DataLoss,
-			"the server ended the stream before the input was sent in full: its summary reports total_bytes=%d after %d bytes were sent",
-			total, sent)
+	if err := checkTotal("summary", it.summary != nil, total, sent, complete); err != nil {
+		return err
 	}
 	if it.replay != nil {
 		return it.given.checkSummary(it.totals(it.summary))
+	}
+	return nil
+}
+
+// checkTotal checks the answer of a stream the server ended OK: a what
+// ("summary", "result") was received (has), counting total bytes, equal to
+// the sent bytes, after the input was sent in full (complete); anything
+// else is DATA_LOSS.
+func checkTotal(what string, has bool, total, sent uint64, complete bool) error {
+	if !has {
+		return status.Errorf(codes.DataLoss, "the stream ended without a %s; %d bytes were sent", what, sent)
+	}
+	if total != sent {
+		return status.Errorf(codes.DataLoss, "server %s reports total_bytes=%d but %d bytes were sent", what, total, sent)
+	}
+	if !complete {
+		return status.Errorf(codes.DataLoss,
+			"the server ended the stream before the input was sent in full: its %s reports total_bytes=%d after %d bytes were sent",
+			what, total, sent)
 	}
 	return nil
 }

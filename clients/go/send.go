@@ -49,38 +49,85 @@ func (s *sender) readError() error {
 func (s *sender) run(r io.Reader, size int, send func([]byte, bool) error, closeSend func() error, cancel context.CancelFunc) {
 	defer close(s.finished)
 	first := true
+	if s.copy(r, size, &first, false, func(data []byte, first, _ bool) error { return send(data, first) }, cancel) {
+		s.finish(closeSend)
+	}
+}
+
+// runFiles is run over n inputs in turn, open(i) giving input i and the
+// function that closes it: send(data, first, endOfFile) sends one message,
+// the last of each input marked endOfFile (an empty one when the input
+// ended at a message's end). An error opening an input is a read error.
+func (s *sender) runFiles(n int, open func(int) (io.Reader, func(), error), size int,
+	send func([]byte, bool, bool) error, closeSend func() error, cancel context.CancelFunc) {
+	defer close(s.finished)
+	first := true
+	for i := 0; i < n; i++ {
+		r, closeInput, err := open(i)
+		if err != nil {
+			s.fail(err, cancel)
+			return
+		}
+		ok := s.copy(r, size, &first, true, send, cancel)
+		closeInput()
+		if !ok {
+			return
+		}
+	}
+	if first && send(nil, true, false) != nil { // no input: the parameters alone
+		return
+	}
+	s.finish(closeSend)
+}
+
+// copy sends r in messages of size bytes; *first says whether the next
+// message is the stream's first (sent even when empty). With marks the
+// message where r ends is sent, empty or not, with end true. It returns
+// whether r was sent to its end; a read error is kept and cancels the call.
+func (s *sender) copy(r io.Reader, size int, first *bool, marks bool,
+	send func(data []byte, first, end bool) error, cancel context.CancelFunc) bool {
 	for {
 		buf := make([]byte, size) // a fresh buffer: gRPC may hold a sent message
 		n, err := io.ReadFull(r, buf)
-		if n > 0 || first {
+		end := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+		if n > 0 || *first || (end && marks) {
 			// Counted before the message can reach the server, so that a
 			// summary never arrives ahead of the count of its bytes.
 			s.mu.Lock()
 			s.sent += uint64(n)
 			s.mu.Unlock()
-			if send(buf[:n], first) != nil {
+			if send(buf[:n], *first, end) != nil {
 				s.mu.Lock()
 				s.sent -= uint64(n)
 				s.mu.Unlock()
-				return // the stream ended; Recv reports why
+				return false // the stream ended; Recv reports why
 			}
-			first = false
+			*first = false
 		}
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			s.mu.Lock()
-			s.done = true
-			s.mu.Unlock()
-			_ = closeSend()
-			return
+		if end {
+			return true
 		}
 		if err != nil {
-			s.mu.Lock()
-			s.err = fmt.Errorf("chunkd: reading the input: %w", err)
-			s.mu.Unlock()
-			cancel()
-			return
+			s.fail(err, cancel)
+			return false
 		}
 	}
+}
+
+// finish records that all the input was sent and half-closes the stream.
+func (s *sender) finish(closeSend func() error) {
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
+	_ = closeSend()
+}
+
+// fail keeps a read error and cancels the call.
+func (s *sender) fail(err error, cancel context.CancelFunc) {
+	s.mu.Lock()
+	s.err = fmt.Errorf("chunkd: reading the input: %w", err)
+	s.mu.Unlock()
+	cancel()
 }
 
 // openStream starts one call of a stream: it opens the stream with

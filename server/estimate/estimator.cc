@@ -35,19 +35,22 @@ constexpr size_t kSliceBytes = size_t{1} << 20;
 // The normal quantile of a two-sided 95 % interval.
 constexpr double kZ95 = 1.96;
 
-// The ratio and its interval from the kept chunks that `for_each` visits (it
-// calls its argument with each one's length and copies), for a sample of 1 in
-// `rate` of a data set of `total_bytes` (docs/estimate.md, "The interval"):
-// the unique bytes are estimated as rate * sum u (Horvitz-Thompson), with
-// variance rate * (rate - 1) * sum u^2, and the ratio is total_bytes over
-// them. The sums are exact integers, so the result does not depend on the
-// order of the visit (a table's order does).
+// The unique chunks and bytes, the ratio and its interval from the kept
+// chunks that `for_each` visits (it calls its argument with each one's
+// length), for a sample of 1 in `rate` of a data set of `total_bytes`
+// (docs/estimate.md, "The interval"). Exact at rate 1. Sampled: the distinct
+// chunks are `distinct` (the sketch's count, with its relative standard
+// error), their mean length the kept chunks' mean, whose relative standard
+// error is sqrt((1 - 1/rate) * s^2 / k) / mean for k kept chunks of sample
+// variance s^2; the unique bytes are their product and the ratio
+// total_bytes over them. The sums are exact integers, so the result does
+// not depend on the order of the visit (a table's order does).
 template <typename ForEach>
 RatioInterval IntervalOf(const ForEach& for_each, uint32_t rate,
-                         uint64_t total_bytes) {
+                         uint64_t total_bytes, const DistinctCount& distinct) {
   absl::uint128 sum_u = 0, sum_uu = 0;
   uint64_t kept = 0;
-  for_each([&](uint64_t length, uint64_t /*copies*/) {
+  for_each([&](uint64_t length) {
     const absl::uint128 u = length;
     sum_u += u;
     sum_uu += u * u;
@@ -57,18 +60,34 @@ RatioInterval IntervalOf(const ForEach& for_each, uint32_t rate,
   if (kept == 0 || sum_u == 0) return out;
   const long double n = std::max<uint32_t>(rate, 1);
   const long double t = static_cast<long double>(total_bytes);
+  const long double k = static_cast<long double>(kept);
   const long double kept_bytes = static_cast<long double>(sum_u);
-  const long double unique = n * kept_bytes;
-  const long double se =
-      std::sqrt(n * (n - 1) * static_cast<long double>(sum_uu));
-  out.ratio = static_cast<double>(t / unique);
-  // The unique bytes are at least the kept ones, and at most all bytes.
-  const long double unique_low = std::max(kept_bytes, unique - kZ95 * se);
-  const long double unique_high = std::min(t, unique + kZ95 * se);
-  out.low = std::min(out.ratio,
-                     std::max(1.0, static_cast<double>(t / unique_high)));
-  out.high = std::max(out.ratio, static_cast<double>(t / unique_low));
   out.valid = kept >= 2;
+  if (n == 1) {
+    out.unique_chunks = k;
+    out.unique_bytes = kept_bytes;
+    out.ratio = out.low = out.high = static_cast<double>(t / kept_bytes);
+    return out;
+  }
+  const long double mean = kept_bytes / k;
+  const long double variance =
+      kept < 2 ? 0
+               : std::max(0.0L, (static_cast<long double>(sum_uu) -
+                                 k * mean * mean) / (k - 1));
+  const long double mean_rse = std::sqrt((1 - 1 / n) * variance / k) / mean;
+  const long double chunks = std::max<long double>(distinct.distinct, k);
+  // The unique bytes are at least the kept ones, and at most all bytes.
+  const long double unique = std::clamp(chunks * mean, kept_bytes, t);
+  const long double rse =
+      std::sqrt(mean_rse * mean_rse +
+                static_cast<long double>(distinct.relative_se) *
+                    distinct.relative_se);
+  out.unique_chunks = static_cast<double>(chunks);
+  out.unique_bytes = static_cast<double>(unique);
+  out.ratio = static_cast<double>(t / unique);
+  out.low = static_cast<double>(t / std::min(t, unique * (1 + kZ95 * rse)));
+  out.high = static_cast<double>(
+      t / std::max(kept_bytes, unique * (1 - kZ95 * rse)));
   return out;
 }
 
@@ -106,12 +125,13 @@ absl::Status CheckOptions(const EstimatorOptions& options) {
 }  // namespace
 
 RatioInterval ComputeRatioInterval(absl::Span<const KeptCount> kept,
-                                   uint32_t sample_rate, uint64_t total_bytes) {
+                                   uint32_t sample_rate, uint64_t total_bytes,
+                                   const DistinctCount& distinct) {
   return IntervalOf(
       [&](const auto& fn) {
-        for (const KeptCount& k : kept) fn(k.length, k.copies);
+        for (const KeptCount& k : kept) fn(k.length);
       },
-      sample_rate, total_bytes);
+      sample_rate, total_bytes, distinct);
 }
 
 class Estimator::Impl {
@@ -227,18 +247,19 @@ class Estimator::Impl {
     r.options = options_.sets[i].options;
     r.bytes = tally.sizes().bytes();
     tally.sizes().Fill(&r);
-    uint64_t kept_bytes = 0;
+    DistinctCount distinct;
+    if (tally.sketch() != nullptr) {
+      const DistinctSketch::Count count = tally.sketch()->Estimate();
+      distinct = DistinctCount{count.distinct, count.relative_se};
+    }
     const RatioInterval interval = IntervalOf(
         [&](const auto& fn) {
-          tally.kept().ForEach([&](const KeptChunk& c) {
-            fn(c.length, c.copies);
-          });
+          tally.kept().ForEach([&](const KeptChunk& c) { fn(c.length); });
         },
-        rate, r.bytes);
-    tally.kept().ForEach([&](const KeptChunk& c) { kept_bytes += c.length; });
+        rate, r.bytes, distinct);
     r.sampled_unique_chunks = tally.kept().size();
-    r.unique_chunks = r.sampled_unique_chunks * rate;
-    r.unique_bytes = kept_bytes * rate;
+    r.unique_chunks = static_cast<uint64_t>(std::llround(interval.unique_chunks));
+    r.unique_bytes = static_cast<uint64_t>(std::llround(interval.unique_bytes));
     r.dedup_ratio = interval.ratio;
     r.sampled = rate > 1;
     r.has_interval = r.sampled && interval.valid;

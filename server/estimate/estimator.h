@@ -162,17 +162,26 @@ class Estimator {
   std::unique_ptr<Impl> impl_;
 };
 
-// The ratio of a data set of T bytes to its unique bytes U, estimated from a
-// consistent sample of 1 in N distinct chunks (docs/estimate.md, "The
-// interval"): U = N * sum of the kept chunks' lengths u_j, whose variance is
-// N (N - 1) sum u_j^2; R = T / U, and the 95 % interval of R is T over the
-// interval U -+ 1.96 SE, U's low end at least the kept bytes and its high end
-// at most T. For tests and the server.
+// What a sample tells about one set (docs/estimate.md, "The interval"): the
+// unique chunks and bytes, the ratio of the data set's T bytes to its unique
+// bytes U, and the 95 % interval of the ratio: T over U's interval U (1 -+
+// 1.96 e), e the relative standard error of U, its low end at least the kept
+// bytes and its high end at most T. Exact, the interval is the ratio itself.
 struct RatioInterval {
+  double unique_chunks = 0;
+  double unique_bytes = 0;
   double ratio = 0;
   double low = 0;
   double high = 0;
-  bool valid = false;  // at least two distinct chunks
+  bool valid = false;  // at least two distinct chunks kept
+};
+
+// The number of distinct chunks of a set, counted by a sketch of every
+// chunk's fingerprint (estimate/distinct_sketch.h), and its relative
+// standard error.
+struct DistinctCount {
+  double distinct = 0;
+  double relative_se = 0;
 };
 
 // One kept distinct chunk's counts, for ComputeRatioInterval.
@@ -181,12 +190,15 @@ struct KeptCount {
   uint64_t copies = 0;
 };
 
-// The ratio and its interval from the kept chunks of a sample of 1 in
-// `sample_rate` of `total_bytes` bytes (1: exact, the interval is the ratio
-// itself; the copies do not enter). ratio 0 when nothing is kept; valid with
-// at least two kept chunks.
+// The counts and the ratio from the kept chunks of a sample of 1 in
+// `sample_rate` of `total_bytes` bytes. Exact at rate 1 (`distinct` unused):
+// U = the kept bytes. Sampled: U = D * mean(u), D = `distinct` (at least the
+// kept chunks), mean(u) the kept chunks' mean length, whose relative error
+// is sqrt((1 - 1/N) s^2 / k) / mean(u); e = sqrt(that^2 + the sketch's^2).
+// The copies do not enter. ratio 0 when nothing is kept.
 RatioInterval ComputeRatioInterval(absl::Span<const KeptCount> kept,
-                                   uint32_t sample_rate, uint64_t total_bytes);
+                                   uint32_t sample_rate, uint64_t total_bytes,
+                                   const DistinctCount& distinct = {});
 
 }  // namespace chunkd::estimate
 

@@ -160,7 +160,8 @@ SetTally::SetTally(FingerprintKind kind, uint32_t sample_rate)
       digest_bytes_(kind == FingerprintKind::kSha256 ? 32 : 16),
       keep_below_(std::numeric_limits<uint64_t>::max() /
                   std::max<uint32_t>(sample_rate, 1)),
-      kept_(KeptTable::New(digest_bytes_)) {}
+      kept_(KeptTable::New(digest_bytes_)),
+      sketch_(sample_rate > 1 ? std::make_unique<DistinctSketch>() : nullptr) {}
 
 bool SetTally::Keep(const unsigned char* fingerprint) const {
   return BigEndian64(fingerprint) <= keep_below_;
@@ -184,6 +185,8 @@ bool SetTally::Add(
       const uint32_t length = chunks[i].length;
       const unsigned char* fp = digests_.data() + (i - begin) * digest_bytes_;
       if (Keep(fp) && !kept_->Add(fp, length, budget)) return false;
+      // Bytes 8..15: the sampling test fixes the top bits of the first 8.
+      if (sketch_ != nullptr) sketch_->Add(BigEndian64(fp + 8));
       sizes_.Add(length);
     }
   }
@@ -192,6 +195,7 @@ bool SetTally::Add(
 
 size_t SetTally::memory_bytes() const {
   return sizes_.memory_bytes() + kept_->memory_bytes() +
+         (sketch_ != nullptr ? sketch_->memory_bytes() : 0) +
          digests_.capacity() + views_.capacity() * sizeof(absl::string_view);
 }
 

@@ -1,6 +1,7 @@
 // What the Estimator counts for one set (estimate/estimator.h): the sizes of
-// every chunk, and a table of the distinct chunks the sample keeps, keyed by
-// fingerprint, with each one's length and copies.
+// every chunk, a table of the distinct chunks the sample keeps, keyed by
+// fingerprint, with each one's length and copies, and, when sampled, a
+// sketch of every chunk's fingerprint that counts the distinct chunks.
 //
 // Thread safety: a SetTally is not thread-safe; different tallies may be used
 // from different threads at once (they share only an EntryBudget, which is).
@@ -18,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "chunkd/chunker.h"
+#include "estimate/distinct_sketch.h"
 #include "estimate/estimator.h"
 
 namespace chunkd::estimate {
@@ -96,6 +98,9 @@ class SetTally {
 
   const SizeCounts& sizes() const { return sizes_; }
   const KeptTable& kept() const { return *kept_; }
+  // Every chunk's fingerprint when sampled (the number of distinct chunks);
+  // null when exact.
+  const DistinctSketch* sketch() const { return sketch_.get(); }
   size_t memory_bytes() const;
 
  private:
@@ -106,6 +111,7 @@ class SetTally {
   uint64_t keep_below_;  // keep when the first 8 bytes are at most this
   SizeCounts sizes_;
   std::unique_ptr<KeptTable> kept_;
+  std::unique_ptr<DistinctSketch> sketch_;
   // Scratch: one batch of chunks' bytes and digests.
   std::vector<absl::string_view> views_;
   std::vector<unsigned char> digests_;

@@ -9,9 +9,9 @@
 //
 // A client sends `authorization: Bearer <token>` metadata. Every
 // ChunkService RPC needs a known token (UNAUTHENTICATED otherwise); RPCs that
-// name a namespace (Dedup, FindMissing, Release) also need the token to
-// allow it (PERMISSION_DENIED otherwise). The gRPC health and reflection
-// services are not ChunkService and stay open.
+// name a namespace (Dedup, FindMissing, Release, an Estimate with one) also
+// need the token to allow it (PERMISSION_DENIED otherwise). The gRPC health
+// and reflection services are not ChunkService and stay open.
 //
 // Thread safety: immutable after Load; safe to share.
 #ifndef CHUNKD_SERVICE_AUTH_H_

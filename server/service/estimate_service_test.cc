@@ -4,6 +4,7 @@
 // every parameter error and the entry limit reach the client; a namespace
 // is read and never written; the stream is counted with rpc="Estimate".
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -19,8 +20,11 @@
 #include "gtest/gtest.h"
 #include "prometheus/text_serializer.h"
 #include "service/auth.h"
+#include "service/down_index_for_tests.h"
 #include "service/estimate_params.h"
 #include "service/estimate_work.h"
+#include "service/instrumented_index.h"
+#include "service/memory_plan.h"
 #include "service/memory_budget.h"
 #include "service/service_test_server.h"
 
@@ -59,14 +63,19 @@ v1::EstimateSet* AddSet(v1::EstimateParams* params, const std::string& label,
   return set;
 }
 
+void AddFastCdc(v1::EstimateParams* params, const std::string& label,
+                uint32_t min, uint32_t avg, uint32_t max) {
+  v1::ChunkingParams* c =
+      AddSet(params, label, v1::ALGORITHM_FASTCDC)->mutable_chunking();
+  c->set_min_size(min);
+  c->set_avg_size(avg);
+  c->set_max_size(max);
+}
+
 // fastcdc at two sizes, fixed, seqcdc and crc32.
 v1::EstimateParams SeveralSets() {
   v1::EstimateParams p;
-  v1::ChunkingParams* small =
-      AddSet(&p, "fastcdc:avg=4096", v1::ALGORITHM_FASTCDC)->mutable_chunking();
-  small->set_min_size(1024);
-  small->set_avg_size(4096);
-  small->set_max_size(16384);
+  AddFastCdc(&p, "fastcdc:avg=4096", 1024, 4096, 16384);
   AddSet(&p, "fastcdc", v1::ALGORITHM_FASTCDC);
   AddSet(&p, "fixed:avg=8192", v1::ALGORITHM_FIXED)
       ->mutable_chunking()
@@ -126,7 +135,8 @@ Outcome RunEstimate(TestServer* server, const v1::EstimateParams& params,
 // The Estimator run directly on `files` with `params`.
 std::vector<estimate::SetResult> Direct(const v1::EstimateParams& params,
                                         const std::vector<std::string>& files) {
-  auto options = EstimatorOptionsFromProto(params, chunking::EngineOptions(), 0);
+  auto options =
+      EstimatorOptionsFromProto(params, chunking::EngineOptions(), 0);
   EXPECT_TRUE(options.ok()) << options.status();
   auto estimator = estimate::Estimator::Create(*options);
   EXPECT_TRUE(estimator.ok()) << estimator.status();
@@ -191,7 +201,8 @@ TEST(EstimateServiceTest, FileMarksEndFilesAndEmptyOnesAddNone) {
   const std::vector<std::string> files = DataSet();
   v1::EstimateParams params = SeveralSets();
   auto context = TestServer::Context();
-  std::unique_ptr<EstimateStream> stream = server.stub().Estimate(context.get());
+  std::unique_ptr<EstimateStream> stream =
+      server.stub().Estimate(context.get());
   std::vector<v1::EstimateRequest> requests(7);
   *requests[0].mutable_params() = params;  // params alone, no data
   requests[1].set_data(files[0].substr(0, 100000));
@@ -350,7 +361,8 @@ TEST(EstimateServiceTest, ANamespaceTheTokenMayNotUse) {
   ASSERT_TRUE(server.started());
   v1::EstimateParams params = SeveralSets();
   // Without a namespace the token needs no grant.
-  Outcome plain = RunEstimate(&server, params, {"abc"}, 8, "token-aaaaaaaaaaaa");
+  Outcome plain =
+      RunEstimate(&server, params, {"abc"}, 8, "token-aaaaaaaaaaaa");
   EXPECT_TRUE(plain.status.ok()) << plain.status.error_message();
   params.set_namespace_("ns-b");
   Outcome out = RunEstimate(&server, params, {"abc"}, 8, "token-aaaaaaaaaaaa");
@@ -358,6 +370,36 @@ TEST(EstimateServiceTest, ANamespaceTheTokenMayNotUse) {
   params.set_namespace_("ns-a");
   out = RunEstimate(&server, params, {"abc"}, 8, "token-aaaaaaaaaaaa");
   EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+}
+
+TEST(EstimateServiceTest, IdleAndDrainingAsTheOtherStreams) {
+  // Only ExpireIdleStreams() below ends idle streams: the reaper's own
+  // clock never reaches an hour here.
+  TestServer server(
+      [](ServiceOptions* o) { o->stream_idle_timeout = absl::Hours(1); });
+  ASSERT_TRUE(server.started());
+  auto context = TestServer::Context();
+  std::unique_ptr<EstimateStream> stream =
+      server.stub().Estimate(context.get());
+  v1::EstimateRequest request;
+  *request.mutable_params() = SeveralSets();
+  request.set_data("the client then sends nothing more");
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(WaitFor([&] { return server.service().active_streams() == 1; }));
+  // Ended once it waits on its client, as of two hours from now.
+  EXPECT_TRUE(WaitFor([&] {
+    server.service().ExpireIdleStreams(absl::Now() + absl::Hours(2));
+    return server.service().active_streams() == 0;
+  }));
+  v1::EstimateResponse response;
+  while (stream->Read(&response)) {
+  }
+  ExpectRefused(stream->Finish(), grpc::StatusCode::DEADLINE_EXCEEDED,
+                {"--stream_idle_timeout"});
+
+  server.service().BeginShutdown();
+  Outcome late = RunEstimate(&server, SeveralSets(), {"abc"}, 8);
+  ExpectRefused(late.status, grpc::StatusCode::UNAVAILABLE, {"shutting down"});
 }
 
 // Dedups `file` into `ns` (SHA-256, fastcdc's defaults); its unique bytes.
@@ -446,14 +488,48 @@ TEST(EstimateServiceTest, ANamespaceIsReadNeverWritten) {
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(*after, *before);
 
-  // Sampled: 1 in 2 of the distinct chunks, scaled back.
+  // Sampled: 1 in 2 of the distinct chunks; the share of the kept ones the
+  // namespace holds, of the estimated unique chunks and bytes.
   params.set_sample_rate(2);
   out = RunEstimate(&server, params, files, 65536);
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
   const v1::SetEstimate& sampled = out.results[0].sets(0);
-  EXPECT_EQ(sampled.namespace_chunks() % 2, 0u);
+  EXPECT_GT(sampled.namespace_chunks(), 0u);
+  EXPECT_LT(sampled.namespace_chunks(), sampled.unique_chunks());
+  EXPECT_GT(sampled.namespace_bytes(), 0u);
+  EXPECT_LT(sampled.namespace_bytes(), sampled.unique_bytes());
   EXPECT_LE(sampled.namespace_chunks(), 2 * fastcdc.namespace_chunks());
   EXPECT_EQ(server.index().size(), entries);
+}
+
+TEST(EstimateServiceTest, AnUnreachableIndexFailsTheComparisonAsFindMissing) {
+  std::unique_ptr<InstrumentedIndex> down;
+  TestServer server([&](ServiceOptions* o) {
+    down = std::make_unique<InstrumentedIndex>(std::make_unique<DownIndex>(),
+                                               o->metrics);
+    o->index = down.get();
+  });
+  ASSERT_TRUE(server.started());
+  v1::EstimateParams params = SeveralSets();
+  // Without a namespace the index is never asked.
+  Outcome out = RunEstimate(&server, params, {"some bytes"}, 4);
+  EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+  params.set_namespace_("tenant");
+  out = RunEstimate(&server, params, {"some bytes"}, 4);
+  ExpectRefused(out.status, grpc::StatusCode::UNAVAILABLE, {"down"});
+  EXPECT_TRUE(
+      absl::StrContains(out.status.error_details(), "INDEX_UNAVAILABLE"));
+  EXPECT_TRUE(out.results.empty());
+  // FindMissing answers the same.
+  grpc::ClientContext context;
+  v1::FindMissingRequest request;
+  request.set_namespace_("tenant");
+  request.add_fingerprints(std::string(32, 'f'));
+  v1::FindMissingResponse response;
+  const grpc::Status find =
+      server.stub().FindMissing(&context, request, &response);
+  EXPECT_EQ(find.error_code(), out.status.error_code());
+  EXPECT_EQ(find.error_details(), out.status.error_details());
 }
 
 TEST(EstimateServiceTest, PastTheEntryLimitTheStreamFailsAndGivesAllBack) {
@@ -497,6 +573,45 @@ TEST(EstimateServiceTest, AReservationThatCouldNeverFitIsRefused) {
   EXPECT_EQ(stream_memory.used(), 0u);
 }
 
+// What the stream reserves covers what the estimator says it holds, at every
+// step, with the entry limit nearly reached.
+TEST(EstimateMemoryTest, TheReservationCoversTheEstimatorsOwnCount) {
+  v1::EstimateParams params;
+  AddSet(&params, "fixed:avg=64", v1::ALGORITHM_FIXED)
+      ->mutable_chunking()
+      ->set_avg_size(64);
+  // Two FastCDC sets of one seed: cut together by one group.
+  AddFastCdc(&params, "fastcdc:avg=256", 64, 256, 1024);
+  AddFastCdc(&params, "fastcdc:avg=1024", 256, 1024, 4096);
+  params.set_namespace_("tenant");  // SHA-256
+  constexpr uint64_t kEntries = 400000;
+  auto options =
+      EstimatorOptionsFromProto(params, chunking::EngineOptions(), kEntries);
+  ASSERT_TRUE(options.ok()) << options.status();
+  std::vector<StreamShape> shapes;
+  for (const estimate::SetSpec& set : options->sets) {
+    shapes.push_back(ShapeOf(set.options, false));
+  }
+  const uint64_t reserved = EstimateMemoryBytes(
+      shapes, kEstimateEntryBytesSha256, kEntries, StreamSettings());
+  auto estimator = estimate::Estimator::Create(*options);
+  ASSERT_TRUE(estimator.ok()) << estimator.status();
+  // About 340000 distinct chunks: their tables outweigh the chunkers.
+  const std::string data = RandomBytes(16 * kMiB, 11);
+  size_t most = 0;
+  for (size_t at = 0; at < data.size(); at += 65536) {  // 256 pieces
+    ASSERT_TRUE((*estimator)->Append(absl::string_view(data).substr(at, 65536))
+                    .ok());
+    most = std::max(most, (*estimator)->memory_bytes());
+  }
+  ASSERT_TRUE((*estimator)->Finish().ok());
+  most = std::max(most, (*estimator)->memory_bytes());
+  EXPECT_GT((*estimator)->entries(), kEntries * 3 / 4);
+  EXPECT_LE(most, reserved);
+  // The chunkers' part alone would not do.
+  EXPECT_GT(most, EstimateMemoryBytes(shapes, 0, 0, StreamSettings()));
+}
+
 std::string Exposition(metrics::Metrics& m) {
   m.Refresh();
   std::ostringstream out;
@@ -526,7 +641,8 @@ TEST(EstimateServiceTest, CountedWithRpcEstimate) {
                          result.sets(0).chunks() + result.sets(1).chunks(),
                          "\n")));
   EXPECT_TRUE(absl::StrContains(
-      text, "chunkd_ingest_bytes_total{algorithm=\"fixed\",rpc=\"Estimate\"} 0\n"));
+      text,
+      "chunkd_ingest_bytes_total{algorithm=\"fixed\",rpc=\"Estimate\"} 0\n"));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "service/estimate_work.h"
 
+#include <cmath>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -139,7 +141,11 @@ absl::Status EstimateWork::NamespaceHoldings(size_t set,
     batch.clear();
     lengths.clear();
   };
+  uint64_t kept_bytes = 0;
+  uint64_t kept_chunks = 0;
   estimator_->ForEachKept(set, [&](const estimate::KeptChunk& chunk) {
+    kept_bytes += chunk.length;
+    ++kept_chunks;
     if (!status.ok()) return;
     batch.emplace_back(chunk.fingerprint);
     lengths.push_back(chunk.length);
@@ -147,9 +153,16 @@ absl::Status EstimateWork::NamespaceHoldings(size_t set,
   });
   look_up();
   if (!status.ok()) return status;
-  // Scaled like unique_bytes and unique_chunks when sampled.
-  out->set_namespace_bytes(bytes * options().sample_rate);
-  out->set_namespace_chunks(chunks * options().sample_rate);
+  // Sampled: the share of the kept chunks (and of their bytes) that the
+  // namespace holds, of the estimated unique chunks (and bytes); exact: the
+  // counts themselves.
+  auto scaled = [](uint64_t part, uint64_t kept, uint64_t estimate) {
+    if (kept == 0) return uint64_t{0};
+    return static_cast<uint64_t>(std::llround(
+        static_cast<long double>(part) * estimate / kept));
+  };
+  out->set_namespace_bytes(scaled(bytes, kept_bytes, out->unique_bytes()));
+  out->set_namespace_chunks(scaled(chunks, kept_chunks, out->unique_chunks()));
   return absl::OkStatus();
 }
 

@@ -7,9 +7,10 @@
 //
 // Promises: nothing is written to the index; the estimator keeps at most
 // ServiceOptions::estimate_max_entries distinct chunks, past which the
-// stream fails with RESOURCE_EXHAUSTED and reason STREAM_MEMORY; progress
-// comes after every kProgressBytes of input at first and then at most once
-// per kProgressInterval of work, never after the result.
+// stream fails with RESOURCE_EXHAUSTED and reason STREAM_MEMORY; an
+// EstimateProgress comes once at least kProgressBytes more were cut since
+// the last one, and after the first only when kProgressInterval has passed
+// too (a few per second at most); the result comes last.
 //
 // Thread safety: a stream's work is used by one task at a time.
 #ifndef CHUNKD_SERVICE_ESTIMATE_WORK_H_

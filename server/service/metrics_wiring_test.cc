@@ -13,6 +13,7 @@
 #include "index/fingerprint_index.h"
 #include "metrics/metrics.h"
 #include "prometheus/text_serializer.h"
+#include "service/down_index_for_tests.h"
 
 namespace chunkd::service {
 namespace {
@@ -69,39 +70,6 @@ TEST(GrpcMetricsTest, HealthMethodsStartAtZero) {
                       "grpc_service=\"grpc.health.v1.Health\","
                       "grpc_type=\"server_stream\"} 0"));
 }
-
-// Fails every call with UNAVAILABLE.
-class DownIndex final : public index::FingerprintIndex {
- public:
-  absl::string_view backend() const override { return "down"; }
-  absl::Status Health() override { return Down(); }
-  absl::StatusOr<std::vector<bool>> Lookup(
-      absl::string_view, absl::Span<const std::string>) override {
-    return Down();
-  }
-  absl::StatusOr<std::vector<index::InsertResult>> Insert(
-      absl::string_view, absl::Span<const index::InsertEntry>,
-      const index::WriteToken*) override {
-    return Down();
-  }
-  absl::StatusOr<std::vector<uint64_t>> Release(
-      absl::string_view, absl::Span<const std::string>,
-      const index::WriteToken*) override {
-    return Down();
-  }
-  absl::Status RecordNextSizes(absl::string_view, absl::string_view,
-                               absl::Span<const index::NextSize>) override {
-    return Down();
-  }
-  absl::StatusOr<std::vector<index::NextHints>> NextHintsOf(
-      absl::string_view, absl::string_view,
-      absl::Span<const std::string>) override {
-    return Down();
-  }
-
- private:
-  static absl::Status Down() { return absl::UnavailableError("down"); }
-};
 
 double Requests(Metrics& m, const std::string& backend, const std::string& op,
                 const std::string& result) {

@@ -1,5 +1,6 @@
 """`chunkctl estimate --local`: exact mode gives what `chunkctl chunk --local`
-gives for the same parameter set (docs/cli.md, "chunkctl estimate").
+gives for the same parameter set (docs/cli.md, "chunkctl estimate"); and
+`chunkctl estimate --server` gives what --local gives.
 
 For every algorithm, two parameter sets (a preset among them where the
 algorithm has one), the data set's files are cut one by one with `chunkctl
@@ -7,7 +8,8 @@ chunk --local`; the bytes, chunks, distinct fingerprints over all files, their
 bytes and the size histogram counted from those listings must be what one
 `chunkctl estimate --local --json` run with all the sets prints, on every
 kernel set this CPU runs and on 1, 2 and 4 threads. Then sampling, the usage
-errors and --plot.
+errors and --plot; and against a real chunkd, the same JSON, a namespace
+compared with, and the server's errors as chunkctl prints them.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ import json
 import math
 import subprocess
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, Iterator, List, Tuple
 
 import pytest
 
+from chunkd_client.testing import ChunkdServer, serving
+
 from e2e_util import random_bytes
+from test_progress import run_on_terminal
 
 Run = Callable[..., subprocess.CompletedProcess]
 
@@ -284,3 +289,84 @@ def test_plot_writes_the_json(chunkctl: Run, data_set: Path, tmp_path: Path) -> 
     assert not plot.exists()
     assert result.stderr == (f"wrote {written}; draw {plot} with: chunkd-client plot "
                              f"{written} {plot}\n")
+
+
+@pytest.mark.parametrize("where", ["--local", "--server"])
+def test_a_progress_line_per_file_on_a_terminal_only(chunkctl: Run, chunkctl_bin: Path,
+                                                     server: ChunkdServer, data_set: Path,
+                                                     where: str) -> None:
+    args = [chunkctl_bin, "estimate", where, *([server.address] if where == "--server" else []),
+            "--set", SETS[0], data_set]
+    piped = chunkctl(*args[1:])
+    assert piped.stderr == ""
+    code, stdout, drawn = run_on_terminal(args)
+    assert code == 0 and stdout.decode() == piped.stdout
+    for path in files_of(data_set):
+        if path.stat().st_size > 0:
+            assert f"{path} [" in drawn and "100.0%" in drawn, drawn
+    assert drawn.endswith("\n"), drawn
+    always = chunkctl(*args[1:], "--progress", "always")
+    assert "100.0%" in always.stderr and always.stdout == piped.stdout
+
+
+# ---------------------------------------------------------------- --server
+
+
+def test_the_server_gives_what_local_gives(chunkctl: Run, server: ChunkdServer,
+                                           data_set: Path) -> None:
+    files = files_of(data_set)
+    for extra in ([], ["--sample", "64"]):
+        local = estimate_json(chunkctl, *extra, *set_flags(), data_set)
+        out = chunkctl("estimate", "--server", server.address, "--json",
+                       "--message-size", 100_000, *extra, *set_flags(), *files[1:], "-",
+                       stdin=files[0].read_bytes()).stdout
+        assert json.loads(out) == local, extra
+        text = chunkctl("estimate", "--server", server.address, *extra, *set_flags(),
+                        data_set).stdout
+        assert text == chunkctl("estimate", "--local", *extra, *set_flags(), data_set).stdout
+
+
+def test_a_namespace_is_compared(chunkctl: Run, server: ChunkdServer, data_set: Path) -> None:
+    """After a Dedup of the base file, its chunks are what the namespace holds
+    of the data set's, for the same chunking and fingerprint."""
+    base = files_of(data_set)[0]
+    chunkctl("dedup", "--server", server.address, "--namespace", "estimate-ns", base)
+    at = ("--server", server.address, "--set", "fastcdc")
+    alone = estimate_json_remote(chunkctl, *at, "--fingerprint", "sha256", base)["sets"][0]
+    got = estimate_json_remote(chunkctl, *at, "--namespace", "estimate-ns", data_set)
+    assert got["fingerprint"] == "sha256"
+    held = got["sets"][0]
+    assert (held["namespace_bytes"], held["namespace_chunks"]) == (
+        alone["unique_bytes"], alone["unique_chunks"])
+    assert held["unique_bytes"] > held["namespace_bytes"]
+    text = chunkctl("estimate", *at, "--namespace", "estimate-ns", data_set).stdout
+    header, row = text.split("\n")[:2]
+    assert header.split()[-1] == "namespace_bytes"
+    assert row.split()[-1] == str(held["namespace_bytes"])
+    # Read only: the namespace still holds the base file alone.
+    again = estimate_json_remote(chunkctl, *at, "--namespace", "estimate-ns", data_set)
+    assert again == got
+
+
+def estimate_json_remote(chunkctl: Run, *args: object) -> Dict[str, object]:
+    return json.loads(chunkctl("estimate", "--json", *args).stdout)
+
+
+@pytest.fixture
+def small_estimate_server(chunkd_bin: Path) -> Iterator[ChunkdServer]:
+    """chunkd with room for 100 distinct chunks per estimate."""
+    yield from serving(ChunkdServer(chunkd_bin, extra_args=["--estimate_max_entries=100"]))
+
+
+def test_the_servers_errors_are_printed_with_their_reason(
+        chunkctl: Run, small_estimate_server: ChunkdServer, data_set: Path) -> None:
+    at = ("estimate", "--server", small_estimate_server.address)
+    refused = chunkctl(*at, "--set", "fixed:avg=64", data_set, check=False)
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stderr.startswith("chunkctl: RESOURCE_EXHAUSTED: ")
+    assert refused.stderr.endswith(" [reason: STREAM_MEMORY]\n")
+    assert refused.stdout == ""
+    bad = chunkctl(*at, "--set", "fastcdc", "--set", "fastcdc:avg=7", data_set, check=False)
+    assert bad.returncode == USAGE, bad.stderr
+    assert bad.stderr.startswith("chunkctl: INVALID_ARGUMENT: ")
+    assert "fastcdc:avg=7" in bad.stderr

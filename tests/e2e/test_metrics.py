@@ -36,7 +36,7 @@ from metrics_util import (
 )
 
 ALGORITHMS = ["fastcdc", "crc32", "seqcdc", "fixed", "repmaxcdc", "rabin", "buzhash"]
-RPCS = ["Chunk", "Dedup"]
+RPCS = ["Chunk", "Dedup", "Estimate"]
 STAGES = ["chunk", "fingerprint", "index"]
 HINT_TESTS = ["ff", "ff_mt", "ff_rwt", "ff_rwt_fpt"]
 INDEX_OPS = ["lookup", "insert", "release", "hints", "health"]
@@ -50,6 +50,7 @@ GRPC_CODES = [
 GRPC_METHODS = [
     ("bidi_stream", "chunkd.v1.ChunkService", "Chunk"),
     ("bidi_stream", "chunkd.v1.ChunkService", "Dedup"),
+    ("bidi_stream", "chunkd.v1.ChunkService", "Estimate"),
     ("unary", "chunkd.v1.ChunkService", "FindMissing"),
     ("unary", "chunkd.v1.ChunkService", "GetServerInfo"),
     ("unary", "grpc.health.v1.Health", "Check"),
@@ -480,7 +481,8 @@ def test_prometheus_sees_the_traffic_sent(scraped: tuple) -> None:
         'sum by (grpc_method) (grpc_server_handling_seconds_count'
         '{grpc_service="chunkd.v1.ChunkService"})'), "grpc_method")
     assert latency_count == {("Chunk",): 3, ("Dedup",): 2, ("FindMissing",): 1,
-                             ("GetServerInfo",): 0, ("Release",): 0}
+                             ("GetServerInfo",): 0, ("Release",): 0,
+                             ("Estimate",): 0}
     lookups = _by(prometheus.query(
         'chunkd_index_requests_total{op="lookup"}'), "backend", "result")
     assert lookups == {("memory", "ok"): 1, ("memory", "error"): 0}

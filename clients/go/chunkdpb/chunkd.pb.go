@@ -2350,10 +2350,11 @@ type SetEstimate struct {
 	Bytes uint64 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	// Chunks the data set is cut into (exact also when sampled).
 	Chunks uint64 `protobuf:"varint,4,opt,name=chunks,proto3" json:"chunks,omitempty"`
-	// Distinct chunks; when sampled, estimated: the sample's times
-	// sample_rate.
+	// Distinct chunks; when sampled, estimated by a sketch of every chunk's
+	// fingerprint (docs/estimate.md, "The interval").
 	UniqueChunks uint64 `protobuf:"varint,5,opt,name=unique_chunks,json=uniqueChunks,proto3" json:"unique_chunks,omitempty"`
-	// Bytes of the distinct chunks; when sampled, estimated likewise.
+	// Bytes of the distinct chunks; when sampled, estimated: unique_chunks
+	// times the sample's mean chunk length.
 	UniqueBytes uint64 `protobuf:"varint,6,opt,name=unique_bytes,json=uniqueBytes,proto3" json:"unique_bytes,omitempty"`
 	// bytes / unique_bytes (when sampled, over the estimated unique_bytes);
 	// 0 for an empty data set.

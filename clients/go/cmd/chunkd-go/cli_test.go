@@ -52,14 +52,14 @@ func TestVersionAndHelp(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(stdout, "Usage: chunkd-go COMMAND") || stderr != "" {
 		t.Errorf("--help: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	for _, cmd := range []string{"chunk", "dedup", "info"} {
+	for _, cmd := range []string{"chunk", "dedup", "info", "estimate"} {
 		code, stdout, stderr := chunkdGoRaw(cmd, "--help")
 		if code != 0 || !strings.HasPrefix(stdout, "Usage: chunkd-go "+cmd) || stderr != "" ||
 			!strings.Contains(stdout, "\n  --tls-ca FILE ") || strings.Contains(stdout, "tls_ca") ||
 			!strings.Contains(stdout, "\n  --timeout SECONDS ") || !strings.Contains(stdout, "\n  --progress WHEN ") {
 			t.Errorf("%s --help: exit %d, stdout %q, stderr %q", cmd, code, stdout, stderr)
 		}
-		if got := strings.Contains(stdout, "--retries N"); got != (cmd != "info") {
+		if got := strings.Contains(stdout, "--retries N"); got != (cmd == "chunk" || cmd == "dedup") {
 			t.Errorf("%s --help lists --retries: %v", cmd, got)
 		}
 	}
@@ -377,6 +377,13 @@ func TestClosedStdoutAndInterrupt(t *testing.T) {
 		t.Errorf("stdout closed: %v, stderr %q; want exit status 141, nothing on stderr", err, stderr.String())
 	}
 
+	// The first stream may still count on the server after its process
+	// ended: wait until it is gone, so that the count below is the new one.
+	for deadline := time.Now().Add(60 * time.Second); server.Metric(t, "chunkd_active_streams") != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stream of the first chunkd-go chunk never ended on the server")
+		}
+	}
 	cmd = process(t, "chunk", "--server", addr, "-")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -211,12 +211,6 @@ func writeDedup(w *bufio.Writer, name string, s, running chunkd.DedupSummary, as
 }
 
 func checkDedupArgs(o *options, args []string) error {
-	stdin := 0
-	for _, name := range args {
-		if name == "-" {
-			stdin++
-		}
-	}
 	switch {
 	case !o.given["namespace"] || o.namespace == "":
 		return usageError{"missing --namespace NS"}
@@ -224,7 +218,7 @@ func checkDedupArgs(o *options, args []string) error {
 		return checkNamespace(o.namespace)
 	case len(args) == 0:
 		return usageError{"missing FILE (\"-\" for stdin)"}
-	case stdin > 1:
+	case countStdin(args) > 1:
 		return usageError{"stdin (\"-\") can be read only once"}
 	case o.fingerprint == "none":
 		return usageError{"--fingerprint none: dedup needs a fingerprint (sha256 or xxh128)"}

@@ -29,6 +29,9 @@ type options struct {
 	format, progress                string
 	json                            bool
 	namespace, hints                string
+	sets                            []string // estimate's --set
+	sample                          uint64
+	plot                            string
 	given                           map[string]bool // flags on the command line, by dash name
 }
 

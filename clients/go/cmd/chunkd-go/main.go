@@ -1,23 +1,29 @@
-// Command chunkd-go is the command-line client of the Go module: it chunks
-// or deduplicates files on a chunkd server and describes the server. It
-// follows docs/cli.md, the contract chunkctl and chunkd-client follow too:
+// Command chunkd-go is the command-line client of the Go module: it chunks,
+// deduplicates or estimates files on a chunkd server and describes the
+// server. It follows docs/cli.md, the contract chunkctl and chunkd-client
+// follow too:
 //
 //	chunkd-go chunk  [flags] FILE|-          one line per chunk: offset,length,fingerprint_hex
 //	chunkd-go dedup  --namespace NS [flags] FILE|-...
 //	chunkd-go info   [flags]
+//	chunkd-go estimate --set SPEC... [flags] FILE|DIR|-...
 //	chunkd-go --version | --help | COMMAND --help
 //
 // Flags take one dash or two (--tls-ca, -tls-ca), and the underscore
 // spelling of earlier releases (--tls_ca). dedup prints one line per file
 // and a total line; a line where RapidCDC hints were tried ends with
 // hints_tried, hints_accepted, hints_rejected and hint_skipped_bytes.
+// estimate sends the files (a directory: its files, recursively, in sorted
+// path order) as one data set and prints, per --set, the sizes, the dedup
+// ratio and the index costs in two tables and a total line; --plot FILE
+// writes its JSON to FILE with the extension .json, for chunkd-client plot.
 // --format json (or --json) prints JSON Lines for chunk and dedup and one
-// object for info. --retries N (0..100) of chunk and dedup replays a file
-// whose stream failed, each replay announced by a line on stderr
-// ("chunkd-go: FILE: UNAVAILABLE: message; sending it again in 0.10 s
-// (retry 1 of 3)"); chunk prints every chunk once. A
-// progress line (bytes, rate, ETA) goes to stderr when it is a terminal
-// (--progress auto|always|never).
+// object for info and estimate. --retries N (0..100) of chunk and dedup
+// replays a file whose stream failed, each replay announced by a line on
+// stderr ("chunkd-go: FILE: UNAVAILABLE: message; sending it again in
+// 0.10 s (retry 1 of 3)"); chunk prints every chunk once. A progress line
+// (bytes, rate, ETA) goes to stderr when it is a terminal (--progress
+// auto|always|never).
 //
 // The chunking flags are those of the --algorithm (or the --preset's), as
 // chunkd's table declares them (e.g. fastcdc takes --min, --avg, --max,
@@ -72,6 +78,8 @@ Commands:
   dedup --namespace NS [flags] FILE|-...
                                      deduplicate files; one line per file, then a total
   info [flags]                       the server's version, backends, limits and algorithms
+  estimate --set SPEC... [flags] FILE|DIR|-...
+                                     how the files would deduplicate under each parameter set
 
   --version                          print "chunkd-go VERSION"
   --help                             this text
@@ -98,6 +106,10 @@ var commands = map[string]command{
 		o.retriesFlag(fs)
 	}, runDedup},
 	"info": {"info [flags]", func(o *options, fs *flag.FlagSet) { o.connectionFlags(fs) }, runInfo},
+	"estimate": {"estimate --set SPEC [--set SPEC...] [flags] FILE|DIR|-...", func(o *options, fs *flag.FlagSet) {
+		o.connectionFlags(fs)
+		o.estimateFlags(fs)
+	}, runEstimate},
 }
 
 // run runs the command line args (without the program name) and returns

@@ -83,12 +83,8 @@ var presets = func() map[string]preset {
 
 // seqModeValues are the names of seq_mode's values.
 func seqModeValues() map[string]uint64 {
-	for _, p := range tables.Parameters {
-		if p.Name == "seq_mode" {
-			return p.Names
-		}
-	}
-	return nil
+	p, _ := tables.ParameterNamed("seq_mode")
+	return p.Names
 }
 
 func presetNames() []string {

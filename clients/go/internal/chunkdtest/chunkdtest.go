@@ -273,7 +273,8 @@ func StartRedis(t testing.TB) string {
 	return ""
 }
 
-// Ending is how Fake ends a Chunk or Dedup stream that it answers OK.
+// Ending is how Fake ends a Chunk, Dedup or Estimate stream that it answers
+// OK (a summary: Estimate's result).
 type Ending int
 
 const (
@@ -300,8 +301,8 @@ type fake struct {
 }
 
 // StartFake serves a fake ChunkService on a free loopback port that ends
-// every Chunk and Dedup stream as ending says; the server stops when the test
-// ends. It returns the server's address.
+// every Chunk, Dedup and Estimate stream as ending says; the server stops
+// when the test ends. It returns the server's address.
 func StartFake(t testing.TB, ending Ending) string {
 	t.Helper()
 	return serveFake(t, &fake{ending: ending})
@@ -370,6 +371,38 @@ func (f *fake) Dedup(stream grpc.BidiStreamingServer[pb.DedupRequest, pb.DedupRe
 	}
 	return stream.Send(&pb.DedupResponse{Body: &pb.DedupResponse_Summary{
 		Summary: &pb.DedupSummary{TotalBytes: n, TotalChunks: 1, UniqueBytes: n, UniqueChunks: 1}}})
+}
+
+// Estimate answers as the ending says: a progress message and a result
+// (one set, labelled "fake") counting the bytes and the files received.
+func (f *fake) Estimate(stream grpc.BidiStreamingServer[pb.EstimateRequest, pb.EstimateResponse]) error {
+	var files uint64
+	n, err := receive(f.ending, func() (*pb.EstimateRequest, error) {
+		req, err := stream.Recv()
+		if req.GetEndOfFile() {
+			files++
+		}
+		return req, err
+	})
+	if err != nil {
+		return err
+	}
+	if f.ending == NoBody {
+		return stream.Send(&pb.EstimateResponse{})
+	}
+	if err := stream.Send(&pb.EstimateResponse{Body: &pb.EstimateResponse_Progress{
+		Progress: &pb.EstimateProgress{Bytes: n, Files: files}}}); err != nil {
+		return err
+	}
+	if f.ending == NoSummary {
+		return nil
+	}
+	if f.ending == ShortSummary {
+		n--
+	}
+	return stream.Send(&pb.EstimateResponse{Body: &pb.EstimateResponse_Result{Result: &pb.EstimateResult{
+		Sets: []*pb.SetEstimate{{Label: "fake", Bytes: n}}, TotalBytes: n, Files: files, SampleRate: 1,
+		Fingerprint: pb.FingerprintAlgorithm_FINGERPRINT_ALGORITHM_XXH128}}})
 }
 
 // Flaky is an in-process ChunkService whose calls of each method fail with
