@@ -7,7 +7,8 @@ against a real chunkd.
   say: in exact mode the counts, the unique chunks and bytes (distinct
   XXH3-128 fingerprints over every file), the histogram and the sizes;
   sampled, the chunks a fingerprint in the sampled 1/N of the hash space
-  keeps, and the ratio and interval docs/estimate.md computes from them. With a namespace, the bytes it holds. Past the server's
+  keeps, and the unique bytes and ratio docs/estimate.md computes from them
+  and the sketch's count of distinct chunks. With a namespace, the bytes it holds. Past the server's
   --estimate_max_entries the refusal's reason is STREAM_MEMORY.
 - `chunkd-client estimate` prints the text table and the JSON object of
   that result (docs/cli.md), draws --plot, reads stdin, draws its progress
@@ -130,22 +131,23 @@ def check_against_listings(estimate: SetEstimate, listings: List[Listing],
     kept_bytes = sum(length_of[f] for f in kept)
     assert estimate.sampled == (rate > 1)
     assert estimate.sampled_unique_chunks == len(kept)
-    assert (estimate.unique_chunks, estimate.unique_bytes) == (
-        len(kept) * rate, kept_bytes * rate)
-    # docs/estimate.md, "The interval": T / U with U = N * kept bytes, and
-    # T over U -+ 1.96 SE, SE = sqrt(N (N - 1) sum u^2), U within
-    # [kept bytes, T].
-    unique = kept_bytes * rate
-    assert estimate.dedup_ratio == pytest.approx(total / unique)
-    if rate == 1 or len(kept) < 2:
+    if rate == 1:
+        assert (estimate.unique_chunks, estimate.unique_bytes) == (len(copies), kept_bytes)
+        assert estimate.dedup_ratio == pytest.approx(total / kept_bytes)
         assert estimate.ratio_interval is None
     else:
-        se = math.sqrt(rate * (rate - 1) * sum(length_of[f] ** 2 for f in kept))
-        assert estimate.ratio_interval == pytest.approx(
-            (total / min(total, unique + 1.96 * se),
-             total / max(kept_bytes, unique - 1.96 * se)))
+        # docs/estimate.md, "The interval": the distinct chunks from a sketch
+        # (within a fraction of a per cent here), their mean length from the
+        # sample, the interval between the kept bytes and every byte.
+        assert estimate.unique_chunks == pytest.approx(len(copies), rel=0.03)
+        # unique_chunks is the sketch's estimate rounded: within half a
+        # chunk of unique_bytes over the mean kept length.
+        mean = kept_bytes / len(kept)
+        assert abs(estimate.unique_bytes / mean - estimate.unique_chunks) <= 0.51
+        assert estimate.dedup_ratio == pytest.approx(total / estimate.unique_bytes,
+                                                     rel=1e-6)
         low, high = estimate.ratio_interval  # type: ignore[misc]
-        assert 1 <= low <= estimate.dedup_ratio <= high
+        assert 1 <= low <= estimate.dedup_ratio <= high <= total / kept_bytes
     assert [(c.backend, c.medium, c.entries) for c in estimate.index_costs] == [
         ("memory", "memory", estimate.unique_chunks), ("rocksdb", "disk", estimate.unique_chunks),
         ("redis", "memory", estimate.unique_chunks)]
