@@ -209,12 +209,15 @@ func checkExact(t *testing.T, set EstimateSet, got, want SetEstimate) {
 }
 
 // checkSampled compares an estimate sampled 1 in rate with the exact one:
-// the counts of every chunk are the same, the distinct ones scaled.
+// the counts of every chunk are the same; the distinct ones, counted by the
+// server's sketch of every fingerprint, are off by at most one on these few
+// hundred chunks, and the sample holds fewer.
 func checkSampled(t *testing.T, got, exact SetEstimate, rate uint64) {
 	t.Helper()
+	off := int64(got.UniqueChunks) - int64(exact.UniqueChunks)
 	if !got.Sampled || got.Chunks != exact.Chunks || got.Bytes != exact.Bytes ||
-		!reflect.DeepEqual(got.Histogram, exact.Histogram) || got.UniqueChunks != rate*got.SampledUniqueChunks ||
-		got.SampledUniqueChunks >= exact.UniqueChunks {
+		!reflect.DeepEqual(got.Histogram, exact.Histogram) || off < -1 || off > 1 ||
+		(rate > 1 && got.SampledUniqueChunks >= exact.UniqueChunks) {
 		t.Errorf("%s sampled 1 in %d: %+v; exact %+v", got.Label, rate, got, exact)
 	}
 }

@@ -243,7 +243,9 @@ int Accuracy() {
       "accuracy: %.2f GiB in %zu versions of %zu MiB (%zu edits each), "
       "fastcdc 16 KiB\n  exact ratio %.4f (%llu unique chunks)\n"
       "  1 in %u: ratio %.4f, error %+.2f %%, interval %.4f-%.4f %s the exact "
-      "ratio (%llu chunks in the sample)\n",
+      "ratio (%llu chunks in the sample)\n"
+      "  unique chunks %llu exact, %llu estimated; mean unique chunk %.0f "
+      "exact, %.0f in the sample\n",
       static_cast<double>(exact->bytes_in()) / (1 << 30), options.versions,
       options.base_size >> 20, options.edits, e.dedup_ratio,
       static_cast<unsigned long long>(e.unique_chunks), rate, s.dedup_ratio,
@@ -251,7 +253,11 @@ int Accuracy() {
       s.ratio_low <= e.dedup_ratio && e.dedup_ratio <= s.ratio_high
           ? "covers"
           : "misses",
-      static_cast<unsigned long long>(s.sampled_unique_chunks));
+      static_cast<unsigned long long>(s.sampled_unique_chunks),
+      static_cast<unsigned long long>(e.unique_chunks),
+      static_cast<unsigned long long>(s.unique_chunks),
+      static_cast<double>(e.unique_bytes) / static_cast<double>(e.unique_chunks),
+      static_cast<double>(s.unique_bytes) / static_cast<double>(s.unique_chunks));
   return 0;
 }
 

@@ -22,8 +22,9 @@ namespace chunkd::estimate {
 
 class DistinctSketch {
  public:
-  // 2^kIndexBits one-byte registers.
+  // 2^kIndexBits one-byte registers: kMemoryBytes.
   static constexpr int kIndexBits = 16;
+  static constexpr size_t kMemoryBytes = size_t{1} << kIndexBits;
 
   DistinctSketch();
 

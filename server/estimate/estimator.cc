@@ -38,30 +38,33 @@ constexpr double kZ95 = 1.96;
 // The unique chunks and bytes, the ratio and its interval from the kept
 // chunks that `for_each` visits (it calls its argument with each one's
 // length), for a sample of 1 in `rate` of a data set of `total_bytes`
-// (docs/estimate.md, "The interval"). Exact at rate 1. Sampled: the distinct
-// chunks are `distinct` (the sketch's count, with its relative standard
-// error), their mean length the kept chunks' mean, whose relative standard
-// error is sqrt((1 - 1/rate) * s^2 / k) / mean for k kept chunks of sample
-// variance s^2; the unique bytes are their product and the ratio
-// total_bytes over them. The sums are exact integers, so the result does
+// (docs/estimate.md, "The interval"). Exact at rate 1. Sampled: D distinct
+// chunks (`sketches.chunks`) whose bytes, rounded up to granules, are
+// `sketches.granules` granules of `sketches.granule_bytes`: U = g G - D *
+// mean(pad), the pad of a kept chunk being what rounding it up adds, its
+// mean from the sample. The ratio is total_bytes / U, and U's variance sums
+// those of its three terms. The sums are exact integers, so the result does
 // not depend on the order of the visit (a table's order does).
 template <typename ForEach>
 RatioInterval IntervalOf(const ForEach& for_each, uint32_t rate,
-                         uint64_t total_bytes, const DistinctCount& distinct) {
-  absl::uint128 sum_u = 0, sum_uu = 0;
+                         uint64_t total_bytes, const SketchCounts& sketches) {
+  const uint64_t g = std::max<uint64_t>(sketches.granule_bytes, 1);
+  absl::uint128 sum_u = 0, sum_pad = 0, sum_pad2 = 0;
   uint64_t kept = 0;
   for_each([&](uint64_t length) {
-    const absl::uint128 u = length;
-    sum_u += u;
-    sum_uu += u * u;
+    const uint64_t pad = (length + g - 1) / g * g - length;
+    sum_u += length;
+    sum_pad += pad;
+    sum_pad2 += absl::uint128(pad) * pad;
     ++kept;
   });
   RatioInterval out;
   if (kept == 0 || sum_u == 0) return out;
-  const long double n = std::max<uint32_t>(rate, 1);
-  const long double t = static_cast<long double>(total_bytes);
-  const long double k = static_cast<long double>(kept);
-  const long double kept_bytes = static_cast<long double>(sum_u);
+  using Real = long double;
+  const Real n = std::max<uint32_t>(rate, 1);
+  const Real t = static_cast<Real>(total_bytes);
+  const Real k = static_cast<Real>(kept);
+  const Real kept_bytes = static_cast<Real>(sum_u);
   out.valid = kept >= 2;
   if (n == 1) {
     out.unique_chunks = k;
@@ -69,19 +72,22 @@ RatioInterval IntervalOf(const ForEach& for_each, uint32_t rate,
     out.ratio = out.low = out.high = static_cast<double>(t / kept_bytes);
     return out;
   }
-  const long double mean = kept_bytes / k;
-  const long double variance =
+  const Real pad = static_cast<Real>(sum_pad) / k;
+  const Real pad_var =
       kept < 2 ? 0
-               : std::max(0.0L, (static_cast<long double>(sum_uu) -
-                                 k * mean * mean) / (k - 1));
-  const long double mean_rse = std::sqrt((1 - 1 / n) * variance / k) / mean;
-  const long double chunks = std::max<long double>(distinct.distinct, k);
+               : std::max(Real{0}, (static_cast<Real>(sum_pad2) - k * pad * pad) /
+                                       (k - 1));
+  const Real chunks = std::max<Real>(sketches.chunks.distinct, k);
+  const Real granule_bytes =
+      static_cast<Real>(g) * static_cast<Real>(sketches.granules.distinct);
   // The unique bytes are at least the kept ones, and at most all bytes.
-  const long double unique = std::clamp(chunks * mean, kept_bytes, t);
-  const long double rse =
-      std::sqrt(mean_rse * mean_rse +
-                static_cast<long double>(distinct.relative_se) *
-                    distinct.relative_se);
+  const Real unique = std::clamp(granule_bytes - chunks * pad, kept_bytes, t);
+  const Real e_granules = granule_bytes * sketches.granules.relative_se;
+  const Real e_pad_chunks = chunks * pad * sketches.chunks.relative_se;
+  const Real e_pad = chunks * std::sqrt((1 - 1 / n) * pad_var / k);
+  const Real rse = std::sqrt(e_granules * e_granules +
+                             e_pad_chunks * e_pad_chunks + e_pad * e_pad) /
+                   unique;
   out.unique_chunks = static_cast<double>(chunks);
   out.unique_bytes = static_cast<double>(unique);
   out.ratio = static_cast<double>(t / unique);
@@ -126,12 +132,12 @@ absl::Status CheckOptions(const EstimatorOptions& options) {
 
 RatioInterval ComputeRatioInterval(absl::Span<const KeptCount> kept,
                                    uint32_t sample_rate, uint64_t total_bytes,
-                                   const DistinctCount& distinct) {
+                                   const SketchCounts& sketches) {
   return IntervalOf(
       [&](const auto& fn) {
         for (const KeptCount& k : kept) fn(k.length);
       },
-      sample_rate, total_bytes, distinct);
+      sample_rate, total_bytes, sketches);
 }
 
 class Estimator::Impl {
@@ -140,7 +146,8 @@ class Estimator::Impl {
       : options_(options), budget_(options.max_entries) {
     for (const SetSpec& set : options_.sets) {
       set_options_.push_back(set.options);
-      tallies_.emplace_back(options_.fingerprint, options_.sample_rate);
+      tallies_.emplace_back(options_.fingerprint, options_.sample_rate,
+                            set.options);
     }
     groups_ = GroupSets(set_options_, options_.group_fastcdc);
     slice_bytes_ = std::max(kSliceBytes, InPlacePieceBytes(set_options_));
@@ -247,16 +254,19 @@ class Estimator::Impl {
     r.options = options_.sets[i].options;
     r.bytes = tally.sizes().bytes();
     tally.sizes().Fill(&r);
-    DistinctCount distinct;
+    SketchCounts sketches;
     if (tally.sketch() != nullptr) {
-      const DistinctSketch::Count count = tally.sketch()->Estimate();
-      distinct = DistinctCount{count.distinct, count.relative_se};
+      const DistinctSketch::Count chunks = tally.sketch()->Estimate();
+      const DistinctSketch::Count granules = tally.granule_sketch()->Estimate();
+      sketches.chunks = DistinctCount{chunks.distinct, chunks.relative_se};
+      sketches.granules = DistinctCount{granules.distinct, granules.relative_se};
+      sketches.granule_bytes = tally.granule_bytes();
     }
     const RatioInterval interval = IntervalOf(
         [&](const auto& fn) {
           tally.kept().ForEach([&](const KeptChunk& c) { fn(c.length); });
         },
-        rate, r.bytes, distinct);
+        rate, r.bytes, sketches);
     r.sampled_unique_chunks = tally.kept().size();
     r.unique_chunks = static_cast<uint64_t>(std::llround(interval.unique_chunks));
     r.unique_bytes = static_cast<uint64_t>(std::llround(interval.unique_bytes));

@@ -176,12 +176,19 @@ struct RatioInterval {
   bool valid = false;  // at least two distinct chunks kept
 };
 
-// The number of distinct chunks of a set, counted by a sketch of every
-// chunk's fingerprint (estimate/distinct_sketch.h), and its relative
-// standard error.
+// A count of distinct values by a sketch (estimate/distinct_sketch.h) and
+// its relative standard error.
 struct DistinctCount {
   double distinct = 0;
   double relative_se = 0;
+};
+
+// What a set's sketches counted over every chunk: its distinct chunks, and
+// the granules of granule_bytes that cover them.
+struct SketchCounts {
+  DistinctCount chunks;
+  DistinctCount granules;
+  uint32_t granule_bytes = 1;
 };
 
 // One kept distinct chunk's counts, for ComputeRatioInterval.
@@ -191,14 +198,15 @@ struct KeptCount {
 };
 
 // The counts and the ratio from the kept chunks of a sample of 1 in
-// `sample_rate` of `total_bytes` bytes. Exact at rate 1 (`distinct` unused):
-// U = the kept bytes. Sampled: U = D * mean(u), D = `distinct` (at least the
-// kept chunks), mean(u) the kept chunks' mean length, whose relative error
-// is sqrt((1 - 1/N) s^2 / k) / mean(u); e = sqrt(that^2 + the sketch's^2).
-// The copies do not enter. ratio 0 when nothing is kept.
+// `sample_rate` of `total_bytes` bytes. Exact at rate 1 (`sketches`
+// unused): U = the kept bytes. Sampled: D = the sketched distinct chunks (at
+// least the kept ones), U = g G - D * mean(pad) with G the sketched granules
+// of g bytes and pad = ceil(u / g) g - u over the kept chunks; U's variance
+// is (g G e_G)^2 + (D mean(pad) e_D)^2 + D^2 (1 - 1/N) var(pad) / k. The
+// copies do not enter. ratio 0 when nothing is kept.
 RatioInterval ComputeRatioInterval(absl::Span<const KeptCount> kept,
                                    uint32_t sample_rate, uint64_t total_bytes,
-                                   const DistinctCount& distinct = {});
+                                   const SketchCounts& sketches = {});
 
 }  // namespace chunkd::estimate
 

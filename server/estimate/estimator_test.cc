@@ -311,13 +311,11 @@ TEST(SamplingTest, KeepsOrDropsEveryCopyTogether) {
   EXPECT_NEAR(static_cast<double>(s.unique_chunks),
               static_cast<double>(e.unique_chunks),
               0.02 * static_cast<double>(e.unique_chunks));
-  // Their mean length is the kept chunks'.
-  uint64_t kept_bytes = 0;
-  for (const auto& [fp, counts] : kept) kept_bytes += counts.first;
-  const double mean =
-      static_cast<double>(kept_bytes) / static_cast<double>(kept.size());
+  // The unique bytes come from the sketch of granules: within a few of its
+  // standard errors of the exact bytes.
   EXPECT_NEAR(static_cast<double>(s.unique_bytes),
-              static_cast<double>(s.unique_chunks) * mean, mean);
+              static_cast<double>(e.unique_bytes),
+              0.02 * static_cast<double>(e.unique_bytes));
   // The ratio is bytes over the estimated unique bytes, as the columns say.
   EXPECT_NEAR(s.dedup_ratio,
               static_cast<double>(s.bytes) / static_cast<double>(s.unique_bytes),
@@ -496,26 +494,36 @@ TEST(IntervalTest, ExactWhenNotSampled) {
   EXPECT_DOUBLE_EQ(exact.ratio, (100.0 + 600 + 100) / 350);
   EXPECT_DOUBLE_EQ(exact.low, exact.ratio);
   EXPECT_DOUBLE_EQ(exact.high, exact.ratio);
-  // The formula of docs/estimate.md at a rate of 4, of 4000 bytes, with 10
-  // distinct chunks counted within 1 %: U = 10 * 350 / 3.
-  const RatioInterval s = ComputeRatioInterval(kept, 4, 4000, {10, 0.01});
-  const double mean = 350.0 / 3;
-  const double var = ((100 - mean) * (100 - mean) + (200 - mean) * (200 - mean) +
-                      (50 - mean) * (50 - mean)) / 2;
-  const double mean_rse = std::sqrt(0.75 * var / 3) / mean;
-  const double rse = std::sqrt(mean_rse * mean_rse + 0.01 * 0.01);
-  const double unique = 10 * mean;
+  // The formula of docs/estimate.md at a rate of 4, of 4000 bytes: 10
+  // distinct chunks counted within 1 %, 30 granules of 64 bytes within 2 %;
+  // the kept chunks' pads to granules are 28, 56 and 14.
+  SketchCounts sketches;
+  sketches.chunks = {10, 0.01};
+  sketches.granules = {30, 0.02};
+  sketches.granule_bytes = 64;
+  const RatioInterval s = ComputeRatioInterval(kept, 4, 4000, sketches);
+  const double pad = (28.0 + 56 + 14) / 3;
+  const double pad_var = ((28 - pad) * (28 - pad) + (56 - pad) * (56 - pad) +
+                          (14 - pad) * (14 - pad)) / 2;
+  const double unique = 30 * 64 - 10 * pad;
+  const double e = std::sqrt(std::pow(30 * 64 * 0.02, 2) +
+                             std::pow(10 * pad * 0.01, 2) +
+                             100 * 0.75 * pad_var / 3) / unique;
   EXPECT_NEAR(s.unique_chunks, 10, 1e-9);
   EXPECT_NEAR(s.unique_bytes, unique, 1e-9);
   EXPECT_NEAR(s.ratio, 4000 / unique, 1e-12);
-  EXPECT_NEAR(s.low, 4000 / (unique * (1 + 1.96 * rse)), 1e-12);
-  EXPECT_NEAR(s.high, 4000 / std::max(350.0, unique * (1 - 1.96 * rse)), 1e-12);
+  EXPECT_NEAR(s.low, 4000 / (unique * (1 + 1.96 * e)), 1e-12);
+  EXPECT_NEAR(s.high, 4000 / std::max(350.0, unique * (1 - 1.96 * e)), 1e-12);
+  EXPECT_LT(s.low, s.ratio);
+  EXPECT_GT(s.high, s.ratio);
   // The unique bytes are at most all bytes: the low end is at least 1, and
   // there are at least the kept chunks.
-  const RatioInterval few = ComputeRatioInterval(kept, 4, 400, {2, 0.01});
+  sketches.chunks = {2, 0.01};
+  sketches.granules = {7, 0.01};
+  const RatioInterval few = ComputeRatioInterval(kept, 4, 400, sketches);
   EXPECT_EQ(few.unique_chunks, 3);
   EXPECT_EQ(few.low, 1.0);
-  EXPECT_FALSE(ComputeRatioInterval({{100, 5}}, 4, 2000, {4, 0.01}).valid);
+  EXPECT_FALSE(ComputeRatioInterval({{100, 5}}, 4, 2000, sketches).valid);
   EXPECT_EQ(ComputeRatioInterval({}, 4, 0).ratio, 0);
 }
 

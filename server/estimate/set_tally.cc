@@ -155,13 +155,43 @@ size_t SizeCounts::memory_bytes() const {
   return counts_.bucket_count() * (sizeof(std::pair<uint32_t, uint64_t>) + 1);
 }
 
-SetTally::SetTally(FingerprintKind kind, uint32_t sample_rate)
+namespace {
+
+// The granule of a set's sketch of bytes: the largest power of two at most
+// an eighth of its smallest regular chunk (fixed: avg_size), so that
+// rounding a chunk up to granules adds at most an eighth to it; at least 64
+// bytes (fewer sketch updates per byte) unless the chunk is smaller.
+int GranuleShift(const chunking::ChunkerOptions& options) {
+  const uint64_t smallest = options.algorithm == chunking::Algorithm::kFixed
+                                ? options.avg_size
+                                : options.min_size;
+  int shift = 0;
+  while (shift < 20 && (uint64_t{8} << (shift + 1)) <= smallest) ++shift;
+  while (shift < 6 && (uint64_t{1} << (shift + 1)) <= smallest) ++shift;
+  return shift;
+}
+
+// A 64-bit mix (splitmix64's finalizer): the granules of one chunk get
+// unrelated values from its fingerprint and their positions.
+uint64_t Mix64(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EB;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+SetTally::SetTally(FingerprintKind kind, uint32_t sample_rate,
+                   const chunking::ChunkerOptions& options)
     : kind_(kind),
       digest_bytes_(kind == FingerprintKind::kSha256 ? 32 : 16),
       keep_below_(std::numeric_limits<uint64_t>::max() /
                   std::max<uint32_t>(sample_rate, 1)),
       kept_(KeptTable::New(digest_bytes_)),
-      sketch_(sample_rate > 1 ? std::make_unique<DistinctSketch>() : nullptr) {}
+      sketch_(sample_rate > 1 ? std::make_unique<DistinctSketch>() : nullptr),
+      granule_sketch_(sample_rate > 1 ? std::make_unique<DistinctSketch>()
+                                      : nullptr),
+      granule_shift_(GranuleShift(options)) {}
 
 bool SetTally::Keep(const unsigned char* fingerprint) const {
   return BigEndian64(fingerprint) <= keep_below_;
@@ -186,16 +216,25 @@ bool SetTally::Add(
       const unsigned char* fp = digests_.data() + (i - begin) * digest_bytes_;
       if (Keep(fp) && !kept_->Add(fp, length, budget)) return false;
       // Bytes 8..15: the sampling test fixes the top bits of the first 8.
-      if (sketch_ != nullptr) sketch_->Add(BigEndian64(fp + 8));
+      if (sketch_ != nullptr) AddToSketches(BigEndian64(fp + 8), length);
       sizes_.Add(length);
     }
   }
   return true;
 }
 
+void SetTally::AddToSketches(uint64_t name, uint32_t length) {
+  sketch_->Add(name);
+  const uint64_t granules =
+      (uint64_t{length} + granule_bytes() - 1) >> granule_shift_;
+  for (uint64_t i = 0; i < granules; ++i) {
+    granule_sketch_->Add(Mix64(name + i * 0x9E3779B97F4A7C15));
+  }
+}
+
 size_t SetTally::memory_bytes() const {
   return sizes_.memory_bytes() + kept_->memory_bytes() +
-         (sketch_ != nullptr ? sketch_->memory_bytes() : 0) +
+         (sketch_ != nullptr ? 2 * sketch_->memory_bytes() : 0) +
          digests_.capacity() + views_.capacity() * sizeof(absl::string_view);
 }
 

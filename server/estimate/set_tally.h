@@ -1,7 +1,7 @@
 // What the Estimator counts for one set (estimate/estimator.h): the sizes of
 // every chunk, a table of the distinct chunks the sample keeps, keyed by
-// fingerprint, with each one's length and copies, and, when sampled, a
-// sketch of every chunk's fingerprint that counts the distinct chunks.
+// fingerprint, with each one's length and copies, and, when sampled,
+// sketches of every chunk that count the distinct chunks and their bytes.
 //
 // Thread safety: a SetTally is not thread-safe; different tallies may be used
 // from different threads at once (they share only an EntryBudget, which is).
@@ -88,7 +88,9 @@ class SizeCounts {
 // One set's counts, fed chunk lists with their bytes.
 class SetTally {
  public:
-  SetTally(FingerprintKind kind, uint32_t sample_rate);
+  // `options`: the set's chunking, for the granule of its sketch of bytes.
+  SetTally(FingerprintKind kind, uint32_t sample_rate,
+           const chunking::ChunkerOptions& options);
 
   // Counts `chunks`, whose bytes `data` returns. false when the budget ran
   // out (the chunks after it are not counted).
@@ -98,13 +100,21 @@ class SetTally {
 
   const SizeCounts& sizes() const { return sizes_; }
   const KeptTable& kept() const { return *kept_; }
-  // Every chunk's fingerprint when sampled (the number of distinct chunks);
-  // null when exact.
+  // When sampled, sketches of every chunk: of its fingerprint (the number of
+  // distinct chunks), and of its granules, the granule_bytes() pieces that
+  // cover it, each named by the fingerprint and its position (the bytes of
+  // the distinct chunks, rounded up to granules); null when exact.
   const DistinctSketch* sketch() const { return sketch_.get(); }
+  const DistinctSketch* granule_sketch() const {
+    return granule_sketch_.get();
+  }
+  // A power of two, at most an eighth of the set's smallest regular chunk.
+  uint32_t granule_bytes() const { return uint32_t{1} << granule_shift_; }
   size_t memory_bytes() const;
 
  private:
   bool Keep(const unsigned char* fingerprint) const;
+  void AddToSketches(uint64_t name, uint32_t length);
 
   FingerprintKind kind_;
   size_t digest_bytes_;
@@ -112,6 +122,8 @@ class SetTally {
   SizeCounts sizes_;
   std::unique_ptr<KeptTable> kept_;
   std::unique_ptr<DistinctSketch> sketch_;
+  std::unique_ptr<DistinctSketch> granule_sketch_;
+  int granule_shift_ = 0;
   // Scratch: one batch of chunks' bytes and digests.
   std::vector<absl::string_view> views_;
   std::vector<unsigned char> digests_;

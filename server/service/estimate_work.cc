@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "estimate/distinct_sketch.h"
 #include "estimate/estimator.h"
 #include "metrics/metrics.h"
 #include "platform/error_reason.h"
@@ -66,8 +67,15 @@ uint64_t EstimateWork::MemoryBytes(const StreamSettings& settings) const {
       options().fingerprint == estimate::FingerprintKind::kSha256
           ? kEstimateEntryBytesSha256
           : kEstimateEntryBytesXxh128;
+  // Sampled, each set also counts its distinct chunks and their bytes in
+  // two fixed sketches.
+  const uint64_t sketches =
+      options().sample_rate > 1
+          ? shapes.size() * 2 * estimate::DistinctSketch::kMemoryBytes
+          : 0;
   return EstimateMemoryBytes(shapes, entry_bytes, options().max_entries,
-                             settings);
+                             settings) +
+         sketches;
 }
 
 absl::Status EstimateWork::NeverFits(uint64_t bytes, uint64_t limit) const {

@@ -226,7 +226,9 @@ def test_sampling_is_deterministic_and_gives_an_interval(chunkctl: Run, data_set
         for key in ("bytes", "chunks", "histogram", "histogram_bytes", "chunk_sizes",
                     "mean_chunk_size"):
             assert got[key] == want[key], (got["set"], key)
-        assert got["unique_chunks"] == got["sampled_unique_chunks"] * 64
+        # The distinct chunks come from the sketch of every fingerprint: on a
+        # few hundred of them it is exact or off by one.
+        assert abs(got["unique_chunks"] - want["unique_chunks"]) <= 1, got["set"]
         assert 2 <= got["sampled_unique_chunks"] < want["unique_chunks"]
         low, high = got["ratio_interval"]
         assert 1 <= low <= got["dedup_ratio"] <= high, got
