@@ -7,8 +7,8 @@ against a real chunkd.
   say: in exact mode the counts, the unique chunks and bytes (distinct
   XXH3-128 fingerprints over every file), the histogram and the sizes;
   sampled, the chunks a fingerprint in the sampled 1/N of the hash space
-  keeps, and the unique bytes and ratio docs/estimate.md computes from them
-  and the sketch's count of distinct chunks. With a namespace, the bytes it holds. Past the server's
+  keeps, the sketches' distinct chunks and bytes near the exact ones, and
+  the ratio and interval bounds of docs/estimate.md. With a namespace, the bytes it holds. Past the server's
   --estimate_max_entries the refusal's reason is STREAM_MEMORY.
 - `chunkd-client estimate` prints the text table and the JSON object of
   that result (docs/cli.md), draws --plot, reads stdin, draws its progress
@@ -136,14 +136,12 @@ def check_against_listings(estimate: SetEstimate, listings: List[Listing],
         assert estimate.dedup_ratio == pytest.approx(total / kept_bytes)
         assert estimate.ratio_interval is None
     else:
-        # docs/estimate.md, "The interval": the distinct chunks from a sketch
-        # (within a fraction of a per cent here), their mean length from the
-        # sample, the interval between the kept bytes and every byte.
+        # docs/estimate.md, "The interval": the distinct chunks and their
+        # bytes from sketches of every chunk, near the exact counts on data
+        # this small; the interval between the kept bytes and every byte.
+        exact_bytes = sum(length_of.values())
         assert estimate.unique_chunks == pytest.approx(len(copies), rel=0.03)
-        # unique_chunks is the sketch's estimate rounded: within half a
-        # chunk of unique_bytes over the mean kept length.
-        mean = kept_bytes / len(kept)
-        assert abs(estimate.unique_bytes / mean - estimate.unique_chunks) <= 0.51
+        assert estimate.unique_bytes == pytest.approx(exact_bytes, rel=0.03)
         assert estimate.dedup_ratio == pytest.approx(total / estimate.unique_bytes,
                                                      rel=1e-6)
         low, high = estimate.ratio_interval  # type: ignore[misc]
