@@ -16,7 +16,9 @@ message, ``FakeChunkd`` serves the chunkd service with one fixed behaviour:
   ``fail_first=N`` only the first N calls do (``calls`` counts them all),
   and the others behave as ``summary`` says.
 
-``received`` is the number of data bytes the last stream delivered.
+``received`` is the number of data bytes the last stream delivered. An
+Estimate stream gets a progress message per file mark and a result with
+one set per set asked for, its ``total_bytes`` as ``summary`` says.
 """
 
 from __future__ import annotations
@@ -113,6 +115,28 @@ class FakeChunkd(pb_grpc.ChunkServiceServicer):
             yield pb.DedupResponse(summary=pb.DedupSummary(
                 total_bytes=total, total_chunks=chunks,
                 unique_bytes=total, unique_chunks=chunks))
+
+    def Estimate(self, request_iterator, context):  # noqa: N802
+        self._fail_if_told(context)
+        received = files = 0
+        labels = []
+        for request in request_iterator:
+            if request.HasField("params"):
+                labels = [s.label for s in request.params.sets]
+            received += len(request.data)
+            if request.end_of_file:
+                files += 1
+                yield pb.EstimateResponse(
+                    progress=pb.EstimateProgress(bytes=received, files=files))
+            if self.summary == "early":
+                break
+        with self._lock:
+            self.received = received
+        if self.summary != "none":
+            yield pb.EstimateResponse(result=pb.EstimateResult(
+                sets=[pb.SetEstimate(label=label, bytes=received) for label in labels],
+                total_bytes=self._total(received), files=files, sample_rate=1,
+                fingerprint=pb.FINGERPRINT_ALGORITHM_XXH128))
 
     def FindMissing(self, request, context):  # noqa: N802
         self._fail_if_told(context)

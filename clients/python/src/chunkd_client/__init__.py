@@ -15,14 +15,15 @@ details() as grpcio's own errors have.
 """
 
 from chunkd_client.client import (
-    ALGORITHM_PARAMETERS, ALGORITHMS, FINGERPRINTS, HINTS, ChunkStream, ChunkingParams,
-    Client, DedupStream, ResponseStream, chunking_params,
+    ALGORITHM_PARAMETERS, ALGORITHMS, FINGERPRINTS, HINTS, MAX_SAMPLE_RATE, MAX_SETS,
+    ChunkStream, ChunkingParams, Client, DedupStream, ResponseStream, chunking_params,
+    parse_set,
 )
 from chunkd_client._channel import DEFAULT_SERVICE_CONFIG, TlsOptions
 from chunkd_client.errors import ChunkdError
 from chunkd_client.records import (
-    AlgorithmInfo, ChunkRecord, ChunkSummary, DedupRecord, DedupSummary, ParamRange,
-    ServerInfo,
+    AlgorithmInfo, ChunkRecord, ChunkSummary, DedupRecord, DedupSummary, EstimateProgress,
+    EstimateResult, IndexCost, ParamRange, ServerInfo, SetEstimate, SizeBucket,
 )
 
 from chunkd_client._version import __version__
@@ -33,6 +34,8 @@ __all__ = [
     "DEFAULT_SERVICE_CONFIG",
     "FINGERPRINTS",
     "HINTS",
+    "MAX_SAMPLE_RATE",
+    "MAX_SETS",
     "AlgorithmInfo",
     "ChunkRecord",
     "ChunkStream",
@@ -43,9 +46,15 @@ __all__ = [
     "DedupRecord",
     "DedupStream",
     "DedupSummary",
+    "EstimateProgress",
+    "EstimateResult",
+    "IndexCost",
     "ParamRange",
     "ResponseStream",
     "ServerInfo",
+    "SetEstimate",
+    "SizeBucket",
     "TlsOptions",
     "chunking_params",
+    "parse_set",
 ]

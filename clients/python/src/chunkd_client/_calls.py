@@ -25,7 +25,8 @@ from chunkd_client._proto.chunkd.v1 import chunkd_pb2_grpc as pb_grpc
 from chunkd_client._replays import (  # noqa: F401 (MAX_RETRIES, OnReplay: the clients')
     MAX_RETRIES, Delivered, OnReplay, Replays, check_replay_arguments, stream_id_for,
 )
-from chunkd_client._requests import CHUNK, DEDUP, Requests, StreamMethod
+from chunkd_client._requests import CHUNK, DEDUP, ESTIMATE, Requests, StreamMethod
+from chunkd_client._sets import SetSpec, estimate_params
 from chunkd_client.errors import ChunkdError, check_accounted
 
 R = TypeVar("R")
@@ -34,8 +35,9 @@ S = TypeVar("S")
 
 class StreamBase(Generic[R, S]):
     """What ResponseStream and AsyncResponseStream share: the protocol of
-    the responses (batches of records, then exactly one summary that counts
-    every byte sent), their conversion, and the summary."""
+    the responses (batches of records, or an Estimate's progress messages,
+    then exactly one summary, or an Estimate's result, that counts every
+    byte sent), their conversion, and the summary."""
 
     def __init__(
         self,
@@ -88,12 +90,15 @@ class StreamBase(Generic[R, S]):
         checked; keeps the summary."""
         body = response.WhichOneof("body")
         if self._received is not None:
-            raise self._protocol_error(f"{body} after the summary")
+            final = self._received.DESCRIPTOR.name  # DedupSummary, EstimateResult...
+            raise self._protocol_error(f"{body} after the {final}")
         if body == "batch":
             return map(self._make_record, response.batch.chunks)
-        if body != "summary":
+        if body == "progress":  # an Estimate's: one record
+            return iter((self._make_record(response.progress),))
+        if body not in ("summary", "result"):
             raise self._protocol_error("a response without a body")
-        self._received = response.summary
+        self._received = getattr(response, body)
         return iter(())
 
     def _records(self, response: Any) -> Iterable[R]:
@@ -186,6 +191,9 @@ class ClientBase:
     #: turns a source into the data pieces of a stream (see source_pieces),
     #: in blocking reads or in the event loop's executor.
     _source_pieces: Callable[..., Callable[[], Any]]
+    #: ``(sources, message_size) -> pieces``: the same for the files of a
+    #: data set, END_OF_FILE after each (see dataset_pieces).
+    _dataset_pieces: Callable[..., Callable[[], Any]]
 
     def __init__(
         self,
@@ -317,6 +325,28 @@ class ClientBase:
         check_replay_arguments(retries, on_replay)
         pieces = self._source_pieces(source, message_size, bool(retries))
         return self._stream(method, request(), pieces, timeout, retries, on_replay)
+
+    def _estimate(
+        self,
+        sources: Sequence[Any],
+        sets: Sequence[SetSpec],
+        sample_rate: int,
+        namespace: Optional[str],
+        fingerprint: Union[str, int, None],
+        message_size: int,
+        timeout: Optional[float],
+        on_progress: Optional[Callable[[Any], None]],
+    ) -> Any:
+        """``estimate`` of both clients: checks the arguments now (the
+        parameters first, then the sources), then starts the stream, whose
+        records are the progress messages and whose summary is the
+        result."""
+        if on_progress is not None and not callable(on_progress):
+            raise TypeError(f"on_progress must be callable, not "
+                            f"{type(on_progress).__name__}")
+        params = estimate_params(sets, sample_rate, namespace, fingerprint)
+        pieces = self._dataset_pieces(sources, message_size)
+        return self._stream(ESTIMATE, params, pieces, timeout)
 
     def _release_requests(
         self,

@@ -13,6 +13,8 @@ from chunkd_client._convert import (
     ALGORITHM_PARAMETERS, ALGORITHMS, DEFAULT_MESSAGE_SIZE, FINGERPRINTS, HINTS,
     SEQ_MODES,
 )
+from chunkd_client._plot import INSTALL_HINT
+from chunkd_client._sets import MAX_SAMPLE_RATE, MAX_SETS
 from chunkd_client._version import __version__
 
 PROG = "chunkd-client"
@@ -175,6 +177,47 @@ def _add_retries(group: Any, what: str) -> None:
          "or another pipe (default 0)")
 
 
+def _sample_rate(text: str) -> int:
+    value = _positive(text)
+    if not 1 <= value <= MAX_SAMPLE_RATE:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer in 1..{MAX_SAMPLE_RATE}, got {text!r}")
+    return value
+
+
+def _estimate_parser(commands: Any, connection: "Parser", common: Dict[str, Any]) -> None:
+    estimate = commands.add_parser(
+        "estimate", parents=[connection], **common,
+        help="estimate how files would deduplicate under several parameter sets",
+        description="Cuts the data set (every FILE, every file under a DIR in sorted "
+        "path order; each file chunked on its own) under each --set in one pass on "
+        "the server and prints, per set, the chunks, unique chunks and bytes, the "
+        "dedup ratio (with its 95 % interval when sampled) and chunk sizes, then "
+        "what an index of the unique chunks takes per backend. Nothing is written "
+        "to any index. With --json one object. The same output as chunkctl estimate "
+        "and chunkd-go estimate (docs/estimate.md).",
+    )
+    group = estimate.add_argument_group("estimate")
+    _add(group, "--set", dest="sets", action="append", default=[], metavar="SPEC",
+         help=f"a parameter set, 1 to {MAX_SETS} of them: ALGO or "
+         "ALGO:KEY=VALUE[,KEY=VALUE...], KEY a chunking flag's name (min, avg, max, "
+         "level, seed, seq-mode, seq-length, skip-trigger, skip-size, horizon, "
+         "polynomial) or preset; e.g. fastcdc:min=4096,avg=16384,max=65536 or "
+         "seqcdc:preset=seqcdc-16k")
+    _add(group, "--sample", type=_sample_rate, default=1, metavar="N",
+         help="count 1 in N distinct chunks, chosen by fingerprint (default 1: exact)")
+    _add(group, "--fingerprint", choices=("xxh128", "sha256"),
+         help="xxh128 (default), or sha256 (the default with --namespace)")
+    _add(group, "--namespace", metavar="NS",
+         help="also count what this namespace already holds (read only)")
+    _add(group, "--plot", metavar="FILE",
+         help=f"also draw the estimate as FILE, .png or .svg ({INSTALL_HINT})")
+    _add(group, "--message-size", type=_positive, default=DEFAULT_MESSAGE_SIZE,
+         metavar="N", help="bytes per data message (default %(default)s)")
+    estimate.add_argument("files", nargs="+", metavar="FILE",
+                          help='inputs: files, directories ("-" for stdin)')
+
+
 def parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog=PROG,
@@ -221,6 +264,19 @@ def parser() -> argparse.ArgumentParser:
     _add_retries(group, "a file; each file's stream then carries a random "
                  "stream_id, so the reference counts equal a single run's")
     dedup.add_argument("files", nargs="+", metavar="FILE", help='inputs ("-" for stdin)')
+
+    _estimate_parser(commands, connection, common)
+    plot = commands.add_parser(
+        "plot", formatter_class=_HelpFormatter, allow_abbrev=False, epilog=_EXIT_STATUS,
+        help="draw the JSON of estimate --json (of any of the three clients)",
+        description="Draws the estimate saved in JSON (the output of estimate --json, "
+        "or the file chunkctl and chunkd-go write for --plot) as OUT, a PNG or SVG "
+        "by its extension: the dedup ratio against the mean chunk size, and the "
+        "chunk size histograms (docs/estimate.md). Needs matplotlib: "
+        f"{INSTALL_HINT}.",
+    )
+    plot.add_argument("json", metavar="JSON", help='the saved estimate ("-" for stdin)')
+    plot.add_argument("out", metavar="OUT", help="the picture to write, .png or .svg")
 
     commands.add_parser(
         "info", parents=[connection], **common,

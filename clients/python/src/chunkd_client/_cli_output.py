@@ -1,5 +1,5 @@
-"""What ``chunkd-client`` prints: the progress line, the dedup report lines
-and the ``info`` text and JSON (docs/cli.md)."""
+"""What ``chunkd-client`` prints: the progress line, the dedup report lines,
+the ``info`` text and JSON and the ``estimate`` tables (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import dataclasses
 import json
 import sys
 import time
-from typing import IO, Any, Dict, Optional
+from typing import IO, Any, Dict, List, Optional, Sequence
 
-from chunkd_client.records import DedupSummary, ParamRange, ServerInfo
+from chunkd_client.records import (
+    DedupSummary, EstimateResult, ParamRange, ServerInfo, SetEstimate,
+)
 
 
 class Progress:
@@ -197,3 +199,66 @@ def info_json(info: ServerInfo) -> Dict[str, Any]:
             for a in info.algorithms
         ],
     }
+
+
+#: The columns of estimate's first table; namespace_bytes is added with a
+#: namespace.
+ESTIMATE_COLUMNS = ("set", "bytes", "chunks", "unique_chunks", "unique_bytes",
+                    "dedup_ratio", "ratio_interval", "mean_size", "p50", "p90", "p99")
+#: The columns of estimate's second table, the index costs.
+INDEX_COLUMNS = ("set", "index_entries", "memory_bytes", "rocksdb_disk_bytes",
+                 "redis_memory_bytes")
+#: The backends of INDEX_COLUMNS' byte columns, in their order.
+_INDEX_BACKENDS = ("memory", "rocksdb", "redis")
+
+
+def table(rows: Sequence[Sequence[str]]) -> List[str]:
+    """``rows`` (the header first) as lines: columns two spaces apart, each
+    as wide as its widest cell, the first left-aligned and the others
+    right-aligned. Widths count UTF-8 bytes, as chunkctl and chunkd-go do."""
+    widths = [max(len(row[i].encode()) for row in rows) for i in range(len(rows[0]))]
+
+    def pad(cell: str, width: int) -> str:
+        return " " * (width - len(cell.encode()))
+
+    return ["  ".join([row[0] + pad(row[0], widths[0]),
+                       *(pad(cell, w) + cell for cell, w in zip(row[1:], widths[1:]))])
+            for row in rows]
+
+
+def _estimate_row(s: SetEstimate, with_namespace: bool) -> List[str]:
+    interval = s.ratio_interval
+    row = [s.label, str(s.bytes), str(s.chunks), str(s.unique_chunks),
+           str(s.unique_bytes), f"{s.dedup_ratio:.3f}",
+           "-" if interval is None else f"{interval[0]:.3f}-{interval[1]:.3f}",
+           f"{s.mean_chunk_size:.0f}", str(s.p50_chunk_size), str(s.p90_chunk_size),
+           str(s.p99_chunk_size)]
+    if with_namespace:
+        row.append(str(s.namespace_bytes or 0))
+    return row
+
+
+def _index_row(s: SetEstimate) -> List[str]:
+    costs = {c.backend: str(c.bytes) for c in s.index_costs}
+    return [s.label, str(s.unique_chunks), *(costs.get(b, "-") for b in _INDEX_BACKENDS)]
+
+
+def estimate_text(result: EstimateResult) -> str:
+    """What ``estimate`` prints without --json (docs/cli.md): the table of
+    the sets, the table of their index costs and the totals line."""
+    with_namespace = any(s.namespace_bytes is not None for s in result.sets)
+    header = [*ESTIMATE_COLUMNS, *(("namespace_bytes",) if with_namespace else ())]
+    lines = table([header, *(_estimate_row(s, with_namespace) for s in result.sets)])
+    lines.append("")
+    lines += table([INDEX_COLUMNS, *(_index_row(s) for s in result.sets)])
+    lines.append("")
+    lines.append(f"{result.total_bytes} bytes in {result.files} files; sample 1 in "
+                 f"{result.sample_rate}; fingerprint {result.fingerprint}")
+    return "\n".join(lines) + "\n"
+
+
+def estimate_json(result: EstimateResult) -> str:
+    """What ``estimate --json`` prints (docs/cli.md): the object on one
+    line, keys in their order, ", " and ": " between items, as chunkctl
+    and chunkd-go print it."""
+    return json.dumps(result.to_json()) + "\n"

@@ -9,8 +9,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 from chunkd_client import _tables
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
 from chunkd_client.records import (
-    AlgorithmInfo, ChunkRecord, ChunkSummary, DedupRecord, DedupSummary, ParamRange,
-    ServerInfo,
+    AlgorithmInfo, ChunkRecord, ChunkSummary, DedupRecord, DedupSummary, EstimateProgress,
+    EstimateResult, IndexCost, ParamRange, ServerInfo, SetEstimate, SizeBucket,
 )
 
 #: Chunking algorithms by the names chunkctl and the metrics use: the enum
@@ -48,6 +48,8 @@ RELEASE_BATCH = 10000
 DEFAULT_MESSAGE_SIZE = 1 << 20
 
 _NAMES_OF_FINGERPRINTS = {v: k for k, v in FINGERPRINTS.items()}
+_NAMES_OF_ALGORITHMS = {v: k for k, v in ALGORITHMS.items()}
+_NAMES_OF_SEQ_MODES = {v: k for k, v in SEQ_MODES.items()}
 
 
 def enum_value(kind: str, value: Union[str, int], names: Mapping[str, int]) -> Any:
@@ -228,6 +230,49 @@ def dedup_summary(s: "pb.DedupSummary") -> DedupSummary:
         hints_accepted=s.hints_accepted,
         hints_rejected=s.hints_rejected,
         hint_skipped_bytes=s.hint_skipped_bytes,
+    )
+
+
+def chunking_of_message(m: "pb.ChunkingParams") -> ChunkingParams:
+    """The ChunkingParams of a message, with the algorithm and seq_mode by
+    name (their raw values when unknown) and the unset fields None."""
+    fields = {f: getattr(m, f) for f in _OPTIONAL_FIELDS if m.HasField(f)}
+    seq_mode: Union[str, int, None] = None
+    if m.seq_mode:
+        seq_mode = _NAMES_OF_SEQ_MODES.get(m.seq_mode, m.seq_mode)
+    return ChunkingParams(_NAMES_OF_ALGORITHMS.get(m.algorithm, m.algorithm),
+                          seed=m.seed, seq_mode=seq_mode, **fields)
+
+
+def estimate_progress(p: "pb.EstimateProgress") -> EstimateProgress:
+    return EstimateProgress(p.bytes, p.files)
+
+
+def set_estimate(s: "pb.SetEstimate") -> SetEstimate:
+    """The plain form of one set's estimate."""
+    return SetEstimate(
+        label=s.label, chunking=chunking_of_message(s.chunking), bytes=s.bytes,
+        chunks=s.chunks, unique_chunks=s.unique_chunks, unique_bytes=s.unique_bytes,
+        dedup_ratio=s.dedup_ratio,
+        histogram=tuple(SizeBucket(b.lower_bound, b.chunks, b.bytes) for b in s.histogram),
+        mean_chunk_size=s.mean_chunk_size, min_chunk_size=s.min_chunk_size,
+        p50_chunk_size=s.p50_chunk_size, p90_chunk_size=s.p90_chunk_size,
+        p99_chunk_size=s.p99_chunk_size, max_chunk_size=s.max_chunk_size,
+        sampled=s.sampled, sampled_unique_chunks=s.sampled_unique_chunks,
+        ratio_low=s.ratio_low, ratio_high=s.ratio_high,
+        namespace_bytes=s.namespace_bytes if s.HasField("namespace_bytes") else None,
+        namespace_chunks=s.namespace_chunks if s.HasField("namespace_chunks") else None,
+        index_costs=tuple(IndexCost(c.backend, c.entries, c.bytes, c.medium)
+                          for c in s.index_costs),
+    )
+
+
+def estimate_result(r: "pb.EstimateResult") -> EstimateResult:
+    """The plain form of an Estimate's result."""
+    return EstimateResult(
+        sets=tuple(set_estimate(s) for s in r.sets), total_bytes=r.total_bytes,
+        files=r.files, sample_rate=r.sample_rate,
+        fingerprint=_NAMES_OF_FINGERPRINTS.get(r.fingerprint, f"unknown({r.fingerprint})"),
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import os
 import threading
-from typing import BinaryIO, Callable, Iterable, Iterator, Union
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, List, Sequence, Union
 
 #: What ``Client.chunk`` and ``Client.dedup`` accept as input.
 Source = Union[
@@ -18,6 +18,20 @@ Source = Union[
     BinaryIO,
     Iterable[bytes],
 ]
+
+
+class _EndOfFile:
+    """The type of END_OF_FILE."""
+
+    def __repr__(self) -> str:
+        return "END_OF_FILE"
+
+
+#: The piece that ends one file of an Estimate's data set.
+END_OF_FILE = _EndOfFile()
+#: What a stream's pieces are: bytes, or END_OF_FILE after each file of a
+#: data set.
+Piece = Union[bytes, _EndOfFile]
 
 
 def iter_source(source: Source, message_size: int) -> Iterator[bytes]:
@@ -170,3 +184,46 @@ class _Rewinder:
             if not _checked(piece):
                 return
             yield bytes(piece)
+
+
+def dataset_files(sources: Sequence[Any]) -> List[Any]:
+    """The files of a data set given as ``sources`` (each a Source, or for
+    AsyncClient an async iterable): each source is one file, except a path
+    to a directory, which stands for every regular file under it (followed
+    symbolic links included), in sorted path order. ValueError when there
+    is no source."""
+    if not sources:
+        raise ValueError("the data set has no source: give at least one file")
+    files: List[Any] = []
+    for source in sources:
+        if isinstance(source, (str, os.PathLike)) and os.path.isdir(source):
+            files.extend(_walk(os.fsdecode(source)))
+        else:
+            files.append(source)
+    return files
+
+
+def _walk(directory: str) -> List[str]:
+    found = []
+    for parent, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(parent, name)
+            if os.path.isfile(path):
+                found.append(path)
+    return sorted(found)
+
+
+def dataset_pieces(
+    sources: Sequence[Source], message_size: int
+) -> Callable[[], Iterator[Piece]]:
+    """``source_pieces`` for a data set of several files (``dataset_files``):
+    each file's pieces followed by END_OF_FILE. The sources are checked now,
+    each file is opened when its turn comes."""
+    pieces = [source_pieces(f, message_size) for f in dataset_files(sources)]
+
+    def chained() -> Iterator[Piece]:
+        for file_pieces in pieces:
+            yield from file_pieces()
+            yield END_OF_FILE
+
+    return chained

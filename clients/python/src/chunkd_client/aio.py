@@ -24,7 +24,7 @@ import queue
 import threading
 from typing import (
     Any, AsyncIterable, AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterable,
-    Iterator, List, Optional, Tuple, TypeVar, Union,
+    Iterator, List, Optional, Sequence, Tuple, TypeVar, Union,
 )
 
 import grpc
@@ -34,10 +34,14 @@ from chunkd_client import _convert as convert
 from chunkd_client._calls import ClientBase, OnReplay, StreamBase, rpc_errors
 from chunkd_client._convert import DEFAULT_MESSAGE_SIZE, ChunkingParams
 from chunkd_client._proto.chunkd.v1 import chunkd_pb2 as pb
-from chunkd_client._sources import Source, iter_source, source_pieces
+from chunkd_client._sets import SetSpec
+from chunkd_client._sources import (
+    END_OF_FILE, Piece, Source, dataset_files, iter_source, source_pieces,
+)
 from chunkd_client.errors import ChunkdError
 from chunkd_client.records import (
-    ChunkRecord, ChunkSummary, DedupRecord, DedupSummary, ServerInfo,
+    ChunkRecord, ChunkSummary, DedupRecord, DedupSummary, EstimateProgress, EstimateResult,
+    ServerInfo,
 )
 
 __all__ = ["AsyncClient", "AsyncResponseStream", "AsyncSource"]
@@ -149,6 +153,23 @@ def _pieces(
         return lambda: pieces
     again = source_pieces(source, message_size, replayable)
     return lambda: _aiter_pieces(again())
+
+
+def _dataset_pieces(
+    sources: Sequence[AsyncSource], message_size: int
+) -> Callable[[], AsyncIterator[Piece]]:
+    """``dataset_pieces`` for the event loop: each file's pieces (``_pieces``:
+    an async iterable, or read on a thread of its own), END_OF_FILE after
+    each; the sources checked now."""
+    pieces = [_pieces(f, message_size) for f in dataset_files(sources)]
+
+    async def chained() -> AsyncIterator[Piece]:
+        for file_pieces in pieces:
+            async for piece in file_pieces():
+                yield piece
+            yield END_OF_FILE
+
+    return chained
 
 
 def _result_now(coroutine: Coroutine[Any, Any, T]) -> Optional[T]:
@@ -291,6 +312,7 @@ class AsyncClient(ClientBase):
     _channels = grpc.aio
     _response_stream = AsyncResponseStream
     _source_pieces = staticmethod(_pieces)
+    _dataset_pieces = staticmethod(_dataset_pieces)
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -342,6 +364,23 @@ class AsyncClient(ClientBase):
         """Every record of ``dedup(...)`` and the summary."""
         async with self.dedup(source, namespace=namespace, **kwargs) as stream:
             return await stream.collect()
+
+    async def estimate(self, *sources: AsyncSource, sets: Sequence[SetSpec],
+                       sample_rate: int = 1, namespace: Optional[str] = None,
+                       fingerprint: Union[str, int, None] = None,
+                       on_progress: Optional[Callable[[EstimateProgress], None]] = None,
+                       message_size: int = DEFAULT_MESSAGE_SIZE,
+                       timeout: Optional[float] = None) -> EstimateResult:
+        """As ``Client.estimate``; a source may also be an async iterable of
+        bytes. ``on_progress`` is a plain function, called in the event loop
+        (it must not block)."""
+        stream = self._estimate(sources, sets, sample_rate, namespace, fingerprint,
+                                message_size, timeout, on_progress)
+        async with stream:
+            async for progress in stream:
+                if on_progress is not None:
+                    on_progress(progress)
+            return stream.summary  # type: ignore[no-any-return]
 
     async def find_missing(self, namespace: str, fingerprints: Iterable[bytes], *,
                            timeout: Optional[float] = None) -> List[bytes]:

@@ -3,6 +3,8 @@
     chunkd-client chunk [options] FILE|-
     chunkd-client dedup --namespace NS [options] FILE|- ...
     chunkd-client info  [options]
+    chunkd-client estimate --set SPEC [--set SPEC ...] [options] FILE|DIR|- ...
+    chunkd-client plot JSON OUT
     chunkd-client --version
 
 It follows the contract of chunkd's three command-line clients
@@ -33,15 +35,19 @@ import grpc
 from chunkd_client._channel import TlsOptions, token_from_file
 from chunkd_client._cli_args import DEFAULT_SERVER, PROG, parser
 from chunkd_client._cli_output import (
-    Progress, added, clock_time, compact, dedup_line, human_bytes, info_json, info_text,
+    Progress, added, clock_time, compact, dedup_line, estimate_json, estimate_text,
+    human_bytes, info_json, info_text,
 )
 from chunkd_client._cli_params import (
     CHUNKING_FLAGS, NAMESPACE, PRESETS, RANGES, UsageError, chunking_fields,
     chunking_kwargs,
 )
+from chunkd_client._plot import PlotError, draw, plot_format, require_matplotlib
+from chunkd_client._sets import MAX_SETS, parse_set
+from chunkd_client._sources import dataset_files
 from chunkd_client.client import Client
 from chunkd_client.errors import ChunkdError
-from chunkd_client.records import DedupSummary
+from chunkd_client.records import DedupSummary, EstimateProgress
 
 __all__ = [
     "CHUNKING_FLAGS", "DEFAULT_SERVER", "NAMESPACE", "PRESETS", "PROG", "RANGES",
@@ -217,6 +223,90 @@ def _run_info(args: argparse.Namespace, out: IO[str]) -> int:
     return EXIT_OK
 
 
+def _estimate_checks(args: argparse.Namespace) -> None:
+    """The usage errors of estimate, found before any call: the sets, stdin
+    twice, the namespace, and a --plot that cannot be drawn."""
+    if not args.sets:
+        raise UsageError("give at least one --set", args.prog)
+    if len(args.sets) > MAX_SETS:
+        raise UsageError(f"at most {MAX_SETS} --set, got {len(args.sets)}", args.prog)
+    for spec in args.sets:
+        try:
+            parse_set(spec)
+        except ValueError as e:
+            raise UsageError(f"--set: {e}", args.prog) from None
+    if args.files.count("-") > 1:
+        raise UsageError('stdin ("-") can be read only once', args.prog)
+    if args.namespace is not None and not NAMESPACE.fullmatch(args.namespace):
+        raise UsageError(f"--namespace {args.namespace!r}: 1..128 characters of "
+                          "[A-Za-z0-9._-]", args.prog)
+    if args.message_size < 1:
+        raise UsageError("--message-size must be at least 1", args.prog)
+    if args.plot is not None:
+        try:
+            plot_format(args.plot)
+        except PlotError as e:
+            raise UsageError(f"--plot {e}", args.prog) from None
+        require_matplotlib()
+
+
+def _estimate_progress(args: argparse.Namespace, files: List[Any]) -> Progress:
+    """The progress line of an estimate: the bytes the server has read, of
+    the files' total when every file is a regular one."""
+    sizes = [None if f == "-" else _size_path(f) for f in files]
+    total = None if None in sizes else sum(s for s in sizes if s is not None)
+    label = files[0] if len(files) == 1 else f"{len(files)} files"
+    return _progress(args, str(label), total)
+
+
+def _size_path(path: str) -> Optional[int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+def _run_estimate(args: argparse.Namespace, out: IO[str]) -> int:
+    _estimate_checks(args)
+    files = dataset_files(args.files)
+    progress = _estimate_progress(args, files)
+
+    def on_progress(p: EstimateProgress) -> None:
+        progress.update(p.bytes)
+
+    sources = [_open(f) if f == "-" else f for f in files]
+    with _client(args) as client:
+        result = client.estimate(
+            *sources, sets=args.sets, sample_rate=args.sample, namespace=args.namespace,
+            fingerprint=args.fingerprint, on_progress=on_progress,
+            message_size=args.message_size)
+    progress.update(result.total_bytes)
+    progress.finish()
+    if args.plot is not None:
+        draw(result.to_json(), args.plot)
+    out.write(estimate_json(result) if args.format == "json" else estimate_text(result))
+    return EXIT_OK
+
+
+def _run_plot(args: argparse.Namespace, out: IO[str]) -> int:
+    try:
+        plot_format(args.out)
+    except PlotError as e:
+        raise UsageError(str(e), args.prog) from None
+    with _open(args.json) as f:
+        text = f.read()
+    try:
+        estimate = json.loads(text)
+    except ValueError as e:
+        raise PlotError(f"{args.json}: not JSON: {e}") from None
+    try:
+        draw(estimate, args.out)
+    except PlotError as e:
+        raise PlotError(f"{args.json}: {e}") from None
+    return EXIT_OK
+
+
 def _error_line(e: BaseException) -> Tuple[str, int]:
     """The message and exit status of a failure while running."""
     if isinstance(e, ChunkdError):
@@ -243,7 +333,8 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[IO[str]] = None) ->
         args.prog = f"{PROG} {args.command}"
         if unknown:
             raise UsageError(f"unrecognized arguments: {' '.join(unknown)}", args.prog)
-        run = {"chunk": _run_chunk, "dedup": _run_dedup, "info": _run_info}[args.command]
+        run = {"chunk": _run_chunk, "dedup": _run_dedup, "info": _run_info,
+               "estimate": _run_estimate, "plot": _run_plot}[args.command]
         status = run(args, out)
         out.flush()
         return status
@@ -252,7 +343,7 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[IO[str]] = None) ->
     except UsageError as e:
         print(f"{PROG}: {e} (see {e.prog or PROG} --help)", file=sys.stderr)
         return EXIT_USAGE
-    except (ChunkdError, OSError, ValueError) as e:
+    except (ChunkdError, OSError, ValueError, PlotError) as e:
         message, status = _error_line(e)
         # After a progress line, start on a line of its own.
         print(("\n" if sys.stderr.isatty() else "") + message, file=sys.stderr)

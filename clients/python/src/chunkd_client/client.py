@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Generator, Iterable, List, Optional, Tuple, TypeVar, Union
+from typing import (
+    Any, Callable, Generator, Iterable, List, Optional, Sequence, Tuple, TypeVar, Union,
+)
 
 import grpc
 
@@ -16,9 +18,11 @@ from chunkd_client._convert import (
     FIND_MISSING_BATCH, FINGERPRINTS, HINTS, RELEASE_BATCH, SEQ_MODES, ChunkingParams,
     chunking_params,
 )
-from chunkd_client._sources import Source, source_pieces
+from chunkd_client._sets import MAX_SAMPLE_RATE, MAX_SETS, SetSpec, parse_set
+from chunkd_client._sources import Source, dataset_pieces, source_pieces
 from chunkd_client.records import (
-    ChunkRecord, ChunkSummary, DedupRecord, DedupSummary, ServerInfo,
+    ChunkRecord, ChunkSummary, DedupRecord, DedupSummary, EstimateProgress, EstimateResult,
+    ServerInfo,
 )
 
 __all__ = [
@@ -29,6 +33,8 @@ __all__ = [
     "FIND_MISSING_BATCH",
     "FINGERPRINTS",
     "HINTS",
+    "MAX_SAMPLE_RATE",
+    "MAX_SETS",
     "RELEASE_BATCH",
     "SEQ_MODES",
     "ChunkStream",
@@ -38,6 +44,7 @@ __all__ = [
     "ResponseStream",
     "TlsOptions",
     "chunking_params",
+    "parse_set",
 ]
 
 R = TypeVar("R")
@@ -157,6 +164,7 @@ class Client(ClientBase):
     _channels = grpc
     _response_stream = ResponseStream
     _source_pieces = staticmethod(source_pieces)
+    _dataset_pieces = staticmethod(dataset_pieces)
 
     def __enter__(self) -> "Client":
         return self
@@ -276,6 +284,55 @@ class Client(ClientBase):
         """``dedup(...).collect()``: every record and the summary."""
         with self.dedup(source, namespace=namespace, **kwargs) as stream:
             return stream.collect()
+
+    def estimate(self, *sources: Source, sets: Sequence[SetSpec], sample_rate: int = 1,
+                 namespace: Optional[str] = None,
+                 fingerprint: Union[str, int, None] = None,
+                 on_progress: Optional[Callable[[EstimateProgress], None]] = None,
+                 message_size: int = DEFAULT_MESSAGE_SIZE,
+                 timeout: Optional[float] = None) -> EstimateResult:
+        """Estimates how the data set ``sources`` would deduplicate under each
+        of ``sets``, in one pass over its bytes (docs/estimate.md); nothing
+        is written to any index::
+
+            result = client.estimate("a.tar", "b.tar", sets=[
+                "fastcdc:min=4096,avg=16384,max=65536", "seqcdc:preset=seqcdc-16k"])
+            for s in result.sets:
+                print(s.label, s.dedup_ratio, s.unique_bytes)
+
+        Each source is one file of the data set (a path, bytes-like object,
+        binary file or iterable of bytes, as ``chunk`` takes); a path to a
+        directory stands for every file under it, in sorted path order.
+        Every set cuts each file on its own; the distinct chunks are counted
+        over the whole data set. ``sets`` holds 1..MAX_SETS sets, each a
+        string of the set syntax (``parse_set``, the labels as given) or a
+        ``(label, ChunkingParams)`` pair; a bad one is a ValueError naming
+        it, before any call.
+
+        ``sample_rate`` N (1..MAX_SAMPLE_RATE) counts 1 in N distinct chunks
+        (those whose fingerprint falls in 1/N of the hash space), which
+        bounds the server's memory; the unique counts are then estimates,
+        with a 95 % interval of the ratio. ``namespace`` compares with that
+        namespace's holdings, read only. ``fingerprint`` ("xxh128" or
+        "sha256") defaults to xxh128, and to sha256 with a namespace.
+        ``on_progress(EstimateProgress)`` is called, from this thread, for
+        each progress message the server sends while it reads.
+        ``message_size`` and ``timeout`` (the whole call's deadline) are as
+        for ``chunk``; an estimate is not replayed.
+
+        Returns an ``EstimateResult``. Errors as for ``chunk``, as
+        ChunkdError: INVALID_ARGUMENT names the set and its parameter;
+        RESOURCE_EXHAUSTED with reason STREAM_MEMORY when an exact estimate
+        would keep more distinct chunks than the server allows a stream
+        (sample). A result that does not count every byte sent fails with
+        DATA_LOSS. An exception ``on_progress`` raises ends the call.
+        """
+        with self._estimate(sources, sets, sample_rate, namespace, fingerprint,
+                            message_size, timeout, on_progress) as stream:
+            for progress in stream:
+                if on_progress is not None:
+                    on_progress(progress)
+            return stream.summary  # type: ignore[no-any-return]
 
     def find_missing(self, namespace: str, fingerprints: Iterable[bytes], *,
                      timeout: Optional[float] = None) -> List[bytes]:
