@@ -33,21 +33,14 @@ PICTURE = REPO / "docs" / "images" / "estimate-example.png"
 BEGIN = "<!-- estimate example: begin -->"
 END = "<!-- estimate example: end -->"
 
-# Four FastCDC sizes, the other content-defined chunkers at their defaults
-# or at sizes near them, and fixed-size blocks for contrast.
-SETS = [
-    "fastcdc:min=1024,avg=4096,max=16384",
-    "fastcdc:min=2048,avg=8192,max=32768",
-    "fastcdc:min=4096,avg=16384,max=65536",
-    "fastcdc:min=16384,avg=65536,max=262144",
-    "seqcdc:preset=seqcdc-8k",
-    "seqcdc:preset=seqcdc-16k",
-    "buzhash:min=4096,avg=16384,max=65536",
-    "rabin:min=4096,avg=16384,max=65536",
-    "crc32:min=2048,avg=16384,max=65536",
-    "fixed:avg=4096",
-    "fixed:avg=16384",
-]
+# The parameter sets of the example, one --set per line: documentation, kept
+# beside its picture.
+SETS_FILE = REPO / "docs" / "images" / "estimate-example.sets"
+
+
+def example_sets() -> List[str]:
+    return [line.strip() for line in SETS_FILE.read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
 
 
 def commits(tip: str, count: int) -> List[str]:
@@ -75,7 +68,7 @@ def write_versions(directory: Path, tip: str, count: int) -> List[Path]:
 
 def estimate(files: List[Path], extra: List[str]) -> subprocess.CompletedProcess:
     args = [str(CHUNKCTL), "estimate", "--local"]
-    for spec in SETS:
+    for spec in example_sets():
         args += ["--set", spec]
     return subprocess.run(args + extra + [str(f) for f in files],
                           check=True, capture_output=True, text=True)
