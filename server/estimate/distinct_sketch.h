@@ -1,9 +1,10 @@
 // DistinctSketch: how many distinct values a stream of uniform 64-bit hashes
 // holds, in 64 KiB whatever their number (HyperLogLog: Flajolet, Fusy,
-// Gandouet and Meunier, 2007; with linear counting for small counts). The
-// Estimator feeds it every chunk's fingerprint, sampled or not, so that a
-// sampled estimate knows the number of distinct chunks within a fraction of
-// a percent and takes only their sizes from the sample (docs/estimate.md,
+// Gandouet and Meunier, 2007; with linear counting for small counts). A
+// sampled estimate feeds one every chunk's fingerprint, sampled or not, and
+// another the granules that cover every chunk, so that it knows the number
+// of distinct chunks and their bytes within a fraction of a percent and
+// takes only the rounding to granules from the sample (docs/estimate.md,
 // "The interval").
 //
 // Promises: Estimate() depends only on the set of values added, not on their

@@ -13,6 +13,7 @@
 #include "absl/numeric/int128.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -59,7 +60,6 @@ RatioInterval IntervalOf(const ForEach& for_each, uint32_t rate,
     ++kept;
   });
   RatioInterval out;
-  if (kept == 0 || sum_u == 0) return out;
   using Real = long double;
   const Real n = std::max<uint32_t>(rate, 1);
   const Real t = static_cast<Real>(total_bytes);
@@ -67,24 +67,31 @@ RatioInterval IntervalOf(const ForEach& for_each, uint32_t rate,
   const Real kept_bytes = static_cast<Real>(sum_u);
   out.valid = kept >= 2;
   if (n == 1) {
+    if (kept == 0 || sum_u == 0) return out;
     out.unique_chunks = k;
     out.unique_bytes = kept_bytes;
     out.ratio = out.low = out.high = static_cast<double>(t / kept_bytes);
     return out;
   }
-  const Real pad = static_cast<Real>(sum_pad) / k;
+  if (total_bytes == 0 || sketches.granules.distinct <= 0) return out;
+  // With no chunk kept, the mean pad is taken as half a granule.
+  const Real pad = kept == 0 ? static_cast<Real>(g) / 2
+                             : static_cast<Real>(sum_pad) / k;
+  // Fewer than two kept: the pad's variance is that of a uniform one.
   const Real pad_var =
-      kept < 2 ? 0
+      kept < 2 ? static_cast<Real>(g) * static_cast<Real>(g) / 12
                : std::max(Real{0}, (static_cast<Real>(sum_pad2) - k * pad * pad) /
                                        (k - 1));
   const Real chunks = std::max<Real>(sketches.chunks.distinct, k);
   const Real granule_bytes =
       static_cast<Real>(g) * static_cast<Real>(sketches.granules.distinct);
   // The unique bytes are at least the kept ones, and at most all bytes.
-  const Real unique = std::clamp(granule_bytes - chunks * pad, kept_bytes, t);
+  const Real unique =
+      std::clamp(granule_bytes - chunks * pad, std::max(kept_bytes, Real{1}), t);
   const Real e_granules = granule_bytes * sketches.granules.relative_se;
   const Real e_pad_chunks = chunks * pad * sketches.chunks.relative_se;
-  const Real e_pad = chunks * std::sqrt((1 - 1 / n) * pad_var / k);
+  const Real e_pad =
+      chunks * std::sqrt((1 - 1 / n) * pad_var / std::max(k, Real{1}));
   const Real rse = std::sqrt(e_granules * e_granules +
                              e_pad_chunks * e_pad_chunks + e_pad * e_pad) /
                    unique;
@@ -93,7 +100,7 @@ RatioInterval IntervalOf(const ForEach& for_each, uint32_t rate,
   out.ratio = static_cast<double>(t / unique);
   out.low = static_cast<double>(t / std::min(t, unique * (1 + kZ95 * rse)));
   out.high = static_cast<double>(
-      t / std::max(kept_bytes, unique * (1 - kZ95 * rse)));
+      t / std::max({kept_bytes, Real{1}, unique * (1 - kZ95 * rse)}));
   return out;
 }
 
@@ -110,11 +117,13 @@ absl::Status CheckOptions(const EstimatorOptions& options) {
   }
   for (size_t i = 0; i < options.sets.size(); ++i) {
     const SetSpec& set = options.sets[i];
-    const std::string name = absl::StrCat("set ", i + 1, " (", set.label, ")");
+    // Named as the Estimate RPC names them: "sets[3] (label \"fixed:avg=7\")".
+    const std::string name = absl::StrCat("sets[", i, "] (label \"",
+                                          absl::CEscape(set.label), "\")");
     if (set.label.size() > kMaxLabelBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "set ", i + 1, ": label of ", set.label.size(),
-          " bytes, longer than ", kMaxLabelBytes));
+      return absl::InvalidArgumentError(
+          absl::StrCat("sets[", i, "].label has ", set.label.size(),
+                       " bytes; at most ", kMaxLabelBytes));
     }
     absl::Status status = chunking::ValidateOptions(set.options);
     if (status.ok()) {
@@ -240,7 +249,8 @@ class Estimator::Impl {
         uint64_t{options_.sample_rate} * 64, kMaxSampleRate);
     return absl::ResourceExhaustedError(absl::StrCat(
         "the estimate needs more than max_entries = ", budget_.limit(),
-        " distinct chunks over its sets after ", bytes_in_,
+        " distinct chunks (and chunk sizes beyond ", kSizesPerSet,
+        " per set) over its sets after ", bytes_in_,
         " bytes at sample_rate ", options_.sample_rate,
         "; sample fewer chunks with a higher sample_rate (e.g. ", suggested,
         ") or raise the limit"));
@@ -268,8 +278,17 @@ class Estimator::Impl {
         },
         rate, r.bytes, sketches);
     r.sampled_unique_chunks = tally.kept().size();
-    r.unique_chunks = static_cast<uint64_t>(std::llround(interval.unique_chunks));
-    r.unique_bytes = static_cast<uint64_t>(std::llround(interval.unique_bytes));
+    if (rate == 1) {
+      // Exact: the integers themselves, not through a double.
+      r.unique_chunks = tally.kept().size();
+      tally.kept().ForEach(
+          [&](const KeptChunk& c) { r.unique_bytes += c.length; });
+    } else {
+      r.unique_chunks =
+          static_cast<uint64_t>(std::llround(interval.unique_chunks));
+      r.unique_bytes =
+          static_cast<uint64_t>(std::llround(interval.unique_bytes));
+    }
     r.dedup_ratio = interval.ratio;
     r.sampled = rate > 1;
     r.has_interval = r.sampled && interval.valid;

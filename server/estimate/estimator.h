@@ -8,15 +8,19 @@
 // fingerprinted (XXH3-128, or SHA-256 for a namespace comparison) and, when
 // its fingerprint falls in the sampled 1 / sample_rate of the hash space,
 // counted in the set's table of distinct chunks. Sizes, counts and the
-// histogram count every chunk; the distinct chunks, their bytes and the
-// ratio come from the table, scaled by sample_rate when sampled, with a 95 %
+// histogram count every chunk. Exact, the distinct chunks, their bytes and
+// the ratio come from the table; sampled, from two sketches of every chunk
+// (distinct_sketch.h: of its fingerprint, and of the granules that cover
+// it) with the rounding to granules measured on the table, and with a 95 %
 // confidence interval of the ratio.
 //
 // Promises: with sample_rate 1 the result's unique chunks and bytes are
 // those of the distinct fingerprints of the chunks StreamChunker gives for
 // each set, file by file — whatever the kernel set, the threads or the
-// split into pieces; memory holds the chunkers' buffers and one table entry
-// per distinct sampled chunk, at most max_entries over all sets.
+// split into pieces; memory holds the chunkers' buffers, per set its size
+// counts and, sampled, two sketches of 64 KiB, and one table entry per
+// distinct kept chunk (and per chunk size beyond kSizesPerSet of a set), at
+// most max_entries over all sets.
 //
 // Thread safety: not thread-safe; one data set, one thread at a time (the
 // executor of EngineOptions runs parts of a call on other threads).
@@ -42,6 +46,10 @@ namespace chunkd::estimate {
 inline constexpr size_t kMaxSets = 16;
 inline constexpr uint32_t kMaxSampleRate = uint32_t{1} << 20;
 inline constexpr size_t kMaxLabelBytes = 256;
+// Distinct chunk sizes a set counts before each new one takes an entry of
+// EstimatorOptions::max_entries (sizes are bounded by max_size; a set of
+// large chunks could otherwise count millions).
+inline constexpr uint64_t kSizesPerSet = uint64_t{1} << 16;
 
 // How chunks are told apart.
 enum class FingerprintKind { kXxh128, kSha256 };
@@ -124,8 +132,9 @@ class Estimator {
  public:
   // INVALID_ARGUMENT naming the problem: no set or more than kMaxSets, a
   // label longer than kMaxLabelBytes, a sample_rate of 0 or above
-  // kMaxSampleRate, options ValidateOptions refuses ("set 2 (label): ..."),
-  // or the errors of chunking::PlanEngine.
+  // kMaxSampleRate, options ValidateOptions refuses (named as the Estimate
+  // RPC names a set: "sets[1] (label \"fastcdc:max=7\"): ..."), or the
+  // errors of chunking::PlanEngine.
   static absl::StatusOr<std::unique_ptr<Estimator>> Create(
       const EstimatorOptions& options);
 

@@ -524,6 +524,14 @@ TEST(IntervalTest, ExactWhenNotSampled) {
   EXPECT_EQ(few.unique_chunks, 3);
   EXPECT_EQ(few.low, 1.0);
   EXPECT_FALSE(ComputeRatioInterval({{100, 5}}, 4, 2000, sketches).valid);
+  // Nothing kept: the sketches still count; the pad is half a granule.
+  sketches.chunks = {4, 0.01};
+  sketches.granules = {20, 0.01};
+  const RatioInterval none = ComputeRatioInterval({}, 4, 4000, sketches);
+  EXPECT_FALSE(none.valid);
+  EXPECT_NEAR(none.unique_chunks, 4, 1e-9);
+  EXPECT_NEAR(none.unique_bytes, 20 * 64 - 4 * 32, 1e-9);
+  EXPECT_NEAR(none.ratio, 4000.0 / (20 * 64 - 4 * 32), 1e-12);
   EXPECT_EQ(ComputeRatioInterval({}, 4, 0).ratio, 0);
 }
 
@@ -563,7 +571,7 @@ TEST(ErrorsTest, RefusesBadOptionsNamingTheProblem) {
   EstimatorOptions label = OneSet(fastcdc);
   label.sets.push_back({std::string(257, 'l'), fastcdc});
   EXPECT_EQ(error(label).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(error(label).message(), HasSubstr("set 2: label of 257 bytes"));
+  EXPECT_THAT(error(label).message(), HasSubstr("sets[1].label has 257 bytes; at most 256"));
   label.sets[1].label.resize(256);
   EXPECT_TRUE(error(label).ok());
   EXPECT_THAT(error(OneSet(fastcdc, 0)).message(), HasSubstr("sample_rate"));
@@ -576,7 +584,7 @@ TEST(ErrorsTest, RefusesBadOptionsNamingTheProblem) {
   bad.sets.push_back({"fastcdc:max=100", small_max});
   EXPECT_EQ(error(bad).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(error(bad).message(),
-              HasSubstr("set 2 (fastcdc:max=100): "));
+              HasSubstr("sets[1] (label \"fastcdc:max=100\"): "));
   EXPECT_THAT(error(bad).message(), HasSubstr("max_size"));
 }
 

@@ -217,7 +217,7 @@ bool SetTally::Add(
       if (Keep(fp) && !kept_->Add(fp, length, budget)) return false;
       // Bytes 8..15: the sampling test fixes the top bits of the first 8.
       if (sketch_ != nullptr) AddToSketches(BigEndian64(fp + 8), length);
-      sizes_.Add(length);
+      if (!sizes_.Add(length, budget)) return false;
     }
   }
   return true;

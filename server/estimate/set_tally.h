@@ -68,10 +68,19 @@ class KeptTable {
 // Chunk counts by size: the exact statistics of every chunk.
 class SizeCounts {
  public:
-  void Add(uint32_t length) {
-    ++counts_[length];
+  // Counts a chunk of `length`; a size beyond the first kSizesPerSet takes
+  // an entry from `budget`: false when there is none left (the chunk is not
+  // counted).
+  bool Add(uint32_t length, EntryBudget* budget) {
+    auto it = counts_.find(length);
+    if (it == counts_.end()) {
+      if (counts_.size() >= kSizesPerSet && !budget->Take()) return false;
+      it = counts_.emplace(length, 0).first;
+    }
+    ++it->second;
     ++chunks_;
     bytes_ += length;
+    return true;
   }
   uint64_t chunks() const { return chunks_; }
   uint64_t bytes() const { return bytes_; }
@@ -108,7 +117,8 @@ class SetTally {
   const DistinctSketch* granule_sketch() const {
     return granule_sketch_.get();
   }
-  // A power of two, at most an eighth of the set's smallest regular chunk.
+  // A power of two: at most an eighth of the set's smallest regular chunk,
+  // and at least 64 bytes unless that chunk is smaller.
   uint32_t granule_bytes() const { return uint32_t{1} << granule_shift_; }
   size_t memory_bytes() const;
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "chunking/cutter.h"
 #include "chunking/limits.h"
+#include "estimate/estimator.h"
 #include "service/allocator.h"
 
 namespace chunkd::service {
@@ -456,7 +457,8 @@ uint64_t EstimateMemoryBytes(const std::vector<StreamShape>& sets,
   uint64_t bytes = max_entries * entry_bytes;
   for (const StreamShape& shape : sets) {
     bytes += ChunkerMemoryBytes(shape, settings) +
-             shape.max_size * kEstimateSizeCountBytes;
+             std::min<uint64_t>(shape.max_size, estimate::kSizesPerSet) *
+                 kEstimateSizeCountBytes;
   }
   return bytes;
 }
@@ -519,9 +521,13 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryInputs& in) {
   }
   plan.arenas = in.arenas != 0 ? PlannedArenas(in) : 0;
   const int64_t estimate_entries = in.estimate_max_entries.value_or(-1);
+  // Sized: half of the largest stream's memory, or of the stream memory
+  // budget when that is smaller, so that an estimate can always start.
   plan.estimate_max_entries =
-      estimate_entries == -1 ? DefaultEstimateMaxEntries(SettingsOf(in))
-                             : static_cast<uint64_t>(estimate_entries);
+      estimate_entries == -1
+          ? std::min(DefaultEstimateMaxEntries(SettingsOf(in)),
+                     plan.stream_memory / 2 / kEstimateEntryBytesSha256)
+          : static_cast<uint64_t>(estimate_entries);
   if (absl::Status budget = CheckBudget(in, plan); !budget.ok()) {
     return budget;
   }

@@ -113,7 +113,7 @@ inline constexpr uint64_t kTaskRecordBytes = 128;
 // counts at its largest likewise.
 inline constexpr uint64_t kEstimateEntryBytesXxh128 = 114;
 inline constexpr uint64_t kEstimateEntryBytesSha256 = 168;
-inline constexpr uint64_t kEstimateSizeCountBytes = 58;
+inline constexpr uint64_t kEstimateSizeCountBytes = 59;
 
 // What the plan starts from.
 struct MemoryInputs {
@@ -227,7 +227,8 @@ uint64_t ChunkerMemoryBytes(const StreamShape& shape,
                             const StreamSettings& settings);
 
 // An Estimate stream's memory beyond its request bytes: per set (`sets`) a
-// chunker and its size counts (a length per byte of max_size at most), and
+// chunker and its size counts (a length per byte of max_size, at most
+// estimate::kSizesPerSet: more take entries), and
 // `max_entries` distinct chunks of `entry_bytes` (kEstimateEntryBytes*).
 // Its responses are a few small messages. max_entries 0 (no limit): the
 // chunkers only.
