@@ -1192,8 +1192,14 @@ class RedisClusterIntegration : public ::testing::Test {
           (*direct)->Command({"CONFIG", "SET", "maxmemory", "0"}).ok());
       ASSERT_TRUE((*direct)->Command({"FLUSHALL"}).ok());
     }
-    auto index = CreateIndex(cluster_->Spec());
-    ASSERT_TRUE(index.ok());
+    // The replicas are healthy here: a write waits for its replica as long
+    // as a loaded machine may take, never into a timeout (the timeout's
+    // own tests are the failover ones).
+    IndexOptions options;
+    options.cluster_wait_timeout = absl::Seconds(30);
+    options.command_timeout = absl::Seconds(60);
+    auto index = CreateIndex(cluster_->Spec(), options);
+    ASSERT_TRUE(index.ok()) << index.status();
     index_ = *std::move(index);
   }
 
