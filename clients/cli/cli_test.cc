@@ -106,7 +106,9 @@ TEST(CliTest, EstimateUsageErrorsExitTwo) {
         "--namespace", "a/b", kJpeg},
        "--namespace: expected 1..128 characters"},
       {{"estimate", "--local", "--set", "fastcdc", "--plot=", kJpeg},
-       "--plot: expected a file name"},
+       "--plot: expected a file name ending in .png or .svg"},
+      {{"estimate", "--local", "--set", "fastcdc", "--plot", "out.pdf", kJpeg},
+       "--plot: expected a file name ending in .png or .svg, got \"out.pdf\""},
       // A range the Estimator refuses names the set.
       {{"estimate", "--local", "--set", "fastcdc:avg=7", kJpeg},
        "fastcdc:avg=7"},

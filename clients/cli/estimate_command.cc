@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
@@ -138,8 +139,16 @@ absl::StatusOr<EstimateCommand> ParseEstimateCommand(const ParsedArgs& args) {
   c.sample_rate = *sample;
   if (absl::Status s = ReadFingerprint(args, &c); !s.ok()) return s;
   c.plot = args.Get("plot");
-  if (c.plot.has_value() && c.plot->empty()) {
-    return absl::InvalidArgumentError("--plot: expected a file name");
+  if (c.plot.has_value()) {
+    // The picture chunkd-client draws is a PNG or an SVG, as the other two
+    // CLIs check.
+    const std::string extension = absl::AsciiStrToLower(
+        std::filesystem::path(*c.plot).extension().string());
+    if (extension != ".png" && extension != ".svg") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--plot: expected a file name ending in .png or .svg, got \"",
+          *c.plot, "\""));
+    }
   }
   absl::StatusOr<size_t> message_size = MessageSize(args);
   if (!message_size.ok()) return message_size.status();

@@ -249,9 +249,10 @@ const absl::string_view kEstimateSetUsage = R"(Parameter sets and sampling:
                        preset (of ALGO; KEYs given override its values);
                        unset ones take the algorithm's defaults. SPEC is the
                        set's name in the output
-  --sample N           count 1 in N distinct chunks, chosen by fingerprint,
-                       and scale up: less memory, an interval instead of
-                       the exact ratio; 1..1048576 (default 1: exact)
+  --sample N           keep 1 in N distinct chunks, chosen by fingerprint,
+                       and estimate the unique ones with sketches: less
+                       memory, an interval instead of the exact ratio;
+                       1..1048576 (default 1: exact)
   --fingerprint NAME   xxh128 (default) or sha256 (default with --namespace)
   --namespace NS       also count the unique bytes the namespace NS of the
                        server's index already holds (read only; not with

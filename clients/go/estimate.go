@@ -147,13 +147,23 @@ func ExpandPaths(paths ...string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		// WalkDir does not descend into a root that is a symbolic link:
+		// walk what it points at, keeping the names under path.
+		root, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return nil, err
+		}
 		var found []string
-		err = filepath.WalkDir(path, func(name string, d os.DirEntry, err error) error {
+		err = filepath.WalkDir(root, func(name string, d os.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
 			if info, statErr := os.Stat(name); !d.IsDir() && statErr == nil && info.Mode().IsRegular() {
-				found = append(found, name)
+				rel, relErr := filepath.Rel(root, name)
+				if relErr != nil {
+					return relErr
+				}
+				found = append(found, filepath.Join(path, rel))
 			}
 			return nil
 		})

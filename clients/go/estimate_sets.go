@@ -159,7 +159,7 @@ func setPreset(algorithm, name string) (map[string]uint64, string) {
 func parameterValue(p tables.Parameter, value string) (uint64, string) {
 	if p.Names != nil {
 		for name, v := range p.Names {
-			if strings.EqualFold(name, value) {
+			if name == value {
 				return v, ""
 			}
 		}
@@ -170,7 +170,14 @@ func parameterValue(p tables.Parameter, value string) (uint64, string) {
 		slices.SortFunc(names, func(a, b string) int { return int(p.Names[a]) - int(p.Names[b]) })
 		return 0, "expected " + strings.Join(names, " or ")
 	}
-	v, err := strconv.ParseUint(value, 0, p.Bits)
+	// Exactly what chunkctl's flags take: decimal digits, or 0x and hex
+	// digits (ParseUint with a base of its own takes no sign, underscore,
+	// 0o, 0b or leading-zero octal).
+	base, digits := 10, value
+	if len(value) > 2 && (value[:2] == "0x" || value[:2] == "0X") {
+		base, digits = 16, value[2:]
+	}
+	v, err := strconv.ParseUint(digits, base, p.Bits)
 	if err != nil {
 		return 0, fmt.Sprintf("expected an integer from 0 to %d", uint64(1)<<p.Bits-1)
 	}

@@ -19,13 +19,15 @@ func TestParseSet(t *testing.T) {
 		{"fastcdc:min=4096,avg=16384,max=65536", Params{Algorithm: "fastcdc", MinSize: 4096, AvgSize: 16384, MaxSize: 65536}, nil},
 		{"fastcdc:level=0,seed=0x10", Params{Algorithm: "fastcdc", NormalizationLevel: Level(0), Seed: 16}, nil},
 		{"fixed:avg=8192", Params{Algorithm: "fixed", AvgSize: 8192}, nil},
+		// Decimal with a leading zero, as chunkctl reads it (not octal).
+		{"fixed:avg=010", Params{Algorithm: "fixed", AvgSize: 10}, nil},
 		{"repmaxcdc:min=262144,horizon=2097152", Params{Algorithm: "repmaxcdc", MinSize: 262144, HorizonSize: Horizon(2097152)}, nil},
 		{"repmaxcdc:horizon=0", Params{Algorithm: "repmaxcdc", HorizonSize: Horizon(0)}, nil},
 		{"rabin:polynomial=0x3DA3358B4DC173", Params{Algorithm: "rabin", Polynomial: 0x3DA3358B4DC173}, nil},
 		{"seqcdc:preset=seqcdc-16k", Params{Algorithm: "seqcdc", MinSize: 8192, MaxSize: 32768, SeqMode: "increasing",
 			SeqLength: 5, SkipTrigger: 50, SkipSize: 512}, nil},
 		// Explicit keys override the preset's values, before or after it.
-		{"seqcdc:skip-size=0,preset=seqcdc-8k,seq-mode=Decreasing", Params{Algorithm: "seqcdc", MinSize: 4096, MaxSize: 16384,
+		{"seqcdc:skip-size=0,preset=seqcdc-8k,seq-mode=decreasing", Params{Algorithm: "seqcdc", MinSize: 4096, MaxSize: 16384,
 			SeqMode: "decreasing", SeqLength: 5, SkipTrigger: 50}, []string{"skip_size"}},
 		{"fastcdc:min=0,preset=fastcdc-reapi", Params{Algorithm: "fastcdc", AvgSize: 524288, MaxSize: 2097152,
 			NormalizationLevel: Level(2)}, []string{"min_size", "seed"}},
@@ -54,13 +56,19 @@ func TestParseSetErrors(t *testing.T) {
 		"crc32:level=2":             `level is not a parameter of crc32 (it takes min, avg, max)`,
 		"fastcdc:min=4096,min=8192": `min given twice`,
 		"seqcdc:preset=seqcdc-8k,preset=seqcdc-16k": `preset given twice`,
-		"fastcdc:min=4k":            `min=4k: expected an integer from 0 to 4294967295`,
-		"fastcdc:max=4294967296":    `max=4294967296: expected an integer from 0 to 4294967295`,
-		"fastcdc:seed=-1":           `seed=-1: expected an integer from 0 to 18446744073709551615`,
-		"seqcdc:seq-mode=up":        `seq-mode=up: expected increasing or decreasing`,
-		"fastcdc:preset=seqcdc-16k": `preset seqcdc-16k is a seqcdc preset, not fastcdc`,
-		"seqcdc:preset=seqcdc-4k":   `unknown preset "seqcdc-4k" (seqcdc presets: seqcdc-8k, seqcdc-16k)`,
-		"crc32:preset=x":            `unknown preset "x" (crc32 presets: none)`,
+		"fastcdc:min=4k":         `min=4k: expected an integer from 0 to 4294967295`,
+		"fastcdc:max=4294967296": `max=4294967296: expected an integer from 0 to 4294967295`,
+		"fastcdc:seed=-1":        `seed=-1: expected an integer from 0 to 18446744073709551615`,
+		"seqcdc:seq-mode=up":     `seq-mode=up: expected increasing or decreasing`,
+		// The names and the integers exactly as chunkctl's flags take them.
+		"seqcdc:seq-mode=Decreasing": `seq-mode=Decreasing: expected increasing or decreasing`,
+		"fastcdc:min=0b101":          `min=0b101: expected an integer from 0 to 4294967295`,
+		"fastcdc:min=0o17":           `min=0o17: expected an integer from 0 to 4294967295`,
+		"fastcdc:min=1_000":          `min=1_000: expected an integer from 0 to 4294967295`,
+		"fastcdc:min=+5":             `min=+5: expected an integer from 0 to 4294967295`,
+		"fastcdc:preset=seqcdc-16k":  `preset seqcdc-16k is a seqcdc preset, not fastcdc`,
+		"seqcdc:preset=seqcdc-4k":    `unknown preset "seqcdc-4k" (seqcdc presets: seqcdc-8k, seqcdc-16k)`,
+		"crc32:preset=x":             `unknown preset "x" (crc32 presets: none)`,
 	} {
 		_, err := ParseSet(spec)
 		var argErr *ArgumentError

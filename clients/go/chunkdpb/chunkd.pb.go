@@ -2057,10 +2057,11 @@ type EstimateParams struct {
 	// 1 to 16 parameter sets, any algorithms and sizes; their results come in
 	// this order.
 	Sets []*EstimateSet `protobuf:"bytes,1,rep,name=sets,proto3" json:"sets,omitempty"`
-	// Consistent sampling: a distinct chunk is counted when its fingerprint
+	// Consistent sampling: a distinct chunk is kept when its fingerprint
 	// falls in 1 / sample_rate of the hash space, so every copy of a chunk is
-	// kept or dropped together. 0 or 1: exact (every distinct chunk is kept).
-	// At most 1048576.
+	// kept or dropped together; the unique counts then come from sketches of
+	// every chunk (docs/estimate.md). 0 or 1: exact (every distinct chunk is
+	// kept). At most 1048576.
 	SampleRate uint32 `protobuf:"varint,2,opt,name=sample_rate,json=sampleRate,proto3" json:"sample_rate,omitempty"`
 	// The fingerprint chunks are told apart by: unset means XXH128 without a
 	// namespace and SHA256 with one. XXH128's collision odds are negligible
@@ -2353,8 +2354,9 @@ type SetEstimate struct {
 	// Distinct chunks; when sampled, estimated by a sketch of every chunk's
 	// fingerprint (docs/estimate.md, "The interval").
 	UniqueChunks uint64 `protobuf:"varint,5,opt,name=unique_chunks,json=uniqueChunks,proto3" json:"unique_chunks,omitempty"`
-	// Bytes of the distinct chunks; when sampled, estimated: unique_chunks
-	// times the sample's mean chunk length.
+	// Bytes of the distinct chunks; when sampled, estimated by a sketch of
+	// the granules that cover every chunk, less the rounding measured on the
+	// sample (docs/estimate.md, "The interval").
 	UniqueBytes uint64 `protobuf:"varint,6,opt,name=unique_bytes,json=uniqueBytes,proto3" json:"unique_bytes,omitempty"`
 	// bytes / unique_bytes (when sampled, over the estimated unique_bytes);
 	// 0 for an empty data set.

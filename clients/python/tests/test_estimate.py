@@ -138,6 +138,8 @@ def run_main(*args: object) -> "tuple[int, str]":
      ChunkingParams("fastcdc", min_size=4096, avg_size=16384, max_size=65536)),
     ("fastcdc:level=3,seed=0x10", ChunkingParams("fastcdc", normalization_level=3, seed=16)),
     ("fixed:avg=8192", ChunkingParams("fixed", avg_size=8192)),
+    # Decimal with a leading zero, as chunkctl reads it (not octal).
+    ("fixed:avg=010", ChunkingParams("fixed", avg_size=10)),
     ("repmaxcdc:min=262144,horizon=2097152",
      ChunkingParams("repmaxcdc", min_size=262144, horizon_size=2097152)),
     ("rabin:polynomial=0x3DA3358B4DC173",
@@ -182,6 +184,13 @@ def test_parse_set(spec: str, params: ChunkingParams) -> None:
     ("fastcdc:seed=18446744073709551616", "bad value '18446744073709551616' for seed "
      "(expected an integer in 0..18446744073709551615"),
     ("fastcdc:min=\u0664\u0660\u0669\u0666", "bad value"),
+    # The integers exactly as chunkctl's flags take them: no 0b, 0o, _, sign
+    # or spaces.
+    ("fastcdc:min=0b101", "bad value '0b101' for min"),
+    ("fastcdc:min=0o17", "bad value '0o17' for min"),
+    ("fastcdc:min=1_000", "bad value '1_000' for min"),
+    ("fastcdc:min=+5", "bad value '+5' for min"),
+    ("fastcdc:min= 5", "bad value ' 5' for min"),
     ("seqcdc:seq-mode=up", "bad value 'up' for seq-mode (expected increasing or "
      "decreasing)"),
     ("fastcdc:preset=seqcdc-16k", "preset 'seqcdc-16k' is a seqcdc preset, not fastcdc"),

@@ -205,7 +205,8 @@ def _estimate_parser(commands: Any, connection: "Parser", common: Dict[str, Any]
          "polynomial) or preset; e.g. fastcdc:min=4096,avg=16384,max=65536 or "
          "seqcdc:preset=seqcdc-16k")
     _add(group, "--sample", type=_sample_rate, default=1, metavar="N",
-         help="count 1 in N distinct chunks, chosen by fingerprint (default 1: exact)")
+         help="keep 1 in N distinct chunks, chosen by fingerprint, and estimate the "
+              "unique ones (default 1: exact)")
     _add(group, "--fingerprint", choices=("xxh128", "sha256"),
          help="xxh128 (default), or sha256 (the default with --namespace)")
     _add(group, "--namespace", metavar="NS",

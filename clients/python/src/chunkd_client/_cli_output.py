@@ -234,7 +234,7 @@ def _estimate_row(s: SetEstimate, with_namespace: bool) -> List[str]:
            f"{s.mean_chunk_size:.0f}", str(s.p50_chunk_size), str(s.p90_chunk_size),
            str(s.p99_chunk_size)]
     if with_namespace:
-        row.append(str(s.namespace_bytes or 0))
+        row.append("-" if s.namespace_bytes is None else str(s.namespace_bytes))
     return row
 
 

@@ -10,6 +10,7 @@ the server's (INVALID_ARGUMENT naming the set).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from chunkd_client import _tables
@@ -27,6 +28,9 @@ SET_KEYS: Mapping[str, str] = {
 #: One parameter set as ``Client.estimate`` takes it: a SPEC of the set
 #: syntax, or a label with the chunking.
 SetSpec = Union[str, Tuple[str, ChunkingParams]]
+
+_DECIMAL = re.compile(r"[0-9]+")
+_HEX = re.compile(r"0[xX][0-9a-fA-F]+")
 
 _FIELD_BITS = {
     field.name: 64 if field.type == field.TYPE_UINT64 else 32
@@ -50,9 +54,13 @@ def _value(spec: str, key: str, text: str) -> Any:
             raise ValueError(f"set {spec!r}: bad value {text!r} for {key} (expected "
                              f"{' or '.join(names)})")
         return text
-    try:
-        value = int(text, 0) if text.isascii() else -1
-    except ValueError:
+    # Exactly what chunkctl's flags take: decimal digits, or 0x and hex
+    # digits (no sign, spaces, underscores, 0o or 0b).
+    if _DECIMAL.fullmatch(text):
+        value = int(text, 10)
+    elif _HEX.fullmatch(text):
+        value = int(text[2:], 16)
+    else:
         value = -1
     if not 0 <= value < 1 << _FIELD_BITS[field]:
         raise ValueError(f"set {spec!r}: bad value {text!r} for {key} (expected an "

@@ -203,9 +203,15 @@ def dataset_files(sources: Sequence[Any]) -> List[Any]:
     return files
 
 
+def _raise(error: OSError) -> None:
+    raise error
+
+
 def _walk(directory: str) -> List[str]:
+    """Every regular file under ``directory``, sorted; a directory that
+    cannot be read fails the data set, as in chunkctl and chunkd-go."""
     found = []
-    for parent, _, names in os.walk(directory):
+    for parent, _, names in os.walk(directory, onerror=_raise):
         for name in names:
             path = os.path.join(parent, name)
             if os.path.isfile(path):

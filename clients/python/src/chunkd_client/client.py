@@ -309,9 +309,10 @@ class Client(ClientBase):
         ``(label, ChunkingParams)`` pair; a bad one is a ValueError naming
         it, before any call.
 
-        ``sample_rate`` N (1..MAX_SAMPLE_RATE) counts 1 in N distinct chunks
+        ``sample_rate`` N (1..MAX_SAMPLE_RATE) keeps 1 in N distinct chunks
         (those whose fingerprint falls in 1/N of the hash space), which
-        bounds the server's memory; the unique counts are then estimates,
+        bounds the server's memory; the unique counts are then estimates
+        (sketches of every chunk, docs/estimate.md),
         with a 95 % interval of the ratio. ``namespace`` compares with that
         namespace's holdings, read only. ``fingerprint`` ("xxh128" or
         "sha256") defaults to xxh128, and to sha256 with a namespace.
