@@ -499,6 +499,15 @@ TEST(EstimateServiceTest, ANamespaceIsReadNeverWritten) {
   EXPECT_GT(sampled.namespace_bytes(), 0u);
   EXPECT_LT(sampled.namespace_bytes(), sampled.unique_bytes());
   EXPECT_LE(sampled.namespace_chunks(), 2 * fastcdc.namespace_chunks());
+  // Scaled, they estimate the exact holdings (the kept ones alone would be
+  // about half of them).
+  EXPECT_NEAR(static_cast<double>(sampled.namespace_chunks()),
+              static_cast<double>(fastcdc.namespace_chunks()),
+              0.2 * static_cast<double>(fastcdc.namespace_chunks()))
+      << "kept " << sampled.sampled_unique_chunks();
+  EXPECT_NEAR(static_cast<double>(sampled.namespace_bytes()),
+              static_cast<double>(fastcdc.namespace_bytes()),
+              0.2 * static_cast<double>(fastcdc.namespace_bytes()));
   EXPECT_EQ(server.index().size(), entries);
 }
 
